@@ -1,0 +1,251 @@
+import { readFileSync, existsSync } from 'node:fs';
+import { hostname } from 'node:os';
+
+/**
+ * Options → compiled options. `compileOptions` fills defaults, converts durations to
+ * milliseconds, validates (naming the key on error) and freezes. Layers, lowest first:
+ * defaults < `config/<name>.json` < environment (`WHEELHOUSE_*`) < CLI flags.
+ */
+
+export type BackendKind = 'embedded' | 'postgres';
+
+/** Options as a user writes them, in any layer. All optional. */
+export interface WheelhouseOptions {
+  /** This node's id in the cluster. @default `<hostname>-<pid>` */
+  nodeId?: string;
+  /** @default '127.0.0.1' */
+  host?: string;
+  /** @default 7070 */
+  port?: number;
+  /** `embedded`: PGlite + in-process buckets; `postgres`: Postgres + Redis. @default 'embedded' */
+  backend?: BackendKind;
+  /** Where the embedded backend keeps its data. @default './.wheelhouse' */
+  dataDir?: string;
+  /** @default 'postgres://postgres@127.0.0.1:5432/test' */
+  postgresUrl?: string;
+  /** The Postgres schema Wheelhouse's tables live in. @default 'wheelhouse' */
+  postgresSchema?: string;
+  /** @default 10 connections */
+  postgresPoolSize?: number;
+  /** @default 'redis://127.0.0.1:6379' */
+  redisUrl?: string;
+  /** Prefix of every Redis key. @default 'wh' */
+  redisPrefix?: string;
+  /** Number of wheel partitions. Fixed for the life of a deployment. @default 64 */
+  partitions?: number;
+  /** Width of a near-wheel slot, ms. @default 10 */
+  slotMs?: number;
+  /** How far ahead the near wheel holds tasks in memory, seconds. @default 60 */
+  nearWindowSeconds?: number;
+  /** Default lease length when a task gives none, seconds. @default 60 */
+  defaultTimeoutSeconds?: number;
+  /** Largest accepted request body, bytes. @default 262144 (256 KiB) */
+  maxPayloadBytes?: number;
+  /** Ready backlog past which submissions get 429. @default 1000000 */
+  readyBacklogLimit?: number;
+  /** First retry delay, seconds. @default 1 */
+  retryBaseSeconds?: number;
+  /** Longest retry delay, seconds. @default 3600 */
+  retryMaxSeconds?: number;
+  /** Longest long-poll, seconds. @default 30 */
+  pollMaxWaitSeconds?: number;
+  /** An entry taken from a ready queue but not settled for this long is put back, seconds. @default 30 */
+  inflightTimeoutSeconds?: number;
+  /** Bearer token required on /api and /admin routes; null disables auth. @default null */
+  authToken?: string | null;
+  /** Run the built-in `noop` executor in this node. @default true */
+  builtinExecutors?: boolean;
+  /** `fatal` … `trace`, or `silent`. @default 'info' */
+  logLevel?: string;
+}
+
+/** Options after compilation: complete, in milliseconds, frozen. */
+export interface CompiledOptions {
+  readonly nodeId: string;
+  readonly host: string;
+  readonly port: number;
+  readonly backend: BackendKind;
+  readonly dataDir: string;
+  readonly postgresUrl: string;
+  readonly postgresSchema: string;
+  readonly postgresPoolSize: number;
+  readonly redisUrl: string;
+  readonly redisPrefix: string;
+  readonly partitions: number;
+  readonly slotMs: number;
+  readonly nearWindowMs: number;
+  readonly defaultTimeoutSeconds: number;
+  readonly maxPayloadBytes: number;
+  readonly readyBacklogLimit: number;
+  readonly retryBaseMs: number;
+  readonly retryMaxMs: number;
+  readonly pollMaxWaitMs: number;
+  readonly inflightTimeoutMs: number;
+  readonly authToken: string | null;
+  readonly builtinExecutors: boolean;
+  readonly logLevel: string;
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly key: string,
+    message: string,
+  ) {
+    super(`config ${key}: ${message}`);
+    this.name = 'ConfigError';
+  }
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** Fills defaults, validates and freezes. Throws `ConfigError` naming the first bad key. */
+export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions {
+  const known = new Set(Object.keys(DEFAULTS));
+  for (const key of Object.keys(options)) {
+    if (!known.has(key)) throw new ConfigError(key, 'is not a known option');
+  }
+  const o = { ...DEFAULTS, ...stripUndefined(options) };
+  const compiled: CompiledOptions = {
+    nodeId: str('nodeId', o.nodeId, /^[A-Za-z0-9_.:-]{1,64}$/),
+    host: str('host', o.host),
+    port: int('port', o.port, 0, 65535),
+    backend: oneOf('backend', o.backend, ['embedded', 'postgres'] as const),
+    dataDir: str('dataDir', o.dataDir),
+    postgresUrl: str('postgresUrl', o.postgresUrl),
+    postgresSchema: str('postgresSchema', o.postgresSchema, /^[a-z_][a-z0-9_]{0,62}$/),
+    postgresPoolSize: int('postgresPoolSize', o.postgresPoolSize, 1, 1000),
+    redisUrl: str('redisUrl', o.redisUrl),
+    redisPrefix: str('redisPrefix', o.redisPrefix, /^[A-Za-z0-9_.:-]{1,64}$/),
+    partitions: int('partitions', o.partitions, 1, 4096),
+    slotMs: int('slotMs', o.slotMs, 1, 1000),
+    nearWindowMs: int('nearWindowSeconds', o.nearWindowSeconds, 1, 3600) * 1000,
+    defaultTimeoutSeconds: int('defaultTimeoutSeconds', o.defaultTimeoutSeconds, 1, 86_400),
+    maxPayloadBytes: int('maxPayloadBytes', o.maxPayloadBytes, 1024, 64 * 1024 * 1024),
+    readyBacklogLimit: int('readyBacklogLimit', o.readyBacklogLimit, 1, Number.MAX_SAFE_INTEGER),
+    retryBaseMs: num('retryBaseSeconds', o.retryBaseSeconds, 0, 86_400) * 1000,
+    retryMaxMs: num('retryMaxSeconds', o.retryMaxSeconds, 0, 7 * 86_400) * 1000,
+    pollMaxWaitMs: num('pollMaxWaitSeconds', o.pollMaxWaitSeconds, 0, 300) * 1000,
+    inflightTimeoutMs: num('inflightTimeoutSeconds', o.inflightTimeoutSeconds, 1, 3600) * 1000,
+    authToken: o.authToken === null ? null : str('authToken', o.authToken),
+    builtinExecutors: bool('builtinExecutors', o.builtinExecutors),
+    logLevel: oneOf('logLevel', o.logLevel, LOG_LEVELS),
+  };
+  if (compiled.retryMaxMs < compiled.retryBaseMs) {
+    throw new ConfigError('retryMaxSeconds', 'must be at least retryBaseSeconds');
+  }
+  return Object.freeze(compiled);
+}
+
+const DEFAULTS: Required<WheelhouseOptions> = {
+  nodeId: `${hostname().replace(/[^A-Za-z0-9_.:-]/g, '-').slice(0, 40)}-${process.pid}`,
+  host: '127.0.0.1',
+  port: 7070,
+  backend: 'embedded',
+  dataDir: './.wheelhouse',
+  postgresUrl: 'postgres://postgres@127.0.0.1:5432/test',
+  postgresSchema: 'wheelhouse',
+  postgresPoolSize: 10,
+  redisUrl: 'redis://127.0.0.1:6379',
+  redisPrefix: 'wh',
+  partitions: 64,
+  slotMs: 10,
+  nearWindowSeconds: 60,
+  defaultTimeoutSeconds: 60,
+  maxPayloadBytes: 256 * 1024,
+  readyBacklogLimit: 1_000_000,
+  retryBaseSeconds: 1,
+  retryMaxSeconds: 3600,
+  pollMaxWaitSeconds: 30,
+  inflightTimeoutSeconds: 30,
+  authToken: null,
+  builtinExecutors: true,
+  logLevel: 'info',
+};
+
+/** Environment variable for each option: `WHEELHOUSE_` + the key in SCREAMING_SNAKE. */
+export function envName(key: string): string {
+  return `WHEELHOUSE_${key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`;
+}
+
+/** Reads the options set in the environment, as strings converted to the option's type. */
+export function optionsFromEnv(env: NodeJS.ProcessEnv = process.env): WheelhouseOptions {
+  const out: Record<string, unknown> = {};
+  for (const [key, fallback] of Object.entries(DEFAULTS)) {
+    const raw = env[envName(key)];
+    if (raw === undefined) continue;
+    out[key] = coerce(key, raw, fallback);
+  }
+  return out as WheelhouseOptions;
+}
+
+/** Reads `config/<name>.json` (or a path). Missing default file: no options. */
+export function optionsFromFile(path: string, required = false): WheelhouseOptions {
+  if (!existsSync(path)) {
+    if (required) throw new ConfigError('config', `file ${path} does not exist`);
+    return {};
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (error) {
+    throw new ConfigError('config', `file ${path} is not valid JSON: ${(error as Error).message}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new ConfigError('config', `file ${path} must hold a JSON object`);
+  }
+  return parsed as WheelhouseOptions;
+}
+
+/** Converts a string flag or variable to the type of the option's default. */
+export function coerce(key: string, raw: string, fallback: unknown = (DEFAULTS as Record<string, unknown>)[key]): unknown {
+  if (typeof fallback === 'number') {
+    const n = Number(raw);
+    if (raw.trim() === '' || !Number.isFinite(n)) throw new ConfigError(key, `"${raw}" is not a number`);
+    return n;
+  }
+  if (typeof fallback === 'boolean') {
+    if (['true', '1', 'yes'].includes(raw)) return true;
+    if (['false', '0', 'no'].includes(raw)) return false;
+    throw new ConfigError(key, `"${raw}" is not a boolean`);
+  }
+  if (fallback === null && (raw === '' || raw === 'null')) return null;
+  return raw;
+}
+
+export function isOptionKey(key: string): key is keyof WheelhouseOptions {
+  return Object.hasOwn(DEFAULTS, key);
+}
+
+function stripUndefined(o: WheelhouseOptions): WheelhouseOptions {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as WheelhouseOptions;
+}
+
+function str(key: string, value: unknown, pattern?: RegExp): string {
+  if (typeof value !== 'string' || value.length === 0) throw new ConfigError(key, 'must be a non-empty string');
+  if (pattern && !pattern.test(value)) throw new ConfigError(key, `"${value}" must match ${pattern}`);
+  return value;
+}
+
+function num(key: string, value: unknown, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isFinite(value)) throw new ConfigError(key, 'must be a number');
+  if (value < min || value > max) throw new ConfigError(key, `${value} must be between ${min} and ${max}`);
+  return value;
+}
+
+function int(key: string, value: unknown, min: number, max: number): number {
+  const n = num(key, value, min, max);
+  if (!Number.isInteger(n)) throw new ConfigError(key, `${n} must be an integer`);
+  return n;
+}
+
+function bool(key: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new ConfigError(key, 'must be true or false');
+  return value;
+}
+
+function oneOf<T extends string>(key: string, value: unknown, allowed: readonly T[]): T {
+  if (typeof value !== 'string' || !allowed.includes(value as T)) {
+    throw new ConfigError(key, `must be one of ${allowed.join(', ')}`);
+  }
+  return value as T;
+}

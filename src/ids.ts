@@ -1,0 +1,49 @@
+import { createHash, randomBytes } from 'node:crypto';
+
+/**
+ * A UUID v7 (RFC 9562): 48 bits of Unix milliseconds, then random bits, so ids sort by
+ * creation time and `ORDER BY id DESC` lists newest first.
+ */
+export function uuidv7(nowMs: number = Date.now()): string {
+  const bytes = randomBytes(16);
+  let ms = Math.max(0, Math.floor(nowMs));
+  for (let i = 5; i >= 0; i--) {
+    bytes[i] = ms % 256;
+    ms = Math.floor(ms / 256);
+  }
+  bytes[6] = 0x70 | ((bytes[6] ?? 0) & 0x0f);
+  bytes[8] = 0x80 | ((bytes[8] ?? 0) & 0x3f);
+  return formatUuid(bytes);
+}
+
+/** A deterministic UUID (v8 layout) derived from a name, e.g. a task id and attempt. */
+export function nameUuid(name: string): string {
+  const bytes = createHash('sha256').update(name).digest().subarray(0, 16);
+  bytes[6] = 0x80 | ((bytes[6] ?? 0) & 0x0f);
+  bytes[8] = 0x80 | ((bytes[8] ?? 0) & 0x3f);
+  return formatUuid(bytes);
+}
+
+function formatUuid(bytes: Uint8Array): string {
+  const hex = Buffer.from(bytes).toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function isUuid(value: unknown): value is string {
+  return typeof value === 'string' && UUID_RE.test(value);
+}
+
+/**
+ * The wheel partition a task belongs to: FNV-1a of its id, modulo the partition count.
+ * Stable across processes and versions; it is stored with the task.
+ */
+export function partitionOf(taskId: string, partitions: number): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < taskId.length; i++) {
+    hash ^= taskId.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 0) % partitions;
+}

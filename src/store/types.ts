@@ -1,0 +1,223 @@
+/**
+ * The storage interfaces. Each has two real implementations: Postgres + Redis for
+ * production, PGlite + in-process structures for the embedded default. One conformance
+ * suite (`test/store/*.conformance.test.ts`) runs against both.
+ */
+
+/** Task statuses as stored. `ready` is never stored: it is `pending` with `due_time <= now`. */
+export type StoredStatus =
+  | 'blocked'
+  | 'pending'
+  | 'running'
+  | 'succeeded'
+  | 'failed'
+  | 'cancelled'
+  | 'active'
+  | 'paused';
+
+/** Statuses as clients see them: the stored ones plus the derived `ready`. */
+export type TaskStatus = StoredStatus | 'ready';
+
+export type ScheduleType = 'immediate' | 'delayed' | 'cron';
+
+/** A validated task, ready to be written. */
+export interface NewTask {
+  id: string;
+  taskType: string;
+  payload: unknown;
+  scheduleType: ScheduleType;
+  /** Extra schedule fields (cron expression, time zone, policies) as given. */
+  schedule: Record<string, unknown> | null;
+  status: 'pending' | 'blocked' | 'active';
+  dueMs: number;
+  priority: number;
+  maxRetries: number;
+  timeoutSeconds: number;
+  partition: number;
+  idempotencyKey: string | null;
+  /** A hash of the normalised request, to tell a replay from a conflicting reuse. */
+  requestHash: string | null;
+}
+
+/** A task row as read back. Times are Unix milliseconds. */
+export interface TaskRecord {
+  id: string;
+  taskType: string;
+  payload: unknown;
+  status: StoredStatus;
+  version: number;
+  scheduleType: ScheduleType;
+  schedule: Record<string, unknown> | null;
+  dueMs: number;
+  priority: number;
+  maxRetries: number;
+  timeoutSeconds: number;
+  attempts: number;
+  leaseExpiresMs: number | null;
+  workerId: string | null;
+  cancelRequested: boolean;
+  partition: number;
+  idempotencyKey: string | null;
+  createdMs: number;
+  updatedMs: number;
+  startedMs: number | null;
+  completedMs: number | null;
+  lastError: string | null;
+}
+
+/** What the wheel and the ready queue need to know of a task: no payload. */
+export interface DueEntry {
+  taskId: string;
+  taskType: string;
+  priority: number;
+  dueMs: number;
+}
+
+export interface SubmitResult {
+  task: TaskRecord;
+  /** false when an idempotency key matched an earlier identical submission. */
+  created: boolean;
+}
+
+export interface ClaimedTask {
+  id: string;
+  taskType: string;
+  payload: unknown;
+  attempt: number;
+  /** The task's version after the claim: the lease token. */
+  version: number;
+  leaseExpiresMs: number;
+  timeoutSeconds: number;
+  partition: number;
+}
+
+export interface Completion {
+  taskId: string;
+  /** The version the lease was granted at. */
+  version: number;
+  outcome: 'succeeded' | 'failed';
+  error: string | null;
+  /** false: fail for good now, whatever retries are left. */
+  retryable: boolean;
+}
+
+/** What a completion, an expiry or a cancel did to a task. */
+export interface Transition {
+  taskId: string;
+  status: StoredStatus;
+  version: number;
+  /** Set when the task went back to `pending`: its new due entry, for the wheel. */
+  requeued: DueEntry | null;
+}
+
+/** Retry timing: delay = min(baseMs · 2^(attempt−1), maxMs), scaled by a random 0.5…1. */
+export interface BackoffPolicy {
+  baseMs: number;
+  maxMs: number;
+}
+
+export interface ExecutionRecord {
+  executionId: string;
+  taskId: string;
+  attempt: number;
+  status: 'running' | 'succeeded' | 'failed' | 'timed_out' | 'cancelled';
+  dueMs: number;
+  startedMs: number | null;
+  completedMs: number | null;
+  workerId: string | null;
+  error: string | null;
+}
+
+export interface ListFilter {
+  status?: TaskStatus;
+  taskType?: string;
+  limit: number;
+  /** Exclusive: list tasks older than this id (ids are time-ordered UUID v7). */
+  beforeId?: string;
+}
+
+export type CancelResult =
+  | { kind: 'cancelled'; task: TaskRecord }
+  | { kind: 'cancel_requested'; task: TaskRecord }
+  | { kind: 'finished'; task: TaskRecord }
+  | { kind: 'not_found' };
+
+/** The system of record for tasks and their executions (Postgres or PGlite). */
+export interface TaskStore {
+  /**
+   * Writes tasks in one transaction, honouring idempotency keys (24 h window): an earlier
+   * identical request is returned with `created: false`; a key reused with a different
+   * request throws `idempotency_conflict` with `details.index`, and nothing is written.
+   */
+  submit(tasks: NewTask[], nowMs: number): Promise<SubmitResult[]>;
+  get(id: string): Promise<TaskRecord | null>;
+  list(filter: ListFilter, nowMs: number): Promise<TaskRecord[]>;
+  /**
+   * Claims in one statement: each id that is `pending` and due becomes `running` with
+   * attempts + 1, version + 1 and a lease of its timeout. Ids that are not claimable are
+   * left out of the answer.
+   */
+  claim(ids: string[], workerId: string, nowMs: number): Promise<ClaimedTask[]>;
+  /** Extends a lease held at `version`. null when it is no longer held. */
+  heartbeat(
+    taskId: string,
+    version: number,
+    nowMs: number,
+  ): Promise<{ leaseExpiresMs: number; cancelRequested: boolean } | null>;
+  /**
+   * Records results in one statement, each a compare-and-set on (`running`, version), and
+   * writes one execution row per result. A failure with retries left goes back to `pending`
+   * after a backoff; a task with cancel requested ends `cancelled`. Results whose lease is
+   * no longer held are left out of the answer.
+   */
+  complete(results: Completion[], nowMs: number, backoff: BackoffPolicy): Promise<Transition[]>;
+  /** Ends a lease that ran out: back to `pending` (backoff) or `failed`. null if not held or not yet expired. */
+  expireLease(taskId: string, version: number, nowMs: number, backoff: BackoffPolicy): Promise<Transition | null>;
+  /** Cancels a pending/blocked task at once, or marks a running one. */
+  cancel(taskId: string, nowMs: number): Promise<CancelResult>;
+  /** Executions of a task, newest first; a running attempt is included. */
+  history(taskId: string, limit: number, beforeAttempt?: number): Promise<ExecutionRecord[]>;
+  /** Pending tasks of a partition due in [fromMs, toMs), ordered by due time, at most `limit`. For rebuilds. */
+  pendingInPartition(partition: number, fromMs: number, toMs: number, limit: number): Promise<DueEntry[]>;
+  /** Running tasks of a partition, for lease recovery after a restart. */
+  runningInPartition(partition: number): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]>;
+}
+
+/** Far time buckets: one per partition per minute (Redis ZSETs, or an in-process map). */
+export interface BucketStore {
+  /** Adds entries to the minute buckets their due times fall in. Idempotent. */
+  add(partition: number, entries: DueEntry[]): Promise<void>;
+  /** Reads and removes every bucket of the partition whose minute starts before `untilMs`. */
+  takeUntil(partition: number, untilMs: number): Promise<DueEntry[]>;
+  /** Marks the partition's buckets as complete (rebuilt from the system of record). */
+  setIntact(partition: number): Promise<void>;
+  /** Which of these partitions have lost their mark: the store was flushed or restarted. */
+  lostPartitions(partitions: number[]): Promise<number[]>;
+}
+
+export interface QueueDepth {
+  taskType: string;
+  priority: number;
+  depth: number;
+  /** Milliseconds since the oldest entry's due time, or null when empty. */
+  oldestReadyAgeMs: number | null;
+}
+
+/** Ready queues per task type × priority (Redis sorted sets, or in-process heaps). */
+export interface ReadyQueue {
+  /** Adds due entries. An entry already queued is not duplicated. */
+  push(entries: DueEntry[]): Promise<void>;
+  /**
+   * Takes up to `max` entries for these task types, lowest priority number first, then
+   * oldest due first. Taken entries are held in flight until `ack`ed; entries held longer
+   * than the in-flight timeout are put back by `requeueStale`.
+   */
+  take(taskTypes: string[], max: number, nowMs: number): Promise<DueEntry[]>;
+  /** Drops in-flight entries once their claim is settled (claimed or found unclaimable). */
+  ack(entries: DueEntry[]): Promise<void>;
+  /** Puts back in-flight entries taken before `olderThanMs`. Returns how many. */
+  requeueStale(olderThanMs: number): Promise<number>;
+  depths(nowMs: number): Promise<QueueDepth[]>;
+  /** Entries waiting in all queues. */
+  backlog(): Promise<number>;
+}

@@ -1,0 +1,83 @@
+import type { ClaimedTask, ExecutionRecord, SubmitResult, TaskRecord, TaskStatus } from '../store/types.js';
+
+/** A schedule as the client gave it, validated. Times are Unix milliseconds. */
+export type ScheduleSpec =
+  | { type: 'immediate' }
+  | { type: 'delayed'; dueMs: number | null; delaySeconds: number | null }
+  | {
+      type: 'cron';
+      cronExpression: string;
+      timezone: string;
+      jitterSeconds: number;
+      misfirePolicy: 'fire_once' | 'skip' | 'fire_all';
+      overlapPolicy: 'allow' | 'skip';
+      endMs: number | null;
+    };
+
+/** A validated submission, before it is given an id and a due time. */
+export interface TaskSpec {
+  taskType: string;
+  payload: unknown;
+  schedule: ScheduleSpec;
+  dependencies: string[];
+  idempotencyKey: string | null;
+  priority: number;
+  maxRetries: number;
+  timeoutSeconds: number;
+  /** sha256 of the canonical JSON of the request body, for idempotent replays. */
+  requestHash: string;
+}
+
+/** A task as clients see it: the record plus its derived status. */
+export interface TaskView {
+  record: TaskRecord;
+  /** `ready` when stored `pending` and due. */
+  status: TaskStatus;
+  dependencies: string[];
+}
+
+export interface CompletionRequest {
+  taskId: string;
+  leaseToken: string;
+  outcome: 'succeeded' | 'failed';
+  error: string | null;
+  retryable: boolean;
+}
+
+export interface PollRequest {
+  workerId: string;
+  taskTypes: string[];
+  maxTasks: number;
+  waitMs: number;
+}
+
+/** A claimed task with its lease, as a worker receives it. */
+export interface Assignment extends ClaimedTask {
+  leaseToken: string;
+}
+
+/** What the HTTP layer asks of the scheduler. Every failure is a `WheelhouseError`. */
+export interface SchedulerApi {
+  /** Writes the tasks (all or nothing) and places them on the wheel. 429 past the backlog limit. */
+  submit(specs: TaskSpec[]): Promise<SubmitResult[]>;
+  getTask(taskId: string): Promise<TaskView>;
+  listTasks(filter: {
+    status?: TaskStatus;
+    taskType?: string;
+    limit: number;
+    nextToken?: string;
+  }): Promise<{ tasks: TaskView[]; nextToken: string | null }>;
+  cancel(taskId: string): Promise<{ cancelledInstances: number }>;
+  history(
+    taskId: string,
+    limit: number,
+    nextToken?: string,
+  ): Promise<{ executions: ExecutionRecord[]; nextToken: string | null }>;
+  /** Long-poll: resolves as soon as at least one task is claimed, or with [] after `waitMs` or on `signal`. */
+  poll(request: PollRequest, signal?: AbortSignal): Promise<Assignment[]>;
+  heartbeat(taskId: string, leaseToken: string): Promise<{ leaseExpiresMs: number; cancelRequested: boolean }>;
+  /** Records results; a result whose lease is no longer held throws `lease_not_held` (single) or is reported per item (batch). */
+  complete(results: CompletionRequest[]): Promise<{ taskId: string; ok: boolean }[]>;
+  /** true once the node has started and reaches its stores. */
+  isReady(): Promise<boolean>;
+}
