@@ -22,6 +22,12 @@ export type Ask<M extends Message, R> = M & { readonly [replyBrand]?: R };
 /** The answer type of a message: what `ask` resolves to. */
 export type ReplyOf<M> = M extends { readonly [replyBrand]?: infer R } ? R : void;
 
+/**
+ * The answer type of the member of union `M` that `T` is, looked up by `type`, so that
+ * `ask({ type: 'x', … })` with a plain object literal still gets the declared reply type.
+ */
+export type ReplyFor<M extends Message, T extends M> = ReplyOf<Extract<M, { type: T['type'] }>>;
+
 /** A typed address of one actor. Cheap to create; holds no state. */
 export interface ActorRef<M extends Message> {
   readonly kind: string;
@@ -29,7 +35,7 @@ export interface ActorRef<M extends Message> {
   /** Fire-and-forget. Throws `mailbox_full` when the mailbox is at capacity. */
   tell(message: M): void;
   /** Sends and waits for the reply; rejects with `ask_timeout` after `timeoutMs`. */
-  ask<T extends M>(message: T, timeoutMs?: number): Promise<ReplyOf<T>>;
+  ask<T extends M>(message: T, timeoutMs?: number): Promise<ReplyFor<M, T>>;
 }
 
 /** What a handler can do besides returning its next state. */

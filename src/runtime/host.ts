@@ -1,0 +1,39 @@
+import { WheelhouseError } from '../errors.js';
+import type { ActorRef, ActorSystemApi, Message } from './actor.js';
+import type { PendingAsk } from './ask.js';
+import type { Clock } from './clock.js';
+import type { SnapshotStore } from './snapshots.js';
+
+/** Where in an actor's life an error was reported. */
+export type ActorErrorPhase = 'activate' | 'receive' | 'timer' | 'deactivate' | 'release' | 'deliver';
+
+/** What the `onError` hook is told besides the error. */
+export interface ActorErrorInfo {
+  kind: string;
+  key: string;
+  during: ActorErrorPhase;
+  /** The message involved, when there was one. */
+  messageType?: string;
+  /** Told messages that were accepted but will not be handled because of this error. */
+  droppedTells?: number;
+}
+
+/** What a cell needs from the system that hosts it. */
+export interface CellHost {
+  readonly nodeId: string;
+  readonly clock: Clock;
+  readonly snapshots: SnapshotStore;
+  readonly system: ActorSystemApi;
+  ref<M extends Message>(kind: string, key: string): ActorRef<M>;
+  /** Hands an error to the system's `onError` hook. */
+  report(error: unknown, info: ActorErrorInfo): void;
+  /** Routes a message that a stopped instance accepted but did not handle. */
+  redeliver(kind: string, key: string, message: Message, ask: PendingAsk | null): void;
+  /** The cell has left memory; forget it unless a successor already took its place. */
+  gone(cell: { readonly kind: string; readonly key: string }): void;
+}
+
+/** The error for anything refused because the system is shutting down. */
+export function shuttingDownError(): WheelhouseError {
+  return new WheelhouseError('not_ready', 'The actor system is shutting down.');
+}

@@ -1,0 +1,232 @@
+import { WheelhouseError } from '../errors.js';
+import type { ActorRef, ActorSystemApi, Behavior, Message, ReplyFor } from './actor.js';
+import { PendingAsk, validAskTimeoutMs } from './ask.js';
+import { ActorCell } from './cell.js';
+import { shuttingDownError, type ActorErrorInfo, type CellHost } from './host.js';
+import type { Clock } from './clock.js';
+import type { Placement, Transport } from './placement.js';
+import type { SnapshotStore } from './snapshots.js';
+
+/** What travels between nodes: one message for one actor. */
+export type TransportEnvelope = Parameters<Transport['deliver']>[1];
+
+/** One registered kind and its live cells on this node. */
+export interface KindEntry {
+  readonly behavior: Behavior<unknown, Message>;
+  /**
+   * The single-flight activation map of this kind: key → the one cell that is activating or
+   * active. A cell goes in synchronously, before anything can await, so a second message for
+   * the same key finds it and queues in its mailbox instead of activating again.
+   */
+  readonly cells: Map<string, ActorCell<unknown, Message>>;
+}
+
+/** The dependencies of a router, filled by `ActorSystem`. */
+export interface RouterOptions {
+  system: ActorSystemApi;
+  nodeId: string;
+  clock: Clock;
+  snapshots: SnapshotStore;
+  placement: Placement;
+  transport: Transport | undefined;
+  defaultAskTimeoutMs: number;
+  report(error: unknown, info: ActorErrorInfo): void;
+}
+
+/**
+ * Where a message goes: to the local cell of `(kind, key)` — activating it, single-flight,
+ * if it is not in memory — or through the transport to the node placement names. Internal to
+ * the runtime; `ActorSystem` is its public face.
+ */
+export class Router implements CellHost {
+  readonly kinds = new Map<string, KindEntry>();
+  readonly system: ActorSystemApi;
+  readonly nodeId: string;
+  readonly clock: Clock;
+  readonly snapshots: SnapshotStore;
+  readonly defaultAskTimeoutMs: number;
+  /** Set at shutdown: nothing new is accepted. */
+  closed = false;
+  private readonly placement: Placement;
+  private readonly transport: Transport | undefined;
+  private readonly reportHook: RouterOptions['report'];
+
+  constructor(options: RouterOptions) {
+    this.system = options.system;
+    this.nodeId = options.nodeId;
+    this.clock = options.clock;
+    this.snapshots = options.snapshots;
+    this.placement = options.placement;
+    this.transport = options.transport;
+    this.defaultAskTimeoutMs = options.defaultAskTimeoutMs;
+    this.reportHook = options.report;
+  }
+
+  /** The registration of `kind`; throws a clear error if there is none. */
+  entry(kind: string): KindEntry {
+    const entry = this.kinds.get(kind);
+    if (entry === undefined) {
+      const known = [...this.kinds.keys()].join(', ') || 'none';
+      throw new WheelhouseError('internal', `No actor kind '${kind}' is registered on node ${this.nodeId} (registered: ${known}).`);
+    }
+    return entry;
+  }
+
+  ref<M extends Message>(kind: string, key: string): ActorRef<M> {
+    return new RoutedRef<M>(this, this.entry(kind), key);
+  }
+
+  /** The node that owns `(kind, key)` now. */
+  ownerOf(kind: string, key: string): string {
+    return this.placement.ownerOf(kind, key);
+  }
+
+  /** Routes one message; throws `mailbox_full`, or when the system is shut down. */
+  deliver(entry: KindEntry, key: string, message: Message, ask: PendingAsk | null): void {
+    if (this.closed) throw shuttingDownError();
+    const kind = entry.behavior.kind;
+    const owner = this.placement.ownerOf(kind, key);
+    if (owner === this.nodeId) this.localCell(entry, key).mailbox.post(message, ask);
+    else this.forward(owner, kind, key, message, ask);
+  }
+
+  /** Sends an ask and returns what the caller awaits: it never throws, it rejects. */
+  ask(entry: KindEntry, key: string, message: Message, timeoutMs: number): Promise<unknown> {
+    let pending: PendingAsk;
+    try {
+      pending = new PendingAsk(this.clock, validAskTimeoutMs(timeoutMs, 'timeoutMs'), entry.behavior.kind, key, message.type);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    try {
+      this.deliver(entry, key, message, pending);
+    } catch (error) {
+      pending.fail(error);
+    }
+    return pending.promise;
+  }
+
+  /** The local cell for `(kind, key)`, creating and starting one if none is live. */
+  localCell(entry: KindEntry, key: string): ActorCell<unknown, Message> {
+    const existing = entry.cells.get(key);
+    if (existing !== undefined) {
+      const phase = existing.lifecycle;
+      if (phase === 'activating' || phase === 'active') return existing;
+    }
+    // None live, or the previous instance is still deactivating: a new instance, which
+    // activates only once the previous one has left (so they never both own the actor).
+    const cell = new ActorCell<unknown, Message>(this, entry.behavior, key);
+    entry.cells.set(key, cell);
+    cell.start(existing === undefined ? null : existing.whenGone());
+    return cell;
+  }
+
+  /** A message from another node, for an actor this node hosts. */
+  acceptRemote(envelope: TransportEnvelope): Promise<unknown> {
+    try {
+      if (this.closed) throw shuttingDownError();
+      const entry = this.entry(envelope.kind);
+      const message = envelope.message;
+      if (!isMessage(message)) {
+        throw new WheelhouseError('validation_failed', `A message for ${envelope.kind}/${envelope.key} has no string 'type'.`);
+      }
+      // No placement check here: the sender routed by its view of the ring, and forwarding
+      // again could loop while views differ. Fencing keeps two owners from both writing.
+      const cell = this.localCell(entry, envelope.key);
+      if (!envelope.ask) {
+        cell.mailbox.post(message, null);
+        return Promise.resolve(undefined);
+      }
+      const timeoutMs = envelope.deadlineMs - this.clock.now();
+      if (timeoutMs <= 0) {
+        throw new WheelhouseError('ask_timeout', `An ask for ${envelope.kind}/${envelope.key} arrived after its deadline.`);
+      }
+      const pending = new PendingAsk(this.clock, timeoutMs, envelope.kind, envelope.key, message.type);
+      cell.mailbox.post(message, pending);
+      return pending.promise;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  redeliver(kind: string, key: string, message: Message, ask: PendingAsk | null): void {
+    try {
+      this.deliver(this.entry(kind), key, message, ask);
+    } catch (error) {
+      if (ask !== null) ask.fail(error);
+      else this.report(error, { kind, key, during: 'deliver', messageType: message.type, droppedTells: 1 });
+    }
+  }
+
+  gone(cell: ActorCell<unknown, Message>): void {
+    const cells = this.kinds.get(cell.kind)?.cells;
+    if (cells?.get(cell.key) === cell) cells.delete(cell.key);
+  }
+
+  report(error: unknown, info: ActorErrorInfo): void {
+    try {
+      this.reportHook(error, info);
+    } catch (hookError) {
+      console.error('wheelhouse: the actor onError hook threw', hookError, 'while reporting', error, info);
+    }
+  }
+
+  /** Hands a message to the owner's node. Remote delivery proper lands with the cluster. */
+  private forward(owner: string, kind: string, key: string, message: Message, ask: PendingAsk | null): void {
+    const transport = this.transport;
+    if (transport === undefined) {
+      throw new WheelhouseError(
+        'internal',
+        `No transport is configured, but ${kind}/${key} is owned by node ${owner}, not ${this.nodeId}.`,
+      );
+    }
+    const envelope: TransportEnvelope = {
+      kind,
+      key,
+      message,
+      deadlineMs: this.clock.now() + (ask?.timeoutMs ?? this.defaultAskTimeoutMs),
+      ask: ask !== null,
+    };
+    let sent: Promise<unknown>;
+    try {
+      sent = transport.deliver(owner, envelope);
+    } catch (error) {
+      sent = Promise.reject(error);
+    }
+    if (ask !== null) {
+      sent.then(
+        (value) => ask.resolve(value),
+        (error: unknown) => ask.fail(error),
+      );
+    } else {
+      sent.then(undefined, (error: unknown) =>
+        this.report(error, { kind, key, during: 'deliver', messageType: message.type, droppedTells: 1 }),
+      );
+    }
+  }
+}
+
+/** A typed address; resolves the kind once, so each send is one map lookup. */
+class RoutedRef<M extends Message> implements ActorRef<M> {
+  readonly kind: string;
+
+  constructor(
+    private readonly router: Router,
+    private readonly entry: KindEntry,
+    readonly key: string,
+  ) {
+    this.kind = entry.behavior.kind;
+  }
+
+  tell(message: M): void {
+    this.router.deliver(this.entry, this.key, message, null);
+  }
+
+  ask<T extends M>(message: T, timeoutMs: number = this.router.defaultAskTimeoutMs): Promise<ReplyFor<M, T>> {
+    return this.router.ask(this.entry, this.key, message, timeoutMs) as Promise<ReplyFor<M, T>>;
+  }
+}
+
+function isMessage(value: unknown): value is Message {
+  return typeof value === 'object' && value !== null && typeof (value as { type?: unknown }).type === 'string';
+}

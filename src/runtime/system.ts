@@ -1,0 +1,201 @@
+import { WheelhouseError } from '../errors.js';
+import type { ActorInfo, ActorRef, ActorSystemApi, Behavior, Message } from './actor.js';
+import { validAskTimeoutMs } from './ask.js';
+import type { ActorCell } from './cell.js';
+import { shuttingDownError, type ActorErrorInfo } from './host.js';
+import type { Clock } from './clock.js';
+import type { Placement, Transport } from './placement.js';
+import { Router, type KindEntry, type TransportEnvelope } from './router.js';
+import type { SnapshotStore } from './snapshots.js';
+
+/** How an `ActorSystem` is built. */
+export interface ActorSystemOptions {
+  /** This node's id; placement compares owners against it. */
+  nodeId: string;
+  /** Every timer of the runtime (asks, passivation, `ctx.schedule`) runs on it. */
+  clock: Clock;
+  /** Where `snapshot` actors keep their state and their fencing epoch. */
+  snapshots: SnapshotStore;
+  /** Which node owns `(kind, key)`; `LocalPlacement` on one node. */
+  placement: Placement;
+  /** Carries messages to actors other nodes own. Absent: sending to one throws. */
+  transport?: Transport;
+  /** Timeout of an `ask` that names none, ms. @default 5000 */
+  defaultAskTimeoutMs?: number;
+  /**
+   * Errors nobody awaits: a told message's handler failed, a `deactivate` hook or a release
+   * failed, a message was dropped. @default logs to the console
+   */
+  onError?: (error: unknown, info: ActorErrorInfo) => void;
+}
+
+/** Ask timeout when neither the caller nor the options name one, ms. */
+export const DEFAULT_ASK_TIMEOUT_MS = 5_000;
+
+/** How many actors `list` returns when no limit is given. */
+export const DEFAULT_LIST_LIMIT = 1_000;
+
+/**
+ * The actor host of one node: registered kinds, the actors live here, and the way messages
+ * reach them. Each actor handles one message at a time from a bounded mailbox; it is
+ * activated on its first message (single-flight), passivates when idle, and — for
+ * `snapshot` kinds — holds a fencing epoch that stops it the moment another node takes over.
+ */
+export class ActorSystem implements ActorSystemApi {
+  readonly nodeId: string;
+  private readonly router: Router;
+  private shutdownDone: Promise<void> | null = null;
+
+  constructor(options: ActorSystemOptions) {
+    if (typeof options.nodeId !== 'string' || options.nodeId === '') {
+      throw new WheelhouseError('internal', 'ActorSystem option nodeId must be a non-empty string.');
+    }
+    this.nodeId = options.nodeId;
+    const onError = options.onError ?? logActorError;
+    this.router = new Router({
+      system: this,
+      nodeId: options.nodeId,
+      clock: options.clock,
+      snapshots: options.snapshots,
+      placement: options.placement,
+      transport: options.transport,
+      defaultAskTimeoutMs: validAskTimeoutMs(
+        options.defaultAskTimeoutMs ?? DEFAULT_ASK_TIMEOUT_MS,
+        'ActorSystem option defaultAskTimeoutMs',
+      ),
+      report: onError,
+    });
+  }
+
+  /** Registers an actor kind. Throws if the kind is taken or the behavior is malformed. */
+  register<S, M extends Message>(behavior: Behavior<S, M>): void {
+    if (this.router.closed) throw shuttingDownError();
+    validateBehavior(behavior);
+    if (this.router.kinds.has(behavior.kind)) {
+      throw new WheelhouseError('internal', `Actor kind '${behavior.kind}' is already registered.`);
+    }
+    this.router.kinds.set(behavior.kind, {
+      behavior: behavior as unknown as Behavior<unknown, Message>,
+      cells: new Map(),
+    });
+  }
+
+  /** A typed address of `(kind, key)`. Throws if `kind` is not registered. */
+  ref<M extends Message>(kind: string, key: string): ActorRef<M> {
+    return this.router.ref<M>(kind, key);
+  }
+
+  /** Activates a local actor now and resolves when it is live; rejects if activation fails. */
+  ensureActive(kind: string, key: string): Promise<void> {
+    try {
+      if (this.router.closed) throw shuttingDownError();
+      const entry = this.router.entry(kind);
+      const owner = this.router.ownerOf(kind, key);
+      if (owner !== this.nodeId) {
+        throw new WheelhouseError('internal', `${kind}/${key} is owned by node ${owner}; ensureActive activates local actors only.`);
+      }
+      return this.router.localCell(entry, key).whenActive();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** The live actors of this node (activated, not yet leaving), without their state. */
+  list(filter: { kind?: string; limit?: number } = {}): ActorInfo[] {
+    const limit = filter.limit ?? DEFAULT_LIST_LIMIT;
+    const entries = filter.kind === undefined ? [...this.router.kinds.values()] : [this.router.kinds.get(filter.kind)];
+    const infos: ActorInfo[] = [];
+    for (const entry of entries) {
+      if (entry === undefined) continue;
+      for (const cell of entry.cells.values()) {
+        if (infos.length >= limit) return infos;
+        if (cell.lifecycle === 'active') infos.push(this.describe(entry, cell, false));
+      }
+    }
+    return infos;
+  }
+
+  /** One live actor with its state (through `behavior.describe`), or null if not in memory. */
+  inspect(kind: string, key: string): ActorInfo | null {
+    const entry = this.router.kinds.get(kind);
+    const cell = entry?.cells.get(key);
+    if (entry === undefined || cell === undefined || cell.lifecycle !== 'active') return null;
+    return this.describe(entry, cell, true);
+  }
+
+  /** Passivates a local actor once its mailbox is empty; resolves when it has left memory. */
+  passivate(kind: string, key: string): Promise<void> {
+    const cell = this.router.kinds.get(kind)?.cells.get(key);
+    if (cell === undefined) return Promise.resolve();
+    cell.requestPassivation();
+    return cell.whenGone();
+  }
+
+  /**
+   * Stops accepting messages and deactivates every actor (reason `shutdown`) after its current
+   * message; queued messages are refused with `not_ready`. Resolves when all have left.
+   */
+  shutdown(): Promise<void> {
+    if (this.shutdownDone !== null) return this.shutdownDone;
+    this.router.closed = true;
+    const gone: Promise<void>[] = [];
+    for (const entry of this.router.kinds.values()) {
+      for (const cell of [...entry.cells.values()]) {
+        cell.requestStop('shutdown');
+        gone.push(cell.whenGone());
+      }
+    }
+    this.shutdownDone = Promise.all(gone).then(() => undefined);
+    return this.shutdownDone;
+  }
+
+  /**
+   * Delivers a message another node forwarded here (the transport's receiving side calls
+   * this). Resolves with the reply for an ask, at once for a tell.
+   */
+  acceptRemote(envelope: TransportEnvelope): Promise<unknown> {
+    return this.router.acceptRemote(envelope);
+  }
+
+  private describe(entry: KindEntry, cell: ActorCell<unknown, Message>, withState: boolean): ActorInfo {
+    const info: ActorInfo = {
+      kind: cell.kind,
+      key: cell.key,
+      node: this.nodeId,
+      mailboxDepth: cell.mailbox.waiting,
+      activatedAt: new Date(cell.activatedAtMs).toISOString(),
+      lastMessageAt: cell.lastMessageAtMs === null ? null : new Date(cell.lastMessageAtMs).toISOString(),
+      epoch: cell.epoch,
+      snapshotVersion: cell.snapshotVersion,
+    };
+    if (withState) {
+      const state = cell.currentState;
+      info.state = entry.behavior.describe === undefined ? state : entry.behavior.describe(state);
+    }
+    return info;
+  }
+}
+
+function validateBehavior(
+  behavior: Pick<Behavior<unknown, Message>, 'kind' | 'persistence' | 'mailboxCapacity' | 'idlePassivationMs'>,
+): void {
+  const { kind, persistence, mailboxCapacity, idlePassivationMs } = behavior;
+  const fail = (what: string): never => {
+    throw new WheelhouseError('internal', `Actor kind '${String(kind)}': ${what}`);
+  };
+  if (typeof kind !== 'string' || kind === '') fail('kind must be a non-empty string.');
+  if (persistence !== 'snapshot' && persistence !== 'external') fail(`persistence must be 'snapshot' or 'external'.`);
+  if (mailboxCapacity !== undefined && !(Number.isInteger(mailboxCapacity) && mailboxCapacity > 0)) {
+    fail(`mailboxCapacity must be a positive integer, got ${mailboxCapacity}.`);
+  }
+  if (idlePassivationMs !== undefined && !(Number.isFinite(idlePassivationMs) && idlePassivationMs > 0)) {
+    fail(`idlePassivationMs must be a positive number of milliseconds, got ${idlePassivationMs}.`);
+  }
+}
+
+/** The default `onError`: one console line per error, never silence. */
+function logActorError(error: unknown, info: ActorErrorInfo): void {
+  const message = info.messageType === undefined ? '' : ` (message '${info.messageType}')`;
+  const dropped = info.droppedTells ? `, ${info.droppedTells} told message(s) dropped` : '';
+  console.error(`wheelhouse: actor ${info.kind}/${info.key} failed during ${info.during}${message}${dropped}:`, error);
+}

@@ -1,0 +1,199 @@
+import { describe, expect, it } from 'vitest';
+import type { Ask, Behavior, DeactivationReason } from '../../src/runtime/actor.js';
+import { deferred, flushMicrotasks, testSystem, type Deferred } from './helpers.js';
+
+type Visit = { type: 'visit' };
+type Slow = Ask<{ type: 'slow' }, void>;
+type Count = Ask<{ type: 'count' }, number>;
+type VisitMessage = Visit | Slow | Count;
+
+interface Probe {
+  activatedWith: unknown[];
+  deactivations: DeactivationReason[];
+  gates: Deferred[];
+}
+
+/** Counts visits; snapshots on every deactivation; passivates after 1 s idle. */
+function visitsBehavior(p: Probe): Behavior<{ visits: number }, VisitMessage> {
+  return {
+    kind: 'visits',
+    persistence: 'snapshot',
+    idlePassivationMs: 1_000,
+    async activate(_ctx, snapshot) {
+      p.activatedWith.push(snapshot);
+      return { visits: (snapshot as { visits: number } | null)?.visits ?? 0 };
+    },
+    async receive(state, message, ctx) {
+      switch (message.type) {
+        case 'visit':
+          return { visits: state.visits + 1 };
+        case 'slow':
+          await p.gates.shift()?.promise;
+          return state;
+        case 'count':
+          ctx.reply(state.visits);
+          return state;
+      }
+    },
+    async deactivate(state, ctx, reason) {
+      p.deactivations.push(reason);
+      await ctx.snapshot(state);
+    },
+  };
+}
+
+function probe(): Probe {
+  return { activatedWith: [], deactivations: [], gates: [] };
+}
+
+describe('passivation', () => {
+  it('passivates after idlePassivationMs with no message, snapshotting, and comes back from the snapshot', async () => {
+    const p = probe();
+    const { system, clock, snapshots } = testSystem();
+    system.register(visitsBehavior(p));
+    const ref = system.ref<VisitMessage>('visits', 'v1');
+    ref.tell({ type: 'visit' });
+    ref.tell({ type: 'visit' });
+    expect(await ref.ask({ type: 'count' }, 60_000)).toBe(2);
+
+    await clock.advance(999);
+    expect(system.inspect('visits', 'v1')).not.toBeNull();
+    await clock.advance(1);
+    expect(p.deactivations).toEqual(['passivated']);
+    expect(system.list()).toEqual([]);
+    expect(await snapshots.read('visits', 'v1')).toMatchObject({ ownerNode: null, epoch: 1, version: 1, state: { visits: 2 } });
+    expect(clock.pendingTimers).toBe(0);
+
+    ref.tell({ type: 'visit' });
+    expect(await ref.ask({ type: 'count' })).toBe(3);
+    expect(p.activatedWith).toEqual([null, { visits: 2 }]);
+    expect(system.inspect('visits', 'v1')).toMatchObject({ epoch: 2, snapshotVersion: 1 });
+  });
+
+  it('measures idleness from the last message: activity keeps it in memory', async () => {
+    const p = probe();
+    const { system, clock } = testSystem();
+    system.register(visitsBehavior(p));
+    const ref = system.ref<VisitMessage>('visits', 'v1');
+    await system.ensureActive('visits', 'v1');
+    for (let i = 0; i < 5; i++) {
+      await clock.advance(600);
+      ref.tell({ type: 'visit' });
+      await flushMicrotasks();
+    }
+    expect(p.deactivations).toEqual([]);
+    expect(clock.pendingTimers).toBe(1); // one idle timer, re-armed, not one per message
+    await clock.advance(1_000);
+    expect(p.deactivations).toEqual(['passivated']);
+  });
+
+  it('does not passivate while a message is in its handler or waiting', async () => {
+    const p = probe();
+    const gate = deferred();
+    p.gates.push(gate);
+    const { system, clock } = testSystem();
+    system.register(visitsBehavior(p));
+    const ref = system.ref<VisitMessage>('visits', 'v1');
+    await system.ensureActive('visits', 'v1');
+    const slow = ref.ask({ type: 'slow' }, 60_000);
+    ref.tell({ type: 'visit' });
+    await clock.advance(5_000);
+    expect(p.deactivations).toEqual([]);
+    expect(system.inspect('visits', 'v1')?.mailboxDepth).toBe(1);
+
+    gate.resolve();
+    await slow;
+    expect(await ref.ask({ type: 'count' })).toBe(1); // the mailbox is empty from here
+    await clock.advance(999);
+    expect(p.deactivations).toEqual([]);
+    await clock.advance(1);
+    expect(p.deactivations).toEqual(['passivated']);
+  });
+
+  it('passivates on request once the mailbox is empty', async () => {
+    const p = probe();
+    const gate = deferred();
+    p.gates.push(gate);
+    const { system } = testSystem();
+    system.register(visitsBehavior(p));
+    const ref = system.ref<VisitMessage>('visits', 'v1');
+    const slow = ref.ask({ type: 'slow' });
+    ref.tell({ type: 'visit' });
+    await flushMicrotasks();
+    const passivated = system.passivate('visits', 'v1');
+    gate.resolve();
+    await passivated;
+    await slow;
+    expect(p.deactivations).toEqual(['passivated']);
+    expect(system.list()).toEqual([]);
+    expect(await ref.ask({ type: 'count' })).toBe(1); // the queued visit was handled first
+  });
+});
+
+describe('fencing', () => {
+  it('refuses the final snapshot of a node that was taken over, and leaves the new owner row alone', async () => {
+    const p = probe();
+    const a = testSystem({ nodeId: 'node-a' });
+    a.system.register(visitsBehavior(p));
+    const ref = a.system.ref<VisitMessage>('visits', 'v1');
+    ref.tell({ type: 'visit' });
+    expect(await ref.ask({ type: 'count' })).toBe(1);
+
+    // Another node takes the actor over (node-a was, say, paused past the failure timeout).
+    const b = testSystem({ nodeId: 'node-b', snapshots: a.snapshots, clock: a.clock });
+    const pb = probe();
+    b.system.register(visitsBehavior(pb));
+    const refB = b.system.ref<VisitMessage>('visits', 'v1');
+    refB.tell({ type: 'visit' });
+    expect(await refB.ask({ type: 'count' })).toBe(1);
+    expect(b.system.inspect('visits', 'v1')?.epoch).toBe(2);
+
+    // node-a's instance tries to persist on its way out: refused; the new owner's row stands.
+    await expect(a.system.passivate('visits', 'v1')).resolves.toBeUndefined();
+    expect(p.deactivations).toEqual(['passivated']);
+    expect(a.errors.map((e) => [e.info.during, (e.error as { code?: string }).code])).toEqual([['deactivate', 'stale_epoch']]);
+    // The new owner's row is untouched: still node-b's, epoch 2.
+    expect(await a.snapshots.read('visits', 'v1')).toMatchObject({ ownerNode: 'node-b', epoch: 2 });
+    expect(a.snapshots.callsOf('release').map((c) => c.epoch)).toEqual([]); // a fenced node does not release
+  });
+
+  it('a stale_epoch from ctx.snapshot in a handler rejects the message and stops the actor', async () => {
+    const deactivations: DeactivationReason[] = [];
+    type Save = Ask<{ type: 'save'; n: number }, number>;
+    type Follow = Ask<{ type: 'follow' }, string>;
+    const saver: Behavior<number, Save | Follow> = {
+      kind: 'saver',
+      persistence: 'snapshot',
+      activate: async (_ctx, snapshot) => (snapshot as number | null) ?? 0,
+      async receive(state, message, ctx) {
+        if (message.type === 'follow') {
+          ctx.reply(`epoch ${ctx.epoch}`);
+          return state;
+        }
+        await ctx.snapshot(message.n);
+        ctx.reply(message.n);
+        return message.n;
+      },
+      async deactivate(state, ctx, reason) {
+        deactivations.push(reason);
+        if (reason !== 'failed') await ctx.snapshot(state);
+      },
+    };
+    const { system, snapshots, errors } = testSystem();
+    system.register(saver);
+    const ref = system.ref<Save | Follow>('saver', 's1');
+    expect(await ref.ask({ type: 'save', n: 1 })).toBe(1);
+    expect(system.inspect('saver', 's1')).toMatchObject({ epoch: 1, snapshotVersion: 1 });
+
+    await snapshots.acquire('saver', 's1', 'node-b', 0); // node-b takes over: epoch 2
+    const save = ref.ask({ type: 'save', n: 2 });
+    const queued = ref.ask({ type: 'follow' }); // accepted by the fenced instance
+    await expect(save).rejects.toMatchObject({ code: 'stale_epoch' });
+    await expect(queued).rejects.toMatchObject({ code: 'stale_epoch' });
+    await flushMicrotasks();
+    expect(deactivations).toEqual(['failed']);
+    expect(system.list()).toEqual([]);
+    expect(await snapshots.read('saver', 's1')).toMatchObject({ ownerNode: 'node-b', epoch: 2, state: 1 });
+    expect(errors).toEqual([]);
+  });
+});
