@@ -220,4 +220,10 @@ export interface ReadyQueue {
   depths(nowMs: number): Promise<QueueDepth[]>;
   /** Entries waiting in all queues. */
   backlog(): Promise<number>;
+  /**
+   * Calls `listener` after a push (or a requeue) made through this instance has landed,
+   * with the task types it touched, so long-polling workers wake at once. Returns a
+   * function that removes the listener. Listeners should not throw.
+   */
+  onPush(listener: (taskTypes: Set<string>) => void): () => void;
 }

@@ -1,0 +1,74 @@
+import type { BackendKind, CompiledOptions } from '../config.js';
+import type { SnapshotStore } from '../runtime/snapshots.js';
+import { openPglite, openPostgres, type Db } from './db.js';
+import { MemoryBucketStore } from './memory-buckets.js';
+import { MemoryReadyQueue } from './memory-ready-queue.js';
+import { migrate } from './migrate.js';
+import { RedisBucketStore } from './redis-buckets.js';
+import { RedisReadyQueue } from './redis-ready-queue.js';
+import { openRedis } from './redis.js';
+import { SqlSnapshotStore } from './snapshot-store.js';
+import { SqlTaskStore } from './task-store.js';
+import type { BucketStore, ReadyQueue, TaskStore } from './types.js';
+
+/** Every store a node needs, on one backend. */
+export interface Backend {
+  readonly kind: BackendKind;
+  readonly db: Db;
+  readonly tasks: TaskStore;
+  readonly snapshots: SnapshotStore;
+  readonly buckets: BucketStore;
+  readonly ready: ReadyQueue;
+  /** Resolves when every store answers. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Opens the configured backend and applies migrations: Postgres + Redis, or the embedded
+ * default (PGlite under `dataDir`, in-process buckets and ready queues).
+ */
+export async function openBackend(options: CompiledOptions): Promise<Backend> {
+  if (options.backend === 'embedded') {
+    const db = await openPglite({ dataDir: options.dataDir, schema: options.postgresSchema });
+    await migrate(db, options.postgresSchema);
+    return {
+      kind: 'embedded',
+      db,
+      tasks: new SqlTaskStore(db),
+      snapshots: new SqlSnapshotStore(db),
+      buckets: new MemoryBucketStore(),
+      ready: new MemoryReadyQueue(),
+      ping: async () => {
+        await db.query('SELECT 1');
+      },
+      close: () => db.close(),
+    };
+  }
+  const db = await openPostgres({
+    url: options.postgresUrl,
+    schema: options.postgresSchema,
+    poolSize: options.postgresPoolSize,
+  });
+  try {
+    await migrate(db, options.postgresSchema);
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
+  const redis = openRedis({ url: options.redisUrl, prefix: options.redisPrefix });
+  return {
+    kind: 'postgres',
+    db,
+    tasks: new SqlTaskStore(db),
+    snapshots: new SqlSnapshotStore(db),
+    buckets: new RedisBucketStore(redis, options.redisPrefix),
+    ready: new RedisReadyQueue(redis, options.redisPrefix),
+    ping: async () => {
+      await Promise.all([db.query('SELECT 1'), redis.ping()]);
+    },
+    close: async () => {
+      await Promise.allSettled([db.close(), redis.quit()]);
+    },
+  };
+}

@@ -1,0 +1,59 @@
+/**
+ * A binary min-heap: O(log n) push and pop, O(1) peek. The in-process ready queue keeps
+ * one per (task type, priority), so a take of 500 from 200 000 entries costs ~500 · 18
+ * comparisons instead of a sort or an O(n) shift.
+ */
+export class BinaryHeap<T> {
+  private readonly items: T[] = [];
+
+  /** @param compare negative when `a` comes out before `b`. */
+  constructor(private readonly compare: (a: T, b: T) => number) {}
+
+  get size(): number {
+    return this.items.length;
+  }
+
+  peek(): T | undefined {
+    return this.items[0];
+  }
+
+  push(item: T): void {
+    const items = this.items;
+    let i = items.length;
+    items.push(item);
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      const above = items[parent] as T;
+      if (this.compare(item, above) >= 0) break;
+      items[i] = above;
+      i = parent;
+    }
+    items[i] = item;
+  }
+
+  pop(): T | undefined {
+    const items = this.items;
+    const top = items[0];
+    const last = items.pop();
+    if (items.length === 0 || last === undefined) return top;
+    const n = items.length;
+    let i = 0;
+    for (;;) {
+      const left = 2 * i + 1;
+      if (left >= n) break;
+      const right = left + 1;
+      let child = left;
+      if (right < n && this.compare(items[right] as T, items[left] as T) < 0) child = right;
+      const below = items[child] as T;
+      if (this.compare(below, last) >= 0) break;
+      items[i] = below;
+      i = child;
+    }
+    items[i] = last;
+    return top;
+  }
+
+  clear(): void {
+    this.items.length = 0;
+  }
+}

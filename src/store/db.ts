@@ -1,0 +1,323 @@
+import { mkdirSync } from 'node:fs';
+import pg from 'pg';
+import { PGlite } from '@electric-sql/pglite';
+import { WheelhouseError } from '../errors.js';
+
+/**
+ * A small database abstraction with two real drivers: `pg` against a Postgres server and
+ * PGlite (Postgres compiled to WASM, embedded). Both are Postgres, so the stores run the
+ * same SQL on either. Rows come back with the same JavaScript types from both:
+ * `int2`/`int4`/`float8` → number, `int8` → number (string only past 2⁵³), `jsonb` →
+ * parsed JSON, `uuid`/`text` → string. Stores select times as Unix-ms numbers in SQL
+ * (see `msOf` in `src/store/sql/columns.ts`), so no `Date` parsing happens on hot paths.
+ */
+
+/** One result: the rows, and how many rows the statement touched. */
+export interface DbResult<R> {
+  rows: R[];
+  rowCount: number;
+}
+
+/** What runs statements: a pooled connection, or the connection of a transaction. */
+export interface DbTx {
+  /**
+   * Runs one parameterised statement. `name` makes it a named prepared statement on
+   * `pg` (parsed and planned once per connection); PGlite ignores it. A name must always
+   * go with the same text.
+   */
+  query<R = Record<string, unknown>>(text: string, params?: readonly unknown[], name?: string): Promise<DbResult<R>>;
+  /** Runs a script of several statements without parameters (migrations). */
+  exec(script: string): Promise<void>;
+}
+
+/** A database the stores can use. Every failure to reach it is a `store_unavailable` error. */
+export interface Db extends DbTx {
+  readonly driver: 'postgres' | 'pglite';
+  /** The schema every statement runs in (`search_path`). */
+  readonly schema: string;
+  /** Runs `fn` in a transaction on one connection: committed if it resolves, rolled back if it throws. */
+  transaction<T>(fn: (tx: DbTx) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** Options of {@link openPostgres}. */
+export interface PostgresDbOptions {
+  /** A `postgres://` connection string. */
+  url: string;
+  /** Schema the tables live in; set as `search_path` of every connection. */
+  schema: string;
+  /** Largest number of connections. @default 10 */
+  poolSize?: number;
+  /** How long to wait for a free connection or a new one, ms. @default 5000 */
+  connectTimeoutMs?: number;
+  /**
+   * Called when an idle pooled connection fails (the server restarted, a network blip).
+   * The pool has already discarded the connection; the next query opens a new one.
+   * @default ignore
+   */
+  onIdleError?: (error: Error) => void;
+}
+
+/** Options of {@link openPglite}. */
+export interface PgliteDbOptions {
+  /** Directory holding the database files; null keeps the database in memory. */
+  dataDir: string | null;
+  schema: string;
+}
+
+const SCHEMA_RE = /^[a-z_][a-z0-9_]{0,62}$/;
+
+function checkSchema(schema: string): void {
+  // The schema goes into a connection option and into DDL, so only plain names are allowed.
+  if (!SCHEMA_RE.test(schema)) {
+    throw new WheelhouseError('internal', `schema name "${schema}" must match ${SCHEMA_RE}`);
+  }
+}
+
+const INT8_OID = 20;
+
+/**
+ * int8 as a number while it is exactly representable; the text otherwise (pg's default;
+ * PGlite's would be a BigInt).
+ */
+function parseInt8(text: string): number | string {
+  const n = Number(text);
+  return Number.isSafeInteger(n) ? n : text;
+}
+
+/** Opens a `pg` pool on a Postgres server. Connects lazily: the first query opens a connection. */
+export function openPostgres(options: PostgresDbOptions): Db {
+  checkSchema(options.schema);
+  const types = new pg.TypeOverrides();
+  types.setTypeParser(INT8_OID, parseInt8);
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: options.poolSize ?? 10,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? 5000,
+    // Every connection runs in the Wheelhouse schema, so SQL never names it.
+    options: `-c search_path=${options.schema}`,
+    types,
+  });
+  // Without a listener an idle client's error would be an unhandled 'error' event and end
+  // the process. The pool drops that client by itself; there is nothing else to do.
+  pool.on('error', (error) => options.onIdleError?.(error));
+  return new PostgresDb(pool, options.schema);
+}
+
+type PgQueryable = pg.Pool | pg.PoolClient;
+
+async function pgQuery<R>(
+  on: PgQueryable,
+  text: string,
+  params: readonly unknown[] | undefined,
+  name: string | undefined,
+): Promise<DbResult<R>> {
+  try {
+    const config: pg.QueryConfig = { text, values: params as unknown[] | undefined };
+    if (name !== undefined) config.name = name;
+    const result = await on.query(config);
+    return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
+  } catch (error) {
+    throw toStoreError(error);
+  }
+}
+
+/** A script of several statements goes over the simple query protocol: no parameters, many results. */
+async function pgExec(on: PgQueryable, script: string): Promise<void> {
+  try {
+    await on.query(script);
+  } catch (error) {
+    throw toStoreError(error);
+  }
+}
+
+class PostgresDb implements Db {
+  readonly driver = 'postgres' as const;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    readonly schema: string,
+  ) {}
+
+  query<R = Record<string, unknown>>(text: string, params?: readonly unknown[], name?: string): Promise<DbResult<R>> {
+    return pgQuery<R>(this.pool, text, params, name);
+  }
+
+  exec(script: string): Promise<void> {
+    return pgExec(this.pool, script);
+  }
+
+  async transaction<T>(fn: (tx: DbTx) => Promise<T>): Promise<T> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (error) {
+      throw toStoreError(error);
+    }
+    const tx: DbTx = {
+      query: <R>(text: string, params?: readonly unknown[], name?: string) => pgQuery<R>(client, text, params, name),
+      exec: (script: string) => pgExec(client, script),
+    };
+    // A connection that dies while checked out emits 'error' on the client (besides failing
+    // the query in flight); unheard, that event would end the process. Hear it, and destroy
+    // the connection on release instead of returning it to the pool.
+    let broken: Error | undefined;
+    const onError = (error: Error): void => {
+      broken = error;
+    };
+    client.on('error', onError);
+    try {
+      await pgQuery(client, 'BEGIN', undefined, undefined);
+      const value = await fn(tx);
+      await pgQuery(client, 'COMMIT', undefined, undefined);
+      return value;
+    } catch (error) {
+      try {
+        await client.query('ROLLBACK');
+      } catch (rollbackError) {
+        // The connection is gone (the transaction with it): do not return it to the pool.
+        broken ??= rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+      }
+      throw error;
+    } finally {
+      client.off('error', onError);
+      client.release(broken);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+/**
+ * Opens PGlite, in memory or persisted under `dataDir`, and sets its `search_path`.
+ * One PGlite is one connection: statements run one at a time, and a transaction holds the
+ * database until it ends. Only one process may open a data directory.
+ */
+export async function openPglite(options: PgliteDbOptions): Promise<Db> {
+  checkSchema(options.schema);
+  let lite: PGlite;
+  try {
+    if (options.dataDir !== null) mkdirSync(options.dataDir, { recursive: true });
+    const parsers = { [INT8_OID]: parseInt8 };
+    lite = await PGlite.create(options.dataDir === null ? { parsers } : { dataDir: options.dataDir, parsers });
+    // The schema need not exist yet: search_path names that do not exist are skipped until
+    // they do (the migration creates it).
+    await lite.exec(`SET search_path TO ${options.schema}`);
+  } catch (error) {
+    throw toStoreError(error, true);
+  }
+  return new PgliteDb(lite, options.schema);
+}
+
+interface PgliteQueryable {
+  query<R>(text: string, params?: unknown[]): Promise<{ rows: R[]; affectedRows?: number }>;
+  exec(script: string): Promise<unknown>;
+}
+
+async function liteQuery<R>(on: PgliteQueryable, text: string, params: readonly unknown[] | undefined): Promise<DbResult<R>> {
+  try {
+    const result = await on.query<R>(text, params === undefined ? undefined : [...params]);
+    return { rows: result.rows, rowCount: result.affectedRows || result.rows.length };
+  } catch (error) {
+    throw toStoreError(error);
+  }
+}
+
+async function liteExec(on: PgliteQueryable, script: string): Promise<void> {
+  try {
+    await on.exec(script);
+  } catch (error) {
+    throw toStoreError(error);
+  }
+}
+
+class PgliteDb implements Db {
+  readonly driver = 'pglite' as const;
+
+  constructor(
+    private readonly lite: PGlite,
+    readonly schema: string,
+  ) {}
+
+  query<R = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<DbResult<R>> {
+    return liteQuery<R>(this.lite, text, params);
+  }
+
+  exec(script: string): Promise<void> {
+    return liteExec(this.lite, script);
+  }
+
+  async transaction<T>(fn: (tx: DbTx) => Promise<T>): Promise<T> {
+    try {
+      return await this.lite.transaction(async (liteTx) => {
+        const tx: DbTx = {
+          query: <R>(text: string, params?: readonly unknown[]) => liteQuery<R>(liteTx, text, params),
+          exec: (script: string) => liteExec(liteTx, script),
+        };
+        return fn(tx);
+      });
+    } catch (error) {
+      throw toStoreError(error);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (!this.lite.closed) await this.lite.close();
+  }
+}
+
+/** Node socket errors that mean the server cannot be reached. */
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+]);
+
+/** SQLSTATEs that mean the server is going away or refusing connections. */
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
+
+/** Messages of errors raised by `pg`, `pg-pool` and PGlite themselves, which carry no code. */
+const UNAVAILABLE_MESSAGES = [
+  'timeout exceeded when trying to connect',
+  'Connection terminated',
+  'is not queryable',
+  'Cannot use a pool after calling end on the pool',
+  'PGlite is closed',
+];
+
+/** True when `error` means the database cannot be reached (rather than a bad statement). */
+export function isUnavailableError(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string') {
+    if (NETWORK_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code) || /^08[0-9A-Z]{3}$/.test(code)) return true;
+  }
+  if (UNAVAILABLE_MESSAGES.some((m) => error.message.includes(m))) return true;
+  // Node reports a refused dual-stack connect as an AggregateError of the attempts.
+  if (error instanceof AggregateError) return error.errors.some((e) => isUnavailableError(e));
+  return false;
+}
+
+/**
+ * Maps a driver error to what the stores throw: `store_unavailable` (HTTP 503 with
+ * Retry-After) when the database cannot be reached, the error itself otherwise.
+ */
+export function toStoreError(error: unknown, opening = false): unknown {
+  if (error instanceof WheelhouseError) return error;
+  if (opening || isUnavailableError(error)) {
+    const reason = error instanceof Error ? error.message : String(error);
+    return new WheelhouseError('store_unavailable', `the database cannot be reached: ${reason}`, {
+      cause: error,
+      retryAfterSeconds: 1,
+    });
+  }
+  return error;
+}

@@ -1,0 +1,99 @@
+/**
+ * How due entries are written into the fast index, shared by the Redis and in-process
+ * stores so that both order and deduplicate alike.
+ *
+ * Task ids are UUIDs and task types are `[A-Za-z0-9_.:-]` (API.md), so `|` never occurs
+ * inside a field; the task type goes last and is read to the end anyway.
+ */
+import { WheelhouseError } from '../errors.js';
+import type { DueEntry, QueueDepth } from './types.js';
+
+/** One minute, the width of a far time bucket. */
+export const MINUTE_MS = 60_000;
+
+/** The ready-queue priorities, lowest number first (API.md: 0–9). */
+export const PRIORITIES: readonly number[] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+
+/** The start (Unix ms) of the minute bucket a due time falls in. */
+export function minuteStart(dueMs: number): number {
+  return Math.floor(dueMs / MINUTE_MS) * MINUTE_MS;
+}
+
+/**
+ * Checks an entry before it is written: an integer due time (the in-flight member repeats
+ * it as text, and Redis must print it back identically), a priority of 0–9 and fields
+ * without `|`. A bad entry is a bug upstream, so this throws `internal`.
+ */
+export function assertDueEntry(entry: DueEntry): void {
+  if (
+    !Number.isSafeInteger(entry.dueMs) ||
+    !Number.isInteger(entry.priority) ||
+    entry.priority < 0 ||
+    entry.priority > 9 ||
+    entry.taskId.length === 0 ||
+    entry.taskId.includes('|') ||
+    entry.taskType.length === 0 ||
+    entry.taskType.includes('|')
+  ) {
+    throw new WheelhouseError('internal', `Not a valid due entry: ${JSON.stringify(entry)}.`, {
+      details: { entry },
+    });
+  }
+}
+
+/** A bucket member: `taskId|priority|taskType` (the due time is the score). */
+export function encodeBucketMember(entry: DueEntry): string {
+  return `${entry.taskId}|${entry.priority}|${entry.taskType}`;
+}
+
+/** Reads a bucket member back, with its score as the due time. Throws `internal` if malformed. */
+export function decodeBucketMember(member: string, dueMs: number): DueEntry {
+  const first = member.indexOf('|');
+  const second = member.indexOf('|', first + 1);
+  const priority = Number(member.slice(first + 1, second));
+  if (first <= 0 || second < 0 || !Number.isInteger(priority) || !Number.isFinite(dueMs)) {
+    throw malformed('bucket', member);
+  }
+  return { taskId: member.slice(0, first), priority, taskType: member.slice(second + 1), dueMs };
+}
+
+/** An in-flight member: `priority|dueMs|taskId|taskType`, enough to put it back exactly. */
+export function encodeInFlightMember(entry: DueEntry): string {
+  return `${entry.priority}|${entry.dueMs}|${entry.taskId}|${entry.taskType}`;
+}
+
+/** Reads an in-flight member back. Throws `internal` if malformed. */
+export function decodeInFlightMember(member: string): DueEntry {
+  const a = member.indexOf('|');
+  const b = member.indexOf('|', a + 1);
+  const c = member.indexOf('|', b + 1);
+  const priority = Number(member.slice(0, a));
+  const dueMs = Number(member.slice(a + 1, b));
+  if (a <= 0 || b < 0 || c < 0 || !Number.isInteger(priority) || !Number.isSafeInteger(dueMs)) {
+    throw malformed('in-flight', member);
+  }
+  return { priority, dueMs, taskId: member.slice(b + 1, c), taskType: member.slice(c + 1) };
+}
+
+/** The name of the queue of a task type at a priority: `priority:taskType`. */
+export function queueName(taskType: string, priority: number): string {
+  return `${priority}:${taskType}`;
+}
+
+/** Reads a queue name back. Task types may hold `:`, priorities may not. */
+export function parseQueueName(name: string): { taskType: string; priority: number } | null {
+  const colon = name.indexOf(':');
+  const priority = Number(name.slice(0, colon));
+  if (colon <= 0 || !Number.isInteger(priority)) return null;
+  return { priority, taskType: name.slice(colon + 1) };
+}
+
+/** The order `depths` reports queues in: task type, then priority. */
+export function compareQueueDepths(a: QueueDepth, b: QueueDepth): number {
+  if (a.taskType !== b.taskType) return a.taskType < b.taskType ? -1 : 1;
+  return a.priority - b.priority;
+}
+
+function malformed(kind: string, member: string): WheelhouseError {
+  return new WheelhouseError('internal', `Malformed ${kind} member in the fast index: ${member}`);
+}

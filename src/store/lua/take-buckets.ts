@@ -1,0 +1,54 @@
+import { defineScript } from '../redis-commands.js';
+
+/** Reads and deletes a partition's far buckets before a bound, atomically. */
+export const takeBuckets = defineScript(
+  'takeBuckets',
+  `--[[
+  Reads and deletes every far bucket of one partition whose minute starts before a bound.
+  When it takes anything it also deletes the partition's intact marker, which the caller
+  sets again once the reply has reached it: if the reply is lost (a timeout, a dropped
+  connection), the partition shows as lost and is rebuilt from the system of record
+  instead of silently missing what was taken.
+
+  Input:
+    KEYS[1] the partition's minute index: ZSET, member = score = minute start (Unix ms)
+    KEYS[2] the partition's intact marker
+    ARGV[1] bucket key prefix: the bucket of minute m is ARGV[1] .. m
+    ARGV[2] bound, Unix ms, exclusive: buckets whose minute start < ARGV[2] are taken
+
+  Output:
+    a flat array member1, due1, member2, due2, ..., markerDeleted
+    in (minute, due, member) order; member = "taskId|priority|taskType", due = Unix ms as
+    text; markerDeleted (last) = 1 when the marker was deleted and must be set again
+
+  The bucket keys are built here rather than passed in KEYS: they carry the partition's
+  hash tag, so they share KEYS[1]'s slot (BullMQ builds keys the same way).
+  Cost: O(log M + taken), M = buckets of the partition.
+]]
+local minutes = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[2])
+if #minutes == 0 then
+  return { 0 }
+end
+local out
+if #minutes == 1 then
+  -- The usual case, one minute per call: hand the reply on without copying it.
+  out = redis.call('ZRANGE', ARGV[1] .. minutes[1], 0, -1, 'WITHSCORES')
+  redis.call('UNLINK', ARGV[1] .. minutes[1])
+else
+  out = {}
+  local n = 0
+  for _, minute in ipairs(minutes) do
+    local key = ARGV[1] .. minute
+    local items = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+    for i = 1, #items do
+      n = n + 1
+      out[n] = items[i]
+    end
+    redis.call('UNLINK', key)
+  end
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[2])
+out[#out + 1] = redis.call('DEL', KEYS[2])
+return out
+`,
+);

@@ -1,0 +1,81 @@
+/**
+ * Far time buckets in process, for the embedded default: the same semantics as
+ * {@link RedisBucketStore} with maps and a heap of bucket minutes.
+ *
+ * A bucket is keyed by task id where Redis keys by id, priority and type: a task's type
+ * and priority never change, so the two agree. Entries due at the same ms come out in
+ * insertion order here and by member in Redis.
+ */
+import { BinaryHeap } from './binary-heap.js';
+import { assertDueEntry, minuteStart } from './entry-codec.js';
+import type { BucketStore, DueEntry } from './types.js';
+
+interface PartitionBuckets {
+  /** Minute start → (task id → entry). */
+  buckets: Map<number, Map<string, DueEntry>>;
+  /** The keys of `buckets`, smallest first. */
+  minutes: BinaryHeap<number>;
+}
+
+/** The embedded {@link BucketStore}: far time buckets in process memory. */
+export class MemoryBucketStore implements BucketStore {
+  private partitions = new Map<number, PartitionBuckets>();
+  /** Marks live as long as the process: a restart loses them, as it loses the buckets. */
+  private intact = new Set<number>();
+
+  async add(partition: number, entries: DueEntry[]): Promise<void> {
+    for (const entry of entries) assertDueEntry(entry);
+    const state = this.partition(partition);
+    for (const entry of entries) {
+      const minute = minuteStart(entry.dueMs);
+      let bucket = state.buckets.get(minute);
+      if (bucket === undefined) {
+        state.buckets.set(minute, (bucket = new Map()));
+        state.minutes.push(minute);
+      }
+      // Same task, same bucket: one entry, the latest due time (as ZADD does).
+      bucket.set(entry.taskId, { ...entry });
+    }
+  }
+
+  async takeUntil(partition: number, untilMs: number): Promise<DueEntry[]> {
+    const state = this.partitions.get(partition);
+    if (state === undefined) return [];
+    const taken: DueEntry[] = [];
+    for (;;) {
+      const minute = state.minutes.peek();
+      if (minute === undefined || minute >= untilMs) break;
+      state.minutes.pop();
+      const bucket = state.buckets.get(minute);
+      state.buckets.delete(minute);
+      if (bucket === undefined) continue;
+      // Due order; a stable sort keeps insertion order among equal due times.
+      const entries = [...bucket.values()].sort((a, b) => a.dueMs - b.dueMs);
+      for (const entry of entries) taken.push(entry);
+    }
+    return taken;
+  }
+
+  async setIntact(partition: number): Promise<void> {
+    this.intact.add(partition);
+  }
+
+  async lostPartitions(partitions: number[]): Promise<number[]> {
+    return partitions.filter((p) => !this.intact.has(p));
+  }
+
+  /** Drops every bucket and mark, as a restart would. */
+  clear(): void {
+    this.partitions = new Map();
+    this.intact = new Set();
+  }
+
+  private partition(partition: number): PartitionBuckets {
+    let state = this.partitions.get(partition);
+    if (state === undefined) {
+      state = { buckets: new Map(), minutes: new BinaryHeap<number>((a, b) => a - b) };
+      this.partitions.set(partition, state);
+    }
+    return state;
+  }
+}

@@ -1,0 +1,166 @@
+/**
+ * Ready queues in process, for the embedded default: the same semantics as
+ * {@link RedisReadyQueue}. A binary heap per (task type, priority) ordered by (due,
+ * insertion) plus a set of the ids it holds, so a push is O(log n) per entry, a duplicate
+ * is refused in O(1), and a take of k costs O(k · (log n + types)).
+ *
+ * Ties on due time go by insertion here and by task id in Redis (which orders equal scores
+ * by member). Both are "oldest first" for UUID v7 ids pushed as they are made; the heap
+ * uses a sequence number because comparing id strings made pops ~20× slower.
+ */
+import { BinaryHeap } from './binary-heap.js';
+import {
+  PRIORITIES,
+  assertDueEntry,
+  compareQueueDepths,
+  encodeInFlightMember,
+  queueName,
+} from './entry-codec.js';
+import { PushListeners, type PushListener } from './push-listeners.js';
+import type { DueEntry, QueueDepth, ReadyQueue } from './types.js';
+
+/** A queued entry and its place in line among entries due at the same time. */
+interface Queued {
+  readonly entry: DueEntry;
+  readonly seq: number;
+}
+
+interface Queue {
+  readonly taskType: string;
+  readonly priority: number;
+  readonly heap: BinaryHeap<Queued>;
+  /** The task ids in `heap`. */
+  readonly ids: Set<string>;
+}
+
+interface InFlight {
+  readonly queued: Queued;
+  readonly takenMs: number;
+}
+
+function compareQueued(a: Queued, b: Queued): number {
+  return a.entry.dueMs - b.entry.dueMs || a.seq - b.seq;
+}
+
+/** The embedded {@link ReadyQueue}: heaps per task type × priority, in process memory. */
+export class MemoryReadyQueue implements ReadyQueue {
+  /** By queue name `priority:taskType`; a queue stays once created, as in the Redis registry. */
+  private queues = new Map<string, Queue>();
+  /** By in-flight member, as in Redis, so taking one entry twice keeps one record. */
+  private inFlight = new Map<string, InFlight>();
+  private waiting = 0;
+  private seq = 0;
+  private readonly listeners = new PushListeners();
+
+  async push(entries: DueEntry[]): Promise<void> {
+    for (const entry of entries) assertDueEntry(entry);
+    const taskTypes = new Set<string>();
+    for (const entry of entries) {
+      this.enqueue({ entry: { ...entry }, seq: this.seq++ });
+      taskTypes.add(entry.taskType);
+    }
+    this.listeners.emit(taskTypes);
+  }
+
+  async take(taskTypes: string[], max: number, nowMs: number): Promise<DueEntry[]> {
+    const types = [...new Set(taskTypes)];
+    const taken: DueEntry[] = [];
+    let remaining = Math.floor(max);
+    for (const priority of PRIORITIES) {
+      if (remaining <= 0) break;
+      const queues: Queue[] = [];
+      for (const taskType of types) {
+        const queue = this.queues.get(queueName(taskType, priority));
+        if (queue !== undefined && queue.heap.size > 0) queues.push(queue);
+      }
+      // Oldest head across the types first, so no type starves.
+      while (remaining > 0 && queues.length > 0) {
+        let best = 0;
+        for (let i = 1; i < queues.length; i++) {
+          const head = (queues[i] as Queue).heap.peek() as Queued;
+          if (compareQueued(head, (queues[best] as Queue).heap.peek() as Queued) < 0) best = i;
+        }
+        const queue = queues[best] as Queue;
+        const queued = queue.heap.pop() as Queued;
+        const entry = queued.entry;
+        queue.ids.delete(entry.taskId);
+        this.waiting--;
+        this.inFlight.set(encodeInFlightMember(entry), { queued, takenMs: nowMs });
+        taken.push({ ...entry });
+        remaining--;
+        if (queue.heap.size === 0) queues.splice(best, 1);
+      }
+    }
+    return taken;
+  }
+
+  async ack(entries: DueEntry[]): Promise<void> {
+    for (const entry of entries) this.inFlight.delete(encodeInFlightMember(entry));
+  }
+
+  /** Scans the in-flight entries, which are few: those between a take and its claim. */
+  async requeueStale(olderThanMs: number): Promise<number> {
+    const taskTypes = new Set<string>();
+    let moved = 0;
+    for (const [member, { queued, takenMs }] of this.inFlight) {
+      if (takenMs >= olderThanMs) continue;
+      this.inFlight.delete(member);
+      // Back in its old place in line, as Redis puts it back at its old score.
+      this.enqueue(queued);
+      taskTypes.add(queued.entry.taskType);
+      moved++;
+    }
+    this.listeners.emit(taskTypes);
+    return moved;
+  }
+
+  async depths(nowMs: number): Promise<QueueDepth[]> {
+    const depths: QueueDepth[] = [];
+    for (const queue of this.queues.values()) {
+      const oldest = queue.heap.peek();
+      depths.push({
+        taskType: queue.taskType,
+        priority: queue.priority,
+        depth: queue.heap.size,
+        oldestReadyAgeMs: oldest === undefined ? null : Math.max(0, nowMs - oldest.entry.dueMs),
+      });
+    }
+    return depths.sort(compareQueueDepths);
+  }
+
+  async backlog(): Promise<number> {
+    return this.waiting;
+  }
+
+  /** Calls `listener` after each push (and each requeue) lands, with the task types it touched. */
+  onPush(listener: PushListener): () => void {
+    return this.listeners.add(listener);
+  }
+
+  /** Drops every queue and in-flight entry, as a restart would. Listeners stay. */
+  clear(): void {
+    this.queues = new Map();
+    this.inFlight = new Map();
+    this.waiting = 0;
+  }
+
+  /** Adds an entry unless its queue already holds the task id (ZADD NX). */
+  private enqueue(queued: Queued): void {
+    const entry = queued.entry;
+    const name = queueName(entry.taskType, entry.priority);
+    let queue = this.queues.get(name);
+    if (queue === undefined) {
+      queue = {
+        taskType: entry.taskType,
+        priority: entry.priority,
+        heap: new BinaryHeap<Queued>(compareQueued),
+        ids: new Set(),
+      };
+      this.queues.set(name, queue);
+    }
+    if (queue.ids.has(entry.taskId)) return;
+    queue.ids.add(entry.taskId);
+    queue.heap.push(queued);
+    this.waiting++;
+  }
+}

@@ -1,0 +1,111 @@
+/**
+ * The Redis connection of the fast index (far buckets and ready queues), and the mapping
+ * of Redis failures onto the error catalogue.
+ */
+import { Redis } from 'ioredis';
+import { WheelhouseError } from '../errors.js';
+
+/** How to reach Redis. */
+export interface RedisOptions {
+  /** e.g. `redis://127.0.0.1:6379`. */
+  url: string;
+  /** Every key this node writes starts with `${prefix}:`. No braces (they are hash tags). */
+  prefix: string;
+  /**
+   * Batch commands issued in the same event-loop turn into one write. Off by default: the
+   * stores batch their own commands, and with 16 workers taking 500 at a time it cut
+   * take throughput by a third to a half in our measurements.
+   * @default false
+   */
+  autoPipelining?: boolean;
+  /**
+   * Reconnection attempts a command waits through before it fails, so a down Redis gives
+   * a fast `store_unavailable` instead of a hang.
+   * @default 1
+   */
+  maxRetriesPerRequest?: number;
+  /**
+   * Fails a command with no reply after this many ms (a hung or overloaded server).
+   * @default 5000
+   */
+  commandTimeoutMs?: number;
+  /** @default 2000 */
+  connectTimeoutMs?: number;
+  /**
+   * Told of connection-level errors. Commands that fail meanwhile reject with
+   * `store_unavailable` on their own, so the default ignores these reports.
+   */
+  onError?: (error: Error) => void;
+}
+
+/** Longest wait between reconnection attempts, ms. */
+const MAX_RECONNECT_DELAY_MS = 1_000;
+
+/**
+ * Opens an ioredis client for the fast index. The key prefix is checked here, and the
+ * connection is named after it so `CLIENT LIST` shows which cluster a client belongs to.
+ */
+export function openRedis(options: RedisOptions): Redis {
+  assertPrefix(options.prefix);
+  const redis = new Redis(options.url, {
+    connectionName: `wheelhouse:${options.prefix}`,
+    // RESP2: nothing here needs RESP3, and ioredis parses large RESP2 arrays (a bucket of
+    // 30 000 entries) about 20 % faster.
+    protocol: 2,
+    enableAutoPipelining: options.autoPipelining ?? false,
+    maxRetriesPerRequest: options.maxRetriesPerRequest ?? 1,
+    commandTimeout: options.commandTimeoutMs ?? 5_000,
+    connectTimeout: options.connectTimeoutMs ?? 2_000,
+    retryStrategy: (times) => Math.min(50 * 2 ** times, MAX_RECONNECT_DELAY_MS),
+  });
+  const onError = options.onError ?? (() => undefined);
+  redis.on('error', onError);
+  return redis;
+}
+
+/** Throws when a key prefix cannot be used: empty, or holding a hash-tag brace. */
+export function assertPrefix(prefix: string): void {
+  if (prefix.length === 0 || /[{}\s*?[\]]/.test(prefix)) {
+    throw new TypeError(
+      `redis prefix must be non-empty, without braces, blanks or glob characters: ${JSON.stringify(prefix)}`,
+    );
+  }
+}
+
+/** Server replies that mean "not now" rather than "wrong". */
+const UNAVAILABLE_REPLY = /^(LOADING|BUSY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|NOREPLICAS)\b/;
+
+/**
+ * True when a Redis failure means the store cannot be reached or cannot answer now: a
+ * connection error, a timeout, exhausted retries, or a server that is loading or busy.
+ */
+export function isRedisUnavailable(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  if (error.name === 'ReplyError') return UNAVAILABLE_REPLY.test(error.message);
+  return true;
+}
+
+/**
+ * Maps a Redis failure onto the catalogue: `store_unavailable` (retry after 1 s) when
+ * Redis is unreachable, `internal` for anything else. The original is the `cause`.
+ */
+export function toStoreError(error: unknown, operation: string): WheelhouseError {
+  if (error instanceof WheelhouseError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  if (isRedisUnavailable(error)) {
+    return new WheelhouseError('store_unavailable', `Redis is unavailable (${operation}): ${message}`, {
+      cause: error,
+      retryAfterSeconds: 1,
+    });
+  }
+  return new WheelhouseError('internal', `Redis failed (${operation}): ${message}`, { cause: error });
+}
+
+/** Runs one store operation, mapping whatever Redis throws with {@link toStoreError}. */
+export async function redisOperation<T>(operation: string, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    throw toStoreError(error, operation);
+  }
+}

@@ -1,0 +1,96 @@
+import { WheelhouseError } from '../errors.js';
+import type { AcquiredSnapshot, SnapshotRow, SnapshotStore } from '../runtime/snapshots.js';
+import type { Db } from './db.js';
+import { msOf, tsParam } from './sql/columns.js';
+
+/**
+ * Acquiring: creates the row at epoch 1, or takes it over at epoch + 1, in one statement.
+ * The row lock of ON CONFLICT DO UPDATE orders concurrent acquirers: each gets a distinct
+ * epoch, and only the highest can save.
+ */
+const ACQUIRE = `
+  INSERT INTO actor_snapshots AS s (kind, key, owner_node, epoch, version, state, updated_at)
+  VALUES ($1, $2, $3, 1, 0, NULL, ${tsParam(4)})
+  ON CONFLICT (kind, key) DO UPDATE
+    SET owner_node = excluded.owner_node, epoch = s.epoch + 1, updated_at = excluded.updated_at
+  RETURNING s.epoch, s.version, s.state`;
+
+/** The fenced write: matches only while `epoch` is still the row's. State travels as JSON text. */
+const SAVE = `
+  UPDATE actor_snapshots s
+  SET state = $4::text::jsonb, version = s.version + 1, updated_at = ${tsParam(5)}
+  WHERE s.kind = $1 AND s.key = $2 AND s.epoch = $3
+  RETURNING s.version`;
+
+const RELEASE = `
+  UPDATE actor_snapshots s
+  SET owner_node = NULL, updated_at = ${tsParam(4)}
+  WHERE s.kind = $1 AND s.key = $2 AND s.epoch = $3`;
+
+const READ = `
+  SELECT s.kind, s.key, s.owner_node, s.epoch, s.version, s.state, ${msOf('s.updated_at')} AS updated_ms
+  FROM actor_snapshots s
+  WHERE s.kind = $1 AND s.key = $2`;
+
+interface SnapshotDbRow {
+  kind: string;
+  key: string;
+  owner_node: string | null;
+  epoch: number;
+  version: number;
+  state: unknown;
+  updated_ms: number;
+}
+
+/**
+ * Actor snapshots with fenced ownership over SQL (Postgres or PGlite), in the
+ * `actor_snapshots` table. A save carrying an epoch older than the row's is refused with
+ * `stale_epoch`, so a node that was paused and wakes up cannot overwrite the new owner.
+ */
+export class SqlSnapshotStore implements SnapshotStore {
+  constructor(private readonly db: Db) {}
+
+  async acquire(kind: string, key: string, nodeId: string, nowMs: number): Promise<AcquiredSnapshot> {
+    const { rows } = await this.db.query<{ epoch: number; version: number; state: unknown }>(
+      ACQUIRE,
+      [kind, key, nodeId, nowMs],
+      'wh_snapshot_acquire',
+    );
+    const row = rows[0]!;
+    return { epoch: row.epoch, version: row.version, state: row.state };
+  }
+
+  async save(kind: string, key: string, epoch: number, state: unknown, nowMs: number): Promise<number> {
+    const { rows } = await this.db.query<{ version: number }>(
+      SAVE,
+      [kind, key, epoch, JSON.stringify(state ?? null), nowMs],
+      'wh_snapshot_save',
+    );
+    const row = rows[0];
+    if (row === undefined) {
+      throw new WheelhouseError('stale_epoch', `${kind}/${key}: epoch ${epoch} is no longer the owner's`, {
+        details: { kind, key, epoch },
+      });
+    }
+    return row.version;
+  }
+
+  async release(kind: string, key: string, epoch: number, nowMs: number): Promise<void> {
+    await this.db.query(RELEASE, [kind, key, epoch, nowMs], 'wh_snapshot_release');
+  }
+
+  async read(kind: string, key: string): Promise<SnapshotRow | null> {
+    const { rows } = await this.db.query<SnapshotDbRow>(READ, [kind, key], 'wh_snapshot_read');
+    const row = rows[0];
+    if (row === undefined) return null;
+    return {
+      kind: row.kind,
+      key: row.key,
+      ownerNode: row.owner_node,
+      epoch: row.epoch,
+      version: row.version,
+      state: row.state,
+      updatedMs: row.updated_ms,
+    };
+  }
+}

@@ -1,0 +1,50 @@
+import { WheelhouseError } from '../../errors.js';
+import { isFinal } from '../../tasks/lifecycle.js';
+import type { Db } from '../db.js';
+import type { CancelResult } from '../types.js';
+import { taskColumns, toTaskRecord, tsParam, validIds, type TaskRow } from './columns.js';
+import { getTask } from './read.js';
+
+/**
+ * Cancelling one task: a compare-and-set on the status alone (the caller holds no
+ * version). The edges, all in one UPDATE:
+ * - blocked | pending | active | paused → cancelled at once, version + 1;
+ * - running → stays running with `cancel_requested`; the version is kept so the worker's
+ *   lease token stays valid, and its completion (or the lease's expiry) records `cancelled`.
+ * Finished tasks do not match the WHERE clause: they are reported, not changed.
+ */
+const CANCEL = `
+  UPDATE tasks t
+  SET status = CASE WHEN t.status = 'running' THEN 'running' ELSE 'cancelled' END,
+      cancel_requested = t.cancel_requested OR t.status = 'running',
+      version = CASE WHEN t.status = 'running' THEN t.version ELSE t.version + 1 END,
+      completed_at = CASE WHEN t.status = 'running' THEN t.completed_at ELSE ${tsParam(2)} END,
+      updated_at = ${tsParam(2)}
+  WHERE t.id = $1 AND t.status IN ('blocked', 'pending', 'active', 'paused', 'running')
+  RETURNING ${taskColumns('t')}`;
+
+/**
+ * Tries the UPDATE a few times: when it matches nothing, the task is read to tell
+ * "not found" from "finished". A task seen unfinished by that read was inserted (or changed)
+ * between the two statements, so the edge is tried again.
+ */
+const ATTEMPTS = 3;
+
+/** See `TaskStore.cancel`. */
+export async function cancelTask(db: Db, taskId: string, nowMs: number): Promise<CancelResult> {
+  if (validIds([taskId]).length === 0) return { kind: 'not_found' };
+  for (let attempt = 1; ; attempt++) {
+    const updated = await db.query<TaskRow>(CANCEL, [taskId, nowMs], 'wh_cancel');
+    const row = updated.rows[0];
+    if (row !== undefined) {
+      const task = toTaskRecord(row);
+      return task.status === 'running' ? { kind: 'cancel_requested', task } : { kind: 'cancelled', task };
+    }
+    const current = await getTask(db, taskId);
+    if (current === null) return { kind: 'not_found' };
+    if (isFinal(current.status)) return { kind: 'finished', task: current };
+    if (attempt >= ATTEMPTS) {
+      throw new WheelhouseError('internal', `task ${taskId} kept changing while being cancelled`);
+    }
+  }
+}

@@ -1,0 +1,93 @@
+import type { Db } from '../db.js';
+import type { ClaimedTask } from '../types.js';
+import { msOf, statusIs, tsParam, validIds } from './columns.js';
+
+/**
+ * Claiming tasks and keeping their leases.
+ */
+
+/**
+ * The claim: one UPDATE for the whole batch, and the compare-and-set of the edge
+ * pending → running. The ids are sorted and whatever plan Postgres picks (a primary-key
+ * scan visits them in key order, a bitmap scan in physical order), two overlapping claims
+ * lock shared rows in the same order, so they cannot deadlock. A row another claim got
+ * first is re-checked once its lock is released, fails `status = 'pending'` and is left
+ * out.
+ *
+ * The status test is fenced ({@link statusIs}) so the plan stays a primary-key lookup of
+ * the given ids. A task not yet due, blocked, running or finished is
+ * left out the same way. `attempts + 1` is the number of the attempt starting now and
+ * `version + 1` is the lease token.
+ */
+const CLAIM = `
+  UPDATE tasks t
+  SET status = 'running',
+      attempts = t.attempts + 1,
+      version = t.version + 1,
+      started_at = ${tsParam(3)},
+      updated_at = ${tsParam(3)},
+      lease_expires_at = ${tsParam(3)} + t.timeout_seconds * interval '1 second',
+      worker_id = $2
+  WHERE t.id = ANY($1::uuid[])
+    AND ${statusIs('t', 'pending')}
+    AND t.due_time <= ${tsParam(3)}
+  RETURNING t.id, t.task_type, t.payload, t.attempts, t.version, t.timeout_seconds, t.partition,
+            ${msOf('t.lease_expires_at')} AS lease_expires_ms`;
+
+interface ClaimRow {
+  id: string;
+  task_type: string;
+  payload: unknown;
+  attempts: number;
+  version: number;
+  timeout_seconds: number;
+  partition: number;
+  lease_expires_ms: number;
+}
+
+/** See `TaskStore.claim`. */
+export async function claimTasks(db: Db, ids: string[], workerId: string, nowMs: number): Promise<ClaimedTask[]> {
+  const wanted = validIds(ids).sort();
+  if (wanted.length === 0) return [];
+  const { rows } = await db.query<ClaimRow>(CLAIM, [wanted, workerId, nowMs], 'wh_claim');
+  return rows.map((r) => ({
+    id: r.id,
+    taskType: r.task_type,
+    payload: r.payload,
+    attempt: r.attempts,
+    version: r.version,
+    leaseExpiresMs: r.lease_expires_ms,
+    timeoutSeconds: r.timeout_seconds,
+    partition: r.partition,
+  }));
+}
+
+/**
+ * A heartbeat extends the lease held at `version` by the task's timeout. It changes no
+ * indexed column, so it is a HOT update. It does not bump the version: the worker's lease
+ * token stays valid. A heartbeat that arrives after the lease ran out but before anyone
+ * expired it still extends it: the task was not handed on.
+ */
+const HEARTBEAT = `
+  UPDATE tasks t
+  SET lease_expires_at = ${tsParam(3)} + t.timeout_seconds * interval '1 second',
+      updated_at = ${tsParam(3)}
+  WHERE t.id = $1 AND t.status = 'running' AND t.version = $2
+  RETURNING ${msOf('t.lease_expires_at')} AS lease_expires_ms, t.cancel_requested`;
+
+/** See `TaskStore.heartbeat`. */
+export async function heartbeatTask(
+  db: Db,
+  taskId: string,
+  version: number,
+  nowMs: number,
+): Promise<{ leaseExpiresMs: number; cancelRequested: boolean } | null> {
+  if (validIds([taskId]).length === 0 || !Number.isSafeInteger(version)) return null;
+  const { rows } = await db.query<{ lease_expires_ms: number; cancel_requested: boolean }>(
+    HEARTBEAT,
+    [taskId, version, nowMs],
+    'wh_heartbeat',
+  );
+  const row = rows[0];
+  return row === undefined ? null : { leaseExpiresMs: row.lease_expires_ms, cancelRequested: row.cancel_requested };
+}

@@ -1,0 +1,178 @@
+import type { Db } from '../db.js';
+import type { BackoffPolicy, Completion, Transition } from '../types.js';
+import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './columns.js';
+
+/**
+ * Ending attempts: a worker's result (`complete`) or a lease that ran out (`expireLease`).
+ * Each is one statement of three parts: UPDATE the tasks (the compare-and-set of an edge
+ * running → succeeded | pending | failed | cancelled), INSERT one execution row per task
+ * updated, and SELECT what changed. A task the UPDATE did not match writes no execution.
+ *
+ * The UPDATE joins the task table a second time (`o`) because the execution row needs the
+ * attempt's due time and RETURNING shows only the new row, whose due time a retry has
+ * already moved. Values that decide the outcome (`cancel_requested`, `attempts`) are read
+ * from the locked row `t`, never from `o`, so a cancel committed while the UPDATE waited
+ * for the row is honoured. The status tests are fenced ({@link statusIs}): rows are
+ * found through the primary key only, however stale the statistics.
+ */
+
+/**
+ * SQL: the retry delay of the attempt that just ended, as an interval:
+ * min(base · 2^(attempt − 1), max) scaled by a random factor in [0.5, 1), rounded to whole
+ * milliseconds so that due times stay whole milliseconds. `$base` and `$max` are the
+ * parameter numbers of `BackoffPolicy.baseMs` and `maxMs`.
+ */
+function backoffSql(base: number, max: number): string {
+  return `round(least($${base}::float8 * power(2, t.attempts - 1), $${max}::float8)
+                * (0.5 + random() * 0.5)) * interval '1 millisecond'`;
+}
+
+/** SQL: the lease ran out and task `t` goes back to pending. */
+const RETRY_AFTER_EXPIRY = `NOT t.cancel_requested AND t.attempts <= t.max_retries`;
+
+/** Columns of the transition a statement reports, selected from its `done` CTE. */
+const TRANSITION_COLUMNS = `d.id, d.status, d.version, d.task_type, d.priority, ${msOf('d.due_time')} AS due_ms`;
+
+/** SQL: the result `r` (`ok`: the attempt succeeded) sends task `t` back to pending. */
+const RETRY_AFTER_RESULT = `NOT t.cancel_requested AND NOT r.ok AND r.retryable AND t.attempts <= t.max_retries`;
+
+/**
+ * `$1` ids, `$2` versions (the lease tokens), `$3` ok flags, `$4` errors, `$5` retryable
+ * flags, `$6` now, `$7`/`$8` backoff base/max ms. The new status, in order: cancel requested
+ * → cancelled; success → succeeded; retryable failure with retries left → pending after the
+ * backoff (attempts counts the attempt that just ended, so `max_retries` failures may be
+ * retried); otherwise failed.
+ */
+const COMPLETE = `
+  WITH r AS (
+    SELECT * FROM unnest($1::uuid[], $2::int4[], $3::bool[], $4::text[], $5::bool[])
+                  AS r(id, version, ok, error, retryable)
+  ),
+  done AS (
+    UPDATE tasks t
+    SET status = CASE WHEN t.cancel_requested THEN 'cancelled'
+                      WHEN r.ok THEN 'succeeded'
+                      WHEN ${RETRY_AFTER_RESULT} THEN 'pending'
+                      ELSE 'failed' END,
+        version = t.version + 1,
+        due_time = CASE WHEN ${RETRY_AFTER_RESULT} THEN ${tsParam(6)} + ${backoffSql(7, 8)}
+                        ELSE t.due_time END,
+        completed_at = CASE WHEN ${RETRY_AFTER_RESULT} THEN NULL ELSE ${tsParam(6)} END,
+        last_error = CASE WHEN r.ok THEN t.last_error ELSE r.error END,
+        lease_expires_at = NULL,
+        updated_at = ${tsParam(6)}
+    FROM r JOIN tasks o ON o.id = r.id
+    WHERE t.id = r.id AND ${statusIs('t', 'running')} AND t.version = r.version
+    RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.attempts,
+              t.started_at, t.worker_id, o.due_time AS attempt_due_time, r.ok, r.error
+  ),
+  execution AS (
+    INSERT INTO executions (task_id, attempt, status, due_time, started_at, completed_at,
+                            worker_id, error)
+    SELECT d.id, d.attempts,
+           CASE WHEN d.status = 'cancelled' THEN 'cancelled'
+                WHEN d.ok THEN 'succeeded' ELSE 'failed' END,
+           d.attempt_due_time, d.started_at, ${tsParam(6)}, d.worker_id,
+           CASE WHEN d.ok THEN NULL ELSE d.error END
+    FROM done d
+  )
+  SELECT ${TRANSITION_COLUMNS} FROM done d`;
+
+interface TransitionRow extends DueRow {
+  status: Transition['status'];
+  version: number;
+}
+
+function toTransition(row: TransitionRow): Transition {
+  return {
+    taskId: row.id,
+    status: row.status,
+    version: row.version,
+    requeued: row.status === 'pending' ? toDueEntry(row) : null,
+  };
+}
+
+/** See `TaskStore.complete`. */
+export async function completeTasks(
+  db: Db,
+  results: Completion[],
+  nowMs: number,
+  backoff: BackoffPolicy,
+): Promise<Transition[]> {
+  // One result per task: a second result for the same lease could only be refused.
+  const seen = new Set<string>();
+  const batch = results.filter((c) => {
+    const id = validIds([c.taskId])[0];
+    if (id === undefined || !Number.isSafeInteger(c.version) || seen.has(id)) return false;
+    seen.add(id);
+    return true;
+  });
+  if (batch.length === 0) return [];
+  const { rows } = await db.query<TransitionRow>(
+    COMPLETE,
+    [
+      batch.map((c) => c.taskId),
+      batch.map((c) => c.version),
+      batch.map((c) => c.outcome === 'succeeded'),
+      batch.map((c) => c.error),
+      batch.map((c) => c.retryable),
+      nowMs,
+      backoff.baseMs,
+      backoff.maxMs,
+    ],
+    'wh_complete',
+  );
+  return rows.map(toTransition);
+}
+
+/**
+ * `$1` id, `$2` version, `$3` now, `$4`/`$5` backoff base/max ms. The compare-and-set also
+ * requires the lease to have run out by `now`, so a heartbeat that extended it first wins.
+ * The execution row is `timed_out`, or `cancelled` when cancel had been requested.
+ */
+const EXPIRE_LEASE = `
+  WITH done AS (
+    UPDATE tasks t
+    SET status = CASE WHEN t.cancel_requested THEN 'cancelled'
+                      WHEN ${RETRY_AFTER_EXPIRY} THEN 'pending'
+                      ELSE 'failed' END,
+        version = t.version + 1,
+        due_time = CASE WHEN ${RETRY_AFTER_EXPIRY} THEN ${tsParam(3)} + ${backoffSql(4, 5)}
+                        ELSE t.due_time END,
+        completed_at = CASE WHEN ${RETRY_AFTER_EXPIRY} THEN NULL ELSE ${tsParam(3)} END,
+        last_error = 'lease expired',
+        lease_expires_at = NULL,
+        updated_at = ${tsParam(3)}
+    FROM tasks o
+    WHERE o.id = $1 AND t.id = $1 AND ${statusIs('t', 'running')} AND t.version = $2
+      AND t.lease_expires_at <= ${tsParam(3)}
+    RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.attempts,
+              t.started_at, t.worker_id, o.due_time AS attempt_due_time
+  ),
+  execution AS (
+    INSERT INTO executions (task_id, attempt, status, due_time, started_at, completed_at,
+                            worker_id, error)
+    SELECT d.id, d.attempts,
+           CASE WHEN d.status = 'cancelled' THEN 'cancelled' ELSE 'timed_out' END,
+           d.attempt_due_time, d.started_at, ${tsParam(3)}, d.worker_id, 'lease expired'
+    FROM done d
+  )
+  SELECT ${TRANSITION_COLUMNS} FROM done d`;
+
+/** See `TaskStore.expireLease`. */
+export async function expireLease(
+  db: Db,
+  taskId: string,
+  version: number,
+  nowMs: number,
+  backoff: BackoffPolicy,
+): Promise<Transition | null> {
+  if (validIds([taskId]).length === 0 || !Number.isSafeInteger(version)) return null;
+  const { rows } = await db.query<TransitionRow>(
+    EXPIRE_LEASE,
+    [taskId, version, nowMs, backoff.baseMs, backoff.maxMs],
+    'wh_expire_lease',
+  );
+  const row = rows[0];
+  return row === undefined ? null : toTransition(row);
+}

@@ -1,0 +1,82 @@
+import type { Db } from './db.js';
+import { cancelTask } from './sql/cancel.js';
+import { claimTasks, heartbeatTask } from './sql/claim.js';
+import { completeTasks, expireLease } from './sql/complete.js';
+import { getTask, listTasks, pendingInPartition, runningInPartition, taskHistory } from './sql/read.js';
+import { submitTasks } from './sql/submit.js';
+import type {
+  BackoffPolicy,
+  CancelResult,
+  ClaimedTask,
+  Completion,
+  DueEntry,
+  ExecutionRecord,
+  ListFilter,
+  NewTask,
+  SubmitResult,
+  TaskRecord,
+  TaskStore,
+  Transition,
+} from './types.js';
+
+/**
+ * The task store over SQL: the same statements on Postgres (`pg`) and PGlite. Each method
+ * is one statement, or one short transaction for submissions with idempotency keys; the
+ * statements live in `src/store/sql/`, one file per concern, next to the function that runs
+ * them. Every write is a compare-and-set whose WHERE clause encodes one edge of the state
+ * machine in `src/tasks/lifecycle.ts`; every time comes from the `nowMs` argument (the
+ * application's clock), never from the database's `now()`.
+ *
+ * The schema must be migrated first (`migrate` in `src/store/migrate.ts`).
+ */
+export class SqlTaskStore implements TaskStore {
+  constructor(private readonly db: Db) {}
+
+  submit(tasks: NewTask[], nowMs: number): Promise<SubmitResult[]> {
+    return submitTasks(this.db, tasks, nowMs);
+  }
+
+  get(id: string): Promise<TaskRecord | null> {
+    return getTask(this.db, id);
+  }
+
+  list(filter: ListFilter, nowMs: number): Promise<TaskRecord[]> {
+    return listTasks(this.db, filter, nowMs);
+  }
+
+  claim(ids: string[], workerId: string, nowMs: number): Promise<ClaimedTask[]> {
+    return claimTasks(this.db, ids, workerId, nowMs);
+  }
+
+  heartbeat(
+    taskId: string,
+    version: number,
+    nowMs: number,
+  ): Promise<{ leaseExpiresMs: number; cancelRequested: boolean } | null> {
+    return heartbeatTask(this.db, taskId, version, nowMs);
+  }
+
+  complete(results: Completion[], nowMs: number, backoff: BackoffPolicy): Promise<Transition[]> {
+    return completeTasks(this.db, results, nowMs, backoff);
+  }
+
+  expireLease(taskId: string, version: number, nowMs: number, backoff: BackoffPolicy): Promise<Transition | null> {
+    return expireLease(this.db, taskId, version, nowMs, backoff);
+  }
+
+  cancel(taskId: string, nowMs: number): Promise<CancelResult> {
+    return cancelTask(this.db, taskId, nowMs);
+  }
+
+  history(taskId: string, limit: number, beforeAttempt?: number): Promise<ExecutionRecord[]> {
+    return taskHistory(this.db, taskId, limit, beforeAttempt);
+  }
+
+  pendingInPartition(partition: number, fromMs: number, toMs: number, limit: number): Promise<DueEntry[]> {
+    return pendingInPartition(this.db, partition, fromMs, toMs, limit);
+  }
+
+  runningInPartition(partition: number): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]> {
+    return runningInPartition(this.db, partition);
+  }
+}

@@ -1,0 +1,192 @@
+/**
+ * The Db abstraction and migrations: types come back the same from both drivers, an
+ * unreachable or failing server is `store_unavailable`, migrations apply once, and PGlite
+ * keeps its data in its directory.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isWheelhouseError } from '../../src/errors.js';
+import { openPglite, openPostgres, type Db } from '../../src/store/db.js';
+import { findMigrationsDir, loadMigrations, migrate } from '../../src/store/migrate.js';
+import { TEST_POSTGRES_URL, sqlBackends, type TestDb } from '../support/postgres.js';
+
+const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+async function errorOf(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    () => null,
+    (e: unknown) => e,
+  );
+}
+
+describe.each(sqlBackends)('Db on $name', ({ open }) => {
+  let testDb: TestDb;
+  beforeAll(async () => {
+    testDb = await open();
+  });
+  afterAll(async () => {
+    await testDb?.drop();
+  });
+
+  it('returns the same JavaScript types from both drivers', async () => {
+    const { rows } = await testDb.db.query(
+      `SELECT 1::int2 AS small, 2::int4 AS int, 3::int8 AS big, 9007199254740993::int8 AS huge,
+              1.5::float8 AS float, '{"a":[1,"x"]}'::jsonb AS json, 'null'::jsonb AS jnull,
+              true AS flag, NULL::text AS missing, '0190a0b0-0000-7000-8000-000000000001'::uuid AS id`,
+    );
+    expect(rows[0]).toEqual({
+      small: 1,
+      int: 2,
+      big: 3,
+      huge: '9007199254740993',
+      float: 1.5,
+      json: { a: [1, 'x'] },
+      jnull: null,
+      flag: true,
+      missing: null,
+      id: '0190a0b0-0000-7000-8000-000000000001',
+    });
+  });
+
+  it('rolls a failed transaction back and reports rowCount', async () => {
+    const db = testDb.db;
+    await db.exec('CREATE TABLE IF NOT EXISTS scratch (n int)');
+    const error = await errorOf(
+      db.transaction(async (tx) => {
+        await tx.query('INSERT INTO scratch VALUES (1), (2)');
+        throw new Error('no');
+      }),
+    );
+    expect((error as Error).message).toBe('no');
+    expect((await db.query('SELECT * FROM scratch')).rows).toEqual([]);
+    const value = await db.transaction(async (tx) => (await tx.query('INSERT INTO scratch VALUES (1), (2)')).rowCount);
+    expect(value).toBe(2);
+    expect((await db.query('UPDATE scratch SET n = n + 1')).rowCount).toBe(2);
+  });
+
+  it('finds nothing left to apply on a migrated schema', async () => {
+    expect(await migrate(testDb.db)).toEqual([]);
+    const { rows } = await testDb.db.query<{ id: number; name: string }>('SELECT id, name FROM schema_migrations');
+    expect(rows).toEqual([{ id: 1, name: '000001_init.sql' }]);
+  });
+});
+
+describe('migrations', () => {
+  it('are found from src/store and from dist/src/store', () => {
+    const dir = join(repoRoot, 'migrations');
+    expect(findMigrationsDir()).toBe(dir);
+    expect(findMigrationsDir(join(repoRoot, 'dist', 'src', 'store'))).toBe(dir);
+    expect(loadMigrations(dir).map((m) => m.id)).toEqual(expect.arrayContaining([1]));
+  });
+
+  it('apply once when nodes start together', async () => {
+    const schema = `t_${randomBytes(6).toString('hex')}`;
+    const dbs = [0, 1, 2].map(() => openPostgres({ url: TEST_POSTGRES_URL, schema, poolSize: 1 }));
+    try {
+      const applied = await Promise.all(dbs.map((db) => migrate(db)));
+      expect(applied.flat()).toEqual(['000001_init.sql']);
+    } finally {
+      await dbs[0]!.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await Promise.all(dbs.map((db) => db.close()));
+    }
+  });
+});
+
+describe('store_unavailable', () => {
+  it('is what a refused connection becomes, with Retry-After', async () => {
+    const db = openPostgres({ url: 'postgres://postgres@127.0.0.1:1/test', schema: 'wheelhouse', connectTimeoutMs: 2000 });
+    try {
+      for (const attempt of [db.query('SELECT 1'), db.transaction(async (tx) => tx.query('SELECT 1'))]) {
+        const error = await errorOf(attempt);
+        expect(isWheelhouseError(error, 'store_unavailable')).toBe(true);
+        if (isWheelhouseError(error)) {
+          expect(error.status).toBe(503);
+          expect(error.retryAfterSeconds).toBe(1);
+          expect(error.cause).toBeInstanceOf(Error);
+        }
+      }
+    } finally {
+      await db.close();
+    }
+  });
+
+  describe('on a server that ends connections', () => {
+    let db: Db;
+    let admin: Db;
+    let idleErrors: Error[];
+    let onIdleError: (() => void) | undefined;
+    beforeAll(() => {
+      idleErrors = [];
+      db = openPostgres({
+        url: TEST_POSTGRES_URL,
+        schema: 'wheelhouse',
+        poolSize: 1,
+        onIdleError: (error) => {
+          idleErrors.push(error);
+          onIdleError?.();
+        },
+      });
+      admin = openPostgres({ url: TEST_POSTGRES_URL, schema: 'wheelhouse', poolSize: 1 });
+    });
+    afterAll(async () => {
+      await Promise.all([db.close(), admin.close()]);
+    });
+
+    it('maps a connection killed mid-query (57P01) to store_unavailable', async () => {
+      const error = await errorOf(
+        db.transaction(async (tx) => {
+          const { rows } = await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+          const sleeping = errorOf(tx.query('SELECT pg_sleep(30)'));
+          await admin.query('SELECT pg_terminate_backend($1)', [rows[0]!.pid]);
+          throw await sleeping;
+        }),
+      );
+      expect(isWheelhouseError(error, 'store_unavailable')).toBe(true);
+      // The broken connection was discarded: the next query gets a new one.
+      expect((await db.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+    });
+
+    it('survives an idle connection being ended, and reconnects', async () => {
+      const { rows } = await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      const reported = new Promise<void>((resolve) => {
+        onIdleError = resolve;
+      });
+      await admin.query('SELECT pg_terminate_backend($1)', [rows[0]!.pid]);
+      await reported;
+      expect(idleErrors.length).toBeGreaterThan(0);
+      expect((await db.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+    });
+  });
+});
+
+describe('PGlite on disk', () => {
+  let dataDir: string;
+  beforeAll(() => {
+    dataDir = mkdtempSync(join(tmpdir(), 'wheelhouse-pglite-'));
+  });
+  afterAll(() => {
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('keeps migrations and rows across a close and reopen', async () => {
+    const first = await openPglite({ dataDir, schema: 'wheelhouse' });
+    expect(await migrate(first)).toEqual(['000001_init.sql']);
+    await first.query(
+      `INSERT INTO actor_snapshots (kind, key, epoch, version, updated_at) VALUES ('wheel', '1', 7, 0, now())`,
+    );
+    await first.close();
+
+    const second = await openPglite({ dataDir, schema: 'wheelhouse' });
+    try {
+      expect(await migrate(second)).toEqual([]);
+      const { rows } = await second.query('SELECT epoch FROM actor_snapshots');
+      expect(rows).toEqual([{ epoch: 7 }]);
+    } finally {
+      await second.close();
+    }
+  }, 120_000); // two PGlite start-ups, several seconds each on a busy machine
+});
