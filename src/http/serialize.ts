@@ -1,0 +1,163 @@
+import type { ExecutionRecord, SubmitResult, TaskStatus } from '../store/types.js';
+import type { Assignment, TaskView } from '../tasks/types.js';
+
+/**
+ * Domain records → the JSON shapes of API.md: snake_case names, times as ISO-8601 UTC with
+ * milliseconds, `null` where a value is absent.
+ */
+
+/** Unix milliseconds → `2026-11-30T12:00:00.000Z`; null stays null. */
+export function iso(ms: number | null | undefined): string | null {
+  return ms === null || ms === undefined || !Number.isFinite(ms) ? null : new Date(ms).toISOString();
+}
+
+/** One item of a submit answer. */
+export interface SubmitJson {
+  task_id: string;
+  status: string;
+  due_time: string | null;
+}
+
+/** `POST /api/tasks` (and each item of the batch): the stored status (`pending`, `blocked`, `active`). */
+export function submitJson(result: SubmitResult): SubmitJson {
+  const t = result.task;
+  return { task_id: t.id, status: t.status, due_time: iso(t.dueMs) };
+}
+
+/** `GET /api/tasks/{id}` and the items of `GET /api/tasks`. */
+export interface TaskJson {
+  task_id: string;
+  task_type: string;
+  status: TaskStatus;
+  schedule_type: string;
+  due_time: string | null;
+  created_at: string | null;
+  started_at: string | null;
+  completed_at: string | null;
+  attempts: number;
+  max_retries: number;
+  priority: number;
+  timeout_seconds: number;
+  last_error: string | null;
+  idempotency_key: string | null;
+  cancel_requested: boolean;
+  dependencies: string[];
+  payload: unknown;
+  cron_expression?: string | null;
+  timezone?: string | null;
+  jitter_seconds?: number | null;
+  misfire_policy?: string | null;
+  overlap_policy?: string | null;
+  end_time?: string | null;
+  next_due_time?: string | null;
+  last_fired_at?: string | null;
+}
+
+export function taskJson(view: TaskView): TaskJson {
+  const r = view.record;
+  const out: TaskJson = {
+    task_id: r.id,
+    task_type: r.taskType,
+    status: view.status,
+    schedule_type: r.scheduleType,
+    due_time: iso(r.dueMs),
+    created_at: iso(r.createdMs),
+    started_at: iso(r.startedMs),
+    completed_at: iso(r.completedMs),
+    attempts: r.attempts,
+    max_retries: r.maxRetries,
+    priority: r.priority,
+    timeout_seconds: r.timeoutSeconds,
+    last_error: r.lastError,
+    idempotency_key: r.idempotencyKey,
+    cancel_requested: r.cancelRequested,
+    dependencies: view.dependencies,
+    payload: r.payload === undefined ? null : r.payload,
+  };
+  if (r.scheduleType === 'cron') {
+    // The stored schedule is "as given": accept either spelling of each field, and times as
+    // Unix ms or ISO strings, so this view does not depend on how the service stores it.
+    const s = r.schedule ?? {};
+    const active = r.status === 'active';
+    out.cron_expression = text(s, 'cron_expression', 'cronExpression');
+    out.timezone = text(s, 'timezone') ?? 'UTC';
+    out.jitter_seconds = number(s, 'jitter_seconds', 'jitterSeconds');
+    out.misfire_policy = text(s, 'misfire_policy', 'misfirePolicy');
+    out.overlap_policy = text(s, 'overlap_policy', 'overlapPolicy');
+    out.end_time = time(s, 'end_time', 'endMs', 'end_ms');
+    out.next_due_time = time(s, 'next_due_time', 'nextDueMs', 'next_due_ms') ?? (active ? iso(r.dueMs) : null);
+    out.last_fired_at = time(s, 'last_fired_at', 'lastFiredMs', 'last_fired_ms');
+  }
+  return out;
+}
+
+/** One execution in `GET /api/tasks/{id}/history`. */
+export function executionJson(e: ExecutionRecord): {
+  execution_id: string;
+  task_id: string;
+  attempt: number;
+  status: ExecutionRecord['status'];
+  due_time: string | null;
+  started_at: string | null;
+  completed_at: string | null;
+  worker_id: string | null;
+  error: string | null;
+} {
+  return {
+    execution_id: e.executionId,
+    task_id: e.taskId,
+    attempt: e.attempt,
+    status: e.status,
+    due_time: iso(e.dueMs),
+    started_at: iso(e.startedMs),
+    completed_at: iso(e.completedMs),
+    worker_id: e.workerId,
+    error: e.error,
+  };
+}
+
+/** One task handed to a worker by `POST /api/workers/poll`. */
+export function assignmentJson(a: Assignment): {
+  task_id: string;
+  task_type: string;
+  payload: unknown;
+  attempt: number;
+  lease_token: string;
+  lease_expires_at: string | null;
+  timeout_seconds: number;
+} {
+  return {
+    task_id: a.id,
+    task_type: a.taskType,
+    payload: a.payload === undefined ? null : a.payload,
+    attempt: a.attempt,
+    lease_token: a.leaseToken,
+    lease_expires_at: iso(a.leaseExpiresMs),
+    timeout_seconds: a.timeoutSeconds,
+  };
+}
+
+function pick(s: Record<string, unknown>, keys: string[]): unknown {
+  for (const k of keys) if (s[k] !== undefined && s[k] !== null) return s[k];
+  return null;
+}
+
+function text(s: Record<string, unknown>, ...keys: string[]): string | null {
+  const v = pick(s, keys);
+  return typeof v === 'string' ? v : null;
+}
+
+function number(s: Record<string, unknown>, ...keys: string[]): number | null {
+  const v = pick(s, keys);
+  return typeof v === 'number' ? v : null;
+}
+
+function time(s: Record<string, unknown>, ...keys: string[]): string | null {
+  const v = pick(s, keys);
+  if (typeof v === 'number') return iso(v);
+  if (typeof v === 'string') {
+    const ms = Date.parse(v);
+    return Number.isNaN(ms) ? null : iso(ms);
+  }
+  return null;
+}

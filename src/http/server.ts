@@ -1,0 +1,132 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyPluginAsync,
+  type FastifyRequest,
+  type onRequestAsyncHookHandler,
+} from 'fastify';
+import type { CompiledOptions } from '../config.js';
+import { WheelhouseError } from '../errors.js';
+import type { SchedulerApi } from '../tasks/types.js';
+import { handleError, handleNotFound } from './errors.js';
+import { opsRoutes, type MetricsRenderer } from './ops-routes.js';
+import { tasksRoutes } from './tasks-routes.js';
+import { workerRoutes } from './worker-routes.js';
+
+/**
+ * The fastify face of a node: body parsing, the error and not-found handlers, optional bearer
+ * auth, and one plugin per route group. Built, not listening: the caller listens (or injects).
+ */
+
+export interface BuildServerOptions {
+  /** The service every route calls. */
+  api: SchedulerApi;
+  options: CompiledOptions;
+  /** A logger to use; without one, fastify's pino at `options.logLevel`. */
+  logger?: FastifyBaseLogger;
+  /** Renders `/metrics`; without one a minimal process set is served. */
+  metrics?: MetricsRenderer;
+  /** More route plugins (admin, actor transport, …), registered after the built-in ones. */
+  extraPlugins?: readonly FastifyPluginAsync[];
+}
+
+/**
+ * Body limit of the batch routes (`POST /api/tasks/batch`, `POST /api/workers/complete`), bytes:
+ * 16 MiB, or `maxPayloadBytes` if that is larger. A thousand tasks do not fit in one task's
+ * limit; each task's payload is still held to `maxPayloadBytes` by validation.
+ */
+export function batchBodyLimitBytes(options: CompiledOptions): number {
+  return Math.max(options.maxPayloadBytes, 16 * 1024 * 1024);
+}
+
+/** Builds the server. Routes are registered when it is readied (`ready`, `listen`, `inject`). */
+export function buildServer(input: BuildServerOptions): FastifyInstance {
+  const { api, options } = input;
+  const app = Fastify({
+    ...(input.logger ? { loggerInstance: input.logger } : { logger: { level: options.logLevel } }),
+    bodyLimit: options.maxPayloadBytes,
+    frameworkErrors: handleError,
+    // Requests that arrive while the server closes get the catalogue's 503 below rather than
+    // fastify's own body.
+    return503OnClosing: false,
+  }) as unknown as FastifyInstance;
+
+  // Bodies are JSON only. Our own parser so that an empty body is "no body" (DELETE and
+  // heartbeat clients often send the header without one) and a parse error is the catalogue's
+  // `malformed_json` carrying the parser's reason. JSON.parse does not touch prototypes, and
+  // every validator copies known fields out, so `__proto__` members are inert.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+    const text = body as string;
+    if (text.length === 0 || text.trim().length === 0) {
+      done(null, undefined);
+      return;
+    }
+    try {
+      done(null, JSON.parse(text));
+    } catch (error) {
+      done(
+        new WheelhouseError('malformed_json', `The request body is not valid JSON: ${(error as Error).message}`, {
+          cause: error,
+        }),
+        undefined,
+      );
+    }
+  });
+
+  app.setErrorHandler(handleError);
+  app.setNotFoundHandler(handleNotFound);
+
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  app.addHook('onRequest', (_request, _reply, done) => {
+    done(closing ? new WheelhouseError('not_ready', 'The node is shutting down.') : undefined);
+  });
+  if (options.authToken !== null) app.addHook('onRequest', bearerAuth(options.authToken));
+
+  const batchLimit = batchBodyLimitBytes(options);
+  void app.register(opsRoutes, { api, ...(input.metrics ? { metrics: input.metrics } : {}) });
+  void app.register(tasksRoutes, {
+    api,
+    defaults: { timeoutSeconds: options.defaultTimeoutSeconds, maxPayloadBytes: options.maxPayloadBytes },
+    batchBodyLimitBytes: batchLimit,
+  });
+  void app.register(workerRoutes, { api, pollMaxWaitMs: options.pollMaxWaitMs, batchBodyLimitBytes: batchLimit });
+  for (const plugin of input.extraPlugins ?? []) void app.register(plugin);
+  return app;
+}
+
+/**
+ * Bearer auth on `/api` and `/admin`: 401 `unauthorized` without a bearer token, 403
+ * `forbidden` with a wrong one. Compared in constant time (both sides hashed to equal length
+ * first). The raw path and the matched route pattern are both checked, so an odd spelling of a
+ * protected path cannot reach its route without the token.
+ */
+function bearerAuth(token: string): onRequestAsyncHookHandler {
+  const expected = sha256(token);
+  return async (request: FastifyRequest) => {
+    if (!isProtected(request.url.split('?', 1)[0] ?? '') && !isProtected(request.routeOptions.url ?? '')) return;
+    const header = request.headers.authorization;
+    const match = typeof header === 'string' ? /^Bearer +(\S+) *$/i.exec(header) : null;
+    if (!match?.[1]) {
+      throw new WheelhouseError('unauthorized', 'Send Authorization: Bearer <token>.');
+    }
+    if (!timingSafeEqual(sha256(match[1]), expected)) {
+      throw new WheelhouseError('forbidden', 'The bearer token is not valid for this node.');
+    }
+  };
+}
+
+function isProtected(path: string): boolean {
+  return (
+    path === '/api' || path.startsWith('/api/') || path === '/admin' || path.startsWith('/admin/')
+  );
+}
+
+function sha256(text: string): Buffer {
+  return createHash('sha256').update(text).digest();
+}

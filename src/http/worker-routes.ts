@@ -1,0 +1,112 @@
+import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import { WheelhouseError } from '../errors.js';
+import type { SchedulerApi } from '../tasks/types.js';
+import {
+  validateCompletion,
+  validateCompletionBatch,
+  validateHeartbeat,
+  validatePoll,
+  validateTaskId,
+} from '../tasks/validate.js';
+import { assignmentJson, iso } from './serialize.js';
+
+/**
+ * The worker routes of API.md — long-poll, heartbeat, complete — for workers in any language,
+ * plus one extension:
+ *
+ * `POST /api/workers/complete` `{results: [{task_id, lease_token, status, error?, retryable?}]}`
+ * (1–1 000 items) → `200 {results: [{task_id, ok}]}`. Records many results in one request,
+ * so a worker finishing tens of thousands of tasks a second does not need one request per
+ * task. `ok: false` means that lease is no longer held and that result was discarded (the
+ * single-task route answers 409 for the same case). One malformed item rejects the whole
+ * request with 400 and its `details.index`; nothing is recorded.
+ */
+
+export interface WorkerRoutesOptions {
+  api: SchedulerApi;
+  /** Longest long-poll this node allows, ms. */
+  pollMaxWaitMs: number;
+  /** Body limit of `POST /api/workers/complete`, bytes. */
+  batchBodyLimitBytes: number;
+}
+
+interface IdParams {
+  id: string;
+}
+
+export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (app, opts) => {
+  const { api } = opts;
+  const limits = { pollMaxWaitMs: opts.pollMaxWaitMs };
+  /** Polls in flight, aborted when the server closes so that shutdown does not wait out a 30 s poll. */
+  const polls = new Set<AbortController>();
+  app.addHook('preClose', async () => {
+    for (const controller of polls) controller.abort();
+  });
+
+  /** Long-poll: answers once a task is claimed, or `{tasks: []}` after `wait_ms`, or when the server closes. */
+  app.post('/api/workers/poll', async (request, reply) => {
+    const poll = validatePoll(request.body, limits);
+    const controller = new AbortController();
+    const stopWatching = abortOnDisconnect(reply, controller);
+    polls.add(controller);
+    try {
+      const assignments = await api.poll(poll, controller.signal);
+      return { tasks: assignments.map(assignmentJson) };
+    } finally {
+      polls.delete(controller);
+      stopWatching();
+    }
+  });
+
+  app.post<{ Params: IdParams }>('/api/tasks/:id/heartbeat', async (request) => {
+    const taskId = validateTaskId(request.params.id);
+    const { leaseToken } = validateHeartbeat(request.body);
+    const lease = await api.heartbeat(taskId, leaseToken);
+    return { ok: true, lease_expires_at: iso(lease.leaseExpiresMs), cancel_requested: lease.cancelRequested };
+  });
+
+  /** One result; 409 `lease_not_held` when the lease was lost (the result is discarded). */
+  app.post<{ Params: IdParams }>('/api/tasks/:id/complete', async (request) => {
+    const taskId = validateTaskId(request.params.id);
+    const completion = validateCompletion(taskId, request.body);
+    const [result] = await api.complete([completion]);
+    if (!result?.ok) {
+      throw new WheelhouseError('lease_not_held', undefined, { details: { task_id: taskId } });
+    }
+    return { ok: true };
+  });
+
+  /** The batch extension described above. */
+  app.post('/api/workers/complete', { bodyLimit: opts.batchBodyLimitBytes }, async (request) => {
+    const completions = validateCompletionBatch(request.body);
+    let results: { taskId: string; ok: boolean }[];
+    try {
+      results = await api.complete(completions);
+    } catch (error) {
+      // The service may signal a lost lease by throwing when it is given a single result;
+      // in a batch that is an item's `ok: false`, not a failed request.
+      if (completions.length === 1 && error instanceof WheelhouseError && error.code === 'lease_not_held') {
+        results = [{ taskId: completions[0]?.taskId ?? '', ok: false }];
+      } else {
+        throw error;
+      }
+    }
+    return { results: results.map((r) => ({ task_id: r.taskId, ok: r.ok })) };
+  });
+};
+
+/**
+ * Aborts `controller` if the client goes away before the answer is written. The response's
+ * `close` is the signal to watch: the request's `close` (and so fastify's `request.signal`)
+ * fires as soon as the body has been read, which for a POST is before the handler runs.
+ * Returns a function that stops watching.
+ */
+function abortOnDisconnect(reply: FastifyReply, controller: AbortController): () => void {
+  const res = reply.raw;
+  const onClose = (): void => {
+    if (!res.writableFinished) controller.abort();
+  };
+  if (res.destroyed || res.socket?.destroyed === true) controller.abort();
+  res.on('close', onClose);
+  return () => res.off('close', onClose);
+}

@@ -1,0 +1,201 @@
+/**
+ * A fake `SchedulerApi` for the HTTP layer's UNIT tests: it records every call and answers
+ * with canned records, so the tests check the mapping HTTP ⇄ service (status codes, error
+ * bodies, snake_case shapes) and nothing else. The end-to-end tests against the real
+ * scheduler live elsewhere (test/e2e).
+ */
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { compileOptions, type WheelhouseOptions } from '../../src/config.js';
+import { WheelhouseError } from '../../src/errors.js';
+import { buildServer } from '../../src/http/server.js';
+import type { ExecutionRecord, SubmitResult, TaskRecord } from '../../src/store/types.js';
+import type {
+  Assignment,
+  CompletionRequest,
+  PollRequest,
+  SchedulerApi,
+  TaskSpec,
+  TaskView,
+} from '../../src/tasks/types.js';
+
+/** The fake's "now": 2026-11-30T12:00:00.000Z. */
+export const NOW_MS = Date.UTC(2026, 10, 30, 12, 0, 0, 0);
+/** The one task id `getTask` knows. */
+export const KNOWN_ID = '0192f3a4-5b6c-7d8e-9f00-112233445566';
+
+export function record(overrides: Partial<TaskRecord> = {}): TaskRecord {
+  return {
+    id: KNOWN_ID,
+    taskType: 'email.send',
+    payload: { to: 'a@example.com' },
+    status: 'running',
+    version: 2,
+    scheduleType: 'delayed',
+    schedule: null,
+    dueMs: NOW_MS - 1000,
+    priority: 5,
+    maxRetries: 3,
+    timeoutSeconds: 60,
+    attempts: 1,
+    leaseExpiresMs: NOW_MS + 60_000,
+    workerId: 'w-1',
+    cancelRequested: false,
+    partition: 7,
+    idempotencyKey: null,
+    createdMs: NOW_MS - 5000,
+    updatedMs: NOW_MS,
+    startedMs: NOW_MS - 500,
+    completedMs: null,
+    lastError: null,
+    ...overrides,
+  };
+}
+
+type Call = { method: keyof SchedulerApi; args: unknown[] };
+
+/** Records calls; each method can be replaced through `override`. */
+export class FakeApi implements SchedulerApi {
+  readonly calls: Call[] = [];
+  /** The signal each poll was given. */
+  readonly pollSignals: AbortSignal[] = [];
+  ready = true;
+  private readonly overrides: Partial<SchedulerApi> = {};
+  private seq = 0;
+
+  /** Replaces one method; the call is still recorded. */
+  override<K extends keyof SchedulerApi>(method: K, impl: SchedulerApi[K]): this {
+    this.overrides[method] = impl;
+    return this;
+  }
+
+  callsOf(method: keyof SchedulerApi): unknown[][] {
+    return this.calls.filter((c) => c.method === method).map((c) => c.args);
+  }
+
+  async submit(specs: TaskSpec[]): Promise<SubmitResult[]> {
+    this.calls.push({ method: 'submit', args: [specs] });
+    if (this.overrides.submit) return this.overrides.submit(specs);
+    return specs.map((spec) => {
+      const s = spec.schedule;
+      const dueMs = s.type === 'delayed' ? Math.max(NOW_MS, s.dueMs ?? NOW_MS + (s.delaySeconds ?? 0) * 1000) : NOW_MS;
+      const status = s.type === 'cron' ? 'active' : spec.dependencies.length > 0 ? 'blocked' : 'pending';
+      const id = `0192f3a4-5b6c-7d8e-9f00-${String(++this.seq).padStart(12, '0')}`;
+      return {
+        task: record({ id, taskType: spec.taskType, status, scheduleType: s.type, dueMs, attempts: 0, startedMs: null }),
+        created: !(spec.idempotencyKey ?? '').startsWith('replay'),
+      };
+    });
+  }
+
+  async getTask(taskId: string): Promise<TaskView> {
+    this.calls.push({ method: 'getTask', args: [taskId] });
+    if (this.overrides.getTask) return this.overrides.getTask(taskId);
+    if (taskId !== KNOWN_ID) throw new WheelhouseError('task_not_found', undefined, { details: { task_id: taskId } });
+    return { record: record(), status: 'running', dependencies: [] };
+  }
+
+  async listTasks(filter: Parameters<SchedulerApi['listTasks']>[0]): ReturnType<SchedulerApi['listTasks']> {
+    this.calls.push({ method: 'listTasks', args: [filter] });
+    if (this.overrides.listTasks) return this.overrides.listTasks(filter);
+    return { tasks: [{ record: record(), status: 'running', dependencies: [] }], nextToken: 'page-2' };
+  }
+
+  async cancel(taskId: string): Promise<{ cancelledInstances: number }> {
+    this.calls.push({ method: 'cancel', args: [taskId] });
+    if (this.overrides.cancel) return this.overrides.cancel(taskId);
+    return { cancelledInstances: 1 };
+  }
+
+  async history(taskId: string, limit: number, nextToken?: string): ReturnType<SchedulerApi['history']> {
+    this.calls.push({ method: 'history', args: [taskId, limit, nextToken] });
+    if (this.overrides.history) return this.overrides.history(taskId, limit, nextToken);
+    const execution: ExecutionRecord = {
+      executionId: '0192f3a4-5b6c-7d8e-9f00-aaaaaaaaaaaa',
+      taskId,
+      attempt: 1,
+      status: 'succeeded',
+      dueMs: NOW_MS - 2000,
+      startedMs: NOW_MS - 1500,
+      completedMs: NOW_MS - 1000,
+      workerId: 'w-1',
+      error: null,
+    };
+    return { executions: [execution], nextToken: null };
+  }
+
+  async poll(request: PollRequest, signal?: AbortSignal): Promise<Assignment[]> {
+    this.calls.push({ method: 'poll', args: [request, signal] });
+    if (signal) this.pollSignals.push(signal);
+    if (this.overrides.poll) return this.overrides.poll(request, signal);
+    return [
+      {
+        id: KNOWN_ID,
+        taskType: request.taskTypes[0] ?? 'x',
+        payload: { n: 1 },
+        attempt: 1,
+        version: 2,
+        leaseExpiresMs: NOW_MS + 60_000,
+        timeoutSeconds: 60,
+        partition: 7,
+        leaseToken: 'lt1.2',
+      },
+    ];
+  }
+
+  async heartbeat(taskId: string, leaseToken: string): Promise<{ leaseExpiresMs: number; cancelRequested: boolean }> {
+    this.calls.push({ method: 'heartbeat', args: [taskId, leaseToken] });
+    if (this.overrides.heartbeat) return this.overrides.heartbeat(taskId, leaseToken);
+    if (leaseToken === 'lost') throw new WheelhouseError('lease_not_held');
+    return { leaseExpiresMs: NOW_MS + 60_000, cancelRequested: false };
+  }
+
+  async complete(results: CompletionRequest[]): Promise<{ taskId: string; ok: boolean }[]> {
+    this.calls.push({ method: 'complete', args: [results] });
+    if (this.overrides.complete) return this.overrides.complete(results);
+    return results.map((r) => ({ taskId: r.taskId, ok: r.leaseToken !== 'lost' }));
+  }
+
+  async isReady(): Promise<boolean> {
+    this.calls.push({ method: 'isReady', args: [] });
+    if (this.overrides.isReady) return this.overrides.isReady();
+    return this.ready;
+  }
+}
+
+/** A logger that keeps what was logged at warn and above. */
+export function captureLogger(): { logger: FastifyBaseLogger; entries: { level: string; obj: unknown; msg: unknown }[] } {
+  const entries: { level: string; obj: unknown; msg: unknown }[] = [];
+  const keep =
+    (level: string) =>
+    (obj: unknown, msg?: unknown): void => {
+      entries.push({ level, obj, msg });
+    };
+  const noop = (): void => undefined;
+  const logger = {
+    level: 'info',
+    fatal: keep('fatal'),
+    error: keep('error'),
+    warn: keep('warn'),
+    info: noop,
+    debug: noop,
+    trace: noop,
+    silent: noop,
+    child: () => logger,
+  } as unknown as FastifyBaseLogger;
+  return { logger, entries };
+}
+
+/** A server over a fresh fake, with silent logs unless a logger is given. */
+export function serverWith(
+  options: WheelhouseOptions = {},
+  extra: { api?: FakeApi; logger?: FastifyBaseLogger; metrics?: () => string } = {},
+): { app: FastifyInstance; api: FakeApi } {
+  const api = extra.api ?? new FakeApi();
+  const app = buildServer({
+    api,
+    options: compileOptions({ logLevel: 'silent', builtinExecutors: false, ...options }),
+    ...(extra.logger ? { logger: extra.logger } : {}),
+    ...(extra.metrics ? { metrics: extra.metrics } : {}),
+  });
+  return { app, api };
+}
