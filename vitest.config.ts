@@ -3,8 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
+    testTimeout: 120_000,
+    hookTimeout: 120_000,
     // Test files share one Postgres and one Redis; each isolates itself with its own
     // schema and key prefix (test/support/backends.ts), so files may run in parallel.
     fileParallelism: true,

@@ -1,0 +1,138 @@
+import type { Cancel } from '../runtime/clock.js';
+import type { Ask, Behavior } from '../runtime/actor.js';
+import type { BackoffPolicy, TaskStore, Transition } from '../store/types.js';
+
+/**
+ * A worker lease: one actor per claimed task (`("lease", task_id)`). It holds the lease's
+ * expiry, extends it on heartbeats, and when it runs out sends the task back to `pending`
+ * (attempt + 1, after a backoff) or to `failed` once retries are spent.
+ *
+ * Its durable state is the task row itself (`version`, `lease_expires_at`), so it takes no
+ * snapshot: on activation after a restart it is told the lease by its partition, or reads
+ * the row. Every write it makes is a compare-and-set on the version it was granted, so a
+ * lease that lost a race (the task completed, or was handed on) changes nothing.
+ */
+export const LEASE_KIND = 'lease';
+
+export type LeaseMessage =
+  /** The task was claimed at `version`; the lease runs until `leaseExpiresMs`. */
+  | { type: 'granted'; version: number; leaseExpiresMs: number }
+  /** Extend the lease held at `version`. null: it is no longer held. */
+  | Ask<{ type: 'heartbeat'; version: number }, { leaseExpiresMs: number; cancelRequested: boolean } | null>
+  /** The result was recorded (or the task otherwise left `running`): the lease is over. */
+  | { type: 'released'; version: number }
+  | { type: 'expire' };
+
+export interface LeaseState {
+  /** null until granted or read from the task row. */
+  version: number | null;
+  leaseExpiresMs: number;
+  cancelTimer: Cancel | null;
+}
+
+export interface LeaseDeps {
+  tasks: TaskStore;
+  backoff: BackoffPolicy;
+  /** Puts a task that went back to `pending` on its wheel partition. */
+  requeue(transition: Transition): void;
+  onError(error: unknown, context: string): void;
+}
+
+export function workerLeaseBehavior(deps: LeaseDeps): Behavior<LeaseState, LeaseMessage> {
+  return {
+    kind: LEASE_KIND,
+    persistence: 'external',
+    mailboxCapacity: 1_000,
+
+    // Activation does no I/O: a claim creates ~30 000 leases a second. A lease woken by a
+    // heartbeat after a restart reads its row on demand (see `load`).
+    activate: async () => ({ version: null, leaseExpiresMs: 0, cancelTimer: null }),
+
+    async receive(state, message, ctx) {
+      const arm = (): void => {
+        state.cancelTimer?.();
+        state.cancelTimer = ctx.schedule(state.leaseExpiresMs - ctx.clock.now(), { type: 'expire' });
+      };
+      const load = async (): Promise<boolean> => {
+        const task = await deps.tasks.get(ctx.key);
+        if (!task || task.status !== 'running' || task.leaseExpiresMs === null) return false;
+        state.version = task.version;
+        state.leaseExpiresMs = task.leaseExpiresMs;
+        arm();
+        return true;
+      };
+
+      switch (message.type) {
+        case 'granted':
+          if (state.version !== null && state.version > message.version) return state;
+          state.version = message.version;
+          state.leaseExpiresMs = message.leaseExpiresMs;
+          arm();
+          return state;
+
+        case 'heartbeat': {
+          if (state.version === null && !(await load())) {
+            ctx.reply(null);
+            ctx.stop();
+            return state;
+          }
+          if (state.version !== message.version) {
+            ctx.reply(null);
+            return state;
+          }
+          const extended = await deps.tasks.heartbeat(ctx.key, message.version, ctx.clock.now());
+          if (!extended) {
+            ctx.reply(null);
+            state.cancelTimer?.();
+            ctx.stop();
+            return state;
+          }
+          state.leaseExpiresMs = extended.leaseExpiresMs;
+          arm();
+          ctx.reply(extended);
+          return state;
+        }
+
+        case 'released':
+          if (state.version === null || state.version <= message.version) {
+            state.cancelTimer?.();
+            ctx.stop();
+          }
+          return state;
+
+        case 'expire': {
+          if (state.version === null && !(await load())) {
+            ctx.stop();
+            return state;
+          }
+          const now = ctx.clock.now();
+          if (now < state.leaseExpiresMs) {
+            arm();
+            return state;
+          }
+          const transition = await deps.tasks.expireLease(ctx.key, state.version as number, now, deps.backoff);
+          if (transition) {
+            deps.requeue(transition);
+            ctx.stop();
+            return state;
+          }
+          // Not expired in the row (extended elsewhere) or no longer running: re-read.
+          state.version = null;
+          if (!(await load())) ctx.stop();
+          return state;
+        }
+      }
+    },
+
+    async deactivate(state) {
+      state.cancelTimer?.();
+    },
+
+    describe(state) {
+      return {
+        version: state.version,
+        leaseExpiresAt: state.version === null ? null : new Date(state.leaseExpiresMs).toISOString(),
+      };
+    },
+  };
+}

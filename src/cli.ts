@@ -1,0 +1,95 @@
+#!/usr/bin/env node
+import { resolve } from 'node:path';
+import { ConfigError, coerce, isOptionKey, optionsFromEnv, optionsFromFile, type WheelhouseOptions } from './config.js';
+import { startNode } from './node.js';
+
+/**
+ * `wheelhouse <command> [--flags]`: maps flags to options and calls the entry points.
+ * Layers, lowest first: defaults < config file < environment (WHEELHOUSE_*) < flags.
+ */
+const HELP = `wheelhouse — a distributed job scheduler
+
+Usage:
+  wheelhouse dev  [flags]   one node on the embedded default: PGlite under ./.wheelhouse,
+                            in-process buckets and queues, HTTP on 127.0.0.1:7070
+  wheelhouse node [flags]   a node on Postgres + Redis (config/node.json, WHEELHOUSE_* env)
+  wheelhouse help           this text
+
+Flags (each option also reads WHEELHOUSE_<NAME> from the environment):
+  --config <file>           JSON options file (default: config/dev.json or config/node.json)
+  --port <n>                HTTP port (default 7070)
+  --host <addr>             HTTP address (default 127.0.0.1)
+  --node-id <id>            this node's id (default <hostname>-<pid>)
+  --data-dir <dir>          embedded data directory (default ./.wheelhouse)
+  --postgres-url <url>      default postgres://postgres@127.0.0.1:5432/test
+  --redis-url <url>         default redis://127.0.0.1:6379
+  --<option> <value>        any option of src/config.ts in kebab-case, e.g. --partitions 64,
+                            --ready-backlog-limit 100000, --auth-token s3cret, --log-level warn
+`;
+
+export function parseFlags(argv: string[]): { options: WheelhouseOptions; configPath: string | null } {
+  const options: Record<string, unknown> = {};
+  let configPath: string | null = null;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    if (!arg.startsWith('--')) throw new ConfigError(arg, 'unexpected argument (flags start with --)');
+    const [name, inline] = arg.slice(2).split('=', 2) as [string, string | undefined];
+    const value = inline ?? argv[++i];
+    if (value === undefined) throw new ConfigError(name, 'needs a value');
+    if (name === 'config') {
+      configPath = value;
+      continue;
+    }
+    const key = name.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+    if (!isOptionKey(key)) throw new ConfigError(name, 'is not a known flag (see wheelhouse help)');
+    options[key] = coerce(key, value);
+  }
+  return { options: options as WheelhouseOptions, configPath };
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command = 'help', ...rest] = argv;
+  if (command === 'help' || command === '--help' || command === '-h' || rest.includes('--help')) {
+    process.stdout.write(HELP);
+    return;
+  }
+  if (command !== 'dev' && command !== 'node') {
+    process.stderr.write(`unknown command "${command}"\n\n${HELP}`);
+    process.exitCode = 2;
+    return;
+  }
+  const flags = parseFlags(rest);
+  const file = optionsFromFile(resolve(flags.configPath ?? `config/${command}.json`), flags.configPath !== null);
+  const options: WheelhouseOptions = {
+    ...file,
+    ...optionsFromEnv(),
+    ...flags.options,
+    backend: command === 'dev' ? 'embedded' : 'postgres',
+  };
+  const node = await startNode(options);
+  process.stdout.write(`wheelhouse ${command}: node ${node.options.nodeId} listening on ${node.url} (${node.backend.kind} backend)\n`);
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    process.stdout.write(`wheelhouse: ${signal}, shutting down\n`);
+    node.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        process.stderr.write(`wheelhouse: shutdown failed: ${String(error)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  if (error instanceof ConfigError) {
+    process.stderr.write(`wheelhouse: ${error.message}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`wheelhouse: failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,232 @@
+import type { FastifyInstance } from 'fastify';
+import { compileOptions, type CompiledOptions, type WheelhouseOptions } from './config.js';
+import { startNoopExecutor, type BuiltinExecutor } from './executors/builtin.js';
+import { buildServer } from './http/server.js';
+import { Metrics } from './metrics.js';
+import { LEASE_KIND, workerLeaseBehavior, type LeaseMessage } from './actors/worker-lease.js';
+import { WHEEL_KIND, wheelPartitionBehavior, type WheelMessage } from './actors/wheel-partition.js';
+import { systemClock, type Cancel, type Clock } from './runtime/clock.js';
+import { LocalPlacement } from './runtime/placement.js';
+import { ActorSystem } from './runtime/system.js';
+import { openBackend, type Backend } from './store/backend.js';
+import { Dispatcher } from './tasks/dispatcher.js';
+import { Scheduler } from './tasks/scheduler.js';
+
+/** A running node: the HTTP API, the actor host and the background loops. */
+export interface WheelhouseNode {
+  readonly options: CompiledOptions;
+  /** `http://host:port` the API listens on. */
+  readonly url: string;
+  readonly server: FastifyInstance;
+  readonly scheduler: Scheduler;
+  readonly system: ActorSystem;
+  readonly backend: Backend;
+  readonly metrics: Metrics;
+  close(): Promise<void>;
+}
+
+export interface NodeOverrides {
+  /** Time source; tests pass a FakeClock. @default systemClock */
+  clock?: Clock;
+  /** An already-open backend (tests share one between restarts). */
+  backend?: Backend;
+}
+
+/** How often the node refreshes the ready backlog that admission control reads. */
+const BACKLOG_REFRESH_MS = 250;
+/** How often the node checks whether the bucket store lost its partitions (Redis flushed). */
+const LOSS_CHECK_MS = 1_000;
+/** How often entries taken but never settled are put back in their ready queues. */
+const REQUEUE_STALE_MS = 5_000;
+
+/**
+ * Starts a node: opens the stores (applying migrations), activates the wheel partitions,
+ * starts the built-in executors and listens for HTTP.
+ */
+export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOverrides = {}): Promise<WheelhouseNode> {
+  const options = compileOptions(input);
+  const clock = overrides.clock ?? systemClock;
+  const backend = overrides.backend ?? (await openBackend(options));
+  const metrics = new Metrics();
+  let started = false;
+  let backlog = 0;
+
+  // The server is built first so that everything can log through its logger.
+  let scheduler: Scheduler | undefined;
+  const server = buildServer({
+    api: {
+      submit: (s) => need(scheduler).submit(s),
+      getTask: (id) => need(scheduler).getTask(id),
+      listTasks: (f) => need(scheduler).listTasks(f),
+      cancel: (id) => need(scheduler).cancel(id),
+      history: (id, l, t) => need(scheduler).history(id, l, t),
+      poll: (r, s) => need(scheduler).poll(r, s),
+      heartbeat: (id, t) => need(scheduler).heartbeat(id, t),
+      complete: (r) => need(scheduler).complete(r),
+      isReady: async () => scheduler !== undefined && (await scheduler.isReady()),
+    },
+    options,
+    metrics: () => metrics.render(),
+  });
+  const log = server.log;
+  const onError = (error: unknown, context: string): void => log.error({ err: error }, context);
+
+  const countSubmitted = metrics.counter('wheelhouse_tasks_submitted_total', 'Tasks written by submissions.');
+  const countClaimed = metrics.counter('wheelhouse_tasks_claimed_total', 'Tasks claimed by workers.');
+  const countCompleted = metrics.counter('wheelhouse_tasks_completed_total', 'Results recorded, by resulting status.');
+  const countRequeued = metrics.counter('wheelhouse_tasks_requeued_total', 'Tasks sent back to pending (retry or expired lease).');
+  const gaugeBacklog = metrics.gauge('wheelhouse_ready_backlog', 'Entries waiting in the ready queues.');
+  const gaugeActors = metrics.gauge('wheelhouse_actors_live', 'Live actors on this node, by kind.');
+
+  const system = new ActorSystem({
+    nodeId: options.nodeId,
+    clock,
+    snapshots: backend.snapshots,
+    placement: new LocalPlacement(options.nodeId),
+    onError: (error: unknown, info: unknown) => onError(error, `actor ${JSON.stringify(info)}`),
+  });
+  const backoff = { baseMs: options.retryBaseMs, maxMs: options.retryMaxMs };
+  const dispatcher = new Dispatcher({
+    tasks: backend.tasks,
+    ready: backend.ready,
+    clock,
+    system,
+    pollMaxWaitMs: options.pollMaxWaitMs,
+    onClaimed: (n) => countClaimed(n),
+  });
+  const offPush = backend.ready.onPush((types) => dispatcher.notify(types));
+  scheduler = new Scheduler({
+    tasks: backend.tasks,
+    ready: backend.ready,
+    clock,
+    system,
+    dispatcher,
+    partitions: options.partitions,
+    backoff,
+    readyBacklogLimit: options.readyBacklogLimit,
+    backlog: () => backlog,
+    ping: () => backend.ping(),
+    isStarted: () => started,
+    onError,
+    onSubmitted: (n) => countSubmitted(n),
+    onCompleted: (transitions) => {
+      for (const t of transitions) countCompleted(1, { status: t.status });
+    },
+  });
+  const sched = scheduler;
+
+  system.register(
+    wheelPartitionBehavior({
+      tasks: backend.tasks,
+      buckets: backend.buckets,
+      ready: backend.ready,
+      slotMs: options.slotMs,
+      nearWindowMs: options.nearWindowMs,
+      recoverLease: (lease) =>
+        system.ref<LeaseMessage>(LEASE_KIND, lease.taskId).tell({
+          type: 'granted',
+          version: lease.version,
+          leaseExpiresMs: lease.leaseExpiresMs,
+        }),
+      onError,
+    }),
+  );
+  system.register(
+    workerLeaseBehavior({
+      tasks: backend.tasks,
+      backoff,
+      requeue: (transition) => {
+        countRequeued(transition.requeued ? 1 : 0);
+        void sched.requeue([transition]).catch((error: unknown) => onError(error, 'requeue after lease expiry'));
+      },
+      onError,
+    }),
+  );
+
+  metrics.onCollect(() => {
+    gaugeBacklog(backlog);
+    const counts = new Map<string, number>();
+    for (const a of system.list({ limit: Number.MAX_SAFE_INTEGER })) counts.set(a.kind, (counts.get(a.kind) ?? 0) + 1);
+    for (const kind of [WHEEL_KIND, LEASE_KIND]) gaugeActors(counts.get(kind) ?? 0, { kind });
+  });
+
+  const partitions = Array.from({ length: options.partitions }, (_, p) => p);
+  await Promise.all(partitions.map((p) => system.ensureActive(WHEEL_KIND, String(p))));
+
+  const loops: Cancel[] = [
+    every(clock, BACKLOG_REFRESH_MS, async () => {
+      backlog = await backend.ready.backlog();
+    }, onError),
+    every(clock, LOSS_CHECK_MS, async () => {
+      const lost = await backend.buckets.lostPartitions(partitions);
+      for (const p of lost) {
+        log.warn({ partition: p }, 'bucket store lost this partition; rebuilding it from the task table');
+        void system
+          .ref<WheelMessage>(WHEEL_KIND, String(p))
+          .ask({ type: 'rebuild' }, 60_000)
+          .catch((error: unknown) => onError(error, `rebuild of partition ${p}`));
+      }
+    }, onError),
+    every(clock, REQUEUE_STALE_MS, async () => {
+      const n = await backend.ready.requeueStale(clock.now() - options.inflightTimeoutMs);
+      if (n > 0) log.warn({ count: n }, 'put back ready entries taken but never claimed');
+    }, onError),
+  ];
+
+  const executors: BuiltinExecutor[] = [];
+  if (options.builtinExecutors) executors.push(startNoopExecutor(sched, options.nodeId, (e) => onError(e, 'noop executor'), clock));
+
+  await server.listen({ host: options.host, port: options.port });
+  started = true;
+  const address = server.server.address();
+  const port = typeof address === 'object' && address ? address.port : options.port;
+  const url = `http://${options.host}:${port}`;
+  log.info({ nodeId: options.nodeId, backend: backend.kind, url }, 'wheelhouse node started');
+
+  let closing: Promise<void> | undefined;
+  return {
+    options,
+    url,
+    server,
+    scheduler: sched,
+    system,
+    backend,
+    metrics,
+    close() {
+      closing ??= (async () => {
+        started = false;
+        for (const stop of loops) stop();
+        offPush();
+        await Promise.all(executors.map((e) => e.stop()));
+        await server.close();
+        await system.shutdown();
+        if (!overrides.backend) await backend.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+function need<T>(value: T | undefined): T {
+  if (value === undefined) throw new Error('the node has not finished starting');
+  return value;
+}
+
+/** Runs `fn` every `intervalMs` on `clock`, never two at once. Returns a stop function. */
+function every(clock: Clock, intervalMs: number, fn: () => Promise<void>, onError: (e: unknown, c: string) => void): Cancel {
+  let stopped = false;
+  let cancel: Cancel = () => undefined;
+  const run = (): void => {
+    if (stopped) return;
+    fn()
+      .catch((error: unknown) => onError(error, 'background loop'))
+      .finally(() => {
+        if (!stopped) cancel = clock.setTimer(intervalMs, run);
+      });
+  };
+  cancel = clock.setTimer(intervalMs, run);
+  return () => {
+    stopped = true;
+    cancel();
+  };
+}

@@ -1,0 +1,124 @@
+import type { ActorSystemApi } from '../runtime/actor.js';
+import type { Clock } from '../runtime/clock.js';
+import { LEASE_KIND, type LeaseMessage } from '../actors/worker-lease.js';
+import type { ReadyQueue, TaskStore } from '../store/types.js';
+import type { Assignment, PollRequest } from './types.js';
+import { encodeLeaseToken } from './lease-token.js';
+
+/**
+ * Hands due tasks to workers that ask for them (pull). A poll takes entries from the ready
+ * queues, claims them in one compare-and-set statement, and starts a lease actor per claimed
+ * task. When nothing is ready it waits until a push for one of its task types lands (or the
+ * wait ends), so a long-poll answers as soon as a task is claimable.
+ */
+export interface DispatcherDeps {
+  tasks: TaskStore;
+  ready: ReadyQueue;
+  clock: Clock;
+  system: ActorSystemApi;
+  /** Upper bound of a poll's wait. */
+  pollMaxWaitMs: number;
+  onClaimed?(count: number): void;
+}
+
+interface Waiter {
+  readonly taskTypes: ReadonlySet<string>;
+  wake(): void;
+}
+
+/**
+ * A waiting poll re-checks the queues at least this often, for pushes this node did not see
+ * (another node's partition, entries put back by `requeueStale`).
+ */
+const RECHECK_MS = 1_000;
+
+export class Dispatcher {
+  private readonly waiters = new Set<Waiter>();
+  /** Bumped on every push this node sees, so a poll that found nothing knows whether to look again. */
+  private pushSeq = 0;
+
+  constructor(private readonly deps: DispatcherDeps) {}
+
+  /** Tells waiting polls that entries of these task types were pushed. */
+  notify(taskTypes: ReadonlySet<string>): void {
+    this.pushSeq++;
+    for (const waiter of this.waiters) {
+      for (const type of waiter.taskTypes) {
+        if (taskTypes.has(type)) {
+          waiter.wake();
+          break;
+        }
+      }
+    }
+  }
+
+  /** Polls currently waiting. */
+  get waiting(): number {
+    return this.waiters.size;
+  }
+
+  async poll(request: PollRequest, signal?: AbortSignal): Promise<Assignment[]> {
+    const { clock } = this.deps;
+    const deadline = clock.now() + Math.min(request.waitMs, this.deps.pollMaxWaitMs);
+    const types = new Set(request.taskTypes);
+    for (;;) {
+      const seq = this.pushSeq;
+      const claimed = await this.claim(request);
+      if (claimed.length > 0) return claimed;
+      const remaining = deadline - clock.now();
+      if (remaining <= 0 || signal?.aborted) return [];
+      if (seq !== this.pushSeq) continue; // something was pushed while we looked
+      await this.waitForPush(types, Math.min(remaining, RECHECK_MS), signal);
+    }
+  }
+
+  /** One attempt: take, claim, start leases. Entries that were not claimable are dropped. */
+  private async claim(request: PollRequest): Promise<Assignment[]> {
+    const { tasks, ready, clock, system } = this.deps;
+    for (;;) {
+      const now = clock.now();
+      const entries = await ready.take(request.taskTypes, request.maxTasks, now);
+      if (entries.length === 0) return [];
+      let claimed;
+      try {
+        claimed = await tasks.claim(
+          entries.map((e) => e.taskId),
+          request.workerId,
+          now,
+        );
+      } catch (error) {
+        // Put the entries back at once; if that fails too, they stay in flight and
+        // `requeueStale` returns them later. Either way the tasks are still `pending`.
+        await ready
+          .push(entries)
+          .then(() => ready.ack(entries))
+          .catch(() => undefined);
+        throw error;
+      }
+      await ready.ack(entries);
+      if (claimed.length === 0) continue; // stale entries (cancelled, already claimed): look again
+      this.deps.onClaimed?.(claimed.length);
+      return claimed.map((task) => {
+        system
+          .ref<LeaseMessage>(LEASE_KIND, task.id)
+          .tell({ type: 'granted', version: task.version, leaseExpiresMs: task.leaseExpiresMs });
+        return { ...task, leaseToken: encodeLeaseToken(task.version) };
+      });
+    }
+  }
+
+  private waitForPush(taskTypes: ReadonlySet<string>, waitMs: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const finish = (): void => {
+        this.waiters.delete(waiter);
+        cancelTimer();
+        signal?.removeEventListener('abort', finish);
+        resolve();
+      };
+      const waiter: Waiter = { taskTypes, wake: finish };
+      const cancelTimer = this.deps.clock.setTimer(waitMs, finish);
+      signal?.addEventListener('abort', finish, { once: true });
+      this.waiters.add(waiter);
+    });
+  }
+}

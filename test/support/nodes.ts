@@ -1,0 +1,142 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { Redis } from 'ioredis';
+import type { WheelhouseOptions } from '../../src/config.js';
+import { startNode, type NodeOverrides, type WheelhouseNode } from '../../src/node.js';
+
+/**
+ * Nodes for end-to-end tests, on either backend, each isolated: a fresh Postgres schema and
+ * Redis key prefix, or a fresh PGlite directory. `restart()` stops the node and starts a new
+ * process-equivalent on the same data, as a crash-and-restart would.
+ */
+export type BackendName = 'postgres' | 'embedded';
+export const BACKENDS: BackendName[] = ['postgres', 'embedded'];
+
+export const TEST_POSTGRES_URL = process.env.WHEELHOUSE_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const TEST_REDIS_URL = process.env.WHEELHOUSE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+export interface TestCluster {
+  node: WheelhouseNode;
+  /** Base URL of the node's API. */
+  url: string;
+  /** Stops the node (like a crash when `graceful` is false: no final snapshots) and starts it again on the same data. */
+  restart(overrides?: NodeOverrides): Promise<WheelhouseNode>;
+  /** Deletes every Redis key of this test (no-op on the embedded backend). */
+  flushRedis(): Promise<void>;
+  /** Runs SQL against this test's schema. */
+  sql<R extends Record<string, unknown>>(text: string, params?: unknown[]): Promise<R[]>;
+  cleanup(): Promise<void>;
+}
+
+export async function startTestNode(
+  backend: BackendName,
+  options: WheelhouseOptions = {},
+  overrides: NodeOverrides = {},
+): Promise<TestCluster> {
+  const id = randomBytes(5).toString('hex');
+  const schema = `e2e_${id}`;
+  const prefix = `t${id}`;
+  const dataDir = backend === 'embedded' ? mkdtempSync(join(tmpdir(), 'wheelhouse-test-')) : undefined;
+  const base: WheelhouseOptions = {
+    backend,
+    port: 0,
+    logLevel: 'silent',
+    builtinExecutors: false,
+    partitions: 8,
+    ...(backend === 'postgres'
+      ? { postgresUrl: TEST_POSTGRES_URL, postgresSchema: schema, redisUrl: TEST_REDIS_URL, redisPrefix: prefix, postgresPoolSize: 4 }
+      : { dataDir }),
+    ...options,
+  };
+  let node = await startNode(base, overrides);
+  const redis = backend === 'postgres' ? new Redis(TEST_REDIS_URL, { lazyConnect: true }) : null;
+  const pool = backend === 'postgres' ? new pg.Pool({ connectionString: TEST_POSTGRES_URL, max: 2 }) : null;
+
+  const cluster: TestCluster = {
+    node,
+    url: node.url,
+    async restart(next = overrides) {
+      await node.close();
+      node = await startNode({ ...base, port: 0 }, next);
+      cluster.node = node;
+      cluster.url = node.url;
+      return node;
+    },
+    async flushRedis() {
+      if (!redis) return;
+      let cursor = '0';
+      do {
+        const [nextCursor, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+        cursor = nextCursor;
+        if (keys.length > 0) await redis.del(...keys);
+      } while (cursor !== '0');
+    },
+    async sql<R extends Record<string, unknown>>(text: string, params: unknown[] = []) {
+      if (pool) {
+        const client = await pool.connect();
+        try {
+          await client.query(`SET search_path TO ${schema}`);
+          return (await client.query(text, params)).rows as R[];
+        } finally {
+          client.release();
+        }
+      }
+      return (await node.backend.db.query<R>(text, params)).rows;
+    },
+    async cleanup() {
+      await node.close();
+      if (redis) {
+        await cluster.flushRedis();
+        redis.disconnect();
+      }
+      if (pool) {
+        await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+        await pool.end();
+      }
+      if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  return cluster;
+}
+
+/** Calls the node's HTTP API with JSON. */
+export async function api<T = unknown>(
+  url: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: T; headers: Headers }> {
+  const res = await fetch(`${url}${path}`, {
+    method,
+    headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = text.length > 0 ? JSON.parse(text) : null;
+  } catch {
+    // not JSON: leave the text
+  }
+  return { status: res.status, body: parsed as T, headers: res.headers };
+}
+
+/** Waits until `check` returns a value other than undefined, polling; fails after `timeoutMs`. */
+export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 10_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
