@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { compileOptions, type CompiledOptions, type WheelhouseOptions } from './config.js';
 import { startNoopExecutor, type BuiltinExecutor } from './executors/builtin.js';
+import { adminRoutes } from './http/admin-routes.js';
 import { buildServer } from './http/server.js';
 import { Metrics } from './metrics.js';
 import { LEASE_KIND, workerLeaseBehavior, type LeaseMessage } from './actors/worker-lease.js';
@@ -50,9 +51,11 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
   const metrics = new Metrics();
   let started = false;
   let backlog = 0;
+  let url = `http://${options.host}:${options.port}`;
 
   // The server is built first so that everything can log through its logger.
   let scheduler: Scheduler | undefined;
+  let system: ActorSystem | undefined;
   const server = buildServer({
     api: {
       submit: (s) => need(scheduler).submit(s),
@@ -67,6 +70,21 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
     },
     options,
     metrics: () => metrics.render(),
+    extraPlugins: [
+      adminRoutes({
+        cluster: async () => ({
+          nodes: [{ node_id: options.nodeId, url, live: true, self: true }],
+          ring: { kind: 'single-node', nodes: [options.nodeId] },
+          partitions: Array.from({ length: options.partitions }, (_, p) => {
+            const info = need(system).inspect(WHEEL_KIND, String(p));
+            return { partition: p, owner: info?.node ?? null, epoch: info?.epoch ?? null };
+          }),
+        }),
+        listActors: (filter) => need(system).list(filter),
+        inspectActor: (kind, key) => need(system).inspect(kind, key),
+        queues: () => backend.ready.depths(clock.now()),
+      }),
+    ],
   });
   const log = server.log;
   const onError = (error: unknown, context: string): void => log.error({ err: error }, context);
@@ -78,7 +96,7 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
   const gaugeBacklog = metrics.gauge('wheelhouse_ready_backlog', 'Entries waiting in the ready queues.');
   const gaugeActors = metrics.gauge('wheelhouse_actors_live', 'Live actors on this node, by kind.');
 
-  const system = new ActorSystem({
+  system = new ActorSystem({
     nodeId: options.nodeId,
     clock,
     snapshots: backend.snapshots,
@@ -114,8 +132,9 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
     },
   });
   const sched = scheduler;
+  const actors = system;
 
-  system.register(
+  actors.register(
     wheelPartitionBehavior({
       tasks: backend.tasks,
       buckets: backend.buckets,
@@ -123,7 +142,7 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
       slotMs: options.slotMs,
       nearWindowMs: options.nearWindowMs,
       recoverLease: (lease) =>
-        system.ref<LeaseMessage>(LEASE_KIND, lease.taskId).tell({
+        actors.ref<LeaseMessage>(LEASE_KIND, lease.taskId).tell({
           type: 'granted',
           version: lease.version,
           leaseExpiresMs: lease.leaseExpiresMs,
@@ -131,7 +150,7 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
       onError,
     }),
   );
-  system.register(
+  actors.register(
     workerLeaseBehavior({
       tasks: backend.tasks,
       backoff,
@@ -146,12 +165,12 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
   metrics.onCollect(() => {
     gaugeBacklog(backlog);
     const counts = new Map<string, number>();
-    for (const a of system.list({ limit: Number.MAX_SAFE_INTEGER })) counts.set(a.kind, (counts.get(a.kind) ?? 0) + 1);
+    for (const a of actors.list({ limit: Number.MAX_SAFE_INTEGER })) counts.set(a.kind, (counts.get(a.kind) ?? 0) + 1);
     for (const kind of [WHEEL_KIND, LEASE_KIND]) gaugeActors(counts.get(kind) ?? 0, { kind });
   });
 
   const partitions = Array.from({ length: options.partitions }, (_, p) => p);
-  await Promise.all(partitions.map((p) => system.ensureActive(WHEEL_KIND, String(p))));
+  await Promise.all(partitions.map((p) => actors.ensureActive(WHEEL_KIND, String(p))));
 
   const loops: Cancel[] = [
     every(clock, BACKLOG_REFRESH_MS, async () => {
@@ -161,7 +180,7 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
       const lost = await backend.buckets.lostPartitions(partitions);
       for (const p of lost) {
         log.warn({ partition: p }, 'bucket store lost this partition; rebuilding it from the task table');
-        void system
+        void actors
           .ref<WheelMessage>(WHEEL_KIND, String(p))
           .ask({ type: 'rebuild' }, 60_000)
           .catch((error: unknown) => onError(error, `rebuild of partition ${p}`));
@@ -180,7 +199,7 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
   started = true;
   const address = server.server.address();
   const port = typeof address === 'object' && address ? address.port : options.port;
-  const url = `http://${options.host}:${port}`;
+  url = `http://${options.host}:${port}`;
   log.info({ nodeId: options.nodeId, backend: backend.kind, url }, 'wheelhouse node started');
 
   let closing: Promise<void> | undefined;
@@ -189,7 +208,7 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
     url,
     server,
     scheduler: sched,
-    system,
+    system: actors,
     backend,
     metrics,
     close() {
@@ -199,7 +218,7 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
         offPush();
         await Promise.all(executors.map((e) => e.stop()));
         await server.close();
-        await system.shutdown();
+        await actors.shutdown();
         if (!overrides.backend) await backend.close();
       })();
       return closing;

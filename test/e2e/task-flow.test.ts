@@ -192,3 +192,84 @@ describe.each(BACKENDS)('task flow on %s', (backend) => {
     expect(pending.body.tasks).toHaveLength(3);
   });
 });
+
+describe.each(BACKENDS)('admission, limits and errors through a real node on %s', (backend) => {
+  let c: TestCluster;
+  beforeAll(async () => {
+    c = await startTestNode(backend, { readyBacklogLimit: 5, maxPayloadBytes: 2048, logLevel: process.env.TEST_LOG ?? 'silent' });
+  });
+  afterAll(async () => {
+    await c?.cleanup();
+  });
+
+  it('answers 429 with Retry-After once the ready backlog passes its limit, and creates nothing', async () => {
+    const batch = { tasks: Array.from({ length: 6 }, () => ({ task_type: 'adm.flood' })) };
+    expect((await api(c.url, 'POST', '/api/tasks/batch', batch)).status).toBe(201);
+    // Admission reads a backlog refreshed in the background: wait until it has seen the six.
+    await eventually(async () => ((await api(c.url, 'POST', '/api/tasks', { task_type: 'adm.probe' })).status === 429 ? true : undefined));
+    const refused = await api<{ error: { code: string } }>(c.url, 'POST', '/api/tasks/batch', { tasks: [{ task_type: 'adm.late' }] });
+    expect(refused.status).toBe(429);
+    expect(refused.body.error.code).toBe('backlog_full');
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    const late = await c.sql<{ n: number }>("SELECT count(*)::int AS n FROM tasks WHERE task_type = 'adm.late'");
+    expect(late[0]!.n).toBe(0);
+    // Draining the backlog opens admission again.
+    const drained = await api<Polled>(c.url, 'POST', '/api/workers/poll', { worker_id: 'w', task_types: ['adm.flood', 'adm.probe'], max_tasks: 100, wait_ms: 1000 });
+    expect(drained.body.tasks.length).toBeGreaterThanOrEqual(6);
+    await eventually(async () => ((await api(c.url, 'POST', '/api/tasks', { task_type: 'adm.after' })).status === 201 ? true : undefined));
+  });
+
+  it('maps bad input to the catalogue with nothing written', async () => {
+    const cases: [string, string, unknown, number, string][] = [
+      ['POST', '/api/tasks', '{"task_type": ', 400, 'malformed_json'],
+      ['POST', '/api/tasks', { payload: {} }, 400, 'validation_failed'],
+      ['POST', '/api/tasks', { task_type: 'bad type!' }, 400, 'validation_failed'],
+      ['POST', '/api/tasks', { task_type: 'e.x', schedule: { type: 'delayed', due_time: 'tomorrow-ish' } }, 400, 'validation_failed'],
+      ['POST', '/api/tasks', { task_type: 'e.x', schedule: { type: 'cron', cron_expression: '61 * * * *' } }, 400, 'invalid_cron'],
+      ['POST', '/api/tasks', { task_type: 'e.x', schedule: { type: 'cron', cron_expression: '* * * * *', timezone: 'Mars/Olympus' } }, 400, 'unknown_timezone'],
+      ['POST', '/api/tasks', { task_type: 'e.x', payload: 'x'.repeat(4096) }, 413, 'payload_too_large'],
+      ['POST', '/api/tasks/batch', { tasks: [{ task_type: 'e.ok' }, { task_type: '' }] }, 400, 'validation_failed'],
+      ['GET', '/api/tasks/not-a-uuid', undefined, 400, 'validation_failed'],
+      ['GET', '/api/tasks/01a22a51-78a4-791b-b49b-95e4238cdce3', undefined, 404, 'task_not_found'],
+      ['DELETE', '/api/tasks/01a22a51-78a4-791b-b49b-95e4238cdce3', undefined, 404, 'task_not_found'],
+      ['POST', '/api/tasks/01a22a51-78a4-791b-b49b-95e4238cdce3/complete', { lease_token: 'lt1.1', status: 'succeeded' }, 409, 'lease_not_held'],
+      ['GET', '/api/nothing-here', undefined, 404, 'route_not_found'],
+    ];
+    for (const [method, path, body, status, code] of cases) {
+      const r = await api<{ error: { code: string; message: string; details: unknown } }>(c.url, method, path, body);
+      expect({ path, body, status: r.status, code: r.body.error?.code }).toEqual({ path, body, status, code });
+      expect(typeof r.body.error.message).toBe('string');
+      expect(r.body.error.details).toBeTypeOf('object');
+    }
+    const written = await c.sql<{ n: number }>("SELECT count(*)::int AS n FROM tasks WHERE task_type LIKE 'e.%'");
+    expect(written[0]!.n).toBe(0);
+  });
+});
+
+describe('admin routes on a real node', () => {
+  let c: TestCluster;
+  beforeAll(async () => {
+    c = await startTestNode('postgres');
+  });
+  afterAll(async () => {
+    await c?.cleanup();
+  });
+
+  it('shows the wheel partitions, one actor with its state, and the ready queues', async () => {
+    await api(c.url, 'POST', '/api/tasks', { task_type: 'adm.view', priority: 2 });
+    const actors = await api<{ actors: { kind: string; key: string }[] }>(c.url, 'GET', '/admin/actors?kind=wheel&limit=100');
+    expect(actors.body.actors.map((a) => a.key).sort((a, b) => Number(a) - Number(b))).toEqual(['0', '1', '2', '3', '4', '5', '6', '7']);
+    const one = await api<{ kind: string; epoch: number; state: { partition: number } }>(c.url, 'GET', '/admin/actors/wheel/3');
+    expect(one.body).toMatchObject({ kind: 'wheel', state: { partition: 3 } });
+    expect(one.body.epoch).toBeGreaterThanOrEqual(1);
+    expect((await api(c.url, 'GET', '/admin/actors/wheel/999')).status).toBe(404);
+    const queues = await eventually(async () => {
+      const q = await api<{ queues: { task_type: string; priority: number; depth: number }[] }>(c.url, 'GET', '/admin/queues');
+      return q.body.queues.find((x) => x.task_type === 'adm.view' && x.depth === 1);
+    });
+    expect(queues.priority).toBe(2);
+    const cluster = await api<{ partitions: { partition: number; owner: string }[] }>(c.url, 'GET', '/admin/cluster');
+    expect(cluster.body.partitions).toHaveLength(8);
+    expect(new Set(cluster.body.partitions.map((p) => p.owner))).toEqual(new Set([c.node.options.nodeId]));
+  });
+});
