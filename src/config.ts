@@ -25,7 +25,10 @@ export interface WheelhouseOptions {
   postgresUrl?: string;
   /** The Postgres schema Wheelhouse's tables live in. @default 'wheelhouse' */
   postgresSchema?: string;
-  /** @default 10 connections */
+  /**
+   * Postgres connections in all, split in two pools: half for submissions and reads
+   * (synchronous commit), half for claims and results (asynchronous commit). @default 10
+   */
   postgresPoolSize?: number;
   /** @default 'redis://127.0.0.1:6379' */
   redisUrl?: string;

@@ -128,7 +128,9 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
     onError,
     onSubmitted: (n) => countSubmitted(n),
     onCompleted: (transitions) => {
-      for (const t of transitions) countCompleted(1, { status: t.status });
+      const byStatus = new Map<string, number>();
+      for (const t of transitions) byStatus.set(t.status, (byStatus.get(t.status) ?? 0) + 1);
+      for (const [status, n] of byStatus) countCompleted(n, { status });
     },
   });
   const sched = scheduler;

@@ -1,6 +1,6 @@
 import type { Cancel } from '../runtime/clock.js';
 import type { ActorContext, Ask, Behavior } from '../runtime/actor.js';
-import type { BucketStore, DueEntry, ReadyQueue, TaskStore } from '../store/types.js';
+import type { BucketStore, DueEntry, PartitionCursor, ReadyQueue, TaskStore } from '../store/types.js';
 import { TimeWheel } from './time-wheel.js';
 
 /**
@@ -57,6 +57,8 @@ export interface WheelDeps {
 }
 
 const MINUTE_MS = 60_000;
+/** Cascades of different partitions are spread over this much of each minute. */
+const CASCADE_STAGGER_MS = 30_000;
 /** Page size when streaming a partition's pending tasks out of the task table. */
 const REBUILD_PAGE = 5_000;
 /** Wait before retrying a ready-queue push that failed. */
@@ -181,24 +183,30 @@ function armTick(state: WheelState, ctx: ActorContext<WheelMessage>): void {
   state.cancelTick = ctx.schedule(next - ctx.clock.now(), { type: 'tick' });
 }
 
-/** Loads the buckets of the minutes that have come within the near window. */
+/**
+ * Loads the next minute's bucket (and any the clock has skipped past) into the near wheel.
+ * Each cascade loads at least one more minute, so it may run early — see `armCascade`.
+ */
 async function cascade(state: WheelState, ctx: ActorContext<WheelMessage>, deps: WheelDeps): Promise<void> {
   state.cancelCascade = null;
-  const horizon = nearHorizon(ctx.clock.now(), deps.nearWindowMs);
-  if (horizon > state.loadedUntilMs) {
-    const entries = await deps.buckets.takeUntil(state.partition, horizon);
-    state.wheel.addAll(entries);
-    state.loadedUntilMs = horizon;
-  }
+  const horizon = Math.max(nearHorizon(ctx.clock.now(), deps.nearWindowMs), state.loadedUntilMs + MINUTE_MS);
+  const entries = await deps.buckets.takeUntil(state.partition, horizon);
+  state.wheel.addAll(entries);
+  state.loadedUntilMs = horizon;
   armCascade(state, ctx, deps);
   await fireDue(state, ctx, deps);
   await ctx.snapshot(snapshotOf(state, ctx));
 }
 
+/**
+ * Arms the next cascade: before `now + nearWindow` reaches `loadedUntil`, by a stagger of up
+ * to 30 s that differs per partition, so the 64 partitions of a node do not all cascade
+ * (a bucket read and a snapshot write each) in the same millisecond of every minute.
+ */
 function armCascade(state: WheelState, ctx: ActorContext<WheelMessage>, deps: WheelDeps): void {
   state.cancelCascade?.();
-  // The next minute enters the window when now + nearWindow reaches loadedUntil.
-  const atMs = state.loadedUntilMs - deps.nearWindowMs;
+  const staggerMs = (state.partition * 7_919) % CASCADE_STAGGER_MS;
+  const atMs = state.loadedUntilMs - deps.nearWindowMs - staggerMs;
   state.cancelCascade = ctx.schedule(Math.max(atMs - ctx.clock.now(), 0), { type: 'cascade' });
 }
 
@@ -212,20 +220,18 @@ function armCascade(state: WheelState, ctx: ActorContext<WheelMessage>, deps: Wh
 async function rebuild(state: WheelState, deps: WheelDeps, full: boolean): Promise<void> {
   state.wheel.clear();
   const until = full ? END_OF_TIME_MS : state.loadedUntilMs;
-  let from = 0;
+  let after: PartitionCursor | null = null;
   for (;;) {
-    const page = await deps.tasks.pendingInPartition(state.partition, from, until, REBUILD_PAGE);
+    const page = await deps.tasks.pendingInPartition(state.partition, after, until, REBUILD_PAGE);
     const far: DueEntry[] = [];
     for (const entry of page) {
       if (entry.dueMs < state.loadedUntilMs) state.wheel.add(entry);
       else far.push(entry);
     }
     if (far.length > 0) await deps.buckets.add(state.partition, far);
-    if (page.length < REBUILD_PAGE) break;
-    // Pages are ordered by due time; ties at the page edge are re-read, and the ready queue
-    // and the buckets deduplicate them.
-    const last = page[page.length - 1] as DueEntry;
-    from = last.dueMs === from ? last.dueMs + 1 : last.dueMs;
+    const last = page[page.length - 1];
+    if (page.length < REBUILD_PAGE || last === undefined) break;
+    after = { dueMs: last.dueMs, taskId: last.taskId };
   }
   if (full) {
     await deps.buckets.setIntact(state.partition);

@@ -1,6 +1,7 @@
 import type { BackendKind, CompiledOptions } from '../config.js';
 import type { SnapshotStore } from '../runtime/snapshots.js';
 import { openPglite, openPostgres, type Db } from './db.js';
+import { CoalescingReadyQueue } from './coalescing-ready-queue.js';
 import { MemoryBucketStore } from './memory-buckets.js';
 import { MemoryReadyQueue } from './memory-ready-queue.js';
 import { migrate } from './migrate.js';
@@ -45,30 +46,38 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
       close: () => db.close(),
     };
   }
-  const db = await openPostgres({
+  const db = openPostgres({
     url: options.postgresUrl,
     schema: options.postgresSchema,
-    poolSize: options.postgresPoolSize,
+    poolSize: Math.max(1, Math.ceil(options.postgresPoolSize / 2)),
+  });
+  // Claims, heartbeats and results commit asynchronously on a pool of their own:
+  // docs/decisions/0003-asynchronous-commit-for-claims.md.
+  const leasesDb = openPostgres({
+    url: options.postgresUrl,
+    schema: options.postgresSchema,
+    poolSize: Math.max(1, Math.floor(options.postgresPoolSize / 2)),
+    asynchronousCommit: true,
   });
   try {
     await migrate(db, options.postgresSchema);
   } catch (error) {
-    await db.close();
+    await Promise.allSettled([db.close(), leasesDb.close()]);
     throw error;
   }
   const redis = openRedis({ url: options.redisUrl, prefix: options.redisPrefix });
   return {
     kind: 'postgres',
     db,
-    tasks: new SqlTaskStore(db),
+    tasks: new SqlTaskStore(db, leasesDb),
     snapshots: new SqlSnapshotStore(db),
     buckets: new RedisBucketStore(redis, options.redisPrefix),
-    ready: new RedisReadyQueue(redis, options.redisPrefix),
+    ready: new CoalescingReadyQueue(new RedisReadyQueue(redis, options.redisPrefix)),
     ping: async () => {
       await Promise.all([db.query('SELECT 1'), redis.ping()]);
     },
     close: async () => {
-      await Promise.allSettled([db.close(), redis.quit()]);
+      await Promise.allSettled([db.close(), leasesDb.close(), redis.quit()]);
     },
   };
 }

@@ -56,6 +56,14 @@ export interface PostgresDbOptions {
    * @default ignore
    */
   onIdleError?: (error: Error) => void;
+  /**
+   * Commit without waiting for the WAL to reach disk (`synchronous_commit = off`). For the
+   * claim and completion statements only, whose loss in a Postgres crash at-least-once
+   * delivery absorbs (docs/decisions/0003-asynchronous-commit-for-claims.md). Never for
+   * submissions: a task is durable before its submit is answered.
+   * @default false
+   */
+  asynchronousCommit?: boolean;
 }
 
 /** Options of {@link openPglite}. */
@@ -95,7 +103,7 @@ export function openPostgres(options: PostgresDbOptions): Db {
     max: options.poolSize ?? 10,
     connectionTimeoutMillis: options.connectTimeoutMs ?? 5000,
     // Every connection runs in the Wheelhouse schema, so SQL never names it.
-    options: `-c search_path=${options.schema}`,
+    options: `-c search_path=${options.schema}${options.asynchronousCommit ? ' -c synchronous_commit=off' : ''}`,
     types,
   });
   // Without a listener an idle client's error would be an unhandled 'error' event and end

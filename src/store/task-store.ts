@@ -13,6 +13,7 @@ import type {
   ExecutionRecord,
   ListFilter,
   NewTask,
+  PartitionCursor,
   SubmitResult,
   TaskRecord,
   TaskStore,
@@ -30,7 +31,15 @@ import type {
  * The schema must be migrated first (`migrate` in `src/store/migrate.ts`).
  */
 export class SqlTaskStore implements TaskStore {
-  constructor(private readonly db: Db) {}
+  /**
+   * @param db the durable connection: submissions, cancels, reads
+   * @param leases where claims, heartbeats and results are written; may commit
+   *   asynchronously (see `PostgresDbOptions.asynchronousCommit`). @default db
+   */
+  constructor(
+    private readonly db: Db,
+    private readonly leases: Db = db,
+  ) {}
 
   submit(tasks: NewTask[], nowMs: number): Promise<SubmitResult[]> {
     return submitTasks(this.db, tasks, nowMs);
@@ -45,7 +54,7 @@ export class SqlTaskStore implements TaskStore {
   }
 
   claim(ids: string[], workerId: string, nowMs: number): Promise<ClaimedTask[]> {
-    return claimTasks(this.db, ids, workerId, nowMs);
+    return claimTasks(this.leases, ids, workerId, nowMs);
   }
 
   heartbeat(
@@ -53,15 +62,15 @@ export class SqlTaskStore implements TaskStore {
     version: number,
     nowMs: number,
   ): Promise<{ leaseExpiresMs: number; cancelRequested: boolean } | null> {
-    return heartbeatTask(this.db, taskId, version, nowMs);
+    return heartbeatTask(this.leases, taskId, version, nowMs);
   }
 
   complete(results: Completion[], nowMs: number, backoff: BackoffPolicy): Promise<Transition[]> {
-    return completeTasks(this.db, results, nowMs, backoff);
+    return completeTasks(this.leases, results, nowMs, backoff);
   }
 
   expireLease(taskId: string, version: number, nowMs: number, backoff: BackoffPolicy): Promise<Transition | null> {
-    return expireLease(this.db, taskId, version, nowMs, backoff);
+    return expireLease(this.leases, taskId, version, nowMs, backoff);
   }
 
   cancel(taskId: string, nowMs: number): Promise<CancelResult> {
@@ -72,8 +81,8 @@ export class SqlTaskStore implements TaskStore {
     return taskHistory(this.db, taskId, limit, beforeAttempt);
   }
 
-  pendingInPartition(partition: number, fromMs: number, toMs: number, limit: number): Promise<DueEntry[]> {
-    return pendingInPartition(this.db, partition, fromMs, toMs, limit);
+  pendingInPartition(partition: number, after: PartitionCursor | null, toMs: number, limit: number): Promise<DueEntry[]> {
+    return pendingInPartition(this.db, partition, after, toMs, limit);
   }
 
   runningInPartition(partition: number): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]> {

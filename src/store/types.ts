@@ -39,6 +39,12 @@ export interface NewTask {
   requestHash: string | null;
 }
 
+/** A position in a partition's pending tasks: the last entry a page returned. */
+export interface PartitionCursor {
+  dueMs: number;
+  taskId: string;
+}
+
 /** A task row as read back. Times are Unix milliseconds. */
 export interface TaskRecord {
   id: string;
@@ -177,8 +183,13 @@ export interface TaskStore {
   cancel(taskId: string, nowMs: number): Promise<CancelResult>;
   /** Executions of a task, newest first; a running attempt is included. */
   history(taskId: string, limit: number, beforeAttempt?: number): Promise<ExecutionRecord[]>;
-  /** Pending tasks of a partition due in [fromMs, toMs), ordered by due time, at most `limit`. For rebuilds. */
-  pendingInPartition(partition: number, fromMs: number, toMs: number, limit: number): Promise<DueEntry[]>;
+  /**
+   * Pending tasks of a partition due before `toMs`, ordered by (due time, id), after the
+   * entry `after` (exclusive; null: from the start), at most `limit`. Keyset paging, so a
+   * page boundary inside one millisecond — a herd — neither skips nor repeats a task.
+   * For rebuilds.
+   */
+  pendingInPartition(partition: number, after: PartitionCursor | null, toMs: number, limit: number): Promise<DueEntry[]>;
   /** Running tasks of a partition, for lease recovery after a restart. */
   runningInPartition(partition: number): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]>;
 }

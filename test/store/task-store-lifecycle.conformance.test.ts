@@ -347,7 +347,7 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
   });
 
   describe('partition scans', () => {
-    it('lists a partition’s pending tasks due in [from, to), in due order, at most limit', async () => {
+    it('lists a partition’s pending tasks due before a bound, in (due, id) order, paged by cursor', async () => {
       const partition = 900;
       const dues = [T0 + 5000, T0 + 1000, T0 + 3000, T0 + 2000, T0 + 4000, T0 + 9000];
       const tasks = dues.map((dueMs, i) => makeTask({ partition, dueMs, priority: i % 10 }));
@@ -358,15 +358,31 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
       await store.submit([runningOne], T0);
       await store.claim([runningOne.id], 'w', T0);
 
-      const entries = await store.pendingInPartition(partition, T0 + 1000, T0 + 5000, 10);
+      const entries = await store.pendingInPartition(partition, null, T0 + 5000, 10);
       expect(entries.map((e) => e.dueMs)).toEqual([T0 + 1000, T0 + 2000, T0 + 3000, T0 + 4000]);
       expect(entries[0]).toEqual({ taskId: tasks[1]!.id, taskType: 'test.task', priority: 1, dueMs: T0 + 1000 });
-      expect((await store.pendingInPartition(partition, T0, T0 + 100_000, 2)).map((e) => e.dueMs)).toEqual([
-        T0 + 1000,
-        T0 + 2000,
-      ]);
-      expect(await store.pendingInPartition(partition, T0 + 6000, T0 + 9000, 10)).toEqual([]);
-      expect(await store.pendingInPartition(partition, T0 + 9000, T0 + 9000, 10)).toEqual([]);
+      const first = await store.pendingInPartition(partition, null, T0 + 100_000, 2);
+      expect(first.map((e) => e.dueMs)).toEqual([T0 + 1000, T0 + 2000]);
+      const next = await store.pendingInPartition(partition, first[1]!, T0 + 100_000, 2);
+      expect(next.map((e) => e.dueMs)).toEqual([T0 + 3000, T0 + 4000]);
+      expect(await store.pendingInPartition(partition, { dueMs: T0 + 9000, taskId: tasks[5]!.id }, T0 + 100_000, 10)).toEqual([]);
+      expect(await store.pendingInPartition(partition, null, T0 + 1000, 10)).toEqual([]);
+    });
+
+    it('pages exactly through many tasks due in the same millisecond', async () => {
+      const partition = 902;
+      const herd = Array.from({ length: 25 }, () => makeTask({ partition, dueMs: T0 + 777 }));
+      await store.submit(herd, T0);
+      const seen: string[] = [];
+      let after: { dueMs: number; taskId: string } | null = null;
+      for (;;) {
+        const page: { dueMs: number; taskId: string }[] = await store.pendingInPartition(partition, after, T0 + 10_000, 7);
+        seen.push(...page.map((e) => e.taskId));
+        if (page.length < 7) break;
+        after = page[page.length - 1]!;
+      }
+      expect(seen).toHaveLength(25);
+      expect(new Set(seen)).toEqual(new Set(herd.map((t) => t.id)));
     });
 
     it('lists a partition’s running tasks with their leases', async () => {

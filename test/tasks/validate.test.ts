@@ -46,7 +46,9 @@ describe('validateTask', () => {
       maxRetries: 3,
       timeoutSeconds: 60,
     });
-    expect(spec.requestHash).toMatch(/^[0-9a-f]{64}$/);
+    // No idempotency key: no replay can happen, so no hash is computed.
+    expect(spec.requestHash).toBe('');
+    expect(validateTask(task({ idempotency_key: 'k' }), defaults).requestHash).toMatch(/^[0-9a-f]{64}$/);
   });
 
   it('takes timeout_seconds from the defaults given', () => {
@@ -231,31 +233,32 @@ describe('validateTask', () => {
   });
 
   describe('requestHash', () => {
+    const keyed = (o: Record<string, unknown> = {}): Record<string, unknown> => task({ idempotency_key: 'k', ...o });
     it('does not depend on key order, in the task or in its payload', () => {
       const a = validateTask(
-        { task_type: 't', payload: { x: 1, y: { b: 2, a: [1, { d: 1, c: 2 }] } }, priority: 2, schedule: { type: 'delayed', delay_seconds: 5 } },
+        { task_type: 't', idempotency_key: 'k', payload: { x: 1, y: { b: 2, a: [1, { d: 1, c: 2 }] } }, priority: 2, schedule: { type: 'delayed', delay_seconds: 5 } },
         defaults,
       );
       const b = validateTask(
-        { schedule: { delay_seconds: 5, type: 'delayed' }, priority: 2, payload: { y: { a: [1, { c: 2, d: 1 }], b: 2 }, x: 1 }, task_type: 't' },
+        { schedule: { delay_seconds: 5, type: 'delayed' }, priority: 2, payload: { y: { a: [1, { c: 2, d: 1 }], b: 2 }, x: 1 }, task_type: 't', idempotency_key: 'k' },
         defaults,
       );
       expect(a.requestHash).toBe(b.requestHash);
     });
 
     it('treats a spelled-out default like a left-out one', () => {
-      expect(validateTask(task({ priority: 5, max_retries: 3, payload: null }), defaults).requestHash).toBe(
-        validateTask(task(), defaults).requestHash,
+      expect(validateTask(keyed({ priority: 5, max_retries: 3, payload: null }), defaults).requestHash).toBe(
+        validateTask(keyed(), defaults).requestHash,
       );
     });
 
     it('changes when anything that matters changes', () => {
-      const base = validateTask(task({ payload: { n: 1 } }), defaults).requestHash;
-      expect(validateTask(task({ payload: { n: 2 } }), defaults).requestHash).not.toBe(base);
-      expect(validateTask(task({ payload: { n: 1 }, priority: 4 }), defaults).requestHash).not.toBe(base);
-      expect(validateTask(task({ payload: { n: 1 }, schedule: { type: 'delayed', delay_seconds: 1 } }), defaults).requestHash).not.toBe(base);
-      expect(validateTask(task({ payload: [1, 2] }), defaults).requestHash).not.toBe(
-        validateTask(task({ payload: [2, 1] }), defaults).requestHash,
+      const base = validateTask(keyed({ payload: { n: 1 } }), defaults).requestHash;
+      expect(validateTask(keyed({ payload: { n: 2 } }), defaults).requestHash).not.toBe(base);
+      expect(validateTask(keyed({ payload: { n: 1 }, priority: 4 }), defaults).requestHash).not.toBe(base);
+      expect(validateTask(keyed({ payload: { n: 1 }, schedule: { type: 'delayed', delay_seconds: 1 } }), defaults).requestHash).not.toBe(base);
+      expect(validateTask(keyed({ payload: [1, 2] }), defaults).requestHash).not.toBe(
+        validateTask(keyed({ payload: [2, 1] }), defaults).requestHash,
       );
     });
   });

@@ -5,8 +5,10 @@ import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './co
 /**
  * Ending attempts: a worker's result (`complete`) or a lease that ran out (`expireLease`).
  * Each is one statement of three parts: UPDATE the tasks (the compare-and-set of an edge
- * running → succeeded | pending | failed | cancelled), INSERT one execution row per task
- * updated, and SELECT what changed. A task the UPDATE did not match writes no execution.
+ * running → succeeded | pending | failed | cancelled), INSERT an execution row for each
+ * attempt that the task outlives (a retry; every expiry), and SELECT what changed. The
+ * final attempt of a task that a result ended is read back from the task row itself.
+ * A task the UPDATE did not match writes nothing.
  *
  * The UPDATE joins the task table a second time (`o`) because the execution row needs the
  * attempt's due time and RETURNING shows only the new row, whose due time a retry has
@@ -75,6 +77,10 @@ const COMPLETE = `
            d.attempt_due_time, d.started_at, ${tsParam(6)}, d.worker_id,
            CASE WHEN d.ok THEN NULL ELSE d.error END
     FROM done d
+    -- Only an attempt that did not end the task needs a row of its own: a final attempt is
+    -- still on the task row (status, times, worker, last error) and history derives it from
+    -- there. This keeps the common case — one attempt, succeeded — at one write per result.
+    WHERE d.status = 'pending'
   )
   SELECT ${TRANSITION_COLUMNS} FROM done d`;
 

@@ -1,6 +1,6 @@
 import { isUuid, nameUuid } from '../../ids.js';
 import type { Db } from '../db.js';
-import type { DueEntry, ExecutionRecord, ListFilter, TaskRecord } from '../types.js';
+import type { DueEntry, ExecutionRecord, ListFilter, PartitionCursor, TaskRecord } from '../types.js';
 import { msOf, taskColumns, toDueEntry, toTaskRecord, tsParam, type DueRow, type TaskRow } from './columns.js';
 
 /**
@@ -23,8 +23,9 @@ const MAX_LIST = 1000;
 
 /**
  * Lists newest first: `ORDER BY id DESC` (UUID v7 ids sort by creation time), paging with
- * `id < beforeId`. Without a status filter this walks the primary key backwards; with one
- * it walks the (status, id) index. `ready` and `pending` are both stored `pending` and are
+ * `id < beforeId`. This walks the primary key backwards, filtering as it goes: there is no
+ * (status, id) index, because every status change would write it — on the hot path of
+ * claim and complete — for the sake of a listing. `ready` and `pending` are both stored `pending` and are
  * told apart by the due time. A task-type filter is applied to the rows walked (no index
  * of its own: each index write-amplifies the hot path).
  */
@@ -54,8 +55,9 @@ export async function listTasks(db: Db, filter: ListFilter, nowMs: number): Prom
 }
 
 /**
- * Executions newest first. The running attempt has no row yet, so it is made up from the
- * task. Execution ids are not stored; each is derived from (task id, attempt) below, the
+ * Executions newest first. The running attempt has no row yet, and the attempt that ended
+ * the task has none either (completion writes rows only for attempts the task outlives), so
+ * both are made up from the task row. Execution ids are not stored; each is derived from (task id, attempt) below, the
  * same for the running attempt and for its row once written. `$2` is the exclusive upper
  * bound on the attempt, for paging.
  */
@@ -66,6 +68,15 @@ const HISTORY = `
            NULL::float8 AS completed_ms, t.worker_id, NULL::text AS error
     FROM tasks t
     WHERE t.id = $1 AND t.status = 'running'
+    UNION ALL
+    SELECT t.id, t.attempts,
+           CASE t.status WHEN 'succeeded' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled' ELSE 'failed' END,
+           ${msOf('t.due_time')}, ${msOf('t.started_at')}, ${msOf('t.completed_at')}, t.worker_id,
+           CASE WHEN t.status = 'succeeded' THEN NULL ELSE t.last_error END
+    FROM tasks t
+    WHERE t.id = $1 AND t.status IN ('succeeded', 'failed', 'cancelled') AND t.attempts > 0
+      AND t.started_at IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM executions x WHERE x.task_id = t.id AND x.attempt = t.attempts)
     UNION ALL
     SELECT e.task_id, e.attempt, e.status,
            ${msOf('e.due_time')}, ${msOf('e.started_at')}, ${msOf('e.completed_at')}, e.worker_id, e.error
@@ -112,32 +123,45 @@ export async function taskHistory(
 }
 
 /**
- * A partition's pending tasks due in [from, to), in due order: a range scan of the partial
- * index (partition, due_time) WHERE status = 'pending', stopping after `limit` rows. Ties
- * in due time have no defined order, so a caller paging by due time should restart at the
- * last due time it saw (inclusive) and drop the ids it already has.
+ * A partition's pending tasks due before `to`, in (due time, id) order after a cursor: a
+ * range scan of the partial index (partition, due_time, id) WHERE status = 'pending',
+ * stopping after `limit` rows. The row comparison makes paging exact even when thousands of
+ * tasks share one due millisecond.
  */
 const PENDING_IN_PARTITION = `
   SELECT t.id, t.task_type, t.priority, ${msOf('t.due_time')} AS due_ms
   FROM tasks t
-  WHERE t.partition = $1 AND t.status = 'pending'
-    AND t.due_time >= ${tsParam(2)} AND t.due_time < ${tsParam(3)}
-  ORDER BY t.due_time
-  LIMIT $4`;
+  WHERE t.partition = $1 AND t.status = 'pending' AND t.due_time < ${tsParam(2)}
+  ORDER BY t.due_time, t.id
+  LIMIT $3`;
+
+/** The same after a cursor; a separate statement so each plan is a plain index range scan. */
+const PENDING_IN_PARTITION_AFTER = `
+  SELECT t.id, t.task_type, t.priority, ${msOf('t.due_time')} AS due_ms
+  FROM tasks t
+  WHERE t.partition = $1 AND t.status = 'pending' AND t.due_time < ${tsParam(2)}
+    AND (t.due_time, t.id) > (${tsParam(4)}, $5::uuid)
+  ORDER BY t.due_time, t.id
+  LIMIT $3`;
 
 /** See `TaskStore.pendingInPartition`. */
 export async function pendingInPartition(
   db: Db,
   partition: number,
-  fromMs: number,
+  after: PartitionCursor | null,
   toMs: number,
   limit: number,
 ): Promise<DueEntry[]> {
-  if (limit <= 0 || toMs <= fromMs) return [];
+  if (limit <= 0) return [];
+  const params: unknown[] = [partition, toMs, Math.floor(limit)];
+  if (after !== null) {
+    if (!isUuid(after.taskId)) return [];
+    params.push(after.dueMs, after.taskId);
+  }
   const { rows } = await db.query<DueRow>(
-    PENDING_IN_PARTITION,
-    [partition, fromMs, toMs, Math.floor(limit)],
-    'wh_pending_in_partition',
+    after === null ? PENDING_IN_PARTITION : PENDING_IN_PARTITION_AFTER,
+    params,
+    after === null ? 'wh_pending_in_partition' : 'wh_pending_in_partition_after',
   );
   return rows.map(toDueEntry);
 }
