@@ -1,0 +1,66 @@
+import { parseArgs } from 'node:util';
+
+/** `npm run bench -- [flags]`. */
+export interface BenchArgs {
+  runs: number;
+  only: string[] | null;
+  quick: boolean;
+  workers: number;
+  pollers: number;
+  timeoutMinutes: number;
+  /** Write docs/benchmarks.md (default: yes for full runs, no for --quick). */
+  write: boolean;
+  /** Extra flags passed to `wheelhouse node`, split on spaces. */
+  nodeFlags: string[];
+}
+
+export const USAGE = `npm run bench -- [--runs N] [--only W1,W2,W3] [--quick] [--workers N] [--pollers N]
+                       [--timeout-minutes M] [--write | --no-write] [--node-flags "--partitions 64 ..."]
+  --runs N            runs of each workload; the table shows the median and each run (default 3, --quick: 1)
+  --only LIST         workloads to run (default W1,W2,W3)
+  --quick             small counts, for a smoke test (W1 5 000, W2 20 000, W3 200 over 5 s)
+  --workers N         worker processes per workload (default 1)
+  --pollers N         concurrent long-polls per worker process (default 1)
+  --timeout-minutes M hard limit: kill everything and exit 1 (default 20)
+  --write/--no-write  write docs/benchmarks.md (default: write unless --quick)
+  --node-flags STR    extra flags for 'wheelhouse node'`;
+
+export function parseBenchArgs(argv: string[]): BenchArgs {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      runs: { type: 'string' },
+      only: { type: 'string' },
+      quick: { type: 'boolean', default: false },
+      workers: { type: 'string', default: '1' },
+      pollers: { type: 'string', default: '1' },
+      'timeout-minutes': { type: 'string', default: '20' },
+      write: { type: 'boolean' },
+      'no-write': { type: 'boolean' },
+      'node-flags': { type: 'string', default: '' },
+      help: { type: 'boolean', default: false },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    process.exit(0);
+  }
+  const quick = values.quick;
+  const only = values.only ? values.only.split(',').map((w) => w.trim().toUpperCase()).filter((w) => w !== '') : null;
+  return {
+    runs: positive('runs', values.runs ?? (quick ? '1' : '3')),
+    only,
+    quick,
+    workers: positive('workers', values.workers),
+    pollers: positive('pollers', values.pollers),
+    timeoutMinutes: positive('timeout-minutes', values['timeout-minutes']),
+    write: values['no-write'] ? false : (values.write ?? !quick),
+    nodeFlags: values['node-flags'].split(' ').filter((f) => f !== ''),
+  };
+}
+
+function positive(name: string, raw: string): number {
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number, got "${raw}"`);
+  return n;
+}

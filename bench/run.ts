@@ -1,0 +1,128 @@
+/**
+ * `npm run bench`: runs the workloads against one real node (Postgres + Redis) and worker
+ * processes using the SDK, prints a table and writes docs/benchmarks.md. Bounded: a hard
+ * timeout kills every child it started and exits 1.
+ */
+import { writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { parseBenchArgs, USAGE } from './args.js';
+import { killAllChildren } from './children.js';
+import { describeMachine } from './machine.js';
+import { runNames, startBenchNode, type BenchNode } from './node-process.js';
+import { consoleTable, markdown, notesText, type RunOutcome, type WorkloadReport } from './report.js';
+import { BenchStores } from './stores.js';
+import { w1Throughput } from './w1-throughput.js';
+import { w2Herd } from './w2-herd.js';
+import { w3Precision } from './w3-precision.js';
+import type { RunContext } from './workload.js';
+
+const WORKLOADS = [w1Throughput, w2Herd, w3Precision];
+const DOC_PATH = resolve(import.meta.dirname, '../../docs/benchmarks.md');
+
+const log = (line: string): void => {
+  process.stdout.write(`[bench ${new Date().toISOString().slice(11, 23)}] ${line}\n`);
+};
+
+/** Schemas and prefixes of nodes started and not yet removed, for cleanup on abort. */
+const unremoved = new Map<string, string>();
+
+async function main(): Promise<number> {
+  let args;
+  try {
+    args = parseBenchArgs(process.argv.slice(2));
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n${USAGE}\n`);
+    return 2;
+  }
+  const startedMs = Date.now();
+  const stores = new BenchStores();
+  const abort = (reason: string): void => {
+    log(`ABORT: ${reason}; killing child processes`);
+    killAllChildren();
+    const cleanup = Promise.all([...unremoved].map(([schema, prefix]) => stores.removeRun(schema, prefix).catch(() => undefined)));
+    const limit = new Promise((r) => setTimeout(r, 5_000));
+    void Promise.race([cleanup, limit]).finally(() => process.exit(1));
+  };
+  const hardTimer = setTimeout(() => abort(`hard timeout of ${args.timeoutMinutes} min reached`), args.timeoutMinutes * 60_000);
+  process.once('SIGINT', () => abort('interrupted'));
+  process.once('SIGTERM', () => abort('terminated'));
+
+  const selected = WORKLOADS.filter((w) => args.only === null || args.only.includes(w.id));
+  if (selected.length === 0) {
+    process.stderr.write(`--only names no workload (W1, W2, W3)\n`);
+    return 2;
+  }
+  const versions = await stores.versions();
+  const machine = describeMachine();
+  log(`${machine.cpuModel}, ${machine.cores} cores, ${machine.memoryGiB} GiB, Node ${machine.node}, PostgreSQL ${versions.postgres}, Redis ${versions.redis}, load ${machine.loadAvg1m}`);
+  if (machine.loadAvg1m > machine.cores * 0.5) log(`WARNING: load average ${machine.loadAvg1m} on ${machine.cores} cores: other work will skew the figures`);
+  log(`${args.quick ? 'QUICK mode, ' : ''}${args.runs} run(s) of ${selected.map((w) => w.id).join(', ')}`);
+
+  const reports: WorkloadReport[] = [];
+  for (const workload of selected) {
+    const runs: RunOutcome[] = [];
+    for (let i = 1; i <= args.runs; i++) {
+      log(`${workload.id} ${workload.title}: run ${i}/${args.runs}`);
+      const nodes: BenchNode[] = [];
+      const started: { schema: string; redisPrefix: string }[] = [];
+      const ctx: RunContext = {
+        stores,
+        quick: args.quick,
+        workers: args.workers,
+        pollers: args.pollers,
+        log,
+        async startNode() {
+          const names = runNames();
+          started.push(names);
+          unremoved.set(names.schema, names.redisPrefix);
+          const node = await startBenchNode(names, args.nodeFlags);
+          nodes.push(node);
+          return node;
+        },
+      };
+      try {
+        const figures = await workload.run(ctx);
+        runs.push(figures);
+        const summary = workload.metrics.map((m) => `${m.key}=${(figures.values[m.key] ?? Number.NaN).toFixed(m.digits === 0 ? 0 : 3)}`);
+        log(`${workload.id} run ${i}: ${summary.join(' ')}${figures.verified ? '' : '  !!! VERIFICATION FAILED'}`);
+        for (const note of figures.notes) log(`${workload.id} run ${i}: ${note}`);
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        runs.push({ error: message });
+        log(`${workload.id} run ${i} FAILED: ${message}`);
+        for (const node of nodes) log(`node output (last lines):\n${node.output()}`);
+      } finally {
+        for (const node of nodes) await node.stop();
+        for (const names of started) {
+          await stores.removeRun(names.schema, names.redisPrefix).catch((e: unknown) => log(`cleanup of ${names.schema} failed: ${String(e)}`));
+          unremoved.delete(names.schema);
+        }
+      }
+    }
+    reports.push({ workload, runs });
+  }
+  clearTimeout(hardTimer);
+  await stores.close();
+
+  const durationS = (Date.now() - startedMs) / 1000;
+  process.stdout.write(`\n${consoleTable(reports)}\n`);
+  const notes = notesText(reports);
+  if (notes.length > 0) process.stdout.write(`\nNotes:\n${notes.map((n) => `  - ${n}`).join('\n')}\n`);
+  if (args.write) {
+    const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
+    writeFileSync(DOC_PATH, markdown(reports, { machine, stores: versions, command, quick: args.quick, workers: args.workers, pollers: args.pollers, durationS }));
+    log(`wrote ${DOC_PATH}`);
+  }
+  const failed = reports.some((r) => r.runs.some((run) => 'error' in run || !run.verified));
+  if (failed) log('some runs FAILED or did not verify: see above');
+  return failed ? 1 : 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`bench: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    killAllChildren();
+    process.exit(1);
+  },
+);

@@ -1,0 +1,109 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { resolve } from 'node:path';
+import { trackChild, waitForExit } from './children.js';
+import type { BenchWorkerConfig, FromWorker, ToWorker, WorkerResult } from './protocol.js';
+
+/**
+ * The harness's handle on a set of benchmark worker processes (`bench/worker.ts`), each its
+ * own Node process using the SDK over HTTP, like a user's worker would.
+ */
+const WORKER_SCRIPT = resolve(import.meta.dirname, 'worker.js');
+
+interface Handle {
+  child: ChildProcess;
+  started: number;
+  reported: number;
+  result: Promise<WorkerResult>;
+}
+
+export class WorkerFleet {
+  private constructor(private readonly handles: Handle[]) {}
+
+  /** Starts `count` worker processes and resolves once each is polling. */
+  static async start(count: number, config: BenchWorkerConfig): Promise<WorkerFleet> {
+    const handles = Array.from({ length: count }, () => spawnWorker(config));
+    await Promise.all(handles.map((h) => h.ready));
+    return new WorkerFleet(handles.map((h) => h.handle));
+  }
+
+  /** Handlers started so far, across the fleet (as last reported, ≤ 5 ms old). */
+  get started(): number {
+    return this.handles.reduce((n, h) => n + h.started, 0);
+  }
+
+  /** Results the node accepted so far, across the fleet. */
+  get reported(): number {
+    return this.handles.reduce((n, h) => n + h.reported, 0);
+  }
+
+  /** Resolves when `predicate` holds, checked on every progress message; rejects after `timeoutMs`. */
+  until(predicate: (fleet: WorkerFleet) => boolean, timeoutMs: number, what: string): Promise<void> {
+    if (predicate(this)) return Promise.resolve();
+    return new Promise((resolvePromise, reject) => {
+      const check = (): void => {
+        if (!predicate(this)) return;
+        cleanup();
+        resolvePromise();
+      };
+      const timer = setTimeout(() => {
+        cleanup();
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what} (started ${this.started}, reported ${this.reported})`));
+      }, timeoutMs);
+      const cleanup = (): void => {
+        clearTimeout(timer);
+        for (const h of this.handles) h.child.off('message', check);
+      };
+      for (const h of this.handles) h.child.on('message', check);
+    });
+  }
+
+  /** Stops every worker gracefully and collects what each recorded. */
+  async stop(): Promise<WorkerResult[]> {
+    for (const h of this.handles) h.child.send({ type: 'stop' } satisfies ToWorker);
+    const results = await Promise.all(
+      this.handles.map((h) =>
+        Promise.race([
+          h.result,
+          new Promise<never>((_, reject) => setTimeout(() => reject(new Error('a worker did not stop within 60 s')), 60_000).unref()),
+        ]),
+      ),
+    );
+    await Promise.all(this.handles.map((h) => waitForExit(h.child, 5_000)));
+    return results;
+  }
+
+  /** Kills every worker at once (after a failure). */
+  kill(): void {
+    for (const h of this.handles) h.child.kill('SIGKILL');
+  }
+}
+
+function spawnWorker(config: BenchWorkerConfig): { handle: Handle; ready: Promise<void> } {
+  const child = trackChild(fork(WORKER_SCRIPT, [JSON.stringify(config)], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
+  let onReady!: () => void;
+  let onResult!: (r: WorkerResult) => void;
+  let onFail!: (e: Error) => void;
+  const ready = new Promise<void>((res, rej) => {
+    onReady = res;
+    onFail = rej;
+  });
+  const result = new Promise<WorkerResult>((res, rej) => {
+    onResult = res;
+    child.once('exit', (code, signal) => rej(new Error(`worker exited (${code ?? signal}) before reporting its results`)));
+  });
+  result.catch(() => undefined); // observed by stop(); an early exit also fails `ready`
+  const handle: Handle = { child, started: 0, reported: 0, result };
+  child.on('message', (message: FromWorker) => {
+    if (message.type === 'ready') onReady();
+    else if (message.type === 'progress') {
+      handle.started = message.started;
+      handle.reported = message.reported;
+    } else if (message.type === 'result') {
+      handle.started = message.result.started;
+      handle.reported = message.result.reported;
+      onResult(message.result);
+    }
+  });
+  child.once('exit', (code, signal) => onFail(new Error(`worker exited (${code ?? signal}) while starting`)));
+  return { handle, ready };
+}

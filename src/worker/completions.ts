@@ -1,0 +1,146 @@
+import { backoffMs, sleep } from './backoff.js';
+import { NodeAnswerError, type NodeAnswer, type NodeClient } from './http.js';
+import type { CompiledBatchOptions } from './options.js';
+import { readBatchOutcome, type WireResult } from './wire.js';
+
+/**
+ * Reports task results. Batched (the default), results that finish within `lingerMs` of
+ * each other share one `POST /api/workers/complete`; a full batch leaves at once; while
+ * `maxRequestsInFlight` requests are out, new results wait and so batch up further (the
+ * busier the worker, the larger its batches). Unbatched, each result is its own
+ * `POST /api/tasks/{id}/complete`.
+ *
+ * A request that fails in a way worth retrying (network error, 429, 5xx) is retried with
+ * backoff or after `Retry-After`, until each result's deadline: past its lease the node
+ * would refuse it anyway, so it is dropped and counted as discarded.
+ */
+
+/** A result waiting to be reported. */
+export interface PendingResult {
+  readonly wire: WireResult;
+  /** Give up delivering after this time (Unix ms). */
+  readonly deadlineMs: number;
+}
+
+export interface ReporterDeps {
+  client: NodeClient;
+  options: CompiledBatchOptions;
+  onError(error: unknown, context: string): void;
+  /**
+   * Called as results settle: how many the node accepted, how many were discarded, and
+   * whether this settlement is a request the node answered (false: dropped undelivered).
+   */
+  onSettled(accepted: number, discarded: number, answered: boolean): void;
+}
+
+export class CompletionReporter {
+  private buffer: PendingResult[] = [];
+  private inFlight = 0;
+  /** Results handed to requests that have not settled yet. */
+  private sending = 0;
+  private lingerTimer: NodeJS.Timeout | undefined;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(private readonly deps: ReporterDeps) {}
+
+  /** Results waiting or in flight. */
+  get unreported(): number {
+    return this.buffer.length + this.sending;
+  }
+
+  add(result: PendingResult): void {
+    this.buffer.push(result);
+    const { maxBatchSize, lingerMs } = this.deps.options;
+    if (this.buffer.length >= maxBatchSize || lingerMs === 0) this.flush();
+    else this.lingerTimer ??= setTimeout(() => this.flush(), lingerMs);
+  }
+
+  /** Sends everything now and resolves when nothing is waiting or in flight. */
+  drain(): Promise<void> {
+    this.flush();
+    if (this.unreported === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private flush(): void {
+    clearTimeout(this.lingerTimer);
+    this.lingerTimer = undefined;
+    const { maxBatchSize, maxRequestsInFlight } = this.deps.options;
+    while (this.buffer.length > 0 && this.inFlight < maxRequestsInFlight) {
+      const batch = this.buffer.splice(0, maxBatchSize);
+      this.inFlight++;
+      this.sending += batch.length;
+      void this.deliver(batch).finally(() => {
+        this.inFlight--;
+        this.sending -= batch.length;
+        // Results that queued behind the limit have waited long enough: send them now.
+        if (this.buffer.length > 0) this.flush();
+        else if (this.unreported === 0) this.wakeIdle();
+      });
+    }
+  }
+
+  /** Delivers one batch, retrying what is worth retrying; never rejects. */
+  private async deliver(batch: PendingResult[]): Promise<void> {
+    let pending = batch;
+    for (let attempt = 0; ; attempt++) {
+      let waitMs: number;
+      try {
+        const outcome = await this.send(pending);
+        let accepted = 0;
+        for (const r of pending) if (outcome.get(r.wire.task_id) === true) accepted++;
+        this.deps.onSettled(accepted, pending.length - accepted, true);
+        return;
+      } catch (error) {
+        const transient = !(error instanceof NodeAnswerError) || error.transient;
+        this.deps.onError(error, `reporting ${pending.length} result(s)${transient ? ', will retry' : ''}`);
+        if (!transient) {
+          this.deps.onSettled(0, pending.length, true);
+          return;
+        }
+        waitMs = error instanceof NodeAnswerError && error.retryAfterMs !== null ? error.retryAfterMs : backoffMs(attempt);
+      }
+      const retryAtMs = Date.now() + waitMs;
+      const late = pending.filter((r) => r.deadlineMs < retryAtMs);
+      if (late.length > 0) {
+        this.deps.onError(new Error(`${late.length} result(s) dropped: their leases ran out before the node could be reached`), 'reporting results');
+        this.deps.onSettled(0, late.length, false);
+        pending = pending.filter((r) => r.deadlineMs >= retryAtMs);
+        if (pending.length === 0) return;
+      }
+      await sleep(waitMs);
+    }
+  }
+
+  /** One request. Resolves with task id → accepted; throws `NodeAnswerError` or a network error. */
+  private async send(results: PendingResult[]): Promise<Map<string, boolean>> {
+    const { client, options } = this.deps;
+    if (options.batched) {
+      const path = '/api/workers/complete';
+      const answer = await client.post(path, { results: results.map((r) => r.wire) });
+      if (!ok(answer)) throw NodeAnswerError.from(path, answer);
+      return readBatchOutcome(answer.body);
+    }
+    const out = new Map<string, boolean>();
+    for (const { wire } of results) {
+      const { task_id: taskId, ...body } = wire;
+      const path = `/api/tasks/${encodeURIComponent(taskId)}/complete`;
+      const answer = await client.post(path, body);
+      // 409: the lease is no longer held; 404: the task is gone. Either way the result is discarded.
+      if (answer.status === 409 || answer.status === 404) out.set(taskId, false);
+      else if (ok(answer)) out.set(taskId, true);
+      else throw NodeAnswerError.from(path, answer);
+    }
+    return out;
+  }
+
+  private wakeIdle(): void {
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const resolve of waiters) resolve();
+  }
+}
+
+function ok(answer: NodeAnswer): boolean {
+  return answer.status >= 200 && answer.status < 300;
+}

@@ -1,0 +1,32 @@
+/**
+ * The reasons a task's `signal` is aborted with, so a handler (or the code it calls) can
+ * tell "the task was cancelled" from "this worker lost the task" from its own timeouts.
+ */
+
+/** The node answered a heartbeat with 409: the lease ran out and the task may already run elsewhere. */
+export class LeaseLostError extends Error {
+  constructor(readonly taskId: string) {
+    super(`lease on task ${taskId} is no longer held by this worker`);
+    this.name = 'LeaseLostError';
+  }
+}
+
+/** A heartbeat reported `cancel_requested`: someone cancelled the task while it ran. */
+export class TaskCancelledError extends Error {
+  constructor(readonly taskId: string) {
+    super(`task ${taskId} was cancelled`);
+    this.name = 'TaskCancelledError';
+  }
+}
+
+/**
+ * Throw this (or any error with `retryable: false`) from a handler to fail the task for
+ * good at once, without using its remaining retries.
+ */
+export class PermanentTaskError extends Error {
+  readonly retryable = false;
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'PermanentTaskError';
+  }
+}

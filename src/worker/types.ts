@@ -1,0 +1,115 @@
+/**
+ * Public types of the worker SDK: what a user passes to `createWorker` and what they get
+ * back. Everything on the wire (snake_case) lives in `wire.ts`.
+ */
+
+/** One task as the handler sees it. */
+export interface TaskContext {
+  /** The task's id (a UUID). */
+  readonly taskId: string;
+  readonly taskType: string;
+  /** The payload given at submission: any JSON value, `null` when none was given. */
+  readonly payload: unknown;
+  /** 1 for the first attempt, 2 for the first retry, … */
+  readonly attempt: number;
+  /**
+   * Aborted when this worker no longer holds the task: a heartbeat was answered 409 (the
+   * lease ran out and the task was handed on) or reported `cancel_requested`. The reason is
+   * a `LeaseLostError` or a `TaskCancelledError`. A handler that does long work should pass
+   * it on (to `fetch`, to child processes) or check it between steps.
+   */
+  readonly signal: AbortSignal;
+}
+
+/** The user's code for a task. Resolving means success; throwing means failure. */
+export type TaskHandler = (task: TaskContext) => Promise<void>;
+
+/** How completions are coalesced into `POST /api/workers/complete` requests. */
+export interface CompletionBatchOptions {
+  /** How long the first result of a batch waits for others to join it, ms. @default 3 */
+  lingerMs?: number;
+  /** Most results in one request (the API allows 1 000). @default 1000 */
+  maxBatchSize?: number;
+  /** Most completion requests in flight at once; past that, results wait and batch up. @default 4 */
+  maxRequestsInFlight?: number;
+}
+
+/** Options of `createWorker`. */
+export interface WorkerOptions {
+  /** Base URL of any node, e.g. `http://127.0.0.1:7070`. A path prefix is kept. */
+  url: string;
+  /** This worker's id as the cluster records it (1–128 characters). @default `<hostname>-<pid>-<random>` */
+  workerId?: string;
+  /** The task types this worker runs (at least one). */
+  taskTypes: readonly string[];
+  /** Most tasks running at once: the worker never asks for more than its free slots. @default 10 */
+  concurrency?: number;
+  /** Runs one task. */
+  handler: TaskHandler;
+  /** Bearer token, sent when the node has auth enabled. @default none */
+  token?: string;
+  /**
+   * How often each running task is heartbeated, ms. @default a third of the lease
+   * (computed from each lease's expiry, so it follows the task's `timeout_seconds`)
+   */
+  heartbeatEveryMs?: number;
+  /**
+   * Coalesce completions that finish within a few ms into one request (`true`), report each
+   * with `POST /api/tasks/{id}/complete` (`false`), or tune the batching. @default true
+   */
+  batchCompletions?: boolean | CompletionBatchOptions;
+  /** How long a poll waits on the node for work before it asks again, ms (≤ 30 000). @default 20000 */
+  pollWaitMs?: number;
+  /**
+   * Polls in flight at once. One is enough for most workers; a very wide worker (thousands
+   * of slots, tiny tasks) can overlap two so a claim is always being prepared. @default 1
+   */
+  pollers?: number;
+  /** HTTP connections kept alive to the node (polls, heartbeats and completions share them). @default 8 */
+  connections?: number;
+  /**
+   * Called for every error the worker recovers from by itself (network errors, 5xx, a
+   * result that could not be delivered). @default writes one line to stderr
+   */
+  onError?: (error: unknown, context: string) => void;
+}
+
+/** Counters of one worker since it started. A fresh object on every read. */
+export interface WorkerStats {
+  /** Handlers running now. */
+  running: number;
+  /** Handlers started. */
+  started: number;
+  /** Handlers that resolved. */
+  succeeded: number;
+  /** Handlers that threw. */
+  failed: number;
+  /** Results the node accepted. */
+  reported: number;
+  /** Results the node refused (lease no longer held) or that could not be delivered in time. */
+  discarded: number;
+  /** Results waiting to be sent or in flight. */
+  unreported: number;
+  /** Heartbeats answered 409: the task was taken away from this worker. */
+  leasesLost: number;
+  /** Poll requests answered. */
+  polls: number;
+  /** Completion requests answered (batched or single). */
+  completionRequests: number;
+}
+
+/** A worker created by `createWorker`. */
+export interface Worker {
+  /** The id the worker polls with. */
+  readonly workerId: string;
+  /** Starts polling. Calling it again while running does nothing; a stopped worker cannot restart. */
+  start(): void;
+  /**
+   * Stops gracefully: no new polls (the one waiting is abandoned), every running handler is
+   * left to finish and its result is reported, then connections close. Resolves when all
+   * that is done. Idempotent.
+   */
+  stop(): Promise<void>;
+  /** A snapshot of the worker's counters. */
+  readonly stats: WorkerStats;
+}
