@@ -111,6 +111,7 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
     system,
     pollMaxWaitMs: options.pollMaxWaitMs,
     onClaimed: (n) => countClaimed(n),
+    onError,
   });
   const offPush = backend.ready.onPush((types) => dispatcher.notify(types));
   scheduler = new Scheduler({

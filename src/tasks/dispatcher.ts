@@ -19,6 +19,7 @@ export interface DispatcherDeps {
   /** Upper bound of a poll's wait. */
   pollMaxWaitMs: number;
   onClaimed?(count: number): void;
+  onError?(error: unknown, context: string): void;
 }
 
 interface Waiter {
@@ -95,7 +96,10 @@ export class Dispatcher {
           .catch(() => undefined);
         throw error;
       }
-      await ready.ack(entries);
+      // The claim is settled in Postgres; dropping the in-flight entries is housekeeping and
+      // stays off the worker's critical path. If it fails, `requeueStale` puts them back
+      // later and their claim is refused by the compare-and-set: nothing runs twice.
+      ready.ack(entries).catch((error: unknown) => this.deps.onError?.(error, 'ack of claimed ready entries'));
       if (claimed.length === 0) continue; // stale entries (cancelled, already claimed): look again
       this.deps.onClaimed?.(claimed.length);
       return claimed.map((task) => {
