@@ -113,10 +113,16 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
         case 'cascade':
           await cascade(state, ctx, deps);
           return state;
-        case 'rebuild':
+        case 'rebuild': {
+          // The node's loss check runs outside this mailbox and can catch the mark in the
+          // moment a cascade of ours has taken it down; asked again here, between our own
+          // messages, the answer is exact.
+          const lost = await deps.buckets.lostPartitions([state.partition]);
+          if (lost.length === 0) return state;
           await rebuild(state, deps, true);
           await fireDue(state, ctx, deps);
           return state;
+        }
       }
     },
 

@@ -6,6 +6,9 @@ import type { DueEntry, QueueDepth, ReadyQueue } from './types.js';
  * spread over every partition — then cost one Redis pipeline instead of sixty-four. Each
  * caller's promise settles with the merged push, so a failure reaches every caller.
  */
+/** Pushes at least this large skip the merging. */
+const DIRECT_PUSH_ENTRIES = 256;
+
 export class CoalescingReadyQueue implements ReadyQueue {
   private pending: DueEntry[] = [];
   private flush: Promise<void> | null = null;
@@ -14,6 +17,9 @@ export class CoalescingReadyQueue implements ReadyQueue {
 
   push(entries: DueEntry[]): Promise<void> {
     if (entries.length === 0) return Promise.resolve();
+    // A large push is its own batch already; holding it back for the others of this turn
+    // would only delay the first claims of a herd until the whole herd is written.
+    if (entries.length >= DIRECT_PUSH_ENTRIES) return this.inner.push(entries);
     for (const entry of entries) this.pending.push(entry);
     this.flush ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
       const batch = this.pending;
