@@ -75,6 +75,7 @@ export function markdown(reports: WorkloadReport[], meta: ReportMeta): string {
     '',
     `Written by \`npm run bench\` (bench/run.ts) on ${m.date}${meta.quick ? ' — **quick mode: smoke-test counts, not the real figures**' : ''}.`,
     'Run it again with `npm run bench` (Postgres and Redis on 127.0.0.1; see `npm run bench -- --help`).',
+    'Where the time goes, with profiles: `docs/performance.md` (written by hand, not by the bench).',
     '',
     '## Machine',
     '',
