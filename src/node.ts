@@ -39,6 +39,9 @@ const BACKLOG_REFRESH_MS = 250;
 const LOSS_CHECK_MS = 1_000;
 /** How often entries taken but never settled are put back in their ready queues. */
 const REQUEUE_STALE_MS = 5_000;
+/** How often expired idempotency keys are deleted, and how many at most each time. */
+const PURGE_KEYS_MS = 60_000;
+const PURGE_KEYS_BATCH = 10_000;
 
 /**
  * Starts a node: opens the stores (applying migrations), activates the wheel partitions,
@@ -188,6 +191,9 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
           .ask({ type: 'rebuild' }, 60_000)
           .catch((error: unknown) => onError(error, `rebuild of partition ${p}`));
       }
+    }, onError),
+    every(clock, PURGE_KEYS_MS, async () => {
+      await backend.tasks.purgeExpiredIdempotencyKeys(clock.now(), PURGE_KEYS_BATCH);
     }, onError),
     every(clock, REQUEUE_STALE_MS, async () => {
       const n = await backend.ready.requeueStale(clock.now() - options.inflightTimeoutMs);

@@ -3,7 +3,7 @@ import { cancelTask } from './sql/cancel.js';
 import { claimTasks, heartbeatTask } from './sql/claim.js';
 import { completeTasks, expireLease } from './sql/complete.js';
 import { getTask, listTasks, pendingInPartition, runningInPartition, taskHistory } from './sql/read.js';
-import { submitTasks } from './sql/submit.js';
+import { purgeExpiredIdempotencyKeys, submitTasks } from './sql/submit.js';
 import type {
   BackoffPolicy,
   CancelResult,
@@ -43,6 +43,10 @@ export class SqlTaskStore implements TaskStore {
 
   submit(tasks: NewTask[], nowMs: number): Promise<SubmitResult[]> {
     return submitTasks(this.db, tasks, nowMs);
+  }
+
+  purgeExpiredIdempotencyKeys(nowMs: number, limit: number): Promise<number> {
+    return purgeExpiredIdempotencyKeys(this.db, nowMs, limit);
   }
 
   get(id: string): Promise<TaskRecord | null> {

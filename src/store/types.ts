@@ -156,6 +156,12 @@ export interface TaskStore {
    * request throws `idempotency_conflict` with `details.index`, and nothing is written.
    */
   submit(tasks: NewTask[], nowMs: number): Promise<SubmitResult[]>;
+  /**
+   * Deletes up to `limit` idempotency keys whose 24 h window ended before `nowMs`; returns
+   * how many. A later submission with such a key creates a new task either way; this only
+   * keeps the table from growing forever.
+   */
+  purgeExpiredIdempotencyKeys(nowMs: number, limit: number): Promise<number>;
   get(id: string): Promise<TaskRecord | null>;
   list(filter: ListFilter, nowMs: number): Promise<TaskRecord[]>;
   /**

@@ -205,6 +205,27 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
       expect(await countOfType(taskType)).toBe(2);
     });
 
+    it('purges keys whose window has ended, in bounded batches, and only those', async () => {
+      const taskType = uniqueType('purge');
+      await store.submit([keyed(taskType, 'k1', 'h'), keyed(taskType, 'k2', 'h'), keyed(taskType, 'k3', 'h')], T0);
+      const [late] = await store.submit([keyed(taskType, 'k4', 'h')], T0 + 1000);
+      const keysOfType = async (): Promise<number> =>
+        (await testDb.db.query<{ n: number }>('SELECT count(*)::int AS n FROM idempotency_keys WHERE task_type = $1', [taskType])).rows[0]!.n;
+      expect(await store.purgeExpiredIdempotencyKeys(T0 + DAY_MS - 1, 100)).toBe(0);
+      expect(await keysOfType()).toBe(4);
+      // Other tests' keys may expire too; bounded batches remove at most `limit` each.
+      expect(await store.purgeExpiredIdempotencyKeys(T0 + DAY_MS + 1, 1)).toBe(1);
+      while ((await store.purgeExpiredIdempotencyKeys(T0 + DAY_MS + 1, 100)) > 0) {
+        // drain
+      }
+      expect(await keysOfType()).toBe(1);
+      // The task stays; only its key went. The live key still replays.
+      const [replay] = await store.submit([keyed(taskType, 'k4', 'h')], T0 + DAY_MS + 2);
+      expect(replay!.created).toBe(false);
+      expect(replay!.task.id).toBe(late!.task.id);
+      expect(await countOfType(taskType)).toBe(4);
+    });
+
     it('treats the same key twice in one batch as a replay of the first', async () => {
       const taskType = uniqueType('twice');
       const results = await store.submit([keyed(taskType, 'dup', 'h1'), keyed(taskType, 'dup', 'h1')], T0);

@@ -222,3 +222,19 @@ export async function submitTasks(db: Db, tasks: NewTask[], nowMs: number): Prom
     });
   });
 }
+
+/**
+ * `$1` now, `$2` limit. Deletes a bounded batch so that a large backlog of expired keys is
+ * cleared over several runs instead of in one long statement; the primary key is the only
+ * index, so the expired rows are found by a scan of the (small, 24 h) key table.
+ */
+const PURGE_EXPIRED_KEYS = `
+  DELETE FROM idempotency_keys
+  WHERE ctid IN (SELECT ctid FROM idempotency_keys WHERE expires_at < ${tsParam(1)} LIMIT $2)`;
+
+/** See `TaskStore.purgeExpiredIdempotencyKeys`. */
+export async function purgeExpiredIdempotencyKeys(db: Db, nowMs: number, limit: number): Promise<number> {
+  if (limit <= 0) return 0;
+  const { rowCount } = await db.query(PURGE_EXPIRED_KEYS, [nowMs, Math.floor(limit)], 'wh_purge_expired_keys');
+  return rowCount;
+}
