@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { compileOptions, type CompiledOptions, type WheelhouseOptions } from './config.js';
 import { startNoopExecutor, type BuiltinExecutor } from './executors/builtin.js';
+import { startHttpExecutor } from './executors/http-executor.js';
 import { adminRoutes } from './http/admin-routes.js';
 import { buildServer } from './http/server.js';
 import { Metrics } from './metrics.js';
@@ -202,7 +203,10 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
   ];
 
   const executors: BuiltinExecutor[] = [];
-  if (options.builtinExecutors) executors.push(startNoopExecutor(sched, options.nodeId, (e) => onError(e, 'noop executor'), clock));
+  if (options.builtinExecutors) {
+    executors.push(startNoopExecutor(sched, options.nodeId, (e) => onError(e, 'noop executor'), clock));
+    executors.push(startHttpExecutor(sched, options.nodeId, (e) => onError(e, 'http executor')));
+  }
 
   await server.listen({ host: options.host, port: options.port });
   started = true;

@@ -1,0 +1,64 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api, eventually, startTestNode, type TestCluster } from '../support/nodes.js';
+
+/**
+ * The built-in `wheelhouse.http` executor against a real HTTP server on loopback: 2xx
+ * succeeds, 5xx is retried then fails, other 4xx and bad payloads fail at once.
+ */
+describe('the wheelhouse.http executor', () => {
+  let c: TestCluster;
+  let server: Server;
+  let target: string;
+  const received: { method: string; path: string; body: string; contentType: string | undefined }[] = [];
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
+      req.on('end', () => {
+        received.push({ method: req.method ?? '', path: req.url ?? '', body, contentType: req.headers['content-type'] });
+        const status = Number(/status=(\d+)/.exec(req.url ?? '')?.[1] ?? 200);
+        res.writeHead(status, { 'content-type': 'text/plain' }).end(`answer ${status}`);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    target = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    c = await startTestNode('postgres', { builtinExecutors: true, retryBaseSeconds: 0.05, retryMaxSeconds: 0.1 });
+  });
+  afterAll(async () => {
+    await c?.cleanup();
+    await new Promise((resolve) => server?.close(resolve));
+  });
+
+  const submit = async (payload: unknown, extra: Record<string, unknown> = {}): Promise<string> =>
+    (await api<{ task_id: string }>(c.url, 'POST', '/api/tasks', { task_type: 'wheelhouse.http', payload, ...extra })).body.task_id;
+  const settled = (id: string) =>
+    eventually(async () => {
+      const t = await api<{ status: string; attempts: number; last_error: string | null }>(c.url, 'GET', `/api/tasks/${id}`);
+      return ['succeeded', 'failed'].includes(t.body.status) ? t.body : undefined;
+    }, 15_000);
+
+  it('calls the URL with the JSON body and succeeds on 2xx', async () => {
+    const id = await submit({ url: `${target}/hook?status=204`, body: { order: 42 } });
+    expect(await settled(id)).toMatchObject({ status: 'succeeded', attempts: 1 });
+    expect(received).toContainEqual({ method: 'POST', path: '/hook?status=204', body: '{"order":42}', contentType: 'application/json' });
+  });
+
+  it('retries a 5xx and fails once retries are spent', async () => {
+    const id = await submit({ url: `${target}/flaky?status=503`, method: 'PUT', body: 'raw' }, { max_retries: 1 });
+    const task = await settled(id);
+    expect(task).toMatchObject({ status: 'failed', attempts: 2 });
+    expect(task.last_error).toContain('HTTP 503: answer 503');
+  });
+
+  it('fails a 4xx and a payload without a URL at once', async () => {
+    const notFound = await submit({ url: `${target}/missing?status=404` }, { max_retries: 5 });
+    const bad = await submit({ method: 'POST' }, { max_retries: 5 });
+    expect(await settled(notFound)).toMatchObject({ status: 'failed', attempts: 1 });
+    const badTask = await settled(bad);
+    expect(badTask).toMatchObject({ status: 'failed', attempts: 1 });
+    expect(badTask.last_error).toContain('payload: url must be a string');
+  });
+});
