@@ -24,7 +24,10 @@ export interface TaskSpec {
   priority: number;
   maxRetries: number;
   timeoutSeconds: number;
-  /** sha256 of the canonical JSON of the request body, for idempotent replays. */
+  /**
+   * sha256 of the canonical JSON of the request body, to tell an idempotent replay from a
+   * conflicting reuse of its key. Empty when the request carries no idempotency key.
+   */
   requestHash: string;
 }
 
@@ -76,7 +79,10 @@ export interface SchedulerApi {
   /** Long-poll: resolves as soon as at least one task is claimed, or with [] after `waitMs` or on `signal`. */
   poll(request: PollRequest, signal?: AbortSignal): Promise<Assignment[]>;
   heartbeat(taskId: string, leaseToken: string): Promise<{ leaseExpiresMs: number; cancelRequested: boolean }>;
-  /** Records results; a result whose lease is no longer held throws `lease_not_held` (single) or is reported per item (batch). */
+  /**
+   * Records results in one batch. A result whose lease is no longer held is reported with
+   * `ok: false` and discarded; the single-result route turns that into 409 `lease_not_held`.
+   */
   complete(results: CompletionRequest[]): Promise<{ taskId: string; ok: boolean }[]>;
   /** true once the node has started and reaches its stores. */
   isReady(): Promise<boolean>;
