@@ -204,7 +204,7 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
 
   const executors: BuiltinExecutor[] = [];
   if (options.builtinExecutors) {
-    executors.push(startNoopExecutor(sched, options.nodeId, (e) => onError(e, 'noop executor'), clock));
+    executors.push(startNoopExecutor(sched, options.nodeId, (e) => onError(e, 'noop executor')));
     executors.push(startHttpExecutor(sched, options.nodeId, (e) => onError(e, 'http executor')));
   }
 

@@ -1,11 +1,10 @@
 import { request } from 'undici';
-import type { Assignment, CompletionRequest, SchedulerApi } from '../tasks/types.js';
+import type { Assignment, SchedulerApi } from '../tasks/types.js';
+import { startBuiltinExecutor, type BuiltinExecutor, type ExecutorOutcome } from './builtin.js';
 
 /**
  * The built-in `wheelhouse.http` executor: calls a URL with the task's payload and succeeds
- * on 2xx — what Cloud Tasks and Cloud Scheduler users expect. It is an ordinary worker
- * inside the node: it polls for as many tasks as it has free slots, holds their leases, and
- * reports each result, so its tasks show in the same places as any other.
+ * on 2xx — what Cloud Tasks and Cloud Scheduler users expect.
  *
  * Payload: `{ "url": "https://…", "method"?: "POST", "headers"?: {…}, "body"?: any,
  * "timeout_ms"?: number }`. A JSON `body` is sent as JSON; a string as is. Outcomes: 2xx →
@@ -15,73 +14,17 @@ import type { Assignment, CompletionRequest, SchedulerApi } from '../tasks/types
  */
 export const HTTP_TASK_TYPE = 'wheelhouse.http';
 
-export interface HttpExecutor {
-  stop(): Promise<void>;
-}
-
 /** Requests in flight at once. */
 const CONCURRENCY = 64;
 /** The response body kept in an error message. */
 const ERROR_BODY_BYTES = 512;
 const METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD']);
 
-export function startHttpExecutor(api: SchedulerApi, nodeId: string, onError: (error: unknown) => void): HttpExecutor {
-  const controller = new AbortController();
-  const workerId = `${nodeId}/http`;
-  let inFlight = 0;
-  let slotFreed: (() => void) | null = null;
-  const calls = new Set<Promise<void>>();
-
-  const run = async (task: Assignment): Promise<void> => {
-    const result = await callOnce(task);
-    await api.complete([{ taskId: task.id, leaseToken: task.leaseToken, ...result }]);
-  };
-
-  const loop = async (): Promise<void> => {
-    while (!controller.signal.aborted) {
-      if (inFlight >= CONCURRENCY) {
-        await new Promise<void>((resolve) => (slotFreed = resolve));
-        continue;
-      }
-      try {
-        const tasks = await api.poll(
-          { workerId, taskTypes: [HTTP_TASK_TYPE], maxTasks: CONCURRENCY - inFlight, waitMs: 5_000 },
-          controller.signal,
-        );
-        for (const task of tasks) {
-          inFlight++;
-          const call = run(task)
-            .catch(onError)
-            .finally(() => {
-              inFlight--;
-              calls.delete(call);
-              slotFreed?.();
-              slotFreed = null;
-            });
-          calls.add(call);
-        }
-      } catch (error) {
-        if (controller.signal.aborted) break;
-        onError(error);
-        await new Promise((resolve) => setTimeout(resolve, 1_000));
-      }
-    }
-  };
-  const running = loop();
-  return {
-    async stop() {
-      controller.abort();
-      slotFreed?.();
-      await running;
-      // Calls under way finish and report: their leases are held until then.
-      await Promise.all(calls);
-    },
-  };
+export function startHttpExecutor(api: SchedulerApi, nodeId: string, onError: (error: unknown) => void): BuiltinExecutor {
+  return startBuiltinExecutor(api, nodeId, { taskType: HTTP_TASK_TYPE, concurrency: CONCURRENCY, run: callOnce, onError });
 }
 
-type Outcome = Pick<CompletionRequest, 'outcome' | 'error' | 'retryable'>;
-
-async function callOnce(task: Assignment): Promise<Outcome> {
+async function callOnce(task: Assignment): Promise<ExecutorOutcome> {
   const spec = readSpec(task.payload);
   if (typeof spec === 'string') return { outcome: 'failed', error: `payload: ${spec}`, retryable: false };
   // Finish well inside the lease, so no heartbeat is needed.

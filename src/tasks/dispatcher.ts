@@ -53,11 +53,6 @@ export class Dispatcher {
     }
   }
 
-  /** Polls currently waiting. */
-  get waiting(): number {
-    return this.waiters.size;
-  }
-
   async poll(request: PollRequest, signal?: AbortSignal): Promise<Assignment[]> {
     const { clock } = this.deps;
     const deadline = clock.now() + Math.min(request.waitMs, this.deps.pollMaxWaitMs);

@@ -29,10 +29,6 @@ export const TRANSITIONS: Readonly<Record<StoredStatus, readonly StoredStatus[]>
 
 export const FINAL_STATUSES: readonly StoredStatus[] = ['succeeded', 'failed', 'cancelled'];
 
-export function isFinal(status: StoredStatus): boolean {
-  return FINAL_STATUSES.includes(status);
-}
-
 export function canTransition(from: StoredStatus, to: StoredStatus): boolean {
   return TRANSITIONS[from].includes(to);
 }

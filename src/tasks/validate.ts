@@ -162,14 +162,10 @@ export function validateBatch(body: unknown, defaults: TaskDefaults): TaskSpec[]
 
 /**
  * sha256 of the canonical JSON of a normalised request: defaults filled in, dependencies
- * sorted, the payload's object keys sorted at every level, so key order and spelled-out
- * defaults do not change it. `delay_seconds` is hashed as given, not as a due time, so a
- * replay later on still matches.
+ * sorted, the payload's object keys sorted at every level (`payloadJson` is its canonical
+ * JSON), so key order and spelled-out defaults do not change it. `delay_seconds` is hashed
+ * as given, not as a due time, so a replay later on still matches.
  */
-export function requestHash(spec: Omit<TaskSpec, 'requestHash'>): string {
-  return requestHashOf(spec, canonicalJson(spec.payload));
-}
-
 function requestHashOf(spec: Omit<TaskSpec, 'requestHash'>, payloadJson: string): string {
   // Everything but the payload is written in a fixed order by this code, so a plain
   // JSON.stringify of a tuple is already canonical (and much cheaper than sorting keys).

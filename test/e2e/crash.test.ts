@@ -7,6 +7,7 @@ import pg from 'pg';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TEST_POSTGRES_URL, TEST_REDIS_URL, api, type BackendName } from '../support/nodes.js';
+import { deleteKeysWithPrefix } from '../support/redis.js';
 
 /**
  * A real crash: the node runs as its own process (the built CLI) and is killed with SIGKILL
@@ -63,8 +64,7 @@ describe.each(['postgres', 'embedded'] as BackendName[])('a node killed with SIG
       await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
       await pool.end();
       const redis = new Redis(TEST_REDIS_URL);
-      const keys = await redis.keys(`${prefix}:*`);
-      if (keys.length > 0) await redis.del(...keys);
+      await deleteKeysWithPrefix(redis, prefix);
       redis.disconnect();
     }
     rmSync(dataDir, { recursive: true, force: true });

@@ -6,6 +6,8 @@ import pg from 'pg';
 import { Redis } from 'ioredis';
 import type { WheelhouseOptions } from '../../src/config.js';
 import { startNode, type NodeOverrides, type WheelhouseNode } from '../../src/node.js';
+import { TEST_POSTGRES_URL } from './postgres.js';
+import { TEST_REDIS_URL, deleteKeysWithPrefix } from './redis.js';
 
 /**
  * Nodes for end-to-end tests, on either backend, each isolated: a fresh Postgres schema and
@@ -15,8 +17,7 @@ import { startNode, type NodeOverrides, type WheelhouseNode } from '../../src/no
 export type BackendName = 'postgres' | 'embedded';
 export const BACKENDS: BackendName[] = ['postgres', 'embedded'];
 
-export const TEST_POSTGRES_URL = process.env.WHEELHOUSE_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-export const TEST_REDIS_URL = process.env.WHEELHOUSE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+export { TEST_POSTGRES_URL, TEST_REDIS_URL };
 
 export interface TestCluster {
   node: WheelhouseNode;
@@ -66,13 +67,7 @@ export async function startTestNode(
       return node;
     },
     async flushRedis() {
-      if (!redis) return;
-      let cursor = '0';
-      do {
-        const [nextCursor, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-        cursor = nextCursor;
-        if (keys.length > 0) await redis.del(...keys);
-      } while (cursor !== '0');
+      if (redis) await deleteKeysWithPrefix(redis, prefix);
     },
     async sql<R extends Record<string, unknown>>(text: string, params: unknown[] = []) {
       if (pool) {

@@ -1,7 +1,6 @@
 import { WheelhouseError } from '../../errors.js';
-import { isFinal } from '../../tasks/lifecycle.js';
 import type { Db } from '../db.js';
-import type { CancelResult } from '../types.js';
+import type { CancelResult, StoredStatus } from '../types.js';
 import { taskColumns, toTaskRecord, tsParam, validIds, type TaskRow } from './columns.js';
 import { getTask } from './read.js';
 
@@ -13,6 +12,8 @@ import { getTask } from './read.js';
  *   lease token stays valid, and its completion (or the lease's expiry) records `cancelled`.
  * Finished tasks do not match the WHERE clause: they are reported, not changed.
  */
+const CANCELLABLE: readonly StoredStatus[] = ['blocked', 'pending', 'active', 'paused', 'running'];
+
 const CANCEL = `
   UPDATE tasks t
   SET status = CASE WHEN t.status = 'running' THEN 'running' ELSE 'cancelled' END,
@@ -20,7 +21,7 @@ const CANCEL = `
       version = CASE WHEN t.status = 'running' THEN t.version ELSE t.version + 1 END,
       completed_at = CASE WHEN t.status = 'running' THEN t.completed_at ELSE ${tsParam(2)} END,
       updated_at = ${tsParam(2)}
-  WHERE t.id = $1 AND t.status IN ('blocked', 'pending', 'active', 'paused', 'running')
+  WHERE t.id = $1 AND t.status IN (${CANCELLABLE.map((status) => `'${status}'`).join(', ')})
   RETURNING ${taskColumns('t')}`;
 
 /**
@@ -42,7 +43,7 @@ export async function cancelTask(db: Db, taskId: string, nowMs: number): Promise
     }
     const current = await getTask(db, taskId);
     if (current === null) return { kind: 'not_found' };
-    if (isFinal(current.status)) return { kind: 'finished', task: current };
+    if (!CANCELLABLE.includes(current.status)) return { kind: 'finished', task: current };
     if (attempt >= ATTEMPTS) {
       throw new WheelhouseError('internal', `task ${taskId} kept changing while being cancelled`);
     }

@@ -4,10 +4,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, eventually, startTestNode, type TestCluster } from '../support/nodes.js';
 
 /**
- * The built-in `wheelhouse.http` executor against a real HTTP server on loopback: 2xx
- * succeeds, 5xx is retried then fails, other 4xx and bad payloads fail at once.
+ * The built-in executors inside a node: `wheelhouse.noop` (the README's quick start) and
+ * `wheelhouse.http` against a real HTTP server on loopback — 2xx succeeds, 5xx is retried
+ * then fails, other 4xx and bad payloads fail at once.
  */
-describe('the wheelhouse.http executor', () => {
+describe('the built-in executors', () => {
   let c: TestCluster;
   let server: Server;
   let target: string;
@@ -39,6 +40,15 @@ describe('the wheelhouse.http executor', () => {
       const t = await api<{ status: string; attempts: number; last_error: string | null }>(c.url, 'GET', `/api/tasks/${id}`);
       return ['succeeded', 'failed'].includes(t.body.status) ? t.body : undefined;
     }, 15_000);
+
+  it('runs wheelhouse.noop tasks with no worker, reporting a batch at once', async () => {
+    const r = await api<{ tasks: { task_id: string }[] }>(c.url, 'POST', '/api/tasks/batch', {
+      tasks: Array.from({ length: 5 }, (_, i) => ({ task_type: 'wheelhouse.noop', payload: { i } })),
+    });
+    for (const t of r.body.tasks) expect(await settled(t.task_id)).toMatchObject({ status: 'succeeded', attempts: 1 });
+    const history = await api<{ executions: { status: string; worker_id: string }[] }>(c.url, 'GET', `/api/tasks/${r.body.tasks[0]!.task_id}/history`);
+    expect(history.body.executions).toEqual([expect.objectContaining({ status: 'succeeded', worker_id: `${c.node.options.nodeId}/wheelhouse.noop` })]);
+  });
 
   it('calls the URL with the JSON body and succeeds on 2xx', async () => {
     const id = await submit({ url: `${target}/hook?status=204`, body: { order: 42 } });
