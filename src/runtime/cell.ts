@@ -4,6 +4,7 @@ import type { Cancel, Clock } from './clock.js';
 import { Mailbox, type MailboxHandler, type UnhandledMessages } from './mailbox.js';
 import { shuttingDownError, type CellHost } from './host.js';
 import type { AcquiredSnapshot } from './snapshots.js';
+import type { TimerEntry, TimerTarget } from './timer-queue.js';
 
 /**
  * The life of one activation. `activating → active → deactivating → deactivated`, or
@@ -49,7 +50,7 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
   private fencedBy: unknown = null;
   private idleTimer: Cancel | null = null;
   private idleSinceMs = 0;
-  private timers: Set<Cancel> | null = null;
+  private timers: TimerEntry<Message>[] | null = null;
   private selfRef: ActorRef<M> | null = null;
   private activeSignal: Signal | null = null;
   private goneSignal: Signal | null = null;
@@ -93,16 +94,28 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
   schedule(delayMs: number, message: M): Cancel {
     const live = this.phase === 'activating' || this.phase === 'active';
     if (!live || this.stopReason !== null) return noop;
-    const timers = (this.timers ??= new Set());
-    const cancel: Cancel = () => {
-      if (timers.delete(cancel)) cancelTimer();
-    };
-    const cancelTimer = this.host.clock.setTimer(delayMs, () => {
-      timers.delete(cancel);
-      this.postFromTimer(message);
-    });
-    timers.add(cancel);
-    return cancel;
+    const entry = this.host.timers.add(delayMs, this as TimerTarget<Message>, message);
+    // Most actors hold one timer at a time: a small array, not a Set.
+    (this.timers ??= []).push(entry);
+    return () => this.cancelTimer(entry);
+  }
+
+  /** The node's timer queue calls this when a timer of this cell is due. */
+  onTimer(message: Message, entry: TimerEntry<Message>): void {
+    this.forgetTimer(entry);
+    this.postFromTimer(message as M);
+  }
+
+  private cancelTimer(entry: TimerEntry<Message>): void {
+    if (this.forgetTimer(entry)) this.host.timers.cancel(entry);
+  }
+
+  private forgetTimer(entry: TimerEntry<Message>): boolean {
+    const timers = this.timers;
+    const i = timers === null ? -1 : timers.indexOf(entry);
+    if (i < 0) return false;
+    timers!.splice(i, 1);
+    return true;
   }
 
   snapshot(state: unknown): Promise<void> {
@@ -271,6 +284,8 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
     this.transition('active');
     this.activatedAtMs = this.host.clock.now();
     this.activeSignal?.resolve();
+    // Whoever waited holds the promise; the cell need not (100 000 idle actors × a promise).
+    this.activeSignal = null;
     if (this.stopReason !== null) this.deactivate(this.stopReason);
     else this.mailbox.open();
   }
@@ -388,7 +403,7 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
       this.idleTimer = null;
     }
     if (this.timers !== null) {
-      for (const cancel of [...this.timers]) cancel();
+      for (const entry of this.timers) this.host.timers.cancel(entry);
       this.timers = null;
     }
   }

@@ -3,6 +3,7 @@ import type { ActorRef, ActorSystemApi, Message } from './actor.js';
 import type { PendingAsk } from './ask.js';
 import type { Clock } from './clock.js';
 import type { SnapshotStore } from './snapshots.js';
+import type { TimerQueue } from './timer-queue.js';
 
 /** Where in an actor's life an error was reported. */
 export type ActorErrorPhase = 'activate' | 'receive' | 'timer' | 'deactivate' | 'release' | 'deliver';
@@ -22,6 +23,8 @@ export interface ActorErrorInfo {
 export interface CellHost {
   readonly nodeId: string;
   readonly clock: Clock;
+  /** Every actor timer of this node, on one clock timer. */
+  readonly timers: TimerQueue<Message>;
   readonly snapshots: SnapshotStore;
   readonly system: ActorSystemApi;
   ref<M extends Message>(kind: string, key: string): ActorRef<M>;

@@ -4,6 +4,7 @@ import { PendingAsk, validAskTimeoutMs } from './ask.js';
 import { ActorCell } from './cell.js';
 import { shuttingDownError, type ActorErrorInfo, type CellHost } from './host.js';
 import type { Clock } from './clock.js';
+import { TimerQueue } from './timer-queue.js';
 import type { Placement, Transport } from './placement.js';
 import type { SnapshotStore } from './snapshots.js';
 
@@ -43,6 +44,7 @@ export class Router implements CellHost {
   readonly system: ActorSystemApi;
   readonly nodeId: string;
   readonly clock: Clock;
+  readonly timers: TimerQueue<Message>;
   readonly snapshots: SnapshotStore;
   readonly defaultAskTimeoutMs: number;
   /** Set at shutdown: nothing new is accepted. */
@@ -55,6 +57,7 @@ export class Router implements CellHost {
     this.system = options.system;
     this.nodeId = options.nodeId;
     this.clock = options.clock;
+    this.timers = new TimerQueue<Message>(options.clock);
     this.snapshots = options.snapshots;
     this.placement = options.placement;
     this.transport = options.transport;

@@ -100,6 +100,13 @@ export class ActorSystem implements ActorSystemApi {
     }
   }
 
+  /** How many actors of each kind this node holds (activating or live): O(kinds), for metrics. */
+  countByKind(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const [kind, entry] of this.router.kinds) counts.set(kind, entry.cells.size);
+    return counts;
+  }
+
   /** The live actors of this node (activated, not yet leaving), without their state. */
   list(filter: { kind?: string; limit?: number } = {}): ActorInfo[] {
     const limit = filter.limit ?? DEFAULT_LIST_LIMIT;

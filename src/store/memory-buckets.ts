@@ -6,7 +6,7 @@
  * and priority never change, so the two agree. Entries due at the same ms come out in
  * insertion order here and by member in Redis.
  */
-import { BinaryHeap } from './binary-heap.js';
+import { BinaryHeap } from '../runtime/binary-heap.js';
 import { assertDueEntry, minuteStart } from './entry-codec.js';
 import type { BucketStore, DueEntry } from './types.js';
 

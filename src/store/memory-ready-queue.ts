@@ -8,7 +8,7 @@
  * by member). Both are "oldest first" for UUID v7 ids pushed as they are made; the heap
  * uses a sequence number because comparing id strings made pops ~20× slower.
  */
-import { BinaryHeap } from './binary-heap.js';
+import { BinaryHeap } from '../runtime/binary-heap.js';
 import {
   PRIORITIES,
   assertDueEntry,

@@ -1,5 +1,5 @@
 /**
- * A binary min-heap: O(log n) push and pop, O(1) peek. The in-process ready queue keeps
+ * A binary min-heap: O(log n) push and pop, O(1) peek. The actor timers share one; the in-process ready queue keeps
  * one per (task type, priority), so a take of 500 from 200 000 entries costs ~500 · 18
  * comparisons instead of a sort or an O(n) shift.
  */
@@ -36,8 +36,24 @@ export class BinaryHeap<T> {
     const top = items[0];
     const last = items.pop();
     if (items.length === 0 || last === undefined) return top;
+    this.siftDown(0, last);
+    return top;
+  }
+
+  /** Keeps only the items `keep` accepts, in O(n): the way to drop lazily cancelled entries. */
+  retain(keep: (item: T) => boolean): void {
+    const items = this.items;
+    let n = 0;
+    for (const item of items) if (keep(item)) items[n++] = item;
+    items.length = n;
+    for (let i = (n >> 1) - 1; i >= 0; i--) this.siftDown(i, items[i] as T);
+  }
+
+  /** Puts `item` at `i` or below, moving smaller children up. */
+  private siftDown(start: number, item: T): void {
+    const items = this.items;
     const n = items.length;
-    let i = 0;
+    let i = start;
     for (;;) {
       const left = 2 * i + 1;
       if (left >= n) break;
@@ -45,12 +61,11 @@ export class BinaryHeap<T> {
       let child = left;
       if (right < n && this.compare(items[right] as T, items[left] as T) < 0) child = right;
       const below = items[child] as T;
-      if (this.compare(below, last) >= 0) break;
+      if (this.compare(below, item) >= 0) break;
       items[i] = below;
       i = child;
     }
-    items[i] = last;
-    return top;
+    items[i] = item;
   }
 
   clear(): void {
