@@ -54,6 +54,20 @@ export interface WheelhouseOptions {
   pollMaxWaitSeconds?: number;
   /** An entry taken from a ready queue but not settled for this long is put back, seconds. @default 30 */
   inflightTimeoutSeconds?: number;
+  /**
+   * A cron instance overdue by more than this is a misfire (the node was down, the schedule
+   * failed over) and the schedule's misfire policy applies; less is only late, and every
+   * fire time in it still gets its instance. Seconds. @default 60
+   */
+  cronMisfireThresholdSeconds?: number;
+  /** The most missed fire times `misfire_policy: fire_all` catches up at once (the latest ones). @default 100 */
+  cronFireAllLimit?: number;
+  /**
+   * After an instance fires, its schedule creates the next one within this many seconds (at
+   * most half the interval; an offset fixed per schedule), so that aligned schedules do not
+   * all write at the instant their instances are claimed. 0: at once. @default 30
+   */
+  cronAdvanceSpreadSeconds?: number;
   /** Bearer token required on /api and /admin routes; null disables auth. @default null */
   authToken?: string | null;
   /** Run the built-in `noop` executor in this node. @default true */
@@ -84,6 +98,9 @@ export interface CompiledOptions {
   readonly retryMaxMs: number;
   readonly pollMaxWaitMs: number;
   readonly inflightTimeoutMs: number;
+  readonly cronMisfireThresholdMs: number;
+  readonly cronFireAllLimit: number;
+  readonly cronAdvanceSpreadMs: number;
   readonly authToken: string | null;
   readonly builtinExecutors: boolean;
   readonly logLevel: string;
@@ -129,6 +146,9 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     retryMaxMs: num('retryMaxSeconds', o.retryMaxSeconds, 0, 7 * 86_400) * 1000,
     pollMaxWaitMs: num('pollMaxWaitSeconds', o.pollMaxWaitSeconds, 0, 300) * 1000,
     inflightTimeoutMs: num('inflightTimeoutSeconds', o.inflightTimeoutSeconds, 1, 3600) * 1000,
+    cronMisfireThresholdMs: num('cronMisfireThresholdSeconds', o.cronMisfireThresholdSeconds, 0, 7 * 86_400) * 1000,
+    cronFireAllLimit: int('cronFireAllLimit', o.cronFireAllLimit, 1, 10_000),
+    cronAdvanceSpreadMs: num('cronAdvanceSpreadSeconds', o.cronAdvanceSpreadSeconds, 0, 3600) * 1000,
     authToken: o.authToken === null ? null : str('authToken', o.authToken),
     builtinExecutors: bool('builtinExecutors', o.builtinExecutors),
     logLevel: oneOf('logLevel', o.logLevel, LOG_LEVELS),
@@ -160,6 +180,9 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   retryMaxSeconds: 3600,
   pollMaxWaitSeconds: 30,
   inflightTimeoutSeconds: 30,
+  cronMisfireThresholdSeconds: 60,
+  cronFireAllLimit: 100,
+  cronAdvanceSpreadSeconds: 30,
   authToken: null,
   builtinExecutors: true,
   logLevel: 'info',

@@ -66,3 +66,35 @@ export function partitionOf(taskId: string, partitions: number): number {
   }
   return (hash >>> 0) % partitions;
 }
+
+/**
+ * The id of a cron schedule's instance for one fire time: a UUID v7 whose timestamp is the
+ * fire time and whose other bits come from a hash of (schedule, generation, fire time). Deterministic,
+ * so a second activation of the schedule's actor derives the same id and cannot insert the
+ * instance twice; time-ordered, so a schedule's instances list newest first like any task.
+ */
+export function instanceId(scheduleId: string, generation: number, fireMs: number): string {
+  const name = `${scheduleId.toLowerCase()}#${generation}@${fireMs}`;
+  const bytes = createHash('sha256').update(name).digest().subarray(0, 16);
+  let ms = Math.max(0, Math.floor(fireMs));
+  for (let i = 5; i >= 0; i--) {
+    bytes[i] = ms % 256;
+    ms = Math.floor(ms / 256);
+  }
+  bytes[6] = 0x70 | ((bytes[6] ?? 0) & 0x0f);
+  bytes[8] = 0x80 | ((bytes[8] ?? 0) & 0x3f);
+  return formatUuid(bytes);
+}
+
+/**
+ * A cron instance's jitter: 0 … `maxMs` milliseconds, spread uniformly over schedules and
+ * fire times but fixed for each (schedule, fire time), so a re-created instance keeps its
+ * due time.
+ */
+export function jitterOf(scheduleId: string, fireMs: number, maxMs: number): number {
+  if (maxMs <= 0) return 0;
+  const digest = createHash('sha256').update(`jitter:${scheduleId.toLowerCase()}@${fireMs}`).digest();
+  // 48 bits of the digest as a fraction of 2^48: uniform enough for any jitter in ms.
+  const fraction = digest.readUIntBE(0, 6) / 2 ** 48;
+  return Math.floor(fraction * (Math.floor(maxMs) + 1));
+}

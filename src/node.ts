@@ -7,6 +7,9 @@ import { buildServer } from './http/server.js';
 import { Metrics } from './metrics.js';
 import { LEASE_KIND, workerLeaseBehavior, type LeaseMessage } from './actors/worker-lease.js';
 import { WHEEL_KIND, wheelPartitionBehavior, type WheelMessage } from './actors/wheel-partition.js';
+import { CRON_KIND, cronScheduleBehavior } from './actors/cron-schedule.js';
+import type { DueEntry, ScheduleRecord, ScheduleWrite, ScheduleWriteResult } from './store/types.js';
+import { WriteBatcher } from './store/write-batcher.js';
 import { systemClock, type Cancel, type Clock } from './runtime/clock.js';
 import { LocalPlacement } from './runtime/placement.js';
 import { ActorSystem } from './runtime/system.js';
@@ -43,6 +46,8 @@ const REQUEUE_STALE_MS = 5_000;
 /** How often expired idempotency keys are deleted, and how many at most each time. */
 const PURGE_KEYS_MS = 60_000;
 const PURGE_KEYS_BATCH = 10_000;
+/** Active schedules read per page when a node starts. */
+const SCHEDULE_PAGE = 1_000;
 
 /**
  * Starts a node: opens the stores (applying migrations), activates the wheel partitions,
@@ -66,6 +71,8 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
       getTask: (id) => need(scheduler).getTask(id),
       listTasks: (f) => need(scheduler).listTasks(f),
       cancel: (id) => need(scheduler).cancel(id),
+      pause: (id) => need(scheduler).pause(id),
+      resume: (id) => need(scheduler).resume(id),
       history: (id, l, t) => need(scheduler).history(id, l, t),
       poll: (r, s) => need(scheduler).poll(r, s),
       heartbeat: (id, t) => need(scheduler).heartbeat(id, t),
@@ -99,6 +106,9 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
   const countRequeued = metrics.counter('wheelhouse_tasks_requeued_total', 'Tasks sent back to pending (retry or expired lease).');
   const gaugeBacklog = metrics.gauge('wheelhouse_ready_backlog', 'Entries waiting in the ready queues.');
   const gaugeActors = metrics.gauge('wheelhouse_actors_live', 'Live actors on this node, by kind.');
+  const gaugeRss = metrics.gauge('process_resident_memory_bytes', 'Resident memory of the node process.');
+  const gaugeHeap = metrics.gauge('nodejs_heap_size_used_bytes', 'V8 heap in use.');
+  const countCron = metrics.counter('wheelhouse_cron_fire_times_total', 'Cron fire times reached, by outcome (fired, skipped for overlap, missed by misfire policy).');
 
   system = new ActorSystem({
     nodeId: options.nodeId,
@@ -118,8 +128,20 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
     onError,
   });
   const offPush = backend.ready.onPush((types) => dispatcher.notify(types));
+  // Schedule records a caller already holds, handed to the actor's activation to save a read.
+  const preloaded = new Map<string, ScheduleRecord>();
+  const activateSchedules = async (records: ScheduleRecord[]): Promise<void> => {
+    for (const r of records) preloaded.set(r.id, r);
+    try {
+      await Promise.all(records.map((r) => need(system).ensureActive(CRON_KIND, r.id)));
+    } finally {
+      for (const r of records) preloaded.delete(r.id);
+    }
+  };
   scheduler = new Scheduler({
     tasks: backend.tasks,
+    schedules: backend.schedules,
+    activateSchedules,
     ready: backend.ready,
     clock,
     system,
@@ -169,13 +191,46 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
     }),
   );
 
+  const placing: DueEntry[] = [];
+  const scheduleWrites = new WriteBatcher<ScheduleWrite, ScheduleWriteResult>((writes) =>
+    backend.schedules.write(writes, clock.now()),
+  );
+  actors.register(
+    cronScheduleBehavior({
+      schedules: backend.schedules,
+      write: (w) => scheduleWrites.submit(w),
+      place: (entries) => {
+        // Instances created in one turn (a batch of schedule writes) go to the wheel together.
+        if (placing.length === 0) setImmediate(() => void sched.place(placing.splice(0)));
+        placing.push(...entries);
+      },
+      partitions: options.partitions,
+      misfireThresholdMs: options.cronMisfireThresholdMs,
+      fireAllLimit: options.cronFireAllLimit,
+      advanceSpreadMs: options.cronAdvanceSpreadMs,
+      takePreloaded: (id) => preloaded.get(id),
+      onFired: (outcome, n) => countCron(n, { outcome }),
+      onError,
+    }),
+  );
+
   metrics.onCollect(() => {
+    const memory = process.memoryUsage();
+    gaugeRss(memory.rss);
+    gaugeHeap(memory.heapUsed);
     gaugeBacklog(backlog);
-    const counts = new Map<string, number>();
-    for (const a of actors.list({ limit: Number.MAX_SAFE_INTEGER })) counts.set(a.kind, (counts.get(a.kind) ?? 0) + 1);
-    for (const kind of [WHEEL_KIND, LEASE_KIND]) gaugeActors(counts.get(kind) ?? 0, { kind });
+    const counts = actors.countByKind();
+    for (const kind of [WHEEL_KIND, LEASE_KIND, CRON_KIND]) gaugeActors(counts.get(kind) ?? 0, { kind });
   });
 
+  // Schedules first: a schedule that missed fire times while the node was down applies its
+  // misfire policy (`skip` cancels the overdue instance) before the wheel hands it out.
+  for (let after: string | null = null; ; ) {
+    const page = await backend.schedules.active(after, SCHEDULE_PAGE);
+    if (page.length === 0) break;
+    await activateSchedules(page);
+    after = page[page.length - 1]!.id;
+  }
   const partitions = Array.from({ length: options.partitions }, (_, p) => p);
   await Promise.all(partitions.map((p) => actors.ensureActive(WHEEL_KIND, String(p))));
 

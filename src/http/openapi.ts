@@ -124,8 +124,14 @@ const schemas: Record<string, Json> = {
       payload: {},
       cron_expression: { type: 'string', description: 'Cron tasks only, as are the fields below.' },
       timezone: { type: 'string' },
+      jitter_seconds: { type: 'number' },
+      misfire_policy: { enum: ['fire_once', 'skip', 'fire_all'] },
+      overlap_policy: { enum: ['allow', 'skip'] },
+      end_time: nullableTime,
       next_due_time: nullableTime,
       last_fired_at: nullableTime,
+      schedule_id: { ...uuid, description: 'Cron instances only: the schedule that made this task.' },
+      fire_time: { ...time, description: 'Cron instances only: the nominal fire time; due_time adds the jitter.' },
     },
   },
   Execution: {
@@ -254,6 +260,20 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
           }),
           ...errors(400, 401, 403, 404, 409, 503),
         },
+      },
+    },
+    '/api/tasks/{id}/pause': {
+      post: {
+        summary: 'Pause a cron schedule: it stops firing and its pending instance is cancelled',
+        parameters: [taskIdParam],
+        responses: { '200': json(ref('Task')), ...errors(400, 401, 403, 404, 409, 503) },
+      },
+    },
+    '/api/tasks/{id}/resume': {
+      post: {
+        summary: 'Resume a paused cron schedule from now (no catch-up of the paused time)',
+        parameters: [taskIdParam],
+        responses: { '200': json(ref('Task')), ...errors(400, 401, 403, 404, 409, 503) },
       },
     },
     '/api/tasks/{id}/history': {

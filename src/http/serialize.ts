@@ -51,6 +51,9 @@ export interface TaskJson {
   end_time?: string | null;
   next_due_time?: string | null;
   last_fired_at?: string | null;
+  /** A cron instance: its schedule, and the nominal fire time (`due_time` adds the jitter). */
+  schedule_id?: string;
+  fire_time?: string | null;
 }
 
 export function taskJson(view: TaskView): TaskJson {
@@ -75,18 +78,19 @@ export function taskJson(view: TaskView): TaskJson {
     payload: r.payload === undefined ? null : r.payload,
   };
   if (r.scheduleType === 'cron') {
-    // The stored schedule is "as given": accept either spelling of each field, and times as
-    // Unix ms or ISO strings, so this view does not depend on how the service stores it.
     const s = r.schedule ?? {};
-    const active = r.status === 'active';
-    out.cron_expression = text(s, 'cron_expression', 'cronExpression');
+    out.cron_expression = text(s, 'cron_expression');
     out.timezone = text(s, 'timezone') ?? 'UTC';
-    out.jitter_seconds = number(s, 'jitter_seconds', 'jitterSeconds');
-    out.misfire_policy = text(s, 'misfire_policy', 'misfirePolicy');
-    out.overlap_policy = text(s, 'overlap_policy', 'overlapPolicy');
-    out.end_time = time(s, 'end_time', 'endMs', 'end_ms');
-    out.next_due_time = time(s, 'next_due_time', 'nextDueMs', 'next_due_ms') ?? (active ? iso(r.dueMs) : null);
-    out.last_fired_at = time(s, 'last_fired_at', 'lastFiredMs', 'last_fired_ms');
+    out.jitter_seconds = number(s, 'jitter_seconds');
+    out.misfire_policy = text(s, 'misfire_policy');
+    out.overlap_policy = text(s, 'overlap_policy');
+    out.end_time = text(s, 'end_time');
+    out.next_due_time = r.status === 'active' ? iso(r.dueMs) : null;
+    out.last_fired_at = iso(r.lastFiredMs);
+  }
+  if (r.scheduleId !== null) {
+    out.schedule_id = r.scheduleId;
+    out.fire_time = iso(r.fireMs);
   }
   return out;
 }
@@ -137,27 +141,12 @@ export function assignmentJson(a: Assignment): {
   };
 }
 
-function pick(s: Record<string, unknown>, keys: string[]): unknown {
-  for (const k of keys) if (s[k] !== undefined && s[k] !== null) return s[k];
-  return null;
-}
-
-function text(s: Record<string, unknown>, ...keys: string[]): string | null {
-  const v = pick(s, keys);
+function text(s: Record<string, unknown>, key: string): string | null {
+  const v = s[key];
   return typeof v === 'string' ? v : null;
 }
 
-function number(s: Record<string, unknown>, ...keys: string[]): number | null {
-  const v = pick(s, keys);
+function number(s: Record<string, unknown>, key: string): number | null {
+  const v = s[key];
   return typeof v === 'number' ? v : null;
-}
-
-function time(s: Record<string, unknown>, ...keys: string[]): string | null {
-  const v = pick(s, keys);
-  if (typeof v === 'number') return iso(v);
-  if (typeof v === 'string') {
-    const ms = Date.parse(v);
-    return Number.isNaN(ms) ? null : iso(ms);
-  }
-  return null;
 }

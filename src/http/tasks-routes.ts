@@ -69,6 +69,10 @@ export const tasksRoutes: FastifyPluginAsync<TasksRoutesOptions> = async (app, o
     return { ok: true, cancelled_instances: cancelledInstances };
   });
 
+  /** Cron schedules: pause stops firing (the pending instance is cancelled); resume goes on from now. */
+  app.post<{ Params: IdParams }>('/api/tasks/:id/pause', async (request) => taskJson(await api.pause(validateTaskId(request.params.id))));
+  app.post<{ Params: IdParams }>('/api/tasks/:id/resume', async (request) => taskJson(await api.resume(validateTaskId(request.params.id))));
+
   app.get<{ Params: IdParams }>('/api/tasks/:id/history', async (request) => {
     const id = validateTaskId(request.params.id);
     const q = validateHistoryQuery(request.query);

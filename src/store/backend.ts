@@ -8,15 +8,17 @@ import { migrate } from './migrate.js';
 import { RedisBucketStore } from './redis-buckets.js';
 import { RedisReadyQueue } from './redis-ready-queue.js';
 import { openRedis } from './redis.js';
+import { SqlScheduleStore } from './schedule-store.js';
 import { SqlSnapshotStore } from './snapshot-store.js';
 import { SqlTaskStore } from './task-store.js';
-import type { BucketStore, ReadyQueue, TaskStore } from './types.js';
+import type { BucketStore, ReadyQueue, ScheduleStore, TaskStore } from './types.js';
 
 /** Every store a node needs, on one backend. */
 export interface Backend {
   readonly kind: BackendKind;
   readonly db: Db;
   readonly tasks: TaskStore;
+  readonly schedules: ScheduleStore;
   readonly snapshots: SnapshotStore;
   readonly buckets: BucketStore;
   readonly ready: ReadyQueue;
@@ -37,6 +39,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
       kind: 'embedded',
       db,
       tasks: new SqlTaskStore(db),
+      schedules: new SqlScheduleStore(db),
       snapshots: new SqlSnapshotStore(db),
       buckets: new MemoryBucketStore(),
       ready: new MemoryReadyQueue(),
@@ -70,6 +73,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     kind: 'postgres',
     db,
     tasks: new SqlTaskStore(db, leasesDb),
+    schedules: new SqlScheduleStore(db),
     snapshots: new SqlSnapshotStore(db),
     buckets: new RedisBucketStore(redis, options.redisPrefix),
     ready: new CoalescingReadyQueue(new RedisReadyQueue(redis, options.redisPrefix)),

@@ -69,6 +69,12 @@ export interface TaskRecord {
   startedMs: number | null;
   completedMs: number | null;
   lastError: string | null;
+  /** Set on a cron instance: the schedule that made it. */
+  scheduleId: string | null;
+  /** Set on a cron instance: the nominal fire time it stands for (`dueMs` adds the jitter). */
+  fireMs: number | null;
+  /** Set on a cron schedule: the nominal fire time of the latest instance that fired. */
+  lastFiredMs: number | null;
 }
 
 /** What the wheel and the ready queue need to know of a task: no payload. */
@@ -243,4 +249,105 @@ export interface ReadyQueue {
    * function that removes the listener. Listeners should not throw.
    */
   onPush(listener: (taskTypes: Set<string>) => void): () => void;
+}
+
+// ── Cron schedules ─────────────────────────────────────────────────────────────────────────
+
+/** A cron schedule's definition, as stored in the schedule row's `schedule` column. */
+export interface CronDefinition {
+  cronExpression: string;
+  /** IANA name. */
+  timezone: string;
+  jitterSeconds: number;
+  misfirePolicy: 'fire_once' | 'skip' | 'fire_all';
+  overlapPolicy: 'allow' | 'skip';
+  endMs: number | null;
+}
+
+export type ScheduleStatus = 'active' | 'paused' | 'cancelled' | 'succeeded';
+
+/** What a schedule's actor needs of its row: no payload (instances copy it in SQL). */
+export interface ScheduleRecord {
+  id: string;
+  status: ScheduleStatus;
+  /** Every change bumps it; every write is a compare-and-set on it (the actor's fence). */
+  version: number;
+  definition: CronDefinition;
+  /** The nominal fire time of the schedule's current instance (the row's `due_time`). */
+  nextFireMs: number;
+  lastFiredMs: number | null;
+  /**
+   * Bumped by each resume, and part of every instance id (`instanceId`): the instance a
+   * pause cancelled must not block the instance for the same fire time after a resume.
+   */
+  generation: number;
+}
+
+/** An instance to create: an ordinary task whose template is its schedule's row. */
+export interface NewInstance {
+  id: string;
+  fireMs: number;
+  dueMs: number;
+  partition: number;
+  /**
+   * `blocked`: held until its fire time, when the actor releases it or, while an earlier
+   * instance still runs, skips it (overlap policy `skip`). `pending`: on the wheel now.
+   */
+  status: 'pending' | 'blocked';
+}
+
+/**
+ * One change to one schedule, applied in one transaction with the others of its batch. It
+ * happens only if the row is still at `version` (then version + 1); otherwise nothing of it
+ * is written.
+ */
+export interface ScheduleWrite {
+  scheduleId: string;
+  version: number;
+  status: ScheduleStatus;
+  /** The new nominal fire time of the current instance; null keeps it. */
+  nextFireMs: number | null;
+  /** null keeps it. */
+  lastFiredMs: number | null;
+  /** null keeps it. */
+  generation: number | null;
+  /**
+   * A held instance whose fire time has come: it becomes `pending` — or `cancelled` when an
+   * earlier instance of the schedule is still pending or running.
+   */
+  release: string | null;
+  /** Created unless an instance with the same id exists (never twice). */
+  instances: NewInstance[];
+  /** Cancels one pending or held instance (`instanceId`), or all of them (null). */
+  cancel: { instanceId: string | null; reason: string } | null;
+}
+
+export interface ScheduleWriteResult {
+  /** false: the row was not at the expected version (or is gone); nothing was written. */
+  ok: boolean;
+  /** The row's version after the write (when ok). */
+  version: number;
+  /** Instances now `pending` that the wheel must take: created ones and a released one. */
+  due: DueEntry[];
+  /** The released instance was skipped because an earlier one still runs. */
+  skipped: boolean;
+  /** Instances cancelled by `cancel`. */
+  cancelled: number;
+}
+
+/** A position in a schedule's history: the last execution a page returned. */
+export interface HistoryCursor {
+  taskId: string;
+  attempt: number;
+}
+
+/** Cron schedules in the system of record (the `tasks` table, Postgres or PGlite). */
+export interface ScheduleStore {
+  get(id: string): Promise<ScheduleRecord | null>;
+  /** Active schedules in id order after `afterId` (exclusive), at most `limit`: for eager activation. */
+  active(afterId: string | null, limit: number): Promise<ScheduleRecord[]>;
+  /** Applies the writes in one transaction; each is all or nothing on its own. */
+  write(writes: ScheduleWrite[], nowMs: number): Promise<ScheduleWriteResult[]>;
+  /** Executions of the schedule's instances, newest first, after `before` (exclusive). */
+  history(scheduleId: string, limit: number, before?: HistoryCursor): Promise<ExecutionRecord[]>;
 }

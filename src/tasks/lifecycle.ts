@@ -14,7 +14,8 @@ import type { StoredStatus, TaskStatus } from '../store/types.js';
  * ```
  *
  * `ready` is derived (`pending` and due), so pending → ready is not a stored transition.
- * Cron schedules move between `active` and `paused`, and end `cancelled`.
+ * Cron schedules move between `active` and `paused`, and end `cancelled` (deleted) or
+ * `succeeded` (no fire time left: `end_time` passed, or an expression such as `0 0 30 2 *`).
  */
 export const TRANSITIONS: Readonly<Record<StoredStatus, readonly StoredStatus[]>> = {
   blocked: ['pending', 'cancelled'],
@@ -23,7 +24,7 @@ export const TRANSITIONS: Readonly<Record<StoredStatus, readonly StoredStatus[]>
   succeeded: [],
   failed: [],
   cancelled: [],
-  active: ['paused', 'cancelled'],
+  active: ['paused', 'cancelled', 'succeeded'],
   paused: ['active', 'cancelled'],
 };
 

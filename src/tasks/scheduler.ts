@@ -1,10 +1,25 @@
 import { WheelhouseError, isWheelhouseError } from '../errors.js';
-import { partitionOf, uuidv7 } from '../ids.js';
+import { isUuid, partitionOf, uuidv7 } from '../ids.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Clock } from '../runtime/clock.js';
 import { LEASE_KIND, type LeaseMessage } from '../actors/worker-lease.js';
 import { WHEEL_KIND, type WheelMessage } from '../actors/wheel-partition.js';
-import type { BackoffPolicy, DueEntry, NewTask, ReadyQueue, SubmitResult, TaskStore, Transition } from '../store/types.js';
+import { CRON_KIND, type CronMessage } from '../actors/cron-schedule.js';
+import { cronDefinitionJson, cronDefinitionOf } from '../store/sql/cron.js';
+import type {
+  BackoffPolicy,
+  CronDefinition,
+  DueEntry,
+  NewTask,
+  ReadyQueue,
+  ScheduleRecord,
+  ScheduleStore,
+  SubmitResult,
+  TaskRecord,
+  TaskStore,
+  Transition,
+} from '../store/types.js';
+import { cronRule } from './cron-rule.js';
 import type { Dispatcher } from './dispatcher.js';
 import { decodeLeaseToken } from './lease-token.js';
 import { visibleStatus } from './lifecycle.js';
@@ -16,6 +31,9 @@ import type { Assignment, CompletionRequest, PollRequest, SchedulerApi, TaskSpec
  */
 export interface SchedulerDeps {
   tasks: TaskStore;
+  schedules: ScheduleStore;
+  /** Activates the actors of schedules just written (they create their first instances). */
+  activateSchedules(records: ScheduleRecord[]): Promise<void>;
   ready: ReadyQueue;
   clock: Clock;
   system: ActorSystemApi;
@@ -35,6 +53,8 @@ export interface SchedulerDeps {
 
 /** How long a submit waits for its partitions to take the new tasks. */
 const SCHEDULE_ASK_MS = 10_000;
+/** How long pause, resume and delete wait for a schedule's actor. */
+const CRON_ASK_MS = 10_000;
 
 export class Scheduler implements SchedulerApi {
   constructor(private readonly deps: SchedulerDeps) {}
@@ -52,14 +72,15 @@ export class Scheduler implements SchedulerApi {
     const rows = specs.map((spec, index): NewTask => {
       unsupported(spec, index);
       const id = uuidv7(now);
+      const cron = spec.schedule.type === 'cron' ? cronDefinition(spec.schedule) : null;
       return {
         id,
         taskType: spec.taskType,
         payload: spec.payload,
         scheduleType: spec.schedule.type,
-        schedule: null,
-        status: 'pending',
-        dueMs: dueTime(spec, now),
+        schedule: cron === null ? null : { ...cronDefinitionJson(cron), generation: 0 },
+        status: cron === null ? 'pending' : 'active',
+        dueMs: cron === null ? dueTime(spec, now) : firstFire(cron, now, index),
         priority: spec.priority,
         maxRetries: spec.maxRetries,
         timeoutSeconds: spec.timeoutSeconds,
@@ -70,14 +91,62 @@ export class Scheduler implements SchedulerApi {
     });
     const results = await tasks.submit(rows, now);
     const created = results.filter((r) => r.created && r.task.status === 'pending');
-    await this.schedule(created.map((r) => dueEntry(r.task)));
-    this.deps.onSubmitted?.(created.length);
+    const schedules = results.filter((r) => r.created && r.task.status === 'active').map((r) => scheduleRecord(r.task));
+    await Promise.all([this.schedule(created.map((r) => dueEntry(r.task))), this.activateSchedules(schedules)]);
+    this.deps.onSubmitted?.(created.length + schedules.length);
     return results;
+  }
+
+  /**
+   * A new schedule's actor creates its first instance on activation. The schedule is in the
+   * task table already, so a failure here is reported, not thrown: the node activates every
+   * active schedule when it starts.
+   */
+  private async activateSchedules(records: ScheduleRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    try {
+      await this.deps.activateSchedules(records);
+    } catch (error) {
+      this.deps.onError(error, `could not activate ${records.length} new schedules (they start with the next node start)`);
+    }
+  }
+
+  /** Pauses a cron schedule: it stops firing and its pending instance is cancelled. */
+  async pause(taskId: string): Promise<TaskView> {
+    await this.cronCommand(await this.scheduleRow(taskId, 'pause'), 'pause');
+    return this.getTask(taskId);
+  }
+
+  /** Resumes a paused schedule from now: the fire times it was paused through are not caught up. */
+  async resume(taskId: string): Promise<TaskView> {
+    await this.cronCommand(await this.scheduleRow(taskId, 'resume'), 'resume');
+    return this.getTask(taskId);
+  }
+
+  private async scheduleRow(taskId: string, action: 'pause' | 'resume'): Promise<TaskRecord> {
+    const task = await this.deps.tasks.get(taskId);
+    if (!task) throw notFound(taskId);
+    if (task.scheduleType !== 'cron') {
+      throw new WheelhouseError('invalid_transition', `only cron schedules can ${action}; this task is ${task.scheduleType}`, {
+        details: { task_id: taskId, schedule_type: task.scheduleType },
+      });
+    }
+    return task;
+  }
+
+  /** Asks the schedule's actor; its refusals become the catalogue's errors. */
+  private async cronCommand(task: TaskRecord, type: 'pause' | 'resume' | 'cancel'): Promise<{ cancelledInstances: number }> {
+    const result = await this.deps.system.ref<CronMessage>(CRON_KIND, task.id).ask({ type }, CRON_ASK_MS);
+    if (result.ok) return result;
+    if (result.reason === 'not_found') throw notFound(task.id);
+    throw new WheelhouseError('task_finished', `the schedule is already ${result.status}`, {
+      details: { task_id: task.id, status: result.status },
+    });
   }
 
   async getTask(taskId: string): Promise<TaskView> {
     const record = await this.deps.tasks.get(taskId);
-    if (!record) throw new WheelhouseError('task_not_found', `no task has id ${taskId}`, { details: { task_id: taskId } });
+    if (!record) throw notFound(taskId);
     return this.view(record);
   }
 
@@ -95,10 +164,12 @@ export class Scheduler implements SchedulerApi {
   }
 
   async cancel(taskId: string): Promise<{ cancelledInstances: number }> {
+    const existing = await this.deps.tasks.get(taskId);
+    if (existing?.scheduleType === 'cron') return this.cronCommand(existing, 'cancel');
     const result = await this.deps.tasks.cancel(taskId, this.deps.clock.now());
     switch (result.kind) {
       case 'not_found':
-        throw new WheelhouseError('task_not_found', `no task has id ${taskId}`, { details: { task_id: taskId } });
+        throw notFound(taskId);
       case 'finished':
         throw new WheelhouseError('task_finished', `the task is already ${result.task.status}`, {
           details: { task_id: taskId, status: result.task.status },
@@ -110,12 +181,20 @@ export class Scheduler implements SchedulerApi {
   }
 
   async history(taskId: string, limit: number, nextToken?: string) {
-    const before = nextToken === undefined ? undefined : Number(decodeToken(nextToken, 'next_token'));
-    if (before !== undefined && !Number.isSafeInteger(before)) {
-      throw new WheelhouseError('validation_failed', 'next_token: not a token this endpoint issued', { details: { field: 'next_token' } });
-    }
+    const token = nextToken === undefined ? undefined : decodeToken(nextToken, 'next_token');
     const task = await this.deps.tasks.get(taskId);
-    if (!task) throw new WheelhouseError('task_not_found', `no task has id ${taskId}`, { details: { task_id: taskId } });
+    if (!task) throw notFound(taskId);
+    if (task.scheduleType === 'cron') {
+      // A schedule's history is its instances' executions; the token names the last one.
+      const [instance, attempt] = token === undefined ? [] : token.split(':');
+      const before = token === undefined ? undefined : { taskId: instance ?? '', attempt: Number(attempt) };
+      if (before !== undefined && !(isUuid(before.taskId) && Number.isSafeInteger(before.attempt))) throw badToken();
+      const executions = await this.deps.schedules.history(task.id, limit, before);
+      const last = executions[executions.length - 1];
+      return { executions, nextToken: executions.length === limit && last ? encodeToken(`${last.taskId}:${last.attempt}`) : null };
+    }
+    const before = token === undefined ? undefined : Number(token);
+    if (before !== undefined && !Number.isSafeInteger(before)) throw badToken();
     const executions = await this.deps.tasks.history(taskId, limit, before);
     const last = executions[executions.length - 1];
     return { executions, nextToken: executions.length === limit && last ? encodeToken(String(last.attempt)) : null };
@@ -172,6 +251,11 @@ export class Scheduler implements SchedulerApi {
     }
   }
 
+  /** Puts tasks that became `pending` (cron instances) on their wheel partitions. */
+  place(entries: DueEntry[]): Promise<void> {
+    return this.schedule(entries);
+  }
+
   /** Puts tasks that went back to `pending` (retries, expired leases) on their partitions. */
   async requeue(transitions: Transition[]): Promise<void> {
     const entries = transitions.flatMap((t) => (t.requeued ? [t.requeued] : []));
@@ -218,16 +302,77 @@ function dueTime(spec: TaskSpec, nowMs: number): number {
 
 /** What this version accepts in the contract but cannot run yet is refused, not half-built. */
 function unsupported(spec: TaskSpec, index: number): void {
-  if (spec.schedule.type === 'cron') {
-    throw new WheelhouseError('validation_failed', 'schedule.type: cron schedules are not available in this version', {
-      details: { field: 'schedule.type', index },
-    });
-  }
   if (spec.dependencies.length > 0) {
     throw new WheelhouseError('validation_failed', 'dependencies: task dependencies are not available in this version', {
       details: { field: 'dependencies', index },
     });
   }
+}
+
+function cronDefinition(s: Extract<TaskSpec['schedule'], { type: 'cron' }>): CronDefinition {
+  return {
+    cronExpression: s.cronExpression,
+    timezone: s.timezone,
+    jitterSeconds: s.jitterSeconds,
+    misfirePolicy: s.misfirePolicy,
+    overlapPolicy: s.overlapPolicy,
+    endMs: s.endMs,
+  };
+}
+
+/** How many fire times the jitter check looks at. */
+const JITTER_SAMPLES = 100;
+
+/**
+ * A new schedule's first fire time after `nowMs`. Refuses a schedule that would never fire
+ * (no fire time before `end_time`) and a jitter that is not smaller than the shortest
+ * interval between fire times: a jittered instance could then run after the next one.
+ */
+function firstFire(cron: CronDefinition, nowMs: number, index: number): number {
+  const rule = cronRule(cron.cronExpression, cron.timezone);
+  const first = rule.nextAfter(nowMs);
+  if (first === null) {
+    throw new WheelhouseError('invalid_cron', `schedule.cron_expression: "${cron.cronExpression}" has no fire time after now`, {
+      details: { field: 'schedule.cron_expression', index },
+    });
+  }
+  if (cron.endMs !== null && first > cron.endMs) {
+    throw new WheelhouseError('validation_failed', `schedule.end_time: the first fire time, ${new Date(first).toISOString()}, is after end_time`, {
+      details: { field: 'schedule.end_time', index },
+    });
+  }
+  if (cron.jitterSeconds > 0) {
+    const interval = rule.minIntervalMs(nowMs, JITTER_SAMPLES);
+    if (cron.jitterSeconds * 1000 >= interval) {
+      throw new WheelhouseError(
+        'validation_failed',
+        `schedule.jitter_seconds: ${cron.jitterSeconds} s is not smaller than the shortest interval between fire times (${interval / 1000} s)`,
+        { details: { field: 'schedule.jitter_seconds', index, min_interval_seconds: interval / 1000 } },
+      );
+    }
+  }
+  return first;
+}
+
+function scheduleRecord(task: TaskRecord): ScheduleRecord {
+  const schedule = task.schedule ?? {};
+  return {
+    id: task.id,
+    status: 'active',
+    version: task.version,
+    definition: cronDefinitionOf(schedule),
+    nextFireMs: task.dueMs,
+    lastFiredMs: task.lastFiredMs,
+    generation: typeof schedule.generation === 'number' ? schedule.generation : 0,
+  };
+}
+
+function notFound(taskId: string): WheelhouseError {
+  return new WheelhouseError('task_not_found', `no task has id ${taskId}`, { details: { task_id: taskId } });
+}
+
+function badToken(): WheelhouseError {
+  return new WheelhouseError('validation_failed', 'next_token: not a token this endpoint issued', { details: { field: 'next_token' } });
 }
 
 function dueEntry(task: SubmitResult['task']): DueEntry {

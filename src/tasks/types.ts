@@ -71,6 +71,9 @@ export interface SchedulerApi {
     nextToken?: string;
   }): Promise<{ tasks: TaskView[]; nextToken: string | null }>;
   cancel(taskId: string): Promise<{ cancelledInstances: number }>;
+  /** Cron schedules only (409 `invalid_transition` otherwise); 409 `task_finished` once deleted or ended. */
+  pause(taskId: string): Promise<TaskView>;
+  resume(taskId: string): Promise<TaskView>;
   history(
     taskId: string,
     limit: number,

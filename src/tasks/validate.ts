@@ -1,6 +1,6 @@
-import { CronExpressionParser } from 'cron-parser';
 import { isUuid } from '../ids.js';
 import type { ScheduleSpec, TaskSpec } from './types.js';
+import { cronRule } from './cron-rule.js';
 import {
   BODY,
   FieldPath,
@@ -288,9 +288,9 @@ export function readCronExpression(value: unknown, at: FieldPath, timezone: stri
   const key = `${timezone} ${expression}`;
   if (validCrons.has(key)) return expression;
   try {
-    CronExpressionParser.parse(expression, { tz: timezone }).next();
+    cronRule(expression, timezone);
   } catch (error) {
-    at.fail(`"${expression}" is not a valid cron expression: ${(error as Error).message}`, 'invalid_cron', {}, error);
+    at.fail((error as Error).message, 'invalid_cron', {}, error);
   }
   remember(validCrons, key);
   return expression;

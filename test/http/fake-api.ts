@@ -47,6 +47,9 @@ export function record(overrides: Partial<TaskRecord> = {}): TaskRecord {
     startedMs: NOW_MS - 500,
     completedMs: null,
     lastError: null,
+    scheduleId: null,
+    fireMs: null,
+    lastFiredMs: null,
     ...overrides,
   };
 }
@@ -104,6 +107,18 @@ export class FakeApi implements SchedulerApi {
     this.calls.push({ method: 'cancel', args: [taskId] });
     if (this.overrides.cancel) return this.overrides.cancel(taskId);
     return { cancelledInstances: 1 };
+  }
+
+  async pause(taskId: string): Promise<TaskView> {
+    this.calls.push({ method: 'pause', args: [taskId] });
+    if (this.overrides.pause) return this.overrides.pause(taskId);
+    return { record: record({ scheduleType: 'cron', status: 'paused' }), status: 'paused', dependencies: [] };
+  }
+
+  async resume(taskId: string): Promise<TaskView> {
+    this.calls.push({ method: 'resume', args: [taskId] });
+    if (this.overrides.resume) return this.overrides.resume(taskId);
+    return { record: record({ scheduleType: 'cron', status: 'active' }), status: 'active', dependencies: [] };
   }
 
   async history(taskId: string, limit: number, nextToken?: string): ReturnType<SchedulerApi['history']> {

@@ -14,6 +14,9 @@ import { openPglite, openPostgres, type Db } from '../../src/store/db.js';
 import { findMigrationsDir, loadMigrations, migrate } from '../../src/store/migrate.js';
 import { TEST_POSTGRES_URL, sqlBackends, type TestDb } from '../support/postgres.js';
 
+/** Every migration file, in order: a new one is added here when it lands. */
+const ALL_MIGRATIONS = ['000001_init.sql', '000002_cron.sql'];
+
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 async function errorOf(promise: Promise<unknown>): Promise<unknown> {
@@ -71,7 +74,7 @@ describe.each(sqlBackends)('Db on $name', ({ open }) => {
   it('finds nothing left to apply on a migrated schema', async () => {
     expect(await migrate(testDb.db)).toEqual([]);
     const { rows } = await testDb.db.query<{ id: number; name: string }>('SELECT id, name FROM schema_migrations');
-    expect(rows).toEqual([{ id: 1, name: '000001_init.sql' }]);
+    expect(rows).toEqual(ALL_MIGRATIONS.map((name, i) => ({ id: i + 1, name })));
   });
 });
 
@@ -88,7 +91,7 @@ describe('migrations', () => {
     const dbs = [0, 1, 2].map(() => openPostgres({ url: TEST_POSTGRES_URL, schema, poolSize: 1 }));
     try {
       const applied = await Promise.all(dbs.map((db) => migrate(db)));
-      expect(applied.flat()).toEqual(['000001_init.sql']);
+      expect(applied.flat()).toEqual(ALL_MIGRATIONS);
     } finally {
       await dbs[0]!.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
       await Promise.all(dbs.map((db) => db.close()));
@@ -174,7 +177,7 @@ describe('PGlite on disk', () => {
 
   it('keeps migrations and rows across a close and reopen', async () => {
     const first = await openPglite({ dataDir, schema: 'wheelhouse' });
-    expect(await migrate(first)).toEqual(['000001_init.sql']);
+    expect(await migrate(first)).toEqual(ALL_MIGRATIONS);
     await first.query(
       `INSERT INTO actor_snapshots (kind, key, epoch, version, updated_at) VALUES ('wheel', '1', 7, 0, now())`,
     );

@@ -13,7 +13,7 @@ describe('the task state machine', () => {
         'blocked→pending', 'blocked→cancelled',
         'pending→running', 'pending→cancelled',
         'running→succeeded', 'running→pending', 'running→failed', 'running→cancelled',
-        'active→paused', 'active→cancelled', 'paused→active', 'paused→cancelled',
+        'active→paused', 'active→cancelled', 'active→succeeded', 'paused→active', 'paused→cancelled',
       ].sort(),
     );
   });

@@ -57,7 +57,8 @@ export function taskColumns(t = 't'): string {
     ${t}.worker_id, ${t}.cancel_requested, ${t}.partition, ${t}.idempotency_key,
     ${msOf(`${t}.created_at`)} AS created_ms, ${msOf(`${t}.updated_at`)} AS updated_ms,
     ${msOf(`${t}.started_at`)} AS started_ms, ${msOf(`${t}.completed_at`)} AS completed_ms,
-    ${t}.last_error`;
+    ${t}.last_error, ${t}.schedule_id, ${msOf(`${t}.fire_time`)} AS fire_ms,
+    ${msOf(`${t}.last_fired_at`)} AS last_fired_ms`;
 }
 
 /** A task row as {@link taskColumns} selects it. */
@@ -84,6 +85,9 @@ export interface TaskRow {
   started_ms: number | null;
   completed_ms: number | null;
   last_error: string | null;
+  schedule_id: string | null;
+  fire_ms: number | null;
+  last_fired_ms: number | null;
 }
 
 export function toTaskRecord(row: TaskRow): TaskRecord {
@@ -110,6 +114,9 @@ export function toTaskRecord(row: TaskRow): TaskRecord {
     startedMs: row.started_ms,
     completedMs: row.completed_ms,
     lastError: row.last_error,
+    scheduleId: row.schedule_id,
+    fireMs: row.fire_ms,
+    lastFiredMs: row.last_fired_ms,
   };
 }
 

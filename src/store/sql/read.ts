@@ -67,24 +67,24 @@ const HISTORY = `
            ${msOf('t.due_time')} AS due_ms, ${msOf('t.started_at')} AS started_ms,
            NULL::float8 AS completed_ms, t.worker_id, NULL::text AS error
     FROM tasks t
-    WHERE t.id = $1 AND t.status = 'running'
+    WHERE t.id = ANY($1::uuid[]) AND t.status = 'running'
     UNION ALL
     SELECT t.id, t.attempts,
            CASE t.status WHEN 'succeeded' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled' ELSE 'failed' END,
            ${msOf('t.due_time')}, ${msOf('t.started_at')}, ${msOf('t.completed_at')}, t.worker_id,
            CASE WHEN t.status = 'succeeded' THEN NULL ELSE t.last_error END
     FROM tasks t
-    WHERE t.id = $1 AND t.status IN ('succeeded', 'failed', 'cancelled') AND t.attempts > 0
+    WHERE t.id = ANY($1::uuid[]) AND t.status IN ('succeeded', 'failed', 'cancelled') AND t.attempts > 0
       AND t.started_at IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM executions x WHERE x.task_id = t.id AND x.attempt = t.attempts)
     UNION ALL
     SELECT e.task_id, e.attempt, e.status,
            ${msOf('e.due_time')}, ${msOf('e.started_at')}, ${msOf('e.completed_at')}, e.worker_id, e.error
     FROM executions e
-    WHERE e.task_id = $1 AND e.attempt < $2
+    WHERE e.task_id = ANY($1::uuid[]) AND e.attempt < $2
   ) h
   WHERE h.attempt < $2
-  ORDER BY h.attempt DESC
+  ORDER BY h.task_id DESC, h.attempt DESC
   LIMIT $3`;
 
 interface HistoryRow {
@@ -98,6 +98,9 @@ interface HistoryRow {
   error: string | null;
 }
 
+/** Attempts are below this (max_retries ≤ 100): "before the first page". */
+export const MAX_ATTEMPT = 2_147_483_647;
+
 /** See `TaskStore.history`. */
 export async function taskHistory(
   db: Db,
@@ -107,8 +110,15 @@ export async function taskHistory(
 ): Promise<ExecutionRecord[]> {
   const max = Math.max(0, Math.min(MAX_LIST, Math.floor(limit)));
   if (!isUuid(taskId) || max === 0) return [];
-  const before = beforeAttempt === undefined ? 2_147_483_647 : Math.floor(beforeAttempt);
-  const { rows } = await db.query<HistoryRow>(HISTORY, [taskId, before, max], 'wh_history');
+  return historyOf(db, [taskId], beforeAttempt === undefined ? MAX_ATTEMPT : Math.floor(beforeAttempt), max);
+}
+
+/**
+ * Executions of several tasks (a cron schedule's instances), newest task first, each task's
+ * attempts newest first; attempts below `beforeAttempt`, at most `limit`.
+ */
+export async function historyOf(db: Db, taskIds: string[], beforeAttempt: number, limit: number): Promise<ExecutionRecord[]> {
+  const { rows } = await db.query<HistoryRow>(HISTORY, [taskIds, beforeAttempt, limit], 'wh_history');
   return rows.map((r) => ({
     executionId: nameUuid(`${r.task_id}:${r.attempt}`),
     taskId: r.task_id,

@@ -96,6 +96,9 @@ function newRecord(t: NewTask, dueMs: number, nowMs: number): TaskRecord {
     startedMs: null,
     completedMs: null,
     lastError: null,
+    scheduleId: null,
+    fireMs: null,
+    lastFiredMs: null,
   };
 }
 

@@ -1,0 +1,31 @@
+import type { Db } from './db.js';
+import { activeSchedules, getSchedule, scheduleHistory, writeSchedules } from './sql/cron.js';
+import type {
+  ExecutionRecord,
+  HistoryCursor,
+  ScheduleRecord,
+  ScheduleStore,
+  ScheduleWrite,
+  ScheduleWriteResult,
+} from './types.js';
+
+/** Cron schedules over SQL, on Postgres and PGlite alike; the statements are in `sql/cron.ts`. */
+export class SqlScheduleStore implements ScheduleStore {
+  constructor(private readonly db: Db) {}
+
+  get(id: string): Promise<ScheduleRecord | null> {
+    return getSchedule(this.db, id);
+  }
+
+  active(afterId: string | null, limit: number): Promise<ScheduleRecord[]> {
+    return activeSchedules(this.db, afterId, limit);
+  }
+
+  write(writes: ScheduleWrite[], nowMs: number): Promise<ScheduleWriteResult[]> {
+    return writeSchedules(this.db, writes, nowMs);
+  }
+
+  history(scheduleId: string, limit: number, before?: HistoryCursor): Promise<ExecutionRecord[]> {
+    return scheduleHistory(this.db, scheduleId, limit, before);
+  }
+}

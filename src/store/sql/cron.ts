@@ -1,0 +1,334 @@
+import { isUuid } from '../../ids.js';
+import type { Db, DbTx } from '../db.js';
+import type {
+  CronDefinition,
+  ExecutionRecord,
+  HistoryCursor,
+  ScheduleRecord,
+  ScheduleStatus,
+  ScheduleWrite,
+  ScheduleWriteResult,
+} from '../types.js';
+import { msOf, toDueEntry, tsParam, type DueRow } from './columns.js';
+import { MAX_ATTEMPT, historyOf } from './read.js';
+
+/**
+ * Cron schedules in the task table. A schedule is a `tasks` row (schedule_type 'cron'); its
+ * instances are ordinary task rows with `schedule_id` set, inserted from the schedule row
+ * in SQL so that the payload never travels through the schedule's actor.
+ *
+ * Every change goes through {@link writeSchedules}: a batch of compare-and-sets on the
+ * schedule rows' versions, and — for the rows that matched only — the instance changes that
+ * go with them, in one transaction. A write from an actor that lost its schedule (a second
+ * activation bumped the version) therefore changes nothing at all.
+ */
+
+const SCHEDULE_COLUMNS = `t.id, t.status, t.version, t.schedule, ${msOf('t.due_time')} AS due_ms,
+  ${msOf('t.last_fired_at')} AS last_fired_ms`;
+
+interface ScheduleRow {
+  id: string;
+  status: ScheduleStatus;
+  version: number;
+  schedule: Record<string, unknown>;
+  due_ms: number;
+  last_fired_ms: number | null;
+}
+
+/** The `schedule` column of a cron row, as the submit path writes it (API field names). */
+export function cronDefinitionJson(d: CronDefinition): Record<string, unknown> {
+  return {
+    cron_expression: d.cronExpression,
+    timezone: d.timezone,
+    jitter_seconds: d.jitterSeconds,
+    misfire_policy: d.misfirePolicy,
+    overlap_policy: d.overlapPolicy,
+    end_time: d.endMs === null ? null : new Date(d.endMs).toISOString(),
+  };
+}
+
+/**
+ * Definitions read back, shared: 100 000 schedules of a handful of distinct definitions hold
+ * a handful of objects (and strings) between them. Treated as immutable.
+ */
+const definitions = new Map<string, CronDefinition>();
+const DEFINITION_CACHE_SIZE = 10_000;
+
+/** Reads a `schedule` column back. */
+export function cronDefinitionOf(json: Record<string, unknown>): CronDefinition {
+  const key = `${String(json.cron_expression)}\u0000${String(json.timezone)}\u0000${String(json.jitter_seconds)}\u0000${String(json.misfire_policy)}\u0000${String(json.overlap_policy)}\u0000${String(json.end_time)}`;
+  const known = definitions.get(key);
+  if (known !== undefined) return known;
+  const definition = readDefinition(json);
+  if (definitions.size >= DEFINITION_CACHE_SIZE) definitions.clear();
+  definitions.set(key, definition);
+  return definition;
+}
+
+function readDefinition(json: Record<string, unknown>): CronDefinition {
+  const end = json.end_time;
+  return {
+    cronExpression: String(json.cron_expression),
+    timezone: typeof json.timezone === 'string' ? json.timezone : 'UTC',
+    jitterSeconds: typeof json.jitter_seconds === 'number' ? json.jitter_seconds : 0,
+    misfirePolicy: json.misfire_policy === 'skip' || json.misfire_policy === 'fire_all' ? json.misfire_policy : 'fire_once',
+    overlapPolicy: json.overlap_policy === 'skip' ? 'skip' : 'allow',
+    endMs: typeof end === 'string' ? Date.parse(end) : null,
+  };
+}
+
+function toSchedule(row: ScheduleRow): ScheduleRecord {
+  return {
+    id: row.id,
+    status: row.status,
+    version: row.version,
+    definition: cronDefinitionOf(row.schedule),
+    nextFireMs: row.due_ms,
+    lastFiredMs: row.last_fired_ms,
+    generation: typeof row.schedule.generation === 'number' ? row.schedule.generation : 0,
+  };
+}
+
+const GET_SCHEDULE = `SELECT ${SCHEDULE_COLUMNS} FROM tasks t WHERE t.id = $1 AND t.schedule_type = 'cron'`;
+
+export async function getSchedule(db: Db, id: string): Promise<ScheduleRecord | null> {
+  if (!isUuid(id)) return null;
+  const { rows } = await db.query<ScheduleRow>(GET_SCHEDULE, [id], 'wh_get_schedule');
+  return rows[0] === undefined ? null : toSchedule(rows[0]);
+}
+
+/** The partial index on active cron rows, in id order. */
+const ACTIVE_SCHEDULES = `
+  SELECT ${SCHEDULE_COLUMNS} FROM tasks t
+  WHERE t.schedule_type = 'cron' AND t.status = 'active' AND t.id > $1::uuid
+  ORDER BY t.id LIMIT $2`;
+
+const NIL_UUID = '00000000-0000-0000-0000-000000000000';
+
+export async function activeSchedules(db: Db, afterId: string | null, limit: number): Promise<ScheduleRecord[]> {
+  if (limit < 1) return [];
+  const { rows } = await db.query<ScheduleRow>(
+    ACTIVE_SCHEDULES,
+    [afterId !== null && isUuid(afterId) ? afterId : NIL_UUID, Math.max(1, Math.floor(limit))],
+    'wh_active_schedules',
+  );
+  return rows.map(toSchedule);
+}
+
+/** Step 1: the compare-and-set on each schedule row. Only rows it returns go on. */
+const UPDATE_SCHEDULES = `
+  UPDATE tasks t
+  SET version = t.version + 1,
+      status = w.status,
+      due_time = COALESCE(to_timestamp(w.next_ms / 1000), t.due_time),
+      last_fired_at = COALESCE(to_timestamp(w.fired_ms / 1000), t.last_fired_at),
+      schedule = CASE WHEN w.generation IS NULL THEN t.schedule
+                      ELSE jsonb_set(t.schedule, '{generation}', to_jsonb(w.generation)) END,
+      completed_at = CASE WHEN w.status IN ('cancelled', 'succeeded') THEN ${tsParam(6)} ELSE NULL END,
+      updated_at = ${tsParam(6)}
+  FROM unnest($1::uuid[], $2::int4[], $3::text[], $4::float8[], $5::float8[], $7::int4[])
+       AS w(id, version, status, next_ms, fired_ms, generation)
+  WHERE t.id = w.id AND t.version = w.version AND t.schedule_type = 'cron'
+  RETURNING t.id, t.version`;
+
+/**
+ * Step 2: cancels pending or held instances — one (`w.instance_id`) or all of a schedule
+ * (null). Through the (schedule_id, id) index.
+ */
+const CANCEL_INSTANCES = `
+  UPDATE tasks c
+  SET status = 'cancelled', version = c.version + 1, last_error = w.reason,
+      completed_at = ${tsParam(4)}, updated_at = ${tsParam(4)}
+  FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS w(schedule_id, instance_id, reason)
+  WHERE c.schedule_id = w.schedule_id AND (w.instance_id IS NULL OR c.id = w.instance_id)
+    AND c.status IN ('pending', 'blocked')
+  RETURNING c.schedule_id`;
+
+/**
+ * Step 3: releases held instances whose fire time came (overlap policy `skip`): `pending`,
+ * or `cancelled` when another instance of the schedule is still pending or running.
+ */
+const RELEASE_INSTANCES = `
+  UPDATE tasks r
+  SET status = CASE WHEN busy.any THEN 'cancelled' ELSE 'pending' END,
+      version = r.version + 1,
+      last_error = CASE WHEN busy.any
+        THEN 'skipped: the previous instance of the schedule was still running (overlap_policy skip)' END,
+      completed_at = CASE WHEN busy.any THEN ${tsParam(2)} END,
+      updated_at = ${tsParam(2)}
+  FROM unnest($1::uuid[], $3::uuid[]) AS w(id, schedule_id),
+       LATERAL (SELECT EXISTS (
+         SELECT 1 FROM tasks o
+         WHERE o.schedule_id = w.schedule_id AND o.id <> w.id AND o.status IN ('pending', 'running')) AS any) busy
+  WHERE r.id = w.id AND r.schedule_id = w.schedule_id AND r.status = 'blocked'
+  RETURNING r.id, r.schedule_id, r.status, r.task_type, r.priority, ${msOf('r.due_time')} AS due_ms`;
+
+/**
+ * Step 4: inserts instances, copying the template (type, payload, priority, retries,
+ * timeout) from the schedule row. An instance whose id exists is left alone: its fire time
+ * was reached before.
+ */
+const INSERT_INSTANCES = `
+  INSERT INTO tasks (id, task_type, payload, status, schedule_type, schedule, due_time, priority,
+                     max_retries, timeout_seconds, partition, created_at, updated_at,
+                     schedule_id, fire_time)
+  SELECT n.id, s.task_type, s.payload, n.status, 'delayed', NULL, to_timestamp(n.due_ms / 1000),
+         s.priority, s.max_retries, s.timeout_seconds, n.partition, ${tsParam(7)}, ${tsParam(7)},
+         n.schedule_id, to_timestamp(n.fire_ms / 1000)
+  FROM unnest($1::uuid[], $2::uuid[], $3::float8[], $4::float8[], $5::int2[], $6::text[])
+       AS n(id, schedule_id, fire_ms, due_ms, partition, status)
+  JOIN tasks s ON s.id = n.schedule_id
+  ON CONFLICT (id) DO NOTHING
+  RETURNING id, schedule_id, status, task_type, priority, ${msOf('due_time')} AS due_ms`;
+
+interface InstanceRow extends DueRow {
+  schedule_id: string;
+  status: string;
+}
+
+/**
+ * See `ScheduleStore.write`. Writes to the same schedule in one batch (a stale activation's
+ * and its successor's, merged by the batcher) go in successive rounds of the transaction, in
+ * order, so that the compare-and-set lets at most one of those made at one version through.
+ */
+export async function writeSchedules(db: Db, writes: ScheduleWrite[], nowMs: number): Promise<ScheduleWriteResult[]> {
+  if (writes.length === 0) return [];
+  const rounds: ScheduleWrite[][] = [];
+  const seen = new Map<string, number>();
+  for (const w of writes) {
+    const id = w.scheduleId.toLowerCase();
+    const round = seen.get(id) ?? 0;
+    seen.set(id, round + 1);
+    (rounds[round] ??= []).push(w);
+  }
+  return db.transaction(async (tx) => {
+    const results = new Map<ScheduleWrite, ScheduleWriteResult>();
+    for (const round of rounds) {
+      const answers = await writeRound(tx, round, nowMs);
+      round.forEach((w, i) => results.set(w, answers[i]!));
+    }
+    return writes.map((w) => results.get(w)!);
+  });
+}
+
+/** One round: writes to distinct schedules. */
+async function writeRound(tx: DbTx, writes: ScheduleWrite[], nowMs: number): Promise<ScheduleWriteResult[]> {
+  const updated = await tx.query<{ id: string; version: number }>(
+    UPDATE_SCHEDULES,
+    [
+      writes.map((w) => w.scheduleId),
+      writes.map((w) => w.version),
+      writes.map((w) => w.status),
+      writes.map((w) => w.nextFireMs),
+      writes.map((w) => w.lastFiredMs),
+      nowMs,
+      writes.map((w) => w.generation),
+    ],
+    'wh_update_schedules',
+  );
+  const versions = new Map(updated.rows.map((r) => [r.id, r.version]));
+  const applied = writes.filter((w) => versions.has(w.scheduleId.toLowerCase()));
+  const results = new Map<string, ScheduleWriteResult>();
+  for (const w of applied) {
+    const id = w.scheduleId.toLowerCase();
+    results.set(id, { ok: true, version: versions.get(id)!, due: [], skipped: false, cancelled: 0 });
+  }
+  const resultOf = (scheduleId: string): ScheduleWriteResult => results.get(scheduleId)!;
+
+  const cancels = applied.filter((w) => w.cancel !== null);
+  if (cancels.length > 0) {
+    const cancelled = await tx.query<{ schedule_id: string }>(
+      CANCEL_INSTANCES,
+      [
+        cancels.map((w) => w.scheduleId),
+        cancels.map((w) => w.cancel!.instanceId),
+        cancels.map((w) => w.cancel!.reason),
+        nowMs,
+      ],
+      'wh_cancel_instances',
+    );
+    for (const row of cancelled.rows) resultOf(row.schedule_id).cancelled++;
+  }
+
+  const releases = applied.filter((w) => w.release !== null);
+  if (releases.length > 0) {
+    const released = await tx.query<InstanceRow>(
+      RELEASE_INSTANCES,
+      [releases.map((w) => w.release), nowMs, releases.map((w) => w.scheduleId)],
+      'wh_release_instances',
+    );
+    for (const row of released.rows) {
+      const result = resultOf(row.schedule_id);
+      if (row.status === 'pending') result.due.push(toDueEntry(row));
+      else result.skipped = true;
+    }
+  }
+
+  const instances = applied.flatMap((w) => w.instances.map((i) => ({ ...i, scheduleId: w.scheduleId })));
+  if (instances.length > 0) await insertInstances(tx, instances, nowMs, resultOf);
+
+  return writes.map(
+    (w) => results.get(w.scheduleId.toLowerCase()) ?? { ok: false, version: w.version, due: [], skipped: false, cancelled: 0 },
+  );
+}
+
+async function insertInstances(
+  tx: DbTx,
+  instances: (ScheduleWrite['instances'][number] & { scheduleId: string })[],
+  nowMs: number,
+  resultOf: (scheduleId: string) => ScheduleWriteResult,
+): Promise<void> {
+  const inserted = await tx.query<InstanceRow>(
+    INSERT_INSTANCES,
+    [
+      instances.map((i) => i.id),
+      instances.map((i) => i.scheduleId),
+      instances.map((i) => i.fireMs),
+      instances.map((i) => i.dueMs),
+      instances.map((i) => i.partition),
+      instances.map((i) => i.status),
+      nowMs,
+    ],
+    'wh_insert_instances',
+  );
+  for (const row of inserted.rows) {
+    if (row.status === 'pending') resultOf(row.schedule_id).due.push(toDueEntry(row));
+  }
+}
+
+/**
+ * A page of a schedule's instances that have started at least once, newest first (the
+ * (schedule_id, id) index backwards): each has at least one execution, so `limit` of them
+ * hold at least `limit` executions.
+ */
+const STARTED_INSTANCES = `
+  SELECT t.id FROM tasks t
+  WHERE t.schedule_id = $1 AND t.id <= $2::uuid AND t.attempts > 0
+  ORDER BY t.id DESC LIMIT $3`;
+
+const MAX_UUID = 'ffffffff-ffff-ffff-ffff-ffffffffffff';
+
+/** See `ScheduleStore.history`. */
+export async function scheduleHistory(
+  db: Db,
+  scheduleId: string,
+  limit: number,
+  before?: HistoryCursor,
+): Promise<ExecutionRecord[]> {
+  const max = Math.max(0, Math.min(1000, Math.floor(limit)));
+  if (!isUuid(scheduleId) || max === 0 || (before !== undefined && !isUuid(before.taskId))) return [];
+  const cursor = before === undefined ? undefined : { taskId: before.taskId.toLowerCase(), attempt: before.attempt };
+  // One more instance than the page: the cursor's own instance may have no attempt left.
+  const { rows } = await db.query<{ id: string }>(
+    STARTED_INSTANCES,
+    [scheduleId, cursor?.taskId ?? MAX_UUID, max + 1],
+    'wh_started_instances',
+  );
+  if (rows.length === 0) return [];
+  // Every attempt of the page's instances (at most 101 each), filtered to the cursor here.
+  const executions = await historyOf(db, rows.map((r) => r.id), MAX_ATTEMPT, rows.length * 101);
+  const after = executions.filter(
+    (e) => cursor === undefined || e.taskId < cursor.taskId || (e.taskId === cursor.taskId && e.attempt < cursor.attempt),
+  );
+  return after.slice(0, max);
+}
