@@ -12,16 +12,21 @@ export interface BenchArgs {
   write: boolean;
   /** Extra flags passed to `wheelhouse node`, split on spaces. */
   nodeFlags: string[];
+  /** W4's firing window, seconds; null: the workload's default (120, --quick: 20). */
+  cronWindowSeconds: number | null;
 }
 
-export const USAGE = `npm run bench -- [--runs N] [--only W1,W2,W3] [--quick] [--workers N] [--pollers N]
+export const USAGE = `npm run bench -- [--runs N] [--only W1,W2,W3,W4] [--quick] [--workers N] [--pollers N]
                        [--timeout-minutes M] [--write | --no-write] [--node-flags "--partitions 64 ..."]
+                       [--cron-window-seconds S]
   --runs N            runs of each workload; the table shows the median and each run (default 3, --quick: 1)
-  --only LIST         workloads to run (default W1,W2,W3)
-  --quick             small counts, for a smoke test (W1 5 000, W2 20 000, W3 200 over 5 s)
+  --only LIST         workloads to run (default W1,W2,W3,W4)
+  --quick             small counts, for a smoke test (W1 5 000, W2 20 000, W3 200 over 5 s,
+                      W4 1 000 per-second schedules for 20 s and 10 000 per-minute ones)
   --workers N         worker processes per workload (default 1)
   --pollers N         concurrent long-polls per worker process (default 1)
-  --timeout-minutes M hard limit: kill everything and exit 1 (default 20)
+  --timeout-minutes M hard limit: kill everything and exit 1 (default 45)
+  --cron-window-seconds S  how long W4's per-second schedules fire (default 120, --quick: 20)
   --write/--no-write  write docs/benchmarks.md (default: write unless --quick)
   --node-flags STR    extra flags for 'wheelhouse node'`;
 
@@ -34,10 +39,11 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
       quick: { type: 'boolean', default: false },
       workers: { type: 'string', default: '1' },
       pollers: { type: 'string', default: '1' },
-      'timeout-minutes': { type: 'string', default: '20' },
+      'timeout-minutes': { type: 'string', default: '45' },
       write: { type: 'boolean' },
       'no-write': { type: 'boolean' },
       'node-flags': { type: 'string', default: '' },
+      'cron-window-seconds': { type: 'string' },
       help: { type: 'boolean', default: false },
     },
   });
@@ -56,6 +62,7 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
     timeoutMinutes: positive('timeout-minutes', values['timeout-minutes']),
     write: values['no-write'] ? false : (values.write ?? !quick),
     nodeFlags: values['node-flags'].split(' ').filter((f) => f !== ''),
+    cronWindowSeconds: values['cron-window-seconds'] === undefined ? null : positive('cron-window-seconds', values['cron-window-seconds']),
   };
 }
 

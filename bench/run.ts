@@ -14,9 +14,10 @@ import { BenchStores } from './stores.js';
 import { w1Throughput } from './w1-throughput.js';
 import { w2Herd } from './w2-herd.js';
 import { w3Precision } from './w3-precision.js';
+import { w4Cron } from './w4-cron.js';
 import type { RunContext } from './workload.js';
 
-const WORKLOADS = [w1Throughput, w2Herd, w3Precision];
+const WORKLOADS = [w1Throughput, w2Herd, w3Precision, w4Cron];
 const DOC_PATH = resolve(import.meta.dirname, '../../docs/benchmarks.md');
 
 const log = (line: string): void => {
@@ -49,7 +50,7 @@ async function main(): Promise<number> {
 
   const selected = WORKLOADS.filter((w) => args.only === null || args.only.includes(w.id));
   if (selected.length === 0) {
-    process.stderr.write(`--only names no workload (W1, W2, W3)\n`);
+    process.stderr.write(`--only names no workload (${WORKLOADS.map((w) => w.id).join(', ')})\n`);
     return 2;
   }
   const versions = await stores.versions();
@@ -70,6 +71,7 @@ async function main(): Promise<number> {
         quick: args.quick,
         workers: args.workers,
         pollers: args.pollers,
+        cronWindowMs: args.cronWindowSeconds === null ? null : args.cronWindowSeconds * 1000,
         log,
         async startNode() {
           const names = runNames();

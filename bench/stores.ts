@@ -9,6 +9,18 @@ import { Redis } from 'ioredis';
 export const POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/test';
 export const REDIS_URL = 'redis://127.0.0.1:6379';
 
+/** One cron instance, as {@link BenchStores.cronInstances} reads it. */
+export interface CronInstanceRow {
+  scheduleId: string;
+  status: string;
+  /** Claims so far. */
+  attempts: number;
+  /** Nominal fire time, Unix ms. */
+  fireMs: number;
+  /** First claim − fire time, ms; null if never claimed. */
+  lateMs: number | null;
+}
+
 export class BenchStores {
   readonly pg = new pg.Pool({ connectionString: POSTGRES_URL, max: 2 });
   readonly redis = new Redis(REDIS_URL, { lazyConnect: false, maxRetriesPerRequest: 2 });
@@ -18,6 +30,38 @@ export class BenchStores {
     const { rows } = await this.pg.query<{ status: string; n: string }>(
       `SELECT status, count(*) AS n FROM "${schema}".tasks WHERE task_type = $1 GROUP BY status`,
       [taskType],
+    );
+    return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
+  }
+
+  /**
+   * The cron instances of one task type whose nominal fire time is in [fromMs, toMs], one
+   * row each. An instance claimed more than once has its earlier claims in `executions`;
+   * its first claim is the earliest of those and the task row's `started_at` (node clock).
+   * No index serves `fire_time`: a sequential scan of the run's own schema, after the run.
+   */
+  async cronInstances(schema: string, taskType: string, fromMs: number, toMs: number): Promise<CronInstanceRow[]> {
+    const { rows } = await this.pg.query<CronInstanceRow>(
+      `SELECT t.schedule_id AS "scheduleId", t.status, t.attempts,
+              (extract(epoch FROM t.fire_time) * 1000)::float8 AS "fireMs",
+              (extract(epoch FROM LEAST(t.started_at,
+                 (SELECT min(e.started_at) FROM "${schema}".executions e WHERE e.task_id = t.id)) - t.fire_time) * 1000)::float8 AS "lateMs"
+       FROM "${schema}".tasks t
+       WHERE t.task_type = $1 AND t.schedule_id IS NOT NULL
+         AND t.fire_time BETWEEN to_timestamp($2::float8 / 1000) AND to_timestamp($3::float8 / 1000)`,
+      [taskType, fromMs, toMs],
+    );
+    return rows;
+  }
+
+  /** Counts by stored status of one task type's cron instances with fire times in [fromMs, toMs]. */
+  async cronStatusCounts(schema: string, taskType: string, fromMs: number, toMs: number): Promise<Record<string, number>> {
+    const { rows } = await this.pg.query<{ status: string; n: string }>(
+      `SELECT status, count(*) AS n FROM "${schema}".tasks
+       WHERE task_type = $1 AND schedule_id IS NOT NULL
+         AND fire_time BETWEEN to_timestamp($2::float8 / 1000) AND to_timestamp($3::float8 / 1000)
+       GROUP BY status`,
+      [taskType, fromMs, toMs],
     );
     return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
   }

@@ -16,12 +16,19 @@ export interface SubmitOutcome {
 
 export const BATCH_SIZE = 1000;
 
+export interface SubmitOptions {
+  /** Batch requests in flight at once. @default 4 */
+  parallel?: number;
+  /** Called with the ids the node gave tasks `from` … `from + ids.length − 1`, in order. */
+  onCreated?(from: number, ids: string[]): void;
+}
+
 /** Submits `count` tasks built by `taskAt(i)`, `parallel` batch requests at a time. */
 export async function submitTasks(
   url: string,
   count: number,
   taskAt: (i: number) => Record<string, unknown>,
-  parallel = 4,
+  { parallel = 4, onCreated }: SubmitOptions = {},
 ): Promise<SubmitOutcome> {
   const pool = new Pool(url, { connections: parallel, pipelining: 1 });
   let next = 0;
@@ -38,7 +45,10 @@ export async function submitTasks(
       for (let attempt = 0; ; attempt++) {
         const res = await pool.request({ path: '/api/tasks/batch', method: 'POST', headers: { 'content-type': 'application/json' }, body });
         const text = await res.body.text();
-        if (res.statusCode === 201 || res.statusCode === 200) break;
+        if (res.statusCode === 201 || res.statusCode === 200) {
+          onCreated?.(from, (JSON.parse(text) as { tasks: { task_id: string }[] }).tasks.map((t) => t.task_id));
+          break;
+        }
         if ((res.statusCode === 429 || res.statusCode === 503) && attempt < 50) {
           retried++;
           const after = Number(res.headers['retry-after']);
@@ -55,4 +65,49 @@ export async function submitTasks(
     await pool.close();
   }
   return { firstSubmitMs, lastAnsweredMs: Date.now(), retried };
+}
+
+export interface DeleteOutcome {
+  /** Date.now() when the first request was sent / the last answer arrived. */
+  firstSentMs: number;
+  lastAnsweredMs: number;
+  /** Answered 404 or 409 (gone, already finished): nothing left to stop. */
+  alreadyGone: number;
+}
+
+/**
+ * `DELETE /api/tasks/{id}` for each id, `parallel` at a time (a schedule stops firing and its
+ * pending instance is cancelled). 429 and 503 are waited out; any other failure throws.
+ */
+export async function deleteTasks(url: string, ids: readonly string[], parallel = 16): Promise<DeleteOutcome> {
+  const pool = new Pool(url, { connections: parallel, pipelining: 1 });
+  let next = 0;
+  let alreadyGone = 0;
+  const firstSentMs = Date.now();
+  const lane = async (): Promise<void> => {
+    while (next < ids.length) {
+      const id = ids[next++] as string;
+      for (let attempt = 0; ; attempt++) {
+        const res = await pool.request({ path: `/api/tasks/${id}`, method: 'DELETE' });
+        const text = await res.body.text();
+        if (res.statusCode === 200) break;
+        if (res.statusCode === 404 || res.statusCode === 409) {
+          alreadyGone++;
+          break;
+        }
+        if ((res.statusCode === 429 || res.statusCode === 503) && attempt < 50) {
+          const after = Number(res.headers['retry-after']);
+          await sleep(Number.isFinite(after) ? after * 1000 : 500);
+          continue;
+        }
+        throw new Error(`DELETE /api/tasks/${id} answered ${res.statusCode}: ${text.slice(0, 500)}`);
+      }
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: parallel }, lane));
+  } finally {
+    await pool.close();
+  }
+  return { firstSentMs, lastAnsweredMs: Date.now(), alreadyGone };
 }

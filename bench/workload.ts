@@ -35,6 +35,8 @@ export interface RunContext {
   quick: boolean;
   workers: number;
   pollers: number;
+  /** W4's firing window (`--cron-window-seconds`), ms; null: the workload's default. */
+  cronWindowMs: number | null;
   log(line: string): void;
 }
 
