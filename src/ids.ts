@@ -5,11 +5,15 @@ import { createHash, randomBytes } from 'node:crypto';
  * creation time and `ORDER BY id DESC` lists newest first.
  */
 export function uuidv7(nowMs: number = Date.now()): string {
-  const bytes = randomChunk();
-  let ms = Math.max(0, Math.floor(nowMs));
+  return formatV7(randomChunk(), nowMs);
+}
+
+/** Writes the v7 layout over 16 bytes: `ms` in the first 48 bits, then version and variant. */
+function formatV7(bytes: Buffer, ms: number): string {
+  let rest = Math.max(0, Math.floor(ms));
   for (let i = 5; i >= 0; i--) {
-    bytes[i] = ms % 256;
-    ms = Math.floor(ms / 256);
+    bytes[i] = rest % 256;
+    rest = Math.floor(rest / 256);
   }
   bytes[6] = 0x70 | ((bytes[6] ?? 0) & 0x0f);
   bytes[8] = 0x80 | ((bytes[8] ?? 0) & 0x3f);
@@ -75,15 +79,7 @@ export function partitionOf(taskId: string, partitions: number): number {
  */
 export function instanceId(scheduleId: string, generation: number, fireMs: number): string {
   const name = `${scheduleId.toLowerCase()}#${generation}@${fireMs}`;
-  const bytes = createHash('sha256').update(name).digest().subarray(0, 16);
-  let ms = Math.max(0, Math.floor(fireMs));
-  for (let i = 5; i >= 0; i--) {
-    bytes[i] = ms % 256;
-    ms = Math.floor(ms / 256);
-  }
-  bytes[6] = 0x70 | ((bytes[6] ?? 0) & 0x0f);
-  bytes[8] = 0x80 | ((bytes[8] ?? 0) & 0x3f);
-  return formatUuid(bytes);
+  return formatV7(createHash('sha256').update(name).digest().subarray(0, 16), fireMs);
 }
 
 /**

@@ -309,15 +309,8 @@ function unsupported(spec: TaskSpec, index: number): void {
   }
 }
 
-function cronDefinition(s: Extract<TaskSpec['schedule'], { type: 'cron' }>): CronDefinition {
-  return {
-    cronExpression: s.cronExpression,
-    timezone: s.timezone,
-    jitterSeconds: s.jitterSeconds,
-    misfirePolicy: s.misfirePolicy,
-    overlapPolicy: s.overlapPolicy,
-    endMs: s.endMs,
-  };
+function cronDefinition({ type: _cron, ...definition }: Extract<TaskSpec['schedule'], { type: 'cron' }>): CronDefinition {
+  return definition;
 }
 
 /** How many fire times the jitter check looks at. */

@@ -1,18 +1,10 @@
-import type { ClaimedTask, ExecutionRecord, SubmitResult, TaskRecord, TaskStatus } from '../store/types.js';
+import type { ClaimedTask, CronDefinition, ExecutionRecord, SubmitResult, TaskRecord, TaskStatus } from '../store/types.js';
 
 /** A schedule as the client gave it, validated. Times are Unix milliseconds. */
 export type ScheduleSpec =
   | { type: 'immediate' }
   | { type: 'delayed'; dueMs: number | null; delaySeconds: number | null }
-  | {
-      type: 'cron';
-      cronExpression: string;
-      timezone: string;
-      jitterSeconds: number;
-      misfirePolicy: 'fire_once' | 'skip' | 'fire_all';
-      overlapPolicy: 'allow' | 'skip';
-      endMs: number | null;
-    };
+  | ({ type: 'cron' } & CronDefinition);
 
 /** A validated submission, before it is given an id and a due time. */
 export interface TaskSpec {
