@@ -103,4 +103,48 @@ describe.each(['postgres', 'embedded'] as BackendName[])('a node killed with SIG
     const extra = await api<{ tasks: unknown[] }>(second.url, 'POST', '/api/workers/poll', { worker_id: 'w', task_types: ['crash.t'], max_tasks: 100, wait_ms: 500 });
     expect(extra.body.tasks).toEqual([]);
   });
+
+  it('fires every second of a per-second schedule exactly once across a SIGKILL', async () => {
+    type Polled = { tasks: { task_id: string; lease_token: string }[] };
+    const handedOut: string[] = [];
+    /** Polls and completes instances for `ms`. */
+    const work = async (url: string, ms: number): Promise<void> => {
+      const until = Date.now() + ms;
+      while (Date.now() < until) {
+        const polled = await api<Polled>(url, 'POST', '/api/workers/poll', { worker_id: 'w', task_types: ['crash.cron'], max_tasks: 100, wait_ms: 200 });
+        if (polled.body.tasks.length === 0) continue;
+        handedOut.push(...polled.body.tasks.map((t) => t.task_id));
+        const results = polled.body.tasks.map((t) => ({ task_id: t.task_id, lease_token: t.lease_token, status: 'succeeded' }));
+        await api(url, 'POST', '/api/workers/complete', { results });
+      }
+    };
+    const first = await startProcess(args);
+    running.push(first);
+    const created = await api<{ task_id: string }>(first.url, 'POST', '/api/tasks', {
+      task_type: 'crash.cron',
+      schedule: { type: 'cron', cron_expression: '* * * * * *' },
+    });
+    expect(created.status).toBe(201);
+    await work(first.url, 3_000);
+    await kill9(first);
+
+    const second = await startProcess(args);
+    running.push(second);
+    await work(second.url, 3_000);
+    expect((await api(second.url, 'DELETE', `/api/tasks/${created.body.task_id}`)).status).toBe(200);
+    await work(second.url, 1_000);
+
+    const listed = await api<{ tasks: { task_id: string; status: string; fire_time?: string }[] }>(
+      second.url, 'GET', '/api/tasks?task_type=crash.cron&limit=1000',
+    );
+    const instances = listed.body.tasks.filter((t) => t.fire_time !== undefined);
+    const fires = instances.map((t) => Date.parse(t.fire_time!)).sort((a, b) => a - b);
+    // One instance per second, no gap across the kill and the restart (the late ones caught up).
+    expect(fires.length).toBeGreaterThan(5);
+    expect(new Set(fires).size).toBe(fires.length);
+    for (let i = 1; i < fires.length; i++) expect(fires[i]! - fires[i - 1]!).toBe(1_000);
+    // Every instance that was not cancelled by the DELETE was handed out, and only once.
+    const ran = instances.filter((t) => t.status !== 'cancelled').map((t) => t.task_id).sort();
+    expect(handedOut.slice().sort()).toEqual(ran);
+  });
 });
