@@ -1,3 +1,4 @@
+import { WheelhouseError } from '../errors.js';
 import { instanceId, jitterOf, partitionOf } from '../ids.js';
 import type { Cancel } from '../runtime/clock.js';
 import type { ActorContext, Ask, Behavior } from '../runtime/actor.js';
@@ -75,6 +76,11 @@ export interface CronDeps {
 /** Wait before trying a failed write again. */
 const RETRY_MS = 1_000;
 
+/** Deleted, or out of fire times. */
+function finished(record: ScheduleRecord): boolean {
+  return record.status === 'cancelled' || record.status === 'succeeded';
+}
+
 /** A fraction in [0, 1) fixed per schedule: FNV-1a of its id. */
 function spreadFraction(id: string): number {
   let hash = 0x811c9dc5;
@@ -147,11 +153,17 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
     if (record?.status !== 'active') return;
     state.timer = ctx.schedule(delayMs ?? handleAt(state, record) - ctx.clock.now(), { type: 'fire' });
   };
-  /** Re-reads the row after a write was refused; false when another activation holds it. */
-  const reload = async (state: CronState, ctx: ActorContext<CronMessage>): Promise<boolean> => {
-    const before = state.record;
-    state.record = await deps.schedules.get(ctx.key);
-    return state.record !== null && (before === null || state.record.version >= before.version);
+  /**
+   * A write was refused: the row is no longer at this activation's version, so another
+   * activation took the schedule (a node that was paused past its failover, a second
+   * activation). This one changes nothing more and leaves memory; the next message
+   * activates a fresh one that reads the row.
+   */
+  const fenced = (ctx: ActorContext<CronMessage>, during: string): WheelhouseError => {
+    ctx.stop();
+    return new WheelhouseError('stale_epoch', `cron ${ctx.key}: another activation took the schedule row during ${during}; this one stops`, {
+      details: { kind: CRON_KIND, key: ctx.key },
+    });
   };
 
   /** Handles the current instance's due time. See the module comment for the policies. */
@@ -193,11 +205,7 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
     }
     const w = write(record, change);
     const result = await deps.write(w);
-    if (!result.ok) {
-      if (await reload(state, ctx)) return arm(state, ctx, 0);
-      deps.onError(new Error(`cron ${ctx.key}: the schedule row moved on; this activation stops`), 'cron fire');
-      return ctx.stop();
-    }
+    if (!result.ok) return deps.onError(fenced(ctx, 'a fire'), 'cron fire');
     applied(state, w, result);
     const extra = change.instances!.length - (next === null ? 0 : 1);
     if (change.cancel) {
@@ -213,48 +221,40 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
     arm(state, ctx);
   }
 
-  /** pause / resume / cancel: one write each, retried once after a refused compare-and-set. */
+  /** pause / resume / cancel: one write each; a refused compare-and-set fences this activation. */
   async function command(
     state: CronState,
     ctx: ActorContext<CronMessage>,
     type: 'pause' | 'resume' | 'cancel',
   ): Promise<CronCommandResult> {
-    for (let attempt = 0; ; attempt++) {
-      const record = state.record;
-      if (record === null) return { ok: false, reason: 'not_found', status: null };
-      if (record.status === 'cancelled' || record.status === 'succeeded') {
-        return { ok: false, reason: 'finished', status: record.status };
-      }
-      let w: ScheduleWrite;
-      if (type === 'pause') {
-        if (record.status === 'paused') return { ok: true, status: 'paused', cancelledInstances: 0 };
-        w = write(record, { status: 'paused', cancel: { instanceId: null, reason: 'the schedule was paused' } });
-      } else if (type === 'cancel') {
-        w = write(record, { status: 'cancelled', cancel: { instanceId: null, reason: 'the schedule was deleted' } });
-      } else {
-        if (record.status === 'active') return { ok: true, status: 'active', cancelledInstances: 0 };
-        const next = nextFire(state, ctx.clock.now());
-        const generation = record.generation + 1;
-        w =
-          next === null
-            ? write(record, { status: 'succeeded' })
-            : write(record, {
-                status: 'active',
-                nextFireMs: next,
-                generation,
-                instances: [instance(record, generation, next, regular(record))],
-              });
-      }
-      const result = await deps.write(w);
-      if (result.ok) {
-        applied(state, w, result);
-        arm(state, ctx);
-        return { ok: true, status: w.status, cancelledInstances: result.cancelled };
-      }
-      if (attempt >= 1 || !(await reload(state, ctx))) {
-        throw new Error(`cron ${ctx.key}: the schedule row kept changing during ${type}`);
-      }
+    const record = state.record;
+    if (record === null) return { ok: false, reason: 'not_found', status: null };
+    if (finished(record)) return { ok: false, reason: 'finished', status: record.status };
+    let w: ScheduleWrite;
+    if (type === 'pause') {
+      if (record.status === 'paused') return { ok: true, status: 'paused', cancelledInstances: 0 };
+      w = write(record, { status: 'paused', cancel: { instanceId: null, reason: 'the schedule was paused' } });
+    } else if (type === 'cancel') {
+      w = write(record, { status: 'cancelled', cancel: { instanceId: null, reason: 'the schedule was deleted' } });
+    } else {
+      if (record.status === 'active') return { ok: true, status: 'active', cancelledInstances: 0 };
+      const next = nextFire(state, ctx.clock.now());
+      const generation = record.generation + 1;
+      w =
+        next === null
+          ? write(record, { status: 'succeeded' })
+          : write(record, {
+              status: 'active',
+              nextFireMs: next,
+              generation,
+              instances: [instance(record, generation, next, regular(record))],
+            });
     }
+    const result = await deps.write(w);
+    if (!result.ok) throw fenced(ctx, type);
+    applied(state, w, result);
+    arm(state, ctx);
+    return { ok: true, status: w.status, cancelledInstances: result.cancelled };
   }
 
   return {
@@ -265,7 +265,7 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
     async activate(ctx) {
       const state: CronState = { record: null, rule: null, timer: null, fired: 0, skipped: 0, missed: 0 };
       state.record = deps.takePreloaded(ctx.key) ?? (await deps.schedules.get(ctx.key));
-      for (let attempt = 0; state.record !== null; attempt++) {
+      for (let attempt = 0; state.record !== null && !finished(state.record); attempt++) {
         const record = state.record;
         state.rule = cronRule(record.definition.cronExpression, record.definition.timezone);
         // Take the row (version + 1 fences any earlier activation) and make sure the
@@ -278,7 +278,8 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
           applied(state, w, result);
           break;
         }
-        if (attempt >= 2) throw new Error(`cron ${ctx.key}: could not take the schedule row (it kept changing)`);
+        // The row moved since it was read (a preloaded record gone stale): read it again.
+        if (attempt >= 2) throw new WheelhouseError('stale_epoch', `cron ${ctx.key}: could not take the schedule row (it kept changing)`);
         state.record = await deps.schedules.get(ctx.key);
       }
       // Fire times that passed while no actor held the schedule are handled now, before the
@@ -301,6 +302,7 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
           if (state.record?.status !== 'active') return state;
           try {
             await fire(state, ctx);
+            if (state.record !== null && finished(state.record)) ctx.stop();
           } catch (error) {
             deps.onError(error, `cron ${ctx.key}: fire failed; retrying`);
             arm(state, ctx, RETRY_MS);
@@ -310,6 +312,8 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
         case 'resume':
         case 'cancel':
           ctx.reply(await command(state, ctx, message.type));
+          // A deleted, ended or unknown schedule has nothing left to do in memory.
+          if (state.record === null || finished(state.record)) ctx.stop();
           return state;
       }
     },

@@ -286,6 +286,23 @@ describe.each(BACKENDS)('cron schedules on %s', (backend: BackendName) => {
     expect(next.map((t) => t.task_id)).toEqual([rows.at(-1)!.id]);
   });
 
+  it('ends at end_time: the last fire time before it fires, then the schedule has succeeded', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 10, 30, 20, 0, 0, 300));
+    await start(clock);
+    const id = await submitCron('cron.end', { cron_expression: '* * * * * *', end_time: '2026-11-30T20:00:03.500Z' });
+    await step([id], clock, SECOND, 4);
+    expect((await drain('cron.end', clock)).length).toBe(3);
+    expect(fireTimes(await instances(id))).toEqual([1, 2, 3].map((s) => Date.UTC(2026, 10, 30, 20, 0, s)));
+    const ended = await getTask(id);
+    expect(ended).toMatchObject({ status: 'succeeded', next_due_time: null, last_fired_at: '2026-11-30T20:00:03.000Z' });
+    await clock.advance(5 * SECOND);
+    expect(await drain('cron.end', clock)).toEqual([]);
+    // Its actor left memory; pausing or deleting it now is a 409.
+    expect((await api(c!.url, 'GET', `/admin/actors/cron/${id}`)).status).toBe(404);
+    expect((await api(c!.url, 'POST', `/api/tasks/${id}/pause`)).status).toBe(409);
+    expect((await api(c!.url, 'DELETE', `/api/tasks/${id}`)).status).toBe(409);
+  });
+
   it('spreads instances by jitter within its bound', async () => {
     const clock = new FakeClock(Date.UTC(2026, 10, 30, 18, 0, 5));
     await start(clock);

@@ -1,0 +1,123 @@
+/**
+ * The cron-schedule actor against a real ScheduleStore (Postgres and PGlite), on a
+ * FakeClock, with two actor systems standing for two nodes: a second activation of the
+ * same schedule fences the first, so that an activation that comes back from a pause
+ * (a SIGSTOPped node) cannot fire a single fire time again or write over its successor.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CRON_KIND, cronScheduleBehavior, type CronMessage } from '../../src/actors/cron-schedule.js';
+import { isWheelhouseError } from '../../src/errors.js';
+import { FakeClock } from '../../src/runtime/clock.js';
+import { LocalPlacement } from '../../src/runtime/placement.js';
+import { ActorSystem } from '../../src/runtime/system.js';
+import { SqlScheduleStore } from '../../src/store/schedule-store.js';
+import { cronDefinitionJson } from '../../src/store/sql/cron.js';
+import { SqlSnapshotStore } from '../../src/store/snapshot-store.js';
+import { SqlTaskStore } from '../../src/store/task-store.js';
+import type { DueEntry, ScheduleStore } from '../../src/store/types.js';
+import { sqlBackends, type TestDb } from '../support/postgres.js';
+import { makeTask, uniqueType } from '../support/tasks.js';
+
+const SECOND = 1000;
+
+describe.each(sqlBackends)('cron-schedule actor on $name', ({ open }) => {
+  let testDb: TestDb;
+  let schedules: ScheduleStore;
+
+  beforeAll(async () => {
+    testDb = await open();
+    schedules = new SqlScheduleStore(testDb.db);
+  });
+  afterAll(async () => {
+    await testDb?.drop();
+  });
+
+  /** One "node": an actor system hosting the cron behavior; what it placed and reported. */
+  function node(name: string, clock: FakeClock) {
+    const placed: DueEntry[] = [];
+    const errors: unknown[] = [];
+    const system = new ActorSystem({
+      nodeId: name,
+      clock,
+      snapshots: new SqlSnapshotStore(testDb.db),
+      placement: new LocalPlacement(name),
+      onError: (error) => errors.push(error),
+    });
+    system.register(
+      cronScheduleBehavior({
+        schedules,
+        write: async (w) => (await schedules.write([w], clock.now()))[0]!,
+        place: (entries) => placed.push(...entries),
+        partitions: 8,
+        misfireThresholdMs: 60_000,
+        fireAllLimit: 100,
+        advanceSpreadMs: 0,
+        takePreloaded: () => undefined,
+        onError: (error) => errors.push(error),
+      }),
+    );
+    return { system, placed, errors };
+  }
+
+  const instanceFires = async (scheduleId: string): Promise<number[]> => {
+    const { rows } = await testDb.db.query<{ fire_ms: number }>(
+      `SELECT round(date_part('epoch', fire_time) * 1000)::float8 AS fire_ms FROM tasks WHERE schedule_id = $1 ORDER BY fire_time`,
+      [scheduleId],
+    );
+    return rows.map((r) => Number(r.fire_ms));
+  };
+
+  /** Lets timers and store round trips settle: the fake clock does not wait for I/O. */
+  const settle = async (clock: FakeClock): Promise<void> => {
+    for (let i = 0; i < 20; i++) {
+      await clock.advance(0);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  };
+
+  it('a second activation fences the first: the first stops at its next write, nothing fires twice', async () => {
+    const t0 = Date.UTC(2026, 10, 30, 10, 0, 0, 500);
+    const clock = new FakeClock(t0);
+    const task = makeTask({
+      taskType: uniqueType('fence'),
+      scheduleType: 'cron',
+      status: 'active',
+      dueMs: t0 + 500,
+      schedule: {
+        ...cronDefinitionJson({ cronExpression: '* * * * * *', timezone: 'UTC', jitterSeconds: 0, misfirePolicy: 'fire_once', overlapPolicy: 'allow', endMs: null }),
+        generation: 0,
+      },
+    });
+    await new SqlTaskStore(testDb.db).submit([task], t0);
+
+    const a = node('a', clock);
+    await a.system.ensureActive(CRON_KIND, task.id);
+    await clock.advance(SECOND);
+    await settle(clock);
+    expect(await instanceFires(task.id)).toEqual([t0 + 500, t0 + 1500]);
+
+    // Node A "freezes" (its actor stays in memory, holding version v); node B takes over.
+    const b = node('b', clock);
+    await b.system.ensureActive(CRON_KIND, task.id);
+    await clock.advance(2 * SECOND);
+    await settle(clock);
+
+    // Both actors' timers ran; only B's writes landed. A was refused at its first write
+    // and left memory; every fire time has exactly one instance.
+    expect(a.system.inspect(CRON_KIND, task.id)).toBeNull();
+    expect(a.errors.some((e) => isWheelhouseError(e, 'stale_epoch'))).toBe(true);
+    expect(b.system.inspect(CRON_KIND, task.id)).not.toBeNull();
+    expect(await instanceFires(task.id)).toEqual([t0 + 500, t0 + 1500, t0 + 2500, t0 + 3500]);
+    const placedIds = [...a.placed, ...b.placed].map((e) => e.taskId);
+    expect(new Set(placedIds).size).toBe(placedIds.length);
+
+    // A command sent to a fenced activation answers stale_epoch and the next one works.
+    const c = node('c', clock);
+    await c.system.ensureActive(CRON_KIND, task.id);
+    const paused = await b.system.ref<CronMessage>(CRON_KIND, task.id).ask({ type: 'pause' }).catch((e: unknown) => e);
+    expect(isWheelhouseError(paused, 'stale_epoch')).toBe(true);
+    expect(await b.system.ref<CronMessage>(CRON_KIND, task.id).ask({ type: 'pause' })).toMatchObject({ ok: true, status: 'paused' });
+
+    await Promise.all([a.system.shutdown(), b.system.shutdown(), c.system.shutdown()]);
+  });
+});
