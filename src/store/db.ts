@@ -314,12 +314,29 @@ export function isUnavailableError(error: unknown): boolean {
   return false;
 }
 
+/** SQLSTATEs of a transaction Postgres aborted to resolve a conflict: trying again may succeed. */
+const CONFLICT_SQLSTATES = new Set(['40P01', '40001']);
+
+/** A deadlock or serialization failure (raw, or already mapped by {@link toStoreError}). */
+export function isRetryableConflict(error: unknown): boolean {
+  const cause = error instanceof WheelhouseError ? error.cause : error;
+  const code = (cause as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && CONFLICT_SQLSTATES.has(code);
+}
+
 /**
  * Maps a driver error to what the stores throw: `store_unavailable` (HTTP 503 with
- * Retry-After) when the database cannot be reached, the error itself otherwise.
+ * Retry-After) when the database cannot be reached or aborted the statement as a conflict
+ * (a deadlock: retrying is the answer, not a 500), the error itself otherwise.
  */
 export function toStoreError(error: unknown, opening = false): unknown {
   if (error instanceof WheelhouseError) return error;
+  if (isRetryableConflict(error)) {
+    return new WheelhouseError('store_unavailable', `the database aborted the statement as a conflict; retry: ${(error as Error).message}`, {
+      cause: error,
+      retryAfterSeconds: 1,
+    });
+  }
   if (opening || isUnavailableError(error)) {
     const reason = error instanceof Error ? error.message : String(error);
     return new WheelhouseError('store_unavailable', `the database cannot be reached: ${reason}`, {

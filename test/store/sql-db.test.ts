@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isWheelhouseError } from '../../src/errors.js';
-import { openPglite, openPostgres, type Db } from '../../src/store/db.js';
+import { isRetryableConflict, openPglite, openPostgres, type Db } from '../../src/store/db.js';
 import { findMigrationsDir, loadMigrations, migrate } from '../../src/store/migrate.js';
 import { TEST_POSTGRES_URL, sqlBackends, type TestDb } from '../support/postgres.js';
 
@@ -100,6 +100,37 @@ describe('migrations', () => {
 });
 
 describe('store_unavailable', () => {
+  it('is what a deadlock becomes (a conflict to retry, not a 500)', async () => {
+    const schema = `t_${randomBytes(6).toString('hex')}`;
+    const db = openPostgres({ url: TEST_POSTGRES_URL, schema, poolSize: 2 });
+    try {
+      await db.query(`CREATE SCHEMA ${schema}`);
+      await db.query('CREATE TABLE pair (id int PRIMARY KEY, n int)');
+      await db.query('INSERT INTO pair VALUES (1, 0), (2, 0)');
+      // Two transactions lock the two rows in opposite orders: Postgres aborts one of them.
+      let step = 0;
+      const bothLockedFirst = async (): Promise<void> => {
+        step++;
+        while (step < 2) await new Promise((resolve) => setTimeout(resolve, 10));
+      };
+      const crossing = (first: number, second: number) =>
+        db.transaction(async (tx) => {
+          await tx.query('UPDATE pair SET n = n + 1 WHERE id = $1', [first]);
+          await bothLockedFirst();
+          await tx.query('UPDATE pair SET n = n + 1 WHERE id = $1', [second]);
+        });
+      const outcomes = await Promise.allSettled([crossing(1, 2), crossing(2, 1)]);
+      const failed = outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected');
+      expect(failed).toHaveLength(1);
+      const error = failed[0]!.reason as unknown;
+      expect(isWheelhouseError(error, 'store_unavailable')).toBe(true);
+      expect(isRetryableConflict(error)).toBe(true);
+    } finally {
+      await db.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await db.close();
+    }
+  });
+
   it('is what a refused connection becomes, with Retry-After', async () => {
     const db = openPostgres({ url: 'postgres://postgres@127.0.0.1:1/test', schema: 'wheelhouse', connectTimeoutMs: 2000 });
     try {

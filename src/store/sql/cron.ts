@@ -1,5 +1,5 @@
 import { isUuid } from '../../ids.js';
-import type { Db, DbTx } from '../db.js';
+import { isRetryableConflict, type Db, type DbTx } from '../db.js';
 import type {
   CronDefinition,
   ExecutionRecord,
@@ -133,15 +133,25 @@ const UPDATE_SCHEDULES = `
 
 /**
  * Step 2: cancels pending or held instances — one (`w.instance_id`) or all of a schedule
- * (null). Through the (schedule_id, id) index.
+ * (null). Through the (schedule_id, id) index. The rows are locked in id order first: a
+ * worker's claim locks instances in id order too (its ids are sorted), and two multi-row
+ * updates that lock in different orders deadlock — W4 found it, deleting schedules while
+ * their instances were being claimed.
  */
 const CANCEL_INSTANCES = `
+  WITH doomed AS (
+    SELECT c.id, w.reason
+    FROM tasks c
+    JOIN unnest($1::uuid[], $2::uuid[], $3::text[]) AS w(schedule_id, instance_id, reason)
+      ON c.schedule_id = w.schedule_id AND (w.instance_id IS NULL OR c.id = w.instance_id)
+    WHERE c.status IN ('pending', 'blocked')
+    ORDER BY c.id
+    FOR UPDATE OF c)
   UPDATE tasks c
-  SET status = 'cancelled', version = c.version + 1, last_error = w.reason,
+  SET status = 'cancelled', version = c.version + 1, last_error = d.reason,
       completed_at = ${tsParam(4)}, updated_at = ${tsParam(4)}
-  FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS w(schedule_id, instance_id, reason)
-  WHERE c.schedule_id = w.schedule_id AND (w.instance_id IS NULL OR c.id = w.instance_id)
-    AND c.status IN ('pending', 'blocked')
+  FROM doomed d
+  WHERE c.id = d.id AND c.status IN ('pending', 'blocked')
   RETURNING c.schedule_id`;
 
 /**
@@ -195,21 +205,39 @@ export async function writeSchedules(db: Db, writes: ScheduleWrite[], nowMs: num
   if (writes.length === 0) return [];
   const rounds: ScheduleWrite[][] = [];
   const seen = new Map<string, number>();
-  for (const w of writes) {
+  // Schedule rows are updated, and instance ids inserted, in id order within a round, so
+  // that two batches in flight lock what they share in one order.
+  for (const w of [...writes].sort((a, b) => compareIds(a.scheduleId, b.scheduleId))) {
     const id = w.scheduleId.toLowerCase();
     const round = seen.get(id) ?? 0;
     seen.set(id, round + 1);
     (rounds[round] ??= []).push(w);
   }
-  return db.transaction(async (tx) => {
-    const results = new Map<ScheduleWrite, ScheduleWriteResult>();
-    for (const round of rounds) {
-      const answers = await writeRound(tx, round, nowMs);
-      round.forEach((w, i) => results.set(w, answers[i]!));
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await db.transaction(async (tx) => {
+        const results = new Map<ScheduleWrite, ScheduleWriteResult>();
+        for (const round of rounds) {
+          const answers = await writeRound(tx, round, nowMs);
+          round.forEach((w, i) => results.set(w, answers[i]!));
+        }
+        return writes.map((w) => results.get(w)!);
+      });
+    } catch (error) {
+      // A deadlock or serialization failure rolled the batch back whole: run it again.
+      if (attempt >= WRITE_ATTEMPTS || !isRetryableConflict(error)) throw error;
     }
-    return writes.map((w) => results.get(w)!);
-  });
+  }
 }
+
+/** How many times a batch of schedule writes is tried when Postgres aborts it as a conflict. */
+const WRITE_ATTEMPTS = 3;
+
+const compareIds = (a: string, b: string): number => {
+  const x = a.toLowerCase();
+  const y = b.toLowerCase();
+  return x < y ? -1 : x > y ? 1 : 0;
+};
 
 /** One round: writes to distinct schedules. */
 async function writeRound(tx: DbTx, writes: ScheduleWrite[], nowMs: number): Promise<ScheduleWriteResult[]> {
@@ -264,7 +292,9 @@ async function writeRound(tx: DbTx, writes: ScheduleWrite[], nowMs: number): Pro
     }
   }
 
-  const instances = applied.flatMap((w) => w.instances.map((i) => ({ ...i, scheduleId: w.scheduleId })));
+  const instances = applied
+    .flatMap((w) => w.instances.map((i) => ({ ...i, scheduleId: w.scheduleId })))
+    .sort((a, b) => compareIds(a.id, b.id));
   if (instances.length > 0) await insertInstances(tx, instances, nowMs, resultOf);
 
   return writes.map(
