@@ -217,6 +217,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         parameters: [
           { name: 'status', in: 'query', schema: taskStatus },
           { name: 'task_type', in: 'query', schema: { type: 'string' } },
+          { name: 'schedule_id', in: 'query', schema: { type: 'string', format: 'uuid' }, description: "A cron schedule's instances only." },
           { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000, default: 50 } },
           { name: 'next_token', in: 'query', schema: { type: 'string' } },
         ],

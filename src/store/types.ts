@@ -143,6 +143,8 @@ export interface ExecutionRecord {
 export interface ListFilter {
   status?: TaskStatus;
   taskType?: string;
+  /** A cron schedule's instances only: the (schedule_id, id) index, newest first. */
+  scheduleId?: string;
   limit: number;
   /** Exclusive: list tasks older than this id (ids are time-ordered UUID v7). */
   beforeId?: string;

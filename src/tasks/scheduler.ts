@@ -153,7 +153,7 @@ export class Scheduler implements SchedulerApi {
   async listTasks(filter: Parameters<SchedulerApi['listTasks']>[0]): Promise<{ tasks: TaskView[]; nextToken: string | null }> {
     const beforeId = filter.nextToken === undefined ? undefined : decodeToken(filter.nextToken, 'next_token');
     const records = await this.deps.tasks.list(
-      { status: filter.status, taskType: filter.taskType, limit: filter.limit, beforeId },
+      { status: filter.status, taskType: filter.taskType, scheduleId: filter.scheduleId, limit: filter.limit, beforeId },
       this.deps.clock.now(),
     );
     const last = records[records.length - 1];

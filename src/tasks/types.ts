@@ -59,6 +59,7 @@ export interface SchedulerApi {
   listTasks(filter: {
     status?: TaskStatus;
     taskType?: string;
+    scheduleId?: string;
     limit: number;
     nextToken?: string;
   }): Promise<{ tasks: TaskView[]; nextToken: string | null }>;

@@ -51,7 +51,7 @@ const HEARTBEAT_FIELDS: ReadonlySet<string> = new Set(['lease_token']);
 const COMPLETE_FIELDS: ReadonlySet<string> = new Set(['lease_token', 'status', 'error', 'retryable']);
 const BATCH_COMPLETE_ITEM_FIELDS: ReadonlySet<string> = new Set(['task_id', ...COMPLETE_FIELDS]);
 const BATCH_COMPLETE_FIELDS: ReadonlySet<string> = new Set(['results']);
-const LIST_FIELDS: ReadonlySet<string> = new Set(['status', 'task_type', 'limit', 'next_token']);
+const LIST_FIELDS: ReadonlySet<string> = new Set(['status', 'task_type', 'schedule_id', 'limit', 'next_token']);
 const HISTORY_FIELDS: ReadonlySet<string> = new Set(['limit', 'next_token']);
 const OUTCOMES = ['succeeded', 'failed'] as const;
 /** Query parameters are named `query.limit` etc. in messages. */
@@ -67,6 +67,8 @@ export interface PollLimits {
 export interface ListQuery {
   status?: TaskStatus;
   taskType?: string;
+  /** A cron schedule's id: its instances only. */
+  scheduleId?: string;
   /** 1–1000. @default 50 */
   limit: number;
   nextToken?: string;
@@ -157,6 +159,9 @@ export function validateListQuery(query: unknown): ListQuery {
   }
   if (o.task_type !== undefined) {
     out.taskType = readTaskType(readQueryString(o.task_type, QUERY.at('task_type')), QUERY.at('task_type'));
+  }
+  if (o.schedule_id !== undefined) {
+    out.scheduleId = validateTaskId(readQueryString(o.schedule_id, QUERY.at('schedule_id')), QUERY.at('schedule_id'));
   }
   const nextToken = readNextToken(o.next_token);
   if (nextToken !== undefined) out.nextToken = nextToken;

@@ -167,6 +167,15 @@ describe.each(BACKENDS)('cron schedules on %s', (backend: BackendName) => {
     expect(page2.body.next_token).toBeNull();
     const all = [...page1.body.executions, ...page2.body.executions].map((e) => e.task_id);
     expect(all).toEqual(fired.map((r) => r.id).reverse());
+
+    // Listing by schedule: its instances only, newest (latest fire time) first.
+    const listed = await api<{ tasks: TaskJson[] }>(c!.url, 'GET', `/api/tasks?schedule_id=${perSecond}&limit=3`);
+    expect(listed.status).toBe(200);
+    expect(listed.body.tasks.map((t) => t.fire_time)).toEqual(
+      [150, 149, 148].map((i) => new Date(t0 + 500 + i * SECOND).toISOString()),
+    );
+    expect(listed.body.tasks.every((t) => t.schedule_id === perSecond)).toBe(true);
+    expect((await api(c!.url, 'GET', '/api/tasks?schedule_id=nope')).status).toBe(400);
   });
 
   it('pauses, resumes and deletes a schedule', async () => {

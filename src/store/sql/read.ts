@@ -43,6 +43,10 @@ export async function listTasks(db: Db, filter: ListFilter, nowMs: number): Prom
     where.push(`t.status = $${param(filter.status)}`);
   }
   if (filter.taskType !== undefined) where.push(`t.task_type = $${param(filter.taskType)}`);
+  if (filter.scheduleId !== undefined) {
+    if (!isUuid(filter.scheduleId)) return [];
+    where.push(`t.schedule_id = $${param(filter.scheduleId)}::uuid`);
+  }
   if (filter.beforeId !== undefined) {
     if (!isUuid(filter.beforeId)) return [];
     where.push(`t.id < $${param(filter.beforeId)}::uuid`);
