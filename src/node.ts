@@ -46,8 +46,10 @@ const REQUEUE_STALE_MS = 5_000;
 /** How often expired idempotency keys are deleted, and how many at most each time. */
 const PURGE_KEYS_MS = 60_000;
 const PURGE_KEYS_BATCH = 10_000;
-/** Active schedules read per page when a node starts. */
+/** Active schedules read per page when a node starts or checks them. */
 const SCHEDULE_PAGE = 1_000;
+/** How often the node looks for active schedules without a live actor. */
+const SCHEDULE_CHECK_MS = 30_000;
 
 /**
  * Starts a node: opens the stores (applying migrations), activates the wheel partitions,
@@ -223,14 +225,26 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
     for (const kind of [WHEEL_KIND, LEASE_KIND, CRON_KIND]) gaugeActors(counts.get(kind) ?? 0, { kind });
   });
 
+  /**
+   * Activates every active schedule that has no live actor: all of them at start, and the
+   * odd one later — a schedule whose activation failed when it was submitted (the store
+   * blinked), or whose actor stopped after being fenced. Pages through the partial index of
+   * active schedules; the records it reads save each activation its own read.
+   */
+  const keepSchedulesActive = async (): Promise<number> => {
+    let activated = 0;
+    for (let after: string | null = null; ; ) {
+      const page = await backend.schedules.active(after, SCHEDULE_PAGE);
+      if (page.length === 0) return activated;
+      const idle = page.filter((r) => !actors.holds(CRON_KIND, r.id));
+      await activateSchedules(idle);
+      activated += idle.length;
+      after = page[page.length - 1]!.id;
+    }
+  };
   // Schedules first: a schedule that missed fire times while the node was down applies its
   // misfire policy (`skip` cancels the overdue instance) before the wheel hands it out.
-  for (let after: string | null = null; ; ) {
-    const page = await backend.schedules.active(after, SCHEDULE_PAGE);
-    if (page.length === 0) break;
-    await activateSchedules(page);
-    after = page[page.length - 1]!.id;
-  }
+  await keepSchedulesActive();
   const partitions = Array.from({ length: options.partitions }, (_, p) => p);
   await Promise.all(partitions.map((p) => actors.ensureActive(WHEEL_KIND, String(p))));
 
@@ -247,6 +261,10 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
           .ask({ type: 'rebuild' }, 60_000)
           .catch((error: unknown) => onError(error, `rebuild of partition ${p}`));
       }
+    }, onError),
+    every(clock, SCHEDULE_CHECK_MS, async () => {
+      const n = await keepSchedulesActive();
+      if (n > 0) log.warn({ count: n }, 'activated schedules that had no live actor');
     }, onError),
     every(clock, PURGE_KEYS_MS, async () => {
       await backend.tasks.purgeExpiredIdempotencyKeys(clock.now(), PURGE_KEYS_BATCH);

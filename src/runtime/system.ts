@@ -130,6 +130,11 @@ export class ActorSystem implements ActorSystemApi {
     return this.describe(entry, cell, true);
   }
 
+  /** Whether this node holds the actor (activating or live), without describing it. */
+  holds(kind: string, key: string): boolean {
+    return this.router.kinds.get(kind)?.cells.has(key) ?? false;
+  }
+
   /** Passivates a local actor once its mailbox is empty; resolves when it has left memory. */
   passivate(kind: string, key: string): Promise<void> {
     const cell = this.router.kinds.get(kind)?.cells.get(key);

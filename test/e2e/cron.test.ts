@@ -312,6 +312,27 @@ describe.each(BACKENDS)('cron schedules on %s', (backend: BackendName) => {
     expect((await api(c!.url, 'DELETE', `/api/tasks/${id}`)).status).toBe(409);
   });
 
+  it('brings back a schedule whose actor left memory, and catches up its fire times', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 10, 30, 22, 0, 0, 500));
+    await start(clock);
+    const id = await submitCron('cron.keeper', { cron_expression: '* * * * * *' });
+    await step([id], clock, SECOND, 2);
+    // Its actor goes (as after a failed activation or a fence); nothing moves the schedule on.
+    await c!.node.system.passivate('cron', id);
+    expect(c!.node.system.holds('cron', id)).toBe(false);
+    await clock.advance(5 * SECOND);
+    expect(fireTimes(await instances(id)).length).toBe(3);
+    // The node's check (every 30 s) activates it; late fire times (< 60 s) all get instances.
+    await clock.advance(30 * SECOND);
+    await caughtUp(id, clock);
+    expect(c!.node.system.holds('cron', id)).toBe(true);
+    const t0 = Date.UTC(2026, 10, 30, 22, 0, 1);
+    const fires = fireTimes(await instances(id));
+    expect(fires).toEqual(Array.from({ length: fires.length }, (_, i) => t0 + i * SECOND));
+    expect(fires.at(-1)).toBeGreaterThan(clock.now());
+    expect((await drain('cron.keeper', clock)).length).toBe(fires.length - 1);
+  });
+
   it('spreads instances by jitter within its bound', async () => {
     const clock = new FakeClock(Date.UTC(2026, 10, 30, 18, 0, 5));
     await start(clock);
