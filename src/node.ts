@@ -225,26 +225,32 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
     for (const kind of [WHEEL_KIND, LEASE_KIND, CRON_KIND]) gaugeActors(counts.get(kind) ?? 0, { kind });
   });
 
+  // Schedules first: a schedule that missed fire times while the node was down applies its
+  // misfire policy (`skip` cancels the overdue instance) before the wheel hands it out. The
+  // records read page by page save each activation its own read.
+  for (let after: string | null = null; ; ) {
+    const page = await backend.schedules.active(after, SCHEDULE_PAGE);
+    if (page.length === 0) break;
+    await activateSchedules(page);
+    after = page[page.length - 1]!.id;
+  }
   /**
-   * Activates every active schedule that has no live actor: all of them at start, and the
-   * odd one later — a schedule whose activation failed when it was submitted (the store
-   * blinked), or whose actor stopped after being fenced. Pages through the partial index of
-   * active schedules; the records it reads save each activation its own read.
+   * Later, the odd active schedule without a live actor — its activation failed when it was
+   * submitted (the store blinked), or its actor stopped after being fenced — is activated by
+   * a periodic check that reads ids only (the partial index) and activates what the node
+   * does not hold.
    */
   const keepSchedulesActive = async (): Promise<number> => {
     let activated = 0;
     for (let after: string | null = null; ; ) {
-      const page = await backend.schedules.active(after, SCHEDULE_PAGE);
-      if (page.length === 0) return activated;
-      const idle = page.filter((r) => !actors.holds(CRON_KIND, r.id));
-      await activateSchedules(idle);
+      const ids = await backend.schedules.activeIds(after, SCHEDULE_PAGE);
+      if (ids.length === 0) return activated;
+      const idle = ids.filter((id) => !actors.holds(CRON_KIND, id));
+      await Promise.all(idle.map((id) => actors.ensureActive(CRON_KIND, id)));
       activated += idle.length;
-      after = page[page.length - 1]!.id;
+      after = ids[ids.length - 1]!;
     }
   };
-  // Schedules first: a schedule that missed fire times while the node was down applies its
-  // misfire policy (`skip` cancels the overdue instance) before the wheel hands it out.
-  await keepSchedulesActive();
   const partitions = Array.from({ length: options.partitions }, (_, p) => p);
   await Promise.all(partitions.map((p) => actors.ensureActive(WHEEL_KIND, String(p))));
 

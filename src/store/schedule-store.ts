@@ -1,5 +1,5 @@
 import type { Db } from './db.js';
-import { activeSchedules, getSchedule, scheduleHistory, writeSchedules } from './sql/cron.js';
+import { activeScheduleIds, activeSchedules, getSchedule, scheduleHistory, writeSchedules } from './sql/cron.js';
 import type {
   ExecutionRecord,
   HistoryCursor,
@@ -19,6 +19,10 @@ export class SqlScheduleStore implements ScheduleStore {
 
   active(afterId: string | null, limit: number): Promise<ScheduleRecord[]> {
     return activeSchedules(this.db, afterId, limit);
+  }
+
+  activeIds(afterId: string | null, limit: number): Promise<string[]> {
+    return activeScheduleIds(this.db, afterId, limit);
   }
 
   write(writes: ScheduleWrite[], nowMs: number): Promise<ScheduleWriteResult[]> {

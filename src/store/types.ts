@@ -348,6 +348,8 @@ export interface ScheduleStore {
   get(id: string): Promise<ScheduleRecord | null>;
   /** Active schedules in id order after `afterId` (exclusive), at most `limit`: for eager activation. */
   active(afterId: string | null, limit: number): Promise<ScheduleRecord[]>;
+  /** The same, ids only (the index alone): for the periodic check that each has an actor. */
+  activeIds(afterId: string | null, limit: number): Promise<string[]>;
   /** Applies the writes in one transaction; each is all or nothing on its own. */
   write(writes: ScheduleWrite[], nowMs: number): Promise<ScheduleWriteResult[]>;
   /** Executions of the schedule's instances, newest first, after `before` (exclusive). */

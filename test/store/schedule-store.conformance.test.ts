@@ -187,6 +187,11 @@ describe.each(sqlBackends)('ScheduleStore on $name', ({ open }) => {
       expect(all.every((s) => s.status === 'active')).toBe(true);
       expect(all.map((s) => s.id)).toEqual([...all.map((s) => s.id)].sort());
       expect(all.map((s) => s.id).filter((id) => ids.includes(id))).toEqual([a, c, f]);
+
+      // activeIds: the same rows, ids only, paged the same way.
+      expect(await schedules.activeIds(floor, 2)).toEqual([a, c]);
+      expect(await schedules.activeIds(c, 2)).toEqual([f]);
+      expect(await schedules.activeIds(null, 1000)).toEqual(all.map((s) => s.id));
     });
   });
 

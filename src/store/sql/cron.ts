@@ -115,6 +115,21 @@ export async function activeSchedules(db: Db, afterId: string | null, limit: num
   return rows.map(toSchedule);
 }
 
+const ACTIVE_SCHEDULE_IDS = `
+  SELECT t.id FROM tasks t
+  WHERE t.schedule_type = 'cron' AND t.status = 'active' AND t.id > $1::uuid
+  ORDER BY t.id LIMIT $2`;
+
+export async function activeScheduleIds(db: Db, afterId: string | null, limit: number): Promise<string[]> {
+  if (limit < 1) return [];
+  const { rows } = await db.query<{ id: string }>(
+    ACTIVE_SCHEDULE_IDS,
+    [afterId !== null && isUuid(afterId) ? afterId : NIL_UUID, Math.floor(limit)],
+    'wh_active_schedule_ids',
+  );
+  return rows.map((r) => r.id);
+}
+
 /** Step 1: the compare-and-set on each schedule row. Only rows it returns go on. */
 const UPDATE_SCHEDULES = `
   UPDATE tasks t
