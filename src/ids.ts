@@ -63,12 +63,17 @@ export function isUuid(value: unknown): value is string {
  * Stable across processes and versions; it is stored with the task.
  */
 export function partitionOf(taskId: string, partitions: number): number {
+  return fnv1a(taskId) % partitions;
+}
+
+/** FNV-1a (32 bits, unsigned) of a string's UTF-16 code units: cheap, stable, well spread. */
+export function fnv1a(text: string): number {
   let hash = 0x811c9dc5;
-  for (let i = 0; i < taskId.length; i++) {
-    hash ^= taskId.charCodeAt(i);
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i);
     hash = Math.imul(hash, 0x01000193);
   }
-  return (hash >>> 0) % partitions;
+  return hash >>> 0;
 }
 
 /**

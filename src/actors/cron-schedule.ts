@@ -1,5 +1,5 @@
 import { WheelhouseError } from '../errors.js';
-import { instanceId, jitterOf, partitionOf } from '../ids.js';
+import { fnv1a, instanceId, jitterOf, partitionOf } from '../ids.js';
 import type { Cancel } from '../runtime/clock.js';
 import type { ActorContext, Ask, Behavior } from '../runtime/actor.js';
 import type {
@@ -81,21 +81,18 @@ function finished(record: ScheduleRecord): boolean {
   return record.status === 'cancelled' || record.status === 'succeeded';
 }
 
-/** A fraction in [0, 1) fixed per schedule: FNV-1a of its id. */
+/** A fraction in [0, 1) fixed per schedule. */
 function spreadFraction(id: string): number {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < id.length; i++) {
-    hash ^= id.charCodeAt(i);
-    hash = Math.imul(hash, 0x01000193);
-  }
-  return (hash >>> 0) / 2 ** 32;
+  return fnv1a(id) / 2 ** 32;
 }
 
 export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMessage> {
+  /** An instance is due at its fire time plus the schedule's jitter for that fire time. */
+  const dueOf = (record: ScheduleRecord, fireMs: number): number =>
+    fireMs + jitterOf(record.id, fireMs, record.definition.jitterSeconds * 1000);
   const instance = (record: ScheduleRecord, generation: number, fireMs: number, status: NewInstance['status']): NewInstance => {
     const id = instanceId(record.id, generation, fireMs);
-    const jitterMs = jitterOf(record.id, fireMs, record.definition.jitterSeconds * 1000);
-    return { id, fireMs, dueMs: fireMs + jitterMs, partition: partitionOf(id, deps.partitions), status };
+    return { id, fireMs, dueMs: dueOf(record, fireMs), partition: partitionOf(id, deps.partitions), status };
   };
   /** Regular instances are held until their time when overlapping runs must be skipped. */
   const regular = (record: ScheduleRecord): NewInstance['status'] =>
@@ -138,7 +135,7 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
    * the instances that just fired.
    */
   const handleAt = (state: CronState, record: ScheduleRecord): number => {
-    const due = instance(record, record.generation, record.nextFireMs, 'pending').dueMs;
+    const due = dueOf(record, record.nextFireMs);
     if (regular(record) === 'blocked' || deps.advanceSpreadMs <= 0) return due;
     const following = state.rule!.nextAfter(record.nextFireMs);
     const interval = following === null ? 0 : following - record.nextFireMs;

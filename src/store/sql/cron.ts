@@ -98,35 +98,30 @@ export async function getSchedule(db: Db, id: string): Promise<ScheduleRecord | 
 }
 
 /** The partial index on active cron rows, in id order. */
-const ACTIVE_SCHEDULES = `
-  SELECT ${SCHEDULE_COLUMNS} FROM tasks t
+const ACTIVE_PAGE = `FROM tasks t
   WHERE t.schedule_type = 'cron' AND t.status = 'active' AND t.id > $1::uuid
   ORDER BY t.id LIMIT $2`;
+const ACTIVE_SCHEDULES = `SELECT ${SCHEDULE_COLUMNS} ${ACTIVE_PAGE}`;
 
 const NIL_UUID = '00000000-0000-0000-0000-000000000000';
 
+/** `$1` after, `$2` limit of a page of active schedules. */
+function pageParams(afterId: string | null, limit: number): [string, number] {
+  return [afterId !== null && isUuid(afterId) ? afterId : NIL_UUID, Math.floor(limit)];
+}
+
 export async function activeSchedules(db: Db, afterId: string | null, limit: number): Promise<ScheduleRecord[]> {
   if (limit < 1) return [];
-  const { rows } = await db.query<ScheduleRow>(
-    ACTIVE_SCHEDULES,
-    [afterId !== null && isUuid(afterId) ? afterId : NIL_UUID, Math.max(1, Math.floor(limit))],
-    'wh_active_schedules',
-  );
+  const { rows } = await db.query<ScheduleRow>(ACTIVE_SCHEDULES, pageParams(afterId, limit), 'wh_active_schedules');
   return rows.map(toSchedule);
 }
 
-const ACTIVE_SCHEDULE_IDS = `
-  SELECT t.id FROM tasks t
-  WHERE t.schedule_type = 'cron' AND t.status = 'active' AND t.id > $1::uuid
-  ORDER BY t.id LIMIT $2`;
+/** The same page, ids only: an index-only walk of the partial index. */
+const ACTIVE_SCHEDULE_IDS = `SELECT t.id ${ACTIVE_PAGE}`;
 
 export async function activeScheduleIds(db: Db, afterId: string | null, limit: number): Promise<string[]> {
   if (limit < 1) return [];
-  const { rows } = await db.query<{ id: string }>(
-    ACTIVE_SCHEDULE_IDS,
-    [afterId !== null && isUuid(afterId) ? afterId : NIL_UUID, Math.floor(limit)],
-    'wh_active_schedule_ids',
-  );
+  const { rows } = await db.query<{ id: string }>(ACTIVE_SCHEDULE_IDS, pageParams(afterId, limit), 'wh_active_schedule_ids');
   return rows.map((r) => r.id);
 }
 
