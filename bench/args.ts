@@ -16,13 +16,14 @@ export interface BenchArgs {
   cronWindowSeconds: number | null;
 }
 
-export const USAGE = `npm run bench -- [--runs N] [--only W1,W2,W3,W4] [--quick] [--workers N] [--pollers N]
+export const USAGE = `npm run bench -- [--runs N] [--only W1,W2,W3,W4,W5] [--quick] [--workers N] [--pollers N]
                        [--timeout-minutes M] [--write | --no-write] [--node-flags "--partitions 64 ..."]
                        [--cron-window-seconds S]
   --runs N            runs of each workload; the table shows the median and each run (default 3, --quick: 1)
-  --only LIST         workloads to run (default W1,W2,W3,W4)
+  --only LIST         workloads to run (default W1,W2,W3,W4,W5)
   --quick             small counts, for a smoke test (W1 5 000, W2 20 000, W3 200 over 5 s,
-                      W4 1 000 per-second schedules for 20 s and 10 000 per-minute ones)
+                      W4 1 000 per-second schedules for 20 s and 10 000 per-minute ones,
+                      W5 100 diamonds, a 1 000-task chain of fans and 10 000 blocked tasks)
   --workers N         worker processes per workload (default 1)
   --pollers N         concurrent long-polls per worker process (default 1)
   --timeout-minutes M hard limit: kill everything and exit 1 (default 45)

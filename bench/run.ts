@@ -15,9 +15,10 @@ import { w1Throughput } from './w1-throughput.js';
 import { w2Herd } from './w2-herd.js';
 import { w3Precision } from './w3-precision.js';
 import { w4Cron } from './w4-cron.js';
+import { w5Dag } from './w5-dag.js';
 import type { RunContext } from './workload.js';
 
-const WORKLOADS = [w1Throughput, w2Herd, w3Precision, w4Cron];
+const WORKLOADS = [w1Throughput, w2Herd, w3Precision, w4Cron, w5Dag];
 const DOC_PATH = resolve(import.meta.dirname, '../../docs/benchmarks.md');
 
 const log = (line: string): void => {

@@ -21,6 +21,14 @@ export interface CronInstanceRow {
   lateMs: number | null;
 }
 
+/** One task of a DAG that has predecessors, as {@link BenchStores.dagDependents} reads it. */
+export interface DagDependentRow {
+  /** started_at (its claim) − the latest completed_at of its predecessors, ms; null if either is missing. */
+  overheadMs: number | null;
+  /** Its predecessors: the edges into it. */
+  edges: number;
+}
+
 export class BenchStores {
   readonly pg = new pg.Pool({ connectionString: POSTGRES_URL, max: 2 });
   readonly redis = new Redis(REDIS_URL, { lazyConnect: false, maxRetriesPerRequest: 2 });
@@ -64,6 +72,45 @@ export class BenchStores {
       [taskType, fromMs, toMs],
     );
     return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
+  }
+
+  /** Task counts by stored status, over the tasks of the given DAGs (POST /api/dags). */
+  async dagStatusCounts(schema: string, dagIds: readonly string[]): Promise<Record<string, number>> {
+    const { rows } = await this.pg.query<{ status: string; n: string }>(
+      `SELECT status, count(*) AS n FROM "${schema}".tasks WHERE dag_id = ANY($1::uuid[]) GROUP BY status`,
+      [dagIds],
+    );
+    return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
+  }
+
+  /** The latest completed_at among the tasks of the given DAGs (Unix ms, NaN for none) and how many have none. */
+  async dagLastCompleted(schema: string, dagIds: readonly string[]): Promise<{ lastMs: number; withoutCompletedAt: number }> {
+    const { rows } = await this.pg.query<{ lastMs: number | null; missing: string }>(
+      `SELECT (extract(epoch FROM max(completed_at)) * 1000)::float8 AS "lastMs",
+              count(*) FILTER (WHERE completed_at IS NULL) AS missing
+       FROM "${schema}".tasks WHERE dag_id = ANY($1::uuid[])`,
+      [dagIds],
+    );
+    const row = rows[0];
+    return { lastMs: row?.lastMs ?? Number.NaN, withoutCompletedAt: Number(row?.missing ?? 0) };
+  }
+
+  /**
+   * Every task of the given DAGs that has predecessors (task_dependencies), one row each: how
+   * long after its last predecessor completed it was claimed. Both times are the node's clock.
+   */
+  async dagDependents(schema: string, dagIds: readonly string[]): Promise<DagDependentRow[]> {
+    const { rows } = await this.pg.query<DagDependentRow>(
+      `SELECT (extract(epoch FROM t.started_at - max(p.completed_at)) * 1000)::float8 AS "overheadMs",
+              count(*)::int AS edges
+       FROM "${schema}".tasks t
+       JOIN "${schema}".task_dependencies d ON d.task_id = t.id
+       JOIN "${schema}".tasks p ON p.id = d.predecessor_id
+       WHERE t.dag_id = ANY($1::uuid[])
+       GROUP BY t.id, t.started_at`,
+      [dagIds],
+    );
+    return rows;
   }
 
   /**

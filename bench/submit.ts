@@ -111,3 +111,68 @@ export async function deleteTasks(url: string, ids: readonly string[], parallel 
   }
   return { firstSentMs, lastAnsweredMs: Date.now(), alreadyGone };
 }
+
+/** What `POST /api/dags` answers. */
+export interface DagAnswer {
+  dag_id: string;
+  tasks: { ref: string; task_id: string; status: string }[];
+}
+
+export interface DagSubmitOutcome extends SubmitOutcome {
+  /** Each request's DAG id, in request order. */
+  dagIds: string[];
+}
+
+export interface DagSubmitOptions {
+  /** Requests in flight at once. @default 4 */
+  parallel?: number;
+  /** Called with each answer and the index of its request. */
+  onCreated?(index: number, answer: DagAnswer): void;
+}
+
+/**
+ * Submits `count` graphs, one `POST /api/dags` each, built by `dagAt(i)` (the request body),
+ * `parallel` requests at a time. 429 and 503 are waited out per `Retry-After` (and counted);
+ * any other failure stops the run.
+ */
+export async function submitDags(
+  url: string,
+  count: number,
+  dagAt: (i: number) => Record<string, unknown>,
+  { parallel = 4, onCreated }: DagSubmitOptions = {},
+): Promise<DagSubmitOutcome> {
+  const pool = new Pool(url, { connections: parallel, pipelining: 1 });
+  const dagIds: string[] = [];
+  let next = 0;
+  let retried = 0;
+  const firstSubmitMs = Date.now();
+  const lane = async (): Promise<void> => {
+    while (next < count) {
+      const index = next++;
+      const body = JSON.stringify(dagAt(index));
+      for (let attempt = 0; ; attempt++) {
+        const res = await pool.request({ path: '/api/dags', method: 'POST', headers: { 'content-type': 'application/json' }, body });
+        const text = await res.body.text();
+        if (res.statusCode === 201 || res.statusCode === 200) {
+          const answer = JSON.parse(text) as DagAnswer;
+          dagIds[index] = answer.dag_id;
+          onCreated?.(index, answer);
+          break;
+        }
+        if ((res.statusCode === 429 || res.statusCode === 503) && attempt < 50) {
+          retried++;
+          const after = Number(res.headers['retry-after']);
+          await sleep(Number.isFinite(after) ? after * 1000 : 500);
+          continue;
+        }
+        throw new Error(`POST /api/dags (request ${index}) answered ${res.statusCode}: ${text.slice(0, 500)}`);
+      }
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: Math.min(parallel, count) }, lane));
+  } finally {
+    await pool.close();
+  }
+  return { firstSubmitMs, lastAnsweredMs: Date.now(), retried, dagIds };
+}

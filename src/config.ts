@@ -68,6 +68,14 @@ export interface WheelhouseOptions {
    * all write at the instant their instances are claimed. 0: at once. @default 30
    */
   cronAdvanceSpreadSeconds?: number;
+  /**
+   * How often the node checks that no blocked task was left behind: a page-by-page pass over
+   * the tasks waiting on predecessors (it should find none; what it finds is counted).
+   * Seconds. @default 60
+   */
+  dagSweepSeconds?: number;
+  /** Idle time after which a DAG node's actor (a blocked task) leaves memory, seconds. @default 5 */
+  dagIdlePassivationSeconds?: number;
   /** Bearer token required on /api and /admin routes; null disables auth. @default null */
   authToken?: string | null;
   /** Run the built-in `noop` executor in this node. @default true */
@@ -101,6 +109,8 @@ export interface CompiledOptions {
   readonly cronMisfireThresholdMs: number;
   readonly cronFireAllLimit: number;
   readonly cronAdvanceSpreadMs: number;
+  readonly dagSweepMs: number;
+  readonly dagIdlePassivationMs: number;
   readonly authToken: string | null;
   readonly builtinExecutors: boolean;
   readonly logLevel: string;
@@ -149,6 +159,8 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     cronMisfireThresholdMs: num('cronMisfireThresholdSeconds', o.cronMisfireThresholdSeconds, 0, 7 * 86_400) * 1000,
     cronFireAllLimit: int('cronFireAllLimit', o.cronFireAllLimit, 1, 10_000),
     cronAdvanceSpreadMs: num('cronAdvanceSpreadSeconds', o.cronAdvanceSpreadSeconds, 0, 3600) * 1000,
+    dagSweepMs: num('dagSweepSeconds', o.dagSweepSeconds, 0.1, 86_400) * 1000,
+    dagIdlePassivationMs: num('dagIdlePassivationSeconds', o.dagIdlePassivationSeconds, 0, 3600) * 1000,
     authToken: o.authToken === null ? null : str('authToken', o.authToken),
     builtinExecutors: bool('builtinExecutors', o.builtinExecutors),
     logLevel: oneOf('logLevel', o.logLevel, LOG_LEVELS),
@@ -183,6 +195,8 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   cronMisfireThresholdSeconds: 60,
   cronFireAllLimit: 100,
   cronAdvanceSpreadSeconds: 30,
+  dagSweepSeconds: 60,
+  dagIdlePassivationSeconds: 5,
   authToken: null,
   builtinExecutors: true,
   logLevel: 'info',

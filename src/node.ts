@@ -8,12 +8,14 @@ import { Metrics } from './metrics.js';
 import { LEASE_KIND, workerLeaseBehavior, type LeaseMessage } from './actors/worker-lease.js';
 import { WHEEL_KIND, wheelPartitionBehavior, type WheelMessage } from './actors/wheel-partition.js';
 import { CRON_KIND, cronScheduleBehavior } from './actors/cron-schedule.js';
-import type { DueEntry, ScheduleRecord, ScheduleWrite, ScheduleWriteResult } from './store/types.js';
+import { DAG_KIND, dagNodeBehavior } from './actors/dag-node.js';
+import type { DagOutcome, DueEntry, ScheduleRecord, ScheduleWrite, ScheduleWriteResult } from './store/types.js';
 import { WriteBatcher } from './store/write-batcher.js';
 import { systemClock, type Cancel, type Clock } from './runtime/clock.js';
 import { LocalPlacement } from './runtime/placement.js';
 import { ActorSystem } from './runtime/system.js';
 import { openBackend, type Backend } from './store/backend.js';
+import { DagResolver } from './tasks/dag-resolver.js';
 import { Dispatcher } from './tasks/dispatcher.js';
 import { Scheduler } from './tasks/scheduler.js';
 
@@ -50,6 +52,10 @@ const PURGE_KEYS_BATCH = 10_000;
 const SCHEDULE_PAGE = 1_000;
 /** How often the node looks for active schedules without a live actor. */
 const SCHEDULE_CHECK_MS = 30_000;
+/** How often outbox events the live path did not clear are delivered again. */
+const DAG_REPLAY_MS = 2_000;
+/** How long a dependent's actor may take to take in a finished predecessor. */
+const DAG_ASK_MS = 60_000;
 
 /**
  * Starts a node: opens the stores (applying migrations), activates the wheel partitions,
@@ -70,6 +76,8 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
   const server = buildServer({
     api: {
       submit: (s) => need(scheduler).submit(s),
+      submitDag: (s) => need(scheduler).submitDag(s),
+      getDag: (id) => need(scheduler).getDag(id),
       getTask: (id) => need(scheduler).getTask(id),
       listTasks: (f) => need(scheduler).listTasks(f),
       cancel: (id) => need(scheduler).cancel(id),
@@ -110,6 +118,8 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
   const gaugeActors = metrics.gauge('wheelhouse_actors_live', 'Live actors on this node, by kind.');
   const gaugeRss = metrics.gauge('process_resident_memory_bytes', 'Resident memory of the node process.');
   const gaugeHeap = metrics.gauge('nodejs_heap_size_used_bytes', 'V8 heap in use.');
+  const countDagReplayed = metrics.counter('wheelhouse_dag_events_replayed_total', 'Finished predecessors delivered to their dependents from the outbox, after the live path did not.');
+  const countDagSwept = metrics.counter('wheelhouse_dag_sweep_fixed_total', 'Blocked tasks the safety-net sweep found stuck and reconciled (should stay 0).');
   const countCron = metrics.counter('wheelhouse_cron_fire_times_total', 'Cron fire times reached, by outcome (fired, skipped for overlap, missed by misfire policy).');
 
   system = new ActorSystem({
@@ -140,9 +150,20 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
       for (const r of records) preloaded.delete(r.id);
     }
   };
+  const resolver = new DagResolver({
+    dags: backend.dags,
+    system,
+    clock,
+    askTimeoutMs: DAG_ASK_MS,
+    onError,
+    onReplayed: (n) => countDagReplayed(n),
+    onSwept: (n) => countDagSwept(n),
+  });
   scheduler = new Scheduler({
     tasks: backend.tasks,
     schedules: backend.schedules,
+    dags: backend.dags,
+    notifyDependents: (events) => resolver.finished(events),
     activateSchedules,
     ready: backend.ready,
     clock,
@@ -186,6 +207,7 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
       tasks: backend.tasks,
       backoff,
       requeue: (transition) => {
+        sched.finished([transition]);
         countRequeued(transition.requeued ? 1 : 0);
         void sched.requeue([transition]).catch((error: unknown) => onError(error, 'requeue after lease expiry'));
       },
@@ -216,13 +238,31 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
     }),
   );
 
+  const reconciles = new WriteBatcher<string, DagOutcome | null>(async (ids) => {
+    const outcomes = new Map((await backend.dags.reconcile(ids, clock.now())).map((o) => [o.taskId, o]));
+    return ids.map((id) => outcomes.get(id) ?? null);
+  });
+  const released: DueEntry[] = [];
+  actors.register(
+    dagNodeBehavior({
+      reconcile: (id) => reconciles.submit(id),
+      place: (entry) => {
+        // Tasks released in one turn (one reconcile batch) go to the wheel together.
+        if (released.length === 0) setImmediate(() => void sched.place(released.splice(0)));
+        released.push(entry);
+      },
+      cancelled: (id) => resolver.finished([{ predecessorId: id, status: 'cancelled' }]),
+      idlePassivationMs: options.dagIdlePassivationMs,
+    }),
+  );
+
   metrics.onCollect(() => {
     const memory = process.memoryUsage();
     gaugeRss(memory.rss);
     gaugeHeap(memory.heapUsed);
     gaugeBacklog(backlog);
     const counts = actors.countByKind();
-    for (const kind of [WHEEL_KIND, LEASE_KIND, CRON_KIND]) gaugeActors(counts.get(kind) ?? 0, { kind });
+    for (const kind of [WHEEL_KIND, LEASE_KIND, CRON_KIND, DAG_KIND]) gaugeActors(counts.get(kind) ?? 0, { kind });
   });
 
   // Schedules first: a schedule that missed fire times while the node was down applies its
@@ -254,7 +294,18 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
   const partitions = Array.from({ length: options.partitions }, (_, p) => p);
   await Promise.all(partitions.map((p) => actors.ensureActive(WHEEL_KIND, String(p))));
 
+  // Dependents a previous life of the node (or another node) did not reach before it stopped.
+  await resolver.replay(true).catch((error: unknown) => onError(error, 'replaying the dependency outbox at start'));
+
   const loops: Cancel[] = [
+    every(clock, DAG_REPLAY_MS, async () => {
+      const n = await resolver.replay();
+      if (n > 0) log.warn({ count: n }, 'delivered finished predecessors from the outbox');
+    }, onError),
+    every(clock, options.dagSweepMs, async () => {
+      const n = await resolver.sweep();
+      if (n > 0) log.warn({ count: n }, 'the dependency sweep found blocked tasks that nothing had reached');
+    }, onError),
     every(clock, BACKLOG_REFRESH_MS, async () => {
       backlog = await backend.ready.backlog();
     }, onError),

@@ -1,5 +1,5 @@
 import type { ExecutionRecord, SubmitResult, TaskStatus } from '../store/types.js';
-import type { Assignment, TaskView } from '../tasks/types.js';
+import type { Assignment, DagView, TaskView } from '../tasks/types.js';
 
 /**
  * Domain records → the JSON shapes of API.md: snake_case names, times as ISO-8601 UTC with
@@ -43,6 +43,11 @@ export interface TaskJson {
   cancel_requested: boolean;
   dependencies: string[];
   payload: unknown;
+  /** Set on a task with predecessors: how many of them have succeeded. */
+  dependencies_satisfied?: number;
+  /** Set on a task submitted in a graph. */
+  dag_id?: string;
+  ref?: string | null;
   cron_expression?: string | null;
   timezone?: string | null;
   jitter_seconds?: number | null;
@@ -77,6 +82,11 @@ export function taskJson(view: TaskView): TaskJson {
     dependencies: view.dependencies,
     payload: r.payload === undefined ? null : r.payload,
   };
+  if (r.depsTotal > 0) out.dependencies_satisfied = r.depsSatisfied;
+  if (r.dagId !== null) {
+    out.dag_id = r.dagId;
+    out.ref = r.dagRef;
+  }
   if (r.scheduleType === 'cron') {
     const s = r.schedule ?? {};
     out.cron_expression = text(s, 'cron_expression');
@@ -149,4 +159,33 @@ function text(s: Record<string, unknown>, key: string): string | null {
 function number(s: Record<string, unknown>, key: string): number | null {
   const v = s[key];
   return typeof v === 'number' ? v : null;
+}
+
+/** `POST /api/dags`: the graph's id and its tasks in request order. */
+export function dagSubmitJson(dag: DagView): { dag_id: string; tasks: { ref: string; task_id: string; status: string; due_time: string | null }[] } {
+  return {
+    dag_id: dag.dagId,
+    tasks: dag.tasks.map((t) => ({ ref: t.ref, task_id: t.record.id, status: t.record.status, due_time: iso(t.record.dueMs) })),
+  };
+}
+
+/** `GET /api/dags/{dag_id}`: the graph, each task with its status and predecessors (refs, or ids outside the graph). */
+export function dagJson(dag: DagView): unknown {
+  return {
+    dag_id: dag.dagId,
+    status: dag.status,
+    counts: dag.counts,
+    tasks: dag.tasks.map((t) => ({
+      ref: t.ref,
+      task_id: t.record.id,
+      task_type: t.record.taskType,
+      status: t.status,
+      depends_on: t.dependsOn,
+      due_time: iso(t.record.dueMs),
+      started_at: iso(t.record.startedMs),
+      completed_at: iso(t.record.completedMs),
+      attempts: t.record.attempts,
+      last_error: t.record.lastError,
+    })),
+  };
 }

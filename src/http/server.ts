@@ -11,6 +11,7 @@ import { WheelhouseError } from '../errors.js';
 import type { SchedulerApi } from '../tasks/types.js';
 import { handleError, handleNotFound } from './errors.js';
 import { opsRoutes, type MetricsRenderer } from './ops-routes.js';
+import { dagRoutes } from './dag-routes.js';
 import { tasksRoutes } from './tasks-routes.js';
 import { workerRoutes } from './worker-routes.js';
 
@@ -90,11 +91,9 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
 
   const batchLimit = batchBodyLimitBytes(options);
   void app.register(opsRoutes, { api, ...(input.metrics ? { metrics: input.metrics } : {}) });
-  void app.register(tasksRoutes, {
-    api,
-    defaults: { timeoutSeconds: options.defaultTimeoutSeconds, maxPayloadBytes: options.maxPayloadBytes },
-    batchBodyLimitBytes: batchLimit,
-  });
+  const defaults = { timeoutSeconds: options.defaultTimeoutSeconds, maxPayloadBytes: options.maxPayloadBytes };
+  void app.register(tasksRoutes, { api, defaults, batchBodyLimitBytes: batchLimit });
+  void app.register(dagRoutes, { api, defaults, bodyLimitBytes: batchLimit });
   void app.register(workerRoutes, { api, pollMaxWaitMs: options.pollMaxWaitMs, batchBodyLimitBytes: batchLimit });
   for (const plugin of input.extraPlugins ?? []) void app.register(plugin);
   return app;

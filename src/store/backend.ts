@@ -8,10 +8,11 @@ import { migrate } from './migrate.js';
 import { RedisBucketStore } from './redis-buckets.js';
 import { RedisReadyQueue } from './redis-ready-queue.js';
 import { openRedis } from './redis.js';
+import { SqlDagStore } from './dag-store.js';
 import { SqlScheduleStore } from './schedule-store.js';
 import { SqlSnapshotStore } from './snapshot-store.js';
 import { SqlTaskStore } from './task-store.js';
-import type { BucketStore, ReadyQueue, ScheduleStore, TaskStore } from './types.js';
+import type { BucketStore, DagStore, ReadyQueue, ScheduleStore, TaskStore } from './types.js';
 
 /** Every store a node needs, on one backend. */
 export interface Backend {
@@ -19,6 +20,7 @@ export interface Backend {
   readonly db: Db;
   readonly tasks: TaskStore;
   readonly schedules: ScheduleStore;
+  readonly dags: DagStore;
   readonly snapshots: SnapshotStore;
   readonly buckets: BucketStore;
   readonly ready: ReadyQueue;
@@ -40,6 +42,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
       db,
       tasks: new SqlTaskStore(db),
       schedules: new SqlScheduleStore(db),
+      dags: new SqlDagStore(db),
       snapshots: new SqlSnapshotStore(db),
       buckets: new MemoryBucketStore(),
       ready: new MemoryReadyQueue(),
@@ -74,6 +77,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     db,
     tasks: new SqlTaskStore(db, leasesDb),
     schedules: new SqlScheduleStore(db),
+    dags: new SqlDagStore(db),
     snapshots: new SqlSnapshotStore(db),
     buckets: new RedisBucketStore(redis, options.redisPrefix),
     ready: new CoalescingReadyQueue(new RedisReadyQueue(redis, options.redisPrefix)),

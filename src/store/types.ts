@@ -37,6 +37,15 @@ export interface NewTask {
   idempotencyKey: string | null;
   /** A hash of the normalised request, to tell a replay from a conflicting reuse. */
   requestHash: string | null;
+  /**
+   * Predecessors: ids of tasks in the same submission (which must come earlier in it) or of
+   * existing tasks. With any, the store decides the status: `blocked`, `pending` when all
+   * have succeeded already, `cancelled` when one failed or was cancelled.
+   */
+  dependsOn?: readonly string[];
+  /** The graph (POST /api/dags) the task belongs to, and its ref there. */
+  dagId?: string | null;
+  dagRef?: string | null;
 }
 
 /** A position in a partition's pending tasks: the last entry a page returned. */
@@ -75,6 +84,14 @@ export interface TaskRecord {
   fireMs: number | null;
   /** Set on a cron schedule: the nominal fire time of the latest instance that fired. */
   lastFiredMs: number | null;
+  /** Set on a task submitted in a graph (POST /api/dags). */
+  dagId: string | null;
+  dagRef: string | null;
+  /** Predecessors, and how many of them have succeeded (0/0 without any). */
+  depsTotal: number;
+  depsSatisfied: number;
+  /** Some task depends on this one. */
+  hasDependents: boolean;
 }
 
 /** What the wheel and the ready queue need to know of a task: no payload. */
@@ -120,6 +137,11 @@ export interface Transition {
   version: number;
   /** Set when the task went back to `pending`: its new due entry, for the wheel. */
   requeued: DueEntry | null;
+  /**
+   * The task ended (succeeded, failed, cancelled) and tasks depend on it: its event is in the
+   * outbox (`dag_events`) and the dependents' actors must hear of it.
+   */
+  notifyDependents: boolean;
 }
 
 /** Retry timing: delay = min(baseMs · 2^(attempt−1), maxMs), scaled by a random 0.5…1. */
@@ -354,4 +376,69 @@ export interface ScheduleStore {
   write(writes: ScheduleWrite[], nowMs: number): Promise<ScheduleWriteResult[]>;
   /** Executions of the schedule's instances, newest first, after `before` (exclusive). */
   history(scheduleId: string, limit: number, before?: HistoryCursor): Promise<ExecutionRecord[]>;
+}
+
+// ── Dependencies (DAGs) ────────────────────────────────────────────────────────────────────
+
+/** What reconciling a blocked task did to it. Only tasks that changed are reported. */
+export interface DagOutcome {
+  taskId: string;
+  /** `pending` (all predecessors succeeded), `cancelled` (one failed or was cancelled) or still `blocked` (counted more). */
+  status: 'pending' | 'cancelled' | 'blocked';
+  /** Set when the task became pending: its due entry (due at the later of its own due time and now), for the wheel. */
+  due: DueEntry | null;
+  /** The task was cancelled and tasks depend on it: its event is in the outbox. */
+  notifyDependents: boolean;
+}
+
+/** A finished predecessor whose dependents have not all taken it in yet (the outbox). */
+export interface DagEvent {
+  predecessorId: string;
+  status: StoredStatus;
+  createdMs: number;
+}
+
+/** One task of a graph, as `GET /api/dags/{id}` shows it. */
+export interface DagNodeRecord {
+  task: TaskRecord;
+  /** Predecessor ids, in id order. */
+  dependsOn: string[];
+}
+
+/** Dependencies in the system of record (Postgres or PGlite). */
+export interface DagStore {
+  /**
+   * Submits a graph: tasks in dependency order (see `NewTask.dependsOn`), in one transaction.
+   * With a key: an earlier identical graph is answered with `created: false` and its id; the
+   * key with a different request throws `idempotency_conflict`; nothing is written.
+   */
+  submitGraph(
+    tasks: NewTask[],
+    dag: { id: string; idempotencyKey: string | null; requestHash: string },
+    nowMs: number,
+  ): Promise<{ created: boolean; dagId: string; tasks: TaskRecord[] }>;
+  /** The blocked dependents of these predecessors: each with the predecessors (of these) it waits on. */
+  dependents(predecessorIds: string[]): Promise<{ taskId: string; predecessorIds: string[] }[]>;
+  /**
+   * Reconciles blocked tasks from the task table, each on its own: edges to predecessors that
+   * succeeded are marked satisfied and counted (an edge counts once, however often this
+   * runs); all satisfied → `pending`, due at the later of its due time and `nowMs`; a
+   * predecessor failed or cancelled → `cancelled`, `last_error` naming it. One statement.
+   */
+  reconcile(taskIds: string[], nowMs: number): Promise<DagOutcome[]>;
+  /** Outbox events written before `beforeMs`, oldest first, at most `limit`. */
+  pendingEvents(beforeMs: number, limit: number): Promise<DagEvent[]>;
+  /** Deletes outbox events once every dependent has taken them in. */
+  clearEvents(predecessorIds: string[]): Promise<void>;
+  /**
+   * The safety net: blocked tasks (id order, after `afterId`, a page of `limit`) that a
+   * reconcile would change — all edges satisfied, or an unsatisfied edge to a predecessor
+   * that ended before `settledBeforeMs` and has no outbox event left. `next` is the cursor
+   * for the next page, null after the last.
+   */
+  stuck(afterId: string | null, limit: number, settledBeforeMs: number): Promise<{ ids: string[]; next: string | null }>;
+  /** Predecessor ids of each task that has any, in id order. */
+  predecessors(taskIds: string[]): Promise<Map<string, string[]>>;
+  /** A graph's tasks in id order (submission order), or null when there is no such graph. */
+  graph(dagId: string): Promise<DagNodeRecord[] | null>;
 }

@@ -9,6 +9,7 @@ import { cronDefinitionJson, cronDefinitionOf } from '../store/sql/cron.js';
 import type {
   BackoffPolicy,
   CronDefinition,
+  DagStore,
   DueEntry,
   NewTask,
   ReadyQueue,
@@ -16,6 +17,7 @@ import type {
   ScheduleStore,
   SubmitResult,
   TaskRecord,
+  TaskStatus,
   TaskStore,
   Transition,
 } from '../store/types.js';
@@ -23,7 +25,19 @@ import { cronRule } from './cron-rule.js';
 import type { Dispatcher } from './dispatcher.js';
 import { decodeLeaseToken } from './lease-token.js';
 import { visibleStatus } from './lifecycle.js';
-import type { Assignment, CompletionRequest, PollRequest, SchedulerApi, TaskSpec, TaskView } from './types.js';
+import { planGraph } from './dag-graph.js';
+import type { FinishedEvent } from './dag-resolver.js';
+import type {
+  Assignment,
+  CompletionRequest,
+  DagSpec,
+  DagSubmitResult,
+  DagView,
+  PollRequest,
+  SchedulerApi,
+  TaskSpec,
+  TaskView,
+} from './types.js';
 
 /**
  * The scheduler's service face: what the HTTP layer calls. It writes to the system of record
@@ -32,6 +46,9 @@ import type { Assignment, CompletionRequest, PollRequest, SchedulerApi, TaskSpec
 export interface SchedulerDeps {
   tasks: TaskStore;
   schedules: ScheduleStore;
+  dags: DagStore;
+  /** Predecessors that ended and have dependents (their outbox events are written): tell the dependents. */
+  notifyDependents(events: FinishedEvent[]): void;
   /** Activates the actors of schedules just written (they create their first instances). */
   activateSchedules(records: ScheduleRecord[]): Promise<void>;
   ready: ReadyQueue;
@@ -60,7 +77,60 @@ export class Scheduler implements SchedulerApi {
   constructor(private readonly deps: SchedulerDeps) {}
 
   async submit(specs: TaskSpec[]): Promise<SubmitResult[]> {
-    const { clock, tasks, partitions } = this.deps;
+    this.admit();
+    const now = this.deps.clock.now();
+    const rows = specs.map((spec, index) => this.newTask(spec, uuidv7(now), now, index));
+    const results = await this.deps.tasks.submit(rows, now);
+    const created = results.filter((r) => r.created && r.task.status === 'pending');
+    const schedules = results.filter((r) => r.created && r.task.status === 'active').map((r) => scheduleRecord(r.task));
+    await Promise.all([this.schedule(created.map((r) => dueEntry(r.task))), this.activateSchedules(schedules)]);
+    this.deps.onSubmitted?.(created.length + schedules.length);
+    return results;
+  }
+
+  /**
+   * Submits a graph, all or nothing: the planner refuses cycles, duplicate refs and names
+   * that are neither refs nor ids before anything is written; the store refuses ids of no
+   * task inside the one transaction. Ids are handed out in request order (sorted v7 ids of
+   * the same millisecond), so the graph reads back in that order.
+   */
+  async submitDag(spec: DagSpec): Promise<DagSubmitResult> {
+    this.admit();
+    const plan = planGraph(spec.tasks.map((t) => ({ ref: t.ref, dependsOn: t.dependsOn })));
+    const now = this.deps.clock.now();
+    const ids = spec.tasks.map(() => uuidv7(now)).sort();
+    const dagId = uuidv7(now);
+    const dependsOn = spec.tasks.map((_, i) => [...plan.localPredecessors[i]!.map((j) => ids[j]!), ...plan.externalPredecessors[i]!]);
+    const rows = spec.tasks.map((t, i): NewTask => ({ ...this.newTask(t.spec, ids[i]!, now, i), dependsOn: dependsOn[i]!, dagId, dagRef: t.ref }));
+    const result = await this.deps.dags.submitGraph(rows, { id: dagId, idempotencyKey: spec.idempotencyKey, requestHash: spec.requestHash }, now);
+    if (!result.created) return { created: false, dag: await this.getDag(result.dagId) };
+    const due = result.tasks.filter((t) => t.status === 'pending');
+    await this.schedule(due.map(dueEntry));
+    this.deps.onSubmitted?.(result.tasks.length);
+    return {
+      created: true,
+      dag: this.dagView(dagId, result.tasks.map((record, i) => ({ ref: spec.tasks[i]!.ref, ...this.nodeView(record, spec.tasks[i]!.dependsOn) }))),
+    };
+  }
+
+  async getDag(dagId: string): Promise<DagView> {
+    const nodes = await this.deps.dags.graph(dagId);
+    if (nodes === null) throw new WheelhouseError('task_not_found', `no graph has id ${dagId}`, { details: { dag_id: dagId } });
+    const refOf = new Map(nodes.map((n) => [n.task.id, n.task.dagRef ?? n.task.id]));
+    return this.dagView(
+      dagId,
+      nodes.map((n) => ({ ref: n.task.dagRef ?? n.task.id, ...this.nodeView(n.task, n.dependsOn.map((id) => refOf.get(id) ?? id)) })),
+    );
+  }
+
+  private dagView(dagId: string, tasks: DagView['tasks']): DagView {
+    const counts: Partial<Record<TaskStatus, number>> = {};
+    for (const t of tasks) counts[t.status] = (counts[t.status] ?? 0) + 1;
+    return { dagId, status: graphStatus(counts), counts, tasks };
+  }
+
+  /** 429 past the ready backlog's limit: nothing is written. */
+  private admit(): void {
     const backlog = this.deps.backlog();
     if (backlog >= this.deps.readyBacklogLimit) {
       throw new WheelhouseError('backlog_full', `the ready backlog (${backlog}) is past its limit`, {
@@ -68,33 +138,30 @@ export class Scheduler implements SchedulerApi {
         details: { backlog, limit: this.deps.readyBacklogLimit },
       });
     }
-    const now = clock.now();
-    const rows = specs.map((spec, index): NewTask => {
-      unsupported(spec, index);
-      const id = uuidv7(now);
-      const cron = spec.schedule.type === 'cron' ? cronDefinition(spec.schedule) : null;
-      return {
-        id,
-        taskType: spec.taskType,
-        payload: spec.payload,
-        scheduleType: spec.schedule.type,
-        schedule: cron === null ? null : { ...cronDefinitionJson(cron), generation: 0 },
-        status: cron === null ? 'pending' : 'active',
-        dueMs: cron === null ? dueTime(spec, now) : firstFire(cron, now, index),
-        priority: spec.priority,
-        maxRetries: spec.maxRetries,
-        timeoutSeconds: spec.timeoutSeconds,
-        partition: partitionOf(id, partitions),
-        idempotencyKey: spec.idempotencyKey,
-        requestHash: spec.idempotencyKey === null ? null : spec.requestHash,
-      };
-    });
-    const results = await tasks.submit(rows, now);
-    const created = results.filter((r) => r.created && r.task.status === 'pending');
-    const schedules = results.filter((r) => r.created && r.task.status === 'active').map((r) => scheduleRecord(r.task));
-    await Promise.all([this.schedule(created.map((r) => dueEntry(r.task))), this.activateSchedules(schedules)]);
-    this.deps.onSubmitted?.(created.length + schedules.length);
-    return results;
+  }
+
+  private newTask(spec: TaskSpec, id: string, now: number, index: number): NewTask {
+    const cron = spec.schedule.type === 'cron' ? cronDefinition(spec.schedule) : null;
+    return {
+      id,
+      taskType: spec.taskType,
+      payload: spec.payload,
+      scheduleType: spec.schedule.type,
+      schedule: cron === null ? null : { ...cronDefinitionJson(cron), generation: 0 },
+      status: cron === null ? 'pending' : 'active',
+      dueMs: cron === null ? dueTime(spec, now) : firstFire(cron, now, index),
+      priority: spec.priority,
+      maxRetries: spec.maxRetries,
+      timeoutSeconds: spec.timeoutSeconds,
+      partition: partitionOf(id, this.deps.partitions),
+      idempotencyKey: spec.idempotencyKey,
+      requestHash: spec.idempotencyKey === null ? null : spec.requestHash,
+      ...(spec.dependencies.length > 0 ? { dependsOn: spec.dependencies } : {}),
+    };
+  }
+
+  private nodeView(record: TaskRecord, dependsOn: string[]): { record: TaskRecord; status: TaskStatus; dependsOn: string[] } {
+    return { record, status: visibleStatus(record.status, record.dueMs, this.deps.clock.now()), dependsOn };
   }
 
   /**
@@ -147,7 +214,7 @@ export class Scheduler implements SchedulerApi {
   async getTask(taskId: string): Promise<TaskView> {
     const record = await this.deps.tasks.get(taskId);
     if (!record) throw notFound(taskId);
-    return this.view(record);
+    return (await this.views([record]))[0]!;
   }
 
   async listTasks(filter: Parameters<SchedulerApi['listTasks']>[0]): Promise<{ tasks: TaskView[]; nextToken: string | null }> {
@@ -158,7 +225,7 @@ export class Scheduler implements SchedulerApi {
     );
     const last = records[records.length - 1];
     return {
-      tasks: records.map((r) => this.view(r)),
+      tasks: await this.views(records),
       nextToken: records.length === filter.limit && last ? encodeToken(last.id) : null,
     };
   }
@@ -175,6 +242,8 @@ export class Scheduler implements SchedulerApi {
           details: { task_id: taskId, status: result.task.status },
         });
       case 'cancelled':
+        if (result.task.hasDependents) this.deps.notifyDependents([{ predecessorId: taskId, status: 'cancelled' }]);
+        return { cancelledInstances: 1 };
       case 'cancel_requested':
         return { cancelledInstances: 1 };
     }
@@ -236,6 +305,7 @@ export class Scheduler implements SchedulerApi {
     for (const v of valid) {
       if (done.has(v.taskId)) this.deps.system.ref<LeaseMessage>(LEASE_KIND, v.taskId).tell({ type: 'released', version: v.version });
     }
+    this.finished(transitions);
     await this.requeue(transitions);
     this.deps.onCompleted?.(transitions);
     return results.map((r) => ({ taskId: r.taskId, ok: done.has(r.taskId) }));
@@ -254,6 +324,12 @@ export class Scheduler implements SchedulerApi {
   /** Puts tasks that became `pending` (cron instances) on their wheel partitions. */
   place(entries: DueEntry[]): Promise<void> {
     return this.schedule(entries);
+  }
+
+  /** Tells the dependents of tasks that ended (results, expired leases). */
+  finished(transitions: Transition[]): void {
+    const events = transitions.filter((t) => t.notifyDependents).map((t) => ({ predecessorId: t.taskId, status: t.status }));
+    if (events.length > 0) this.deps.notifyDependents(events);
   }
 
   /** Puts tasks that went back to `pending` (retries, expired leases) on their partitions. */
@@ -288,8 +364,16 @@ export class Scheduler implements SchedulerApi {
     );
   }
 
-  private view(record: TaskView['record']): TaskView {
-    return { record, status: visibleStatus(record.status, record.dueMs, this.deps.clock.now()), dependencies: [] };
+  /** Views with their dependencies: one read for all the records that have predecessors. */
+  private async views(records: TaskRecord[]): Promise<TaskView[]> {
+    const waiting = records.filter((r) => r.depsTotal > 0).map((r) => r.id);
+    const predecessors = waiting.length === 0 ? new Map<string, string[]>() : await this.deps.dags.predecessors(waiting);
+    const now = this.deps.clock.now();
+    return records.map((record) => ({
+      record,
+      status: visibleStatus(record.status, record.dueMs, now),
+      dependencies: predecessors.get(record.id) ?? [],
+    }));
   }
 }
 
@@ -298,15 +382,6 @@ function dueTime(spec: TaskSpec, nowMs: number): number {
   if (s.type !== 'delayed') return nowMs;
   if (s.dueMs !== null) return Math.max(s.dueMs, nowMs);
   return nowMs + Math.round((s.delaySeconds ?? 0) * 1000);
-}
-
-/** What this version accepts in the contract but cannot run yet is refused, not half-built. */
-function unsupported(spec: TaskSpec, index: number): void {
-  if (spec.dependencies.length > 0) {
-    throw new WheelhouseError('validation_failed', 'dependencies: task dependencies are not available in this version', {
-      details: { field: 'dependencies', index },
-    });
-  }
 }
 
 function cronDefinition({ type: _cron, ...definition }: Extract<TaskSpec['schedule'], { type: 'cron' }>): CronDefinition {
@@ -358,6 +433,15 @@ function scheduleRecord(task: TaskRecord): ScheduleRecord {
     lastFiredMs: task.lastFiredMs,
     generation: typeof schedule.generation === 'number' ? schedule.generation : 0,
   };
+}
+
+/** A graph's status: running while any task can still run; then succeeded, failed or cancelled. */
+function graphStatus(counts: Partial<Record<TaskStatus, number>>): DagView['status'] {
+  const open: TaskStatus[] = ['blocked', 'pending', 'ready', 'running'];
+  if (open.some((s) => (counts[s] ?? 0) > 0)) return 'running';
+  if ((counts.failed ?? 0) > 0) return 'failed';
+  if ((counts.cancelled ?? 0) > 0) return 'cancelled';
+  return 'succeeded';
 }
 
 function notFound(taskId: string): WheelhouseError {

@@ -23,6 +23,45 @@ export interface TaskSpec {
   requestHash: string;
 }
 
+/** One task of a `POST /api/dags` request, validated. */
+export interface DagTaskSpec {
+  ref: string;
+  /** Refs of the same request or existing task ids, as the client wrote them. */
+  dependsOn: string[];
+  spec: TaskSpec;
+}
+
+/** A validated `POST /api/dags` request. */
+export interface DagSpec {
+  tasks: DagTaskSpec[];
+  idempotencyKey: string | null;
+  /** sha256 of the canonical JSON of the body; empty without a key. */
+  requestHash: string;
+}
+
+/** One task of a graph as clients see it. */
+export interface DagNodeView {
+  ref: string;
+  record: TaskRecord;
+  status: TaskStatus;
+  /** Refs of the graph's tasks, or ids of tasks outside it. */
+  dependsOn: string[];
+}
+
+export interface DagView {
+  dagId: string;
+  /** `running` while any task can still run; then `succeeded`, `failed` or `cancelled`. */
+  status: 'running' | 'succeeded' | 'failed' | 'cancelled';
+  counts: Partial<Record<TaskStatus, number>>;
+  tasks: DagNodeView[];
+}
+
+export interface DagSubmitResult {
+  /** false: an idempotency key matched an earlier identical graph. */
+  created: boolean;
+  dag: DagView;
+}
+
 /** A task as clients see it: the record plus its derived status. */
 export interface TaskView {
   record: TaskRecord;
@@ -55,6 +94,9 @@ export interface Assignment extends ClaimedTask {
 export interface SchedulerApi {
   /** Writes the tasks (all or nothing) and places them on the wheel. 429 past the backlog limit. */
   submit(specs: TaskSpec[]): Promise<SubmitResult[]>;
+  /** Writes a whole graph (all or nothing) and places its ready roots on the wheel. */
+  submitDag(spec: DagSpec): Promise<DagSubmitResult>;
+  getDag(dagId: string): Promise<DagView>;
   getTask(taskId: string): Promise<TaskView>;
   listTasks(filter: {
     status?: TaskStatus;

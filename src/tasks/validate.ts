@@ -1,5 +1,5 @@
 import { isUuid } from '../ids.js';
-import type { ScheduleSpec, TaskSpec } from './types.js';
+import type { DagSpec, DagTaskSpec, ScheduleSpec, TaskSpec } from './types.js';
 import { cronRule } from './cron-rule.js';
 import {
   BODY,
@@ -54,6 +54,9 @@ export interface TaskDefaults {
 /** Most tasks in one `POST /api/tasks/batch`. */
 export const MAX_BATCH_TASKS = 1000;
 
+/** Most tasks in one `POST /api/dags`. */
+export const MAX_DAG_TASKS = 10_000;
+
 /** Longest `delay_seconds`: 100 years, so a due time always fits a Date. */
 export const MAX_DELAY_SECONDS = 100 * 365.25 * 86_400;
 
@@ -68,6 +71,8 @@ const TASK_FIELDS: ReadonlySet<string> = new Set([
   'timeout_seconds',
 ]);
 const BATCH_FIELDS: ReadonlySet<string> = new Set(['tasks']);
+const DAG_FIELDS: ReadonlySet<string> = new Set(['tasks', 'idempotency_key']);
+const REF = { min: 1, max: 128 };
 const IMMEDIATE_FIELDS: ReadonlySet<string> = new Set(['type']);
 const DELAYED_FIELDS: ReadonlySet<string> = new Set(['type', 'due_time', 'delay_seconds']);
 const CRON_FIELDS: ReadonlySet<string> = new Set([
@@ -158,6 +163,44 @@ export function validateBatch(body: unknown, defaults: TaskDefaults): TaskSpec[]
     specs[i] = validateTask(tasks[i], defaults, new FieldPath(`tasks[${i}]`, i));
   }
   return specs;
+}
+
+/**
+ * Validates `POST /api/dags` (`{tasks: [...], idempotency_key?}`, 1–10 000 tasks). Each task
+ * is a task of `POST /api/tasks` plus `ref` (its local name, required) and `depends_on`
+ * (refs of this request or existing task ids), without `dependencies` (that is
+ * `depends_on` here), without its own `idempotency_key` (the graph's covers it) and not a
+ * cron schedule. The graph itself (duplicate refs, unknown refs, cycles) is checked by the
+ * planner. The request hash, for a replay, is that of the whole body's canonical JSON.
+ */
+export function validateDag(body: unknown, defaults: TaskDefaults): DagSpec {
+  const o = readObject(body, BODY, 'a JSON object {"tasks": [...]}');
+  rejectUnknown(o, DAG_FIELDS, BODY);
+  const at: FieldPath = BODY.at('tasks');
+  const tasks = o.tasks;
+  if (tasks === undefined) at.fail('is required');
+  if (!Array.isArray(tasks)) at.fail('must be an array of tasks');
+  if (tasks.length === 0) at.fail('must hold at least one task');
+  if (tasks.length > MAX_DAG_TASKS) at.fail(`holds ${tasks.length} tasks; the most is ${MAX_DAG_TASKS}`);
+  const idempotencyKey = isAbsent(o.idempotency_key) ? null : readString(o.idempotency_key, BODY.at('idempotency_key'), IDEMPOTENCY_KEY);
+  const out = new Array<DagTaskSpec>(tasks.length);
+  for (let i = 0; i < tasks.length; i++) {
+    const taskAt = new FieldPath(`tasks[${i}]`, i);
+    const { ref, depends_on: dependsOn, ...task } = readObject(tasks[i], taskAt, 'a JSON object describing a task');
+    if (task.dependencies !== undefined) taskAt.at('dependencies').fail('in a graph, name predecessors in depends_on');
+    if (task.idempotency_key !== undefined) taskAt.at('idempotency_key').fail("a graph's tasks share the graph's idempotency_key");
+    const spec = validateTask(task, defaults, taskAt);
+    if (spec.schedule.type === 'cron') taskAt.at('schedule.type').fail('a cron schedule cannot be part of a graph');
+    out[i] = { ref: readString(ref, taskAt.at('ref'), REF), dependsOn: readNames(dependsOn, taskAt.at('depends_on')), spec };
+  }
+  return { tasks: out, idempotencyKey, requestHash: idempotencyKey === null ? '' : sha256Hex(canonicalJson(o)) };
+}
+
+/** `depends_on`: an array of strings (refs or ids; which, the planner decides). */
+function readNames(value: unknown, at: FieldPath): string[] {
+  if (isAbsent(value)) return [];
+  if (!Array.isArray(value)) at.fail('must be an array of refs or task ids');
+  return value.map((name: unknown, i) => readString(name, at.item(i), REF));
 }
 
 /**

@@ -8,7 +8,7 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { compileOptions, type WheelhouseOptions } from '../../src/config.js';
 import { WheelhouseError } from '../../src/errors.js';
 import { buildServer } from '../../src/http/server.js';
-import type { ExecutionRecord, SubmitResult, TaskRecord } from '../../src/store/types.js';
+import type { ExecutionRecord, SubmitResult, TaskRecord, TaskStatus } from '../../src/store/types.js';
 import type {
   Assignment,
   CompletionRequest,
@@ -16,6 +16,9 @@ import type {
   SchedulerApi,
   TaskSpec,
   TaskView,
+  DagSpec,
+  DagSubmitResult,
+  DagView,
 } from '../../src/tasks/types.js';
 
 /** The fake's "now": 2026-11-30T12:00:00.000Z. */
@@ -50,6 +53,11 @@ export function record(overrides: Partial<TaskRecord> = {}): TaskRecord {
     scheduleId: null,
     fireMs: null,
     lastFiredMs: null,
+    dagId: null,
+    dagRef: null,
+    depsTotal: 0,
+    depsSatisfied: 0,
+    hasDependents: false,
     ...overrides,
   };
 }
@@ -88,6 +96,24 @@ export class FakeApi implements SchedulerApi {
         created: !(spec.idempotencyKey ?? '').startsWith('replay'),
       };
     });
+  }
+
+  async submitDag(spec: DagSpec): Promise<DagSubmitResult> {
+    this.calls.push({ method: 'submitDag', args: [spec] });
+    if (this.overrides.submitDag) return this.overrides.submitDag(spec);
+    const tasks = spec.tasks.map((t) => ({
+      ref: t.ref,
+      record: record({ id: `0192f3a4-5b6c-7d8e-9f00-${String(++this.seq).padStart(12, '0')}`, status: t.dependsOn.length > 0 ? 'blocked' : 'pending' }),
+      status: (t.dependsOn.length > 0 ? 'blocked' : 'ready') as TaskStatus,
+      dependsOn: t.dependsOn,
+    }));
+    return { created: true, dag: { dagId: KNOWN_ID, status: 'running', counts: {}, tasks } };
+  }
+
+  async getDag(dagId: string): Promise<DagView> {
+    this.calls.push({ method: 'getDag', args: [dagId] });
+    if (this.overrides.getDag) return this.overrides.getDag(dagId);
+    throw new WheelhouseError('task_not_found', undefined, { details: { dag_id: dagId } });
   }
 
   async getTask(taskId: string): Promise<TaskView> {

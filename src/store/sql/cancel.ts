@@ -2,6 +2,7 @@ import { WheelhouseError } from '../../errors.js';
 import type { Db } from '../db.js';
 import type { CancelResult, StoredStatus } from '../types.js';
 import { taskColumns, toTaskRecord, tsParam, validIds, type TaskRow } from './columns.js';
+import { dagEventsCte } from './complete.js';
 import { getTask } from './read.js';
 
 /**
@@ -15,6 +16,7 @@ import { getTask } from './read.js';
 const CANCELLABLE: readonly StoredStatus[] = ['blocked', 'pending', 'active', 'paused', 'running'];
 
 const CANCEL = `
+  WITH done AS (
   UPDATE tasks t
   SET status = CASE WHEN t.status = 'running' THEN 'running' ELSE 'cancelled' END,
       cancel_requested = t.cancel_requested OR t.status = 'running',
@@ -22,7 +24,10 @@ const CANCEL = `
       completed_at = CASE WHEN t.status = 'running' THEN t.completed_at ELSE ${tsParam(2)} END,
       updated_at = ${tsParam(2)}
   WHERE t.id = $1 AND t.status IN (${CANCELLABLE.map((status) => `'${status}'`).join(', ')})
-  RETURNING ${taskColumns('t')}`;
+  RETURNING ${taskColumns('t')}
+  ),
+  ${dagEventsCte(2)}
+  SELECT * FROM done`;
 
 /**
  * Tries the UPDATE a few times: when it matches nothing, the task is read to tell

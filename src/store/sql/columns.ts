@@ -58,7 +58,8 @@ export function taskColumns(t = 't'): string {
     ${msOf(`${t}.created_at`)} AS created_ms, ${msOf(`${t}.updated_at`)} AS updated_ms,
     ${msOf(`${t}.started_at`)} AS started_ms, ${msOf(`${t}.completed_at`)} AS completed_ms,
     ${t}.last_error, ${t}.schedule_id, ${msOf(`${t}.fire_time`)} AS fire_ms,
-    ${msOf(`${t}.last_fired_at`)} AS last_fired_ms`;
+    ${msOf(`${t}.last_fired_at`)} AS last_fired_ms, ${t}.dag_id, ${t}.dag_ref, ${t}.deps_total,
+    ${t}.deps_satisfied, ${t}.has_dependents`;
 }
 
 /** A task row as {@link taskColumns} selects it. */
@@ -88,6 +89,11 @@ export interface TaskRow {
   schedule_id: string | null;
   fire_ms: number | null;
   last_fired_ms: number | null;
+  dag_id: string | null;
+  dag_ref: string | null;
+  deps_total: number;
+  deps_satisfied: number;
+  has_dependents: boolean;
 }
 
 export function toTaskRecord(row: TaskRow): TaskRecord {
@@ -117,6 +123,11 @@ export function toTaskRecord(row: TaskRow): TaskRecord {
     scheduleId: row.schedule_id,
     fireMs: row.fire_ms,
     lastFiredMs: row.last_fired_ms,
+    dagId: row.dag_id,
+    dagRef: row.dag_ref,
+    depsTotal: row.deps_total,
+    depsSatisfied: row.deps_satisfied,
+    hasDependents: row.has_dependents,
   };
 }
 

@@ -33,7 +33,26 @@ function backoffSql(base: number, max: number): string {
 const RETRY_AFTER_EXPIRY = `NOT t.cancel_requested AND t.attempts <= t.max_retries`;
 
 /** Columns of the transition a statement reports, selected from its `done` CTE. */
-const TRANSITION_COLUMNS = `d.id, d.status, d.version, d.task_type, d.priority, ${msOf('d.due_time')} AS due_ms`;
+const TRANSITION_COLUMNS = `d.id, d.status, d.version, d.task_type, d.priority, ${msOf('d.due_time')} AS due_ms, d.has_dependents`;
+
+/**
+ * SQL: a CTE writing the outbox event of each task of `done` that ended and has dependents,
+ * in the statement that ends it (see migrations/000003_dags.sql). `$now` is the parameter
+ * number of the time. No row for the common task that nobody waits on.
+ */
+export function dagEventsCte(now: number, done = 'done'): string {
+  return `dag_event AS (
+    INSERT INTO dag_events (predecessor_id, status, created_at)
+    SELECT d.id, d.status, ${tsParam(now)} FROM ${done} d
+    WHERE d.has_dependents AND d.status IN ('succeeded', 'failed', 'cancelled')
+    ON CONFLICT (predecessor_id) DO NOTHING
+  )`;
+}
+
+/** A final status: what dependents must hear of. */
+export function isFinal(status: string): boolean {
+  return status === 'succeeded' || status === 'failed' || status === 'cancelled';
+}
 
 /** SQL: the result `r` (`ok`: the attempt succeeded) sends task `t` back to pending. */
 const RETRY_AFTER_RESULT = `NOT t.cancel_requested AND NOT r.ok AND r.retryable AND t.attempts <= t.max_retries`;
@@ -66,8 +85,9 @@ const COMPLETE = `
     FROM r JOIN tasks o ON o.id = r.id
     WHERE t.id = r.id AND ${statusIs('t', 'running')} AND t.version = r.version
     RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.attempts,
-              t.started_at, t.worker_id, o.due_time AS attempt_due_time, r.ok, r.error
+              t.started_at, t.worker_id, t.has_dependents, o.due_time AS attempt_due_time, r.ok, r.error
   ),
+  ${dagEventsCte(6)},
   execution AS (
     INSERT INTO executions (task_id, attempt, status, due_time, started_at, completed_at,
                             worker_id, error)
@@ -87,6 +107,7 @@ const COMPLETE = `
 interface TransitionRow extends DueRow {
   status: Transition['status'];
   version: number;
+  has_dependents: boolean;
 }
 
 function toTransition(row: TransitionRow): Transition {
@@ -95,6 +116,7 @@ function toTransition(row: TransitionRow): Transition {
     status: row.status,
     version: row.version,
     requeued: row.status === 'pending' ? toDueEntry(row) : null,
+    notifyDependents: row.has_dependents && isFinal(row.status),
   };
 }
 
@@ -153,8 +175,9 @@ const EXPIRE_LEASE = `
     WHERE o.id = $1 AND t.id = $1 AND ${statusIs('t', 'running')} AND t.version = $2
       AND t.lease_expires_at <= ${tsParam(3)}
     RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.attempts,
-              t.started_at, t.worker_id, o.due_time AS attempt_due_time
+              t.started_at, t.worker_id, t.has_dependents, o.due_time AS attempt_due_time
   ),
+  ${dagEventsCte(3)},
   execution AS (
     INSERT INTO executions (task_id, attempt, status, due_time, started_at, completed_at,
                             worker_id, error)

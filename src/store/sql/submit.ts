@@ -1,6 +1,8 @@
 import { WheelhouseError } from '../../errors.js';
 import type { Db, DbTx } from '../db.js';
 import type { NewTask, SubmitResult, TaskRecord } from '../types.js';
+import { hasDependencies, insertWithDependencies } from './dag-submit.js';
+import { insertTasks } from './insert.js';
 import { IDEMPOTENCY_WINDOW_MS, taskColumns, toTaskRecord, tsParam, wholeMs, type TaskRow } from './columns.js';
 
 /**
@@ -11,105 +13,13 @@ import { IDEMPOTENCY_WINDOW_MS, taskColumns, toTaskRecord, tsParam, wholeMs, typ
  */
 
 /**
- * Inserts tasks in one statement: each column travels as one array parameter and
- * `unnest` zips them back into rows, so the statement text (and its prepared plan) is the
- * same for 1 or 1 000 tasks. JSON travels as text[] and is cast per row, which both
- * drivers pass through untouched. Nothing is returned: the caller knows every value.
- */
-const INSERT_TASKS = `
-  INSERT INTO tasks (id, task_type, payload, status, schedule_type, schedule, due_time, priority,
-                     max_retries, timeout_seconds, partition, idempotency_key, created_at, updated_at)
-  SELECT u.id, u.task_type, u.payload::jsonb, u.status, u.schedule_type, u.schedule::jsonb,
-         to_timestamp(u.due_ms / 1000), u.priority, u.max_retries, u.timeout_seconds, u.partition,
-         u.idempotency_key, ${tsParam(13)}, ${tsParam(13)}
-  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
-              $8::int2[], $9::int4[], $10::int4[], $11::int2[], $12::text[])
-       AS u(id, task_type, payload, status, schedule_type, schedule, due_ms, priority, max_retries,
-            timeout_seconds, partition, idempotency_key)`;
-
-async function insertTasks(db: DbTx, tasks: NewTask[], nowMs: number): Promise<TaskRecord[]> {
-  const n = tasks.length;
-  const ids = new Array<string>(n);
-  const types = new Array<string>(n);
-  const payloads = new Array<string>(n);
-  const statuses = new Array<string>(n);
-  const scheduleTypes = new Array<string>(n);
-  const schedules = new Array<string | null>(n);
-  const dues = new Array<number>(n);
-  const priorities = new Array<number>(n);
-  const maxRetries = new Array<number>(n);
-  const timeouts = new Array<number>(n);
-  const partitions = new Array<number>(n);
-  const keys = new Array<string | null>(n);
-  const records = new Array<TaskRecord>(n);
-  const createdMs = wholeMs(nowMs);
-  for (let i = 0; i < n; i++) {
-    const t = tasks[i]!;
-    const dueMs = wholeMs(t.dueMs);
-    ids[i] = t.id;
-    types[i] = t.taskType;
-    payloads[i] = JSON.stringify(t.payload ?? null);
-    statuses[i] = t.status;
-    scheduleTypes[i] = t.scheduleType;
-    schedules[i] = t.schedule === null ? null : JSON.stringify(t.schedule);
-    dues[i] = dueMs;
-    priorities[i] = t.priority;
-    maxRetries[i] = t.maxRetries;
-    timeouts[i] = t.timeoutSeconds;
-    partitions[i] = t.partition;
-    keys[i] = t.idempotencyKey;
-    records[i] = newRecord(t, dueMs, createdMs);
-  }
-  await db.query(
-    INSERT_TASKS,
-    [ids, types, payloads, statuses, scheduleTypes, schedules, dues, priorities, maxRetries, timeouts, partitions, keys, nowMs],
-    'wh_insert_tasks',
-  );
-  return records;
-}
-
-/**
- * The record of a task just inserted, as `get` would read it back (payload and schedule are
- * the caller's values; the stored ones are their JSON round trip).
- */
-function newRecord(t: NewTask, dueMs: number, nowMs: number): TaskRecord {
-  return {
-    id: t.id.toLowerCase(),
-    taskType: t.taskType,
-    payload: t.payload ?? null,
-    status: t.status,
-    version: 0,
-    scheduleType: t.scheduleType,
-    schedule: t.schedule,
-    dueMs,
-    priority: t.priority,
-    maxRetries: t.maxRetries,
-    timeoutSeconds: t.timeoutSeconds,
-    attempts: 0,
-    leaseExpiresMs: null,
-    workerId: null,
-    cancelRequested: false,
-    partition: t.partition,
-    idempotencyKey: t.idempotencyKey,
-    createdMs: nowMs,
-    updatedMs: nowMs,
-    startedMs: null,
-    completedMs: null,
-    lastError: null,
-    scheduleId: null,
-    fireMs: null,
-    lastFiredMs: null,
-  };
-}
-
-/**
  * Takes idempotency keys. A new key is inserted; an expired one is taken over (DO UPDATE …
  * WHERE expired); a live one is left alone. RETURNING therefore names exactly the keys this
  * batch now owns. A concurrent batch holding the same key makes this wait for its commit,
  * then see the key as taken. Rows are inserted in key order so two batches sharing keys
  * lock them in the same order and cannot deadlock.
  */
-const CLAIM_KEYS = `
+export const CLAIM_KEYS = `
   INSERT INTO idempotency_keys AS k (task_type, key, request_hash, task_id, expires_at)
   SELECT u.task_type, u.key, u.request_hash, u.task_id, ${tsParam(5)}
   FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[]) AS u(task_type, key, request_hash, task_id)
@@ -166,14 +76,15 @@ export async function submitTasks(db: Db, tasks: NewTask[], nowMs: number): Prom
     }
   });
 
-  if (leaderOf.size === 0) {
+  const withDependencies = tasks.some(hasDependencies);
+  if (leaderOf.size === 0 && !withDependencies) {
     const records = await insertTasks(db, tasks, nowMs);
     return records.map((task) => ({ task, created: true }));
   }
 
   return db.transaction(async (tx) => {
     const leaders = [...leaderOf.values()].map((i) => tasks[i]!);
-    const claimed = await tx.query<{ task_type: string; key: string }>(
+    const claimed = leaders.length === 0 ? { rows: [] } : await tx.query<{ task_type: string; key: string }>(
       CLAIM_KEYS,
       [
         leaders.map((t) => t.taskType),
@@ -213,7 +124,8 @@ export async function submitTasks(db: Db, tasks: NewTask[], nowMs: number): Prom
       if (results[i] === undefined && followerOf[i] === undefined) toInsert.push(i);
     });
     if (toInsert.length > 0) {
-      const records = await insertTasks(tx, toInsert.map((i) => tasks[i]!), nowMs);
+      const rows = toInsert.map((i) => tasks[i]!);
+      const records = withDependencies ? await insertWithDependencies(tx, rows, nowMs) : await insertTasks(tx, rows, nowMs);
       toInsert.forEach((i, j) => {
         results[i] = { task: records[j]!, created: true };
       });

@@ -1,0 +1,44 @@
+import type { Db } from './db.js';
+import { clearEvents, dependents, graph, pendingEvents, predecessors, reconcile, stuckTasks, submitGraph } from './sql/dag.js';
+import type { DagEvent, DagNodeRecord, DagOutcome, DagStore, NewTask, TaskRecord } from './types.js';
+
+/** Dependencies over SQL, on Postgres and PGlite alike; the statements are in `sql/dag.ts`. */
+export class SqlDagStore implements DagStore {
+  constructor(private readonly db: Db) {}
+
+  submitGraph(
+    tasks: NewTask[],
+    dag: { id: string; idempotencyKey: string | null; requestHash: string },
+    nowMs: number,
+  ): Promise<{ created: boolean; dagId: string; tasks: TaskRecord[] }> {
+    return submitGraph(this.db, tasks, dag, nowMs);
+  }
+
+  dependents(predecessorIds: string[]): Promise<{ taskId: string; predecessorIds: string[] }[]> {
+    return dependents(this.db, predecessorIds);
+  }
+
+  reconcile(taskIds: string[], nowMs: number): Promise<DagOutcome[]> {
+    return reconcile(this.db, taskIds, nowMs);
+  }
+
+  pendingEvents(beforeMs: number, limit: number): Promise<DagEvent[]> {
+    return pendingEvents(this.db, beforeMs, limit);
+  }
+
+  clearEvents(predecessorIds: string[]): Promise<void> {
+    return clearEvents(this.db, predecessorIds);
+  }
+
+  stuck(afterId: string | null, limit: number, settledBeforeMs: number): Promise<{ ids: string[]; next: string | null }> {
+    return stuckTasks(this.db, afterId, limit, settledBeforeMs);
+  }
+
+  predecessors(taskIds: string[]): Promise<Map<string, string[]>> {
+    return predecessors(this.db, taskIds);
+  }
+
+  graph(dagId: string): Promise<DagNodeRecord[] | null> {
+    return graph(this.db, dagId);
+  }
+}

@@ -1,0 +1,145 @@
+import type { DbTx } from '../db.js';
+import type { NewTask, TaskRecord } from '../types.js';
+import { tsParam, wholeMs } from './columns.js';
+
+/**
+ * Inserts tasks in one statement: each column travels as one array parameter and
+ * `unnest` zips them back into rows, so the statement text (and its prepared plan) is the
+ * same for 1 or 1 000 tasks. JSON travels as text[] and is cast per row, which both
+ * drivers pass through untouched. Nothing is returned: the caller knows every value.
+ */
+const INSERT_TASKS = `
+  INSERT INTO tasks (id, task_type, payload, status, schedule_type, schedule, due_time, priority,
+                     max_retries, timeout_seconds, partition, idempotency_key, created_at, updated_at)
+  SELECT u.id, u.task_type, u.payload::jsonb, u.status, u.schedule_type, u.schedule::jsonb,
+         to_timestamp(u.due_ms / 1000), u.priority, u.max_retries, u.timeout_seconds, u.partition,
+         u.idempotency_key, ${tsParam(13)}, ${tsParam(13)}
+  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
+              $8::int2[], $9::int4[], $10::int4[], $11::int2[], $12::text[])
+       AS u(id, task_type, payload, status, schedule_type, schedule, due_ms, priority, max_retries,
+            timeout_seconds, partition, idempotency_key)`;
+
+/**
+ * The same for tasks with dependencies or in a graph: the columns of 000003_dags as seven
+ * more arrays. A statement of its own, so that the plain submission (the benchmark path)
+ * does not carry seven arrays of nulls.
+ */
+const INSERT_GRAPH_TASKS = `
+  INSERT INTO tasks (id, task_type, payload, status, schedule_type, schedule, due_time, priority,
+                     max_retries, timeout_seconds, partition, idempotency_key, created_at, updated_at,
+                     dag_id, dag_ref, deps_total, deps_satisfied, has_dependents, last_error, completed_at)
+  SELECT u.id, u.task_type, u.payload::jsonb, u.status, u.schedule_type, u.schedule::jsonb,
+         to_timestamp(u.due_ms / 1000), u.priority, u.max_retries, u.timeout_seconds, u.partition,
+         u.idempotency_key, ${tsParam(13)}, ${tsParam(13)},
+         u.dag_id, u.dag_ref, u.deps_total, u.deps_satisfied, u.has_dependents, u.last_error,
+         CASE WHEN u.status = 'cancelled' THEN ${tsParam(13)} END
+  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
+              $8::int2[], $9::int4[], $10::int4[], $11::int2[], $12::text[],
+              $14::uuid[], $15::text[], $16::int4[], $17::int4[], $18::bool[], $19::text[])
+       AS u(id, task_type, payload, status, schedule_type, schedule, due_ms, priority, max_retries,
+            timeout_seconds, partition, idempotency_key,
+            dag_id, dag_ref, deps_total, deps_satisfied, has_dependents, last_error)`;
+
+/** What the store decided for a task with dependencies (see `sql/dag.ts`). */
+export interface GraphColumns {
+  status: TaskRecord['status'];
+  depsTotal: number;
+  depsSatisfied: number;
+  hasDependents: boolean;
+  lastError: string | null;
+}
+
+export async function insertTasks(
+  db: DbTx,
+  tasks: NewTask[],
+  nowMs: number,
+  graph?: readonly GraphColumns[],
+): Promise<TaskRecord[]> {
+  const n = tasks.length;
+  const ids = new Array<string>(n);
+  const types = new Array<string>(n);
+  const payloads = new Array<string>(n);
+  const statuses = new Array<string>(n);
+  const scheduleTypes = new Array<string>(n);
+  const schedules = new Array<string | null>(n);
+  const dues = new Array<number>(n);
+  const priorities = new Array<number>(n);
+  const maxRetries = new Array<number>(n);
+  const timeouts = new Array<number>(n);
+  const partitions = new Array<number>(n);
+  const keys = new Array<string | null>(n);
+  const records = new Array<TaskRecord>(n);
+  const createdMs = wholeMs(nowMs);
+  for (let i = 0; i < n; i++) {
+    const t = tasks[i]!;
+    const dueMs = wholeMs(t.dueMs);
+    const g = graph?.[i];
+    ids[i] = t.id;
+    types[i] = t.taskType;
+    payloads[i] = JSON.stringify(t.payload ?? null);
+    statuses[i] = g?.status ?? t.status;
+    scheduleTypes[i] = t.scheduleType;
+    schedules[i] = t.schedule === null ? null : JSON.stringify(t.schedule);
+    dues[i] = dueMs;
+    priorities[i] = t.priority;
+    maxRetries[i] = t.maxRetries;
+    timeouts[i] = t.timeoutSeconds;
+    partitions[i] = t.partition;
+    keys[i] = t.idempotencyKey;
+    records[i] = newRecord(t, dueMs, createdMs, g);
+  }
+  const params: unknown[] = [ids, types, payloads, statuses, scheduleTypes, schedules, dues, priorities, maxRetries, timeouts, partitions, keys, nowMs];
+  if (graph === undefined) {
+    await db.query(INSERT_TASKS, params, 'wh_insert_tasks');
+  } else {
+    params.push(
+      tasks.map((t) => t.dagId ?? null),
+      tasks.map((t) => t.dagRef ?? null),
+      graph.map((g) => g.depsTotal),
+      graph.map((g) => g.depsSatisfied),
+      graph.map((g) => g.hasDependents),
+      graph.map((g) => g.lastError),
+    );
+    await db.query(INSERT_GRAPH_TASKS, params, 'wh_insert_graph_tasks');
+  }
+  return records;
+}
+
+/**
+ * The record of a task just inserted, as `get` would read it back (payload and schedule are
+ * the caller's values; the stored ones are their JSON round trip).
+ */
+function newRecord(t: NewTask, dueMs: number, nowMs: number, g: GraphColumns | undefined): TaskRecord {
+  return {
+    id: t.id.toLowerCase(),
+    taskType: t.taskType,
+    payload: t.payload ?? null,
+    status: g?.status ?? t.status,
+    version: 0,
+    scheduleType: t.scheduleType,
+    schedule: t.schedule,
+    dueMs,
+    priority: t.priority,
+    maxRetries: t.maxRetries,
+    timeoutSeconds: t.timeoutSeconds,
+    attempts: 0,
+    leaseExpiresMs: null,
+    workerId: null,
+    cancelRequested: false,
+    partition: t.partition,
+    idempotencyKey: t.idempotencyKey,
+    createdMs: nowMs,
+    updatedMs: nowMs,
+    startedMs: null,
+    completedMs: g?.status === 'cancelled' ? nowMs : null,
+    lastError: g?.lastError ?? null,
+    scheduleId: null,
+    fireMs: null,
+    lastFiredMs: null,
+    dagId: t.dagId ?? null,
+    dagRef: t.dagRef ?? null,
+    depsTotal: g?.depsTotal ?? 0,
+    depsSatisfied: g?.depsSatisfied ?? 0,
+    hasDependents: g?.hasDependents ?? false,
+  };
+}

@@ -1,0 +1,111 @@
+import { DAG_KIND, type DagMessage } from '../actors/dag-node.js';
+import type { ActorSystemApi } from '../runtime/actor.js';
+import type { Clock } from '../runtime/clock.js';
+import type { DagStore, StoredStatus } from '../store/types.js';
+import { WriteBatcher } from '../store/write-batcher.js';
+
+/**
+ * Carries "this predecessor ended" to the actors of its blocked dependents, event by event:
+ * nothing here scans the task table on the normal path.
+ *
+ * - Live: whatever makes a task with dependents final (a result, an expired lease, a cancel,
+ *   a DAG actor cancelling its own task) also writes its outbox event in the same statement,
+ *   and hands the event here. Events of one event-loop turn go together: one lookup of their
+ *   blocked dependents (the predecessor index), one message per dependent's actor, then one
+ *   DELETE of the events — only once every dependent has answered.
+ * - Replay: events left in the outbox (the node died between the two steps, an actor's
+ *   answer failed) are delivered again, at start and periodically. Delivery is idempotent.
+ * - Sweep: the safety net. It pages through the blocked tasks and reconciles any that a
+ *   reconcile would change and that no outbox event covers. It should find nothing; what it
+ *   finds is counted (`wheelhouse_dag_sweep_fixed_total`).
+ */
+
+export interface FinishedEvent {
+  predecessorId: string;
+  status: StoredStatus;
+}
+
+export interface DagResolverDeps {
+  dags: DagStore;
+  system: ActorSystemApi;
+  clock: Clock;
+  /** How long a dependent's actor may take to answer. */
+  askTimeoutMs: number;
+  onError(error: unknown, context: string): void;
+  /** Events taken from the outbox by a replay. */
+  onReplayed?(count: number): void;
+  /** Blocked tasks the sweep found stuck and reconciled. */
+  onSwept?(count: number): void;
+}
+
+/** Outbox events younger than this are the live path's to deliver, not the replay's. */
+const REPLAY_AFTER_MS = 5_000;
+/** Events per replay page, and blocked tasks per sweep page. */
+const PAGE = 1_000;
+
+export class DagResolver {
+  private readonly batcher: WriteBatcher<FinishedEvent, void>;
+
+  constructor(private readonly deps: DagResolverDeps) {
+    this.batcher = new WriteBatcher((events) => this.deliver(events).then(() => events.map(() => undefined)), PAGE, 4);
+  }
+
+  /** Predecessors that just ended and have dependents (their outbox events are written). Never throws. */
+  finished(events: FinishedEvent[]): void {
+    for (const event of events) {
+      this.batcher.submit(event).catch((error: unknown) =>
+        this.deps.onError(error, `dependents of ${event.predecessorId} not told yet (the outbox replay will)`),
+      );
+    }
+  }
+
+  /** Delivers outbox events older than `REPLAY_AFTER_MS` (all of them with `all`); answers how many. */
+  async replay(all = false): Promise<number> {
+    const before = all ? Number.MAX_SAFE_INTEGER / 2 : this.deps.clock.now() - REPLAY_AFTER_MS;
+    let total = 0;
+    // Each delivered page is deleted, so the next read starts after it; a page that fails
+    // stops the replay until its next round.
+    for (;;) {
+      const events = await this.deps.dags.pendingEvents(before, PAGE);
+      if (events.length === 0) break;
+      await this.deliver(events);
+      total += events.length;
+      if (events.length < PAGE) break;
+    }
+    if (total > 0) this.deps.onReplayed?.(total);
+    return total;
+  }
+
+  /** Reconciles blocked tasks that nothing else would reach; answers how many it found. */
+  async sweep(): Promise<number> {
+    const settledBefore = this.deps.clock.now() - REPLAY_AFTER_MS;
+    let found = 0;
+    for (let after: string | null = null; ; ) {
+      const page: { ids: string[]; next: string | null } = await this.deps.dags.stuck(after, PAGE, settledBefore);
+      found += page.ids.length;
+      await Promise.all(page.ids.map((id) => this.ref(id).ask({ type: 'reconcile' }, this.deps.askTimeoutMs)));
+      if (page.next === null) break;
+      after = page.next;
+    }
+    if (found > 0) this.deps.onSwept?.(found);
+    return found;
+  }
+
+  private async deliver(events: FinishedEvent[]): Promise<void> {
+    const statusOf = new Map(events.map((e) => [e.predecessorId, e.status]));
+    const waiting = await this.deps.dags.dependents([...statusOf.keys()]);
+    await Promise.all(
+      waiting.map(({ taskId, predecessorIds }) => {
+        const failed = predecessorIds.filter((id) => statusOf.get(id) !== 'succeeded');
+        const message: DagMessage =
+          failed.length > 0 ? { type: 'predecessor_failed', predecessorIds: failed } : { type: 'predecessor_succeeded', predecessorIds };
+        return this.ref(taskId).ask(message, this.deps.askTimeoutMs);
+      }),
+    );
+    await this.deps.dags.clearEvents([...statusOf.keys()]);
+  }
+
+  private ref(taskId: string) {
+    return this.deps.system.ref<DagMessage>(DAG_KIND, taskId);
+  }
+}
