@@ -43,7 +43,7 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
     it('records a success: succeeded, completed, lease cleared, one execution row', async () => {
       const c = await running({}, T0 + 100);
       const [transition] = await store.complete([ok(c)], T0 + 2000, BACKOFF);
-      expect(transition).toEqual({ taskId: c.id, status: 'succeeded', version: c.version + 1, requeued: null });
+      expect(transition).toEqual({ taskId: c.id, status: 'succeeded', version: c.version + 1, requeued: null, notifyDependents: false });
       expect(await store.get(c.id)).toMatchObject({
         status: 'succeeded',
         version: c.version + 1,
@@ -124,7 +124,7 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
       expect(t1!.status).toBe('pending');
       const [c2] = await store.claim([c1.id], 'w', T0 + 60_000);
       const [t2] = await store.complete([failed(c2!)], T0 + 60_010, BACKOFF);
-      expect(t2).toEqual({ taskId: c1.id, status: 'failed', version: c2!.version + 1, requeued: null });
+      expect(t2).toEqual({ taskId: c1.id, status: 'failed', version: c2!.version + 1, requeued: null, notifyDependents: false });
       expect(await store.get(c1.id)).toMatchObject({ status: 'failed', completedMs: T0 + 60_010, lastError: 'boom 2' });
     });
 
@@ -210,7 +210,7 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
     it('fails the task once its retries are spent', async () => {
       const c = await running({ maxRetries: 0 });
       const t = await store.expireLease(c.id, c.version, c.leaseExpiresMs + 5, BACKOFF);
-      expect(t).toEqual({ taskId: c.id, status: 'failed', version: c.version + 1, requeued: null });
+      expect(t).toEqual({ taskId: c.id, status: 'failed', version: c.version + 1, requeued: null, notifyDependents: false });
       expect(await store.get(c.id)).toMatchObject({ status: 'failed', lastError: 'lease expired' });
     });
 
