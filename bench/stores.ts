@@ -25,6 +25,8 @@ export interface CronInstanceRow {
 export interface DagDependentRow {
   /** started_at (its claim) − the latest completed_at of its predecessors, ms; null if either is missing. */
   overheadMs: number | null;
+  /** The latest completed_at of its predecessors, Unix ms; null if one has none. */
+  readyMs: number | null;
   /** Its predecessors: the edges into it. */
   edges: number;
 }
@@ -102,6 +104,7 @@ export class BenchStores {
   async dagDependents(schema: string, dagIds: readonly string[]): Promise<DagDependentRow[]> {
     const { rows } = await this.pg.query<DagDependentRow>(
       `SELECT (extract(epoch FROM t.started_at - max(p.completed_at)) * 1000)::float8 AS "overheadMs",
+              (extract(epoch FROM max(p.completed_at)) * 1000)::float8 AS "readyMs",
               count(*)::int AS edges
        FROM "${schema}".tasks t
        JOIN "${schema}".task_dependencies d ON d.task_id = t.id

@@ -2,7 +2,7 @@ import { WheelhouseError } from '../../errors.js';
 import type { Db } from '../db.js';
 import type { CancelResult, StoredStatus } from '../types.js';
 import { taskColumns, toTaskRecord, tsParam, validIds, type TaskRow } from './columns.js';
-import { dagEventsCte } from './complete.js';
+import { dagEventsCte } from './outbox.js';
 import { getTask } from './read.js';
 
 /**

@@ -1,6 +1,7 @@
 import type { Db } from '../db.js';
 import type { BackoffPolicy, Completion, Transition } from '../types.js';
 import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './columns.js';
+import { dagEventsCte, isFinal } from './outbox.js';
 
 /**
  * Ending attempts: a worker's result (`complete`) or a lease that ran out (`expireLease`).
@@ -35,24 +36,6 @@ const RETRY_AFTER_EXPIRY = `NOT t.cancel_requested AND t.attempts <= t.max_retri
 /** Columns of the transition a statement reports, selected from its `done` CTE. */
 const TRANSITION_COLUMNS = `d.id, d.status, d.version, d.task_type, d.priority, ${msOf('d.due_time')} AS due_ms, d.has_dependents`;
 
-/**
- * SQL: a CTE writing the outbox event of each task of `done` that ended and has dependents,
- * in the statement that ends it (see migrations/000003_dags.sql). `$now` is the parameter
- * number of the time. No row for the common task that nobody waits on.
- */
-export function dagEventsCte(now: number, done = 'done'): string {
-  return `dag_event AS (
-    INSERT INTO dag_events (predecessor_id, status, created_at)
-    SELECT d.id, d.status, ${tsParam(now)} FROM ${done} d
-    WHERE d.has_dependents AND d.status IN ('succeeded', 'failed', 'cancelled')
-    ON CONFLICT (predecessor_id) DO NOTHING
-  )`;
-}
-
-/** A final status: what dependents must hear of. */
-export function isFinal(status: string): boolean {
-  return status === 'succeeded' || status === 'failed' || status === 'cancelled';
-}
 
 /** SQL: the result `r` (`ok`: the attempt succeeded) sends task `t` back to pending. */
 const RETRY_AFTER_RESULT = `NOT t.cancel_requested AND NOT r.ok AND r.retryable AND t.attempts <= t.max_retries`;

@@ -10,6 +10,7 @@ import type {
   ScheduleWriteResult,
 } from '../types.js';
 import { msOf, toDueEntry, tsParam, type DueRow } from './columns.js';
+import { dagEventsCte } from './outbox.js';
 import { MAX_ATTEMPT, historyOf } from './read.js';
 
 /**
@@ -148,6 +149,8 @@ const UPDATE_SCHEDULES = `
  * updates that lock in different orders deadlock — W4 found it, deleting schedules while
  * their instances were being claimed.
  */
+// An instance that other tasks depend on leaves an outbox event when it is cancelled here;
+// the node's outbox replay (every 2 s) takes it to the dependents.
 const CANCEL_INSTANCES = `
   WITH doomed AS (
     SELECT c.id, w.reason
@@ -156,19 +159,23 @@ const CANCEL_INSTANCES = `
       ON c.schedule_id = w.schedule_id AND (w.instance_id IS NULL OR c.id = w.instance_id)
     WHERE c.status IN ('pending', 'blocked')
     ORDER BY c.id
-    FOR UPDATE OF c)
-  UPDATE tasks c
-  SET status = 'cancelled', version = c.version + 1, last_error = d.reason,
-      completed_at = ${tsParam(4)}, updated_at = ${tsParam(4)}
-  FROM doomed d
-  WHERE c.id = d.id AND c.status IN ('pending', 'blocked')
-  RETURNING c.schedule_id`;
+    FOR UPDATE OF c),
+  done AS (
+    UPDATE tasks c
+    SET status = 'cancelled', version = c.version + 1, last_error = d.reason,
+        completed_at = ${tsParam(4)}, updated_at = ${tsParam(4)}
+    FROM doomed d
+    WHERE c.id = d.id AND c.status IN ('pending', 'blocked')
+    RETURNING c.id, c.status, c.has_dependents, c.schedule_id),
+  ${dagEventsCte(4)}
+  SELECT d.schedule_id FROM done d`;
 
 /**
  * Step 3: releases held instances whose fire time came (overlap policy `skip`): `pending`,
  * or `cancelled` when another instance of the schedule is still pending or running.
  */
 const RELEASE_INSTANCES = `
+  WITH done AS (
   UPDATE tasks r
   SET status = CASE WHEN busy.any THEN 'cancelled' ELSE 'pending' END,
       version = r.version + 1,
@@ -181,7 +188,9 @@ const RELEASE_INSTANCES = `
          SELECT 1 FROM tasks o
          WHERE o.schedule_id = w.schedule_id AND o.id <> w.id AND o.status IN ('pending', 'running')) AS any) busy
   WHERE r.id = w.id AND r.schedule_id = w.schedule_id AND r.status = 'blocked'
-  RETURNING r.id, r.schedule_id, r.status, r.task_type, r.priority, ${msOf('r.due_time')} AS due_ms`;
+  RETURNING r.id, r.schedule_id, r.status, r.task_type, r.priority, ${msOf('r.due_time')} AS due_ms, r.has_dependents),
+  ${dagEventsCte(2)}
+  SELECT d.id, d.schedule_id, d.status, d.task_type, d.priority, d.due_ms FROM done d`;
 
 /**
  * Step 4: inserts instances, copying the template (type, payload, priority, retries,

@@ -2,7 +2,7 @@ import { WheelhouseError } from '../../errors.js';
 import { isRetryableConflict, type Db } from '../db.js';
 import type { DagEvent, DagNodeRecord, DagOutcome, NewTask, StoredStatus, TaskRecord } from '../types.js';
 import { IDEMPOTENCY_WINDOW_MS, msOf, statusIs, taskColumns, toDueEntry, toTaskRecord, tsParam, validIds, type DueRow, type TaskRow } from './columns.js';
-import { dagEventsCte } from './complete.js';
+import { dagEventsCte } from './outbox.js';
 import { insertWithDependencies } from './dag-submit.js';
 import { CLAIM_KEYS } from './submit.js';
 
