@@ -100,7 +100,22 @@ const schemas: Record<string, Json> = {
   Submitted: {
     type: 'object',
     required: ['task_id', 'status', 'due_time'],
-    properties: { task_id: uuid, status: { enum: ['pending', 'blocked', 'active'] }, due_time: time },
+    properties: { task_id: uuid, status: { enum: ['pending', 'blocked', 'active', 'cancelled'] }, due_time: time },
+  },
+  DagSubmitted: {
+    type: 'object',
+    required: ['dag_id', 'tasks'],
+    properties: {
+      dag_id: uuid,
+      tasks: {
+        type: 'array',
+        description: 'In request order.',
+        items: {
+          type: 'object',
+          properties: { ref: { type: 'string' }, task_id: uuid, status: taskStatus, due_time: time },
+        },
+      },
+    },
   },
   Task: {
     type: 'object',
@@ -120,7 +135,10 @@ const schemas: Record<string, Json> = {
       last_error: { type: ['string', 'null'] },
       idempotency_key: { type: ['string', 'null'] },
       cancel_requested: { type: 'boolean' },
-      dependencies: { type: 'array', items: uuid },
+      dependencies: { type: 'array', items: uuid, description: 'Predecessor ids.' },
+      dependencies_satisfied: { type: 'integer', description: 'Tasks with predecessors only: how many have succeeded.' },
+      dag_id: { ...uuid, description: "A graph's tasks only, as is ref." },
+      ref: { type: 'string' },
       payload: {},
       cron_expression: { type: 'string', description: 'Cron tasks only, as are the fields below.' },
       timezone: { type: 'string' },
@@ -242,6 +260,75 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         responses: {
           '201': json({ type: 'object', properties: { tasks: { type: 'array', items: ref('Submitted') } } }, 'Created'),
           ...errors(...common, 409),
+        },
+      },
+    },
+    '/api/dags': {
+      post: {
+        summary: 'Submit a graph of tasks, all or nothing',
+        description:
+          'Each task has a local `ref`; `depends_on` names refs of this request or existing task ids. A cycle, an unknown ref or id, a duplicate ref or any invalid task is a 400 and creates nothing. Up to 10 000 tasks.',
+        requestBody: body({
+          type: 'object',
+          required: ['tasks'],
+          properties: {
+            tasks: {
+              type: 'array',
+              minItems: 1,
+              maxItems: 10_000,
+              items: {
+                allOf: [
+                  ref('TaskRequest'),
+                  {
+                    type: 'object',
+                    required: ['ref'],
+                    properties: { ref: { type: 'string', minLength: 1, maxLength: 128 }, depends_on: { type: 'array', items: { type: 'string' } } },
+                  },
+                ],
+              },
+            },
+            idempotency_key: { type: 'string', minLength: 1, maxLength: 256 },
+          },
+        }),
+        responses: {
+          '201': json(ref('DagSubmitted'), 'Created'),
+          '200': json(ref('DagSubmitted'), 'Idempotent replay: the earlier graph, nothing created'),
+          ...errors(...common, 409),
+        },
+      },
+    },
+    '/api/dags/{id}': {
+      get: {
+        summary: 'A graph with the status of each task',
+        parameters: [{ name: 'id', in: 'path', required: true, schema: uuid, description: 'Graph id (UUID).' }],
+        responses: {
+          '200': json({
+            type: 'object',
+            properties: {
+              dag_id: uuid,
+              status: { type: 'string', enum: ['running', 'succeeded', 'failed', 'cancelled'] },
+              counts: { type: 'object', additionalProperties: { type: 'integer' } },
+              tasks: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: {
+                    ref: { type: 'string' },
+                    task_id: uuid,
+                    task_type: { type: 'string' },
+                    status: taskStatus,
+                    depends_on: { type: 'array', items: { type: 'string' }, description: 'Refs, or ids of tasks outside the graph.' },
+                    due_time: time,
+                    started_at: nullableTime,
+                    completed_at: nullableTime,
+                    attempts: { type: 'integer' },
+                    last_error: { type: ['string', 'null'] },
+                  },
+                },
+              },
+            },
+          }),
+          ...errors(400, 401, 403, 404, 503),
         },
       },
     },
