@@ -42,6 +42,8 @@ export interface DagResolverDeps {
 const REPLAY_AFTER_MS = 5_000;
 /** Events per replay page, and blocked tasks per sweep page. */
 const PAGE = 1_000;
+/** Dependents told at once. */
+const DELIVERY_SLICE = 5_000;
 
 export class DagResolver {
   private readonly batcher: WriteBatcher<FinishedEvent, void>;
@@ -94,14 +96,18 @@ export class DagResolver {
   private async deliver(events: FinishedEvent[]): Promise<void> {
     const statusOf = new Map(events.map((e) => [e.predecessorId, e.status]));
     const waiting = await this.deps.dags.dependents([...statusOf.keys()]);
-    await Promise.all(
-      waiting.map(({ taskId, predecessorIds }) => {
-        const failed = predecessorIds.filter((id) => statusOf.get(id) !== 'succeeded');
-        const message: DagMessage =
-          failed.length > 0 ? { type: 'predecessor_failed', predecessorIds: failed } : { type: 'predecessor_succeeded', predecessorIds };
-        return this.ref(taskId).ask(message, this.deps.askTimeoutMs);
-      }),
-    );
+    // A wide fan-out (a root with 100 000 dependents) is told a slice at a time, so that at
+    // most a slice of actors is live at once; each slice is a few reconcile statements.
+    for (let start = 0; start < waiting.length; start += DELIVERY_SLICE) {
+      await Promise.all(
+        waiting.slice(start, start + DELIVERY_SLICE).map(({ taskId, predecessorIds }) => {
+          const failed = predecessorIds.filter((id) => statusOf.get(id) !== 'succeeded');
+          const message: DagMessage =
+            failed.length > 0 ? { type: 'predecessor_failed', predecessorIds: failed } : { type: 'predecessor_succeeded', predecessorIds };
+          return this.ref(taskId).ask(message, this.deps.askTimeoutMs);
+        }),
+      );
+    }
     await this.deps.dags.clearEvents([...statusOf.keys()]);
   }
 
