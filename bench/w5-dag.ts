@@ -152,6 +152,7 @@ async function graphs(ctx: RunContext, diamonds: number, chainTasks: number): Pr
     const all = [...aEdges.ms, ...bEdges.ms];
     const [p50, p99, max] = percentiles(all, [50, 99, 100]) as [number, number, number];
     notes.push(`A: ${edgeSummary(aEdges, diamonds * 3, diamonds * 4)}`);
+    notes.push(`A: ${splitAt(aRows, a.lastAnsweredMs)}`);
     notes.push(`B: ${edgeSummary(bEdges, bTasks - FAN_OUT, FAN_OUT + (stages - 1) * 2 * FAN_OUT)}`);
     if (bDone.allSucceeded) {
       // The longest path runs through one fan-out task and the fan-in of every stage.
@@ -342,6 +343,24 @@ function edgeSummary(o: Overheads, expectedDependents: number, expectedEdges: nu
   const counted = `${o.dependents} dependents (expected ${expectedDependents}) over ${o.edges} edges (expected ${expectedEdges})`;
   const missing = o.missing > 0 ? `, ${o.missing} without a start or a predecessor's completion` : '';
   return `${counted}${missing}; edge overhead p50 ${fmtMs(p50)}, p99 ${fmtMs(p99)}, max ${fmtMs(max)}`;
+}
+
+/**
+ * Part A's overhead split at the last submit answer: dependents freed while diamonds were
+ * still being submitted, and those freed after.
+ */
+function splitAt(rows: readonly DagDependentRow[], lastAnsweredMs: number): string {
+  const during: number[] = [];
+  const after: number[] = [];
+  for (const row of rows) {
+    if (row.overheadMs === null || row.readyMs === null) continue;
+    (row.readyMs <= lastAnsweredMs ? during : after).push(row.overheadMs);
+  }
+  const part = (ms: number[]): string => {
+    const [p50, p99] = percentiles(ms, [50, 99]) as [number, number];
+    return `${ms.length} dependents, p50 ${fmtMs(p50)}, p99 ${fmtMs(p99)}`;
+  };
+  return `edge overhead while diamonds were still being submitted: ${part(during)}; after the last submit answer: ${part(after)}`;
 }
 
 /** Adds an answer's task statuses to `into`. */
