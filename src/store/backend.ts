@@ -77,7 +77,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     db,
     tasks: new SqlTaskStore(db, leasesDb),
     schedules: new SqlScheduleStore(db),
-    dags: new SqlDagStore(db),
+    dags: new SqlDagStore(db, leasesDb),
     snapshots: new SqlSnapshotStore(db),
     buckets: new RedisBucketStore(redis, options.redisPrefix),
     ready: new CoalescingReadyQueue(new RedisReadyQueue(redis, options.redisPrefix)),

@@ -2,9 +2,21 @@ import type { Db } from './db.js';
 import { clearEvents, dependents, graph, pendingEvents, predecessors, reconcile, stuckTasks, submitGraph } from './sql/dag.js';
 import type { DagEvent, DagNodeRecord, DagOutcome, DagStore, NewTask, TaskRecord } from './types.js';
 
-/** Dependencies over SQL, on Postgres and PGlite alike; the statements are in `sql/dag.ts`. */
+/**
+ * Dependencies over SQL, on Postgres and PGlite alike; the statements are in `sql/dag.ts`.
+ *
+ * Submitting a graph is durable before it answers (`db`). Everything the resolver and the DAG
+ * actors write — reconciles, outbox deletes — goes through `progress`, the pool that commits
+ * asynchronously, like claims and results (docs/decisions/0003): it is progress derived from
+ * durable facts, not a fact of its own. A reconcile lost to a crash lost its outbox delete too
+ * (the delete is issued after the reconcile commits, so it is later in the WAL), and the event
+ * is delivered again. On its own pool it also does not queue behind submissions.
+ */
 export class SqlDagStore implements DagStore {
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    private readonly progress: Db = db,
+  ) {}
 
   submitGraph(
     tasks: NewTask[],
@@ -15,11 +27,11 @@ export class SqlDagStore implements DagStore {
   }
 
   dependents(predecessorIds: string[]): Promise<{ taskId: string; predecessorIds: string[] }[]> {
-    return dependents(this.db, predecessorIds);
+    return dependents(this.progress, predecessorIds);
   }
 
   reconcile(taskIds: string[], nowMs: number): Promise<DagOutcome[]> {
-    return reconcile(this.db, taskIds, nowMs);
+    return reconcile(this.progress, taskIds, nowMs);
   }
 
   pendingEvents(beforeMs: number, limit: number): Promise<DagEvent[]> {
@@ -27,7 +39,7 @@ export class SqlDagStore implements DagStore {
   }
 
   clearEvents(predecessorIds: string[]): Promise<void> {
-    return clearEvents(this.db, predecessorIds);
+    return clearEvents(this.progress, predecessorIds);
   }
 
   stuck(afterId: string | null, limit: number, settledBeforeMs: number): Promise<{ ids: string[]; next: string | null }> {

@@ -1,7 +1,7 @@
 import { WheelhouseError } from '../../errors.js';
 import type { DbTx } from '../db.js';
 import type { NewTask, StoredStatus, TaskRecord } from '../types.js';
-import { insertTasks, type GraphColumns } from './insert.js';
+import { insertTasks, type GraphColumns, type GraphEdges } from './insert.js';
 
 /**
  * Submitting tasks that wait on predecessors, inside the submission's transaction:
@@ -13,8 +13,8 @@ import { insertTasks, type GraphColumns } from './insert.js';
  * 3. decide each new task's status in dependency order: `cancelled` when a predecessor
  *    failed or was cancelled (or is a task of this submission cancelled so), `pending` when
  *    all have succeeded already, `blocked` otherwise;
- * 4. insert the tasks and their edges (an edge to a predecessor that already succeeded is
- *    born satisfied).
+ * 4. insert the tasks and their edges in one statement (an edge to a predecessor that
+ *    already succeeded is born satisfied).
  * An id that names no task, or a cron schedule (it never succeeds as a task does), rejects
  * the whole submission.
  */
@@ -23,10 +23,6 @@ const LOCK_PREDECESSORS = `
   SELECT id, status, schedule_type FROM tasks WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`;
 
 const MARK_HAS_DEPENDENTS = `UPDATE tasks SET has_dependents = true WHERE id = ANY($1::uuid[]) AND NOT has_dependents`;
-
-const INSERT_EDGES = `
-  INSERT INTO task_dependencies (task_id, predecessor_id, satisfied)
-  SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::bool[])`;
 
 /** A task that takes the dependency path: it has predecessors or belongs to a graph. */
 export function hasDependencies(task: NewTask): boolean {
@@ -73,20 +69,21 @@ export async function insertWithDependencies(tx: DbTx, tasks: NewTask[], nowMs: 
   }
 
   const columns = decide(tasks, predecessorsOf, indexOf, existing);
-  const records = await insertTasks(tx, tasks, nowMs, columns);
-
-  const edgeTasks: string[] = [];
-  const edgePredecessors: string[] = [];
-  const edgeSatisfied: boolean[] = [];
+  const edges: GraphEdges = { taskIds: [], predecessorIds: [], satisfied: [] };
   predecessorsOf.forEach((ids, i) => {
     for (const id of ids) {
-      edgeTasks.push(tasks[i]!.id);
-      edgePredecessors.push(id);
-      edgeSatisfied.push(existing.get(id)?.status === 'succeeded');
+      edges.taskIds.push(tasks[i]!.id);
+      edges.predecessorIds.push(id);
+      edges.satisfied.push(existing.get(id)?.status === 'succeeded');
     }
   });
-  if (edgeTasks.length > 0) await tx.query(INSERT_EDGES, [edgeTasks, edgePredecessors, edgeSatisfied], 'wh_insert_edges');
-  return records;
+  return insertTasks(tx, tasks, nowMs, { columns, edges });
+}
+
+/** Some task names a predecessor outside the submission: it must be locked, so the insert needs a transaction. */
+export function hasExternalPredecessors(tasks: readonly NewTask[]): boolean {
+  const ids = new Set(tasks.map((t) => t.id.toLowerCase()));
+  return tasks.some((t) => (t.dependsOn ?? []).some((id) => !ids.has(id.toLowerCase())));
 }
 
 /** Each task's status and counters, decided in dependency order (Kahn's algorithm on the local edges). */

@@ -3,7 +3,7 @@ import { isRetryableConflict, type Db } from '../db.js';
 import type { DagEvent, DagNodeRecord, DagOutcome, NewTask, StoredStatus, TaskRecord } from '../types.js';
 import { IDEMPOTENCY_WINDOW_MS, msOf, statusIs, taskColumns, toDueEntry, toTaskRecord, tsParam, validIds, type DueRow, type TaskRow } from './columns.js';
 import { dagEventsCte } from './outbox.js';
-import { insertWithDependencies } from './dag-submit.js';
+import { hasExternalPredecessors, insertWithDependencies } from './dag-submit.js';
 import { CLAIM_KEYS } from './submit.js';
 
 /**
@@ -21,12 +21,17 @@ const DAG_KEY_TYPE = '@dag';
 const READ_DAG_KEY = `SELECT request_hash, task_id FROM idempotency_keys WHERE task_type = $1 AND key = $2`;
 
 /** See `DagStore.submitGraph`. */
-export function submitGraph(
+export async function submitGraph(
   db: Db,
   tasks: NewTask[],
   dag: { id: string; idempotencyKey: string | null; requestHash: string },
   nowMs: number,
 ): Promise<{ created: boolean; dagId: string; tasks: TaskRecord[] }> {
+  // Without a key and without predecessors outside the graph, the insert is one statement:
+  // no transaction around it (the common graph, one round trip).
+  if (dag.idempotencyKey === null && !hasExternalPredecessors(tasks)) {
+    return { created: true, dagId: dag.id, tasks: await insertWithDependencies(db, tasks, nowMs) };
+  }
   return db.transaction(async (tx) => {
     const key = dag.idempotencyKey;
     if (key !== null) {
