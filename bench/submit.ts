@@ -16,11 +16,36 @@ export interface SubmitOutcome {
 
 export const BATCH_SIZE = 1000;
 
+const JSON_HEADERS = { 'content-type': 'application/json' };
+
 export interface SubmitOptions {
   /** Batch requests in flight at once. @default 4 */
   parallel?: number;
   /** Called with the ids the node gave tasks `from` … `from + ids.length − 1`, in order. */
   onCreated?(from: number, ids: string[]): void;
+}
+
+/**
+ * Sends one request until it is answered with a status other than 429 or 503 (those are
+ * waited out per `Retry-After`, at most 50 times, each counted by `onRetry`). Answers the
+ * status and the body's text.
+ */
+async function sendRetrying(
+  pool: Pool,
+  request: Parameters<Pool['request']>[0],
+  onRetry: () => void = () => undefined,
+): Promise<{ status: number; text: string }> {
+  for (let attempt = 0; ; attempt++) {
+    const res = await pool.request(request);
+    const text = await res.body.text();
+    if ((res.statusCode === 429 || res.statusCode === 503) && attempt < 50) {
+      onRetry();
+      const after = Number(res.headers['retry-after']);
+      await sleep(Number.isFinite(after) ? after * 1000 : 500);
+      continue;
+    }
+    return { status: res.statusCode, text };
+  }
 }
 
 /** Submits `count` tasks built by `taskAt(i)`, `parallel` batch requests at a time. */
@@ -42,21 +67,9 @@ export async function submitTasks(
       const tasks = [];
       for (let i = from; i < to; i++) tasks.push(taskAt(i));
       const body = JSON.stringify({ tasks });
-      for (let attempt = 0; ; attempt++) {
-        const res = await pool.request({ path: '/api/tasks/batch', method: 'POST', headers: { 'content-type': 'application/json' }, body });
-        const text = await res.body.text();
-        if (res.statusCode === 201 || res.statusCode === 200) {
-          onCreated?.(from, (JSON.parse(text) as { tasks: { task_id: string }[] }).tasks.map((t) => t.task_id));
-          break;
-        }
-        if ((res.statusCode === 429 || res.statusCode === 503) && attempt < 50) {
-          retried++;
-          const after = Number(res.headers['retry-after']);
-          await sleep(Number.isFinite(after) ? after * 1000 : 500);
-          continue;
-        }
-        throw new Error(`POST /api/tasks/batch answered ${res.statusCode}: ${text.slice(0, 500)}`);
-      }
+      const { status, text } = await sendRetrying(pool, { path: '/api/tasks/batch', method: 'POST', headers: JSON_HEADERS, body }, () => retried++);
+      if (status !== 201 && status !== 200) throw new Error(`POST /api/tasks/batch answered ${status}: ${text.slice(0, 500)}`);
+      onCreated?.(from, (JSON.parse(text) as { tasks: { task_id: string }[] }).tasks.map((t) => t.task_id));
     }
   };
   try {
@@ -87,21 +100,9 @@ export async function deleteTasks(url: string, ids: readonly string[], parallel 
   const lane = async (): Promise<void> => {
     while (next < ids.length) {
       const id = ids[next++] as string;
-      for (let attempt = 0; ; attempt++) {
-        const res = await pool.request({ path: `/api/tasks/${id}`, method: 'DELETE' });
-        const text = await res.body.text();
-        if (res.statusCode === 200) break;
-        if (res.statusCode === 404 || res.statusCode === 409) {
-          alreadyGone++;
-          break;
-        }
-        if ((res.statusCode === 429 || res.statusCode === 503) && attempt < 50) {
-          const after = Number(res.headers['retry-after']);
-          await sleep(Number.isFinite(after) ? after * 1000 : 500);
-          continue;
-        }
-        throw new Error(`DELETE /api/tasks/${id} answered ${res.statusCode}: ${text.slice(0, 500)}`);
-      }
+      const { status, text } = await sendRetrying(pool, { path: `/api/tasks/${id}`, method: 'DELETE' });
+      if (status === 404 || status === 409) alreadyGone++;
+      else if (status !== 200) throw new Error(`DELETE /api/tasks/${id} answered ${status}: ${text.slice(0, 500)}`);
     }
   };
   try {
@@ -150,23 +151,11 @@ export async function submitDags(
     while (next < count) {
       const index = next++;
       const body = JSON.stringify(dagAt(index));
-      for (let attempt = 0; ; attempt++) {
-        const res = await pool.request({ path: '/api/dags', method: 'POST', headers: { 'content-type': 'application/json' }, body });
-        const text = await res.body.text();
-        if (res.statusCode === 201 || res.statusCode === 200) {
-          const answer = JSON.parse(text) as DagAnswer;
-          dagIds[index] = answer.dag_id;
-          onCreated?.(index, answer);
-          break;
-        }
-        if ((res.statusCode === 429 || res.statusCode === 503) && attempt < 50) {
-          retried++;
-          const after = Number(res.headers['retry-after']);
-          await sleep(Number.isFinite(after) ? after * 1000 : 500);
-          continue;
-        }
-        throw new Error(`POST /api/dags (request ${index}) answered ${res.statusCode}: ${text.slice(0, 500)}`);
-      }
+      const { status, text } = await sendRetrying(pool, { path: '/api/dags', method: 'POST', headers: JSON_HEADERS, body }, () => retried++);
+      if (status !== 201 && status !== 200) throw new Error(`POST /api/dags (request ${index}) answered ${status}: ${text.slice(0, 500)}`);
+      const answer = JSON.parse(text) as DagAnswer;
+      dagIds[index] = answer.dag_id;
+      onCreated?.(index, answer);
     }
   };
   try {
