@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { request } from 'undici';
 import { trackChild, waitForExit } from './children.js';
-import { RssSampler } from './rss.js';
+import { RssSampler, rssKiB } from './rss.js';
 import { sleep } from './time.js';
 
 /**
@@ -104,4 +104,15 @@ function freePort(): Promise<number> {
       server.close(() => resolvePort(port));
     });
   });
+}
+
+/** Whether the node process is still there (a process that exited has no resident memory). */
+export function alive(node: BenchNode): boolean {
+  return rssKiB(node.pid) !== null;
+}
+
+/** The node's resident memory now, MiB (also fed to its max). */
+export function currentMiB(node: BenchNode): number {
+  node.rss.sample();
+  return (rssKiB(node.pid) ?? Number.NaN) / 1024;
 }

@@ -19,3 +19,8 @@ export function median(values: readonly number[]): number {
   const mid = finite.length >> 1;
   return finite.length % 2 === 1 ? (finite[mid] as number) : ((finite[mid - 1] as number) + (finite[mid] as number)) / 2;
 }
+
+/** 100000 → "100 000", as the report writes counts. */
+export function spaced(n: number): string {
+  return n.toLocaleString('en-US').replace(/,/g, ' ');
+}

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import type { BenchNode } from './node-process.js';
+import { alive, currentMiB, type BenchNode } from './node-process.js';
 import { rssKiB } from './rss.js';
-import { percentiles } from './stats.js';
+import { percentiles, spaced } from './stats.js';
 import type { CronInstanceRow } from './stores.js';
 import { deleteTasks, submitTasks } from './submit.js';
-import { sleep } from './time.js';
+import { sleep, waitFor } from './time.js';
 import { WorkerFleet } from './worker-process.js';
 import { workerTraffic, type RunContext, type RunFigures, type Workload } from './workload.js';
 
@@ -198,13 +198,13 @@ async function perMinute(ctx: RunContext, count: number): Promise<PartFigures> {
     if (untilBoundaryMs > 0) await sleep(untilBoundaryMs);
     const startedBefore = fleet.started;
     const herdDone = async (): Promise<boolean> => !alive(node) || fleet.started >= startedBefore + count;
-    if (!(await waitFor(herdDone, boundaryMs + HERD_LIMIT_MS - Date.now()))) {
+    if (!(await waitFor(herdDone, boundaryMs + HERD_LIMIT_MS - Date.now(), SAMPLE_EVERY_MS))) {
       notes.push(`the herd did not finish: ${fleet.started - startedBefore} of ${count} started ${HERD_LIMIT_MS / 1000} s after the boundary`);
     }
     const allSucceeded = async (): Promise<boolean> =>
       !alive(node) ||
       (fleet.reported >= fleet.started && ((await ctx.stores.cronStatusCounts(node.schema, taskType, boundaryMs, boundaryMs)).succeeded ?? 0) >= count);
-    await waitFor(allSucceeded, SETTLE_LIMIT_MS);
+    await waitFor(allSucceeded, SETTLE_LIMIT_MS, SAMPLE_EVERY_MS);
     await sleep(AFTER_HERD_MS);
     const rssAfterHerdMiB = currentMiB(node);
     if (!alive(node)) {
@@ -357,29 +357,8 @@ async function settle(ctx: RunContext, node: BenchNode, taskType: string): Promi
     open = (counts.pending ?? 0) + (counts.running ?? 0);
     return open === 0;
   };
-  await waitFor(all, SETTLE_LIMIT_MS);
+  await waitFor(all, SETTLE_LIMIT_MS, SAMPLE_EVERY_MS);
   return open;
-}
-
-/** Samples `done` every SAMPLE_EVERY_MS until it holds or `limitMs` passed; says which. */
-async function waitFor(done: () => Promise<boolean>, limitMs: number): Promise<boolean> {
-  const deadline = Date.now() + limitMs;
-  for (;;) {
-    if (await done()) return true;
-    if (Date.now() >= deadline) return false;
-    await sleep(SAMPLE_EVERY_MS);
-  }
-}
-
-/** Whether the node process is still there (a process that exited has no resident memory). */
-function alive(node: BenchNode): boolean {
-  return rssKiB(node.pid) !== null;
-}
-
-/** The node's resident memory now, MiB (also fed to its max). */
-function currentMiB(node: BenchNode): number {
-  node.rss.sample();
-  return (rssKiB(node.pid) ?? Number.NaN) / 1024;
 }
 
 /** The first whole minute strictly after `ms`. */
@@ -387,10 +366,6 @@ function nextMinute(ms: number): number {
   return Math.floor(ms / 60_000) * 60_000 + 60_000;
 }
 
-/** 100000 → "100 000", as the report writes counts. */
-function spaced(n: number): string {
-  return n.toLocaleString('en-US').replace(/,/g, ' ');
-}
 
 function iso(ms: number): string {
   return new Date(ms).toISOString().slice(11, 23);

@@ -1,10 +1,10 @@
 import { request } from 'undici';
-import type { BenchNode } from './node-process.js';
+import { alive, currentMiB, type BenchNode } from './node-process.js';
 import { rssKiB } from './rss.js';
-import { percentiles } from './stats.js';
+import { percentiles, spaced } from './stats.js';
 import type { DagDependentRow } from './stores.js';
 import { submitDags, type DagAnswer } from './submit.js';
-import { sleep } from './time.js';
+import { sleep, waitFor } from './time.js';
 import { WorkerFleet } from './worker-process.js';
 import { workerTraffic, type RunContext, type RunFigures, type Workload } from './workload.js';
 
@@ -222,7 +222,7 @@ async function heldBehindOne(ctx: RunContext, count: number): Promise<PartFigure
   const allCancelled = await waitFor(async () => {
     counts = await ctx.stores.dagStatusCounts(node.schema, submitted.dagIds);
     return (counts.cancelled ?? 0) >= total || !alive(node);
-  }, CASCADE_LIMIT_MS);
+  }, CASCADE_LIMIT_MS, SAMPLE_EVERY_MS);
   const seenMs = Date.now();
   const cascadeRssMiB = node.rss.maxMiB;
   const last = await ctx.stores.dagLastCompleted(node.schema, submitted.dagIds);
@@ -316,7 +316,7 @@ async function untilSettled(
       lastLogMs = Date.now();
     }
     return false;
-  }, FINISH_LIMIT_MS);
+  }, FINISH_LIMIT_MS, SAMPLE_EVERY_MS);
   return { counts, allSucceeded: (counts.succeeded ?? 0) === expected };
 }
 
@@ -415,31 +415,6 @@ async function call<T>(url: string, method: 'GET' | 'POST' | 'DELETE', path: str
   return JSON.parse(text) as T;
 }
 
-/** Samples `done` every SAMPLE_EVERY_MS until it holds or `limitMs` passed; says which. */
-async function waitFor(done: () => Promise<boolean>, limitMs: number): Promise<boolean> {
-  const deadline = Date.now() + limitMs;
-  for (;;) {
-    if (await done()) return true;
-    if (Date.now() >= deadline) return false;
-    await sleep(SAMPLE_EVERY_MS);
-  }
-}
-
-/** Whether the node process is still there (a process that exited has no resident memory). */
-function alive(node: BenchNode): boolean {
-  return rssKiB(node.pid) !== null;
-}
-
-/** The node's resident memory now, MiB (also fed to its max). */
-function currentMiB(node: BenchNode): number {
-  node.rss.sample();
-  return (rssKiB(node.pid) ?? Number.NaN) / 1024;
-}
-
-/** 100000 → "100 000", as the report writes counts. */
-function spaced(n: number): string {
-  return n.toLocaleString('en-US').replace(/,/g, ' ');
-}
 
 function fmtMs(ms: number): string {
   return Number.isFinite(ms) ? `${ms.toFixed(1)} ms` : '—';
