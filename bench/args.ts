@@ -17,7 +17,7 @@ export interface BenchArgs {
 }
 
 export const USAGE = `npm run bench -- [--runs N] [--only W1,W2,W3,W4,W5] [--quick] [--workers N] [--pollers N]
-                       [--timeout-minutes M] [--write | --no-write] [--node-flags "--partitions 64 ..."]
+                       [--timeout-minutes M] [--write | --no-write] ["--node-flags=--partitions 64 ..."]
                        [--cron-window-seconds S]
   --runs N            runs of each workload; the table shows the median and each run (default 3, --quick: 1)
   --only LIST         workloads to run (default W1,W2,W3,W4,W5)
@@ -29,7 +29,7 @@ export const USAGE = `npm run bench -- [--runs N] [--only W1,W2,W3,W4,W5] [--qui
   --timeout-minutes M hard limit: kill everything and exit 1 (default 45)
   --cron-window-seconds S  how long W4's per-second schedules fire (default 120, --quick: 20)
   --write/--no-write  write docs/benchmarks.md (default: write unless --quick)
-  --node-flags STR    extra flags for 'wheelhouse node'`;
+  --node-flags=STR    extra flags for 'wheelhouse node' (with '=': a value starting with -- is otherwise read as a flag)`;
 
 export function parseBenchArgs(argv: string[]): BenchArgs {
   const { values } = parseArgs({
