@@ -74,7 +74,7 @@ export interface WheelhouseOptions {
    * Seconds. @default 60
    */
   dagSweepSeconds?: number;
-  /** Idle time after which a DAG node's actor (a blocked task) leaves memory, seconds. @default 5 */
+  /** Idle time after which a DAG node's actor (a blocked task) leaves memory, seconds (at least 0.01). @default 5 */
   dagIdlePassivationSeconds?: number;
   /** Bearer token required on /api and /admin routes; null disables auth. @default null */
   authToken?: string | null;
@@ -160,7 +160,7 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     cronFireAllLimit: int('cronFireAllLimit', o.cronFireAllLimit, 1, 10_000),
     cronAdvanceSpreadMs: num('cronAdvanceSpreadSeconds', o.cronAdvanceSpreadSeconds, 0, 3600) * 1000,
     dagSweepMs: num('dagSweepSeconds', o.dagSweepSeconds, 0.1, 86_400) * 1000,
-    dagIdlePassivationMs: num('dagIdlePassivationSeconds', o.dagIdlePassivationSeconds, 0, 3600) * 1000,
+    dagIdlePassivationMs: num('dagIdlePassivationSeconds', o.dagIdlePassivationSeconds, 0.01, 3600) * 1000,
     authToken: o.authToken === null ? null : str('authToken', o.authToken),
     builtinExecutors: bool('builtinExecutors', o.builtinExecutors),
     logLevel: oneOf('logLevel', o.logLevel, LOG_LEVELS),

@@ -63,8 +63,19 @@ const DAG_ASK_MS = 60_000;
  */
 export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOverrides = {}): Promise<WheelhouseNode> {
   const options = compileOptions(input);
+  if (overrides.backend) return startOn(options, overrides.backend, overrides);
+  // A backend opened here is closed again if the node cannot start: no pools left open.
+  const backend = await openBackend(options);
+  try {
+    return await startOn(options, backend, overrides);
+  } catch (error) {
+    await backend.close().catch(() => undefined);
+    throw error;
+  }
+}
+
+async function startOn(options: CompiledOptions, backend: Backend, overrides: NodeOverrides): Promise<WheelhouseNode> {
   const clock = overrides.clock ?? systemClock;
-  const backend = overrides.backend ?? (await openBackend(options));
   const metrics = new Metrics();
   let started = false;
   let backlog = 0;
