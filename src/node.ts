@@ -369,6 +369,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
       closing ??= (async () => {
         started = false;
         for (const stop of loops) stop();
+        resolver.stop();
         offPush();
         await Promise.all(executors.map((e) => e.stop()));
         await server.close();

@@ -1,6 +1,6 @@
 import { DAG_KIND, type DagMessage } from '../actors/dag-node.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
-import type { Clock } from '../runtime/clock.js';
+import type { Cancel, Clock } from '../runtime/clock.js';
 import type { DagStore, StoredStatus } from '../store/types.js';
 import { WriteBatcher } from '../store/write-batcher.js';
 
@@ -44,12 +44,41 @@ const REPLAY_AFTER_MS = 5_000;
 const PAGE = 1_000;
 /** Dependents told at once. */
 const DELIVERY_SLICE = 5_000;
+/**
+ * Outbox rows delivered by the live path are deleted together, this long after the first
+ * of them: one DELETE for many deliveries. A row deleted late is harmless (the replay only
+ * takes rows older than REPLAY_AFTER_MS, and a delivery twice counts nothing twice).
+ */
+const CLEAR_AFTER_MS = 50;
 
 export class DagResolver {
   private readonly batcher: WriteBatcher<FinishedEvent, void>;
+  private readonly delivered = new Set<string>();
+  private clearing: Cancel | null = null;
 
   constructor(private readonly deps: DagResolverDeps) {
-    this.batcher = new WriteBatcher((events) => this.deliver(events).then(() => events.map(() => undefined)), PAGE, 4);
+    this.batcher = new WriteBatcher<FinishedEvent, void>(async (events) => {
+      await this.deliver(events);
+      this.clearLater(events.map((e) => e.predecessorId));
+      return events.map(() => undefined);
+    }, PAGE, 4);
+  }
+
+  /** Deletes delivered outbox rows in one statement per CLEAR_AFTER_MS. */
+  private clearLater(ids: string[]): void {
+    for (const id of ids) this.delivered.add(id);
+    this.clearing ??= this.deps.clock.setTimer(CLEAR_AFTER_MS, () => {
+      this.clearing = null;
+      const batch = [...this.delivered];
+      this.delivered.clear();
+      this.deps.dags.clearEvents(batch).catch((error: unknown) => this.deps.onError(error, `${batch.length} delivered outbox rows stay until the replay`));
+    });
+  }
+
+  /** Stops the deferred delete (the rows stay and are delivered again, harmlessly). */
+  stop(): void {
+    this.clearing?.();
+    this.clearing = null;
   }
 
   /** Predecessors that just ended and have dependents (their outbox events are written). Never throws. */
@@ -71,6 +100,7 @@ export class DagResolver {
       const events = await this.deps.dags.pendingEvents(before, PAGE);
       if (events.length === 0) break;
       await this.deliver(events);
+      await this.deps.dags.clearEvents(events.map((e) => e.predecessorId));
       total += events.length;
       if (events.length < PAGE) break;
     }
@@ -93,8 +123,12 @@ export class DagResolver {
     return found;
   }
 
+  /** Tells every blocked dependent of these predecessors; resolves once all have answered. */
   private async deliver(events: FinishedEvent[]): Promise<void> {
     const statusOf = new Map(events.map((e) => [e.predecessorId, e.status]));
+    // Looked up in a statement of its own, after the predecessor's end committed: the
+    // statement that ended it could not see edges whose submission it waited for (its
+    // snapshot predates them), this one can.
     const waiting = await this.deps.dags.dependents([...statusOf.keys()]);
     // A wide fan-out (a root with 100 000 dependents) is told a slice at a time, so that at
     // most a slice of actors is live at once; each slice is a few reconcile statements.
@@ -108,7 +142,6 @@ export class DagResolver {
         }),
       );
     }
-    await this.deps.dags.clearEvents([...statusOf.keys()]);
   }
 
   private ref(taskId: string) {
