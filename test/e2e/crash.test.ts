@@ -1,72 +1,30 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import pg from 'pg';
-import { Redis } from 'ioredis';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { TEST_POSTGRES_URL, TEST_REDIS_URL, api, type BackendName } from '../support/nodes.js';
-import { deleteKeysWithPrefix } from '../support/redis.js';
+import { api, type BackendName } from '../support/nodes.js';
+import { CLI, dropTestStores, kill9, nodeArgs, startProcess, type NodeProcess } from '../support/processes.js';
 
 /**
  * A real crash: the node runs as its own process (the built CLI) and is killed with SIGKILL
  * right after it answered the submits — no shutdown, no final snapshot. A new process on the
  * same data must hand out every task exactly once.
  */
-const CLI = resolve(import.meta.dirname, '../../dist/src/cli.js');
 if (!existsSync(CLI)) throw new Error(`${CLI} is missing: npm test builds it; alone, run npm run build first`);
-
-interface Proc {
-  child: ChildProcess;
-  url: string;
-}
-
-function startProcess(args: string[]): Promise<Proc> {
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args, '--port', '0', '--log-level', 'warn', '--builtin-executors', 'false', '--partitions', '8'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    const onData = (chunk: Buffer): void => {
-      out += chunk.toString('utf8');
-      const m = /listening on (http:\/\/[0-9.]+:\d+)/.exec(out);
-      if (m) resolvePromise({ child, url: m[1] as string });
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`node exited with ${code} before listening:\n${out}`)));
-  });
-}
-
-function kill9(proc: Proc): Promise<void> {
-  return new Promise((resolvePromise) => {
-    proc.child.once('exit', () => resolvePromise());
-    proc.child.kill('SIGKILL');
-  });
-}
 
 describe.each(['postgres', 'embedded'] as BackendName[])('a node killed with SIGKILL, on %s', (backend) => {
   const id = randomBytes(4).toString('hex');
   const schema = `crash_${id}`;
   const prefix = `crash${id}`;
   const dataDir = mkdtempSync(join(tmpdir(), 'wheelhouse-crash-'));
-  const args = backend === 'postgres'
-    ? ['node', '--postgres-url', TEST_POSTGRES_URL, '--postgres-schema', schema, '--redis-url', TEST_REDIS_URL, '--redis-prefix', prefix]
-    : ['dev', '--data-dir', dataDir];
-  const running: Proc[] = [];
+  const args = nodeArgs(backend, schema, prefix, dataDir);
+  const running: NodeProcess[] = [];
 
   afterEach(async () => {
     for (const p of running) if (p.child.exitCode === null && p.child.signalCode === null) await kill9(p);
     running.length = 0;
-    if (backend === 'postgres') {
-      const pool = new pg.Pool({ connectionString: TEST_POSTGRES_URL, max: 1 });
-      await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-      await pool.end();
-      const redis = new Redis(TEST_REDIS_URL);
-      await deleteKeysWithPrefix(redis, prefix);
-      redis.disconnect();
-    }
+    if (backend === 'postgres') await dropTestStores(schema, prefix);
     rmSync(dataDir, { recursive: true, force: true });
   });
 

@@ -2,21 +2,16 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DAG_KIND, type DagMessage } from '../../src/actors/dag-node.js';
-import { ConfigError, compileOptions, type WheelhouseOptions } from '../../src/config.js';
-import { startNode } from '../../src/node.js';
+import { ConfigError, compileOptions } from '../../src/config.js';
 import { FakeClock } from '../../src/runtime/clock.js';
-import { openBackend } from '../../src/store/backend.js';
 import { openPostgres } from '../../src/store/db.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
 import { decodeLeaseToken } from '../../src/tasks/lease-token.js';
 import { dagClient, ms, rowCounts, type DagClient, type DagTaskBody, type Polled } from '../support/dags.js';
-import { BACKENDS, TEST_POSTGRES_URL, TEST_REDIS_URL, api, eventually, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
-import { CLI, kill9, startProcess, type NodeProcess } from '../support/processes.js';
-import { deleteKeysWithPrefix } from '../support/redis.js';
+import { BACKENDS, TEST_POSTGRES_URL, api, eventually, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { CLI, dropTestStores, kill9, nodeArgs, startProcess, type NodeProcess } from '../support/processes.js';
 import { uniqueType } from '../support/tasks.js';
 
 /**
@@ -853,10 +848,7 @@ describe.each(SIGKILL_BACKENDS)('DAGs across a SIGKILL of the node process, on %
   const prefix = `dagcrash${suffix}`;
   let dataDir = '';
   const running: NodeProcess[] = [];
-  const args = (): string[] =>
-    backend === 'postgres'
-      ? ['node', '--postgres-url', TEST_POSTGRES_URL, '--postgres-schema', schema, '--redis-url', TEST_REDIS_URL, '--redis-prefix', prefix]
-      : ['dev', '--data-dir', dataDir];
+  const args = (): string[] => nodeArgs(backend, schema, prefix, dataDir);
 
   beforeAll(() => {
     if (!existsSync(CLI)) throw new Error(`${CLI} is missing: npm test builds it; alone, run npm run build first`);
@@ -864,14 +856,7 @@ describe.each(SIGKILL_BACKENDS)('DAGs across a SIGKILL of the node process, on %
   });
   afterAll(async () => {
     for (const p of running) await kill9(p);
-    if (backend === 'postgres') {
-      const pool = new pg.Pool({ connectionString: TEST_POSTGRES_URL, max: 1 });
-      await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-      await pool.end();
-      const redis = new Redis(TEST_REDIS_URL);
-      await deleteKeysWithPrefix(redis, prefix);
-      redis.disconnect();
-    }
+    if (backend === 'postgres') await dropTestStores(schema, prefix);
     if (dataDir !== '') rmSync(dataDir, { recursive: true, force: true });
   });
 
