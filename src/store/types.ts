@@ -408,7 +408,8 @@ export interface DagNodeRecord {
 /** Dependencies in the system of record (Postgres or PGlite). */
 export interface DagStore {
   /**
-   * Submits a graph: tasks in dependency order (see `NewTask.dependsOn`), in one transaction.
+   * Submits a graph (see `NewTask.dependsOn`; any order), in one transaction, all or nothing:
+   * an id of no task is `unknown_dependency`, a cron schedule as predecessor `validation_failed`.
    * With a key: an earlier identical graph is answered with `created: false` and its id; the
    * key with a different request throws `idempotency_conflict`; nothing is written.
    */

@@ -6,10 +6,10 @@ import { insertTasks } from './insert.js';
 import { IDEMPOTENCY_WINDOW_MS, taskColumns, toTaskRecord, tsParam, wholeMs, type TaskRow } from './columns.js';
 
 /**
- * Submitting tasks. A batch without idempotency keys is one statement (the benchmark path:
- * 1 000 tasks, one round trip, no explicit transaction). A batch with keys is one
- * transaction of at most three statements: claim the keys, read the ones already taken,
- * insert the tasks.
+ * Submitting tasks. A batch without idempotency keys or dependencies is one statement (the
+ * benchmark path: 1 000 tasks, one round trip, no explicit transaction). Otherwise it is one
+ * transaction: claim the keys, read the ones already taken, then insert the tasks — for tasks
+ * with dependencies, after locking their predecessors (`dag-submit.ts`).
  */
 
 /**
