@@ -5,10 +5,8 @@ import type { Clock } from '../runtime/clock.js';
 import { LEASE_KIND, type LeaseMessage } from '../actors/worker-lease.js';
 import { WHEEL_KIND, type WheelMessage } from '../actors/wheel-partition.js';
 import { CRON_KIND, type CronMessage } from '../actors/cron-schedule.js';
-import { cronDefinitionJson, cronDefinitionOf } from '../store/sql/cron.js';
 import type {
   BackoffPolicy,
-  CronDefinition,
   DagStore,
   DueEntry,
   NewTask,
@@ -21,11 +19,11 @@ import type {
   TaskStore,
   Transition,
 } from '../store/types.js';
-import { cronRule } from './cron-rule.js';
 import type { Dispatcher } from './dispatcher.js';
 import { decodeLeaseToken } from './lease-token.js';
 import { visibleStatus } from './lifecycle.js';
 import { planGraph } from './dag-graph.js';
+import { newTask, scheduleRecord } from './new-task.js';
 import type { FinishedEvent } from './dag-resolver.js';
 import type {
   Assignment,
@@ -79,7 +77,7 @@ export class Scheduler implements SchedulerApi {
   async submit(specs: TaskSpec[]): Promise<SubmitResult[]> {
     this.admit();
     const now = this.deps.clock.now();
-    const rows = specs.map((spec, index) => this.newTask(spec, uuidv7(now), now, index));
+    const rows = specs.map((spec, index) => newTask(spec, uuidv7(now), now, index, this.deps.partitions));
     const results = await this.deps.tasks.submit(rows, now);
     const created = results.filter((r) => r.created && r.task.status === 'pending');
     const schedules = results.filter((r) => r.created && r.task.status === 'active').map((r) => scheduleRecord(r.task));
@@ -101,7 +99,7 @@ export class Scheduler implements SchedulerApi {
     const ids = spec.tasks.map(() => uuidv7(now)).sort();
     const dagId = uuidv7(now);
     const dependsOn = spec.tasks.map((_, i) => [...plan.localPredecessors[i]!.map((j) => ids[j]!), ...plan.externalPredecessors[i]!]);
-    const rows = spec.tasks.map((t, i): NewTask => ({ ...this.newTask(t.spec, ids[i]!, now, i), dependsOn: dependsOn[i]!, dagId, dagRef: t.ref }));
+    const rows = spec.tasks.map((t, i): NewTask => ({ ...newTask(t.spec, ids[i]!, now, i, this.deps.partitions), dependsOn: dependsOn[i]!, dagId, dagRef: t.ref }));
     const result = await this.deps.dags.submitGraph(rows, { id: dagId, idempotencyKey: spec.idempotencyKey, requestHash: spec.requestHash }, now);
     if (!result.created) return { created: false, dag: await this.getDag(result.dagId) };
     const due = result.tasks.filter((t) => t.status === 'pending');
@@ -138,26 +136,6 @@ export class Scheduler implements SchedulerApi {
         details: { backlog, limit: this.deps.readyBacklogLimit },
       });
     }
-  }
-
-  private newTask(spec: TaskSpec, id: string, now: number, index: number): NewTask {
-    const cron = spec.schedule.type === 'cron' ? cronDefinition(spec.schedule) : null;
-    return {
-      id,
-      taskType: spec.taskType,
-      payload: spec.payload,
-      scheduleType: spec.schedule.type,
-      schedule: cron === null ? null : { ...cronDefinitionJson(cron), generation: 0 },
-      status: cron === null ? 'pending' : 'active',
-      dueMs: cron === null ? dueTime(spec, now) : firstFire(cron, now, index),
-      priority: spec.priority,
-      maxRetries: spec.maxRetries,
-      timeoutSeconds: spec.timeoutSeconds,
-      partition: partitionOf(id, this.deps.partitions),
-      idempotencyKey: spec.idempotencyKey,
-      requestHash: spec.idempotencyKey === null ? null : spec.requestHash,
-      ...(spec.dependencies.length > 0 ? { dependsOn: spec.dependencies } : {}),
-    };
   }
 
   private nodeView(record: TaskRecord, dependsOn: string[]): { record: TaskRecord; status: TaskStatus; dependsOn: string[] } {
@@ -375,64 +353,6 @@ export class Scheduler implements SchedulerApi {
       dependencies: predecessors.get(record.id) ?? [],
     }));
   }
-}
-
-function dueTime(spec: TaskSpec, nowMs: number): number {
-  const s = spec.schedule;
-  if (s.type !== 'delayed') return nowMs;
-  if (s.dueMs !== null) return Math.max(s.dueMs, nowMs);
-  return nowMs + Math.round((s.delaySeconds ?? 0) * 1000);
-}
-
-function cronDefinition({ type: _cron, ...definition }: Extract<TaskSpec['schedule'], { type: 'cron' }>): CronDefinition {
-  return definition;
-}
-
-/** How many fire times the jitter check looks at. */
-const JITTER_SAMPLES = 100;
-
-/**
- * A new schedule's first fire time after `nowMs`. Refuses a schedule that would never fire
- * (no fire time before `end_time`) and a jitter that is not smaller than the shortest
- * interval between fire times: a jittered instance could then run after the next one.
- */
-function firstFire(cron: CronDefinition, nowMs: number, index: number): number {
-  const rule = cronRule(cron.cronExpression, cron.timezone);
-  const first = rule.nextAfter(nowMs);
-  if (first === null) {
-    throw new WheelhouseError('invalid_cron', `schedule.cron_expression: "${cron.cronExpression}" has no fire time after now`, {
-      details: { field: 'schedule.cron_expression', index },
-    });
-  }
-  if (cron.endMs !== null && first > cron.endMs) {
-    throw new WheelhouseError('validation_failed', `schedule.end_time: the first fire time, ${new Date(first).toISOString()}, is after end_time`, {
-      details: { field: 'schedule.end_time', index },
-    });
-  }
-  if (cron.jitterSeconds > 0) {
-    const interval = rule.minIntervalMs(nowMs, JITTER_SAMPLES);
-    if (cron.jitterSeconds * 1000 >= interval) {
-      throw new WheelhouseError(
-        'validation_failed',
-        `schedule.jitter_seconds: ${cron.jitterSeconds} s is not smaller than the shortest interval between fire times (${interval / 1000} s)`,
-        { details: { field: 'schedule.jitter_seconds', index, min_interval_seconds: interval / 1000 } },
-      );
-    }
-  }
-  return first;
-}
-
-function scheduleRecord(task: TaskRecord): ScheduleRecord {
-  const schedule = task.schedule ?? {};
-  return {
-    id: task.id,
-    status: 'active',
-    version: task.version,
-    definition: cronDefinitionOf(schedule),
-    nextFireMs: task.dueMs,
-    lastFiredMs: task.lastFiredMs,
-    generation: typeof schedule.generation === 'number' ? schedule.generation : 0,
-  };
 }
 
 /** A graph's status: running while any task can still run; then succeeded, failed or cancelled. */
