@@ -9,9 +9,11 @@ import { RedisBucketStore } from './redis-buckets.js';
 import { RedisReadyQueue } from './redis-ready-queue.js';
 import { openRedis } from './redis.js';
 import { SqlDagStore } from './dag-store.js';
+import { SqlMembershipStore } from './membership-store.js';
 import { SqlScheduleStore } from './schedule-store.js';
 import { SqlSnapshotStore } from './snapshot-store.js';
 import { SqlTaskStore } from './task-store.js';
+import type { MembershipStore } from '../runtime/membership-store.js';
 import type { BucketStore, DagStore, ReadyQueue, ScheduleStore, TaskStore } from './types.js';
 
 /** Every store a node needs, on one backend. */
@@ -24,6 +26,8 @@ export interface Backend {
   readonly snapshots: SnapshotStore;
   readonly buckets: BucketStore;
   readonly ready: ReadyQueue;
+  /** Cluster membership (`cluster_nodes`). */
+  readonly membership: MembershipStore;
   /** Resolves when every store answers. */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -46,6 +50,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
       snapshots: new SqlSnapshotStore(db),
       buckets: new MemoryBucketStore(),
       ready: new MemoryReadyQueue(),
+      membership: new SqlMembershipStore(db),
       ping: async () => {
         await db.query('SELECT 1');
       },
@@ -65,10 +70,13 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     poolSize: Math.max(1, Math.floor(options.postgresPoolSize / 2)),
     asynchronousCommit: true,
   });
+  // Heartbeats get a connection of their own: queued behind a burst of submissions for longer
+  // than the failure timeout, they would put a busy but healthy node out of the ring.
+  const membershipDb = openPostgres({ url: options.postgresUrl, schema: options.postgresSchema, poolSize: 1 });
   try {
     await migrate(db, options.postgresSchema);
   } catch (error) {
-    await Promise.allSettled([db.close(), leasesDb.close()]);
+    await Promise.allSettled([db.close(), leasesDb.close(), membershipDb.close()]);
     throw error;
   }
   const redis = openRedis({ url: options.redisUrl, prefix: options.redisPrefix });
@@ -81,11 +89,12 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     snapshots: new SqlSnapshotStore(db),
     buckets: new RedisBucketStore(redis, options.redisPrefix),
     ready: new CoalescingReadyQueue(new RedisReadyQueue(redis, options.redisPrefix)),
+    membership: new SqlMembershipStore(membershipDb),
     ping: async () => {
       await Promise.all([db.query('SELECT 1'), redis.ping()]);
     },
     close: async () => {
-      await Promise.allSettled([db.close(), leasesDb.close(), redis.quit()]);
+      await Promise.allSettled([db.close(), leasesDb.close(), membershipDb.close(), redis.quit()]);
     },
   };
 }

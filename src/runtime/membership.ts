@@ -1,0 +1,222 @@
+import { WheelhouseError } from '../errors.js';
+import type { ClusterNode, MembershipStore } from './membership-store.js';
+import { systemClock, type Cancel, type Clock } from './clock.js';
+
+/** Default interval between heartbeats, ms. */
+export const DEFAULT_HEARTBEAT_MS = 1000;
+/** Default failure timeout: a node whose last heartbeat is older is out, ms. */
+export const DEFAULT_FAILURE_TIMEOUT_MS = 5000;
+
+/** What a background step was doing when it failed. */
+export type MembershipStep = 'heartbeat' | 'rejoin' | 'refresh' | 'listener';
+
+export interface MembershipOptions {
+  /** This node's id (its row in `cluster_nodes`, its name on the ring). */
+  nodeId: string;
+  /** Where other nodes reach this one. */
+  address: string;
+  store: MembershipStore;
+  /** Schedules the heartbeats. Liveness itself is judged on the database's clock. @default systemClock */
+  clock?: Clock;
+  /** Interval between heartbeats, ms; less than half the failure timeout. @default 1000 */
+  heartbeatMs?: number;
+  /** A node whose heartbeat is older than this is out, ms. @default 5000 */
+  failureTimeoutMs?: number;
+  /**
+   * Hears every failure of the background loop (a heartbeat, refresh or rejoin the store
+   * refused, a listener that threw); the loop goes on and tries again on the next beat.
+   */
+  onError: (error: unknown, step: MembershipStep) => void;
+  /**
+   * Called when a heartbeat finds that the cluster had declared this node out (its heartbeat
+   * aged past the timeout: a long pause, a slow store; or its row was marked left), after it
+   * has rejoined as a new incarnation. The others may have taken over its actors meanwhile.
+   */
+  onDeclaredOut?: (rejoined: ClusterNode) => void;
+}
+
+/** Receives the new live set, in id order, each time it changes. */
+export type LiveSetListener = (live: readonly ClusterNode[]) => void;
+
+/**
+ * The life of a `Membership`: `idle → starting → running → stopping → stopped`, or
+ * `starting → stopped` when the first join fails, or `idle → stopped`. Anything else is a bug.
+ */
+export type MembershipPhase = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped';
+
+const LEGAL_TRANSITIONS: Readonly<Record<MembershipPhase, readonly MembershipPhase[]>> = {
+  idle: ['starting', 'stopped'],
+  starting: ['running', 'stopped'],
+  running: ['stopping'],
+  stopping: ['stopped'],
+  stopped: [],
+};
+
+/**
+ * One node's membership loop: joins the cluster, heartbeats every `heartbeatMs` on the clock's
+ * timers, and after each beat reads the live set, telling listeners when it changed (so a
+ * `RingPlacement` can be rebuilt). `stop` leaves at once instead of waiting for the timeout.
+ * Independent of the node: it needs only a `MembershipStore` and a clock.
+ *
+ * Beats never overlap: the next is scheduled when one ends, `heartbeatMs` after it began.
+ */
+export class Membership {
+  readonly nodeId: string;
+  readonly address: string;
+  readonly heartbeatMs: number;
+  readonly failureTimeoutMs: number;
+  private readonly store: MembershipStore;
+  private readonly clock: Clock;
+  private readonly onError: MembershipOptions['onError'];
+  private readonly onDeclaredOut: MembershipOptions['onDeclaredOut'];
+  private readonly listeners = new Set<LiveSetListener>();
+  private phase: MembershipPhase = 'idle';
+  private liveSet: readonly ClusterNode[] = [];
+  private timer: Cancel | null = null;
+  private beating: Promise<void> | null = null;
+
+  constructor(options: MembershipOptions) {
+    this.nodeId = options.nodeId;
+    this.address = options.address;
+    this.store = options.store;
+    this.clock = options.clock ?? systemClock;
+    this.heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
+    this.failureTimeoutMs = options.failureTimeoutMs ?? DEFAULT_FAILURE_TIMEOUT_MS;
+    this.onError = options.onError;
+    this.onDeclaredOut = options.onDeclaredOut;
+    if (this.nodeId === '') throw new WheelhouseError('internal', 'membership: nodeId is empty.');
+    if (!Number.isFinite(this.failureTimeoutMs) || this.failureTimeoutMs <= 0) {
+      throw new WheelhouseError('internal', `membership: failureTimeoutMs must be positive, got ${this.failureTimeoutMs}.`);
+    }
+    // Two beats must fit in a timeout: one late beat (a GC pause, a slow query) must not be
+    // enough to put a healthy node out.
+    if (!Number.isFinite(this.heartbeatMs) || this.heartbeatMs <= 0 || this.heartbeatMs * 2 > this.failureTimeoutMs) {
+      throw new WheelhouseError(
+        'internal',
+        `membership: heartbeatMs must be positive and at most half of failureTimeoutMs (${this.failureTimeoutMs}), got ${this.heartbeatMs}.`,
+      );
+    }
+  }
+
+  get state(): MembershipPhase {
+    return this.phase;
+  }
+
+  /** The live set as of the last beat, in id order (empty before `start` and after `stop`). */
+  get live(): readonly ClusterNode[] {
+    return this.liveSet;
+  }
+
+  /** Ids of the live set, in id order: what a `RingPlacement` is built from. */
+  get liveIds(): string[] {
+    return this.liveSet.map((node) => node.id);
+  }
+
+  /** Calls `listener` with each new live set. Returns a function that unsubscribes it. */
+  onChange(listener: LiveSetListener): () => void {
+    this.listeners.add(listener);
+    return () => {
+      this.listeners.delete(listener);
+    };
+  }
+
+  /**
+   * Joins, reads the first live set (listeners hear it) and starts heartbeating. Rejects
+   * when the store refuses the join; the membership is then stopped.
+   */
+  async start(): Promise<void> {
+    this.transition('starting');
+    try {
+      await this.store.join({ id: this.nodeId, address: this.address });
+      this.publish(await this.store.live(this.failureTimeoutMs));
+    } catch (error) {
+      this.transition('stopped');
+      throw error;
+    }
+    this.transition('running');
+    this.schedule(this.clock.now());
+  }
+
+  /**
+   * Stops heartbeating and leaves: the node is out of every live set at once. Waits for a beat
+   * in flight first, so that no heartbeat lands after the leave. Rejects if the leave fails
+   * (the node then drops out after the failure timeout instead).
+   */
+  async stop(): Promise<void> {
+    if (this.phase === 'idle') {
+      this.transition('stopped');
+      return;
+    }
+    if (this.phase !== 'running') throw new WheelhouseError('internal', `membership ${this.nodeId}: stop while ${this.phase}.`);
+    this.transition('stopping');
+    this.timer?.();
+    this.timer = null;
+    await this.beating;
+    try {
+      await this.store.leave(this.nodeId);
+    } finally {
+      this.transition('stopped');
+      this.liveSet = [];
+      this.listeners.clear();
+    }
+  }
+
+  private schedule(beganMs: number): void {
+    const delayMs = Math.max(0, this.heartbeatMs - (this.clock.now() - beganMs));
+    this.timer = this.clock.setTimer(delayMs, () => {
+      this.timer = null;
+      const began = this.clock.now();
+      this.beating = this.beat().finally(() => {
+        this.beating = null;
+        if (this.phase === 'running') this.schedule(began);
+      });
+    });
+  }
+
+  /** One beat: heartbeat (rejoining if declared out), then read the live set. Never rejects. */
+  private async beat(): Promise<void> {
+    let stillIn: boolean;
+    try {
+      stillIn = await this.store.heartbeat(this.nodeId, this.failureTimeoutMs);
+    } catch (error) {
+      this.onError(error, 'heartbeat');
+      return;
+    }
+    if (!stillIn && this.phase === 'running') {
+      try {
+        const rejoined = await this.store.join({ id: this.nodeId, address: this.address });
+        this.onDeclaredOut?.(rejoined);
+      } catch (error) {
+        this.onError(error, 'rejoin');
+        return;
+      }
+    }
+    try {
+      const live = await this.store.live(this.failureTimeoutMs);
+      if (this.phase === 'running') this.publish(live);
+    } catch (error) {
+      this.onError(error, 'refresh');
+    }
+  }
+
+  /** Takes the new live set; tells listeners when its ids changed (the ring depends on ids alone). */
+  private publish(live: ClusterNode[]): void {
+    const changed = live.length !== this.liveSet.length || live.some((node, i) => node.id !== this.liveSet[i]!.id);
+    this.liveSet = Object.freeze(live);
+    if (!changed) return;
+    for (const listener of [...this.listeners]) {
+      try {
+        listener(this.liveSet);
+      } catch (error) {
+        this.onError(error, 'listener');
+      }
+    }
+  }
+
+  private transition(next: MembershipPhase): void {
+    if (!LEGAL_TRANSITIONS[this.phase].includes(next)) {
+      throw new WheelhouseError('internal', `membership ${this.nodeId}: illegal transition ${this.phase} → ${next}.`);
+    }
+    this.phase = next;
+  }
+}

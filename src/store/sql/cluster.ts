@@ -1,0 +1,117 @@
+import { WheelhouseError } from '../../errors.js';
+import type { Db } from '../db.js';
+import type { ClusterNode, ClusterNodeStatus, NodeState } from '../../runtime/membership-store.js';
+import { msOf } from './columns.js';
+
+/**
+ * The membership statements over `cluster_nodes` (migrations/000004_cluster.sql).
+ *
+ * Every time here is the database's: `now()` stamps heartbeats and judges their age, so all
+ * nodes measure liveness on one clock, whatever their own clocks say (the migration weighs
+ * this against the application clock the rest of the schema uses). `now()` is the start of
+ * the statement's transaction; each statement here runs on its own.
+ */
+
+/** SQL: the database's now, truncated to the whole millisecond like every stored time. */
+const NOW = `date_trunc('milliseconds', now())`;
+
+/** SQL: "this heartbeat is younger than the failure timeout in parameter `$n` (ms)". */
+function fresh(n: number, alias = 'n'): string {
+  return `${alias}.heartbeat_at > now() - $${n}::float8 * interval '1 millisecond'`;
+}
+
+const NODE_COLUMNS = `n.id, n.address, ${msOf('n.started_at')} AS started_ms, ${msOf('n.heartbeat_at')} AS heartbeat_ms, n.state`;
+
+/**
+ * Join or rejoin, whatever the row's state. started_at is at least a millisecond past the
+ * previous incarnation's, so it tells incarnations apart even when a restart lands in the
+ * same millisecond or the database clock stepped back.
+ */
+const JOIN = `
+  INSERT INTO cluster_nodes AS n (id, address, started_at, heartbeat_at, state)
+  VALUES ($1, $2, ${NOW}, ${NOW}, 'live')
+  ON CONFLICT (id) DO UPDATE
+    SET address = excluded.address,
+        started_at = greatest(excluded.started_at, n.started_at + interval '1 millisecond'),
+        heartbeat_at = excluded.heartbeat_at,
+        state = 'live'
+  RETURNING ${NODE_COLUMNS}`;
+
+/**
+ * The heartbeat is a compare-and-set on "still in the cluster": the same freshness test as the
+ * live set, so it fails exactly when the other nodes already count this one out. A `leaving`
+ * node (draining) still heartbeats. It changes no indexed column: a HOT update.
+ */
+const HEARTBEAT = `
+  UPDATE cluster_nodes n SET heartbeat_at = ${NOW}
+  WHERE n.id = $1 AND n.state <> 'left' AND ${fresh(2)}
+  RETURNING n.id`;
+
+const LEAVE = `UPDATE cluster_nodes n SET state = 'left' WHERE n.id = $1 AND n.state <> 'left'`;
+
+/**
+ * Ordered by id under the "C" collation, byte order, which for the ASCII ids a node may have
+ * is the order of JavaScript's sort: the list is the same on every node whatever the
+ * database's collation, and already in the order RingPlacement sorts into.
+ */
+const LIVE = `
+  SELECT ${NODE_COLUMNS} FROM cluster_nodes n
+  WHERE n.state = 'live' AND ${fresh(1)}
+  ORDER BY n.id COLLATE "C"`;
+
+const ALL = `
+  SELECT ${NODE_COLUMNS}, n.state = 'live' AND ${fresh(1)} AS live,
+         greatest(0, round(date_part('epoch', now() - n.heartbeat_at) * 1000)) AS heartbeat_age_ms
+  FROM cluster_nodes n
+  ORDER BY n.id COLLATE "C"`;
+
+interface NodeRow {
+  id: string;
+  address: string;
+  started_ms: number;
+  heartbeat_ms: number;
+  state: NodeState;
+}
+
+function toClusterNode(row: NodeRow): ClusterNode {
+  return { id: row.id, address: row.address, startedMs: row.started_ms, heartbeatMs: row.heartbeat_ms, state: row.state };
+}
+
+function checkTimeout(failureTimeoutMs: number): void {
+  if (!Number.isFinite(failureTimeoutMs) || failureTimeoutMs <= 0) {
+    throw new WheelhouseError('internal', `failureTimeoutMs must be a positive number of ms, got ${String(failureTimeoutMs)}.`);
+  }
+}
+
+/** See `MembershipStore.join`. */
+export async function joinCluster(db: Db, node: { id: string; address: string }): Promise<ClusterNode> {
+  if (node.id === '') throw new WheelhouseError('internal', 'A node id is empty.');
+  const { rows } = await db.query<NodeRow>(JOIN, [node.id, node.address], 'wh_cluster_join');
+  return toClusterNode(rows[0]!);
+}
+
+/** See `MembershipStore.heartbeat`. */
+export async function heartbeat(db: Db, id: string, failureTimeoutMs: number): Promise<boolean> {
+  checkTimeout(failureTimeoutMs);
+  const { rows } = await db.query<{ id: string }>(HEARTBEAT, [id, failureTimeoutMs], 'wh_cluster_heartbeat');
+  return rows.length > 0;
+}
+
+/** See `MembershipStore.leave`. */
+export async function leaveCluster(db: Db, id: string): Promise<void> {
+  await db.query(LEAVE, [id], 'wh_cluster_leave');
+}
+
+/** See `MembershipStore.live`. */
+export async function liveNodes(db: Db, failureTimeoutMs: number): Promise<ClusterNode[]> {
+  checkTimeout(failureTimeoutMs);
+  const { rows } = await db.query<NodeRow>(LIVE, [failureTimeoutMs], 'wh_cluster_live');
+  return rows.map(toClusterNode);
+}
+
+/** See `MembershipStore.all`. */
+export async function allNodes(db: Db, failureTimeoutMs: number): Promise<ClusterNodeStatus[]> {
+  checkTimeout(failureTimeoutMs);
+  const { rows } = await db.query<NodeRow & { live: boolean; heartbeat_age_ms: number }>(ALL, [failureTimeoutMs], 'wh_cluster_all');
+  return rows.map((row) => ({ ...toClusterNode(row), live: row.live, heartbeatAgeMs: row.heartbeat_age_ms }));
+}
