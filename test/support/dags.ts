@@ -147,3 +147,17 @@ export function ms(iso: string | null | undefined): number {
   if (iso === null || iso === undefined) throw new Error('expected a time, got null');
   return Date.parse(iso);
 }
+
+/** A chain of refs `${prefix}0 → ${prefix}1 → …`. */
+export function chain(prefix: string, n: number, taskType: string): DagTaskBody[] {
+  return Array.from({ length: n }, (_, i) => ({
+    ref: `${prefix}${i}`,
+    task_type: taskType,
+    ...(i > 0 ? { depends_on: [`${prefix}${i - 1}`] } : {}),
+  }));
+}
+
+/** task id of each ref of a `POST /api/dags` answer. */
+export function idsOf(body: { tasks: { ref: string; task_id: string }[] }): Record<string, string> {
+  return Object.fromEntries(body.tasks.map((t) => [t.ref, t.task_id]));
+}
