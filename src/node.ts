@@ -226,7 +226,13 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     }),
   );
 
+  // Tasks that actors make pending in one turn (a batch of schedule writes, of reconciles) go
+  // to the wheel together: one message per partition, not one per task.
   const placing: DueEntry[] = [];
+  const placeSoon = (entries: readonly DueEntry[]): void => {
+    if (placing.length === 0) setImmediate(() => void sched.place(placing.splice(0)));
+    placing.push(...entries);
+  };
   const scheduleWrites = new WriteBatcher<ScheduleWrite, ScheduleWriteResult>((writes) =>
     backend.schedules.write(writes, clock.now()),
   );
@@ -234,11 +240,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     cronScheduleBehavior({
       schedules: backend.schedules,
       write: (w) => scheduleWrites.submit(w),
-      place: (entries) => {
-        // Instances created in one turn (a batch of schedule writes) go to the wheel together.
-        if (placing.length === 0) setImmediate(() => void sched.place(placing.splice(0)));
-        placing.push(...entries);
-      },
+      place: placeSoon,
       partitions: options.partitions,
       misfireThresholdMs: options.cronMisfireThresholdMs,
       fireAllLimit: options.cronFireAllLimit,
@@ -253,15 +255,10 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     const outcomes = new Map((await backend.dags.reconcile(ids, clock.now())).map((o) => [o.taskId, o]));
     return ids.map((id) => outcomes.get(id) ?? null);
   });
-  const released: DueEntry[] = [];
   actors.register(
     dagNodeBehavior({
       reconcile: (id) => reconciles.submit(id),
-      place: (entry) => {
-        // Tasks released in one turn (one reconcile batch) go to the wheel together.
-        if (released.length === 0) setImmediate(() => void sched.place(released.splice(0)));
-        released.push(entry);
-      },
+      place: (entry) => placeSoon([entry]),
       cancelled: (id) => resolver.finished([{ predecessorId: id, status: 'cancelled' }]),
       idlePassivationMs: options.dagIdlePassivationMs,
     }),

@@ -79,10 +79,12 @@ export class Scheduler implements SchedulerApi {
     const now = this.deps.clock.now();
     const rows = specs.map((spec, index) => newTask(spec, uuidv7(now), now, index, this.deps.partitions));
     const results = await this.deps.tasks.submit(rows, now);
-    const created = results.filter((r) => r.created && r.task.status === 'pending');
-    const schedules = results.filter((r) => r.created && r.task.status === 'active').map((r) => scheduleRecord(r.task));
-    await Promise.all([this.schedule(created.map((r) => dueEntry(r.task))), this.activateSchedules(schedules)]);
-    this.deps.onSubmitted?.(created.length + schedules.length);
+    const created = results.filter((r) => r.created);
+    const due = created.filter((r) => r.task.status === 'pending');
+    const schedules = created.filter((r) => r.task.status === 'active').map((r) => scheduleRecord(r.task));
+    await Promise.all([this.schedule(due.map((r) => dueEntry(r.task))), this.activateSchedules(schedules)]);
+    // Every task written counts, blocked ones (and ones born cancelled) included.
+    this.deps.onSubmitted?.(created.length);
     return results;
   }
 

@@ -107,6 +107,18 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
     expect(await w.task(id.d!)).toMatchObject({ status: 'succeeded', dependencies_satisfied: 2, attempts: 1 });
   });
 
+  it('counts every task a submission writes, blocked ones included, in wheelhouse_tasks_submitted_total', async () => {
+    const submitted = (): number => c.node.metrics.value('wheelhouse_tasks_submitted_total');
+    const before = submitted();
+    const type = uniqueType('counted');
+    const graph = await w.submitDag({ tasks: [{ ref: 'a', task_type: type }, { ref: 'b', task_type: type, depends_on: ['a'] }, { ref: 'c', task_type: type, depends_on: ['b'] }] });
+    expect(submitted()).toBe(before + 3);
+    expect(graph.status).toBe(201);
+    const one = await api<{ status: string }>(c.url, 'POST', '/api/tasks', { task_type: type, dependencies: [idsOf(graph.body)['c']] });
+    expect(one.body.status).toBe('blocked');
+    expect(submitted()).toBe(before + 4);
+  });
+
   it('runs a task with 1 000 predecessors once, after all of them', async () => {
     const sinkType = uniqueType('fanin');
     const preds = Array.from({ length: 1000 }, (_, i) => ({ ref: `p${i}`, task_type: NOOP, payload: { i } }));
