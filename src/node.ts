@@ -9,7 +9,8 @@ import { LEASE_KIND, workerLeaseBehavior, type LeaseMessage } from './actors/wor
 import { WHEEL_KIND, wheelPartitionBehavior, type WheelMessage } from './actors/wheel-partition.js';
 import { CRON_KIND, cronScheduleBehavior } from './actors/cron-schedule.js';
 import { DAG_KIND, dagNodeBehavior } from './actors/dag-node.js';
-import type { DagOutcome, DueEntry, ScheduleRecord, ScheduleWrite, ScheduleWriteResult } from './store/types.js';
+import type { DueEntry, ScheduleRecord, ScheduleWrite, ScheduleWriteResult } from './store/types.js';
+import type { DagOutcome } from './store/dag-types.js';
 import { WriteBatcher } from './store/write-batcher.js';
 import { systemClock, type Cancel, type Clock } from './runtime/clock.js';
 import { LocalPlacement } from './runtime/placement.js';

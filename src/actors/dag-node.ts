@@ -1,5 +1,6 @@
 import type { ActorContext, Ask, Behavior } from '../runtime/actor.js';
-import type { DagOutcome, DueEntry } from '../store/types.js';
+import type { DueEntry } from '../store/types.js';
+import type { DagOutcome } from '../store/dag-types.js';
 
 /**
  * A task that waits on predecessors: one actor per blocked task (`("dag", task_id)`). Its

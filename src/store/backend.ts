@@ -14,7 +14,8 @@ import { SqlScheduleStore } from './schedule-store.js';
 import { SqlSnapshotStore } from './snapshot-store.js';
 import { SqlTaskStore } from './task-store.js';
 import type { MembershipStore } from '../runtime/membership-store.js';
-import type { BucketStore, DagStore, ReadyQueue, ScheduleStore, TaskStore } from './types.js';
+import type { BucketStore, ReadyQueue, ScheduleStore, TaskStore } from './types.js';
+import type { DagStore } from './dag-types.js';
 
 /** Every store a node needs, on one backend. */
 export interface Backend {

@@ -1,6 +1,7 @@
 import type { Db } from './db.js';
 import { clearEvents, dependents, graph, pendingEvents, predecessors, reconcile, stuckTasks, submitGraph } from './sql/dag.js';
-import type { DagEvent, DagNodeRecord, DagOutcome, DagStore, NewTask, TaskRecord } from './types.js';
+import type { NewTask, TaskRecord } from './types.js';
+import type { DagEvent, DagNodeRecord, DagOutcome, DagStore } from './dag-types.js';
 
 /**
  * Dependencies over SQL, on Postgres and PGlite alike; the statements are in `sql/dag.ts`.

@@ -1,7 +1,8 @@
 import { DAG_KIND, type DagMessage } from '../actors/dag-node.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Cancel, Clock } from '../runtime/clock.js';
-import type { DagStore, StoredStatus } from '../store/types.js';
+import type { StoredStatus } from '../store/types.js';
+import type { DagStore } from '../store/dag-types.js';
 import { WriteBatcher } from '../store/write-batcher.js';
 
 /**

@@ -5,20 +5,8 @@ import type { Clock } from '../runtime/clock.js';
 import { LEASE_KIND, type LeaseMessage } from '../actors/worker-lease.js';
 import { WHEEL_KIND, type WheelMessage } from '../actors/wheel-partition.js';
 import { CRON_KIND, type CronMessage } from '../actors/cron-schedule.js';
-import type {
-  BackoffPolicy,
-  DagStore,
-  DueEntry,
-  NewTask,
-  ReadyQueue,
-  ScheduleRecord,
-  ScheduleStore,
-  SubmitResult,
-  TaskRecord,
-  TaskStatus,
-  TaskStore,
-  Transition,
-} from '../store/types.js';
+import type { BackoffPolicy, DueEntry, NewTask, ReadyQueue, ScheduleRecord, ScheduleStore, SubmitResult, TaskRecord, TaskStatus, TaskStore, Transition } from '../store/types.js';
+import type { DagStore } from '../store/dag-types.js';
 import type { Dispatcher } from './dispatcher.js';
 import { decodeLeaseToken } from './lease-token.js';
 import { visibleStatus } from './lifecycle.js';

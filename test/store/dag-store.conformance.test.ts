@@ -12,7 +12,8 @@ import { isWheelhouseError } from '../../src/errors.js';
 import { uuidv7 } from '../../src/ids.js';
 import { SqlDagStore } from '../../src/store/dag-store.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
-import type { Completion, DagStore, NewTask, TaskStore, Transition } from '../../src/store/types.js';
+import type { Completion, NewTask, TaskStore, Transition } from '../../src/store/types.js';
+import type { DagStore } from '../../src/store/dag-types.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
 import { BACKOFF, T0, makeTask, nextId } from '../support/tasks.js';
 
