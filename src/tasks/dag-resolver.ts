@@ -131,8 +131,9 @@ export class DagResolver {
     // statement that ended it could not see edges whose submission it waited for (its
     // snapshot predates them), this one can.
     const waiting = await this.deps.dags.dependents([...statusOf.keys()]);
-    // A wide fan-out (a root with 100 000 dependents) is told a slice at a time, so that at
-    // most a slice of actors is live at once; each slice is a few reconcile statements.
+    // A wide fan-out (a root with 100 000 dependents) is told a slice at a time, so that a
+    // delivery holds at most a slice of live actors (and the batcher runs at most 4
+    // deliveries); each slice is a few reconcile statements.
     for (let start = 0; start < waiting.length; start += DELIVERY_SLICE) {
       await Promise.all(
         waiting.slice(start, start + DELIVERY_SLICE).map(({ taskId, predecessorIds }) => {
