@@ -78,6 +78,18 @@ export interface WheelhouseOptions {
   dagIdlePassivationSeconds?: number;
   /** Bearer token required on /api and /admin routes; null disables auth. @default null */
   authToken?: string | null;
+  /**
+   * Shared secret that authenticates messages between nodes (`/internal/*`). Every node of a
+   * cluster needs the same one. null: node-to-node requests are accepted from loopback
+   * addresses only, which is enough for nodes on one machine. @default null
+   */
+  clusterSecret?: string | null;
+  /** The URL other nodes reach this one at. null: `http://<host>:<port>` once listening. @default null */
+  advertiseUrl?: string | null;
+  /** Interval between membership heartbeats, seconds (at most half the failure timeout). @default 1 */
+  heartbeatSeconds?: number;
+  /** A node whose last heartbeat is older than this is out of the ring, seconds. @default 5 */
+  failureTimeoutSeconds?: number;
   /** Run the built-in `noop` executor in this node. @default true */
   builtinExecutors?: boolean;
   /** `fatal` … `trace`, or `silent`. @default 'info' */
@@ -112,6 +124,10 @@ export interface CompiledOptions {
   readonly dagSweepMs: number;
   readonly dagIdlePassivationMs: number;
   readonly authToken: string | null;
+  readonly clusterSecret: string | null;
+  readonly advertiseUrl: string | null;
+  readonly heartbeatMs: number;
+  readonly failureTimeoutMs: number;
   readonly builtinExecutors: boolean;
   readonly logLevel: string;
 }
@@ -162,9 +178,16 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     dagSweepMs: num('dagSweepSeconds', o.dagSweepSeconds, 0.1, 86_400) * 1000,
     dagIdlePassivationMs: num('dagIdlePassivationSeconds', o.dagIdlePassivationSeconds, 0.01, 3600) * 1000,
     authToken: o.authToken === null ? null : str('authToken', o.authToken),
+    clusterSecret: o.clusterSecret === null ? null : str('clusterSecret', o.clusterSecret),
+    advertiseUrl: o.advertiseUrl === null ? null : str('advertiseUrl', o.advertiseUrl, /^https?:\/\/[^\s/]+$/),
+    heartbeatMs: num('heartbeatSeconds', o.heartbeatSeconds, 0.05, 60) * 1000,
+    failureTimeoutMs: num('failureTimeoutSeconds', o.failureTimeoutSeconds, 0.1, 600) * 1000,
     builtinExecutors: bool('builtinExecutors', o.builtinExecutors),
     logLevel: oneOf('logLevel', o.logLevel, LOG_LEVELS),
   };
+  if (compiled.heartbeatMs * 2 > compiled.failureTimeoutMs) {
+    throw new ConfigError('heartbeatSeconds', 'must be at most half of failureTimeoutSeconds');
+  }
   if (compiled.retryMaxMs < compiled.retryBaseMs) {
     throw new ConfigError('retryMaxSeconds', 'must be at least retryBaseSeconds');
   }
@@ -198,6 +221,10 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   dagSweepSeconds: 60,
   dagIdlePassivationSeconds: 5,
   authToken: null,
+  clusterSecret: null,
+  advertiseUrl: null,
+  heartbeatSeconds: 1,
+  failureTimeoutSeconds: 5,
   builtinExecutors: true,
   logLevel: 'info',
 };

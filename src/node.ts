@@ -3,6 +3,7 @@ import { compileOptions, type CompiledOptions, type WheelhouseOptions } from './
 import { startNoopExecutor, type BuiltinExecutor } from './executors/builtin.js';
 import { startHttpExecutor } from './executors/http-executor.js';
 import { adminRoutes } from './http/admin-routes.js';
+import { clusterRoutes } from './http/cluster-routes.js';
 import { buildServer } from './http/server.js';
 import { Metrics } from './metrics.js';
 import { LEASE_KIND, workerLeaseBehavior, type LeaseMessage } from './actors/worker-lease.js';
@@ -13,8 +14,13 @@ import type { DueEntry, ScheduleRecord, ScheduleWrite, ScheduleWriteResult } fro
 import type { DagOutcome } from './store/dag-types.js';
 import { WriteBatcher } from './store/write-batcher.js';
 import { systemClock, type Cancel, type Clock } from './runtime/clock.js';
-import { LocalPlacement } from './runtime/placement.js';
+import { Cluster } from './runtime/cluster.js';
+import { inspectRemote } from './runtime/http-transport.js';
+import { LivePlacement } from './runtime/ring.js';
 import { ActorSystem } from './runtime/system.js';
+import { isWheelhouseError } from './errors.js';
+import { clusterStatus } from './tasks/cluster-status.js';
+import { Ownership } from './tasks/ownership.js';
 import { openBackend, type Backend } from './store/backend.js';
 import { DagResolver } from './tasks/dag-resolver.js';
 import { Dispatcher } from './tasks/dispatcher.js';
@@ -42,14 +48,17 @@ export interface NodeOverrides {
 
 /** How often the node refreshes the ready backlog that admission control reads. */
 const BACKLOG_REFRESH_MS = 250;
-/** How often the node checks whether the bucket store lost its partitions (Redis flushed). */
+/**
+ * How often the node checks that it runs every partition it owns (one whose activation failed
+ * or was fenced comes back) and that the bucket store has not lost them (Redis flushed).
+ */
 const LOSS_CHECK_MS = 1_000;
 /** How often entries taken but never settled are put back in their ready queues. */
 const REQUEUE_STALE_MS = 5_000;
 /** How often expired idempotency keys are deleted, and how many at most each time. */
 const PURGE_KEYS_MS = 60_000;
 const PURGE_KEYS_BATCH = 10_000;
-/** Active schedules read per page when a node starts or checks them. */
+/** Active schedules read per page when a node starts. */
 const SCHEDULE_PAGE = 1_000;
 /** How often the node looks for active schedules without a live actor. */
 const SCHEDULE_CHECK_MS = 30_000;
@@ -85,6 +94,12 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   // The server is built first so that everything can log through its logger.
   let scheduler: Scheduler | undefined;
   let system: ActorSystem | undefined;
+  let ownership: Ownership | undefined;
+  // The embedded backend is one process by construction (PGlite, in-process queues): a
+  // cluster of one, with no membership and no transport. Postgres + Redis nodes form one.
+  let cluster: Cluster | null = null;
+  const singlePlacement = new LivePlacement(options.nodeId);
+  const placement = (): LivePlacement => cluster?.placement ?? singlePlacement;
   const server = buildServer({
     api: {
       submit: (s) => need(scheduler).submit(s),
@@ -105,17 +120,31 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     metrics: () => metrics.render(),
     extraPlugins: [
       adminRoutes({
-        cluster: async () => ({
-          nodes: [{ node_id: options.nodeId, url, live: true, self: true }],
-          ring: { kind: 'single-node', nodes: [options.nodeId] },
-          partitions: Array.from({ length: options.partitions }, (_, p) => {
-            const info = need(system).inspect(WHEEL_KIND, String(p));
-            return { partition: p, owner: info?.node ?? null, epoch: info?.epoch ?? null };
+        cluster: () =>
+          clusterStatus({
+            nodeId: options.nodeId,
+            url,
+            partitions: options.partitions,
+            ring: placement().ring,
+            cluster,
+            heartbeatMs: options.heartbeatMs,
+            snapshots: backend.snapshots,
           }),
-        }),
         listActors: (filter) => need(system).list(filter),
-        inspectActor: (kind, key) => need(system).inspect(kind, key),
+        inspectActor: async (kind, key) => {
+          const local = need(system).inspect(kind, key);
+          const owner = placement().ownerOf(kind, key);
+          const address = owner === options.nodeId ? undefined : cluster?.addressOf(owner);
+          if (local !== null || address === undefined) return local;
+          return inspectRemote(address, options.clusterSecret, kind, key);
+        },
         queues: () => backend.ready.depths(clock.now()),
+      }),
+      clusterRoutes({
+        secret: options.clusterSecret,
+        accept: (envelope) => need(system).acceptRemote(envelope),
+        onRefresh: () => cluster?.refresh(),
+        inspect: (kind, key) => need(system).inspect(kind, key),
       }),
     ],
   });
@@ -134,12 +163,49 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   const countDagSwept = metrics.counter('wheelhouse_dag_sweep_fixed_total', 'Blocked tasks the safety-net sweep found stuck and reconciled (should stay 0).');
   const countCron = metrics.counter('wheelhouse_cron_fire_times_total', 'Cron fire times reached, by outcome (fired, skipped for overlap, missed by misfire policy).');
 
+  const countFenced = metrics.counter('wheelhouse_stale_epoch_total', 'Writes refused because a newer activation of the actor owns it (the activation stopped).');
+  const countHandedOff = metrics.counter('wheelhouse_actors_handed_off_total', 'Actors stopped here because a ring change moved them to another node.');
+  const gaugeLiveNodes = metrics.gauge('wheelhouse_cluster_live_nodes', 'Nodes in the ring this node routes by.');
+  const gaugeTransport = metrics.gauge('wheelhouse_transport', 'Node-to-node transport counters since start (requests, envelopes, retries, failed).');
+
+  if (backend.kind === 'postgres') {
+    cluster = new Cluster({
+      nodeId: options.nodeId,
+      store: backend.membership,
+      secret: options.clusterSecret,
+      heartbeatMs: options.heartbeatMs,
+      failureTimeoutMs: options.failureTimeoutMs,
+      deliverLocal: (envelope) => need(system).acceptRemote(envelope),
+      onRingChange: async ({ before, after }) => {
+        log.info({ before: before.nodes(), after: after.nodes() }, 'ring changed');
+        const pass = await need(ownership).takeOwnership();
+        countHandedOff(pass.handedOff);
+        log.info({ ...pass, nodes: after.nodes() }, 'took over the actors the ring now puts here');
+      },
+      onDeclaredOut: async () => {
+        // Paused or cut off past the failure timeout: others may hold newer activations of
+        // everything this node ran. Drop it all without writing, then take what is ours now.
+        log.warn('this node was declared out of the cluster and has rejoined; dropping its actors');
+        await need(system).dropAll();
+        await need(ownership).takeOwnership();
+      },
+      onError,
+    });
+  }
   system = new ActorSystem({
     nodeId: options.nodeId,
     clock,
     snapshots: backend.snapshots,
-    placement: new LocalPlacement(options.nodeId),
-    onError: (error: unknown, info: unknown) => onError(error, `actor ${JSON.stringify(info)}`),
+    placement: cluster?.placement ?? singlePlacement,
+    ...(cluster ? { transport: cluster.transport } : {}),
+    onError: (error: unknown, info: unknown) => {
+      if (isWheelhouseError(error, 'stale_epoch')) {
+        countFenced(1);
+        log.warn({ actor: info, reason: error.message }, 'a stale activation was fenced and stopped');
+      } else {
+        onError(error, `actor ${JSON.stringify(info)}`);
+      }
+    },
   });
   const backoff = { baseMs: options.retryBaseMs, maxMs: options.retryMaxMs };
   const dispatcher = new Dispatcher({
@@ -272,36 +338,59 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     gaugeBacklog(backlog);
     const counts = actors.countByKind();
     for (const kind of [WHEEL_KIND, LEASE_KIND, CRON_KIND, DAG_KIND]) gaugeActors(counts.get(kind) ?? 0, { kind });
+    gaugeLiveNodes(placement().ring.nodes().length);
+    if (cluster !== null) {
+      for (const [counter, value] of Object.entries(cluster.transport.stats())) gaugeTransport(value, { counter });
+    }
   });
 
-  // Schedules first: a schedule that missed fire times while the node was down applies its
-  // misfire policy (`skip` cancels the overdue instance) before the wheel hands it out. The
-  // records read page by page save each activation its own read.
-  for (let after: string | null = null; ; ) {
-    const page = await backend.schedules.active(after, SCHEDULE_PAGE);
-    if (page.length === 0) break;
-    await activateSchedules(page);
-    after = page[page.length - 1]!.id;
-  }
+  ownership = new Ownership({
+    system: actors,
+    tasks: backend.tasks,
+    schedules: backend.schedules,
+    snapshots: backend.snapshots,
+    clock,
+    partitions: options.partitions,
+    isLive: (id) => placement().ring.nodes().includes(id),
+    activateSchedules: async (ids) => {
+      await Promise.all(ids.map((id) => actors.ensureActive(CRON_KIND, id)));
+    },
+    onError,
+  });
+  const owned = ownership;
   /**
-   * Later, the odd active schedule without a live actor — its activation failed when it was
-   * submitted (the store blinked), or its actor stopped after being fenced — is activated by
-   * a periodic check that reads ids only (the partial index) and activates what the node
-   * does not hold.
+   * Schedules first: a schedule that missed fire times while the node was down applies its
+   * misfire policy (`skip` cancels the overdue instance) before the wheel hands it out. The
+   * records read page by page save each activation its own read.
    */
-  const keepSchedulesActive = async (): Promise<number> => {
-    let activated = 0;
+  const activateOwnedSchedules = async (): Promise<void> => {
     for (let after: string | null = null; ; ) {
-      const ids = await backend.schedules.activeIds(after, SCHEDULE_PAGE);
-      if (ids.length === 0) return activated;
-      const idle = ids.filter((id) => !actors.holds(CRON_KIND, id));
-      await Promise.all(idle.map((id) => actors.ensureActive(CRON_KIND, id)));
-      activated += idle.length;
-      after = ids[ids.length - 1]!;
+      const page = await backend.schedules.active(after, SCHEDULE_PAGE);
+      if (page.length === 0) return;
+      await activateSchedules(page.filter((r) => actors.ownerOf(CRON_KIND, r.id) === options.nodeId && !actors.holds(CRON_KIND, r.id)));
+      after = page[page.length - 1]!.id;
     }
   };
-  const partitions = Array.from({ length: options.partitions }, (_, p) => p);
-  await Promise.all(partitions.map((p) => actors.ensureActive(WHEEL_KIND, String(p))));
+
+  const executors: BuiltinExecutor[] = [];
+  if (cluster === null) {
+    await activateOwnedSchedules();
+    await owned.keepPartitionsActive();
+  } else {
+    // The ring as the live set has it, before listening, so that the first requests already
+    // route to the right owners; this node joins once it knows its own address.
+    await cluster.prime();
+  }
+  await server.listen({ host: options.host, port: options.port });
+  const address = server.server.address();
+  const port = typeof address === 'object' && address ? address.port : options.port;
+  url = `http://${options.host}:${port}`;
+  if (cluster !== null) {
+    if (options.clusterSecret === null) log.warn('clusterSecret is not set: node-to-node requests are accepted from loopback addresses only');
+    await cluster.start(options.advertiseUrl ?? url);
+    await activateOwnedSchedules();
+    await owned.takeOwnership();
+  }
 
   // Dependents a previous life of the node (or another node) did not reach before it stopped.
   await resolver.replay(true).catch((error: unknown) => onError(error, 'replaying the dependency outbox at start'));
@@ -319,7 +408,9 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
       backlog = await backend.ready.backlog();
     }, onError),
     every(clock, LOSS_CHECK_MS, async () => {
-      const lost = await backend.buckets.lostPartitions(partitions);
+      const restarted = await owned.keepPartitionsActive();
+      if (restarted > 0) log.warn({ count: restarted }, 'activated owned wheel partitions that were not running');
+      const lost = await backend.buckets.lostPartitions(owned.ownedPartitions());
       for (const p of lost) {
         log.warn({ partition: p }, 'bucket store lost this partition; rebuilding it from the task table');
         void actors
@@ -329,7 +420,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
       }
     }, onError),
     every(clock, SCHEDULE_CHECK_MS, async () => {
-      const n = await keepSchedulesActive();
+      const n = await owned.keepSchedulesActive();
       if (n > 0) log.warn({ count: n }, 'activated schedules that had no live actor');
     }, onError),
     every(clock, PURGE_KEYS_MS, async () => {
@@ -341,17 +432,12 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     }, onError),
   ];
 
-  const executors: BuiltinExecutor[] = [];
   if (options.builtinExecutors) {
     executors.push(startNoopExecutor(sched, options.nodeId, (e) => onError(e, 'noop executor')));
     executors.push(startHttpExecutor(sched, options.nodeId, (e) => onError(e, 'http executor')));
   }
 
-  await server.listen({ host: options.host, port: options.port });
   started = true;
-  const address = server.server.address();
-  const port = typeof address === 'object' && address ? address.port : options.port;
-  url = `http://${options.host}:${port}`;
   log.info({ nodeId: options.nodeId, backend: backend.kind, url }, 'wheelhouse node started');
 
   let closing: Promise<void> | undefined;
@@ -371,7 +457,10 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
         offPush();
         await Promise.all(executors.map((e) => e.stop()));
         await server.close();
+        // Hand-off: every actor takes its final snapshot and releases its ownership, then the
+        // node leaves the ring and tells the others, who take over at once.
         await actors.shutdown();
+        await cluster?.leave();
         if (!overrides.backend) await backend.close();
       })();
       return closing;

@@ -1,3 +1,4 @@
+import { isWheelhouseError } from '../errors.js';
 import type { Cancel } from '../runtime/clock.js';
 import type { ActorContext, Ask, Behavior } from '../runtime/actor.js';
 import type { BucketStore, DueEntry, PartitionCursor, ReadyQueue, TaskStore } from '../store/types.js';
@@ -13,6 +14,14 @@ import { TimeWheel } from './time-wheel.js';
  *
  * On activation it rebuilds from the system of record, so a lost bucket store or a restart
  * loses nothing.
+ *
+ * Fencing: activation takes `(node, epoch + 1)` in Postgres (the runtime does) and then
+ * raises the partition's fence in the bucket store to that epoch before anything else.
+ * Every write the partition makes there — a push to the ready queue (a fired slot), a bucket
+ * added to or taken — carries its epoch and is refused atomically once a newer activation
+ * has fenced, and a refusal stops this activation. So a node that was paused past the
+ * failure timeout cannot fire a slot its successor already fired, nor take entries out of
+ * its successor's buckets.
  */
 export const WHEEL_KIND = 'wheel';
 
@@ -38,7 +47,12 @@ export interface WheelState {
   cancelCascade: Cancel | null;
 }
 
-/** What a partition persists: enough to show where it was; the task table is the truth. */
+/**
+ * What a partition persists. `loadedUntilMs` is written ahead of each cascade: before buckets
+ * are taken out of the bucket store, the snapshot already says the near wheel reaches past
+ * them, so the next activation — whatever happened to this one — reloads that far from the
+ * task table. The task table is the truth; the rest shows where the partition was.
+ */
 interface WheelSnapshot {
   cursorMs: number;
   loadedUntilMs: number;
@@ -78,15 +92,17 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
       const state: WheelState = {
         partition: Number(ctx.key),
         wheel: new TimeWheel(deps.slotMs),
-        loadedUntilMs: nearHorizon(now, deps.nearWindowMs),
+        // As far as the previous activation may have taken buckets, at least.
+        loadedUntilMs: Math.max(nearHorizon(now, deps.nearWindowMs), previous?.loadedUntilMs ?? 0),
         cursorMs: previous?.cursorMs ?? now,
         firedCount: 0,
         tickAtMs: null,
         cancelTick: null,
         cancelCascade: null,
       };
+      await deps.buckets.fence(state.partition, ctx.epoch);
       const lost = await deps.buckets.lostPartitions([state.partition]);
-      await rebuild(state, deps, lost.length > 0);
+      await rebuild(state, ctx, deps, lost.length > 0);
       for (const running of await deps.tasks.runningInPartition(state.partition)) deps.recoverLease(running);
       armCascade(state, ctx, deps);
       await fireDue(state, ctx, deps);
@@ -101,7 +117,7 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
             if (entry.dueMs < state.loadedUntilMs) state.wheel.add(entry);
             else far.push(entry);
           }
-          if (far.length > 0) await deps.buckets.add(state.partition, far);
+          if (far.length > 0) await deps.buckets.add(state.partition, far, ctx.epoch);
           await fireDue(state, ctx, deps);
           return state;
         }
@@ -119,7 +135,7 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
           // messages, the answer is exact.
           const lost = await deps.buckets.lostPartitions([state.partition]);
           if (lost.length === 0) return state;
-          await rebuild(state, deps, true);
+          await rebuild(state, ctx, deps, true);
           await fireDue(state, ctx, deps);
           return state;
         }
@@ -129,7 +145,7 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
     async deactivate(state, ctx, reason) {
       state.cancelTick?.();
       state.cancelCascade?.();
-      if (reason !== 'failed') await ctx.snapshot(snapshotOf(state, ctx));
+      if (reason !== 'failed') await ctx.snapshot(snapshotOf(state));
     },
 
     describe(state) {
@@ -165,9 +181,10 @@ async function fireDue(state: WheelState, ctx: ActorContext<WheelMessage>, deps:
   state.cursorMs = Math.max(state.cursorMs, now);
   if (due.length > 0) {
     try {
-      await deps.ready.push(due);
+      await deps.ready.push(due, { partition: state.partition, epoch: ctx.epoch });
       state.firedCount += due.length;
     } catch (error) {
+      if (isWheelhouseError(error, 'stale_epoch')) throw error; // a newer owner fires these
       state.wheel.addAll(due.map((e) => ({ ...e, dueMs: Math.max(e.dueMs, now + RETRY_PUSH_MS) })));
       deps.onError(error, `wheel ${state.partition}: ready-queue push of ${due.length} failed; retrying`);
     }
@@ -196,12 +213,13 @@ function armTick(state: WheelState, ctx: ActorContext<WheelMessage>): void {
 async function cascade(state: WheelState, ctx: ActorContext<WheelMessage>, deps: WheelDeps): Promise<void> {
   state.cancelCascade = null;
   const horizon = Math.max(nearHorizon(ctx.clock.now(), deps.nearWindowMs), state.loadedUntilMs + MINUTE_MS);
-  const entries = await deps.buckets.takeUntil(state.partition, horizon);
+  // Written ahead: see WheelSnapshot. A fenced activation stops here, having taken nothing.
+  await ctx.snapshot({ ...snapshotOf(state), loadedUntilMs: horizon });
+  const entries = await deps.buckets.takeUntil(state.partition, horizon, ctx.epoch);
   state.wheel.addAll(entries);
   state.loadedUntilMs = horizon;
   armCascade(state, ctx, deps);
   await fireDue(state, ctx, deps);
-  await ctx.snapshot(snapshotOf(state, ctx));
 }
 
 /**
@@ -223,8 +241,10 @@ function armCascade(state: WheelState, ctx: ActorContext<WheelMessage>, deps: Wh
  * the far buckets are trusted. Entries already queued are deduplicated by the ready queue,
  * and a task claimed twice is refused by the claim's compare-and-set.
  */
-async function rebuild(state: WheelState, deps: WheelDeps, full: boolean): Promise<void> {
+async function rebuild(state: WheelState, ctx: ActorContext<WheelMessage>, deps: WheelDeps, full: boolean): Promise<void> {
   state.wheel.clear();
+  // A flushed store lost the fence with everything else: raise it again before writing.
+  if (full) await deps.buckets.fence(state.partition, ctx.epoch);
   const until = full ? END_OF_TIME_MS : state.loadedUntilMs;
   let after: PartitionCursor | null = null;
   for (;;) {
@@ -234,7 +254,7 @@ async function rebuild(state: WheelState, deps: WheelDeps, full: boolean): Promi
       if (entry.dueMs < state.loadedUntilMs) state.wheel.add(entry);
       else far.push(entry);
     }
-    if (far.length > 0) await deps.buckets.add(state.partition, far);
+    if (far.length > 0) await deps.buckets.add(state.partition, far, ctx.epoch);
     const last = page[page.length - 1];
     if (page.length < REBUILD_PAGE || last === undefined) break;
     after = { dueMs: last.dueMs, taskId: last.taskId };
@@ -242,12 +262,11 @@ async function rebuild(state: WheelState, deps: WheelDeps, full: boolean): Promi
   if (full) {
     await deps.buckets.setIntact(state.partition);
   } else {
-    state.wheel.addAll(await deps.buckets.takeUntil(state.partition, state.loadedUntilMs));
+    state.wheel.addAll(await deps.buckets.takeUntil(state.partition, state.loadedUntilMs, ctx.epoch));
   }
 }
 
-function snapshotOf(state: WheelState, ctx: ActorContext<WheelMessage>): WheelSnapshot {
-  void ctx;
+function snapshotOf(state: WheelState): WheelSnapshot {
   return { cursorMs: state.cursorMs, loadedUntilMs: state.loadedUntilMs, firedTotal: state.firedCount };
 }
 

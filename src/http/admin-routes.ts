@@ -11,7 +11,8 @@ export interface AdminApi {
   /** Nodes, their liveness, and which node owns each wheel partition. */
   cluster(): Promise<unknown>;
   listActors(filter: { kind?: string; limit: number }): ActorInfo[];
-  inspectActor(kind: string, key: string): ActorInfo | null;
+  /** One actor, from whichever node holds it (the ring's owner is asked when this node does not). */
+  inspectActor(kind: string, key: string): Promise<ActorInfo | null>;
   queues(): Promise<QueueDepth[]>;
 }
 
@@ -37,9 +38,9 @@ export function adminRoutes(admin: AdminApi): FastifyPluginAsync {
 
     app.get('/admin/actors/:kind/:key', async (request) => {
       const { kind, key } = request.params as { kind: string; key: string };
-      const actor = admin.inspectActor(kind, key);
+      const actor = await admin.inspectActor(kind, key);
       if (!actor) {
-        throw new WheelhouseError('not_found', `no live actor (${kind}, ${key}) on this node`, { details: { kind, key } });
+        throw new WheelhouseError('not_found', `no live actor (${kind}, ${key}) in the cluster`, { details: { kind, key } });
       }
       return actor;
     });

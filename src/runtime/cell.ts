@@ -162,8 +162,14 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
     this.state = state;
   }
 
-  onError(error: unknown, message: M): void {
-    this.host.report(error, { kind: this.kind, key: this.key, during: 'receive', messageType: message.type });
+  onError(error: unknown, message: M, asked: boolean): void {
+    if (isWheelhouseError(error, 'stale_epoch')) {
+      // A write the handler made was refused for a newer owner's epoch (a fenced Redis
+      // push, a version compare-and-set): this activation is stale. Stop, write nothing more.
+      this.fencedBy ??= error;
+      this.requestStop('failed');
+    }
+    if (!asked) this.host.report(error, { kind: this.kind, key: this.key, during: 'receive', messageType: message.type });
   }
 
   onIdle(): void {

@@ -18,8 +18,11 @@ export interface MailboxHandler<M, R> {
   handle(message: M): R | PromiseLike<R>;
   /** Takes the handler's result (the actor's next state) before the next message starts. */
   accept(result: R): void;
-  /** A told message's handler failed. (An ask's failure rejects the ask instead.) */
-  onError(error: unknown, message: M): void;
+  /**
+   * A handler call failed. `asked`: the message was an ask, which the mailbox has already
+   * rejected with the error; a tell's error has nowhere else to go.
+   */
+  onError(error: unknown, message: M, asked: boolean): void;
   /** The mailbox has stopped running: its queue is empty, or it was halted. */
   onIdle(): void;
 }
@@ -184,8 +187,8 @@ export class Mailbox<M, R> {
     const ask = this.currentAsk;
     this.currentMessage = undefined;
     this.currentAsk = null;
-    if (ask !== null) ask.fail(error);
-    else this.handler.onError(error, message);
+    ask?.fail(error);
+    this.handler.onError(error, message, ask !== null);
   }
 
   /** Drops consumed slots: all of them when the queue is empty, else once they dominate. */

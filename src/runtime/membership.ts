@@ -161,6 +161,20 @@ export class Membership {
     }
   }
 
+  /**
+   * Reads the live set now instead of at the next beat (a peer said it joined or is leaving).
+   * Never rejects: a failed read is reported and the next beat reads again.
+   */
+  async refresh(): Promise<void> {
+    if (this.phase !== 'running') return;
+    try {
+      const live = await this.store.live(this.failureTimeoutMs);
+      if (this.phase === 'running') this.publish(live);
+    } catch (error) {
+      this.onError(error, 'refresh');
+    }
+  }
+
   private schedule(beganMs: number): void {
     const delayMs = Math.max(0, this.heartbeatMs - (this.clock.now() - beganMs));
     this.timer = this.clock.setTimer(delayMs, () => {

@@ -128,3 +128,50 @@ export function formatSpread(spread: ReadonlyMap<string, number>): string {
   const parts = [...spread].map(([node, count]) => `${node} ${count}`).join(', ');
   return `${parts} (max/min ${Math.max(...counts)}/${Math.min(...counts)})`;
 }
+
+/**
+ * The placement a node routes by: a ring over the live set as this node last read it. It
+ * always holds this node itself while the node runs — a node that was declared out (a long
+ * pause) goes on routing to itself until it has rejoined, and fencing refuses what it writes
+ * meanwhile — and never while it leaves, so that its last messages go to the new owners.
+ */
+export class LivePlacement implements Placement {
+  private current: RingPlacement;
+  private leaving = false;
+
+  constructor(
+    readonly selfId: string,
+    private readonly options: RingPlacementOptions = {},
+  ) {
+    this.current = new RingPlacement([selfId], options);
+  }
+
+  /** The ring now in force. */
+  get ring(): RingPlacement {
+    return this.current;
+  }
+
+  /** Takes a new live set. Returns the previous ring, or null when the members did not change. */
+  update(liveIds: readonly string[]): RingPlacement | null {
+    const ids = new Set(liveIds);
+    if (this.leaving) ids.delete(this.selfId);
+    else ids.add(this.selfId);
+    if (ids.size === 0) ids.add(this.selfId); // the last node leaving: nowhere else to route
+    const next = [...ids].sort();
+    const before = this.current;
+    const same = next.length === before.nodes().length && next.every((id, i) => id === before.nodes()[i]);
+    if (same) return null;
+    this.current = new RingPlacement(next, this.options);
+    return before;
+  }
+
+  /** From now on this node is left out of the ring (graceful shutdown). */
+  leave(liveIds: readonly string[]): RingPlacement | null {
+    this.leaving = true;
+    return this.update(liveIds);
+  }
+
+  ownerOf(kind: string, key: string): string {
+    return this.current.ownerOf(kind, key);
+  }
+}

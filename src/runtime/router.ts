@@ -133,9 +133,18 @@ export class Router implements CellHost {
       if (!isMessage(message)) {
         throw new WheelhouseError('validation_failed', `A message for ${envelope.kind}/${envelope.key} has no string 'type'.`);
       }
-      // No placement check here: the sender routed by its view of the ring, and forwarding
-      // again could loop while views differ. Fencing keeps two owners from both writing.
+      // While two nodes' views of the ring differ (a change is ~a heartbeat old on one of
+      // them), a message can reach a node that no longer owns its actor. Forwarding it on
+      // could loop; refusing with `not_ready` makes the sender retry against its own, soon
+      // updated, ring. Fencing keeps two owners from both writing meanwhile.
+      const owner = this.placement.ownerOf(envelope.kind, envelope.key);
+      if (owner !== this.nodeId) {
+        throw new WheelhouseError('not_ready', `Node ${this.nodeId} does not own ${envelope.kind}/${envelope.key}; its ring names ${owner}.`, {
+          details: { kind: envelope.kind, key: envelope.key, owner },
+        });
+      }
       const cell = this.localCell(entry, envelope.key);
+      if (message.type === ACTIVATE) return cell.whenActive();
       if (!envelope.ask) {
         cell.mailbox.post(message, null);
         return Promise.resolve(undefined);
@@ -150,6 +159,41 @@ export class Router implements CellHost {
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /**
+   * Activates `(kind, key)` on its owner, here or through the transport, and resolves once it
+   * is live there; rejects if activation fails.
+   */
+  activate(entry: KindEntry, key: string, timeoutMs: number = this.defaultAskTimeoutMs): Promise<void> {
+    if (this.closed) return Promise.reject(shuttingDownError());
+    const kind = entry.behavior.kind;
+    const owner = this.placement.ownerOf(kind, key);
+    if (owner === this.nodeId) return this.localCell(entry, key).whenActive();
+    if (this.transport === undefined) return Promise.reject(noTransport(kind, key, owner, this.nodeId));
+    const envelope: TransportEnvelope = { kind, key, message: { type: ACTIVATE }, deadlineMs: this.clock.now() + timeoutMs, ask: true };
+    try {
+      return this.transport.deliver(owner, envelope).then(() => undefined);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Stops every local actor that placement now puts on another node, after its current
+   * message; the messages it had queued follow it to the new owner. Returns how many.
+   */
+  handOff(): number {
+    let moved = 0;
+    for (const [kind, entry] of this.kinds) {
+      for (const cell of entry.cells.values()) {
+        if (cell.lifecycle === 'deactivating' || cell.lifecycle === 'deactivated') continue;
+        if (this.placement.ownerOf(kind, cell.key) === this.nodeId) continue;
+        cell.requestStop('passivated');
+        moved++;
+      }
+    }
+    return moved;
   }
 
   redeliver(kind: string, key: string, message: Message, ask: PendingAsk | null): void {
@@ -177,12 +221,7 @@ export class Router implements CellHost {
   /** Hands a message to the owner's node. Remote delivery proper lands with the cluster. */
   private forward(owner: string, kind: string, key: string, message: Message, ask: PendingAsk | null): void {
     const transport = this.transport;
-    if (transport === undefined) {
-      throw new WheelhouseError(
-        'internal',
-        `No transport is configured, but ${kind}/${key} is owned by node ${owner}, not ${this.nodeId}.`,
-      );
-    }
+    if (transport === undefined) throw noTransport(kind, key, owner, this.nodeId);
     const envelope: TransportEnvelope = {
       kind,
       key,
@@ -228,6 +267,16 @@ class RoutedRef<M extends Message> implements ActorRef<M> {
   ask<T extends M>(message: T, timeoutMs: number = this.router.defaultAskTimeoutMs): Promise<ReplyFor<M, T>> {
     return this.router.ask(this.entry, this.key, message, timeoutMs) as Promise<ReplyFor<M, T>>;
   }
+}
+
+/**
+ * The message type of a remote activation (`ActorSystem.ensureActive` of an actor another node
+ * owns): the receiving node activates the actor and answers once it is live; no behavior sees it.
+ */
+const ACTIVATE = '$activate';
+
+function noTransport(kind: string, key: string, owner: string, nodeId: string): WheelhouseError {
+  return new WheelhouseError('internal', `No transport is configured, but ${kind}/${key} is owned by node ${owner}, not ${nodeId}.`);
 }
 
 function isMessage(value: unknown): value is Message {

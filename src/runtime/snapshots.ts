@@ -12,6 +12,17 @@ export interface SnapshotStore {
   release(kind: string, key: string, epoch: number, nowMs: number): Promise<void>;
   /** Reads without taking ownership. */
   read(kind: string, key: string): Promise<SnapshotRow | null>;
+  /** Who holds each actor of `kind` with a row, without the state (the cluster status). */
+  owners(kind: string): Promise<SnapshotOwner[]>;
+}
+
+/** A snapshot row's ownership: `ownerNode` null once released. */
+export interface SnapshotOwner {
+  key: string;
+  ownerNode: string | null;
+  epoch: number;
+  version: number;
+  updatedMs: number;
 }
 
 export interface AcquiredSnapshot {

@@ -85,19 +85,46 @@ export class ActorSystem implements ActorSystemApi {
     return this.router.ref<M>(kind, key);
   }
 
-  /** Activates a local actor now and resolves when it is live; rejects if activation fails. */
-  ensureActive(kind: string, key: string): Promise<void> {
+  /**
+   * Activates an actor on its owner — here, or on another node through the transport — and
+   * resolves when it is live there; rejects if activation fails.
+   */
+  ensureActive(kind: string, key: string, timeoutMs?: number): Promise<void> {
     try {
-      if (this.router.closed) throw shuttingDownError();
-      const entry = this.router.entry(kind);
-      const owner = this.router.ownerOf(kind, key);
-      if (owner !== this.nodeId) {
-        throw new WheelhouseError('internal', `${kind}/${key} is owned by node ${owner}; ensureActive activates local actors only.`);
-      }
-      return this.router.localCell(entry, key).whenActive();
+      return this.router.activate(this.router.entry(kind), key, timeoutMs);
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /** The node that owns `(kind, key)` under the current placement. */
+  ownerOf(kind: string, key: string): string {
+    return this.router.ownerOf(kind, key);
+  }
+
+  /**
+   * After a placement change: stops the local actors another node now owns, each after its
+   * current message (snapshot kinds take a final snapshot and release ownership); messages
+   * they had queued follow them. Returns how many were asked to go.
+   */
+  handOff(): number {
+    return this.router.handOff();
+  }
+
+  /**
+   * Stops every local actor without a final snapshot (reason `failed`): for a node the cluster
+   * declared out, whose actors may have newer activations elsewhere. Queued messages are
+   * refused. Resolves when all have left; the node then activates what it owns again.
+   */
+  dropAll(): Promise<void> {
+    const gone: Promise<void>[] = [];
+    for (const entry of this.router.kinds.values()) {
+      for (const cell of [...entry.cells.values()]) {
+        cell.requestStop('failed');
+        gone.push(cell.whenGone());
+      }
+    }
+    return Promise.all(gone).then(() => undefined);
   }
 
   /** How many actors of each kind this node holds (activating or live): O(kinds), for metrics. */

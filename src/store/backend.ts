@@ -2,7 +2,7 @@ import type { BackendKind, CompiledOptions } from '../config.js';
 import type { SnapshotStore } from '../runtime/snapshots.js';
 import { openPglite, openPostgres, type Db } from './db.js';
 import { CoalescingReadyQueue } from './coalescing-ready-queue.js';
-import { MemoryBucketStore } from './memory-buckets.js';
+import { MemoryBucketStore, PartitionFences } from './memory-buckets.js';
 import { MemoryReadyQueue } from './memory-ready-queue.js';
 import { migrate } from './migrate.js';
 import { RedisBucketStore } from './redis-buckets.js';
@@ -42,6 +42,9 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
   if (options.backend === 'embedded') {
     const db = await openPglite({ dataDir: options.dataDir, schema: options.postgresSchema });
     await migrate(db, options.postgresSchema);
+    // One set of fences for both: a fence raised through the buckets holds fenced pushes too.
+    const fences = new PartitionFences();
+    const ready = new MemoryReadyQueue(fences);
     return {
       kind: 'embedded',
       db,
@@ -49,13 +52,16 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
       schedules: new SqlScheduleStore(db),
       dags: new SqlDagStore(db),
       snapshots: new SqlSnapshotStore(db),
-      buckets: new MemoryBucketStore(),
-      ready: new MemoryReadyQueue(),
+      buckets: new MemoryBucketStore(fences),
+      ready,
       membership: new SqlMembershipStore(db),
       ping: async () => {
         await db.query('SELECT 1');
       },
-      close: () => db.close(),
+      close: async () => {
+        await ready.close();
+        await db.close();
+      },
     };
   }
   const db = openPostgres({
@@ -81,6 +87,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     throw error;
   }
   const redis = openRedis({ url: options.redisUrl, prefix: options.redisPrefix });
+  const ready = new CoalescingReadyQueue(new RedisReadyQueue(redis, options.redisPrefix));
   return {
     kind: 'postgres',
     db,
@@ -89,12 +96,15 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     dags: new SqlDagStore(db, leasesDb),
     snapshots: new SqlSnapshotStore(db),
     buckets: new RedisBucketStore(redis, options.redisPrefix),
-    ready: new CoalescingReadyQueue(new RedisReadyQueue(redis, options.redisPrefix)),
+    ready,
     membership: new SqlMembershipStore(membershipDb),
     ping: async () => {
       await Promise.all([db.query('SELECT 1'), redis.ping()]);
     },
     close: async () => {
+      // The ready queue first: it writes what is still waiting to be pushed, then closes its
+      // subscriber connection, before the client it writes through goes.
+      await ready.close();
       await Promise.allSettled([db.close(), leasesDb.close(), membershipDb.close(), redis.quit()]);
     },
   };

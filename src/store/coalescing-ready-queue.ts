@@ -1,33 +1,65 @@
+import { WheelhouseError } from '../errors.js';
 import type { DueEntry, QueueDepth, ReadyQueue } from './types.js';
+
+/** A push's fence: the partition whose fence must not stand above `epoch` (see `ReadyQueue.push`). */
+export interface PushFence {
+  partition: number;
+  epoch: number;
+}
+
+/** One caller's push, as a part of a merged one. */
+export interface PushGroup {
+  entries: DueEntry[];
+  fence?: PushFence;
+}
+
+/**
+ * A ready queue that can write the pushes of several callers at once, each on its own
+ * terms: a fenced group is refused alone, and the others are written all the same.
+ */
+export interface GroupingReadyQueue extends ReadyQueue {
+  /**
+   * Writes the groups in as few round trips as it can; listeners hear of the groups
+   * written, once. Resolves with one result per group, in order: null when written, or the
+   * error that kept it out (`stale_epoch` for a fenced group, `internal` for a malformed
+   * entry, a store error, or a listener's error for a group that was written).
+   */
+  pushGroups(groups: readonly PushGroup[]): Promise<(Error | null)[]>;
+}
+
+/** A push waiting for the end of the event-loop turn. */
+interface Waiting {
+  group: PushGroup;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+/** Pushes at least this large skip the merging. */
+const DIRECT_PUSH_ENTRIES = 256;
 
 /**
  * A ReadyQueue that merges the pushes made in the same turn of the event loop into one.
  * Sixty-four wheel partitions firing at the same instant — a herd, or one batch submit
- * spread over every partition — then cost one Redis pipeline instead of sixty-four. Each
- * caller's promise settles with the merged push, so a failure reaches every caller.
+ * spread over every partition — then cost one Redis round trip instead of sixty-four. Each
+ * push stays a group of its own in the merged one, so a fenced push whose partition has a
+ * newer owner is refused alone: its caller's promise rejects with `stale_epoch` while the
+ * others resolve. A failure of the whole round trip reaches every caller of the turn.
  */
-/** Pushes at least this large skip the merging. */
-const DIRECT_PUSH_ENTRIES = 256;
-
 export class CoalescingReadyQueue implements ReadyQueue {
-  private pending: DueEntry[] = [];
+  private pending: Waiting[] = [];
   private flush: Promise<void> | null = null;
 
-  constructor(private readonly inner: ReadyQueue) {}
+  constructor(private readonly inner: GroupingReadyQueue) {}
 
-  push(entries: DueEntry[]): Promise<void> {
+  push(entries: DueEntry[], fence?: PushFence): Promise<void> {
     if (entries.length === 0) return Promise.resolve();
     // A large push is its own batch already; holding it back for the others of this turn
     // would only delay the first claims of a herd until the whole herd is written.
-    if (entries.length >= DIRECT_PUSH_ENTRIES) return this.inner.push(entries);
-    for (const entry of entries) this.pending.push(entry);
-    this.flush ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
-      const batch = this.pending;
-      this.pending = [];
-      this.flush = null;
-      return this.inner.push(batch);
-    });
-    return this.flush;
+    if (entries.length >= DIRECT_PUSH_ENTRIES) return this.inner.push(entries, fence);
+    const group: PushGroup = fence === undefined ? { entries } : { entries, fence: { ...fence } };
+    const settled = new Promise<void>((resolve, reject) => this.pending.push({ group, resolve, reject }));
+    this.flush ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.pushPending());
+    return settled;
   }
 
   take(taskTypes: string[], max: number, nowMs: number): Promise<DueEntry[]> {
@@ -52,5 +84,30 @@ export class CoalescingReadyQueue implements ReadyQueue {
 
   onPush(listener: (taskTypes: Set<string>) => void): () => void {
     return this.inner.onPush(listener);
+  }
+
+  /** Writes the pushes of this turn that are still waiting, then closes the inner queue. */
+  async close(): Promise<void> {
+    await this.flush;
+    await this.inner.close();
+  }
+
+  /** Settles every waiting push; never rejects. */
+  private async pushPending(): Promise<void> {
+    const batch = this.pending;
+    this.pending = [];
+    this.flush = null;
+    let results: (Error | null)[];
+    try {
+      results = await this.inner.pushGroups(batch.map((waiting) => waiting.group));
+    } catch (error) {
+      for (const waiting of batch) waiting.reject(error);
+      return;
+    }
+    batch.forEach((waiting, i) => {
+      const error = results[i];
+      if (error === null) waiting.resolve();
+      else waiting.reject(error ?? new WheelhouseError('internal', 'A grouped ready-queue push gave no result.'));
+    });
   }
 }

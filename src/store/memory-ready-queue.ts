@@ -16,8 +16,10 @@ import {
   encodeInFlightMember,
   queueName,
 } from './entry-codec.js';
+import type { GroupingReadyQueue, PushFence, PushGroup } from './coalescing-ready-queue.js';
+import { PartitionFences } from './memory-buckets.js';
 import { PushListeners, type PushListener } from './push-listeners.js';
-import type { DueEntry, QueueDepth, ReadyQueue } from './types.js';
+import type { DueEntry, QueueDepth } from './types.js';
 
 /** A queued entry and its place in line among entries due at the same time. */
 interface Queued {
@@ -43,7 +45,7 @@ function compareQueued(a: Queued, b: Queued): number {
 }
 
 /** The embedded {@link ReadyQueue}: heaps per task type × priority, in process memory. */
-export class MemoryReadyQueue implements ReadyQueue {
+export class MemoryReadyQueue implements GroupingReadyQueue {
   /** By queue name `priority:taskType`; a queue stays once created, as in the Redis registry. */
   private queues = new Map<string, Queue>();
   /** By in-flight member, as in Redis, so taking one entry twice keeps one record. */
@@ -51,15 +53,40 @@ export class MemoryReadyQueue implements ReadyQueue {
   private waiting = 0;
   private seq = 0;
   private readonly listeners = new PushListeners();
+  private readonly fences: PartitionFences;
 
-  async push(entries: DueEntry[]): Promise<void> {
-    for (const entry of entries) assertDueEntry(entry);
+  /**
+   * @param fences the partitions' fences; pass the instance the bucket store has, so that
+   *   `MemoryBucketStore.fence` holds fenced pushes too. @default a private one
+   */
+  constructor(fences: PartitionFences = new PartitionFences()) {
+    this.fences = fences;
+  }
+
+  async push(entries: DueEntry[], fence?: PushFence): Promise<void> {
     const taskTypes = new Set<string>();
-    for (const entry of entries) {
-      this.enqueue({ entry: { ...entry }, seq: this.seq++ });
-      taskTypes.add(entry.taskType);
-    }
+    this.write({ entries, fence }, taskTypes);
     this.listeners.emit(taskTypes);
+  }
+
+  /** Each group on its own (see {@link GroupingReadyQueue}); listeners hear once, of the groups written. */
+  async pushGroups(groups: readonly PushGroup[]): Promise<(Error | null)[]> {
+    const taskTypes = new Set<string>();
+    const results = groups.map((group): Error | null => {
+      try {
+        this.write(group, taskTypes);
+        return null;
+      } catch (error) {
+        return error instanceof Error ? error : new Error(String(error));
+      }
+    });
+    try {
+      this.listeners.emit(taskTypes);
+    } catch (error) {
+      const failure = error instanceof Error ? error : new Error(String(error));
+      return results.map((result, i) => result ?? ((groups[i]?.entries.length ?? 0) > 0 ? failure : null));
+    }
+    return results;
   }
 
   async take(taskTypes: string[], max: number, nowMs: number): Promise<DueEntry[]> {
@@ -137,11 +164,31 @@ export class MemoryReadyQueue implements ReadyQueue {
     return this.listeners.add(listener);
   }
 
-  /** Drops every queue and in-flight entry, as a restart would. Listeners stay. */
+  /** Nothing to release in process. */
+  async close(): Promise<void> {}
+
+  /**
+   * Drops every queue and in-flight entry, as a restart would. Listeners stay; the fences
+   * are the bucket store's to clear (`MemoryBucketStore.clear`).
+   */
   clear(): void {
     this.queues = new Map();
     this.inFlight = new Map();
     this.waiting = 0;
+  }
+
+  /**
+   * Checks the group's entries and fence, then enqueues them all and adds their types to
+   * `taskTypes`; or throws, having enqueued nothing.
+   */
+  private write(group: PushGroup, taskTypes: Set<string>): void {
+    if (group.entries.length === 0) return;
+    for (const entry of group.entries) assertDueEntry(entry);
+    if (group.fence !== undefined) this.fences.check('ready.push', group.fence.partition, group.fence.epoch);
+    for (const entry of group.entries) {
+      this.enqueue({ entry: { ...entry }, seq: this.seq++ });
+      taskTypes.add(entry.taskType);
+    }
   }
 
   /** Adds an entry unless its queue already holds the task id (ZADD NX). */

@@ -1,10 +1,13 @@
 /**
  * Far time buckets in Redis: one ZSET per partition per minute (member = task id,
  * priority and type; score = due ms), an index ZSET of each partition's bucket minutes so
- * `takeUntil` never scans keys, and a marker key per partition that vanishes when Redis
- * loses its data.
+ * `takeUntil` never scans keys, a marker key per partition that vanishes when Redis
+ * loses its data, and a fence key per partition (`fenceKey`) that fenced writes check in
+ * the same script that makes them.
  */
 import type { Redis } from 'ioredis';
+import { addBuckets } from './lua/add-buckets.js';
+import { raiseFence } from './lua/raise-fence.js';
 import { takeBuckets } from './lua/take-buckets.js';
 import {
   assertDueEntry,
@@ -12,13 +15,17 @@ import {
   encodeBucketMember,
   minuteStart,
 } from './entry-codec.js';
+import { assertFenceArgs, staleEpochError } from './memory-buckets.js';
 import { assertPrefix, redisOperation } from './redis.js';
 import { execPipeline, runScript } from './redis-commands.js';
-import { bucketKeys } from './redis-keys.js';
+import { bucketKeys, fenceKey } from './redis-keys.js';
 import type { BucketStore, DueEntry } from './types.js';
 
-/** Most members per ZADD, so one huge add does not build one huge command. */
-const ZADD_CHUNK = 2_000;
+/**
+ * Most entries per add script, so one huge add neither builds one huge command nor holds
+ * Redis for long; larger adds take several calls.
+ */
+const ADD_CALL_ENTRIES = 10_000;
 
 /** The production {@link BucketStore}: far time buckets as Redis sorted sets. */
 export class RedisBucketStore implements BucketStore {
@@ -35,53 +42,69 @@ export class RedisBucketStore implements BucketStore {
     this.prefix = prefix;
   }
 
-  /**
-   * One MULTI: the minute index first, then one ZADD per minute bucket. The transaction
-   * keeps a concurrent `takeUntil` from ever seeing a bucket missing from the index.
-   */
-  async add(partition: number, entries: DueEntry[]): Promise<void> {
-    if (entries.length === 0) return;
-    const byMinute = new Map<number, (string | number)[]>();
-    for (const entry of entries) {
-      assertDueEntry(entry);
-      const minute = minuteStart(entry.dueMs);
-      let args = byMinute.get(minute);
-      if (args === undefined) byMinute.set(minute, (args = []));
-      args.push(entry.dueMs, encodeBucketMember(entry));
-    }
-    const keys = bucketKeys(this.prefix, partition);
-    const multi = this.redis.multi();
-    const index: (string | number)[] = [];
-    for (const minute of byMinute.keys()) index.push(minute, String(minute));
-    multi.zadd(keys.minutes, ...index);
-    for (const [minute, args] of byMinute) {
-      for (let i = 0; i < args.length; i += 2 * ZADD_CHUNK) {
-        multi.zadd(`${keys.bucketPrefix}${minute}`, ...args.slice(i, i + 2 * ZADD_CHUNK));
-      }
-    }
-    await redisOperation('buckets.add', () => execPipeline(multi));
+  /** One script: see `lua/raise-fence.ts`. */
+  async fence(partition: number, epoch: number): Promise<void> {
+    assertFenceArgs(partition, epoch);
+    await redisOperation('buckets.fence', () =>
+      runScript(this.redis, raiseFence, [fenceKey(this.prefix, partition)], [epoch]),
+    );
   }
 
   /**
-   * One script reads and deletes the buckets, in (minute, due, task id) order. If it took
-   * anything it also deleted the intact marker, set again here once the reply is in: a
-   * call that rejects may have taken entries, and then leaves the partition lost.
+   * One script per 10 000 entries (see `lua/add-buckets.ts`): the fence check, the minute
+   * index, then the buckets, so a concurrent `takeUntil` never sees a bucket missing from
+   * the index. An add of more than 10 000 entries is not atomic as a whole: should the
+   * fence rise between two of its calls, the entries of the earlier ones stay (as if they
+   * had been an add that landed just before the fence) and the rest are refused.
    */
-  async takeUntil(partition: number, untilMs: number): Promise<DueEntry[]> {
+  async add(partition: number, entries: DueEntry[], epoch?: number): Promise<void> {
+    if (epoch !== undefined) assertFenceArgs(partition, epoch);
+    if (entries.length === 0) return;
+    for (const entry of entries) assertDueEntry(entry);
+    const keys = bucketKeys(this.prefix, partition);
+    const scriptKeys = [keys.minutes, fenceKey(this.prefix, partition)];
+    const head = [epoch ?? '', keys.bucketPrefix];
+    for (let from = 0; from < entries.length; from += ADD_CALL_ENTRIES) {
+      const byMinute = new Map<number, (string | number)[]>();
+      for (const entry of entries.slice(from, from + ADD_CALL_ENTRIES)) {
+        const minute = minuteStart(entry.dueMs);
+        let pairs = byMinute.get(minute);
+        if (pairs === undefined) byMinute.set(minute, (pairs = []));
+        pairs.push(entry.dueMs, encodeBucketMember(entry));
+      }
+      const args: (string | number)[] = [...head];
+      for (const [minute, pairs] of byMinute) {
+        args.push(minute, pairs.length / 2);
+        for (const value of pairs) args.push(value);
+      }
+      const fence = await redisOperation('buckets.add', () => runScript(this.redis, addBuckets, scriptKeys, args));
+      if (fence !== 0) throw staleEpochError('buckets.add', partition, epoch ?? 0, Number(fence));
+    }
+  }
+
+  /**
+   * One script reads and deletes the buckets, in (minute, due, task id) order, unless the
+   * partition is fenced past `epoch` (then it takes nothing). If it took anything it also
+   * deleted the intact marker, set again here once the reply is in: a call that rejects
+   * may have taken entries, and then leaves the partition lost.
+   */
+  async takeUntil(partition: number, untilMs: number, epoch?: number): Promise<DueEntry[]> {
+    if (epoch !== undefined) assertFenceArgs(partition, epoch);
     const keys = bucketKeys(this.prefix, partition);
     return redisOperation('buckets.takeUntil', async () => {
-      const flat = (await runScript(
+      const reply = (await runScript(
         this.redis,
         takeBuckets,
-        [keys.minutes, keys.intact],
-        [keys.bucketPrefix, untilMs],
-      )) as (string | number)[];
-      const count = (flat.length - 1) / 2;
+        [keys.minutes, keys.intact, fenceKey(this.prefix, partition)],
+        [keys.bucketPrefix, untilMs, epoch ?? ''],
+      )) as (string | number)[] | number;
+      if (typeof reply === 'number') throw staleEpochError('buckets.takeUntil', partition, epoch ?? 0, reply);
+      const count = (reply.length - 1) / 2;
       const entries = new Array<DueEntry>(count);
       for (let i = 0; i < count; i++) {
-        entries[i] = decodeBucketMember(String(flat[2 * i]), Number(flat[2 * i + 1]));
+        entries[i] = decodeBucketMember(String(reply[2 * i]), Number(reply[2 * i + 1]));
       }
-      if (flat[flat.length - 1] === 1) await this.redis.set(keys.intact, '1');
+      if (reply[reply.length - 1] === 1) await this.redis.set(keys.intact, '1');
       return entries;
     });
   }

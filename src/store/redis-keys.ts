@@ -2,6 +2,11 @@
  * Key names of the fast index. Every key starts with `${prefix}:`. Keys that one script
  * touches together share a hash tag, so they would share a Redis Cluster slot: a
  * partition's buckets, index and marker use `{p<partition>}`, the ready queues `{rq}`.
+ *
+ * The exception is a partition's fence (`fenceKey`): the bucket scripts read it beside the
+ * partition's buckets and the ready-queue push reads the fences of several partitions
+ * beside the queues, so no one tag fits all of them. It carries none; the fast index runs
+ * on a single Redis server (or primary), not on Redis Cluster.
  */
 
 /** The keys of one partition's far buckets. */
@@ -34,4 +39,21 @@ export interface ReadyKeys {
 export function readyKeys(prefix: string): ReadyKeys {
   const base = `${prefix}:{rq}`;
   return { registry: `${base}:queues`, inFlight: `${base}:inflight`, queuePrefix: `${base}:q:` };
+}
+
+/**
+ * A partition's fence: the highest ownership epoch claimed for the partition's wheel, as an
+ * integer string; absent counts as 0. Read by every fenced write to the partition's buckets
+ * and by fenced ready-queue pushes.
+ */
+export function fenceKey(prefix: string, partition: number): string {
+  return `${prefix}:fence:${partition}`;
+}
+
+/**
+ * The pub/sub channel on which ready queues announce pushes to one another. A message is
+ * `senderId|taskType|taskType|…` (neither ids nor task types hold `|`).
+ */
+export function pushedChannel(prefix: string): string {
+  return `${prefix}:pushed`;
 }

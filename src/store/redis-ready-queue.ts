@@ -3,9 +3,16 @@
  * score = due ms, which orders by due time and never holds an id twice; a registry SET
  * of queue names for depths and backlog; and an in-flight ZSET (the reliable-queue
  * pattern) holding what was taken until it is acknowledged or found stale.
+ *
+ * Every push and requeue is announced on a pub/sub channel (`pushedChannel`), and each
+ * instance with listeners subscribes to it on a connection of its own, so a worker
+ * long-polling one node wakes when another node's wheel pushes.
  */
+import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { WheelhouseError } from '../errors.js';
+import type { GroupingReadyQueue, PushFence, PushGroup } from './coalescing-ready-queue.js';
+import { pushReady } from './lua/push-ready.js';
 import { readyBacklog } from './lua/ready-backlog.js';
 import { readyDepths } from './lua/ready-depths.js';
 import { requeueStale } from './lua/requeue-stale.js';
@@ -19,11 +26,12 @@ import {
   parseQueueName,
   queueName,
 } from './entry-codec.js';
+import { assertFenceArgs, staleEpochError } from './memory-buckets.js';
 import { PushListeners, type PushListener } from './push-listeners.js';
 import { assertPrefix, redisOperation } from './redis.js';
 import { execPipeline, runScript } from './redis-commands.js';
-import { readyKeys, type ReadyKeys } from './redis-keys.js';
-import type { DueEntry, QueueDepth, ReadyQueue } from './types.js';
+import { fenceKey, pushedChannel, readyKeys, type ReadyKeys } from './redis-keys.js';
+import type { DueEntry, QueueDepth } from './types.js';
 
 /** Most members per ZADD/ZREM, so one huge batch does not build one huge command. */
 const COMMAND_CHUNK = 2_000;
@@ -31,25 +39,68 @@ const COMMAND_CHUNK = 2_000;
 /** Most stale entries one requeue script moves, so one call never blocks Redis long. */
 const REQUEUE_BATCH = 1_000;
 
+/**
+ * Most entries per push script, so one huge push neither builds one huge command nor holds
+ * Redis for long; larger pushes take several calls, one after the other.
+ */
+const PUSH_CALL_ENTRIES = 10_000;
+
+export interface RedisReadyQueueOptions {
+  /**
+   * Told of the failures no caller can be handed: errors of the subscriber connection
+   * (ioredis reconnects and subscribes again on its own) and errors thrown by listeners
+   * on hearing another instance's push. Both leave only a wake-up unsent, which the
+   * long-poll's periodic recheck makes up for, so the default ignores them.
+   */
+  onError?: (error: unknown, context: string) => void;
+}
+
+/** A slice of one group's entries, written by one script call. */
+interface Piece {
+  group: number;
+  entries: DueEntry[];
+}
+
 /** The production {@link ReadyQueue}: sorted sets per task type × priority, with an in-flight set. */
-export class RedisReadyQueue implements ReadyQueue {
+export class RedisReadyQueue implements GroupingReadyQueue {
   private readonly redis: Redis;
+  private readonly prefix: string;
   private readonly keys: ReadyKeys;
+  private readonly channel: string;
+  /** Names this instance in its announcements, so that it ignores its own. */
+  private readonly instanceId = randomUUID();
   private readonly listeners = new PushListeners();
+  private readonly onError: (error: unknown, context: string) => void;
+  /** Hears other instances' announcements; opened with the first listener. */
+  private subscriber: Redis | null = null;
+  private subscription: Promise<void> = Promise.resolve();
+  private closed = false;
 
   /**
    * @param redis a client from `openRedis`
    * @param prefix the key prefix: every key starts with `${prefix}:`
    */
-  constructor(redis: Redis, prefix: string) {
+  constructor(redis: Redis, prefix: string, options: RedisReadyQueueOptions = {}) {
     assertPrefix(prefix);
     this.redis = redis;
+    this.prefix = prefix;
     this.keys = readyKeys(prefix);
+    this.channel = pushedChannel(prefix);
+    this.onError = options.onError ?? (() => undefined);
   }
 
-  /** One pipeline: register the queues, then ZADD NX per queue. Listeners run after it lands. */
-  async push(entries: DueEntry[]): Promise<void> {
+  /**
+   * Unfenced: one pipeline, registering the queues, then ZADD NX per queue, then the
+   * announcement. Fenced: the push script (see {@link pushGroups}). Listeners run after
+   * the push lands.
+   */
+  async push(entries: DueEntry[], fence?: PushFence): Promise<void> {
     if (entries.length === 0) return;
+    if (fence !== undefined) {
+      const [error] = await this.pushGroups([{ entries, fence }]);
+      if (error) throw error;
+      return;
+    }
     const byQueue = new Map<string, (string | number)[]>();
     const taskTypes = new Set<string>();
     for (const entry of entries) {
@@ -67,8 +118,68 @@ export class RedisReadyQueue implements ReadyQueue {
         pipeline.zadd(`${this.keys.queuePrefix}${name}`, 'NX', ...args.slice(i, i + 2 * COMMAND_CHUNK));
       }
     }
-    await redisOperation('ready.push', () => execPipeline(pipeline));
+    pipeline.publish(this.channel, this.announcement(taskTypes));
+    await redisOperation('ready.push', async () => {
+      const results = await pipeline.exec();
+      if (results === null) throw new Error('The Redis pipeline was aborted.');
+      // The last reply is the announcement's: its failure does not fail the push (see announce).
+      for (const [error] of results.slice(0, -1)) if (error) throw error;
+    });
     this.listeners.emit(taskTypes);
+  }
+
+  /**
+   * The push script (`lua/push-ready.ts`) with every group in one call — one round trip
+   * for the pushes of a turn — or, past 10 000 entries, in several calls one after the
+   * other. Each call checks the fences of its fenced groups and writes only the groups
+   * whose fence holds, then announces what it wrote. A group split over several calls is
+   * not atomic as a whole: should its fence rise between two of them, the entries of the
+   * earlier calls stay (as a push that landed just before the fence would) and the rest
+   * are refused. See {@link GroupingReadyQueue.pushGroups} for the results.
+   */
+  async pushGroups(groups: readonly PushGroup[]): Promise<(Error | null)[]> {
+    const results: (Error | null)[] = groups.map(() => null);
+    const valid: number[] = [];
+    groups.forEach((group, g) => {
+      try {
+        for (const entry of group.entries) assertDueEntry(entry);
+        if (group.fence !== undefined) assertFenceArgs(group.fence.partition, group.fence.epoch);
+        if (group.entries.length > 0) valid.push(g);
+      } catch (error) {
+        results[g] = asError(error);
+      }
+    });
+    const taskTypes = new Set<string>();
+    const calls = planCalls(groups, valid);
+    for (let c = 0; c < calls.length; c++) {
+      const pieces = (calls[c] as Piece[]).filter((piece) => results[piece.group] === null);
+      if (pieces.length === 0) continue;
+      let refused: Map<number, number>;
+      try {
+        refused = await this.pushPieces(groups, pieces);
+      } catch (error) {
+        const failure = asError(error);
+        for (const later of calls.slice(c)) for (const piece of later) results[piece.group] ??= failure;
+        break;
+      }
+      pieces.forEach((piece, i) => {
+        const fence = refused.get(i + 1);
+        const own = groups[piece.group]?.fence;
+        if (fence === undefined || own === undefined) {
+          for (const entry of piece.entries) taskTypes.add(entry.taskType);
+        } else {
+          results[piece.group] = staleEpochError('ready.push', own.partition, own.epoch, fence);
+        }
+      });
+    }
+    try {
+      this.listeners.emit(taskTypes);
+    } catch (error) {
+      const failure = asError(error);
+      const written = new Set(valid);
+      return results.map((result, g) => result ?? (written.has(g) ? failure : null));
+    }
+    return results;
   }
 
   /** One script: see `lua/take-ready.ts`. */
@@ -114,6 +225,7 @@ export class RedisReadyQueue implements ReadyQueue {
       for (const taskType of types) taskTypes.add(taskType);
       if (batchMoved + batchMalformed < REQUEUE_BATCH) break;
     }
+    await this.announce(taskTypes);
     this.listeners.emit(taskTypes);
     if (malformed > 0) {
       throw new WheelhouseError('internal', `${malformed} unreadable in-flight entries were dropped.`, {
@@ -153,10 +265,156 @@ export class RedisReadyQueue implements ReadyQueue {
   }
 
   /**
-   * Calls `listener` after each push (and each requeue) lands on this node, with the task
-   * types it touched. Pushes made by other nodes are not heard here.
+   * Calls `listener` after each push (and each requeue) lands, with the task types it
+   * touched: once for those made through this instance, right after they land; and for
+   * those of every other instance on the prefix, when their announcement arrives. The
+   * first listener opens the subscriber connection (a `duplicate()` of the client), which
+   * stays open until {@link close}.
    */
   onPush(listener: PushListener): () => void {
-    return this.listeners.add(listener);
+    const remove = this.listeners.add(listener);
+    this.subscribe();
+    return remove;
   }
+
+  /**
+   * Resolves once other instances' pushes are heard here: the subscription is in place (or
+   * failed, as told to `onError`). At once when no listener was ever added.
+   */
+  listening(): Promise<void> {
+    return this.subscription;
+  }
+
+  /** Closes the subscriber connection, if any; the client given to the constructor stays open. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const subscriber = this.subscriber;
+    this.subscriber = null;
+    if (subscriber === null) return;
+    if (subscriber.status === 'ready') {
+      try {
+        await subscriber.quit();
+        return;
+      } catch {
+        // The connection went down meanwhile: drop it below.
+      }
+    }
+    subscriber.disconnect();
+  }
+
+  /** One script call for some pieces; answers which of them (1-based) were refused, and each one's fence. */
+  private async pushPieces(groups: readonly PushGroup[], pieces: Piece[]): Promise<Map<number, number>> {
+    const keys = [this.keys.registry];
+    const fenceIndex = new Map<number, number>();
+    const args: (string | number)[] = [this.keys.queuePrefix, this.channel, this.instanceId, pieces.length];
+    for (const piece of pieces) {
+      const fence = groups[piece.group]?.fence;
+      let k = 0;
+      if (fence !== undefined) {
+        k = fenceIndex.get(fence.partition) ?? 0;
+        if (k === 0) {
+          keys.push(fenceKey(this.prefix, fence.partition));
+          k = keys.length; // KEYS is 1-based in Lua
+          fenceIndex.set(fence.partition, k);
+        }
+      }
+      const byQueue = new Map<string, (string | number)[]>();
+      for (const entry of piece.entries) {
+        const name = queueName(entry.taskType, entry.priority);
+        let pairs = byQueue.get(name);
+        if (pairs === undefined) byQueue.set(name, (pairs = []));
+        pairs.push(entry.dueMs, entry.taskId);
+      }
+      args.push(k, fence?.epoch ?? '', byQueue.size);
+      for (const [name, pairs] of byQueue) {
+        args.push(name, pairs.length / 2);
+        for (const value of pairs) args.push(value);
+      }
+    }
+    const reply = (await redisOperation('ready.push', () => runScript(this.redis, pushReady, keys, args))) as number[];
+    const refused = new Map<number, number>();
+    for (let i = 0; i + 1 < reply.length; i += 2) refused.set(Number(reply[i]), Number(reply[i + 1]));
+    return refused;
+  }
+
+  /** `instanceId|type|type|…`: neither holds `|` (a UUID; task types are checked). */
+  private announcement(taskTypes: Set<string>): string {
+    return [this.instanceId, ...taskTypes].join('|');
+  }
+
+  /**
+   * Tells the other instances of a requeue that landed. A failed announcement is swallowed
+   * on purpose: the requeue itself succeeded, and the only loss is a wake-up, which the
+   * long-poll's periodic recheck (every second) makes up for. The same holds for the
+   * announcement in a push's pipeline or script.
+   */
+  private async announce(taskTypes: Set<string>): Promise<void> {
+    if (taskTypes.size === 0) return;
+    try {
+      await this.redis.publish(this.channel, this.announcement(taskTypes));
+    } catch {
+      // See above: a lost wake-up, nothing more.
+    }
+  }
+
+  private subscribe(): void {
+    if (this.subscriber !== null || this.closed) return;
+    const subscriber = this.redis.duplicate({
+      connectionName: `wheelhouse:${this.prefix}:pushed`,
+      // A subscription waits out a Redis outage instead of failing, and never times out.
+      maxRetriesPerRequest: null,
+      commandTimeout: undefined,
+    });
+    subscriber.on('error', (error: Error) => this.onError(error, 'ready-queue subscriber connection'));
+    subscriber.on('message', (channel: string, message: string) => this.heard(channel, message));
+    this.subscriber = subscriber;
+    this.subscription = subscriber.subscribe(this.channel).then(
+      () => undefined,
+      (error: unknown) => {
+        if (!this.closed) this.onError(error, `subscribing to ${this.channel}`);
+      },
+    );
+  }
+
+  /** Another instance's announcement: wake the local listeners. Ours are heard already. */
+  private heard(channel: string, message: string): void {
+    if (channel !== this.channel) return;
+    const [sender, ...taskTypes] = message.split('|');
+    if (sender === this.instanceId) return;
+    try {
+      this.listeners.emit(new Set(taskTypes.filter((taskType) => taskType.length > 0)));
+    } catch (error) {
+      this.onError(error, 'ready-queue push listener');
+    }
+  }
+}
+
+/**
+ * Splits the groups into script calls of at most {@link PUSH_CALL_ENTRIES} entries, in
+ * order; a group larger than what is left of a call continues in the next.
+ */
+function planCalls(groups: readonly PushGroup[], valid: number[]): Piece[][] {
+  const calls: Piece[][] = [];
+  let call: Piece[] = [];
+  let room = PUSH_CALL_ENTRIES;
+  for (const g of valid) {
+    const entries = (groups[g] as PushGroup).entries;
+    for (let from = 0; from < entries.length; ) {
+      const size = Math.min(room, entries.length - from);
+      call.push({ group: g, entries: size === entries.length ? entries : entries.slice(from, from + size) });
+      from += size;
+      room -= size;
+      if (room === 0) {
+        calls.push(call);
+        call = [];
+        room = PUSH_CALL_ENTRIES;
+      }
+    }
+  }
+  if (call.length > 0) calls.push(call);
+  return calls;
+}
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new WheelhouseError('internal', String(error), { cause: error });
 }

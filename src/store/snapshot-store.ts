@@ -1,5 +1,5 @@
 import { WheelhouseError } from '../errors.js';
-import type { AcquiredSnapshot, SnapshotRow, SnapshotStore } from '../runtime/snapshots.js';
+import type { AcquiredSnapshot, SnapshotOwner, SnapshotRow, SnapshotStore } from '../runtime/snapshots.js';
 import type { Db } from './db.js';
 import { msOf, tsParam } from './sql/columns.js';
 
@@ -31,6 +31,12 @@ const READ = `
   SELECT s.kind, s.key, s.owner_node, s.epoch, s.version, s.state, ${msOf('s.updated_at')} AS updated_ms
   FROM actor_snapshots s
   WHERE s.kind = $1 AND s.key = $2`;
+
+const OWNERS = `
+  SELECT s.key, s.owner_node, s.epoch, s.version, ${msOf('s.updated_at')} AS updated_ms
+  FROM actor_snapshots s
+  WHERE s.kind = $1
+  ORDER BY s.key`;
 
 interface SnapshotDbRow {
   kind: string;
@@ -77,6 +83,17 @@ export class SqlSnapshotStore implements SnapshotStore {
 
   async release(kind: string, key: string, epoch: number, nowMs: number): Promise<void> {
     await this.db.query(RELEASE, [kind, key, epoch, nowMs], 'wh_snapshot_release');
+  }
+
+  async owners(kind: string): Promise<SnapshotOwner[]> {
+    const { rows } = await this.db.query<Omit<SnapshotDbRow, 'kind' | 'state'>>(OWNERS, [kind], 'wh_snapshot_owners');
+    return rows.map((row) => ({
+      key: row.key,
+      ownerNode: row.owner_node,
+      epoch: row.epoch,
+      version: row.version,
+      updatedMs: row.updated_ms,
+    }));
   }
 
   async read(kind: string, key: string): Promise<SnapshotRow | null> {

@@ -230,12 +230,37 @@ export interface TaskStore {
   runningInPartition(partition: number): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]>;
 }
 
-/** Far time buckets: one per partition per minute (Redis ZSETs, or an in-process map). */
+/**
+ * Far time buckets: one per partition per minute (Redis ZSETs, or an in-process map).
+ *
+ * Fencing: each partition has a fence, the highest ownership epoch any activation of its
+ * wheel has claimed (`fence`). A write that carries an epoch (`add`, `takeUntil`, and the
+ * ready queue's fenced `push`) is refused with `stale_epoch`, changing nothing, while the
+ * fence is above that epoch: a node that was paused past the failure timeout and still
+ * believes it owns the partition cannot touch its successor's buckets or fire its slots. The
+ * check and the write are one atomic step. A write without an epoch is never refused.
+ *
+ * A partition without a fence counts as fenced at 0. The fence lives with the buckets, so a
+ * store that loses its data (a Redis flush or restart, a process restart) loses the fences
+ * too, and every epoch is allowed until the owner fences again — which it does when it
+ * rebuilds the partition it finds lost (`lostPartitions`).
+ */
 export interface BucketStore {
-  /** Adds entries to the minute buckets their due times fall in. Idempotent. */
-  add(partition: number, entries: DueEntry[]): Promise<void>;
-  /** Reads and removes every bucket of the partition whose minute starts before `untilMs`. */
-  takeUntil(partition: number, untilMs: number): Promise<DueEntry[]>;
+  /**
+   * Raises the partition's fence to `max(current, epoch)`; it is never lowered. Call it on
+   * activation, before the first fenced write, and again after rebuilding a lost partition.
+   */
+  fence(partition: number, epoch: number): Promise<void>;
+  /**
+   * Adds entries to the minute buckets their due times fall in. Idempotent. With `epoch`,
+   * rejects with `stale_epoch` and adds nothing while the partition's fence is above it.
+   */
+  add(partition: number, entries: DueEntry[], epoch?: number): Promise<void>;
+  /**
+   * Reads and removes every bucket of the partition whose minute starts before `untilMs`.
+   * With `epoch`, rejects with `stale_epoch` and takes nothing while the fence is above it.
+   */
+  takeUntil(partition: number, untilMs: number, epoch?: number): Promise<DueEntry[]>;
   /** Marks the partition's buckets as complete (rebuilt from the system of record). */
   setIntact(partition: number): Promise<void>;
   /** Which of these partitions have lost their mark: the store was flushed or restarted. */
@@ -252,8 +277,14 @@ export interface QueueDepth {
 
 /** Ready queues per task type × priority (Redis sorted sets, or in-process heaps). */
 export interface ReadyQueue {
-  /** Adds due entries. An entry already queued is not duplicated. */
-  push(entries: DueEntry[]): Promise<void>;
+  /**
+   * Adds due entries. An entry already queued is not duplicated.
+   *
+   * With `fence` (a wheel partition firing a slot), the push is refused as a whole with
+   * `stale_epoch`, writing nothing, while that partition's fence — the one
+   * {@link BucketStore.fence} raises — is above `fence.epoch`. Check and write are atomic.
+   */
+  push(entries: DueEntry[], fence?: { partition: number; epoch: number }): Promise<void>;
   /**
    * Takes up to `max` entries for these task types, lowest priority number first, then
    * oldest due first. Taken entries are held in flight until `ack`ed; entries held longer
@@ -268,11 +299,15 @@ export interface ReadyQueue {
   /** Entries waiting in all queues. */
   backlog(): Promise<number>;
   /**
-   * Calls `listener` after a push (or a requeue) made through this instance has landed,
-   * with the task types it touched, so long-polling workers wake at once. Returns a
-   * function that removes the listener. Listeners should not throw.
+   * Calls `listener` after a push (or a requeue) has landed, with the task types it
+   * touched, so long-polling workers wake at once: pushes made through this instance, and
+   * in Redis those of every other instance on the same prefix (other nodes) as well. A
+   * refused (fenced) push is not heard. Returns a function that removes the listener.
+   * Listeners should not throw.
    */
   onPush(listener: (taskTypes: Set<string>) => void): () => void;
+  /** Releases what the queue holds besides the store's client (Redis: its subscriber connection). */
+  close(): Promise<void>;
 }
 
 // ── Cron schedules ─────────────────────────────────────────────────────────────────────────

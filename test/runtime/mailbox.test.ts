@@ -113,7 +113,10 @@ describe('mailbox: one message at a time', () => {
 interface Recorder extends MailboxHandler<string, string> {
   handled: string[];
   accepted: string[];
+  /** Errors of told messages. */
   errors: unknown[];
+  /** Errors of asks, which the mailbox also rejected. */
+  askErrors: unknown[];
   idle: number;
 }
 
@@ -123,6 +126,7 @@ function recorder(handle: (message: string) => string | Promise<string>): Record
     handled: [],
     accepted: [],
     errors: [],
+    askErrors: [],
     idle: 0,
     handle(message) {
       r.handled.push(message);
@@ -131,8 +135,9 @@ function recorder(handle: (message: string) => string | Promise<string>): Record
     accept(result) {
       r.accepted.push(result);
     },
-    onError(error) {
-      r.errors.push(error);
+    onError(error, _message, asked) {
+      if (!asked) r.errors.push(error);
+      else r.askErrors.push(error);
     },
     onIdle() {
       r.idle++;
@@ -184,6 +189,7 @@ describe('Mailbox', () => {
     await expect(ask.promise).rejects.toThrow('async boom');
     await flushMicrotasks();
     expect(r.errors.map((e) => (e as Error).message)).toEqual(['sync boom']);
+    expect(r.askErrors.map((e) => (e as Error).message)).toEqual(['async boom']);
     expect(r.accepted).toEqual(['ok']);
     expect(clock.pendingTimers).toBe(0); // the ask's timer went with it
   });

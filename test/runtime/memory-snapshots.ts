@@ -1,9 +1,9 @@
 import { WheelhouseError } from '../../src/errors.js';
-import type { AcquiredSnapshot, SnapshotRow, SnapshotStore } from '../../src/runtime/snapshots.js';
+import type { AcquiredSnapshot, SnapshotOwner, SnapshotRow, SnapshotStore } from '../../src/runtime/snapshots.js';
 
 /** One call the store received, for tests that check what the runtime did. */
 export interface SnapshotCall {
-  op: 'acquire' | 'save' | 'release' | 'read';
+  op: 'acquire' | 'save' | 'release' | 'read' | 'owners';
   kind: string;
   key: string;
   nodeId?: string;
@@ -66,6 +66,14 @@ export class MemorySnapshotStore implements SnapshotStore {
     await this.enter({ op: 'read', kind, key });
     const row = this.rows.get(rowId(kind, key));
     return row === undefined ? null : { ...row, state: fromJson(row.state) };
+  }
+
+  async owners(kind: string): Promise<SnapshotOwner[]> {
+    await this.enter({ op: 'owners', kind, key: '' });
+    return [...this.rows.values()]
+      .filter((row) => row.kind === kind)
+      .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+      .map(({ key, ownerNode, epoch, version, updatedMs }) => ({ key, ownerNode, epoch, version, updatedMs }));
   }
 
   /** Calls of one operation, in order. */

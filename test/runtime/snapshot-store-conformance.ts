@@ -69,6 +69,21 @@ export function describeSnapshotStoreConformance(
         expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected', 'fulfilled']);
       }));
 
+    it('lists the owner and epoch of each actor of a kind, released ones with no owner', () =>
+      withStore(async (store, kind) => {
+        expect(await store.owners(kind)).toEqual([]);
+        await store.acquire(kind, 'b', 'node-a', NOW);
+        const a = await store.acquire(kind, 'a', 'node-a', NOW);
+        await store.acquire(kind, 'a', 'node-b', NOW + 5);
+        await store.release(kind, 'b', 1, NOW + 7);
+        await store.acquire(`${kind}-other`, 'c', 'node-c', NOW);
+        expect(a.epoch).toBe(1);
+        expect(await store.owners(kind)).toEqual([
+          { key: 'a', ownerNode: 'node-b', epoch: 2, version: 0, updatedMs: NOW + 5 },
+          { key: 'b', ownerNode: null, epoch: 1, version: 0, updatedMs: NOW + 7 },
+        ]);
+      }));
+
     it('keeps kinds and keys apart', () =>
       withStore(async (store, kind) => {
         await store.acquire(kind, 'a', 'node-a', NOW);

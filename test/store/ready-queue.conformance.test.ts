@@ -24,6 +24,7 @@ describe.each(fastStoreBackends)('ReadyQueue on $name', (backend) => {
     stores = await backend.open();
   });
   afterEach(async () => {
+    await stores.ready.close();
     await stores.close();
   });
 

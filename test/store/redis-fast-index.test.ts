@@ -2,10 +2,13 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { isWheelhouseError } from '../../src/errors.js';
+import { CoalescingReadyQueue } from '../../src/store/coalescing-ready-queue.js';
 import { RedisBucketStore } from '../../src/store/redis-buckets.js';
 import { defineScript, runScript } from '../../src/store/redis-commands.js';
+import { pushedChannel } from '../../src/store/redis-keys.js';
 import { RedisReadyQueue } from '../../src/store/redis-ready-queue.js';
 import { openRedis, toStoreError } from '../../src/store/redis.js';
+import type { DueEntry } from '../../src/store/types.js';
 import { TEST_REDIS_URL, createTestRedis, type TestRedis } from '../support/redis.js';
 
 const NOW = Date.UTC(2026, 10, 30, 12, 0, 0);
@@ -38,7 +41,12 @@ describe('the Redis fast index', () => {
       const errors = await Promise.all([
         ready.backlog().catch((e: unknown) => e),
         ready.push([{ taskId: 't1', taskType: 'a', priority: 1, dueMs: NOW }]).catch((e: unknown) => e),
+        ready
+          .push([{ taskId: 't1', taskType: 'a', priority: 1, dueMs: NOW }], { partition: 0, epoch: 1 })
+          .catch((e: unknown) => e),
         buckets.lostPartitions([0, 1]).catch((e: unknown) => e),
+        buckets.fence(0, 1).catch((e: unknown) => e),
+        buckets.add(0, [{ taskId: 't1', taskType: 'a', priority: 1, dueMs: NOW }], 1).catch((e: unknown) => e),
       ]);
       expect(Date.now() - started).toBeLessThan(3_000);
       for (const error of errors) {
@@ -100,7 +108,8 @@ describe('the Redis fast index', () => {
       const ready = new RedisReadyQueue(own.redis, own.prefix);
       await buckets.add(3, [{ taskId: 't1', taskType: 'a', priority: 1, dueMs: NOW + 5 }]);
       await buckets.setIntact(3);
-      await ready.push([{ taskId: 't2', taskType: 'mail.send', priority: 4, dueMs: NOW }]);
+      await buckets.fence(3, 2);
+      await ready.push([{ taskId: 't2', taskType: 'mail.send', priority: 4, dueMs: NOW }], { partition: 3, epoch: 2 });
       await ready.take(['mail.send'], 1, NOW);
       const keys: string[] = [];
       for await (const batch of own.redis.scanStream({ match: `${own.prefix}:*` })) keys.push(...(batch as string[]));
@@ -109,6 +118,7 @@ describe('the Redis fast index', () => {
           `${own.prefix}:{p3}:b:${NOW}`,
           `${own.prefix}:{p3}:intact`,
           `${own.prefix}:{p3}:minutes`,
+          `${own.prefix}:fence:3`,
           `${own.prefix}:{rq}:inflight`,
           `${own.prefix}:{rq}:queues`,
         ].sort(),
@@ -121,5 +131,69 @@ describe('the Redis fast index', () => {
   it('refuses a prefix that would break hash tags or SCAN patterns', () => {
     expect(() => openRedis({ url: 'redis://127.0.0.1:1', prefix: 'a{b}' })).toThrow(/prefix/);
     expect(() => new RedisReadyQueue(test.redis, '')).toThrow(/prefix/);
+  });
+
+  describe('push announcements across instances', () => {
+    const waitLong = { timeout: 5_000, interval: 10 };
+    const mail = (n: number, taskType = 'mail'): DueEntry => ({ taskId: `t${n}`, taskType, priority: 1, dueMs: NOW });
+    let other: ReturnType<typeof openRedis>;
+    let a: RedisReadyQueue;
+    let b: RedisReadyQueue;
+    const heardA: string[][] = [];
+    const heardB: string[][] = [];
+
+    beforeAll(async () => {
+      // Two nodes: two connections, one prefix.
+      other = openRedis({ url: TEST_REDIS_URL, prefix: test.prefix });
+      a = new RedisReadyQueue(test.redis, test.prefix);
+      b = new RedisReadyQueue(other, test.prefix);
+      a.onPush((types) => heardA.push([...types].sort()));
+      b.onPush((types) => heardB.push([...types].sort()));
+      await Promise.all([a.listening(), b.listening()]);
+    });
+    afterAll(async () => {
+      await Promise.all([a.close(), b.close()]);
+      await other.quit();
+    });
+
+    it("wakes the other instance's listeners, and the pusher's own once", async () => {
+      await a.push([mail(1), mail(2, 'sms')]);
+      expect(heardA).toEqual([['mail', 'sms']]);
+      await vi.waitFor(() => expect(heardB).toEqual([['mail', 'sms']]), waitLong);
+      // A push from b reaches a after a's own announcement (one connection delivers in
+      // order): had a heard itself, it would have heard the first push twice.
+      await b.push([mail(3, 'report')], { partition: 1, epoch: 1 });
+      expect(heardB).toEqual([['mail', 'sms'], ['report']]);
+      await vi.waitFor(() => expect(heardA).toEqual([['mail', 'sms'], ['report']]), waitLong);
+    });
+
+    it('announces merged pushes and requeues, and never a refused push', async () => {
+      heardA.length = 0;
+      heardB.length = 0;
+      const merged = new CoalescingReadyQueue(a);
+      await Promise.all([merged.push([mail(4, 'x')], { partition: 2, epoch: 1 }), merged.push([mail(5, 'y')])]);
+      await vi.waitFor(() => expect(heardB).toEqual([['x', 'y']]), waitLong);
+
+      await a.take(['x'], 1, NOW);
+      expect(await a.requeueStale(NOW + 1)).toBe(1);
+      await vi.waitFor(() => expect(heardB).toEqual([['x', 'y'], ['x']]), waitLong);
+
+      await new RedisBucketStore(test.redis, test.prefix).fence(2, 9);
+      await expect(a.push([mail(6, 'stale')], { partition: 2, epoch: 1 })).rejects.toMatchObject({ code: 'stale_epoch' });
+      await a.push([mail(7, 'after')]);
+      await vi.waitFor(() => expect(heardB).toEqual([['x', 'y'], ['x'], ['after']]), waitLong);
+      expect(heardA).toEqual([['x', 'y'], ['x'], ['after']]);
+    });
+
+    it('closes its subscriber connection on close', async () => {
+      const channel = pushedChannel(test.prefix);
+      const subscribers = async () => ((await test.redis.pubsub('NUMSUB', channel)) as [string, number])[1];
+      const c = new RedisReadyQueue(test.redis, test.prefix);
+      c.onPush(() => undefined);
+      await c.listening();
+      expect(await subscribers()).toBe(3);
+      await c.close();
+      await vi.waitFor(async () => expect(await subscribers()).toBe(2), waitLong);
+    });
   });
 });

@@ -1,6 +1,6 @@
 import { defineScript } from '../redis-commands.js';
 
-/** Reads and deletes a partition's far buckets before a bound, atomically. */
+/** Reads and deletes a partition's far buckets before a bound, atomically, unless fenced. */
 export const takeBuckets = defineScript(
   'takeBuckets',
   `--[[
@@ -8,16 +8,20 @@ export const takeBuckets = defineScript(
   When it takes anything it also deletes the partition's intact marker, which the caller
   sets again once the reply has reached it: if the reply is lost (a timeout, a dropped
   connection), the partition shows as lost and is rebuilt from the system of record
-  instead of silently missing what was taken.
+  instead of silently missing what was taken. With an epoch, it takes nothing when the
+  partition's fence stands above it.
 
   Input:
     KEYS[1] the partition's minute index: ZSET, member = score = minute start (Unix ms)
     KEYS[2] the partition's intact marker
+    KEYS[3] the partition's fence: an integer string, absent = 0
     ARGV[1] bucket key prefix: the bucket of minute m is ARGV[1] .. m
     ARGV[2] bound, Unix ms, exclusive: buckets whose minute start < ARGV[2] are taken
+    ARGV[3] the caller's ownership epoch, or '' for an unfenced take
 
   Output:
-    a flat array member1, due1, member2, due2, ..., markerDeleted
+    refused: an integer, the fence that stands above the epoch; nothing was taken
+    otherwise a flat array member1, due1, member2, due2, ..., markerDeleted
     in (minute, due, member) order; member = "taskId|priority|taskType", due = Unix ms as
     text; markerDeleted (last) = 1 when the marker was deleted and must be set again
 
@@ -25,6 +29,16 @@ export const takeBuckets = defineScript(
   hash tag, so they share KEYS[1]'s slot (BullMQ builds keys the same way).
   Cost: O(log M + taken), M = buckets of the partition.
 ]]
+if ARGV[3] ~= '' then
+  local fence = tonumber(redis.call('GET', KEYS[3]) or '0')
+  if fence > tonumber(ARGV[3]) then
+    return fence
+  end
+  -- A write above the fence raises it: after a flush the owner's first write re-fences.
+  if fence < tonumber(ARGV[3]) then
+    redis.call('SET', KEYS[3], ARGV[3])
+  end
+end
 local minutes = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[2])
 if #minutes == 0 then
   return { 0 }

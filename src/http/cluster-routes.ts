@@ -1,0 +1,287 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyPluginAsync, onRequestAsyncHookHandler } from 'fastify';
+import { WheelhouseError, isWheelhouseError } from '../errors.js';
+import type { ActorInfo } from '../runtime/actor.js';
+import { ACTORS_PATH, CLUSTER_SECRET_HEADER, REFRESH_PATH, type BatchOrder } from '../runtime/http-transport.js';
+import type { TransportEnvelope } from '../runtime/router.js';
+
+/**
+ * The receiving side of the cluster transport (`src/runtime/http-transport.ts` sends): batches
+ * of actor messages from other nodes, the membership refresh a peer calls when it joins or
+ * leaves, and a look at one local actor. Every route here needs the cluster secret, or — with
+ * none configured — a loopback peer.
+ */
+export interface ClusterRoutesOptions {
+  /** The secret peers send in `x-wheelhouse-cluster-secret`; null accepts loopback peers only. */
+  secret: string | null;
+  /** Hands one envelope to a local mailbox: the reply of an ask, undefined for a tell. */
+  accept(envelope: TransportEnvelope): Promise<unknown>;
+  /** Re-reads membership now. */
+  onRefresh(): void;
+  /** One live local actor with its state, or null. */
+  inspect(kind: string, key: string): ActorInfo | null;
+  /** Body limit of `POST /internal/actors`, bytes. @default 64 MiB */
+  bodyLimitBytes?: number;
+}
+
+/** Default body limit of a batch, bytes: 1 000 envelopes of large payloads fit. */
+export const DEFAULT_CLUSTER_BODY_LIMIT_BYTES = 64 * 1024 * 1024;
+
+/**
+ * How long a batch waits for an earlier batch of its stream that has not arrived, ms. Only a
+ * batch lost with its connection never comes; its sender moves `since` past it as soon as it
+ * sees the failure, so this bound is a backstop.
+ */
+const REORDER_WAIT_MS = 1_000;
+
+/** Streams (one per sender and connection pool) whose order is remembered; least recent go first. */
+const MAX_STREAMS = 4_096;
+
+export function clusterRoutes(options: ClusterRoutesOptions): FastifyPluginAsync {
+  const arrivals = new ArrivalOrder(REORDER_WAIT_MS, MAX_STREAMS);
+  const accept = (envelope: TransportEnvelope): Promise<unknown> => {
+    try {
+      return options.accept(envelope);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  };
+
+  return async (app) => {
+    // Payloads are arbitrary user JSON, so this context parses with plain JSON.parse whatever
+    // the host configured: keys such as `__proto__` are data here (JSON.parse makes them own
+    // properties, which touch no prototype), and must round-trip.
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+      const text = body as string;
+      if (text.trim().length === 0) {
+        done(null, undefined);
+        return;
+      }
+      try {
+        done(null, JSON.parse(text));
+      } catch (error) {
+        const reason = (error as Error).message;
+        done(new WheelhouseError('malformed_json', `The request body is not valid JSON: ${reason}`, { cause: error }), undefined);
+      }
+    });
+    app.addHook('onRequest', clusterAuth(options.secret));
+
+    // Node-to-node traffic is hundreds of requests a second under load: logged at warn and
+    // above only, or it would drown the node's own log at the default level.
+    app.post(ACTORS_PATH, { bodyLimit: options.bodyLimitBytes ?? DEFAULT_CLUSTER_BODY_LIMIT_BYTES, logLevel: 'warn' }, async (request, reply) => {
+      const batch = validBatch(request.body);
+      // Every envelope is accepted synchronously, in order, so tells reach mailboxes as sent.
+      const replies = await arrivals.admit(batch.order, () => batch.envelopes.map(accept));
+      const results = (await Promise.allSettled(replies)).map(resultJson);
+      return reply.type('application/json; charset=utf-8').send(`{"results":[${results.join(',')}]}`);
+    });
+
+    app.post(REFRESH_PATH, { logLevel: 'warn' }, async (_request, reply) => {
+      options.onRefresh();
+      return reply.code(204).send();
+    });
+
+    app.get(`${ACTORS_PATH}/:kind/:key`, { logLevel: 'warn' }, async (request) => {
+      const { kind, key } = request.params as { kind: string; key: string };
+      const actor = options.inspect(kind, key);
+      if (actor === null) {
+        throw new WheelhouseError('not_found', `No live actor ${kind}/${key} on this node.`, { details: { kind, key } });
+      }
+      return actor;
+    });
+  };
+}
+
+/**
+ * With a secret: the header must match it (401 `unauthorized` without one, 403 `forbidden` with
+ * a wrong one), compared in constant time over sha256 digests of equal length. Without one:
+ * loopback peers only.
+ */
+function clusterAuth(secret: string | null): onRequestAsyncHookHandler {
+  if (secret === null) {
+    return async (request) => {
+      const peer = request.socket.remoteAddress;
+      if (isLoopback(peer)) return;
+      throw new WheelhouseError(
+        'forbidden',
+        `Node-to-node requests from ${peer ?? 'an unknown address'} are refused: without a clusterSecret only loopback peers are accepted. Set the same clusterSecret on every node.`,
+      );
+    };
+  }
+  const expected = sha256(secret);
+  return async (request) => {
+    const header = request.headers[CLUSTER_SECRET_HEADER];
+    if (header === undefined || header === '') {
+      throw new WheelhouseError('unauthorized', `Send the cluster secret in ${CLUSTER_SECRET_HEADER}.`);
+    }
+    if (typeof header !== 'string' || !timingSafeEqual(sha256(header), expected)) {
+      throw new WheelhouseError('forbidden', `The cluster secret does not match this node's clusterSecret.`);
+    }
+  };
+}
+
+function isLoopback(address: string | undefined): boolean {
+  if (address === undefined) return false;
+  return address === '::1' || /^(::ffff:)?127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/i.test(address);
+}
+
+function sha256(text: string): Buffer {
+  return createHash('sha256').update(text).digest();
+}
+
+/** The batch in a request body, or `validation_failed` naming the first bad field. */
+function validBatch(body: unknown): { order: BatchOrder | null; envelopes: TransportEnvelope[] } {
+  if (!isRecord(body)) throw invalid('body', 'must be a JSON object');
+  if (typeof body.from !== 'string' || body.from === '') throw invalid('from', 'must be the sending node id');
+  if (!Array.isArray(body.envelopes)) throw invalid('envelopes', 'must be an array');
+  const envelopes = body.envelopes.map((value: unknown, i) => validEnvelope(value, `envelopes[${i}]`));
+  return { order: body.order === undefined ? null : validOrder(body.order), envelopes };
+}
+
+function validEnvelope(value: unknown, at: string): TransportEnvelope {
+  if (!isRecord(value)) throw invalid(at, 'must be an object');
+  const { kind, key, message, deadline, ask } = value;
+  if (typeof kind !== 'string') throw invalid(`${at}.kind`, 'must be a string');
+  if (typeof key !== 'string') throw invalid(`${at}.key`, 'must be a string');
+  if (!isRecord(message)) throw invalid(`${at}.message`, 'must be an object');
+  if (typeof deadline !== 'number' || !Number.isFinite(deadline)) throw invalid(`${at}.deadline`, 'must be a finite number (Unix ms)');
+  if (typeof ask !== 'boolean') throw invalid(`${at}.ask`, 'must be a boolean');
+  return { kind, key, message, deadlineMs: deadline, ask };
+}
+
+function validOrder(value: unknown): BatchOrder {
+  if (!isRecord(value)) throw invalid('order', 'must be an object');
+  const { stream, seq, since } = value;
+  if (typeof stream !== 'string' || stream === '' || stream.length > 200) throw invalid('order.stream', 'must be a string of 1–200 characters');
+  if (!Number.isSafeInteger(seq) || (seq as number) < 0) throw invalid('order.seq', 'must be a non-negative integer');
+  if (!Number.isSafeInteger(since) || (since as number) < 0 || (since as number) > (seq as number)) {
+    throw invalid('order.since', 'must be an integer from 0 to order.seq');
+  }
+  return { stream, seq: seq as number, since: since as number };
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function invalid(field: string, message: string): WheelhouseError {
+  return new WheelhouseError('validation_failed', `${field}: ${message}`, { details: { field } });
+}
+
+/** One result as JSON text; a reply or error that cannot be serialized fails alone. */
+function resultJson(outcome: PromiseSettledResult<unknown>): string {
+  if (outcome.status === 'fulfilled') {
+    try {
+      return JSON.stringify({ ok: true, value: outcome.value });
+    } catch (error) {
+      return errorJson(new WheelhouseError('internal', `The reply cannot be sent as JSON: ${(error as Error).message}`));
+    }
+  }
+  return errorJson(outcome.reason);
+}
+
+function errorJson(error: unknown): string {
+  const wire = isWheelhouseError(error)
+    ? { code: error.code, message: error.message, details: error.details }
+    : { code: 'internal', message: error instanceof Error ? error.message : String(error), details: {} };
+  try {
+    return JSON.stringify({ ok: false, error: wire });
+  } catch {
+    return JSON.stringify({ ok: false, error: { ...wire, details: {} } }); // Details that are not JSON are left out.
+  }
+}
+
+/** What the receiver remembers of one sender stream. */
+interface StreamState {
+  /** The next `seq` to accept; every lower one has been accepted or given up on. */
+  next: number;
+  /** Batches that arrived before a predecessor: `seq` → accepts them. */
+  readonly waiting: Map<number, () => void>;
+  gapTimer: NodeJS.Timeout | null;
+}
+
+/**
+ * Puts the batches of each sender stream back in the order they were sent before their
+ * envelopes reach the mailboxes. A sender spreads its batches over several keep-alive
+ * connections, so batch n + 1 can arrive before batch n; it then waits for n, at most
+ * `gapWaitMs`. A batch older than the next expected one (its wait was given up on, or the
+ * receiver forgot the stream) is accepted at once.
+ */
+class ArrivalOrder {
+  private readonly streams = new Map<string, StreamState>();
+
+  constructor(
+    private readonly gapWaitMs: number,
+    private readonly maxStreams: number,
+  ) {}
+
+  /** Runs `accept` when every earlier batch of the stream has run; at once without an order. */
+  admit<T>(order: BatchOrder | null, accept: () => T): Promise<T> {
+    if (order === null) return Promise.resolve(accept());
+    const state = this.stream(order);
+    if (order.since > state.next) {
+      // The sender awaits nothing below `since`: those batches ran here or never come.
+      this.runWaitingBelow(state, order.since);
+      state.next = order.since;
+    }
+    if (order.seq < state.next || state.waiting.has(order.seq)) {
+      const accepted = accept();
+      this.drain(state);
+      return Promise.resolve(accepted);
+    }
+    return new Promise<T>((resolve) => {
+      state.waiting.set(order.seq, () => resolve(accept()));
+      this.drain(state);
+    });
+  }
+
+  /** The state of `order.stream`, made most recent; a new stream starts at `since`. */
+  private stream(order: BatchOrder): StreamState {
+    let state = this.streams.get(order.stream);
+    if (state !== undefined) this.streams.delete(order.stream);
+    else state = { next: order.since, waiting: new Map(), gapTimer: null };
+    this.streams.set(order.stream, state);
+    if (this.streams.size > this.maxStreams) {
+      for (const [id, old] of this.streams) {
+        if (old.waiting.size > 0) continue;
+        this.streams.delete(id);
+        break;
+      }
+    }
+    return state;
+  }
+
+  /** Runs the waiting batches that are next in line, then arms or clears the gap timer. */
+  private drain(state: StreamState): void {
+    let progressed = false;
+    for (let run = state.waiting.get(state.next); run !== undefined; run = state.waiting.get(state.next)) {
+      state.waiting.delete(state.next);
+      state.next += 1;
+      progressed = true;
+      run();
+    }
+    if (state.gapTimer !== null && (progressed || state.waiting.size === 0)) {
+      clearTimeout(state.gapTimer);
+      state.gapTimer = null;
+    }
+    if (state.waiting.size > 0 && state.gapTimer === null) {
+      state.gapTimer = setTimeout(() => {
+        state.gapTimer = null;
+        // The missing batch is not coming: skip to the earliest one that arrived.
+        state.next = Math.min(...state.waiting.keys());
+        this.drain(state);
+      }, this.gapWaitMs);
+      state.gapTimer.unref();
+    }
+  }
+
+  private runWaitingBelow(state: StreamState, seq: number): void {
+    const below = [...state.waiting.keys()].filter((s) => s < seq).sort((a, b) => a - b);
+    for (const s of below) {
+      const run = state.waiting.get(s) as () => void;
+      state.waiting.delete(s);
+      run();
+    }
+  }
+}

@@ -1,0 +1,592 @@
+import { randomUUID } from 'node:crypto';
+import { Pool, request } from 'undici';
+import { ERROR_CATALOGUE, WheelhouseError, type ErrorCode } from '../errors.js';
+import type { ActorInfo } from './actor.js';
+import { systemClock, type Cancel, type Clock } from './clock.js';
+import type { Transport } from './placement.js';
+import type { TransportEnvelope } from './router.js';
+
+/**
+ * The sending side of the cluster transport: actor messages for other nodes travel as batches
+ * of JSON envelopes over keep-alive HTTP (`POST /internal/actors`, answered by
+ * `src/http/cluster-routes.ts`). The wire types live here so both sides share them; the
+ * routes import them (http → runtime), never the other way.
+ */
+
+/** The header that carries the cluster secret on every `/internal/*` request. */
+export const CLUSTER_SECRET_HEADER = 'x-wheelhouse-cluster-secret';
+
+/** The route one batch of envelopes is posted to. */
+export const ACTORS_PATH = '/internal/actors';
+
+/** The route a peer calls when it joins or leaves, so membership is re-read at once. */
+export const REFRESH_PATH = '/internal/cluster/refresh';
+
+/** One envelope on the wire: `deadline` is Unix ms. */
+export interface WireEnvelope {
+  kind: string;
+  key: string;
+  message: unknown;
+  deadline: number;
+  ask: boolean;
+}
+
+/**
+ * Where a batch stands in its sender's stream to one node. `seq` counts the stream's batches
+ * from 0; `since` is the lowest `seq` whose answer the sender still awaits, so every batch
+ * below it has arrived or never will. The receiver uses both to hand envelopes to mailboxes
+ * in the order they were sent although batches travel on several connections.
+ */
+export interface BatchOrder {
+  stream: string;
+  seq: number;
+  since: number;
+}
+
+/** The body of `POST /internal/actors`. `order` is optional for the receiver. */
+export interface ActorBatch {
+  from: string;
+  order?: BatchOrder;
+  envelopes: WireEnvelope[];
+}
+
+/** The outcome of one envelope; the answer is `{results}` in envelope order. */
+export type EnvelopeResult =
+  | { ok: true; value?: unknown }
+  | { ok: false; error: { code: string; message: string; details: Record<string, unknown> } };
+
+/** How an `HttpTransport` is built. */
+export interface HttpTransportOptions {
+  /** This node's id; sent as the batch's `from`. */
+  nodeId: string;
+  /** Sent as `x-wheelhouse-cluster-secret`; null sends none (peers then accept loopback only). */
+  secret: string | null;
+  /** Base URL of a node (`http://10.0.0.7:7071`) as membership knows it; undefined if it is not live. */
+  addressOf(nodeId: string): string | undefined;
+  /** The ring's owner of `(kind, key)` now; asked again before every retry. */
+  ownerOf(kind: string, key: string): string;
+  /** Delivers to this node's own actors, when a retry finds the ring now names this node. */
+  deliverLocal(envelope: TransportEnvelope): Promise<unknown>;
+  /** Backoff timers, request timeouts and deadlines run on it. @default systemClock */
+  clock?: Clock;
+  /** Upper bound of one HTTP request, ms; the batch's latest deadline bounds it too. @default 10000 */
+  requestTimeoutMs?: number;
+  /** Most envelopes in one request. @default 1000 */
+  maxBatch?: number;
+  /**
+   * Most bytes of envelopes in one request, so a batch stays under the receiver's body limit
+   * (64 MiB by default); a single larger envelope still goes, alone. @default 16 MiB
+   */
+  maxBatchBytes?: number;
+}
+
+/** Counters since the transport was built, for metrics. */
+export interface HttpTransportStats {
+  /** HTTP requests sent (batches). */
+  requests: number;
+  /** Envelopes sent, counting each attempt. */
+  envelopes: number;
+  /** Envelopes routed again after a failed attempt. */
+  retries: number;
+  /** Envelopes whose promise was rejected. */
+  failed: number;
+}
+
+const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
+const DEFAULT_MAX_BATCH = 1_000;
+const DEFAULT_MAX_BATCH_BYTES = 16 * 1024 * 1024;
+/** Backoff before the first retry of an envelope, ms; it doubles up to the maximum. */
+const FIRST_BACKOFF_MS = 25;
+const MAX_BACKOFF_MS = 500;
+/** Keep-alive connections to one node. */
+const CONNECTIONS_PER_NODE = 4;
+/** A node's pool unused this long is closed (the next message opens a new one), ms. */
+const POOL_IDLE_MS = 60_000;
+
+/** One envelope on its way: its caller's promise and how its attempts went. */
+interface Outgoing {
+  readonly envelope: TransportEnvelope;
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (error: unknown) => void;
+  /** Failed attempts so far; sets the next backoff. */
+  attempts: number;
+  lastError: unknown;
+  cancelBackoff: Cancel | null;
+}
+
+/** The connections to one node's address and the stream of batches sent on them. */
+interface Destination {
+  readonly address: string;
+  readonly pool: Pool;
+  readonly basePath: string;
+  /** A fresh id per pool: the receiver orders batches per stream. */
+  readonly stream: string;
+  nextSeq: number;
+  /** Sequence numbers of the batches awaiting their answer. */
+  readonly awaiting: Set<number>;
+  lastUsedMs: number;
+}
+
+/**
+ * Carries actor messages to the nodes that own them over HTTP, in batches.
+ *
+ * Envelopes for one node collected in one event-loop turn go in one request (at most
+ * `maxBatch` and `maxBatchBytes`, in the order sent), on a pool of keep-alive connections per node. The receiver
+ * hands them to mailboxes in the order sent, across batches too (see {@link BatchOrder}).
+ *
+ * A connection failure, a request timeout, a 503, or an envelope refused with `not_ready` (its
+ * receiver is shutting down) is retried against the ring's owner of that moment — this node's
+ * own `deliverLocal` if the ring now names it — after a backoff (25 ms doubling to 500 ms),
+ * until the envelope's deadline; then it fails with `ask_timeout`. So a retried message may be
+ * delivered twice (the first attempt may have landed before its answer was lost), and a retried
+ * tell may arrive after later ones sent to a different owner: actors treat messages as
+ * idempotent hints. A 401/403 (the cluster secrets differ) and any other answer fail at once.
+ */
+export class HttpTransport implements Transport {
+  private readonly nodeId: string;
+  private readonly options: HttpTransportOptions;
+  private readonly clock: Clock;
+  private readonly requestTimeoutMs: number;
+  private readonly maxBatch: number;
+  private readonly maxBatchBytes: number;
+  private readonly headers: Record<string, string>;
+  /** Envelopes waiting for this turn's flush, by destination node. */
+  private readonly outbox = new Map<string, Outgoing[]>();
+  private flushHandle: NodeJS.Immediate | null = null;
+  private readonly destinations = new Map<string, Destination>();
+  private readonly backingOff = new Set<Outgoing>();
+  private readonly counters: HttpTransportStats = { requests: 0, envelopes: 0, retries: 0, failed: 0 };
+  private lastSweepMs: number;
+  private closeDone: Promise<void> | null = null;
+
+  constructor(options: HttpTransportOptions) {
+    if (typeof options.nodeId !== 'string' || options.nodeId === '') {
+      throw new WheelhouseError('internal', 'HttpTransport option nodeId must be a non-empty string.');
+    }
+    const requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    if (!(Number.isFinite(requestTimeoutMs) && requestTimeoutMs > 0)) {
+      throw new WheelhouseError('internal', `HttpTransport option requestTimeoutMs must be a positive number of ms, got ${requestTimeoutMs}.`);
+    }
+    const maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH;
+    if (!(Number.isInteger(maxBatch) && maxBatch > 0)) {
+      throw new WheelhouseError('internal', `HttpTransport option maxBatch must be a positive integer, got ${maxBatch}.`);
+    }
+    const maxBatchBytes = options.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES;
+    if (!(Number.isInteger(maxBatchBytes) && maxBatchBytes > 0)) {
+      throw new WheelhouseError('internal', `HttpTransport option maxBatchBytes must be a positive integer, got ${maxBatchBytes}.`);
+    }
+    this.nodeId = options.nodeId;
+    this.options = options;
+    this.clock = options.clock ?? systemClock;
+    this.requestTimeoutMs = requestTimeoutMs;
+    this.maxBatch = maxBatch;
+    this.maxBatchBytes = maxBatchBytes;
+    this.headers = secretHeaders(options.secret, { 'content-type': 'application/json' });
+    this.lastSweepMs = this.clock.now();
+  }
+
+  /**
+   * Sends one envelope to `nodeId`. Resolves with the reply of an ask, with undefined for a
+   * tell once the receiving node has put it in the mailbox.
+   */
+  deliver(nodeId: string, envelope: TransportEnvelope): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      this.send({ envelope, resolve, reject, attempts: 0, lastError: undefined, cancelBackoff: null }, nodeId);
+    });
+  }
+
+  stats(): HttpTransportStats {
+    return { ...this.counters };
+  }
+
+  /**
+   * Refuses new envelopes, rejects the queued and backing-off ones with `not_ready`, and closes
+   * every pool once the requests in flight are answered.
+   */
+  close(): Promise<void> {
+    if (this.closeDone !== null) return this.closeDone;
+    if (this.flushHandle !== null) clearImmediate(this.flushHandle);
+    this.flushHandle = null;
+    const queued = [...this.outbox.values()].flat();
+    this.outbox.clear();
+    const backingOff = [...this.backingOff];
+    this.backingOff.clear();
+    const pools = [...this.destinations.values()].map((d) => d.pool);
+    this.destinations.clear();
+    this.closeDone = Promise.all(pools.map((pool) => pool.close())).then(() => undefined);
+    for (const item of backingOff) item.cancelBackoff?.();
+    for (const item of [...queued, ...backingOff]) this.fail(item, closedError());
+    return this.closeDone;
+  }
+
+  /** Routes `item` to `nodeId`: this node's own actors, or that node's outbox. */
+  private send(item: Outgoing, nodeId: string): void {
+    if (this.closeDone !== null) {
+      this.fail(item, closedError());
+      return;
+    }
+    if (nodeId === this.nodeId) {
+      let local: Promise<unknown>;
+      try {
+        local = this.options.deliverLocal(item.envelope);
+      } catch (error) {
+        local = Promise.reject(error);
+      }
+      local.then(item.resolve, (error: unknown) => this.fail(item, error));
+      return;
+    }
+    const queue = this.outbox.get(nodeId);
+    if (queue === undefined) this.outbox.set(nodeId, [item]);
+    else queue.push(item);
+    this.flushHandle ??= setImmediate(() => this.flush());
+  }
+
+  /** Posts every node's outbox, in batches of at most `maxBatch` envelopes and `maxBatchBytes`. */
+  private flush(): void {
+    this.flushHandle = null;
+    const now = this.clock.now();
+    this.closeIdlePools(now);
+    const outbox = [...this.outbox];
+    this.outbox.clear();
+    for (const [nodeId, queued] of outbox) {
+      const items: Outgoing[] = [];
+      const parts: string[] = [];
+      for (const item of queued) {
+        const part = now < item.envelope.deadlineMs ? wireEnvelope(item.envelope) : deadlineError(item);
+        if (part instanceof WheelhouseError) this.fail(item, part);
+        else {
+          items.push(item);
+          parts.push(part);
+        }
+      }
+      if (items.length === 0) continue;
+      let destination: Destination;
+      try {
+        destination = this.destination(nodeId);
+      } catch (error) {
+        for (const item of items) this.retry(item, error);
+        continue;
+      }
+      // Batches of at most `maxBatch` envelopes and `maxBatchBytes` (one larger envelope goes alone).
+      let start = 0;
+      let bytes = 0;
+      for (let i = 0; i < items.length; i++) {
+        const size = Buffer.byteLength(parts[i] as string);
+        if (i > start && (i - start === this.maxBatch || bytes + size > this.maxBatchBytes)) {
+          void this.post(nodeId, destination, items.slice(start, i), parts.slice(start, i));
+          start = i;
+          bytes = 0;
+        }
+        bytes += size;
+      }
+      void this.post(nodeId, destination, items.slice(start), parts.slice(start));
+    }
+  }
+
+  /** The pool and stream for `nodeId`'s current address; throws if membership knows none. */
+  private destination(nodeId: string): Destination {
+    const address = this.options.addressOf(nodeId);
+    if (address === undefined) throw new Error(`node ${nodeId} has no known address (not a live member)`);
+    const existing = this.destinations.get(address);
+    if (existing !== undefined) return existing;
+    const url = new URL(address);
+    const destination: Destination = {
+      address,
+      pool: new Pool(url.origin, { connections: CONNECTIONS_PER_NODE, pipelining: 1, keepAliveTimeout: 30_000 }),
+      basePath: url.pathname.replace(/\/+$/, ''),
+      stream: randomUUID(),
+      nextSeq: 0,
+      awaiting: new Set(),
+      lastUsedMs: this.clock.now(),
+    };
+    this.destinations.set(address, destination);
+    return destination;
+  }
+
+  /**
+   * Posts one batch (`parts` are the envelopes' JSON texts) and settles its envelopes. Never
+   * rejects: every outcome lands on an item.
+   */
+  private async post(nodeId: string, destination: Destination, sent: Outgoing[], parts: string[]): Promise<void> {
+    const seq = destination.nextSeq++;
+    destination.awaiting.add(seq);
+    let since = seq;
+    for (const waiting of destination.awaiting) since = Math.min(since, waiting);
+    const order: BatchOrder = { stream: destination.stream, seq, since };
+    const body = `{"from":${JSON.stringify(this.nodeId)},"order":${JSON.stringify(order)},"envelopes":[${parts.join(',')}]}`;
+    let latestDeadlineMs = 0;
+    for (const item of sent) latestDeadlineMs = Math.max(latestDeadlineMs, item.envelope.deadlineMs);
+    const timeoutMs = Math.max(1, Math.min(this.requestTimeoutMs, latestDeadlineMs - this.clock.now()));
+    this.counters.requests += 1;
+    this.counters.envelopes += sent.length;
+    const where = `${nodeId} at ${destination.address}`;
+    let answer: PeerAnswer;
+    try {
+      answer = await exchange(destination.pool, this.clock, {
+        method: 'POST',
+        path: destination.basePath + ACTORS_PATH,
+        headers: this.headers,
+        body,
+        timeoutMs,
+      });
+    } catch (error) {
+      const failure = new Error(`POST ${ACTORS_PATH} to node ${where} failed: ${messageOf(error)}`, { cause: error });
+      for (const item of sent) this.retry(item, failure);
+      return;
+    } finally {
+      destination.awaiting.delete(seq);
+      destination.lastUsedMs = this.clock.now();
+    }
+    this.settle(where, sent, answer);
+  }
+
+  /** Settles the envelopes of one answered batch. */
+  private settle(where: string, items: Outgoing[], answer: PeerAnswer): void {
+    const { status } = answer;
+    if (status === 200) {
+      const results = resultsOf(answer.body, items.length);
+      if (results === null) {
+        const error = new WheelhouseError('internal', `Node ${where} answered 200 without one result per envelope.`);
+        for (const item of items) this.fail(item, error);
+        return;
+      }
+      results.forEach((result, i) => {
+        const item = items[i] as Outgoing;
+        if (result.ok) item.resolve(result.value);
+        else if (result.error.code === 'not_ready') {
+          this.retry(item, new WheelhouseError('not_ready', `Node ${where} refused it: ${result.error.message}`));
+        } else this.fail(item, remoteError(result.error));
+      });
+      return;
+    }
+    const remote = errorOf(answer.body);
+    const said = `${status}${remote.code ? ` ${remote.code}` : ''}${remote.message ? `: ${remote.message}` : ''}`;
+    if (status === 503) {
+      const error = new WheelhouseError('not_ready', `Node ${where} answered ${said}`);
+      for (const item of items) this.retry(item, error);
+      return;
+    }
+    const message =
+      status === 401 || status === 403
+        ? `Node ${where} refused the message (${said}): the cluster secrets of the two nodes differ; give every node the same clusterSecret.`
+        : `Node ${where} answered ${said}`;
+    const error = new WheelhouseError('internal', message, { details: { status, code: remote.code } });
+    for (const item of items) this.fail(item, error);
+  }
+
+  /** After a retryable failure: backs off, then routes `item` to the ring's owner again. */
+  private retry(item: Outgoing, error: unknown): void {
+    item.lastError = error;
+    item.attempts += 1;
+    if (this.closeDone !== null) {
+      this.fail(item, closedError(error));
+      return;
+    }
+    const remainingMs = item.envelope.deadlineMs - this.clock.now();
+    if (remainingMs <= 0) {
+      this.fail(item, deadlineError(item));
+      return;
+    }
+    const backoffMs = Math.min(FIRST_BACKOFF_MS * 2 ** (item.attempts - 1), MAX_BACKOFF_MS);
+    this.backingOff.add(item);
+    item.cancelBackoff = this.clock.setTimer(Math.min(backoffMs, remainingMs), () => {
+      item.cancelBackoff = null;
+      this.backingOff.delete(item);
+      if (this.clock.now() >= item.envelope.deadlineMs) {
+        this.fail(item, deadlineError(item));
+        return;
+      }
+      let owner: string;
+      try {
+        owner = this.options.ownerOf(item.envelope.kind, item.envelope.key);
+      } catch (ownerError) {
+        this.retry(item, ownerError);
+        return;
+      }
+      this.counters.retries += 1;
+      this.send(item, owner);
+    });
+  }
+
+  private fail(item: Outgoing, error: unknown): void {
+    this.counters.failed += 1;
+    item.reject(error);
+  }
+
+  /** Closes pools unused for a while (nodes that left, or went quiet); checked once a minute. */
+  private closeIdlePools(now: number): void {
+    if (now - this.lastSweepMs < POOL_IDLE_MS) return;
+    this.lastSweepMs = now;
+    for (const [address, destination] of this.destinations) {
+      if (destination.awaiting.size > 0 || now - destination.lastUsedMs < POOL_IDLE_MS) continue;
+      this.destinations.delete(address);
+      // close() rejects only for a pool closed before, and this one was not.
+      destination.pool.close().catch(() => undefined);
+    }
+  }
+}
+
+/**
+ * Asks the node at `address` to re-read membership now (a node calls it on its peers when it
+ * joins or leaves). Resolves true once the peer has done so, false if it could not be reached
+ * or refused: the peer's own membership loop catches up anyway.
+ */
+export async function notifyRefresh(address: string, secret: string | null, timeoutMs = 1_000): Promise<boolean> {
+  try {
+    const answer = await requestPeer(address, secret, 'POST', REFRESH_PATH, timeoutMs);
+    return answer.status === 204 || answer.status === 200;
+  } catch {
+    return false; // Unreachable: the peer may be gone, which is what refresh would tell it.
+  }
+}
+
+/**
+ * One live actor on the node at `address`, with its state; null if that node does not hold it.
+ * Rejects with `not_ready` if the node cannot be reached, `internal` if it refuses.
+ */
+export async function inspectRemote(
+  address: string,
+  secret: string | null,
+  kind: string,
+  key: string,
+  timeoutMs = 1_000,
+): Promise<ActorInfo | null> {
+  const path = `${ACTORS_PATH}/${encodeURIComponent(kind)}/${encodeURIComponent(key)}`;
+  let answer: PeerAnswer;
+  try {
+    answer = await requestPeer(address, secret, 'GET', path, timeoutMs);
+  } catch (error) {
+    throw new WheelhouseError('not_ready', `Node at ${address} did not answer GET ${path}: ${messageOf(error)}`, { cause: error });
+  }
+  if (answer.status === 200) return answer.body as ActorInfo;
+  const remote = errorOf(answer.body);
+  if (answer.status === 404 && remote.code === 'not_found') return null;
+  const secrets = answer.status === 401 || answer.status === 403 ? ' (the cluster secrets of the two nodes differ)' : '';
+  throw new WheelhouseError('internal', `Node at ${address} answered GET ${path} with ${answer.status} ${remote.code}: ${remote.message}${secrets}`);
+}
+
+interface PeerAnswer {
+  status: number;
+  /** The parsed JSON body; null when empty or not JSON. */
+  body: unknown;
+}
+
+/** One request on `pool`, bounded by `timeoutMs` on `clock`. Any status resolves. */
+async function exchange(
+  pool: Pool,
+  clock: Clock,
+  spec: { method: 'GET' | 'POST'; path: string; headers: Record<string, string>; body: string | null; timeoutMs: number },
+): Promise<PeerAnswer> {
+  const controller = new AbortController();
+  const cancel = clock.setTimer(spec.timeoutMs, () =>
+    controller.abort(new Error(`no answer within ${Math.round(spec.timeoutMs)} ms`)),
+  );
+  try {
+    const response = await pool.request({
+      method: spec.method,
+      path: spec.path,
+      headers: spec.headers,
+      body: spec.body,
+      signal: controller.signal,
+    });
+    return { status: response.statusCode, body: parseJson(await response.body.text()) };
+  } finally {
+    cancel();
+  }
+}
+
+/** A one-off request through undici's global keep-alive agent. */
+async function requestPeer(
+  address: string,
+  secret: string | null,
+  method: 'GET' | 'POST',
+  path: string,
+  timeoutMs: number,
+): Promise<PeerAnswer> {
+  const response = await request(address.replace(/\/+$/, '') + path, {
+    method,
+    headers: secretHeaders(secret, {}),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  return { status: response.statusCode, body: parseJson(await response.body.text()) };
+}
+
+function secretHeaders(secret: string | null, headers: Record<string, string>): Record<string, string> {
+  return secret === null ? headers : { ...headers, [CLUSTER_SECRET_HEADER]: secret };
+}
+
+/** The JSON text of one envelope, or why it cannot travel. */
+function wireEnvelope(envelope: TransportEnvelope): string | WheelhouseError {
+  const { kind, key, message, deadlineMs, ask } = envelope;
+  if (typeof message !== 'object' || message === null || Array.isArray(message)) {
+    return new WheelhouseError('internal', `${kind}/${key}: a message must be a JSON object to travel between nodes.`);
+  }
+  try {
+    const wire: WireEnvelope = { kind, key, message, deadline: deadlineMs, ask };
+    return JSON.stringify(wire);
+  } catch (error) {
+    return new WheelhouseError('internal', `${kind}/${key}: the message cannot be sent as JSON: ${messageOf(error)}`, {
+      cause: error,
+    });
+  }
+}
+
+/** The `results` of a 200 answer, or null if they are not one well-formed result per envelope. */
+function resultsOf(body: unknown, count: number): EnvelopeResult[] | null {
+  const results = (body as { results?: unknown } | null)?.results;
+  if (!Array.isArray(results) || results.length !== count) return null;
+  const wellFormed = results.every(
+    (r: unknown) =>
+      typeof r === 'object' &&
+      r !== null &&
+      ((r as { ok?: unknown }).ok === true ||
+        ((r as { ok?: unknown }).ok === false && typeof (r as { error?: { code?: unknown } }).error?.code === 'string')),
+  );
+  return wellFormed ? (results as EnvelopeResult[]) : null;
+}
+
+/** A catalogue error from a remote one; a code this node does not know becomes `internal`. */
+function remoteError(error: { code: string; message: unknown; details?: unknown }): WheelhouseError {
+  const known = Object.hasOwn(ERROR_CATALOGUE, error.code);
+  const details = typeof error.details === 'object' && error.details !== null ? (error.details as Record<string, unknown>) : {};
+  return new WheelhouseError(
+    known ? (error.code as ErrorCode) : 'internal',
+    typeof error.message === 'string' ? error.message : undefined,
+    { details: known ? details : { ...details, remoteCode: error.code } },
+  );
+}
+
+/** The `{error: {code, message}}` of an error answer, empty strings where absent. */
+function errorOf(body: unknown): { code: string; message: string } {
+  const error = (body as { error?: { code?: unknown; message?: unknown } } | null)?.error;
+  return {
+    code: typeof error?.code === 'string' ? error.code : '',
+    message: typeof error?.message === 'string' ? error.message : '',
+  };
+}
+
+function deadlineError(item: Outgoing): WheelhouseError {
+  const { kind, key } = item.envelope;
+  const last = item.lastError === undefined ? 'none' : messageOf(item.lastError);
+  return new WheelhouseError('ask_timeout', `${kind}/${key}: no node accepted the message before its deadline (last error: ${last})`, {
+    details: { kind, key, attempts: item.attempts },
+    cause: item.lastError,
+  });
+}
+
+function closedError(cause?: unknown): WheelhouseError {
+  return new WheelhouseError('not_ready', 'The cluster transport is closed: this node is shutting down.', { cause });
+}
+
+function parseJson(text: string): unknown {
+  if (text.length === 0) return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null; // Not JSON: the status alone tells what happened.
+  }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

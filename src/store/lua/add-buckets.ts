@@ -1,0 +1,71 @@
+import { defineScript } from '../redis-commands.js';
+
+/** Adds entries to a partition's far buckets, unless the partition is fenced past the caller. */
+export const addBuckets = defineScript(
+  'addBuckets',
+  `--[[
+  Adds entries to a partition's minute buckets and their minutes to its index, in one step,
+  so a take never sees a bucket missing from the index. With an epoch, writes nothing when
+  the partition's fence stands above it.
+
+  Input:
+    KEYS[1] the partition's minute index: ZSET, member = score = minute start (Unix ms)
+    KEYS[2] the partition's fence: an integer string, absent = 0
+    ARGV[1] the caller's ownership epoch, or '' for an unfenced add
+    ARGV[2] bucket key prefix: the bucket of minute m is ARGV[2] .. m
+    ARGV[3 ..] per minute: its start m, the number n of its entries, then n pairs
+               due (Unix ms), member ("taskId|priority|taskType")
+
+  Output:
+    0 when written; otherwise the fence that refused the add (above the epoch), nothing
+    written
+
+  The bucket keys are built here, as in take-buckets: they carry KEYS[1]'s hash tag.
+  ZADDs go in chunks, so unpack() stays far below Lua's stack limit (~8 000 values).
+  Cost: O(n * log N).
+]]
+if ARGV[1] ~= '' then
+  local fence = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if fence > tonumber(ARGV[1]) then
+    return fence
+  end
+  -- A write above the fence raises it: after a flush the owner's first write re-fences.
+  if fence < tonumber(ARGV[1]) then
+    redis.call('SET', KEYS[2], ARGV[1])
+  end
+end
+local chunk = 1000
+local argc = #ARGV
+-- The index first: a script cut short (out of memory) must not leave a bucket it misses.
+local index = {}
+local i = 3
+while i <= argc do
+  index[#index + 1] = ARGV[i]
+  index[#index + 1] = ARGV[i]
+  if #index >= 2 * chunk then
+    redis.call('ZADD', KEYS[1], unpack(index))
+    index = {}
+  end
+  i = i + 2 + 2 * tonumber(ARGV[i + 1])
+end
+if #index > 0 then
+  redis.call('ZADD', KEYS[1], unpack(index))
+end
+i = 3
+while i <= argc do
+  local key = ARGV[2] .. ARGV[i]
+  local n = tonumber(ARGV[i + 1])
+  i = i + 2
+  for first = 0, n - 1, chunk do
+    local args = {}
+    for j = first, math.min(first + chunk, n) - 1 do
+      args[#args + 1] = ARGV[i + 2 * j]
+      args[#args + 1] = ARGV[i + 2 * j + 1]
+    end
+    redis.call('ZADD', key, unpack(args))
+  end
+  i = i + 2 * n
+end
+return 0
+`,
+);

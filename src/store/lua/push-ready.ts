@@ -1,0 +1,106 @@
+import { defineScript } from '../redis-commands.js';
+
+/** Pushes groups of due entries into the ready queues; a fenced group only while its fence holds. */
+export const pushReady = defineScript(
+  'pushReady',
+  `--[[
+  Pushes groups of due entries into the ready queues, each group on its own terms: a fenced
+  group (a wheel partition firing a slot) is written only when its partition's fence does
+  not stand above the group's epoch, and otherwise not at all; an unfenced group always.
+  Then announces the task types written on a pub/sub channel, for the other nodes.
+
+  Input:
+    KEYS[1]    queue registry SET (names "priority:taskType")
+    KEYS[2 ..] fences of the partitions of the fenced groups: integer strings, absent = 0
+    ARGV[1] queue key prefix: the queue named q is ARGV[1] .. q (same {rq} slot)
+    ARGV[2] the channel to publish on, or '' for none
+    ARGV[3] the sender's id, the first field of the message
+    ARGV[4] G, the number of groups
+    ARGV[5 ..] the G groups, one after the other, each:
+      k      the index in KEYS of the group's fence, or 0 for an unfenced group
+      epoch  the group's ownership epoch ('' when unfenced)
+      Q      the number of its queues, then per queue:
+        name  "priority:taskType"
+        n     the number of its entries, then n pairs due (Unix ms), taskId
+
+  Output:
+    a flat array g1, fence1, g2, fence2, ...: the refused groups (1-based, in input order)
+    and the fence that refused each; empty when every group was written
+
+  Effects: per written queue, SADD to the registry before ZADD NX of its entries (an entry
+  already queued keeps its due time). PUBLISH ARGV[2] "sender|type1|type2|..." with the
+  task types of the written groups, once; a failed publish is ignored (pcall): the
+  listeners it would wake poll anyway. The fence and queue keys are not in one hash slot:
+  single-server Redis only.
+  Cost: O(entries * log N). ZADDs go in chunks, so unpack() stays far below Lua's stack
+  limit (~8 000 values).
+]]
+local prefix = ARGV[1]
+local groupCount = tonumber(ARGV[4])
+local chunk = 1000
+
+-- Pass 1: find each group's queues and check its fence; nothing is written yet.
+local groups = {}
+local i = 5
+for g = 1, groupCount do
+  local k = tonumber(ARGV[i])
+  local epoch = ARGV[i + 1]
+  local queueCount = tonumber(ARGV[i + 2])
+  local group = { start = i + 3, queues = queueCount, fence = nil }
+  if k > 0 then
+    local fence = tonumber(redis.call('GET', KEYS[k]) or '0')
+    if fence > tonumber(epoch) then
+      group.fence = fence
+    elseif fence < tonumber(epoch) then
+      -- A write above the fence raises it: after a flush the owner's first write re-fences.
+      redis.call('SET', KEYS[k], epoch)
+    end
+  end
+  i = i + 3
+  for _ = 1, queueCount do
+    i = i + 2 + 2 * tonumber(ARGV[i + 1])
+  end
+  groups[g] = group
+end
+
+-- Pass 2: write the groups whose fence holds.
+local refused = {}
+local types = {}
+local seen = {}
+for g = 1, groupCount do
+  local group = groups[g]
+  if group.fence then
+    refused[#refused + 1] = g
+    refused[#refused + 1] = group.fence
+  else
+    local j = group.start
+    for _ = 1, group.queues do
+      local name = ARGV[j]
+      local n = tonumber(ARGV[j + 1])
+      local key = prefix .. name
+      j = j + 2
+      redis.call('SADD', KEYS[1], name)
+      for first = 0, n - 1, chunk do
+        local args = {}
+        for e = first, math.min(first + chunk, n) - 1 do
+          args[#args + 1] = ARGV[j + 2 * e]
+          args[#args + 1] = ARGV[j + 2 * e + 1]
+        end
+        redis.call('ZADD', key, 'NX', unpack(args))
+      end
+      j = j + 2 * n
+      local taskType = string.match(name, '^%d+:(.+)$')
+      if n > 0 and taskType and not seen[taskType] then
+        seen[taskType] = true
+        types[#types + 1] = taskType
+      end
+    end
+  end
+end
+
+if ARGV[2] ~= '' and #types > 0 then
+  redis.pcall('PUBLISH', ARGV[2], ARGV[3] .. '|' .. table.concat(types, '|'))
+end
+return refused
+`,
+);

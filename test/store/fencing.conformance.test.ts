@@ -1,0 +1,283 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { isWheelhouseError } from '../../src/errors.js';
+import { CoalescingReadyQueue } from '../../src/store/coalescing-ready-queue.js';
+import { MemoryBucketStore, PartitionFences } from '../../src/store/memory-buckets.js';
+import { MemoryReadyQueue } from '../../src/store/memory-ready-queue.js';
+import { RedisBucketStore } from '../../src/store/redis-buckets.js';
+import { RedisReadyQueue } from '../../src/store/redis-ready-queue.js';
+import type { BucketStore, DueEntry, ReadyQueue } from '../../src/store/types.js';
+import { createTestRedis } from '../support/redis.js';
+
+/** A minute boundary: 2026-11-30 12:00:00 UTC. */
+const T0 = Date.UTC(2026, 10, 30, 12, 0, 0);
+const MINUTE = 60_000;
+
+function entry(n: number, dueMs: number, taskType = 'email', priority = 5): DueEntry {
+  return { taskId: `task-${String(n).padStart(6, '0')}`, taskType, priority, dueMs };
+}
+
+const ids = (entries: DueEntry[]): string[] => entries.map((e) => e.taskId);
+
+/** The fast index of one backend, with the bucket store and the ready queue sharing fences. */
+interface FencedStores {
+  buckets: BucketStore;
+  ready: ReadyQueue;
+  /** The ready queue behind a `CoalescingReadyQueue`. */
+  coalesced: ReadyQueue;
+  /** Script calls (EVALSHA) and pipelines sent so far; null in memory. */
+  roundTrips: (() => { scripts: number; pipelines: number }) | null;
+  flush(): Promise<void>;
+  close(): Promise<void>;
+}
+
+const backends: { name: string; open(): Promise<FencedStores> }[] = [
+  {
+    name: 'redis',
+    open: async () => {
+      const test = await createTestRedis();
+      const ready = new RedisReadyQueue(test.redis, test.prefix);
+      const scripts = vi.spyOn(test.redis, 'evalsha');
+      const pipelines = vi.spyOn(test.redis, 'pipeline');
+      return {
+        buckets: new RedisBucketStore(test.redis, test.prefix),
+        ready,
+        coalesced: new CoalescingReadyQueue(ready),
+        roundTrips: () => ({ scripts: scripts.mock.calls.length, pipelines: pipelines.mock.calls.length }),
+        flush: test.flush,
+        close: async () => {
+          await ready.close();
+          await test.cleanup();
+        },
+      };
+    },
+  },
+  {
+    name: 'memory',
+    open: async () => {
+      const fences = new PartitionFences();
+      const buckets = new MemoryBucketStore(fences);
+      const ready = new MemoryReadyQueue(fences);
+      return {
+        buckets,
+        ready,
+        coalesced: new CoalescingReadyQueue(ready),
+        roundTrips: null,
+        flush: async () => {
+          buckets.clear();
+          ready.clear();
+        },
+        close: async () => undefined,
+      };
+    },
+  },
+];
+
+/** The rejection of `promise`, or a failure if it resolved. */
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    () => expect.fail('expected a rejection'),
+    (error: unknown) => error,
+  );
+}
+
+function expectStale(error: unknown, details: { partition: number; epoch: number; fence: number }): void {
+  expect(isWheelhouseError(error, 'stale_epoch')).toBe(true);
+  expect((error as { details: unknown }).details).toMatchObject(details);
+}
+
+describe.each(backends)('fences on $name', (backend) => {
+  let stores: FencedStores;
+  beforeEach(async () => {
+    stores = await backend.open();
+  });
+  afterEach(async () => {
+    await stores.close();
+    vi.restoreAllMocks();
+  });
+
+  describe('BucketStore', () => {
+    it('raises a fence but never lowers it', async () => {
+      const { buckets } = stores;
+      await buckets.fence(3, 5);
+      await buckets.fence(3, 2);
+      expectStale(await rejection(buckets.add(3, [entry(1, T0)], 4)), { partition: 3, epoch: 4, fence: 5 });
+      await buckets.add(3, [entry(1, T0)], 5);
+      await buckets.fence(3, 7);
+      await buckets.fence(3, 6);
+      expectStale(await rejection(buckets.takeUntil(3, T0 + MINUTE, 6)), { partition: 3, epoch: 6, fence: 7 });
+      expect(await buckets.takeUntil(3, T0 + MINUTE, 7)).toEqual([entry(1, T0)]);
+    });
+
+    it('refuses an add below the fence and adds nothing of it; an add at or above it, or without an epoch, goes in', async () => {
+      const { buckets } = stores;
+      await buckets.add(1, [entry(1, T0)], 2);
+      await buckets.fence(1, 3);
+      const stale = [entry(2, T0 + 5), entry(3, T0 + 2 * MINUTE)];
+      expectStale(await rejection(buckets.add(1, stale, 2)), { partition: 1, epoch: 2, fence: 3 });
+      await buckets.add(1, [entry(4, T0 + 6)], 3);
+      await buckets.add(1, [entry(5, T0 + 7)], 4);
+      await buckets.add(1, [entry(6, T0 + 8)]);
+      expect(ids(await buckets.takeUntil(1, T0 + 10 * MINUTE, 4))).toEqual([
+        'task-000001',
+        'task-000004',
+        'task-000005',
+        'task-000006',
+      ]);
+    });
+
+    it('refuses a take below the fence, taking nothing and keeping the mark', async () => {
+      const { buckets } = stores;
+      await buckets.add(2, [entry(1, T0), entry(2, T0 + MINUTE)]);
+      await buckets.setIntact(2);
+      await buckets.fence(2, 4);
+      expectStale(await rejection(buckets.takeUntil(2, T0 + 2 * MINUTE, 3)), { partition: 2, epoch: 3, fence: 4 });
+      expect(await buckets.lostPartitions([2])).toEqual([]);
+      expect(ids(await buckets.takeUntil(2, T0 + MINUTE, 4))).toEqual(['task-000001']);
+      expect(ids(await buckets.takeUntil(2, T0 + 2 * MINUTE, 9))).toEqual(['task-000002']);
+      expect(await buckets.takeUntil(2, T0 + 3 * MINUTE)).toEqual([]);
+      expect(await buckets.lostPartitions([2])).toEqual([]);
+    });
+
+    it('allows every epoch where no fence was raised, and keeps partitions apart', async () => {
+      const { buckets } = stores;
+      await buckets.fence(1, 9);
+      await buckets.add(2, [entry(1, T0)], 0);
+      expect(await buckets.takeUntil(2, T0 + MINUTE, 0)).toEqual([entry(1, T0)]);
+      expectStale(await rejection(buckets.add(1, [entry(2, T0)], 8)), { partition: 1, epoch: 8, fence: 9 });
+      expect(await buckets.takeUntil(1, T0 + MINUTE, 9)).toEqual([]);
+    });
+
+    it('adds 30 000 entries over several minutes under a fence', async () => {
+      const { buckets } = stores;
+      await buckets.fence(6, 1);
+      const entries = Array.from({ length: 30_000 }, (_, i) => entry(i, T0 + ((i * 7_919) % (5 * MINUTE))));
+      await buckets.add(6, entries, 1);
+      expect(await buckets.takeUntil(6, T0 + 5 * MINUTE, 1)).toHaveLength(30_000);
+    });
+
+    it('refuses an epoch or partition that is not a non-negative integer', async () => {
+      const { buckets } = stores;
+      for (const call of [
+        buckets.fence(1, -1),
+        buckets.fence(1, 1.5),
+        buckets.fence(-1, 1),
+        buckets.add(1, [entry(1, T0)], Number.NaN),
+        buckets.takeUntil(1, T0, -2),
+      ]) {
+        expect(isWheelhouseError(await rejection(call), 'internal')).toBe(true);
+      }
+      expect(await buckets.takeUntil(1, T0 + MINUTE)).toEqual([]);
+    });
+  });
+
+  describe('ReadyQueue', () => {
+    it('refuses a push below the fence the bucket store raised, writing nothing and waking nobody', async () => {
+      const { buckets, ready } = stores;
+      const heard: string[][] = [];
+      ready.onPush((types) => heard.push([...types].sort()));
+      await buckets.fence(4, 3);
+      const stale = [entry(1, T0, 'b'), entry(2, T0, 'a')];
+      expectStale(await rejection(ready.push(stale, { partition: 4, epoch: 2 })), { partition: 4, epoch: 2, fence: 3 });
+      expect(await ready.backlog()).toBe(0);
+      expect(await ready.depths(T0)).toEqual([]);
+      expect(heard).toEqual([]);
+
+      await ready.push(stale, { partition: 4, epoch: 3 });
+      await ready.push([entry(3, T0, 'a')], { partition: 4, epoch: 4 });
+      await ready.push([entry(4, T0, 'a')]);
+      expect(heard).toEqual([['a', 'b'], ['a'], ['a']]);
+      expect(ids(await ready.take(['a', 'b'], 10, T0))).toEqual(['task-000001', 'task-000002', 'task-000003', 'task-000004']);
+    });
+
+    it('allows a fenced push where no fence was raised, and looks at its own partition only', async () => {
+      const { buckets, ready } = stores;
+      await buckets.fence(4, 8);
+      await ready.push([entry(1, T0)], { partition: 5, epoch: 0 });
+      await ready.push([entry(2, T0)], { partition: 6, epoch: 1 });
+      expect(await ready.backlog()).toBe(2);
+    });
+
+    it('loses the fences with the rest of its data: every epoch goes until the owner fences again', async () => {
+      const { buckets, ready } = stores;
+      await buckets.fence(5, 4);
+      await stores.flush();
+      await buckets.add(5, [entry(1, T0)], 1);
+      await ready.push([entry(2, T0)], { partition: 5, epoch: 1 });
+      await buckets.fence(5, 4);
+      expectStale(await rejection(buckets.add(5, [entry(3, T0)], 1)), { partition: 5, epoch: 1, fence: 4 });
+      expectStale(await rejection(ready.push([entry(4, T0)], { partition: 5, epoch: 1 })), { partition: 5, epoch: 1, fence: 4 });
+      expect(ids(await ready.take(['email'], 10, T0))).toEqual(['task-000002']);
+    });
+
+    it('raises the fence with every fenced write above it, so after a flush the owner\'s first write fences the stale writer out', async () => {
+      const { buckets, ready } = stores;
+      await buckets.fence(5, 4);
+      await stores.flush();
+      await buckets.add(5, [entry(1, T0 + MINUTE)], 3); // the stale node, first after the flush
+      await ready.push([entry(2, T0)], { partition: 5, epoch: 4 }); // the owner's next slot
+      expectStale(await rejection(buckets.takeUntil(5, T0 + 2 * MINUTE, 3)), { partition: 5, epoch: 3, fence: 4 });
+      expectStale(await rejection(ready.push([entry(3, T0)], { partition: 5, epoch: 3 })), { partition: 5, epoch: 3, fence: 4 });
+      expect(ids(await buckets.takeUntil(5, T0 + 2 * MINUTE, 5))).toEqual(['task-000001']);
+      expectStale(await rejection(buckets.add(5, [entry(4, T0)], 4)), { partition: 5, epoch: 4, fence: 5 });
+    });
+
+    it('merges the pushes of one turn into one call, refusing only the stale caller', async () => {
+      const { buckets, coalesced } = stores;
+      await buckets.fence(1, 5);
+      await buckets.fence(2, 5);
+      const heard: string[][] = [];
+      coalesced.onPush((types) => heard.push([...types].sort()));
+      const before = stores.roundTrips?.();
+      const settled = await Promise.allSettled([
+        coalesced.push([entry(1, T0, 'a'), entry(2, T0, 'a')], { partition: 1, epoch: 5 }),
+        coalesced.push([entry(3, T0, 'b')], { partition: 2, epoch: 4 }),
+        coalesced.push([entry(4, T0, 'c')], { partition: 3, epoch: 1 }),
+        coalesced.push([entry(5, T0, 'd')]),
+        coalesced.push([entry(6, T0, 'a')], { partition: 1, epoch: 6 }),
+      ]);
+      const after = stores.roundTrips?.();
+      expect(settled.map((s) => s.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled', 'fulfilled']);
+      expectStale((settled[1] as PromiseRejectedResult).reason, { partition: 2, epoch: 4, fence: 5 });
+      expect(heard).toEqual([['a', 'c', 'd']]);
+      expect(ids(await coalesced.take(['a', 'b', 'c', 'd'], 10, T0))).toEqual([
+        'task-000001',
+        'task-000002',
+        'task-000004',
+        'task-000005',
+        'task-000006',
+      ]);
+      if (before !== undefined && after !== undefined) {
+        expect(after.scripts - before.scripts).toBe(1);
+        expect(after.pipelines - before.pipelines).toBe(0);
+      }
+    });
+
+    it('refuses a malformed push alone in a merged turn', async () => {
+      const { coalesced } = stores;
+      const settled = await Promise.allSettled([
+        coalesced.push([entry(1, T0)], { partition: 1, epoch: 1 }),
+        coalesced.push([entry(2, T0 + 0.5)], { partition: 1, epoch: 1 }),
+        coalesced.push([entry(3, T0)], { partition: 1, epoch: -1 }),
+      ]);
+      expect(settled.map((s) => s.status)).toEqual(['fulfilled', 'rejected', 'rejected']);
+      for (const s of settled.slice(1)) expect(isWheelhouseError((s as PromiseRejectedResult).reason, 'internal')).toBe(true);
+      expect(ids(await coalesced.take(['email'], 10, T0))).toEqual(['task-000001']);
+    });
+
+    it('pushes 300 000 entries under a fence, and refuses as many whole', async () => {
+      const { buckets, coalesced } = stores;
+      await buckets.fence(7, 2);
+      const many = (from: number) =>
+        Array.from({ length: 300_000 }, (_, i) => entry(from + i, T0 - (i % 5_000), i % 2 === 0 ? 'a' : 'b', i % 10));
+      await coalesced.push(many(0), { partition: 7, epoch: 2 });
+      expect(await coalesced.backlog()).toBe(300_000);
+      await buckets.fence(7, 3);
+      expectStale(await rejection(coalesced.push(many(300_000), { partition: 7, epoch: 2 })), {
+        partition: 7,
+        epoch: 2,
+        fence: 3,
+      });
+      expect(await coalesced.backlog()).toBe(300_000);
+    });
+  });
+});
