@@ -178,6 +178,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
       deliverLocal: (envelope) => need(system).acceptRemote(envelope),
       onRingChange: async ({ before, after }) => {
         log.info({ before: before.nodes(), after: after.nodes() }, 'ring changed');
+        if (cluster?.mayOwn === false) return; // the rejoin after being declared out takes over
         const pass = await need(ownership).takeOwnership();
         countHandedOff(pass.handedOff);
         log.info({ ...pass, nodes: after.nodes() }, 'took over the actors the ring now puts here');
@@ -408,6 +409,9 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
       backlog = await backend.ready.backlog();
     }, onError),
     every(clock, LOSS_CHECK_MS, async () => {
+      // A node that may have been declared out (a long pause) takes nothing over until its
+      // heartbeat is accepted again; the others may own its partitions by now.
+      if (cluster !== null && !cluster.mayOwn) return;
       const restarted = await owned.keepPartitionsActive();
       if (restarted > 0) log.warn({ count: restarted }, 'activated owned wheel partitions that were not running');
       const lost = await backend.buckets.lostPartitions(owned.ownedPartitions());

@@ -88,6 +88,14 @@ export class Cluster {
     this.handled = this.placement.ring;
   }
 
+  /**
+   * Whether this node may take actors over now: it has joined, and its last heartbeat was
+   * accepted less than the failure timeout ago (see `Membership.inGoodStanding`).
+   */
+  get mayOwn(): boolean {
+    return this.membership?.inGoodStanding ?? false;
+  }
+
   /** How many times the ring changed since start. */
   get ringChanges(): number {
     return this.changes;

@@ -74,6 +74,8 @@ export class Membership {
   private liveSet: readonly ClusterNode[] = [];
   private timer: Cancel | null = null;
   private beating: Promise<void> | null = null;
+  /** When the last heartbeat the store accepted was sent, on this node's clock. */
+  private lastBeatMs = -Infinity;
 
   constructor(options: MembershipOptions) {
     this.nodeId = options.nodeId;
@@ -107,6 +109,16 @@ export class Membership {
     return this.liveSet;
   }
 
+  /**
+   * Whether the others still count this node in, as far as it can tell: its last accepted
+   * heartbeat was sent less than the failure timeout ago. A node that was paused or cut off
+   * longer must not take actors over — the others may hold them — until a beat (or the
+   * rejoin that follows being declared out) succeeds again.
+   */
+  get inGoodStanding(): boolean {
+    return this.phase === 'running' && this.clock.now() - this.lastBeatMs < this.failureTimeoutMs;
+  }
+
   /** Ids of the live set, in id order: what a `RingPlacement` is built from. */
   get liveIds(): string[] {
     return this.liveSet.map((node) => node.id);
@@ -127,7 +139,9 @@ export class Membership {
   async start(): Promise<void> {
     this.transition('starting');
     try {
+      const began = this.clock.now();
       await this.store.join({ id: this.nodeId, address: this.address });
+      this.lastBeatMs = began;
       this.publish(await this.store.live(this.failureTimeoutMs));
     } catch (error) {
       this.transition('stopped');
@@ -190,15 +204,18 @@ export class Membership {
   /** One beat: heartbeat (rejoining if declared out), then read the live set. Never rejects. */
   private async beat(): Promise<void> {
     let stillIn: boolean;
+    const began = this.clock.now();
     try {
       stillIn = await this.store.heartbeat(this.nodeId, this.failureTimeoutMs);
     } catch (error) {
       this.onError(error, 'heartbeat');
       return;
     }
+    if (stillIn) this.lastBeatMs = began;
     if (!stillIn && this.phase === 'running') {
       try {
         const rejoined = await this.store.join({ id: this.nodeId, address: this.address });
+        this.lastBeatMs = began;
         this.onDeclaredOut?.(rejoined);
       } catch (error) {
         this.onError(error, 'rejoin');

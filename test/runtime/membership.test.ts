@@ -160,8 +160,13 @@ describe.each(sqlBackends)('Membership on $name', ({ open }) => {
 
   it('a node that stops heartbeating (a crash) is out once its heartbeat ages past the timeout', async () => {
     const [a, b, c] = await startAll(['node-a', 'node-b', 'node-c']);
+    expect(c!.membership.inGoodStanding).toBe(true);
     c!.clock.crash();
     await waitUntil('a and b see c gone', () => allSee([a!, b!], ['node-a', 'node-b']));
+    // By its own clock too, c can tell that it may have been declared out: it must take
+    // nothing over until a heartbeat is accepted again.
+    await waitUntil('c knows it may be out', () => !c!.membership.inGoodStanding);
+    expect(a!.membership.inGoodStanding && b!.membership.inGoodStanding).toBe(true);
     expect(a!.changes.at(-1)).toEqual(['node-a', 'node-b']);
     expect(b!.changes.at(-1)).toEqual(['node-a', 'node-b']);
     // Out by the timeout, not by a leave: its row still says live.
