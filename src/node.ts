@@ -15,7 +15,7 @@ import type { DagOutcome } from './store/dag-types.js';
 import { WriteBatcher } from './store/write-batcher.js';
 import { systemClock, type Cancel, type Clock } from './runtime/clock.js';
 import { Cluster } from './runtime/cluster.js';
-import { inspectRemote } from './runtime/http-transport.js';
+import { inspectRemote } from './runtime/cluster-wire.js';
 import { LivePlacement } from './runtime/ring.js';
 import { ActorSystem } from './runtime/system.js';
 import { isWheelhouseError } from './errors.js';

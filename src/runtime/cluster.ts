@@ -1,5 +1,6 @@
 import { systemClock } from './clock.js';
-import { HttpTransport, notifyRefresh } from './http-transport.js';
+import { notifyRefresh } from './cluster-wire.js';
+import { HttpTransport } from './http-transport.js';
 import { Membership, type MembershipStep } from './membership.js';
 import type { ClusterNode, ClusterNodeStatus, MembershipStore } from './membership-store.js';
 import { LivePlacement, type RingPlacement } from './ring.js';
