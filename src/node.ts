@@ -16,7 +16,7 @@ import { WriteBatcher } from './store/write-batcher.js';
 import { systemClock, type Cancel, type Clock } from './runtime/clock.js';
 import { Cluster } from './runtime/cluster.js';
 import { inspectRemote } from './runtime/cluster-wire.js';
-import { LivePlacement } from './runtime/ring.js';
+import { formatSpread, LivePlacement } from './runtime/ring.js';
 import { ActorSystem } from './runtime/system.js';
 import { isWheelhouseError } from './errors.js';
 import { clusterStatus } from './tasks/cluster-status.js';
@@ -98,7 +98,9 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   // The embedded backend is one process by construction (PGlite, in-process queues): a
   // cluster of one, with no membership and no transport. Postgres + Redis nodes form one.
   let cluster: Cluster | null = null;
-  const singlePlacement = new LivePlacement(options.nodeId);
+  // The wheel partitions are few and must be spread evenly: bounded loads (see ring.ts).
+  const ringOptions = { bounded: new Map([[WHEEL_KIND, Array.from({ length: options.partitions }, (_, p) => String(p))]]) };
+  const singlePlacement = new LivePlacement(options.nodeId, ringOptions);
   const placement = (): LivePlacement => cluster?.placement ?? singlePlacement;
   const server = buildServer({
     api: {
@@ -175,9 +177,11 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
       secret: options.clusterSecret,
       heartbeatMs: options.heartbeatMs,
       failureTimeoutMs: options.failureTimeoutMs,
+      ring: ringOptions,
       deliverLocal: (envelope) => need(system).acceptRemote(envelope),
       onRingChange: async ({ before, after }) => {
-        log.info({ before: before.nodes(), after: after.nodes() }, 'ring changed');
+        const spread = formatSpread(after.spread(WHEEL_KIND, ringOptions.bounded.get(WHEEL_KIND) ?? []));
+        log.info({ before: before.nodes(), after: after.nodes(), partitions: spread }, 'ring changed');
         if (cluster?.mayOwn === false) return; // the rejoin after being declared out takes over
         const pass = await need(ownership).takeOwnership();
         countHandedOff(pass.handedOff);

@@ -3,7 +3,7 @@ import { notifyRefresh } from './cluster-wire.js';
 import { HttpTransport } from './http-transport.js';
 import { Membership, type MembershipStep } from './membership.js';
 import type { ClusterNode, ClusterNodeStatus, MembershipStore } from './membership-store.js';
-import { LivePlacement, type RingPlacement } from './ring.js';
+import { LivePlacement, type RingPlacement, type RingPlacementOptions } from './ring.js';
 import type { TransportEnvelope } from './router.js';
 
 /** Upper bound of one node-to-node request, ms; the envelopes' own deadlines are shorter. */
@@ -17,6 +17,8 @@ export interface ClusterOptions {
   secret: string | null;
   heartbeatMs: number;
   failureTimeoutMs: number;
+  /** How the ring is built (the bounded kinds). */
+  ring?: RingPlacementOptions;
   /** Delivers an envelope here when a retry finds that the ring now names this node. */
   deliverLocal(envelope: TransportEnvelope): Promise<unknown>;
   /**
@@ -59,7 +61,7 @@ export class Cluster {
     this.options = options;
     this.nodeId = options.nodeId;
     this.failureTimeoutMs = options.failureTimeoutMs;
-    this.placement = new LivePlacement(options.nodeId);
+    this.placement = new LivePlacement(options.nodeId, options.ring);
     this.handled = this.placement.ring;
     this.transport = new HttpTransport({
       nodeId: options.nodeId,
