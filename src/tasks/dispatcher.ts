@@ -33,6 +33,28 @@ interface Waiter {
  */
 const RECHECK_MS = 1_000;
 
+/**
+ * How far a ready entry's due time may be ahead of this node's clock and still be claimed, ms:
+ * the bound on clock skew between nodes that the cluster tolerates.
+ */
+export const MAX_CLOCK_SKEW_MS = 1_000;
+
+/**
+ * The time a batch is claimed at. An entry is in a ready queue because the wheel that owns its
+ * partition found it due — on that node's clock, which may run a little ahead of this one's
+ * (or be read an instant later: the push can land between this node reading its clock and
+ * taking). The claim refuses a task whose due time is after the claim time, and a refused
+ * entry is dropped, so claiming at this node's clock alone would lose such a task for good.
+ * Claiming at the latest due time in the batch (at most `MAX_CLOCK_SKEW_MS` ahead) honours the
+ * owner's decision, and still refuses a stale entry of a task that was moved to a later due
+ * time (a retry's backoff).
+ */
+function claimTime(nowMs: number, entries: readonly { dueMs: number }[]): number {
+  let latest = nowMs;
+  for (const entry of entries) if (entry.dueMs > latest) latest = entry.dueMs;
+  return Math.min(latest, nowMs + MAX_CLOCK_SKEW_MS);
+}
+
 export class Dispatcher {
   private readonly waiters = new Set<Waiter>();
   /** Bumped on every push this node sees, so a poll that found nothing knows whether to look again. */
@@ -72,9 +94,9 @@ export class Dispatcher {
   private async claim(request: PollRequest): Promise<Assignment[]> {
     const { tasks, ready, clock, system } = this.deps;
     for (;;) {
-      const now = clock.now();
-      const entries = await ready.take(request.taskTypes, request.maxTasks, now);
+      const entries = await ready.take(request.taskTypes, request.maxTasks, clock.now());
       if (entries.length === 0) return [];
+      const now = claimTime(clock.now(), entries);
       let claimed;
       try {
         claimed = await tasks.claim(
