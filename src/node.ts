@@ -357,6 +357,10 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     clock,
     partitions: options.partitions,
     isLive: (id) => placement().ring.nodes().includes(id),
+    onFenced: (kind, key) => {
+      countFenced(1);
+      log.warn({ kind, key }, 'an activation was fenced while it started: another node took the actor');
+    },
     activateSchedules: async (ids) => {
       await Promise.all(ids.map((id) => actors.ensureActive(CRON_KIND, id)));
     },

@@ -17,7 +17,8 @@ export interface ClusterRoutesOptions {
   /** Hands one envelope to a local mailbox: the reply of an ask, undefined for a tell. */
   accept(envelope: TransportEnvelope): Promise<unknown>;
   /** Re-reads membership now. */
-  onRefresh(): void;
+  /** Re-reads membership; the answer waits for it, so a joining peer knows the ring moved. */
+  onRefresh(): Promise<void> | void;
   /** One live local actor with its state, or null. */
   inspect(kind: string, key: string): ActorInfo | null;
   /** Body limit of `POST /internal/actors`, bytes. @default 64 MiB */
@@ -78,7 +79,7 @@ export function clusterRoutes(options: ClusterRoutesOptions): FastifyPluginAsync
     });
 
     app.post(REFRESH_PATH, { logLevel: 'warn' }, async (_request, reply) => {
-      options.onRefresh();
+      await options.onRefresh();
       return reply.code(204).send();
     });
 

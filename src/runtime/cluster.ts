@@ -125,13 +125,15 @@ export class Cluster {
     this.membership = membership;
     await membership.start();
     await this.settled();
-    // The others hear of this node at their next beat; telling them now saves them the wait.
-    this.tellPeers();
+    // The others would hear of this node at their next beat. Told now, they route by the new
+    // ring (and begin handing over what moves here) before this node takes anything over,
+    // so two views of the ring fight over a partition for as short a time as possible.
+    await Promise.all(this.peerAddresses().map((address) => notifyRefresh(address, this.options.secret)));
   }
 
-  /** Re-reads the live set now (a peer joined or is leaving). */
-  refresh(): void {
-    void this.membership?.refresh();
+  /** Re-reads the live set now (a peer joined or is leaving); never rejects. */
+  async refresh(): Promise<void> {
+    await this.membership?.refresh();
   }
 
   /** Resolves once no ring change is being handled. */
@@ -186,10 +188,6 @@ export class Cluster {
         this.options.onError(error, 'handling a ring change');
       }
     } while (this.again);
-  }
-
-  private tellPeers(): void {
-    for (const address of this.peerAddresses()) void notifyRefresh(address, this.options.secret);
   }
 
   private peerAddresses(): string[] {

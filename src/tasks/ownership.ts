@@ -1,6 +1,7 @@
 import { CRON_KIND } from '../actors/cron-schedule.js';
 import { WHEEL_KIND } from '../actors/wheel-partition.js';
 import { LEASE_KIND, type LeaseMessage } from '../actors/worker-lease.js';
+import { isWheelhouseError } from '../errors.js';
 import type { Clock } from '../runtime/clock.js';
 import type { SnapshotStore } from '../runtime/snapshots.js';
 import type { ActorSystem } from '../runtime/system.js';
@@ -24,6 +25,12 @@ export interface OwnershipDeps {
   isLive(nodeId: string): boolean;
   /** Activates schedules by id; the node hands records it already holds to their actors. */
   activateSchedules(ids: string[]): Promise<void>;
+  /**
+   * An activation was fenced while it started: another node (whose ring, a beat ahead or
+   * behind, names itself) took the actor meanwhile. Not an error; the periodic check
+   * activates it again if the ring still names this node once the views agree.
+   */
+  onFenced(kind: string, key: string): void;
   onError(error: unknown, context: string): void;
 }
 
@@ -86,7 +93,9 @@ export class Ownership {
     if (handOver) await this.awaitReleases(idle);
     const results = await Promise.allSettled(idle.map((p) => system.ensureActive(WHEEL_KIND, String(p))));
     results.forEach((r, i) => {
-      if (r.status === 'rejected') this.deps.onError(r.reason, `activating wheel partition ${idle[i]}`);
+      if (r.status === 'fulfilled') return;
+      if (isWheelhouseError(r.reason, 'stale_epoch')) this.deps.onFenced(WHEEL_KIND, String(idle[i]));
+      else this.deps.onError(r.reason, `activating wheel partition ${idle[i]}`);
     });
     return idle.length;
   }
