@@ -43,10 +43,15 @@ export function kill9(proc: NodeProcess): Promise<void> {
   });
 }
 
-/** CLI arguments for a node on `backend`: its own schema and key prefix, or its own data directory. */
+/**
+ * CLI arguments for a node on `backend`: its own schema and key prefix, or its own data
+ * directory. On Postgres the node id is fixed, so a process started again after a kill is the
+ * same node restarting (as a restarted pod keeps its name), not a second node that would wait
+ * out the failure timeout of the first.
+ */
 export function nodeArgs(backend: BackendName, schema: string, prefix: string, dataDir: string): string[] {
   return backend === 'postgres'
-    ? ['node', '--postgres-url', TEST_POSTGRES_URL, '--postgres-schema', schema, '--redis-url', TEST_REDIS_URL, '--redis-prefix', prefix]
+    ? ['node', '--node-id', `node-${prefix}`, '--postgres-url', TEST_POSTGRES_URL, '--postgres-schema', schema, '--redis-url', TEST_REDIS_URL, '--redis-prefix', prefix]
     : ['dev', '--data-dir', dataDir];
 }
 
@@ -58,4 +63,97 @@ export async function dropTestStores(schema: string, prefix: string): Promise<vo
   const redis = new Redis(TEST_REDIS_URL);
   await deleteKeysWithPrefix(redis, prefix);
   redis.disconnect();
+}
+
+/**
+ * A CLI process started with exactly the flags given (nothing appended, unlike
+ * `startProcess`), keeping the tail of what it wrote for failure messages. Every one is
+ * SIGKILLed when the test process exits, so none outlives the run.
+ */
+export interface CliProcess extends NodeProcess {
+  /** The last `tailChars` characters it wrote to stdout and stderr, interleaved. */
+  output(): string;
+  /** Resolves when the process has exited (at once if it already has). */
+  exited(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+const children = new Set<ChildProcess>();
+let exitHooked = false;
+
+function killChildrenNow(): void {
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null) {
+      try {
+        child.kill('SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  }
+  children.clear();
+}
+
+function hookExit(): void {
+  if (exitHooked) return;
+  exitHooked = true;
+  process.on('exit', killChildrenNow);
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    const onSignal = (): void => {
+      killChildrenNow();
+      // Alone on this signal: do what Node would have done without a listener.
+      if (process.listenerCount(signal) === 1) {
+        process.off(signal, onSignal);
+        process.kill(process.pid, signal);
+      }
+    };
+    process.on(signal, onSignal);
+  }
+}
+
+/** Starts `node dist/src/cli.js <args>`; resolves once it prints `listening on <url>`. */
+export function startCliProcess(
+  args: string[],
+  options: { tailChars?: number; startTimeoutMs?: number; /** Another build's cli.js. @default CLI */ cli?: string } = {},
+): Promise<CliProcess> {
+  hookExit();
+  const tailChars = options.tailChars ?? 256 * 1024;
+  const child = spawn(process.execPath, [options.cli ?? CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  let out = '';
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveExit) => {
+    child.once('exit', (code, signal) => {
+      children.delete(child);
+      resolveExit({ code, signal });
+    });
+  });
+  return new Promise((resolvePromise, reject) => {
+    let listening = false;
+    const timer = setTimeout(() => {
+      if (listening) return;
+      child.kill('SIGKILL');
+      reject(new Error(`node did not listen within ${options.startTimeoutMs ?? 60_000} ms:\n${out}`));
+    }, options.startTimeoutMs ?? 60_000);
+    const onData = (chunk: Buffer): void => {
+      out += chunk.toString('utf8');
+      if (out.length > tailChars * 2) out = out.slice(-tailChars);
+      if (listening) return;
+      const m = /listening on (http:\/\/[0-9.]+:\d+)/.exec(out);
+      if (!m) return;
+      listening = true;
+      clearTimeout(timer);
+      resolvePromise({
+        child,
+        url: m[1] as string,
+        output: () => out.slice(-tailChars),
+        exited: () => exit,
+      });
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    void exit.then(({ code, signal }) => {
+      if (listening) return;
+      clearTimeout(timer);
+      reject(new Error(`node exited with ${code ?? signal} before listening:\n${out}`));
+    });
+  });
 }

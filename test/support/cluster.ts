@@ -1,0 +1,647 @@
+/**
+ * A cluster of real node processes (the built CLI, `wheelhouse node`) on one fresh Postgres
+ * schema and Redis key prefix, for the tests that kill, pause, stop and add nodes
+ * (test/e2e/cluster*.test.ts). Also a worker over the HTTP long-poll endpoints that records
+ * every assignment, so that a test can count how often each task ran and when it started.
+ */
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { partitionOf } from '../../src/ids.js';
+import { RingPlacement } from '../../src/runtime/ring.js';
+import { TEST_POSTGRES_URL, TEST_REDIS_URL } from './nodes.js';
+import { dropTestStores, startCliProcess, type CliProcess } from './processes.js';
+
+/** `GET /admin/cluster`, as the node answers it. */
+export interface ClusterStatusJson {
+  node_id: string;
+  heartbeat_ms: number | null;
+  failure_timeout_ms: number | null;
+  ring_changes: number;
+  nodes: {
+    node_id: string;
+    url: string;
+    state: 'live' | 'leaving' | 'left';
+    live: boolean;
+    self: boolean;
+    started_at: string | null;
+    heartbeat_at: string | null;
+    heartbeat_age_ms: number | null;
+  }[];
+  ring: { nodes: string[]; vnodes_per_node: number; partitions_per_node: Record<string, number>; spread: string };
+  partitions: { partition: number; owner: string; held_by: string | null; epoch: number | null }[];
+}
+
+/** One node process of the cluster. */
+export interface ClusterNode {
+  readonly id: string;
+  readonly url: string;
+  readonly proc: CliProcess;
+  /** False once it was killed or has exited. */
+  alive: boolean;
+  /** True between `stop` (SIGSTOP) and `cont` (SIGCONT). */
+  paused: boolean;
+}
+
+export interface ClusterOptions {
+  /** Nodes started at once, ids `n1`…. @default 3 */
+  nodes?: number;
+  /** Wheel partitions. @default 16 */
+  partitions?: number;
+  /** @default 0.5 */
+  heartbeatSeconds?: number;
+  /** @default 2 */
+  failureTimeoutSeconds?: number;
+  /** More CLI flags for every node, e.g. `['--cron-advance-spread-seconds', '0']`. */
+  extraArgs?: string[];
+  /** Names the schema and key prefix (`cl_<label>_<random>`). @default 'cluster' */
+  label?: string;
+  /** How long to wait for the first ring over all nodes. @default 30 000 */
+  readyTimeoutMs?: number;
+  /** The cli.js to run (another build). @default `$WHEELHOUSE_TEST_CLI`, else `CLI` (this checkout's dist) */
+  cli?: string;
+}
+
+/** The result of a wait for the ring. */
+export interface RingWait {
+  /** From the call to the answer that satisfied it, ms. */
+  elapsedMs: number;
+  /** When the satisfying round of requests was sent, ms since the epoch (the condition held by its end). */
+  roundStartMs: number;
+  /** When its last answer arrived, ms since the epoch. */
+  atMs: number;
+  statuses: ClusterStatusJson[];
+}
+
+const REQUEST_TIMEOUT_MS = 3_000;
+
+/** Calls a node's API with JSON and a timeout (a paused node never answers). */
+export async function call<T = unknown>(url: string, method: string, path: string, body?: unknown, timeoutMs = REQUEST_TIMEOUT_MS): Promise<{ status: number; body: T }> {
+  const res = await fetch(`${url}${path}`, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = text.length > 0 ? JSON.parse(text) : null;
+  } catch {
+    // not JSON (the metrics text): leave it
+  }
+  return { status: res.status, body: parsed as T };
+}
+
+/** Parses Prometheus text: the sum of the series of `name` whose labels include `labels`. */
+export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
+  let found = false;
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#') || !line.startsWith(name)) continue;
+    const m = /^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const have = new Map<string, string>();
+    for (const pair of (m[2] ?? '').matchAll(/([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) have.set(pair[1]!, pair[2]!);
+    if (Object.entries(labels).every(([k, v]) => have.get(k) === v)) {
+      sum += Number(m[3]);
+      found = true;
+    }
+  }
+  return found ? sum : 0;
+}
+
+export class ProcessCluster {
+  readonly nodes: ClusterNode[] = [];
+  readonly schema: string;
+  readonly prefix: string;
+  readonly secret: string;
+  readonly partitions: number;
+  readonly heartbeatSeconds: number;
+  readonly failureTimeoutSeconds: number;
+  private readonly extraArgs: string[];
+  private readonly cli: string | undefined;
+  private closed = false;
+
+  constructor(options: ClusterOptions = {}) {
+    const suffix = randomBytes(4).toString('hex');
+    const label = (options.label ?? 'cluster').toLowerCase().replace(/[^a-z0-9_]/g, '_');
+    this.schema = `cl_${label}_${suffix}`;
+    this.prefix = `cl${label}${suffix}`;
+    this.secret = randomBytes(12).toString('hex');
+    this.partitions = options.partitions ?? 16;
+    this.heartbeatSeconds = options.heartbeatSeconds ?? 0.5;
+    this.failureTimeoutSeconds = options.failureTimeoutSeconds ?? 2;
+    this.extraArgs = options.extraArgs ?? [];
+    // WHEELHOUSE_TEST_CLI runs the cluster tests against another build (a bisect, a patched copy).
+    this.cli = options.cli ?? process.env.WHEELHOUSE_TEST_CLI;
+  }
+
+  /** The configured failure timeout, ms. */
+  get failureTimeoutMs(): number {
+    return this.failureTimeoutSeconds * 1000;
+  }
+
+  node(id: string): ClusterNode {
+    const node = this.nodes.find((n) => n.id === id);
+    if (!node) throw new Error(`no node ${id} in this cluster (${this.nodes.map((n) => n.id).join(', ')})`);
+    return node;
+  }
+
+  /** Nodes alive and not paused. */
+  running(): ClusterNode[] {
+    return this.nodes.filter((n) => n.alive && !n.paused);
+  }
+
+  ids(nodes: ClusterNode[] = this.running()): string[] {
+    return nodes.map((n) => n.id);
+  }
+
+  args(id: string): string[] {
+    return [
+      'node',
+      '--node-id', id,
+      '--port', '0',
+      '--host', '127.0.0.1',
+      '--postgres-url', TEST_POSTGRES_URL,
+      '--postgres-schema', this.schema,
+      '--redis-url', TEST_REDIS_URL,
+      '--redis-prefix', this.prefix,
+      '--cluster-secret', this.secret,
+      '--heartbeat-seconds', String(this.heartbeatSeconds),
+      '--failure-timeout-seconds', String(this.failureTimeoutSeconds),
+      '--partitions', String(this.partitions),
+      '--builtin-executors', 'false',
+      '--postgres-pool-size', '6',
+      '--log-level', 'warn',
+      ...this.extraArgs,
+    ];
+  }
+
+  /** Starts a node process; resolves once it printed that it listens (it has joined by then). */
+  async addNode(id: string): Promise<ClusterNode> {
+    if (this.closed) throw new Error('the cluster is closed');
+    if (this.nodes.some((n) => n.id === id && n.alive)) throw new Error(`node ${id} already runs`);
+    const proc = await startCliProcess(this.args(id), this.cli === undefined ? {} : { cli: this.cli });
+    const node: ClusterNode = { id, url: proc.url, proc, alive: true, paused: false };
+    void proc.exited().then(() => {
+      node.alive = false;
+      node.paused = false;
+    });
+    this.nodes.push(node);
+    return node;
+  }
+
+  /** SIGKILL: a crash. Resolves once the process is gone. */
+  async kill9(id: string): Promise<void> {
+    const node = this.node(id);
+    if (!node.alive) return;
+    node.alive = false;
+    node.proc.child.kill('SIGKILL');
+    await node.proc.exited();
+  }
+
+  /** SIGSTOP: the process freezes (no heartbeats, no timers) until `cont`. */
+  stop(id: string): void {
+    const node = this.node(id);
+    node.paused = true;
+    node.proc.child.kill('SIGSTOP');
+  }
+
+  /** SIGCONT. */
+  cont(id: string): void {
+    const node = this.node(id);
+    node.proc.child.kill('SIGCONT');
+    node.paused = false;
+  }
+
+  /** SIGTERM: a graceful leave. Resolves on exit with how long the exit took from the signal. */
+  async term(id: string): Promise<{ exitMs: number; code: number | null; signal: NodeJS.Signals | null; sentAtMs: number }> {
+    const node = this.node(id);
+    const sentAtMs = Date.now();
+    node.proc.child.kill('SIGTERM');
+    const { code, signal } = await node.proc.exited();
+    node.alive = false;
+    return { exitMs: Date.now() - sentAtMs, code, signal, sentAtMs };
+  }
+
+  /** `GET /admin/cluster` on one node. */
+  async status(id: string): Promise<ClusterStatusJson> {
+    const r = await call<ClusterStatusJson>(this.node(id).url, 'GET', '/admin/cluster');
+    if (r.status !== 200) throw new Error(`GET /admin/cluster on ${id}: ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body;
+  }
+
+  /** Calls the API of node `id`. */
+  api<T = unknown>(id: string, method: string, path: string, body?: unknown, timeoutMs?: number): Promise<{ status: number; body: T }> {
+    return call<T>(this.node(id).url, method, path, body, timeoutMs);
+  }
+
+  /**
+   * Waits until each of `ids` answers `/admin/cluster` with exactly `ids` in its ring, all of
+   * them agreeing on every partition's owner, and every partition held (the fencing row) by
+   * that owner. Polls every `pollMs`.
+   */
+  async waitForRing(ids: string[], timeoutMs = 30_000, pollMs = 50): Promise<RingWait> {
+    const want = [...ids].sort();
+    const start = Date.now();
+    let last = 'no answer yet';
+    for (;;) {
+      const roundStartMs = Date.now();
+      try {
+        const statuses = await Promise.all(want.map((id) => this.status(id)));
+        const problem = ringProblem(want, statuses);
+        if (problem === null) return { elapsedMs: Date.now() - start, roundStartMs, atMs: Date.now(), statuses };
+        last = problem;
+      } catch (error) {
+        last = String(error);
+      }
+      if (Date.now() - start > timeoutMs) {
+        throw new Error(`the ring did not settle on [${want.join(', ')}] within ${timeoutMs} ms: ${last}\n${this.tails()}`);
+      }
+      await sleep(pollMs);
+    }
+  }
+
+  /** The ring's owner of wheel partition `p`, as a running node sees it. */
+  async ownerOfPartition(p: number, via?: string): Promise<string> {
+    const status = await this.status(via ?? this.ids()[0]!);
+    const row = status.partitions.find((x) => x.partition === p);
+    if (!row) throw new Error(`no partition ${p} in /admin/cluster`);
+    return row.owner;
+  }
+
+  /**
+   * The ring's owner of any actor, computed from a running node's ring with the same code the
+   * nodes route by (plain consistent hashing for every kind but the wheel partitions).
+   */
+  async ownerOfActor(kind: string, key: string, via?: string): Promise<string> {
+    const status = await this.status(via ?? this.ids()[0]!);
+    // The wheel partitions are spread with bounded loads: the node's own answer is the one.
+    if (kind === 'wheel') return this.ownerOfPartition(Number(key), via);
+    return new RingPlacement(status.ring.nodes, { vnodesPerNode: status.ring.vnodes_per_node }).ownerOf(kind, key);
+  }
+
+  /** The wheel partition of a task id in this cluster. */
+  partitionOf(taskId: string): number {
+    return partitionOf(taskId, this.partitions);
+  }
+
+  /** One metric of node `id` (the sum of its series that carry `labels`; 0 when absent). */
+  async metric(id: string, name: string, labels?: Record<string, string>): Promise<number> {
+    const r = await call<string>(this.node(id).url, 'GET', '/metrics');
+    if (r.status !== 200) throw new Error(`GET /metrics on ${id}: ${r.status}`);
+    return metricValue(r.body, name, labels);
+  }
+
+  /** The tail of every node's output, for failure messages. */
+  tails(chars = 4_000): string {
+    return this.nodes
+      .map((n) => `--- ${n.id} (${n.alive ? (n.paused ? 'paused' : 'alive') : 'gone'}) ---\n${n.proc.output().slice(-chars)}`)
+      .join('\n');
+  }
+
+  /** Kills every node and drops the schema and the Redis keys. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.all(
+      this.nodes.map(async (n) => {
+        if (n.proc.child.exitCode === null && n.proc.child.signalCode === null) n.proc.child.kill('SIGKILL');
+        n.alive = false;
+        await n.proc.exited();
+      }),
+    );
+    await dropTestStores(this.schema, this.prefix);
+  }
+}
+
+/** What is wrong with these views of the ring, or null when they show a settled ring over `want`. */
+function ringProblem(want: string[], statuses: ClusterStatusJson[]): string | null {
+  const first = statuses[0];
+  for (const s of statuses) {
+    const ring = [...s.ring.nodes].sort();
+    if (ring.join(',') !== want.join(',')) return `${s.node_id} routes by [${ring.join(', ')}]`;
+    for (const p of s.partitions) {
+      if (!want.includes(p.owner)) return `${s.node_id}: partition ${p.partition} owned by ${p.owner}`;
+      if (p.held_by !== p.owner) return `${s.node_id}: partition ${p.partition} owned by ${p.owner}, held by ${p.held_by ?? 'nobody'}`;
+      const other = first?.partitions.find((x) => x.partition === p.partition);
+      if (other && other.owner !== p.owner) return `partition ${p.partition}: ${first!.node_id} says ${other.owner}, ${s.node_id} says ${p.owner}`;
+    }
+  }
+  return null;
+}
+
+/** Starts `nodes` nodes (the first alone, so it applies the migrations) and waits for their ring. */
+export async function startCluster(options: ClusterOptions = {}): Promise<ProcessCluster> {
+  const cluster = new ProcessCluster(options);
+  const n = options.nodes ?? 3;
+  try {
+    await cluster.addNode('n1');
+    await Promise.all(Array.from({ length: n - 1 }, (_, i) => cluster.addNode(`n${i + 2}`)));
+    await cluster.waitForRing(cluster.ids(), options.readyTimeoutMs ?? 30_000);
+  } catch (error) {
+    await cluster.close().catch(() => undefined);
+    throw error;
+  }
+  return cluster;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Polls `check` every `pollMs` until it returns a value other than undefined. */
+export async function waitUntil<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs: number, what: string, pollMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await sleep(pollMs);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Submitting
+
+export interface Submitted {
+  taskId: string;
+  dueMs: number;
+  partition: number;
+  /** The node the submission went to. */
+  via: string;
+}
+
+/** `POST /api/tasks/batch` through node `via`; one answer per task, in order. */
+export async function submitBatch(cluster: ProcessCluster, via: string, tasks: unknown[]): Promise<Submitted[]> {
+  const out: Submitted[] = [];
+  for (let i = 0; i < tasks.length; i += 1000) {
+    const r = await cluster.api<{ tasks: { task_id: string; due_time: string }[] }>(via, 'POST', '/api/tasks/batch', { tasks: tasks.slice(i, i + 1000) }, 30_000);
+    if (r.status !== 201) throw new Error(`batch submit through ${via}: ${r.status} ${JSON.stringify(r.body)}`);
+    for (const t of r.body.tasks) out.push({ taskId: t.task_id, dueMs: Date.parse(t.due_time), partition: cluster.partitionOf(t.task_id), via });
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A worker over HTTP
+
+export interface Assignment {
+  taskId: string;
+  taskType: string;
+  attempt: number;
+  payload: unknown;
+  leaseToken: string;
+  /** The node whose poll answered it. */
+  node: string;
+  /** When the poll answer arrived, ms since the epoch. */
+  atMs: number;
+}
+
+export interface TestWorkerOptions {
+  /** Task types it polls for. */
+  types: string[];
+  /** Node ids it polls (round robin); change with `setTargets`. */
+  targets: string[];
+  /** Concurrent poll loops. @default 3 */
+  loops?: number;
+  /** @default 100 */
+  maxTasks?: number;
+  /** Long-poll wait, ms. @default 500 */
+  waitMs?: number;
+  /** Assignments it keeps without completing (e.g. a predecessor the test completes itself). */
+  hold?: (a: Assignment) => boolean;
+  /** @default 'w-test' */
+  workerId?: string;
+}
+
+/**
+ * A worker in the test process: long-polls the target nodes, records every assignment and
+ * completes it `succeeded` through the node that handed it out (another target if that one is
+ * gone). Poll errors (a node killed mid-poll) are counted and the loop goes on.
+ */
+export class TestWorker {
+  readonly assignments: Assignment[] = [];
+  readonly held = new Map<string, Assignment>();
+  pollErrors = 0;
+  /** Results the cluster refused (`ok: false`: the lease was no longer held). */
+  readonly refused: Assignment[] = [];
+  private targets: string[];
+  private running = false;
+  private loops: Promise<void>[] = [];
+  private turn = 0;
+
+  constructor(
+    private readonly cluster: ProcessCluster,
+    private readonly options: TestWorkerOptions,
+  ) {
+    this.targets = [...options.targets];
+  }
+
+  setTargets(ids: string[]): void {
+    this.targets = [...ids];
+  }
+
+  start(): this {
+    if (this.running) return this;
+    this.running = true;
+    this.loops = Array.from({ length: this.options.loops ?? 3 }, () => this.loop());
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await Promise.all(this.loops);
+  }
+
+  /** How many times each task was handed out. */
+  counts(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const a of this.assignments) counts.set(a.taskId, (counts.get(a.taskId) ?? 0) + 1);
+    return counts;
+  }
+
+  /** The first assignment of each task. */
+  firstStarts(): Map<string, Assignment> {
+    const first = new Map<string, Assignment>();
+    for (const a of this.assignments) if (!first.has(a.taskId)) first.set(a.taskId, a);
+    return first;
+  }
+
+  /** Resolves once every one of `ids` was handed out at least once. */
+  async waitFor(ids: Iterable<string>, timeoutMs: number, what = 'tasks'): Promise<void> {
+    const wanted = [...ids];
+    await waitUntil(
+      () => {
+        const counts = this.counts();
+        return wanted.every((id) => counts.has(id)) ? true : undefined;
+      },
+      timeoutMs,
+      what,
+    ).catch(async (error: unknown) => {
+      const lost = wanted.filter((id) => !this.counts().has(id));
+      const detail = await describeTasks(this.cluster, lost).catch((e: unknown) => `(no detail: ${String(e)})`);
+      throw new Error(`${String(error)}: ${lost.length} of ${wanted.length} never handed out\n${detail}\n${this.cluster.tails()}`);
+    });
+  }
+
+  /** Completes a held assignment through node `via`. Returns whether the lease was still held. */
+  async completeHeld(taskId: string, via: string): Promise<boolean> {
+    const a = this.held.get(taskId);
+    if (!a) throw new Error(`task ${taskId} is not held by this worker`);
+    const r = await this.cluster.api<{ results: { ok: boolean }[] }>(via, 'POST', '/api/workers/complete', {
+      results: [{ task_id: a.taskId, lease_token: a.leaseToken, status: 'succeeded' }],
+    }, 10_000);
+    if (r.status !== 200) throw new Error(`complete through ${via}: ${r.status} ${JSON.stringify(r.body)}`);
+    this.held.delete(taskId);
+    return r.body.results[0]?.ok === true;
+  }
+
+  private nextTarget(): string | undefined {
+    const live = this.targets.filter((id) => {
+      const n = this.cluster.nodes.find((x) => x.id === id);
+      return n !== undefined && n.alive && !n.paused;
+    });
+    if (live.length === 0) return undefined;
+    return live[this.turn++ % live.length];
+  }
+
+  private async loop(): Promise<void> {
+    const waitMs = this.options.waitMs ?? 500;
+    while (this.running) {
+      const target = this.nextTarget();
+      if (target === undefined) {
+        await sleep(50);
+        continue;
+      }
+      let polled: { task_id: string; task_type: string; payload: unknown; attempt: number; lease_token: string }[];
+      try {
+        const r = await this.cluster.api<{ tasks: typeof polled }>(target, 'POST', '/api/workers/poll', {
+          worker_id: this.options.workerId ?? 'w-test',
+          task_types: this.options.types,
+          max_tasks: this.options.maxTasks ?? 100,
+          wait_ms: waitMs,
+        }, waitMs + 5_000);
+        if (r.status !== 200) throw new Error(`poll ${target}: ${r.status} ${JSON.stringify(r.body)}`);
+        polled = r.body.tasks;
+      } catch {
+        this.pollErrors++;
+        await sleep(50);
+        continue;
+      }
+      const atMs = Date.now();
+      const toComplete: Assignment[] = [];
+      for (const t of polled) {
+        const a: Assignment = { taskId: t.task_id, taskType: t.task_type, attempt: t.attempt, payload: t.payload, leaseToken: t.lease_token, node: target, atMs };
+        this.assignments.push(a);
+        if (this.options.hold?.(a)) this.held.set(a.taskId, a);
+        else toComplete.push(a);
+      }
+      if (toComplete.length > 0) await this.complete(toComplete, target);
+    }
+  }
+
+  private async complete(batch: Assignment[], first: string): Promise<void> {
+    const results = batch.map((a) => ({ task_id: a.taskId, lease_token: a.leaseToken, status: 'succeeded' }));
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const via = attempt === 0 ? first : this.nextTarget();
+      if (via === undefined) {
+        await sleep(100);
+        continue;
+      }
+      try {
+        const r = await this.cluster.api<{ results: { task_id: string; ok: boolean }[] }>(via, 'POST', '/api/workers/complete', { results }, 10_000);
+        if (r.status !== 200) throw new Error(`complete through ${via}: ${r.status}`);
+        for (const [i, res] of r.body.results.entries()) if (!res.ok) this.refused.push(batch[i]!);
+        return;
+      } catch {
+        await sleep(100);
+      }
+    }
+    throw new Error(`could not report ${batch.length} results`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading the outcome
+
+/** Tasks run more than once, as `id ×n`. */
+export function duplicates(counts: Map<string, number>, ids?: Iterable<string>): string[] {
+  const out: string[] = [];
+  for (const id of ids ?? counts.keys()) {
+    const n = counts.get(id) ?? 0;
+    if (n > 1) out.push(`${id} ×${n}`);
+  }
+  return out;
+}
+
+/** Which of `ids` never ran. */
+export function missing(counts: Map<string, number>, ids: Iterable<string>): string[] {
+  return [...ids].filter((id) => !counts.has(id));
+}
+
+/** Largest and median start − due over `tasks`, ms. */
+export function lagStats(worker: TestWorker, tasks: Submitted[]): { max: number; p50: number; n: number; worst: Submitted | undefined } {
+  const starts = worker.firstStarts();
+  const lags: { lag: number; task: Submitted }[] = [];
+  for (const t of tasks) {
+    const a = starts.get(t.taskId);
+    if (a) lags.push({ lag: a.atMs - t.dueMs, task: t });
+  }
+  lags.sort((a, b) => a.lag - b.lag);
+  const worst = lags[lags.length - 1];
+  return { max: worst?.lag ?? 0, p50: lags[Math.floor(lags.length / 2)]?.lag ?? 0, n: lags.length, worst: worst?.task };
+}
+
+/**
+ * One line per task: partition, the ring owner and fencing row of that partition now, what
+ * the task row says, where the task id is in Redis (ready queue, in flight, far bucket) and
+ * the partition actor's state — for the message of a test that found tasks missing.
+ */
+export async function describeTasks(cluster: ProcessCluster, ids: string[], via?: string): Promise<string> {
+  const node = via ?? cluster.ids()[0]!;
+  const status = await cluster.status(node).catch(() => null);
+  const redis = new Redis(TEST_REDIS_URL);
+  const lines: string[] = [];
+  try {
+    const keys: string[] = [];
+    let cursor = '0';
+    do {
+      const [next, found] = await redis.scan(cursor, 'MATCH', `${cluster.prefix}:*`, 'COUNT', 1000);
+      keys.push(...found);
+      cursor = next;
+    } while (cursor !== '0');
+    const zsets: string[] = [];
+    for (const key of keys) if ((await redis.type(key)) === 'zset') zsets.push(key);
+    const fences = new Map<number, string | null>();
+    for (const id of ids.slice(0, 40)) {
+      const p = cluster.partitionOf(id);
+      if (!fences.has(p)) fences.set(p, await redis.get(`${cluster.prefix}:fence:${p}`));
+      const row = status?.partitions.find((x) => x.partition === p);
+      const task = await cluster.api<Record<string, unknown>>(node, 'GET', `/api/tasks/${id}`).catch(() => null);
+      const t = task?.body ?? {};
+      const where: string[] = [];
+      for (const key of zsets) {
+        if ((await redis.zscore(key, id)) !== null) where.push(key.slice(cluster.prefix.length + 1));
+        else {
+          const [, members] = await redis.zscan(key, '0', 'MATCH', `*${id}*`, 'COUNT', 10_000);
+          if (members.length > 0) where.push(`${key.slice(cluster.prefix.length + 1)} (as ${members[0]})`);
+        }
+      }
+      const actor = row ? await cluster.api<{ node?: string; epoch?: number; state?: unknown }>(node, 'GET', `/admin/actors/wheel/${p}`).catch(() => null) : null;
+      lines.push(
+        `${id} partition ${p} (owner ${row?.owner ?? '?'}, held by ${row?.held_by ?? '?'} at epoch ${row?.epoch ?? '?'}, redis fence ${fences.get(p) ?? 'none'}): ` +
+          `${String(t.status)} due ${String(t.due_time)} attempts ${String(t.attempts)}; in redis: ${where.join(', ') || 'nowhere'}; ` +
+          `wheel actor: ${actor ? `${actor.status} ${JSON.stringify(actor.body)}` : '?'}`,
+      );
+    }
+  } finally {
+    redis.disconnect();
+  }
+  return lines.join('\n');
+}
