@@ -14,9 +14,9 @@ import type { DueEntry, ScheduleRecord, ScheduleWrite, ScheduleWriteResult } fro
 import type { DagOutcome } from './store/dag-types.js';
 import { WriteBatcher } from './store/write-batcher.js';
 import { systemClock, type Cancel, type Clock } from './runtime/clock.js';
-import { Cluster } from './runtime/cluster.js';
+import type { Cluster } from './runtime/cluster.js';
 import { inspectRemote } from './runtime/cluster-wire.js';
-import { formatSpread, LivePlacement } from './runtime/ring.js';
+import { LivePlacement } from './runtime/ring.js';
 import { ActorSystem } from './runtime/system.js';
 import { isWheelhouseError } from './errors.js';
 import { clusterStatus } from './tasks/cluster-status.js';
@@ -25,6 +25,8 @@ import { openBackend, type Backend } from './store/backend.js';
 import { DagResolver } from './tasks/dag-resolver.js';
 import { Dispatcher } from './tasks/dispatcher.js';
 import { Scheduler } from './tasks/scheduler.js';
+import { nodeCluster } from './node-cluster.js';
+import { startLoops } from './node-loops.js';
 
 /** A running node: the HTTP API, the actor host and the background loops. */
 export interface WheelhouseNode {
@@ -46,24 +48,6 @@ export interface NodeOverrides {
   backend?: Backend;
 }
 
-/** How often the node refreshes the ready backlog that admission control reads. */
-const BACKLOG_REFRESH_MS = 250;
-/**
- * How often the node checks that it runs every partition it owns (one whose activation failed
- * or was fenced comes back) and that the bucket store has not lost them (Redis flushed).
- */
-const LOSS_CHECK_MS = 1_000;
-/** How often entries taken but never settled are put back in their ready queues. */
-const REQUEUE_STALE_MS = 5_000;
-/** How often expired idempotency keys are deleted, and how many at most each time. */
-const PURGE_KEYS_MS = 60_000;
-const PURGE_KEYS_BATCH = 10_000;
-/** Active schedules read per page when a node starts. */
-const SCHEDULE_PAGE = 1_000;
-/** How often the node looks for active schedules without a live actor. */
-const SCHEDULE_CHECK_MS = 30_000;
-/** How often outbox events the live path did not clear are delivered again. */
-const DAG_REPLAY_MS = 2_000;
 /** How long a dependent's actor may take to take in a finished predecessor. */
 const DAG_ASK_MS = 60_000;
 
@@ -171,29 +155,14 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   const gaugeTransport = metrics.gauge('wheelhouse_transport', 'Node-to-node transport counters since start (requests, envelopes, retries, failed).');
 
   if (backend.kind === 'postgres') {
-    cluster = new Cluster({
-      nodeId: options.nodeId,
-      store: backend.membership,
-      secret: options.clusterSecret,
-      heartbeatMs: options.heartbeatMs,
-      failureTimeoutMs: options.failureTimeoutMs,
+    cluster = nodeCluster({
+      options,
+      backend,
       ring: ringOptions,
-      deliverLocal: (envelope) => need(system).acceptRemote(envelope),
-      onRingChange: async ({ before, after }) => {
-        const spread = formatSpread(after.spread(WHEEL_KIND, ringOptions.bounded.get(WHEEL_KIND) ?? []));
-        log.info({ before: before.nodes(), after: after.nodes(), partitions: spread }, 'ring changed');
-        if (cluster?.mayOwn === false) return; // the rejoin after being declared out takes over
-        const pass = await need(ownership).takeOwnership();
-        countHandedOff(pass.handedOff);
-        log.info({ ...pass, nodes: after.nodes() }, 'took over the actors the ring now puts here');
-      },
-      onDeclaredOut: async () => {
-        // Paused or cut off past the failure timeout: others may hold newer activations of
-        // everything this node ran. Drop it all without writing, then take what is ours now.
-        log.warn('this node was declared out of the cluster and has rejoined; dropping its actors');
-        await need(system).dropAll();
-        await need(ownership).takeOwnership();
-      },
+      system: () => need(system),
+      ownership: () => need(ownership),
+      onHandedOff: (n) => countHandedOff(n),
+      log,
       onError,
     });
   }
@@ -364,26 +333,13 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     activateSchedules: async (ids) => {
       await Promise.all(ids.map((id) => actors.ensureActive(CRON_KIND, id)));
     },
+    activateRecords: activateSchedules,
     onError,
   });
   const owned = ownership;
-  /**
-   * Schedules first: a schedule that missed fire times while the node was down applies its
-   * misfire policy (`skip` cancels the overdue instance) before the wheel hands it out. The
-   * records read page by page save each activation its own read.
-   */
-  const activateOwnedSchedules = async (): Promise<void> => {
-    for (let after: string | null = null; ; ) {
-      const page = await backend.schedules.active(after, SCHEDULE_PAGE);
-      if (page.length === 0) return;
-      await activateSchedules(page.filter((r) => actors.ownerOf(CRON_KIND, r.id) === options.nodeId && !actors.holds(CRON_KIND, r.id)));
-      after = page[page.length - 1]!.id;
-    }
-  };
-
   const executors: BuiltinExecutor[] = [];
   if (cluster === null) {
-    await activateOwnedSchedules();
+    await owned.activateOwnedSchedules();
     await owned.keepPartitionsActive();
   } else {
     // The ring as the live set has it, before listening, so that the first requests already
@@ -397,52 +353,27 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   if (cluster !== null) {
     if (options.clusterSecret === null) log.warn('clusterSecret is not set: node-to-node requests are accepted from loopback addresses only');
     await cluster.start(options.advertiseUrl ?? url);
-    await activateOwnedSchedules();
+    await owned.activateOwnedSchedules();
     await owned.takeOwnership();
   }
 
   // Dependents a previous life of the node (or another node) did not reach before it stopped.
   await resolver.replay(true).catch((error: unknown) => onError(error, 'replaying the dependency outbox at start'));
 
-  const loops: Cancel[] = [
-    every(clock, DAG_REPLAY_MS, async () => {
-      const n = await resolver.replay();
-      if (n > 0) log.warn({ count: n }, 'delivered finished predecessors from the outbox');
-    }, onError),
-    every(clock, options.dagSweepMs, async () => {
-      const n = await resolver.sweep();
-      if (n > 0) log.warn({ count: n }, 'the dependency sweep found blocked tasks that nothing had reached');
-    }, onError),
-    every(clock, BACKLOG_REFRESH_MS, async () => {
-      backlog = await backend.ready.backlog();
-    }, onError),
-    every(clock, LOSS_CHECK_MS, async () => {
-      // A node that may have been declared out (a long pause) takes nothing over until its
-      // heartbeat is accepted again; the others may own its partitions by now.
-      if (cluster !== null && !cluster.mayOwn) return;
-      const restarted = await owned.keepPartitionsActive();
-      if (restarted > 0) log.warn({ count: restarted }, 'activated owned wheel partitions that were not running');
-      const lost = await backend.buckets.lostPartitions(owned.ownedPartitions());
-      for (const p of lost) {
-        log.warn({ partition: p }, 'bucket store lost this partition; rebuilding it from the task table');
-        void actors
-          .ref<WheelMessage>(WHEEL_KIND, String(p))
-          .ask({ type: 'rebuild' }, 60_000)
-          .catch((error: unknown) => onError(error, `rebuild of partition ${p}`));
-      }
-    }, onError),
-    every(clock, SCHEDULE_CHECK_MS, async () => {
-      const n = await owned.keepSchedulesActive();
-      if (n > 0) log.warn({ count: n }, 'activated schedules that had no live actor');
-    }, onError),
-    every(clock, PURGE_KEYS_MS, async () => {
-      await backend.tasks.purgeExpiredIdempotencyKeys(clock.now(), PURGE_KEYS_BATCH);
-    }, onError),
-    every(clock, REQUEUE_STALE_MS, async () => {
-      const n = await backend.ready.requeueStale(clock.now() - options.inflightTimeoutMs);
-      if (n > 0) log.warn({ count: n }, 'put back ready entries taken but never claimed');
-    }, onError),
-  ];
+  const loops = startLoops({
+    clock,
+    options,
+    backend,
+    resolver,
+    ownership: owned,
+    system: actors,
+    mayOwn: () => cluster === null || cluster.mayOwn,
+    setBacklog: (n) => {
+      backlog = n;
+    },
+    log,
+    onError,
+  });
 
   if (options.builtinExecutors) {
     executors.push(startNoopExecutor(sched, options.nodeId, (e) => onError(e, 'noop executor')));
@@ -483,23 +414,4 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
 function need<T>(value: T | undefined): T {
   if (value === undefined) throw new Error('the node has not finished starting');
   return value;
-}
-
-/** Runs `fn` every `intervalMs` on `clock`, never two at once. Returns a stop function. */
-function every(clock: Clock, intervalMs: number, fn: () => Promise<void>, onError: (e: unknown, c: string) => void): Cancel {
-  let stopped = false;
-  let cancel: Cancel = () => undefined;
-  const run = (): void => {
-    if (stopped) return;
-    fn()
-      .catch((error: unknown) => onError(error, 'background loop'))
-      .finally(() => {
-        if (!stopped) cancel = clock.setTimer(intervalMs, run);
-      });
-  };
-  cancel = clock.setTimer(intervalMs, run);
-  return () => {
-    stopped = true;
-    cancel();
-  };
 }

@@ -5,7 +5,7 @@ import { isWheelhouseError } from '../errors.js';
 import type { Clock } from '../runtime/clock.js';
 import type { SnapshotStore } from '../runtime/snapshots.js';
 import type { ActorSystem } from '../runtime/system.js';
-import type { ScheduleStore, TaskStore } from '../store/types.js';
+import type { ScheduleRecord, ScheduleStore, TaskStore } from '../store/types.js';
 
 /** Active schedules read per page when the node checks which it owns. */
 const SCHEDULE_PAGE = 1_000;
@@ -17,14 +17,16 @@ const RELEASE_POLL_MS = 20;
 export interface OwnershipDeps {
   system: ActorSystem;
   tasks: Pick<TaskStore, 'runningInPartition'>;
-  schedules: Pick<ScheduleStore, 'activeIds'>;
+  schedules: Pick<ScheduleStore, 'active' | 'activeIds'>;
   snapshots: Pick<SnapshotStore, 'owners'>;
   clock: Clock;
   partitions: number;
   /** Whether a node is in the ring this node routes by. */
   isLive(nodeId: string): boolean;
-  /** Activates schedules by id; the node hands records it already holds to their actors. */
+  /** Activates schedules by id. */
   activateSchedules(ids: string[]): Promise<void>;
+  /** Activates schedules whose records were just read, handing them to their actors (one read fewer each). */
+  activateRecords(records: ScheduleRecord[]): Promise<void>;
   /**
    * An activation was fenced while it started: another node (whose ring, a beat ahead or
    * behind, names itself) took the actor meanwhile. Not an error; the periodic check
@@ -112,6 +114,21 @@ export class Ownership {
       );
       if (!held || clock.now() >= deadline) return;
       await new Promise<void>((resolve) => clock.setTimer(RELEASE_POLL_MS, resolve));
+    }
+  }
+
+  /**
+   * At start: activates the owned active schedules, from their records read page by page.
+   * Schedules go first: one that missed fire times while the node was down applies its
+   * misfire policy (`skip` cancels the overdue instance) before the wheel hands it out.
+   */
+  async activateOwnedSchedules(): Promise<void> {
+    const { system, schedules } = this.deps;
+    for (let after: string | null = null; ; ) {
+      const page = await schedules.active(after, SCHEDULE_PAGE);
+      if (page.length === 0) return;
+      await this.deps.activateRecords(page.filter((r) => system.ownerOf(CRON_KIND, r.id) === system.nodeId && !system.holds(CRON_KIND, r.id)));
+      after = page[page.length - 1]!.id;
     }
   }
 
