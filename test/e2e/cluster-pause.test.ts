@@ -7,6 +7,7 @@ import {
   duplicates,
   lagStats,
   missing,
+  pickVictim,
   sleep,
   startCluster,
   submitBatch,
@@ -36,9 +37,7 @@ describe('a cluster node paused with SIGSTOP', () => {
 
   it('runs every task once across a 10 s pause, and the resumed node’s stale activations are fenced', async () => {
     const before = await cluster.status('n1');
-    const candidates = Object.entries(before.ring.partitions_per_node).filter(([id]) => id !== 'n1');
-    candidates.sort((x, y) => y[1] - x[1]);
-    const victim = candidates[0]![0];
+    const victim = pickVictim(before);
     const survivors = cluster.ids().filter((id) => id !== victim);
     const itsPartitions = before.partitions.filter((p) => p.owner === victim).map((p) => p.partition);
     const staleBefore = await cluster.metric(victim, 'wheelhouse_stale_epoch_total');

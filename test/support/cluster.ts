@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { partitionOf } from '../../src/ids.js';
 import { RingPlacement } from '../../src/runtime/ring.js';
-import { TEST_POSTGRES_URL, TEST_REDIS_URL } from './nodes.js';
+import { TEST_POSTGRES_URL, TEST_REDIS_URL, eventually } from './nodes.js';
 import { dropTestStores, startCliProcess, type CliProcess } from './processes.js';
 
 /** `GET /admin/cluster`, as the node answers it. */
@@ -351,19 +351,18 @@ export function sleep(ms: number): Promise<void> {
 }
 
 /** Polls `check` every `pollMs` until it returns a value other than undefined. */
-export async function waitUntil<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs: number, what: string, pollMs = 50): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await sleep(pollMs);
-  }
+export function waitUntil<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs: number, what: string, pollMs = 50): Promise<T> {
+  return eventually(async () => check(), timeoutMs, what, pollMs);
+}
+
+/**
+ * The node a test stops or kills: the one other than `spare` (which the test keeps talking to)
+ * that owns the most partitions, so the most work moves.
+ */
+export function pickVictim(status: ClusterStatusJson, spare = 'n1'): string {
+  const candidates = Object.entries(status.ring.partitions_per_node).filter(([id]) => id !== spare);
+  candidates.sort((x, y) => y[1] - x[1]);
+  return candidates[0]![0];
 }
 
 // ---------------------------------------------------------------------------------------------
