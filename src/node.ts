@@ -25,7 +25,7 @@ import { openBackend, type Backend } from './store/backend.js';
 import { DagResolver } from './tasks/dag-resolver.js';
 import { Dispatcher } from './tasks/dispatcher.js';
 import { Scheduler } from './tasks/scheduler.js';
-import { nodeCluster } from './node-cluster.js';
+import { droppedTells, nodeCluster } from './node-cluster.js';
 import { startLoops } from './node-loops.js';
 
 /** A running node: the HTTP API, the actor host and the background loops. */
@@ -152,6 +152,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   const countFenced = metrics.counter('wheelhouse_stale_epoch_total', 'Writes refused because a newer activation of the actor owns it (the activation stopped).');
   const countHandedOff = metrics.counter('wheelhouse_actors_handed_off_total', 'Actors stopped here because a ring change moved them to another node.');
   const gaugeLiveNodes = metrics.gauge('wheelhouse_cluster_live_nodes', 'Nodes in the ring this node routes by.');
+  const dropped = droppedTells(log, metrics.counter('wheelhouse_messages_dropped_total', 'Told messages no node accepted before their deadline, by actor kind.'));
   const gaugeTransport = metrics.gauge('wheelhouse_transport', 'Node-to-node transport counters since start (requests, envelopes, retries, failed).');
 
   if (backend.kind === 'postgres') {
@@ -172,7 +173,8 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     snapshots: backend.snapshots,
     placement: cluster?.placement ?? singlePlacement,
     ...(cluster ? { transport: cluster.transport } : {}),
-    onError: (error: unknown, info: unknown) => {
+    onError: (error, info) => {
+      if (dropped(error, info)) return;
       if (isWheelhouseError(error, 'stale_epoch')) {
         countFenced(1);
         log.warn({ actor: info, reason: error.message }, 'a stale activation was fenced and stopped');
@@ -218,6 +220,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     notifyDependents: (events) => resolver.finished(events),
     activateSchedules,
     ready: backend.ready,
+    buckets: backend.buckets,
     clock,
     system,
     dispatcher,

@@ -6,6 +6,8 @@ import { systemClock, type Cancel, type Clock } from './clock.js';
 export const DEFAULT_HEARTBEAT_MS = 1000;
 /** Default failure timeout: a node whose last heartbeat is older is out, ms. */
 export const DEFAULT_FAILURE_TIMEOUT_MS = 5000;
+/** How long after a peer's estimated expiry its absence is read, ms: covers the estimate's error. */
+const EXPIRY_MARGIN_MS = 30;
 
 /** What a background step was doing when it failed. */
 export type MembershipStep = 'heartbeat' | 'rejoin' | 'refresh' | 'listener';
@@ -73,6 +75,8 @@ export class Membership {
   private phase: MembershipPhase = 'idle';
   private liveSet: readonly ClusterNode[] = [];
   private timer: Cancel | null = null;
+  /** A read of the live set at the moment a peer's heartbeat will have aged out. */
+  private expiryTimer: Cancel | null = null;
   private beating: Promise<void> | null = null;
   /** When the last heartbeat the store accepted was sent, on this node's clock. */
   private lastBeatMs = -Infinity;
@@ -165,6 +169,8 @@ export class Membership {
     this.transition('stopping');
     this.timer?.();
     this.timer = null;
+    this.expiryTimer?.();
+    this.expiryTimer = null;
     await this.beating;
     try {
       await this.store.leave(this.nodeId);
@@ -183,10 +189,38 @@ export class Membership {
     if (this.phase !== 'running') return;
     try {
       const live = await this.store.live(this.failureTimeoutMs);
-      if (this.phase === 'running') this.publish(live);
+      if (this.phase !== 'running') return;
+      this.publish(live);
+      this.watchExpiries(live);
     } catch (error) {
       this.onError(error, 'refresh');
     }
+  }
+
+  /**
+   * Arms a read of the live set for the moment the first peer's heartbeat ages past the
+   * timeout, if that comes before the next beat. Without it a dead node is noticed up to a
+   * heartbeat interval late: its partitions would fire again only after timeout + interval.
+   * Heartbeats are stamped on the database's clock; this node's own stamp in `live` was made
+   * when its last accepted beat was sent (`lastBeatMs`, on its own clock), which converts one
+   * into the other to within a round trip.
+   */
+  private watchExpiries(live: readonly ClusterNode[]): void {
+    const self = live.find((node) => node.id === this.nodeId);
+    if (self === undefined) return;
+    let soonest = Infinity;
+    for (const node of live) {
+      if (node.id !== this.nodeId) soonest = Math.min(soonest, node.heartbeatMs + this.failureTimeoutMs - self.heartbeatMs);
+    }
+    const atMs = this.lastBeatMs + soonest + EXPIRY_MARGIN_MS;
+    if (!(atMs < this.lastBeatMs + this.heartbeatMs)) return; // the next beat reads it anyway
+    this.expiryTimer?.();
+    // Read too early (the estimate is off by a round trip), the peer is still live: read again
+    // shortly, until the next beat.
+    this.expiryTimer = this.clock.setTimer(Math.max(EXPIRY_MARGIN_MS, atMs - this.clock.now()), () => {
+      this.expiryTimer = null;
+      void this.refresh();
+    });
   }
 
   private schedule(beganMs: number): void {
@@ -224,7 +258,9 @@ export class Membership {
     }
     try {
       const live = await this.store.live(this.failureTimeoutMs);
-      if (this.phase === 'running') this.publish(live);
+      if (this.phase !== 'running') return;
+      this.publish(live);
+      if (stillIn) this.watchExpiries(live);
     } catch (error) {
       this.onError(error, 'refresh');
     }

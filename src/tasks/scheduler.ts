@@ -5,7 +5,7 @@ import type { Clock } from '../runtime/clock.js';
 import { LEASE_KIND, type LeaseMessage } from '../actors/worker-lease.js';
 import { WHEEL_KIND, type WheelMessage } from '../actors/wheel-partition.js';
 import { CRON_KIND, type CronMessage } from '../actors/cron-schedule.js';
-import type { BackoffPolicy, DueEntry, NewTask, ReadyQueue, ScheduleRecord, ScheduleStore, SubmitResult, TaskRecord, TaskStatus, TaskStore, Transition } from '../store/types.js';
+import type { BackoffPolicy, BucketStore, DueEntry, NewTask, ReadyQueue, ScheduleRecord, ScheduleStore, SubmitResult, TaskRecord, TaskStatus, TaskStore, Transition } from '../store/types.js';
 import type { DagStore } from '../store/dag-types.js';
 import type { Dispatcher } from './dispatcher.js';
 import { decodeLeaseToken } from './lease-token.js';
@@ -38,6 +38,8 @@ export interface SchedulerDeps {
   /** Activates the actors of schedules just written (they create their first instances). */
   activateSchedules(records: ScheduleRecord[]): Promise<void>;
   ready: ReadyQueue;
+  /** Where entries go when their partition cannot be reached: see `schedule`. */
+  buckets: Pick<BucketStore, 'add'>;
   clock: Clock;
   system: ActorSystemApi;
   dispatcher: Dispatcher;
@@ -307,9 +309,13 @@ export class Scheduler implements SchedulerApi {
   }
 
   /**
-   * Hands due entries to their wheel partitions, one message per partition. A failure here
-   * loses nothing — the tasks are pending in the task table and the partition reloads them
-   * on its next activation — so it is reported, not thrown.
+   * Hands due entries to their wheel partitions, one message per partition. When a partition
+   * does not answer (its node died and the ring has not dropped it yet, or it is overloaded),
+   * the entries go straight into its minute buckets instead. Its next activation reloads only
+   * the near window from the task table; a task due further out would otherwise wait for a
+   * full rebuild. An entry whose minute was already taken is found by the partition's next
+   * cascade (within a minute), and one that arrives twice is fired once. A failure of both is
+   * reported, not thrown: the task is in Postgres either way.
    */
   private async schedule(entries: DueEntry[]): Promise<void> {
     const byPartition = new Map<number, DueEntry[]>();
@@ -326,7 +332,14 @@ export class Scheduler implements SchedulerApi {
             .ref<WheelMessage>(WHEEL_KIND, String(partition))
             .ask({ type: 'schedule', entries: list }, SCHEDULE_ASK_MS);
         } catch (error) {
-          this.deps.onError(error, `wheel ${partition}: could not schedule ${list.length} tasks (they stay pending)`);
+          try {
+            await this.deps.buckets.add(partition, list);
+          } catch (fallbackError) {
+            this.deps.onError(
+              new AggregateError([error, fallbackError], 'neither the partition nor its buckets took the entries'),
+              `wheel ${partition}: could not schedule ${list.length} tasks (they stay pending until the partition rebuilds)`,
+            );
+          }
         }
       }),
     );
