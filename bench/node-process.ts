@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
 import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { request } from 'undici';
@@ -56,6 +57,14 @@ export async function startBenchNode(
   };
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
+  // BENCH_NODE_LOG_DIR: also write each node's whole output to <dir>/<schema>-<pid>.log.
+  const logDir = process.env.BENCH_NODE_LOG_DIR;
+  if (logDir) {
+    const file = createWriteStream(resolve(logDir, `${schema}-${child.pid}.log`));
+    child.stdout?.pipe(file, { end: false });
+    child.stderr?.pipe(file, { end: false });
+    child.once('exit', () => file.end());
+  }
   const url = `http://127.0.0.1:${port}`;
   await waitReady(url, child, () => lines.join('\n'));
   const rss = new RssSampler(child.pid as number);

@@ -6,6 +6,35 @@ export interface BenchWorkerConfig {
   taskType: string;
   concurrency: number;
   pollers: number;
+  /**
+   * Poll these nodes (of one cluster) instead of `url`: one SDK worker per URL, each with
+   * `ceil(concurrency / urls.length)` slots and `pollers` long-polls, so the process's slots
+   * stay about `concurrency` in all. A worker completes through the node it polled.
+   */
+  urls?: string[];
+  /** Record every handler start (task id, attempt, which URL) and send it with the result. */
+  recordStarts?: boolean;
+}
+
+/** Every handler start of one worker process, in start order (parallel arrays). */
+export interface StartRecord {
+  taskIds: string[];
+  startMs: number[];
+  attempts: number[];
+  /** Index into the worker's URLs of the node the task was polled from. */
+  via: number[];
+}
+
+/** What one of a process's SDK workers (one per URL) counted. */
+export interface PerUrlStats {
+  url: string;
+  /** The worker id it polled with (`executions.worker_id`, `tasks.worker_id`). */
+  workerId: string;
+  started: number;
+  reported: number;
+  discarded: number;
+  polls: number;
+  completionRequests: number;
 }
 
 export type FromWorker =
@@ -32,6 +61,10 @@ export interface WorkerResult {
   /** Date.now() when the reported count was last seen to grow (sampled every PROGRESS_EVERY_MS). */
   lastReportedMs: number;
   maxRssMiB: number;
+  /** With `recordStarts`: every handler start. */
+  starts?: StartRecord;
+  /** With `urls`: each SDK worker's counts, in URL order. */
+  perUrl?: PerUrlStats[];
 }
 
 export const PROGRESS_EVERY_MS = 5;

@@ -26,6 +26,11 @@ export class WorkerFleet {
     return new WorkerFleet(handles.map((h) => h.handle));
   }
 
+  /** The worker processes' pids (for CPU accounting). */
+  get pids(): number[] {
+    return this.handles.map((h) => h.child.pid as number);
+  }
+
   /** Handlers started so far, across the fleet (as last reported, ≤ 5 ms old). */
   get started(): number {
     return this.handles.reduce((n, h) => n + h.started, 0);

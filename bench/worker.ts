@@ -3,8 +3,8 @@
  * started. Started by the harness with `fork` (IPC); reports progress while it runs and
  * everything it recorded when told to stop.
  */
-import { createWorker } from '../src/worker/index.js';
-import type { BenchWorkerConfig, FromWorker, ToWorker, WorkerResult } from './protocol.js';
+import { createWorker, type Worker } from '../src/worker/index.js';
+import type { BenchWorkerConfig, FromWorker, PerUrlStats, StartRecord, ToWorker, WorkerResult } from './protocol.js';
 import { PROGRESS_EVERY_MS } from './protocol.js';
 import { rssKiB } from './rss.js';
 
@@ -17,32 +17,60 @@ const lagsMs: number[] = [];
 let firstStartMs = Number.NaN;
 let lastStartMs = Number.NaN;
 let errors = 0;
+const starts: StartRecord | undefined = config.recordStarts ? { taskIds: [], startMs: [], attempts: [], via: [] } : undefined;
 
-const worker = createWorker({
-  url: config.url,
-  taskTypes: [config.taskType],
-  concurrency: config.concurrency,
-  pollers: config.pollers,
-  // The bench node runs with the default 30 s long-poll maximum; a shorter wait keeps stop() quick.
-  pollWaitMs: 5_000,
-  handler: async ({ payload }) => {
-    const now = Date.now();
-    if (Number.isNaN(firstStartMs)) firstStartMs = now;
-    lastStartMs = now;
-    const dueMs = (payload as { due_ms?: unknown } | null)?.due_ms;
-    if (typeof dueMs === 'number') lagsMs.push(now - dueMs);
-  },
-  onError: (error, context) => {
-    if (errors++ < 20) process.stderr.write(`bench worker: ${context}: ${error instanceof Error ? error.message : String(error)}\n`);
-  },
-});
+// One SDK worker per node URL (`urls`), or the one worker on `url` as before.
+const urls = config.urls ?? [config.url];
+const spread = config.urls !== undefined;
+const workers: Worker[] = urls.map((url, via) =>
+  createWorker({
+    url,
+    ...(spread ? { workerId: `bench-${process.pid}-${via}` } : {}),
+    taskTypes: [config.taskType],
+    concurrency: spread ? Math.ceil(config.concurrency / urls.length) : config.concurrency,
+    pollers: config.pollers,
+    // The bench node runs with the default 30 s long-poll maximum; a shorter wait keeps stop() quick.
+    pollWaitMs: 5_000,
+    handler: async ({ taskId, attempt, payload }) => {
+      const now = Date.now();
+      if (Number.isNaN(firstStartMs)) firstStartMs = now;
+      lastStartMs = now;
+      const dueMs = (payload as { due_ms?: unknown } | null)?.due_ms;
+      if (typeof dueMs === 'number') lagsMs.push(now - dueMs);
+      if (starts) {
+        starts.taskIds.push(taskId);
+        starts.startMs.push(now);
+        starts.attempts.push(attempt);
+        starts.via.push(via);
+      }
+    },
+    onError: (error, context) => {
+      if (errors++ < 20) process.stderr.write(`bench worker: ${context}: ${error instanceof Error ? error.message : String(error)}\n`);
+    },
+  }),
+);
+/** This process's counters, summed over its SDK workers. */
+const totals = (): { started: number; succeeded: number; failed: number; reported: number; discarded: number; completionRequests: number; polls: number } => {
+  const sum = { started: 0, succeeded: 0, failed: 0, reported: 0, discarded: 0, completionRequests: 0, polls: 0 };
+  for (const w of workers) {
+    const s = w.stats;
+    sum.started += s.started;
+    sum.succeeded += s.succeeded;
+    sum.failed += s.failed;
+    sum.reported += s.reported;
+    sum.discarded += s.discarded;
+    sum.completionRequests += s.completionRequests;
+    sum.polls += s.polls;
+  }
+  return sum;
+};
 
 let maxRssKiB = 0;
 let lastReported = 0;
 let lastReportedMs = Number.NaN;
 let lastStarted = 0;
 const progress = setInterval(() => {
-  const { started, reported } = worker.stats;
+  const { started, reported } = totals();
   const now = Date.now();
   if (reported !== lastReported) lastReportedMs = now;
   if (started !== lastStarted || reported !== lastReported) send({ type: 'progress', started, reported, atMs: now });
@@ -55,10 +83,10 @@ const rssTimer = setInterval(() => {
 
 process.on('message', (message: ToWorker) => {
   if (message.type !== 'stop') return;
-  void worker.stop().then(() => {
+  void Promise.all(workers.map((w) => w.stop())).then(() => {
     clearInterval(progress);
     clearInterval(rssTimer);
-    const s = worker.stats;
+    const s = totals();
     if (s.reported !== lastReported) lastReportedMs = Date.now();
     const result: WorkerResult = {
       started: s.started,
@@ -73,6 +101,8 @@ process.on('message', (message: ToWorker) => {
       lastStartMs,
       lastReportedMs,
       maxRssMiB: Math.max(maxRssKiB, rssKiB(process.pid) ?? 0) / 1024,
+      ...(starts ? { starts } : {}),
+      ...(spread ? { perUrl: workers.map((w, i) => perUrl(w, urls[i] as string)) } : {}),
     };
     send({ type: 'result', result }, () => process.disconnect?.());
   });
@@ -80,5 +110,10 @@ process.on('message', (message: ToWorker) => {
 // The harness going away (killed, timed out) must not leave this process polling.
 process.on('disconnect', () => process.exit(0));
 
-worker.start();
-send({ type: 'ready', workerId: worker.workerId });
+for (const w of workers) w.start();
+send({ type: 'ready', workerId: workers.map((w) => w.workerId).join(',') });
+
+function perUrl(w: Worker, url: string): PerUrlStats {
+  const s = w.stats;
+  return { url, workerId: w.workerId, started: s.started, reported: s.reported, discarded: s.discarded, polls: s.polls, completionRequests: s.completionRequests };
+}
