@@ -100,12 +100,15 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
         cancelTick: null,
         cancelCascade: null,
       };
-      await deps.buckets.fence(state.partition, ctx.epoch);
-      const lost = await deps.buckets.lostPartitions([state.partition]);
+      const [, lost] = await Promise.all([
+        deps.buckets.fence(state.partition, ctx.epoch),
+        deps.buckets.lostPartitions([state.partition]),
+      ]);
       await rebuild(state, ctx, deps, lost.length > 0);
-      for (const running of await deps.tasks.runningInPartition(state.partition)) deps.recoverLease(running);
       armCascade(state, ctx, deps);
+      // Fire first: on a failover every moment here delays the partition's overdue tasks.
       await fireDue(state, ctx, deps);
+      for (const running of await deps.tasks.runningInPartition(state.partition)) deps.recoverLease(running);
       return state;
     },
 

@@ -166,6 +166,7 @@ export class Cluster {
     for (const node of live) this.addresses.set(node.id, node.address);
     if (this.placement.update(live.map((node) => node.id)) === null) return;
     this.changes++;
+    this.transport.ringChanged();
     if (this.reacting !== null) {
       this.again = true;
       return;

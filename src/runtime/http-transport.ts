@@ -67,7 +67,12 @@ const DEFAULT_MAX_BATCH = 1_000;
 const DEFAULT_MAX_BATCH_BYTES = 16 * 1024 * 1024;
 /** Backoff before the first retry of an envelope, ms; it doubles up to the maximum. */
 const FIRST_BACKOFF_MS = 25;
-const MAX_BACKOFF_MS = 500;
+/**
+ * The longest backoff, ms. Long enough that a dead peer's thousands of waiting envelopes do
+ * not hammer its closed port while the ring still names it; a ring change sends them on at
+ * once anyway (`ringChanged`).
+ */
+const MAX_BACKOFF_MS = 1_000;
 /** Keep-alive connections to one node. */
 const CONNECTIONS_PER_NODE = 4;
 /** A node's pool unused this long is closed (the next message opens a new one), ms. */
@@ -345,6 +350,20 @@ export class HttpTransport implements Transport {
   }
 
   /** After a retryable failure: backs off, then routes `item` to the ring's owner again. */
+  /**
+   * The ring changed: every envelope waiting out a backoff is routed again now, to its new
+   * owner, instead of at the end of its backoff.
+   */
+  ringChanged(): void {
+    const waiting = [...this.backingOff];
+    this.backingOff.clear();
+    for (const item of waiting) {
+      item.cancelBackoff?.();
+      item.cancelBackoff = null;
+      this.resend(item);
+    }
+  }
+
   private retry(item: Outgoing, error: unknown): void {
     item.lastError = error;
     item.attempts += 1;
@@ -362,20 +381,25 @@ export class HttpTransport implements Transport {
     item.cancelBackoff = this.clock.setTimer(Math.min(backoffMs, remainingMs), () => {
       item.cancelBackoff = null;
       this.backingOff.delete(item);
-      if (this.clock.now() >= item.envelope.deadlineMs) {
-        this.fail(item, deadlineError(item));
-        return;
-      }
-      let owner: string;
-      try {
-        owner = this.options.ownerOf(item.envelope.kind, item.envelope.key);
-      } catch (ownerError) {
-        this.retry(item, ownerError);
-        return;
-      }
-      this.counters.retries += 1;
-      this.send(item, owner);
+      this.resend(item);
     });
+  }
+
+  /** Sends a retried envelope to the ring's current owner, unless its deadline has passed. */
+  private resend(item: Outgoing): void {
+    if (this.clock.now() >= item.envelope.deadlineMs) {
+      this.fail(item, deadlineError(item));
+      return;
+    }
+    let owner: string;
+    try {
+      owner = this.options.ownerOf(item.envelope.kind, item.envelope.key);
+    } catch (ownerError) {
+      this.retry(item, ownerError);
+      return;
+    }
+    this.counters.retries += 1;
+    this.send(item, owner);
   }
 
   private fail(item: Outgoing, error: unknown): void {

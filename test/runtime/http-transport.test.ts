@@ -5,7 +5,7 @@ import { WheelhouseError } from '../../src/errors.js';
 import { clusterRoutes } from '../../src/http/cluster-routes.js';
 import { handleError } from '../../src/http/errors.js';
 import type { Ask, Behavior } from '../../src/runtime/actor.js';
-import { systemClock } from '../../src/runtime/clock.js';
+import { FakeClock, systemClock, type Clock } from '../../src/runtime/clock.js';
 import { inspectRemote, notifyRefresh } from '../../src/runtime/cluster-wire.js';
 import { HttpTransport } from '../../src/runtime/http-transport.js';
 import type { TransportEnvelope } from '../../src/runtime/router.js';
@@ -58,6 +58,8 @@ interface NodeOptions {
   maxBatch?: number;
   maxBatchBytes?: number;
   bodyLimitBytes?: number;
+  /** The transport's clock (its backoffs); the actor system keeps the real one. */
+  transportClock?: Clock;
 }
 
 /** Nodes, the membership they share (`addresses`) and the ring (`route`), which tests change. */
@@ -126,6 +128,7 @@ class TestCluster {
       deliverLocal: (envelope) => node.system.acceptRemote(envelope),
       maxBatch: options.maxBatch,
       maxBatchBytes: options.maxBatchBytes,
+      ...(options.transportClock ? { clock: options.transportClock } : {}),
     });
     node.system = new ActorSystem({
       nodeId: id,
@@ -485,6 +488,23 @@ describe('HttpTransport retries against the ring’s new owner', () => {
     expect(await tell).toBeUndefined();
     expect(b.accepted).toHaveLength(2);
     expect(c.notes).toEqual(['n']);
+  });
+
+  it('sends the envelopes waiting out a backoff on at once when the ring changes', async () => {
+    newCluster();
+    // Backoffs run on a clock that never moves: only the ring change can send the ask on.
+    const clock = new FakeClock(Date.now());
+    const a = await cluster.node('node-a', { transportClock: clock });
+    const b = await cluster.node('node-b');
+    await cluster.node('node-c');
+    await cluster.stop(b);
+    const reply = a.transport.deliver('node-b', { ...askEcho('hi'), deadlineMs: Date.now() + 60_000 });
+    const backingOff = (a.transport as unknown as { backingOff: Set<unknown> }).backingOff;
+    while (backingOff.size === 0) await new Promise((r) => setTimeout(r, 5)); // refused, now backing off
+    cluster.route = () => 'node-c';
+    a.transport.ringChanged();
+    expect(await reply).toBe('node-c: hi');
+    expect(a.transport.stats().retries).toBe(1);
   });
 
   it('rejects with ask_timeout at the deadline, not before, when no node is reachable', async () => {
