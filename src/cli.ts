@@ -12,7 +12,8 @@ const HELP = `wheelhouse — a distributed job scheduler
 Usage:
   wheelhouse dev  [flags]   one node on the embedded default: PGlite under ./.wheelhouse,
                             in-process buckets and queues, HTTP on 127.0.0.1:7070
-  wheelhouse node [flags]   a node on Postgres + Redis (config/node.json, WHEELHOUSE_* env)
+  wheelhouse node [flags]   a node on Postgres + Redis (config/node.json, WHEELHOUSE_* env);
+                            nodes on the same Postgres and Redis form one cluster
   wheelhouse help           this text
 
 Flags (each option also reads WHEELHOUSE_<NAME> from the environment):
@@ -23,6 +24,12 @@ Flags (each option also reads WHEELHOUSE_<NAME> from the environment):
   --data-dir <dir>          embedded data directory (default ./.wheelhouse)
   --postgres-url <url>      default postgres://postgres@127.0.0.1:5432/test
   --redis-url <url>         default redis://127.0.0.1:6379
+  --cluster-secret <s>      shared by every node of a cluster (node-to-node requests);
+                            without one, only loopback peers are accepted
+  --advertise-url <url>     where other nodes reach this one (default http://<host>:<port>)
+  --heartbeat-seconds <n>   membership heartbeat (default 1)
+  --failure-timeout-seconds <n>
+                            a node silent this long is out of the ring (default 5)
   --<option> <value>        any option of src/config.ts in kebab-case, e.g. --partitions 64,
                             --ready-backlog-limit 100000, --auth-token s3cret, --log-level warn
 `;
