@@ -24,6 +24,9 @@ import {
  */
 if (!existsSync(CLI)) throw new Error(`${CLI} is missing: npm test builds it; alone, run npm run build first`);
 
+/** Slack for the test worker's polling and a loaded machine, ms. */
+const TOLERANCE_MS = 1000;
+
 describe('a cluster of node processes', () => {
   let cluster: ProcessCluster;
 
@@ -117,7 +120,17 @@ describe('a cluster of node processes', () => {
     expect(duplicates(counts)).toEqual([]);
     expect(worker.refused).toEqual([]);
     const lag = lagStats(worker, submitted);
-    console.log(`[cluster] join: ${submitted.length} tasks each run once; start − due p50 ${lag.p50} ms, max ${lag.max} ms`);
+    const movedPartitions = new Set(
+      (await cluster.status('n1')).partitions.filter((p) => p.owner === 'n4').map((p) => p.partition),
+    );
+    const onMoved = submitted.filter((t) => movedPartitions.has(t.partition));
+    const movedLag = lagStats(worker, onMoved);
+    console.log(
+      `[cluster] join: ${submitted.length} tasks each run once; start − due p50 ${lag.p50} ms, max ${lag.max} ms; ` +
+        `on the ${movedPartitions.size} partitions that moved to n4 (${onMoved.length} tasks) max ${movedLag.max} ms`,
+    );
+    // The issue's bound for a hand-over: no gap over a second (plus the worker's polling).
+    expect(movedLag.max).toBeLessThanOrEqual(1000 + TOLERANCE_MS);
   });
 
   it('hands a SIGTERMed node’s partitions to the others within 1 s of its exit, running due tasks once', async () => {
