@@ -1,4 +1,5 @@
 import { defineScript } from '../redis-commands.js';
+import { fenceCheck } from './fence-check.js';
 
 /** Adds entries to a partition's far buckets, unless the partition is fenced past the caller. */
 export const addBuckets = defineScript(
@@ -24,16 +25,7 @@ export const addBuckets = defineScript(
   ZADDs go in chunks, so unpack() stays far below Lua's stack limit (~8 000 values).
   Cost: O(n * log N).
 ]]
-if ARGV[1] ~= '' then
-  local fence = tonumber(redis.call('GET', KEYS[2]) or '0')
-  if fence > tonumber(ARGV[1]) then
-    return fence
-  end
-  -- A write above the fence raises it: after a flush the owner's first write re-fences.
-  if fence < tonumber(ARGV[1]) then
-    redis.call('SET', KEYS[2], ARGV[1])
-  end
-end
+${fenceCheck('KEYS[2]', 'ARGV[1]')}
 local chunk = 1000
 local argc = #ARGV
 -- The index first: a script cut short (out of memory) must not leave a bucket it misses.

@@ -1,4 +1,5 @@
 import { defineScript } from '../redis-commands.js';
+import { fenceCheck } from './fence-check.js';
 
 /** Reads and deletes a partition's far buckets before a bound, atomically, unless fenced. */
 export const takeBuckets = defineScript(
@@ -29,16 +30,7 @@ export const takeBuckets = defineScript(
   hash tag, so they share KEYS[1]'s slot (BullMQ builds keys the same way).
   Cost: O(log M + taken), M = buckets of the partition.
 ]]
-if ARGV[3] ~= '' then
-  local fence = tonumber(redis.call('GET', KEYS[3]) or '0')
-  if fence > tonumber(ARGV[3]) then
-    return fence
-  end
-  -- A write above the fence raises it: after a flush the owner's first write re-fences.
-  if fence < tonumber(ARGV[3]) then
-    redis.call('SET', KEYS[3], ARGV[3])
-  end
-end
+${fenceCheck('KEYS[3]', 'ARGV[3]')}
 local minutes = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[2])
 if #minutes == 0 then
   return { 0 }
