@@ -6,30 +6,25 @@
  * docs/benchmarks.md only with --write. Bounded: a hard timeout kills every child it started
  * and exits 1.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
-import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { partitionOf } from '../src/ids.js';
 import { killAllChildren } from './children.js';
 import { clusterView, killNode, metric, scrapeMetrics, startBenchCluster, submitSpread, waitSettled, type BenchCluster, type ClusterNode } from './cluster-nodes.js';
 import { describeMachine } from './machine.js';
 import { runNames } from './node-process.js';
-import type { WorkerResult } from './protocol.js';
 import { median, percentiles, spaced } from './stats.js';
 import { BenchStores } from './stores.js';
 import { sleep } from './time.js';
 import { WorkerFleet } from './worker-process.js';
+import { HERD_TYPE, PROBE_TYPE, byTask, claimsInPostgres, countBy, diagnoseLost, duplicates, traffic, watchReady, watchTakeover } from './chaos-analysis.js';
+import { DOC_PATH, consoleTable, fmtS, writeDoc, type ChaosRun, type Outcome } from './chaos-report.js';
 
-const HERD_TYPE = 'chaos.herd';
-const PROBE_TYPE = 'chaos.probe';
 const NODES = 3;
 /** Lease of every task, s: a task whose worker's node died comes back this long after its claim. */
 const LEASE_SECONDS = 10;
 /** Probes: every PROBE_EVERY_MS a few tasks, priority 0, from PROBE_LEAD_MS before T to PROBE_TAIL_MS after the kill. */
 const PROBE_EVERY_MS = 100;
 const PROBE_LEAD_MS = 2_000;
-/** The bar: the dead node's partitions fire again within this long of the kill (failure timeout 5 s + 1 s). */
-const BAR_FIRING_MS = 6_000;
 const CALIBRATION_TASKS = 8_000;
 /** The nodes' default in-flight timeout: a ready entry taken and never claimed is put back after it, s. */
 const INFLIGHT_TIMEOUT_SECONDS = 30;
@@ -40,9 +35,6 @@ const DRAIN_LIMIT_MS = 240_000;
 /** A herd task first run this long after the kill is reported as late. */
 const LATE_AFTER_KILL_MS = 15_000;
 const SUBMIT_TIME_FACTOR = 1.3;
-const DOC_PATH = resolve(import.meta.dirname, '../../docs/benchmarks.md');
-const DOC_BEGIN = '<!-- chaos:begin (npm run chaos -- --write) -->';
-const DOC_END = '<!-- chaos:end -->';
 
 const USAGE = `npm run chaos -- [--quick] [--tasks N] [--kill-after-ms MS] [--failure-timeout-seconds S]
                        [--workers N] [--pollers N] [--timeout-minutes M] [--only no-kill|kill] [--keep] [--write]
@@ -116,33 +108,6 @@ function parseChaosArgs(argv: string[]): ChaosArgs {
 const log = (line: string): void => {
   process.stdout.write(`[chaos ${new Date().toISOString().slice(11, 23)}] ${line}\n`);
 };
-
-/** One run's figures. */
-interface ChaosRun {
-  label: string;
-  herd: number;
-  probes: number;
-  /** Herd tasks not `succeeded` in Postgres in the end; probes likewise. */
-  lostHerd: number;
-  lostProbes: number;
-  /** Tasks (herd and probes) whose handler ran more than once, and of those the ones in flight on the dead node. */
-  duplicated: number;
-  duplicatedInFlight: number;
-  /** Kill → first start of a probe due after the kill, max and median over the dead node's partitions, ms (no kill: the same instant and partitions). */
-  firingMaxMs: number;
-  firingMedianMs: number;
-  /** Kill → every partition the dead node owned held by a survivor (fencing row), ms; NaN without a kill. */
-  heldMs: number;
-  p50Ms: number;
-  p99Ms: number;
-  maxMs: number;
-  allReadyMs: number;
-  notes: string[];
-  /** Printed on the console only, never written to the docs: per-partition detail, node output. */
-  details: string[];
-}
-
-type Outcome = ChaosRun | { label: string; error: string };
 
 /** Schemas and prefixes of runs started and not yet removed, for cleanup on abort. */
 const unremoved = new Map<string, string>();
@@ -413,235 +378,6 @@ async function runOnce(stores: BenchStores, args: ChaosArgs, kill: boolean): Pro
     else await stores.removeRun(names.schema, names.redisPrefix).catch((e: unknown) => log(`cleanup of ${names.schema} failed: ${String(e)}`));
     unremoved.delete(names.schema);
   }
-}
-
-/** From T − 200 ms, every 10 ms: ready + in flight (Redis) + started ≥ count; returns that moment − T (W2's "all ready after T"). */
-async function watchReady(stores: BenchStores, prefix: string, fleet: WorkerFleet, count: number, dueMs: number): Promise<number> {
-  await sleep(Math.max(0, dueMs - Date.now() - 200));
-  while (Date.now() < dueMs + 180_000) {
-    const started = fleet.started;
-    const ready = await stores.readyAndTaken(prefix, HERD_TYPE);
-    if (ready + started >= count) return Date.now() - dueMs;
-    await sleep(10);
-  }
-  return Number.NaN;
-}
-
-/**
- * After the kill, every 100 ms on a survivor: when its ring drops the dead node, and when
- * every partition the dead node owned is held (fencing row) by a survivor that the ring names.
- */
-async function watchTakeover(survivor: ClusterNode, victimId: string, owned: number[], killMs: number): Promise<{ heldMs: number; notes: string[] }> {
-  let ringMs = Number.NaN;
-  let lastOff = '';
-  while (Date.now() - killMs < 60_000) {
-    const asked = Date.now();
-    try {
-      const view = await clusterView(survivor.url, 5_000);
-      if (Number.isNaN(ringMs) && !view.ring.nodes.includes(victimId)) ringMs = Date.now() - killMs;
-      const byPartition = new Map(view.partitions.map((p) => [p.partition, p]));
-      const off = owned.filter((p) => {
-        const row = byPartition.get(p);
-        return !row || row.held_by === null || row.held_by === victimId || row.held_by !== row.owner;
-      });
-      if (off.length === 0) {
-        const heldMs = Date.now() - killMs;
-        return { heldMs, notes: [`${survivor.nodeId}'s ring dropped ${victimId} ${fmtS(ringMs)} after the kill; all ${owned.length} of its partitions held by survivors ${fmtS(heldMs)} after (polled every 100 ms)`] };
-      }
-      lastOff = off.slice(0, 6).map((p) => `${p}: ${JSON.stringify(byPartition.get(p))}`).join('; ');
-    } catch (error) {
-      lastOff = String(error);
-    }
-    await sleep(Math.max(0, 100 - (Date.now() - asked)));
-  }
-  return { heldMs: Number.NaN, notes: [`NOT all of ${victimId}'s partitions were held by survivors 60 s after the kill (ring dropped it after ${fmtS(ringMs)}); still off: ${lastOff}`] };
-}
-
-/** One task's executions as the workers saw them. */
-interface TaskRuns {
-  taskId: string;
-  runs: number;
-  firstMs: number;
-  firstVia: number;
-  firstAttempt: number;
-  attempts: number[];
-  /** Start of the latest run, Unix ms. */
-  againMs: number;
-}
-
-function byTask(results: WorkerResult[]): Map<string, TaskRuns> {
-  const out = new Map<string, TaskRuns>();
-  for (const r of results) {
-    const s = r.starts;
-    if (!s) continue;
-    for (let i = 0; i < s.taskIds.length; i++) {
-      const id = s.taskIds[i] as string;
-      const at = s.startMs[i] as number;
-      const run = out.get(id);
-      if (!run) {
-        out.set(id, { taskId: id, runs: 1, firstMs: at, firstVia: s.via[i] as number, firstAttempt: s.attempts[i] as number, attempts: [s.attempts[i] as number], againMs: at });
-        continue;
-      }
-      run.runs++;
-      run.againMs = Math.max(run.againMs, at);
-      run.attempts.push(s.attempts[i] as number);
-      if (at < run.firstMs) {
-        run.firstMs = at;
-        run.firstVia = s.via[i] as number;
-        run.firstAttempt = s.attempts[i] as number;
-      }
-    }
-  }
-  return out;
-}
-
-/**
- * Tasks whose handler ran more than once. One counts as in flight on the dead node when its
- * first run was polled from that node (so claimed before the kill: a dead node answers no
- * poll): its result had to go back through the dead node, so its lease ran out and it ran
- * again. Any other duplicate is unexplained.
- */
-function duplicates(runs: TaskRuns[], victimIndex: number, killMs: number): { duplicated: number; inFlight: number; notes: string[] } {
-  const dup = runs.filter((r) => r.runs > 1);
-  const inFlight = dup.filter((r) => r.firstVia === victimIndex);
-  const other = dup.filter((r) => r.firstVia !== victimIndex);
-  const lateFirst = runs.filter((r) => r.runs === 1 && r.firstAttempt > 1).length;
-  const notes = [`run more than once: ${dup.length} tasks (${dup.reduce((n, r) => n + r.runs - 1, 0)} extra runs); ${inFlight.length} of them first ran from a poll of the dead node`];
-  if (inFlight.length > 0) {
-    const firsts = inFlight.map((r) => r.firstMs - killMs);
-    const agains = inFlight.map((r) => r.againMs - killMs);
-    notes.push(
-      `those ${inFlight.length}: first run kill ${signed(Math.min(...firsts))} … ${signed(Math.max(...firsts))}, run again kill + ${fmtS(Math.min(...agains))} … ${fmtS(Math.max(...agains))}; ` +
-        `attempts seen ${JSON.stringify(countBy(inFlight.map((r) => r.attempts.join('+'))))}`,
-    );
-  }
-  notes.push(`tasks run once but at attempt > 1 (claimed, never run, lease expired): ${lateFirst}`);
-  if (other.length > 0) {
-    notes.push(
-      `UNEXPLAINED duplicates (first run not polled from the dead node): ${other.length}, e.g. ` +
-        other.slice(0, 5).map((r) => `${r.taskId} first via node #${r.firstVia + 1} at ${new Date(r.firstMs).toISOString().slice(11, 23)} attempts ${r.attempts.join(',')}`).join('; '),
-    );
-  }
-  return { duplicated: dup.length, inFlight: inFlight.length, notes };
-}
-
-function signed(ms: number): string {
-  return `${ms < 0 ? '−' : '+'} ${fmtS(Math.abs(ms))}`;
-}
-
-/** Where the tasks that never succeeded are: a summary, and per partition its due times and its owner now. */
-async function diagnoseLost(stores: BenchStores, schema: string, node: ClusterNode, partitions: number): Promise<{ summary: string; detail: string[] }> {
-  const { rows } = await stores.pg.query<{ partition: number; status: string; task_type: string; due: Date; attempts: number; n: string; created: Date }>(
-    `SELECT partition, status, task_type, due_time AS due, attempts, count(*) AS n, min(created_at) AS created
-     FROM "${schema}".tasks WHERE task_type IN ($1, $2) AND status <> 'succeeded' GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 4`,
-    [HERD_TYPE, PROBE_TYPE],
-  );
-  const view = await clusterView(node.url, 5_000).catch(() => null);
-  const at = (d: Date): string => d.toISOString().slice(11, 23);
-  const owner = (partition: number): string => {
-    const p = view?.partitions.find((x) => x.partition === partition);
-    return `owner ${p?.owner ?? '?'}, held by ${p?.held_by ?? '?'}, epoch ${p?.epoch ?? '?'}`;
-  };
-  const count = (f: (r: (typeof rows)[number]) => string): string =>
-    Object.entries(countByN(rows.map((r) => [f(r), Number(r.n)]))).map(([k, n]) => `${k} ×${n}`).join(', ');
-  const summary =
-    `NOT SUCCEEDED: ${rows.reduce((n, r) => n + Number(r.n), 0)} tasks in ${new Set(rows.map((r) => r.partition)).size} partitions: ` +
-    `${count((r) => `${r.task_type} ${r.status} attempts ${r.attempts}`)}; due at ${count((r) => at(r.due))}; their partitions' owners now: ${count((r) => owner(r.partition).split(',')[0] as string)}`;
-  const detail = rows.map((r) => `not succeeded: partition ${r.partition} (of ${partitions}): ${r.n} ${r.task_type} ${r.status} due ${at(r.due)}, created ${at(r.created)}; the partition now: ${owner(r.partition)}`);
-  return { summary, detail };
-}
-
-function countByN(pairs: [string, number][]): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const [k, n] of pairs) out[k] = (out[k] ?? 0) + n;
-  return out;
-}
-
-/** Claims beyond the first (attempts − 1) and timed-out executions per worker id, from Postgres. */
-async function claimsInPostgres(stores: BenchStores, schema: string, results: WorkerResult[], nodes: readonly ClusterNode[]): Promise<string[]> {
-  const { rows } = await stores.pg.query<{ reclaimed: string; extra: string | null }>(
-    `SELECT count(*) FILTER (WHERE attempts > 1) AS reclaimed, sum(GREATEST(attempts - 1, 0)) AS extra FROM "${schema}".tasks WHERE task_type IN ($1, $2)`,
-    [HERD_TYPE, PROBE_TYPE],
-  );
-  const timedOut = await stores.pg.query<{ worker_id: string | null; n: string }>(
-    `SELECT e.worker_id, count(*) AS n FROM "${schema}".executions e JOIN "${schema}".tasks t ON t.id = e.task_id
-     WHERE t.task_type IN ($1, $2) AND e.status = 'timed_out' GROUP BY e.worker_id`,
-    [HERD_TYPE, PROBE_TYPE],
-  );
-  // SDK worker ids are bench-<pid>-<url index>: name the node each one polled.
-  const nodeOf = new Map<string, string>();
-  for (const r of results) for (const u of r.perUrl ?? []) nodeOf.set(u.workerId, nodes.find((n) => n.url === u.url)?.nodeId ?? u.url);
-  const byWorker = timedOut.rows.map((r) => `${r.worker_id ?? 'null'}${r.worker_id && nodeOf.has(r.worker_id) ? ` (via ${nodeOf.get(r.worker_id)})` : ''} ${r.n}`);
-  return [
-    `Postgres: ${rows[0]?.reclaimed ?? 0} herd/probe tasks claimed more than once (${rows[0]?.extra ?? 0} extra claims); timed-out executions by worker: ${byWorker.length > 0 ? byWorker.join(', ') : 'none'}`,
-  ];
-}
-
-function traffic(results: WorkerResult[]): string {
-  return results
-    .flatMap((r) => r.perUrl ?? [])
-    .map((u) => `${u.url.replace('http://127.0.0.1:', ':')} ${u.started} started, ${u.reported} accepted, ${u.discarded} discarded, ${u.polls} polls`)
-    .join('; ');
-}
-
-function countBy(keys: string[]): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const k of keys) out[k] = (out[k] ?? 0) + 1;
-  return out;
-}
-
-function fmtS(ms: number): string {
-  return Number.isFinite(ms) ? `${(ms / 1000).toFixed(2)} s` : '—';
-}
-
-const HEADERS = ['run', 'tasks', 'lost', 'duplicated', 'partitions firing again after', 'herd p50/p99 start lag', 'all ready in'];
-
-function rows(outcomes: Outcome[]): string[][] {
-  return outcomes.map((o) => {
-    if ('error' in o) return [o.label, 'FAILED', '', '', '', '', o.error.slice(0, 80)];
-    const killed = o.label.startsWith('kill');
-    const firing = killed
-      ? `${fmtS(o.firingMaxMs)} (median ${fmtS(o.firingMedianMs)}; fence rows ${fmtS(o.heldMs)}) ${o.firingMaxMs <= BAR_FIRING_MS ? 'meets' : 'MISSES'} ≤ ${BAR_FIRING_MS / 1000} s`
-      : `${fmtS(o.firingMaxMs)} (no kill: same partitions, same instant)`;
-    return [
-      o.label,
-      `${spaced(o.herd)} + ${spaced(o.probes)} probes`,
-      o.lostProbes > 0 ? `${o.lostHerd} (+ ${o.lostProbes} probes)` : String(o.lostHerd),
-      `${o.duplicated}${o.duplicated > 0 ? ` (${o.duplicatedInFlight} in flight on the dead node)` : ''}`,
-      firing,
-      `${fmtS(o.p50Ms)} / ${fmtS(o.p99Ms)}`,
-      fmtS(o.allReadyMs),
-    ];
-  });
-}
-
-function consoleTable(outcomes: Outcome[]): string {
-  const body = rows(outcomes);
-  const widths = HEADERS.map((h, i) => Math.max(h.length, ...body.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]): string => cells.map((c, i) => c.padEnd(widths[i] as number)).join('  ').trimEnd();
-  return [line(HEADERS), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)].join('\n');
-}
-
-/** Replaces the section between the chaos markers in docs/benchmarks.md, or appends one. */
-function writeDoc(outcomes: Outcome[], notes: string[], meta: { command: string; machine: string; date: string; durationS: number }): void {
-  const section = [
-    DOC_BEGIN,
-    '## Chaos: a node SIGKILLed during the herd',
-    '',
-    `Written by \`${meta.command}\` (bench/chaos.ts) on ${meta.date}, ${meta.durationS.toFixed(0)} s in all. ${meta.machine}.`,
-    '',
-    `| ${HEADERS.join(' | ')} |`,
-    `|${HEADERS.map(() => '---').join('|')}|`,
-    ...rows(outcomes).map((r) => `| ${r.map((c) => c.replace(/\|/g, '\\|')).join(' | ')} |`),
-    '',
-    ...notes.map((n) => `- ${n}`),
-    DOC_END,
-  ].join('\n');
-  const doc = readFileSync(DOC_PATH, 'utf8');
-  const begin = doc.indexOf(DOC_BEGIN);
-  const end = doc.indexOf(DOC_END);
-  const next = begin >= 0 && end > begin ? doc.slice(0, begin) + section + doc.slice(end + DOC_END.length) : `${doc.trimEnd()}\n\n${section}\n`;
-  writeFileSync(DOC_PATH, next);
 }
 
 main().then(
