@@ -108,7 +108,7 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
       armCascade(state, ctx, deps);
       // Fire first: on a failover every moment here delays the partition's overdue tasks.
       await fireDue(state, ctx, deps);
-      for (const running of await deps.tasks.runningInPartition(state.partition)) deps.recoverLease(running);
+      for (const running of await deps.tasks.runningInPartitions([state.partition])) deps.recoverLease(running);
       return state;
     },
 

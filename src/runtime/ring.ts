@@ -144,7 +144,7 @@ export class RingPlacement implements Placement {
    */
   ownerOf(kind: string, key: string): string {
     if (this.liveNodeIds.length === 1) {
-      ringKey(kind, key); // the same NUL check as with more nodes
+      checkKind(kind); // refused with one node as with more
       return this.liveNodeIds[0]!;
     }
     const bounded = this.assigned.get(kind)?.get(key);
@@ -179,8 +179,12 @@ interface HashRingInternals {
  * one address: ('a', 'b\0c') and ('a\0b', 'c') cannot collide.
  */
 function ringKey(kind: string, key: string): string {
-  if (kind.includes('\u0000')) throw new WheelhouseError('internal', `Actor kind ${JSON.stringify(kind)} contains NUL.`);
+  checkKind(kind);
   return `${kind}\u0000${key}`;
+}
+
+function checkKind(kind: string): void {
+  if (kind.includes('\u0000')) throw new WheelhouseError('internal', `Actor kind ${JSON.stringify(kind)} contains NUL.`);
 }
 
 /** The addresses whose owner differs from `before` to `after`, in the order given. */

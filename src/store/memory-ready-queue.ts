@@ -17,7 +17,7 @@ import {
   queueName,
 } from './entry-codec.js';
 import type { GroupingReadyQueue, PushFence, PushGroup } from './coalescing-ready-queue.js';
-import { PartitionFences } from './memory-buckets.js';
+import { PartitionFences } from './fences.js';
 import { PushListeners, type PushListener } from './push-listeners.js';
 import type { DueEntry, QueueDepth } from './types.js';
 

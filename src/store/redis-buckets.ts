@@ -15,7 +15,7 @@ import {
   encodeBucketMember,
   minuteStart,
 } from './entry-codec.js';
-import { assertFenceArgs, staleEpochError } from './memory-buckets.js';
+import { assertFenceArgs, staleEpochError } from './fences.js';
 import { assertPrefix, redisOperation } from './redis.js';
 import { execPipeline, runScript } from './redis-commands.js';
 import { bucketKeys, fenceKey } from './redis-keys.js';

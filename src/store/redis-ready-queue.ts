@@ -4,11 +4,9 @@
  * of queue names for depths and backlog; and an in-flight ZSET (the reliable-queue
  * pattern) holding what was taken until it is acknowledged or found stale.
  *
- * Every push and requeue is announced on a pub/sub channel (`pushedChannel`), and each
- * instance with listeners subscribes to it on a connection of its own, so a worker
- * long-polling one node wakes when another node's wheel pushes.
+ * Every push and requeue is announced on a pub/sub channel ({@link RedisPushChannel}), so a
+ * worker long-polling one node wakes when another node's wheel pushes.
  */
-import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { WheelhouseError } from '../errors.js';
 import type { GroupingReadyQueue, PushFence, PushGroup } from './coalescing-ready-queue.js';
@@ -26,11 +24,12 @@ import {
   parseQueueName,
   queueName,
 } from './entry-codec.js';
-import { assertFenceArgs, staleEpochError } from './memory-buckets.js';
+import { assertFenceArgs, staleEpochError } from './fences.js';
 import { PushListeners, type PushListener } from './push-listeners.js';
 import { assertPrefix, redisOperation } from './redis.js';
 import { execPipeline, runScript } from './redis-commands.js';
-import { fenceKey, pushedChannel, readyKeys, type ReadyKeys } from './redis-keys.js';
+import { fenceKey, readyKeys, type ReadyKeys } from './redis-keys.js';
+import { RedisPushChannel } from './redis-push-channel.js';
 import type { DueEntry, QueueDepth } from './types.js';
 
 /** Most members per ZADD/ZREM, so one huge batch does not build one huge command. */
@@ -66,15 +65,9 @@ export class RedisReadyQueue implements GroupingReadyQueue {
   private readonly redis: Redis;
   private readonly prefix: string;
   private readonly keys: ReadyKeys;
-  private readonly channel: string;
-  /** Names this instance in its announcements, so that it ignores its own. */
-  private readonly instanceId = randomUUID();
   private readonly listeners = new PushListeners();
-  private readonly onError: (error: unknown, context: string) => void;
-  /** Hears other instances' announcements; opened with the first listener. */
-  private subscriber: Redis | null = null;
-  private subscription: Promise<void> = Promise.resolve();
-  private closed = false;
+  /** Announces this instance's pushes to the others, and hears theirs. */
+  private readonly channel: RedisPushChannel;
 
   /**
    * @param redis a client from `openRedis`
@@ -85,8 +78,7 @@ export class RedisReadyQueue implements GroupingReadyQueue {
     this.redis = redis;
     this.prefix = prefix;
     this.keys = readyKeys(prefix);
-    this.channel = pushedChannel(prefix);
-    this.onError = options.onError ?? (() => undefined);
+    this.channel = new RedisPushChannel(redis, prefix, options.onError ?? (() => undefined));
   }
 
   /**
@@ -118,11 +110,11 @@ export class RedisReadyQueue implements GroupingReadyQueue {
         pipeline.zadd(`${this.keys.queuePrefix}${name}`, 'NX', ...args.slice(i, i + 2 * COMMAND_CHUNK));
       }
     }
-    pipeline.publish(this.channel, this.announcement(taskTypes));
+    pipeline.publish(this.channel.name, this.channel.announcement(taskTypes));
     await redisOperation('ready.push', async () => {
       const results = await pipeline.exec();
       if (results === null) throw new Error('The Redis pipeline was aborted.');
-      // The last reply is the announcement's: its failure does not fail the push (see announce).
+      // The last reply is the announcement's: its failure does not fail the push (a lost wake-up).
       for (const [error] of results.slice(0, -1)) if (error) throw error;
     });
     this.listeners.emit(taskTypes);
@@ -225,7 +217,7 @@ export class RedisReadyQueue implements GroupingReadyQueue {
       for (const taskType of types) taskTypes.add(taskType);
       if (batchMoved + batchMalformed < REQUEUE_BATCH) break;
     }
-    await this.announce(taskTypes);
+    await this.channel.announce(taskTypes);
     this.listeners.emit(taskTypes);
     if (malformed > 0) {
       throw new WheelhouseError('internal', `${malformed} unreadable in-flight entries were dropped.`, {
@@ -273,7 +265,7 @@ export class RedisReadyQueue implements GroupingReadyQueue {
    */
   onPush(listener: PushListener): () => void {
     const remove = this.listeners.add(listener);
-    this.subscribe();
+    this.channel.listen((taskTypes) => this.listeners.emit(taskTypes));
     return remove;
   }
 
@@ -282,31 +274,19 @@ export class RedisReadyQueue implements GroupingReadyQueue {
    * failed, as told to `onError`). At once when no listener was ever added.
    */
   listening(): Promise<void> {
-    return this.subscription;
+    return this.channel.listening();
   }
 
   /** Closes the subscriber connection, if any; the client given to the constructor stays open. */
-  async close(): Promise<void> {
-    this.closed = true;
-    const subscriber = this.subscriber;
-    this.subscriber = null;
-    if (subscriber === null) return;
-    if (subscriber.status === 'ready') {
-      try {
-        await subscriber.quit();
-        return;
-      } catch {
-        // The connection went down meanwhile: drop it below.
-      }
-    }
-    subscriber.disconnect();
+  close(): Promise<void> {
+    return this.channel.close();
   }
 
   /** One script call for some pieces; answers which of them (1-based) were refused, and each one's fence. */
   private async pushPieces(groups: readonly PushGroup[], pieces: Piece[]): Promise<Map<number, number>> {
     const keys = [this.keys.registry];
     const fenceIndex = new Map<number, number>();
-    const args: (string | number)[] = [this.keys.queuePrefix, this.channel, this.instanceId, pieces.length];
+    const args: (string | number)[] = [this.keys.queuePrefix, this.channel.name, this.channel.instanceId, pieces.length];
     for (const piece of pieces) {
       const fence = groups[piece.group]?.fence;
       let k = 0;
@@ -335,57 +315,6 @@ export class RedisReadyQueue implements GroupingReadyQueue {
     const refused = new Map<number, number>();
     for (let i = 0; i + 1 < reply.length; i += 2) refused.set(Number(reply[i]), Number(reply[i + 1]));
     return refused;
-  }
-
-  /** `instanceId|type|type|…`: neither holds `|` (a UUID; task types are checked). */
-  private announcement(taskTypes: Set<string>): string {
-    return [this.instanceId, ...taskTypes].join('|');
-  }
-
-  /**
-   * Tells the other instances of a requeue that landed. A failed announcement is swallowed
-   * on purpose: the requeue itself succeeded, and the only loss is a wake-up, which the
-   * long-poll's periodic recheck (every second) makes up for. The same holds for the
-   * announcement in a push's pipeline or script.
-   */
-  private async announce(taskTypes: Set<string>): Promise<void> {
-    if (taskTypes.size === 0) return;
-    try {
-      await this.redis.publish(this.channel, this.announcement(taskTypes));
-    } catch {
-      // See above: a lost wake-up, nothing more.
-    }
-  }
-
-  private subscribe(): void {
-    if (this.subscriber !== null || this.closed) return;
-    const subscriber = this.redis.duplicate({
-      connectionName: `wheelhouse:${this.prefix}:pushed`,
-      // A subscription waits out a Redis outage instead of failing, and never times out.
-      maxRetriesPerRequest: null,
-      commandTimeout: undefined,
-    });
-    subscriber.on('error', (error: Error) => this.onError(error, 'ready-queue subscriber connection'));
-    subscriber.on('message', (channel: string, message: string) => this.heard(channel, message));
-    this.subscriber = subscriber;
-    this.subscription = subscriber.subscribe(this.channel).then(
-      () => undefined,
-      (error: unknown) => {
-        if (!this.closed) this.onError(error, `subscribing to ${this.channel}`);
-      },
-    );
-  }
-
-  /** Another instance's announcement: wake the local listeners. Ours are heard already. */
-  private heard(channel: string, message: string): void {
-    if (channel !== this.channel) return;
-    const [sender, ...taskTypes] = message.split('|');
-    if (sender === this.instanceId) return;
-    try {
-      this.listeners.emit(new Set(taskTypes.filter((taskType) => taskType.length > 0)));
-    } catch (error) {
-      this.onError(error, 'ready-queue push listener');
-    }
   }
 }
 

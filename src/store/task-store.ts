@@ -2,7 +2,7 @@ import type { Db } from './db.js';
 import { cancelTask } from './sql/cancel.js';
 import { claimTasks, heartbeatTask } from './sql/claim.js';
 import { completeTasks, expireLease } from './sql/complete.js';
-import { getTask, listTasks, pendingInPartition, runningInPartition, taskHistory } from './sql/read.js';
+import { getTask, listTasks, pendingInPartition, runningInPartitions, taskHistory } from './sql/read.js';
 import { purgeExpiredIdempotencyKeys, submitTasks } from './sql/submit.js';
 import type {
   BackoffPolicy,
@@ -89,7 +89,7 @@ export class SqlTaskStore implements TaskStore {
     return pendingInPartition(this.db, partition, after, toMs, limit);
   }
 
-  runningInPartition(partition: number): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]> {
-    return runningInPartition(this.db, partition);
+  runningInPartitions(partitions: readonly number[]): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]> {
+    return runningInPartitions(this.db, partitions);
   }
 }

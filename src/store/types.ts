@@ -226,8 +226,11 @@ export interface TaskStore {
    * For rebuilds.
    */
   pendingInPartition(partition: number, after: PartitionCursor | null, toMs: number, limit: number): Promise<DueEntry[]>;
-  /** Running tasks of a partition, for lease recovery after a restart. */
-  runningInPartition(partition: number): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]>;
+  /**
+   * Running tasks of these partitions, for lease recovery: after a restart (one partition at
+   * its activation), after a ring change (every partition, in one statement).
+   */
+  runningInPartitions(partitions: readonly number[]): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]>;
 }
 
 /**

@@ -16,7 +16,7 @@ const RELEASE_POLL_MS = 20;
 
 export interface OwnershipDeps {
   system: ActorSystem;
-  tasks: Pick<TaskStore, 'runningInPartition'>;
+  tasks: Pick<TaskStore, 'runningInPartitions'>;
   schedules: Pick<ScheduleStore, 'active' | 'activeIds'>;
   snapshots: Pick<SnapshotStore, 'owners'>;
   clock: Clock;
@@ -155,18 +155,18 @@ export class Ownership {
    */
   async recoverLeases(): Promise<number> {
     const { system, tasks } = this.deps;
+    const all = Array.from({ length: this.deps.partitions }, (_, p) => p);
     let recovered = 0;
-    for (let p = 0; p < this.deps.partitions; p++) {
-      for (const running of await tasks.runningInPartition(p)) {
-        if (system.ownerOf(LEASE_KIND, running.taskId) !== system.nodeId || system.holds(LEASE_KIND, running.taskId)) continue;
-        system.ref<LeaseMessage>(LEASE_KIND, running.taskId).tell({
-          type: 'granted',
-          version: running.version,
-          leaseExpiresMs: running.leaseExpiresMs,
-        });
-        recovered++;
-      }
+    for (const running of await tasks.runningInPartitions(all)) {
+      if (system.ownerOf(LEASE_KIND, running.taskId) !== system.nodeId || system.holds(LEASE_KIND, running.taskId)) continue;
+      system.ref<LeaseMessage>(LEASE_KIND, running.taskId).tell({
+        type: 'granted',
+        version: running.version,
+        leaseExpiresMs: running.leaseExpiresMs,
+      });
+      recovered++;
     }
     return recovered;
   }
+
 }

@@ -1,8 +1,7 @@
-import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CLI } from '../support/processes.js';
 import { uniqueType } from '../support/tasks.js';
 import {
+  TOLERANCE_MS,
   TestWorker,
   duplicates,
   lagStats,
@@ -24,9 +23,6 @@ import {
  * One cluster for the file: 3 nodes; after the first kill a fourth node joins, and the
  * second test kills again.
  */
-if (!existsSync(CLI)) throw new Error(`${CLI} is missing: npm test builds it; alone, run npm run build first`);
-
-const TOLERANCE_MS = 1000;
 
 describe('a cluster node killed with SIGKILL', () => {
   let cluster: ProcessCluster;

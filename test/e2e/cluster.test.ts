@@ -1,12 +1,12 @@
-import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CLI } from '../support/processes.js';
 import { uniqueType } from '../support/tasks.js';
 import {
+  TOLERANCE_MS,
   TestWorker,
   duplicates,
   lagStats,
   missing,
+  pickVictim,
   sleep,
   startCluster,
   submitBatch,
@@ -22,10 +22,6 @@ import {
  * file, in this order: 3 nodes, then 4, then 3 again. (Crashes and pauses:
  * cluster-failover.test.ts and cluster-pause.test.ts.)
  */
-if (!existsSync(CLI)) throw new Error(`${CLI} is missing: npm test builds it; alone, run npm run build first`);
-
-/** Slack for the test worker's polling and a loaded machine, ms. */
-const TOLERANCE_MS = 1000;
 
 describe('a cluster of node processes', () => {
   let cluster: ProcessCluster;
@@ -137,9 +133,7 @@ describe('a cluster of node processes', () => {
     await cluster.waitForRing(['n1', 'n2', 'n3', 'n4'], 30_000);
     const before = await cluster.status('n1');
     // The node with the most partitions leaves (n1 takes the submissions and stays).
-    const counts = Object.entries(before.ring.partitions_per_node).filter(([id]) => id !== 'n1');
-    counts.sort((x, y) => y[1] - x[1]);
-    const leaving = counts[0]![0];
+    const leaving = pickVictim(before);
     const remaining = ['n1', 'n2', 'n3', 'n4'].filter((id) => id !== leaving);
     const itsPartitions = before.partitions.filter((p) => p.owner === leaving).map((p) => p.partition);
 

@@ -1,17 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { api, type BackendName } from '../support/nodes.js';
-import { CLI, dropTestStores, kill9, nodeArgs, startProcess, type NodeProcess } from '../support/processes.js';
+import { dropTestStores, kill9, nodeArgs, requireBuiltCli, startProcess, type NodeProcess } from '../support/processes.js';
 
 /**
  * A real crash: the node runs as its own process (the built CLI) and is killed with SIGKILL
  * right after it answered the submits — no shutdown, no final snapshot. A new process on the
  * same data must hand out every task exactly once.
  */
-if (!existsSync(CLI)) throw new Error(`${CLI} is missing: npm test builds it; alone, run npm run build first`);
+requireBuiltCli();
 
 describe.each(['postgres', 'embedded'] as BackendName[])('a node killed with SIGKILL, on %s', (backend) => {
   const id = randomBytes(4).toString('hex');

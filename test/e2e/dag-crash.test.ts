@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,7 +8,7 @@ import { SqlTaskStore } from '../../src/store/task-store.js';
 import { decodeLeaseToken } from '../../src/tasks/lease-token.js';
 import { dagClient, idsOf } from '../support/dags.js';
 import { BACKENDS, TEST_POSTGRES_URL, api, type BackendName } from '../support/nodes.js';
-import { CLI, dropTestStores, kill9, nodeArgs, startProcess, type NodeProcess } from '../support/processes.js';
+import { dropTestStores, kill9, nodeArgs, requireBuiltCli, startProcess, type NodeProcess } from '../support/processes.js';
 import { uniqueType } from '../support/tasks.js';
 
 /**
@@ -35,7 +35,7 @@ describe.each(SIGKILL_BACKENDS)('DAGs across a SIGKILL of the node process, on %
   const args = (): string[] => nodeArgs(backend, schema, prefix, dataDir);
 
   beforeAll(() => {
-    if (!existsSync(CLI)) throw new Error(`${CLI} is missing: npm test builds it; alone, run npm run build first`);
+    requireBuiltCli();
     dataDir = mkdtempSync(join(tmpdir(), 'wheelhouse-dagcrash-'));
   });
   afterAll(async () => {

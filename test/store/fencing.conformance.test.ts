@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { isWheelhouseError } from '../../src/errors.js';
 import { CoalescingReadyQueue } from '../../src/store/coalescing-ready-queue.js';
-import { MemoryBucketStore, PartitionFences } from '../../src/store/memory-buckets.js';
+import { PartitionFences } from '../../src/store/fences.js';
+import { MemoryBucketStore } from '../../src/store/memory-buckets.js';
 import { MemoryReadyQueue } from '../../src/store/memory-ready-queue.js';
 import { RedisBucketStore } from '../../src/store/redis-buckets.js';
 import { RedisReadyQueue } from '../../src/store/redis-ready-queue.js';

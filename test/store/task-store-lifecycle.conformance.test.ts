@@ -385,16 +385,24 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
       expect(new Set(seen)).toEqual(new Set(herd.map((t) => t.id)));
     });
 
-    it('lists a partition’s running tasks with their leases', async () => {
+    it('lists the running tasks of some partitions with their leases, in one read', async () => {
       const partition = 902;
       const a = makeTask({ partition, timeoutSeconds: 10 });
       const b = makeTask({ partition });
-      await store.submit([a, b], T0);
-      const [claimed] = await store.claim([a.id], 'w', T0);
-      expect(await store.runningInPartition(partition)).toEqual([
-        { taskId: a.id, version: claimed!.version, leaseExpiresMs: T0 + 10_000 },
+      const c = makeTask({ partition: 904, timeoutSeconds: 20 });
+      await store.submit([a, b, c], T0);
+      const claimed = await store.claim([a.id, c.id], 'w', T0);
+      const version = (id: string) => claimed.find((t) => t.id === id)!.version;
+      expect(await store.runningInPartitions([partition])).toEqual([
+        { taskId: a.id, version: version(a.id), leaseExpiresMs: T0 + 10_000 },
       ]);
-      expect(await store.runningInPartition(903)).toEqual([]);
+      const both = await store.runningInPartitions([partition, 903, 904]);
+      expect(both.sort((x, y) => (x.taskId < y.taskId ? -1 : 1))).toEqual([
+        { taskId: a.id, version: version(a.id), leaseExpiresMs: T0 + 10_000 },
+        { taskId: c.id, version: version(c.id), leaseExpiresMs: T0 + 20_000 },
+      ]);
+      expect(await store.runningInPartitions([903])).toEqual([]);
+      expect(await store.runningInPartitions([])).toEqual([]);
     });
   });
 });

@@ -9,7 +9,7 @@ import { Redis } from 'ioredis';
 import { partitionOf } from '../../src/ids.js';
 import { RingPlacement } from '../../src/runtime/ring.js';
 import { TEST_POSTGRES_URL, TEST_REDIS_URL, eventually } from './nodes.js';
-import { dropTestStores, startCliProcess, type CliProcess } from './processes.js';
+import { dropTestStores, requireBuiltCli, startCliProcess, type CliProcess } from './processes.js';
 
 /** `GET /admin/cluster`, as the node answers it. */
 export interface ClusterStatusJson {
@@ -333,6 +333,7 @@ function ringProblem(want: string[], statuses: ClusterStatusJson[]): string | nu
 
 /** Starts `nodes` nodes (the first alone, so it applies the migrations) and waits for their ring. */
 export async function startCluster(options: ClusterOptions = {}): Promise<ProcessCluster> {
+  requireBuiltCli(options.cli);
   const cluster = new ProcessCluster(options);
   const n = options.nodes ?? 3;
   try {
@@ -345,6 +346,12 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Proces
   }
   return cluster;
 }
+
+/**
+ * Slack added to the timing bounds the issue sets (failover within the failure timeout + 1 s,
+ * a hand-over within 1 s), for the test worker's polling and a loaded machine, ms.
+ */
+export const TOLERANCE_MS = 1000;
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));

@@ -3,6 +3,7 @@
  * shutdown, no final write (test/e2e/crash.test.ts, the DAG crash test).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import pg from 'pg';
 import { Redis } from 'ioredis';
@@ -10,6 +11,11 @@ import { TEST_POSTGRES_URL, TEST_REDIS_URL, type BackendName } from './nodes.js'
 import { deleteKeysWithPrefix } from './redis.js';
 
 export const CLI = resolve(import.meta.dirname, '../../dist/src/cli.js');
+
+/** Throws a clear error when the built CLI is missing (`npm test` builds it first). */
+export function requireBuiltCli(cli: string = CLI): void {
+  if (!existsSync(cli)) throw new Error(`${cli} is missing: npm test builds it; alone, run npm run build first`);
+}
 
 export interface NodeProcess {
   child: ChildProcess;

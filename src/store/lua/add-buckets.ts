@@ -1,5 +1,5 @@
 import { defineScript } from '../redis-commands.js';
-import { fenceCheck } from './fence-check.js';
+import { fenceCheck, ZADD_PAIRS } from './snippets.js';
 
 /** Adds entries to a partition's far buckets, unless the partition is fenced past the caller. */
 export const addBuckets = defineScript(
@@ -27,6 +27,7 @@ export const addBuckets = defineScript(
 ]]
 ${fenceCheck('KEYS[2]', 'ARGV[1]')}
 local chunk = 1000
+${ZADD_PAIRS}
 local argc = #ARGV
 -- The index first: a script cut short (out of memory) must not leave a bucket it misses.
 local index = {}
@@ -45,18 +46,9 @@ if #index > 0 then
 end
 i = 3
 while i <= argc do
-  local key = ARGV[2] .. ARGV[i]
   local n = tonumber(ARGV[i + 1])
-  i = i + 2
-  for first = 0, n - 1, chunk do
-    local args = {}
-    for j = first, math.min(first + chunk, n) - 1 do
-      args[#args + 1] = ARGV[i + 2 * j]
-      args[#args + 1] = ARGV[i + 2 * j + 1]
-    end
-    redis.call('ZADD', key, unpack(args))
-  end
-  i = i + 2 * n
+  zaddPairs(ARGV[2] .. ARGV[i], false, i + 2, n)
+  i = i + 2 + 2 * n
 end
 return 0
 `,

@@ -1,4 +1,5 @@
 import { defineScript } from '../redis-commands.js';
+import { ZADD_PAIRS } from './snippets.js';
 
 /** Pushes groups of due entries into the ready queues; a fenced group only while its fence holds. */
 export const pushReady = defineScript(
@@ -37,7 +38,7 @@ export const pushReady = defineScript(
 ]]
 local prefix = ARGV[1]
 local groupCount = tonumber(ARGV[4])
-local chunk = 1000
+${ZADD_PAIRS}
 
 -- Pass 1: find each group's queues and check its fence; nothing is written yet.
 local groups = {}
@@ -77,18 +78,9 @@ for g = 1, groupCount do
     for _ = 1, group.queues do
       local name = ARGV[j]
       local n = tonumber(ARGV[j + 1])
-      local key = prefix .. name
-      j = j + 2
       redis.call('SADD', KEYS[1], name)
-      for first = 0, n - 1, chunk do
-        local args = {}
-        for e = first, math.min(first + chunk, n) - 1 do
-          args[#args + 1] = ARGV[j + 2 * e]
-          args[#args + 1] = ARGV[j + 2 * e + 1]
-        end
-        redis.call('ZADD', key, 'NX', unpack(args))
-      end
-      j = j + 2 * n
+      zaddPairs(prefix .. name, true, j + 2, n)
+      j = j + 2 + 2 * n
       local taskType = string.match(name, '^%d+:(.+)$')
       if n > 0 and taskType and not seen[taskType] then
         seen[taskType] = true

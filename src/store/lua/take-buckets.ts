@@ -1,5 +1,5 @@
 import { defineScript } from '../redis-commands.js';
-import { fenceCheck } from './fence-check.js';
+import { fenceCheck } from './snippets.js';
 
 /** Reads and deletes a partition's far buckets before a bound, atomically, unless fenced. */
 export const takeBuckets = defineScript(

@@ -184,17 +184,18 @@ export async function pendingInPartition(
 const RUNNING_IN_PARTITION = `
   SELECT t.id, t.version, ${msOf('t.lease_expires_at')} AS lease_expires_ms
   FROM tasks t
-  WHERE t.partition = $1 AND t.status = 'running'`;
+  WHERE t.partition = ANY($1::int[]) AND t.status = 'running'`;
 
-/** See `TaskStore.runningInPartition`. */
-export async function runningInPartition(
+/** See `TaskStore.runningInPartitions`. */
+export async function runningInPartitions(
   db: Db,
-  partition: number,
+  partitions: readonly number[],
 ): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]> {
+  if (partitions.length === 0) return [];
   const { rows } = await db.query<{ id: string; version: number; lease_expires_ms: number }>(
     RUNNING_IN_PARTITION,
-    [partition],
-    'wh_running_in_partition',
+    [partitions],
+    'wh_running_in_partitions',
   );
   return rows.map((r) => ({ taskId: r.id, version: r.version, leaseExpiresMs: r.lease_expires_ms }));
 }

@@ -1,3 +1,5 @@
+/** Lua shared by the fast index's scripts, interpolated into their source. */
+
 /**
  * The Lua that opens a fenced script: with an epoch (`epochArg`, '' for an unfenced call), the
  * script returns the partition's fence, writing nothing, when the fence stands above the epoch,
@@ -15,3 +17,20 @@ export function fenceCheck(fenceKey: string, epochArg: string): string {
   end
 end`;
 }
+
+/**
+ * Defines `zaddPairs(key, nx, first, n)`: ZADD (with NX when `nx`) of the `n` (score, member)
+ * pairs of ARGV from index `first`, 1 000 pairs a command, so unpack() stays far below Lua's
+ * stack limit (~8 000 values).
+ */
+export const ZADD_PAIRS = `local function zaddPairs(key, nx, first, n)
+  for from = 0, n - 1, 1000 do
+    local args = {}
+    if nx then args[1] = 'NX' end
+    for e = from, math.min(from + 1000, n) - 1 do
+      args[#args + 1] = ARGV[first + 2 * e]
+      args[#args + 1] = ARGV[first + 2 * e + 1]
+    end
+    redis.call('ZADD', key, unpack(args))
+  end
+end`;
