@@ -1,18 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueType } from '../support/tasks.js';
-import {
-  TOLERANCE_MS,
-  TestWorker,
-  duplicates,
-  lagStats,
-  missing,
-  pickVictim,
-  sleep,
-  startCluster,
-  submitBatch,
-  waitUntil,
-  type ProcessCluster,
-} from '../support/cluster.js';
+import { TOLERANCE_MS, pickVictim, sleep, startCluster, waitUntil, type ProcessCluster } from '../support/cluster.js';
+import { TestWorker, duplicates, lagStats, missing, submitBatch } from '../support/cluster-worker.js';
 
 /**
  * A node of a three-node cluster dies with SIGKILL: no hand-over, no last write. Its wheel

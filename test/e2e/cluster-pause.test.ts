@@ -1,17 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueType } from '../support/tasks.js';
-import {
-  TOLERANCE_MS,
-  TestWorker,
-  duplicates,
-  lagStats,
-  missing,
-  pickVictim,
-  sleep,
-  startCluster,
-  submitBatch,
-  type ProcessCluster,
-} from '../support/cluster.js';
+import { TOLERANCE_MS, pickVictim, sleep, startCluster, type ProcessCluster } from '../support/cluster.js';
+import { TestWorker, duplicates, lagStats, missing, submitBatch } from '../support/cluster-worker.js';
 
 /**
  * A node frozen with SIGSTOP for longer than the failure timeout, then resumed: the others
