@@ -53,6 +53,10 @@ export interface ActorContext<M extends Message> {
   /**
    * A volatile timer: delivers `message` to this actor after `delayMs` (clamped). Timers of an
    * actor are cancelled when it deactivates.
+   *
+   * The message is a duty: if its handler fails (a store blip), the runtime delivers it again
+   * after a backoff, for as long as the actor lives, and reports each failure with the try
+   * count. So a handler re-arms its next timer only on success and lets errors propagate.
    */
   schedule(delayMs: number, message: M): Cancel;
   /** Persists `state` with this activation's epoch; rejects with `stale_epoch` if fenced. */

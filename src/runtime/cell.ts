@@ -4,6 +4,7 @@ import type { Cancel, Clock } from './clock.js';
 import { Mailbox, type MailboxHandler, type UnhandledMessages } from './mailbox.js';
 import { shuttingDownError, type CellHost } from './host.js';
 import type { AcquiredSnapshot } from './snapshots.js';
+import { retryDelayMs } from './supervision.js';
 import type { TimerEntry, TimerTarget } from './timer-queue.js';
 
 /**
@@ -51,6 +52,12 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
   private idleTimer: Cancel | null = null;
   private idleSinceMs = 0;
   private timers: TimerEntry<Message>[] | null = null;
+  /** Timer messages posted and not yet handled: the actor's duties (see `onError`). */
+  private duties: Set<Message> | null = null;
+  /** The message being handled, when it is a duty. */
+  private currentDuty: M | null = null;
+  /** Failures in a row of each duty (by message type); absent once it succeeds. */
+  private dutyFailures: Map<string, number> | null = null;
   private selfRef: ActorRef<M> | null = null;
   private activeSignal: Signal | null = null;
   private goneSignal: Signal | null = null;
@@ -155,21 +162,47 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
 
   handle(message: M): S | PromiseLike<S> {
     this.lastMessageAtMs = this.host.clock.now();
+    this.currentDuty = this.duties?.delete(message) === true ? message : null;
     return this.behavior.receive(this.state as S, message, this);
   }
 
   accept(state: S): void {
     this.state = state;
+    if (this.currentDuty !== null) {
+      this.dutyFailures?.delete(this.currentDuty.type);
+      this.currentDuty = null;
+    }
   }
 
+  /**
+   * A handler failed. A duty — a message this actor's own timer delivered (a tick, a cascade,
+   * a lease's expiry) — is what the actor relies on to make progress, and its handler re-arms
+   * it only when it succeeds: so the runtime delivers it again after a backoff (100 ms
+   * doubling to 2 s by default), for as long as the actor lives, and says so in the report.
+   * A fenced activation is not retried: it stops.
+   */
   onError(error: unknown, message: M, asked: boolean): void {
+    const duty = message === this.currentDuty;
+    this.currentDuty = null;
     if (isWheelhouseError(error, 'stale_epoch')) {
       // A write the handler made was refused for a newer owner's epoch (a fenced Redis
       // push, a version compare-and-set): this activation is stale. Stop, write nothing more.
       this.fencedBy ??= error;
       this.requestStop('failed');
     }
-    if (!asked) this.host.report(error, { kind: this.kind, key: this.key, during: 'receive', messageType: message.type });
+    const retry = duty ? this.retryDuty(message) : null;
+    if (!asked) this.host.report(error, { kind: this.kind, key: this.key, during: 'receive', messageType: message.type, ...retry });
+  }
+
+  /** Delivers a failed duty again after a backoff; null when the actor is leaving anyway. */
+  private retryDuty(message: M): { attempt: number; retryInMs: number } | null {
+    if (this.stopReason !== null || (this.phase !== 'active' && this.phase !== 'activating')) return null;
+    const failures = (this.dutyFailures ??= new Map());
+    const attempt = (failures.get(message.type) ?? 0) + 1;
+    failures.set(message.type, attempt);
+    const retryInMs = retryDelayMs(attempt, this.host.dutyRetry);
+    this.schedule(retryInMs, message);
+    return { attempt, retryInMs };
   }
 
   onIdle(): void {
@@ -395,11 +428,16 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
     else this.armIdleTimer(limitMs - idleMs);
   }
 
+  /** A timer's message is a duty: a full mailbox delays it (backoff), it does not drop it. */
   private postFromTimer(message: M): void {
+    const duties = (this.duties ??= new Set());
+    duties.add(message);
     try {
       this.mailbox.post(message);
     } catch (error) {
-      this.host.report(error, { kind: this.kind, key: this.key, during: 'timer', messageType: message.type });
+      duties.delete(message);
+      const retry = this.retryDuty(message);
+      this.host.report(error, { kind: this.kind, key: this.key, during: 'timer', messageType: message.type, ...retry });
     }
   }
 
@@ -412,6 +450,7 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
       for (const entry of this.timers) this.host.timers.cancel(entry);
       this.timers = null;
     }
+    this.duties = null;
   }
 
   private transition(next: CellPhase): void {

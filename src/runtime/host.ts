@@ -3,6 +3,7 @@ import type { ActorRef, ActorSystemApi, Message } from './actor.js';
 import type { PendingAsk } from './ask.js';
 import type { Clock } from './clock.js';
 import type { SnapshotStore } from './snapshots.js';
+import type { RetryPolicy } from './supervision.js';
 import type { TimerQueue } from './timer-queue.js';
 
 /** Where in an actor's life an error was reported. */
@@ -17,6 +18,12 @@ export interface ActorErrorInfo {
   messageType?: string;
   /** Told messages that were accepted but will not be handled because of this error. */
   droppedTells?: number;
+  /**
+   * Set when the failed message was a duty (one of the actor's own timer messages): failures
+   * of it in a row, this one included, and when it is delivered again, ms from now.
+   */
+  attempt?: number;
+  retryInMs?: number;
 }
 
 /** What a cell needs from the system that hosts it. */
@@ -27,6 +34,8 @@ export interface CellHost {
   readonly timers: TimerQueue<Message>;
   readonly snapshots: SnapshotStore;
   readonly system: ActorSystemApi;
+  /** How a failed duty (an actor's timer message) is delivered again. */
+  readonly dutyRetry: RetryPolicy;
   ref<M extends Message>(kind: string, key: string): ActorRef<M>;
   /** Hands an error to the system's `onError` hook. */
   report(error: unknown, info: ActorErrorInfo): void;

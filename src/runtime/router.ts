@@ -7,6 +7,7 @@ import type { Clock } from './clock.js';
 import { TimerQueue } from './timer-queue.js';
 import type { Placement, Transport } from './placement.js';
 import type { SnapshotStore } from './snapshots.js';
+import type { RetryPolicy } from './supervision.js';
 
 /** What travels between nodes: one message for one actor. */
 export type TransportEnvelope = Parameters<Transport['deliver']>[1];
@@ -31,6 +32,7 @@ export interface RouterOptions {
   placement: Placement;
   transport: Transport | undefined;
   defaultAskTimeoutMs: number;
+  dutyRetry: RetryPolicy;
   report(error: unknown, info: ActorErrorInfo): void;
 }
 
@@ -47,6 +49,7 @@ export class Router implements CellHost {
   readonly timers: TimerQueue<Message>;
   readonly snapshots: SnapshotStore;
   readonly defaultAskTimeoutMs: number;
+  readonly dutyRetry: RetryPolicy;
   /** Set at shutdown: nothing new is accepted. */
   closed = false;
   private readonly placement: Placement;
@@ -62,6 +65,7 @@ export class Router implements CellHost {
     this.placement = options.placement;
     this.transport = options.transport;
     this.defaultAskTimeoutMs = options.defaultAskTimeoutMs;
+    this.dutyRetry = options.dutyRetry;
     this.reportHook = options.report;
   }
 

@@ -7,6 +7,7 @@ import type { Clock } from './clock.js';
 import type { Placement, Transport } from './placement.js';
 import { Router, type KindEntry, type TransportEnvelope } from './router.js';
 import type { SnapshotStore } from './snapshots.js';
+import { DEFAULT_DUTY_RETRY, type RetryPolicy } from './supervision.js';
 
 /** How an `ActorSystem` is built. */
 export interface ActorSystemOptions {
@@ -22,6 +23,11 @@ export interface ActorSystemOptions {
   transport?: Transport;
   /** Timeout of an `ask` that names none, ms. @default 5000 */
   defaultAskTimeoutMs?: number;
+  /**
+   * How an actor's timer message whose handler failed is delivered again (see
+   * `ActorContext.schedule`). @default DEFAULT_DUTY_RETRY (100 ms doubling to 2 s)
+   */
+  dutyRetry?: RetryPolicy;
   /**
    * Errors nobody awaits: a told message's handler failed, a `deactivate` hook or a release
    * failed, a message was dropped. @default logs to the console
@@ -63,6 +69,7 @@ export class ActorSystem implements ActorSystemApi {
         options.defaultAskTimeoutMs ?? DEFAULT_ASK_TIMEOUT_MS,
         'ActorSystem option defaultAskTimeoutMs',
       ),
+      dutyRetry: options.dutyRetry ?? DEFAULT_DUTY_RETRY,
       report: onError,
     });
   }
