@@ -76,6 +76,25 @@ export interface WheelhouseOptions {
   dagSweepSeconds?: number;
   /** Idle time after which a DAG node's actor (a blocked task) leaves memory, seconds (at least 0.01). @default 5 */
   dagIdlePassivationSeconds?: number;
+  /**
+   * How often the safety nets look for tasks their mechanism left behind in the partitions
+   * this node owns: running tasks whose lease ran out, and pending tasks overdue that
+   * nothing holds (they should find none; what they find is handed on and counted).
+   * Seconds. @default 5
+   */
+  safetyNetSeconds?: number;
+  /**
+   * How long past its lease expiry or due time a task must be before the safety nets take
+   * it: longer than the mechanisms need even across a failover (failure timeout plus a
+   * takeover). Seconds; at least the failure timeout. @default 10
+   */
+  safetyNetGraceSeconds?: number;
+  /**
+   * For tests of clock skew only: this node's own clock reads this many seconds ahead (or
+   * behind, negative). A Postgres node measures and corrects it (it reads time as the
+   * database does). @default 0
+   */
+  testClockOffsetSeconds?: number;
   /** Bearer token required on /api and /admin routes; null disables auth. @default null */
   authToken?: string | null;
   /**
@@ -123,6 +142,9 @@ export interface CompiledOptions {
   readonly cronAdvanceSpreadMs: number;
   readonly dagSweepMs: number;
   readonly dagIdlePassivationMs: number;
+  readonly safetyNetMs: number;
+  readonly safetyNetGraceMs: number;
+  readonly testClockOffsetMs: number;
   readonly authToken: string | null;
   readonly clusterSecret: string | null;
   readonly advertiseUrl: string | null;
@@ -177,6 +199,9 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     cronAdvanceSpreadMs: num('cronAdvanceSpreadSeconds', o.cronAdvanceSpreadSeconds, 0, 3600) * 1000,
     dagSweepMs: num('dagSweepSeconds', o.dagSweepSeconds, 0.1, 86_400) * 1000,
     dagIdlePassivationMs: num('dagIdlePassivationSeconds', o.dagIdlePassivationSeconds, 0.01, 3600) * 1000,
+    safetyNetMs: num('safetyNetSeconds', o.safetyNetSeconds, 0.05, 3600) * 1000,
+    safetyNetGraceMs: num('safetyNetGraceSeconds', o.safetyNetGraceSeconds, 0.05, 86_400) * 1000,
+    testClockOffsetMs: Math.round(num('testClockOffsetSeconds', o.testClockOffsetSeconds, -86_400, 86_400) * 1000),
     authToken: o.authToken === null ? null : str('authToken', o.authToken),
     clusterSecret: o.clusterSecret === null ? null : str('clusterSecret', o.clusterSecret),
     advertiseUrl: o.advertiseUrl === null ? null : str('advertiseUrl', o.advertiseUrl, /^https?:\/\/[^\s/]+$/),
@@ -187,6 +212,9 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
   };
   if (compiled.heartbeatMs * 2 > compiled.failureTimeoutMs) {
     throw new ConfigError('heartbeatSeconds', 'must be at most half of failureTimeoutSeconds');
+  }
+  if (compiled.safetyNetGraceMs < compiled.failureTimeoutMs) {
+    throw new ConfigError('safetyNetGraceSeconds', 'must be at least failureTimeoutSeconds (a dead node\'s leases are its successor\'s to recover first)');
   }
   if (compiled.retryMaxMs < compiled.retryBaseMs) {
     throw new ConfigError('retryMaxSeconds', 'must be at least retryBaseSeconds');
@@ -220,6 +248,9 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   cronAdvanceSpreadSeconds: 30,
   dagSweepSeconds: 60,
   dagIdlePassivationSeconds: 5,
+  safetyNetSeconds: 5,
+  safetyNetGraceSeconds: 10,
+  testClockOffsetSeconds: 0,
   authToken: null,
   clusterSecret: null,
   advertiseUrl: null,

@@ -1,19 +1,17 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { WHEEL_KIND, type WheelMessage } from './actors/wheel-partition.js';
 import type { CompiledOptions } from './config.js';
+import type { AlignedClock } from './runtime/aligned-clock.js';
 import type { Cancel, Clock } from './runtime/clock.js';
-import type { ActorSystem } from './runtime/system.js';
+import { every, type DutyFailure } from './runtime/supervision.js';
 import type { Backend } from './store/backend.js';
 import type { DagResolver } from './tasks/dag-resolver.js';
 import type { Ownership } from './tasks/ownership.js';
+import type { SafetyNet } from './tasks/safety-net.js';
 
 /** How often the node refreshes the ready backlog that admission control reads. */
 const BACKLOG_REFRESH_MS = 250;
-/**
- * How often the node checks that it runs every partition it owns (one whose activation failed
- * or was fenced comes back) and that the bucket store has not lost them (Redis flushed).
- */
-const LOSS_CHECK_MS = 1_000;
+/** How often the node checks that it runs every partition it owns (one whose activation failed or was fenced comes back). */
+const PARTITION_CHECK_MS = 1_000;
 /** How often entries taken but never settled are put back in their ready queues. */
 const REQUEUE_STALE_MS = 5_000;
 /** How often expired idempotency keys are deleted, and how many at most each time. */
@@ -23,89 +21,87 @@ const PURGE_KEYS_BATCH = 10_000;
 const SCHEDULE_CHECK_MS = 30_000;
 /** How often outbox events the live path did not clear are delivered again. */
 const DAG_REPLAY_MS = 2_000;
-/** How long a partition may take to rebuild from the task table. */
-const REBUILD_ASK_MS = 60_000;
+/** How often the node measures its clock against the database's. */
+const CLOCK_SAMPLE_MS = 5_000;
+/** A clock this far off the database's is worth a warning (it is corrected either way). */
+const CLOCK_WARN_MS = 1_000;
 
 export interface LoopDeps {
   clock: Clock;
+  /** Set when the node reads time as the database does: its offset is measured here. */
+  aligned: AlignedClock | null;
   options: CompiledOptions;
   backend: Backend;
   resolver: DagResolver;
   ownership: Ownership;
-  system: ActorSystem;
+  safetyNet: SafetyNet;
   /** False while this node may have been declared out: it then takes nothing over. */
   mayOwn(): boolean;
   setBacklog(entries: number): void;
   log: FastifyBaseLogger;
-  onError(error: unknown, context: string): void;
+  /** A duty failed: it runs again after `failure.retryInMs`. */
+  onDutyFailure(error: unknown, failure: DutyFailure): void;
 }
 
 /**
- * The node's background loops: the nets under the live paths (outbox replay and sweep, owned
- * partitions and schedules kept running, lost buckets rebuilt, stale in-flight entries put
- * back) and the housekeeping (backlog for admission control, expired idempotency keys).
- * Returns their stop functions.
+ * The node's background duties: the nets under the live paths (outbox replay and sweep,
+ * the lease and pending safety nets, owned partitions and schedules kept running, stale
+ * in-flight entries put back) and the housekeeping (backlog for admission control, expired
+ * idempotency keys, the clock's offset). Each is supervised (`every`): a failure is reported
+ * and the duty comes back after a backoff. Returns their stop functions.
  */
 export function startLoops(deps: LoopDeps): Cancel[] {
-  const { clock, options, backend, resolver, ownership, system, log, onError } = deps;
-  const loop = (intervalMs: number, fn: () => Promise<void>): Cancel => every(clock, intervalMs, fn, onError);
-  return [
-    loop(DAG_REPLAY_MS, async () => {
+  const { clock, options, backend, resolver, ownership, log } = deps;
+  const loop = (duty: string, intervalMs: number, fn: () => Promise<void>): Cancel =>
+    every(clock, duty, intervalMs, fn, deps.onDutyFailure);
+  const loops = [
+    loop('dag_replay', DAG_REPLAY_MS, async () => {
       const n = await resolver.replay();
       if (n > 0) log.warn({ count: n }, 'delivered finished predecessors from the outbox');
     }),
-    loop(options.dagSweepMs, async () => {
+    loop('dag_sweep', options.dagSweepMs, async () => {
       const n = await resolver.sweep();
       if (n > 0) log.warn({ count: n }, 'the dependency sweep found blocked tasks that nothing had reached');
     }),
-    loop(BACKLOG_REFRESH_MS, async () => {
+    loop('safety_net', options.safetyNetMs, async () => {
+      if (!deps.mayOwn()) return;
+      const pass = await deps.safetyNet.sweep();
+      if (pass.leases + pass.pending > 0) log.warn(pass, 'the safety net handed on tasks their mechanism had left behind');
+    }),
+    loop('backlog', BACKLOG_REFRESH_MS, async () => {
       deps.setBacklog(await backend.ready.backlog());
     }),
-    loop(LOSS_CHECK_MS, async () => {
+    loop('partitions', PARTITION_CHECK_MS, async () => {
       // A node that may have been declared out (a long pause) takes nothing over until its
       // heartbeat is accepted again; the others may own its partitions by now.
       if (!deps.mayOwn()) return;
       const restarted = await ownership.keepPartitionsActive();
       if (restarted > 0) log.warn({ count: restarted }, 'activated owned wheel partitions that were not running');
-      const lost = await backend.buckets.lostPartitions(ownership.ownedPartitions());
-      for (const p of lost) {
-        log.warn({ partition: p }, 'bucket store lost this partition; rebuilding it from the task table');
-        void system
-          .ref<WheelMessage>(WHEEL_KIND, String(p))
-          .ask({ type: 'rebuild' }, REBUILD_ASK_MS)
-          .catch((error: unknown) => onError(error, `rebuild of partition ${p}`));
-      }
     }),
-    loop(SCHEDULE_CHECK_MS, async () => {
+    loop('schedules', SCHEDULE_CHECK_MS, async () => {
       if (!deps.mayOwn()) return;
       const n = await ownership.keepSchedulesActive();
       if (n > 0) log.warn({ count: n }, 'activated schedules that had no live actor');
     }),
-    loop(PURGE_KEYS_MS, async () => {
+    loop('purge_keys', PURGE_KEYS_MS, async () => {
       await backend.tasks.purgeExpiredIdempotencyKeys(clock.now(), PURGE_KEYS_BATCH);
     }),
-    loop(REQUEUE_STALE_MS, async () => {
+    loop('requeue_stale', REQUEUE_STALE_MS, async () => {
       const n = await backend.ready.requeueStale(clock.now() - options.inflightTimeoutMs);
       if (n > 0) log.warn({ count: n }, 'put back ready entries taken but never claimed');
     }),
   ];
-}
-
-/** Runs `fn` every `intervalMs` on `clock`, never two at once. Returns a stop function. */
-function every(clock: Clock, intervalMs: number, fn: () => Promise<void>, onError: (e: unknown, c: string) => void): Cancel {
-  let stopped = false;
-  let cancel: Cancel = () => undefined;
-  const run = (): void => {
-    if (stopped) return;
-    fn()
-      .catch((error: unknown) => onError(error, 'background loop'))
-      .finally(() => {
-        if (!stopped) cancel = clock.setTimer(intervalMs, run);
-      });
-  };
-  cancel = clock.setTimer(intervalMs, run);
-  return () => {
-    stopped = true;
-    cancel();
-  };
+  const aligned = deps.aligned;
+  if (aligned !== null) {
+    let warned = false;
+    loops.push(
+      loop('clock_sample', CLOCK_SAMPLE_MS, async () => {
+        await aligned.sample();
+        const off = Math.abs(aligned.offsetMs) > CLOCK_WARN_MS;
+        if (off && !warned) log.warn({ offsetMs: aligned.offsetMs }, "this node's clock is off the database's; the node reads time as the database does");
+        warned = off;
+      }),
+    );
+  }
+  return loops;
 }

@@ -10,10 +10,12 @@ import { LEASE_KIND, workerLeaseBehavior, type LeaseMessage } from './actors/wor
 import { WHEEL_KIND, wheelPartitionBehavior, type WheelMessage } from './actors/wheel-partition.js';
 import { CRON_KIND, cronScheduleBehavior } from './actors/cron-schedule.js';
 import { DAG_KIND, dagNodeBehavior } from './actors/dag-node.js';
-import type { DueEntry, ScheduleRecord, ScheduleWrite, ScheduleWriteResult } from './store/types.js';
+import type { DueEntry, ScheduleRecord, ScheduleWrite, ScheduleWriteResult, Transition } from './store/types.js';
 import type { DagOutcome } from './store/dag-types.js';
 import { WriteBatcher } from './store/write-batcher.js';
-import { systemClock, type Cancel, type Clock } from './runtime/clock.js';
+import { AlignedClock } from './runtime/aligned-clock.js';
+import { offsetClock, systemClock, type Clock } from './runtime/clock.js';
+import type { DutyFailure } from './runtime/supervision.js';
 import type { Cluster } from './runtime/cluster.js';
 import { inspectRemote } from './runtime/cluster-wire.js';
 import { LivePlacement } from './runtime/ring.js';
@@ -24,6 +26,7 @@ import { Ownership } from './tasks/ownership.js';
 import { openBackend, type Backend } from './store/backend.js';
 import { DagResolver } from './tasks/dag-resolver.js';
 import { Dispatcher } from './tasks/dispatcher.js';
+import { SafetyNet } from './tasks/safety-net.js';
 import { Scheduler } from './tasks/scheduler.js';
 import { droppedTells, nodeCluster } from './node-cluster.js';
 import { startLoops } from './node-loops.js';
@@ -50,6 +53,8 @@ export interface NodeOverrides {
 
 /** How long a dependent's actor may take to take in a finished predecessor. */
 const DAG_ASK_MS = 60_000;
+/** Samples of the database's clock taken before a node starts, to align its own on it. */
+const CLOCK_SAMPLES_AT_START = 5;
 
 /**
  * Starts a node: opens the stores (applying migrations), activates the wheel partitions,
@@ -69,7 +74,13 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
 }
 
 async function startOn(options: CompiledOptions, backend: Backend, overrides: NodeOverrides): Promise<WheelhouseNode> {
-  const clock = overrides.clock ?? systemClock;
+  // A Postgres node reads time as the database does (docs/decisions/0007-…): whatever its
+  // own clock says, it fires, claims and expires leases on the same time as every other node.
+  // A clock given by a test is used as it is.
+  const ownClock = overrides.clock ?? offsetClock(systemClock, options.testClockOffsetMs);
+  const aligned = overrides.clock === undefined && backend.kind === 'postgres' ? new AlignedClock(ownClock, () => backend.databaseNowMs()) : null;
+  for (let i = 0; aligned !== null && i < CLOCK_SAMPLES_AT_START; i++) await aligned.sample();
+  const clock: Clock = aligned ?? ownClock;
   const metrics = new Metrics();
   let started = false;
   let backlog = 0;
@@ -98,6 +109,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
       resume: (id) => need(scheduler).resume(id),
       history: (id, l, t) => need(scheduler).history(id, l, t),
       poll: (r, s) => need(scheduler).poll(r, s),
+      release: (a) => need(scheduler).release(a),
       heartbeat: (id, t) => need(scheduler).heartbeat(id, t),
       complete: (r) => need(scheduler).complete(r),
       isReady: async () => scheduler !== undefined && (await scheduler.isReady()),
@@ -136,6 +148,8 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   });
   const log = server.log;
   const onError = (error: unknown, context: string): void => log.error({ err: error }, context);
+  for (const warning of backend.warnings) log.warn(warning);
+  if (aligned !== null) log.info({ offsetMs: aligned.offsetMs, rttMs: aligned.rttMs }, "this node's clock is aligned on the database's");
 
   const countSubmitted = metrics.counter('wheelhouse_tasks_submitted_total', 'Tasks written by submissions.');
   const countClaimed = metrics.counter('wheelhouse_tasks_claimed_total', 'Tasks claimed by workers.');
@@ -146,7 +160,16 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   const gaugeRss = metrics.gauge('process_resident_memory_bytes', 'Resident memory of the node process.');
   const gaugeHeap = metrics.gauge('nodejs_heap_size_used_bytes', 'V8 heap in use.');
   const countDagReplayed = metrics.counter('wheelhouse_dag_events_replayed_total', 'Finished predecessors delivered to their dependents from the outbox, after the live path did not.');
-  const countDagSwept = metrics.counter('wheelhouse_dag_sweep_fixed_total', 'Blocked tasks the safety-net sweep found stuck and reconciled (should stay 0).');
+  const countRecovered = metrics.counter(
+    'wheelhouse_safety_net_recovered_total',
+    'Tasks a safety net found left behind by their mechanism and handed on, by kind: lease (expired, never handed on), pending (overdue, held by nothing), blocked (predecessors done, never reconciled). Should stay 0.',
+  );
+  const countDutyFailures = metrics.counter('wheelhouse_duty_failures_total', 'Failures of duties (actor timers, node loops, placements), each retried after a backoff, by duty.');
+  const gaugeClockOffset = metrics.gauge('wheelhouse_clock_offset_seconds', "What this node adds to its own clock to read the database's.");
+  const onDutyFailure = (error: unknown, failure: DutyFailure): void => {
+    countDutyFailures(1, { duty: failure.duty });
+    log.warn({ err: error, ...failure }, `duty ${failure.duty} failed (${failure.attempt} in a row); again in ${failure.retryInMs} ms`);
+  };
   const countCron = metrics.counter('wheelhouse_cron_fire_times_total', 'Cron fire times reached, by outcome (fired, skipped for overlap, missed by misfire policy).');
 
   const countFenced = metrics.counter('wheelhouse_stale_epoch_total', 'Writes refused because a newer activation of the actor owns it (the activation stopped).');
@@ -178,6 +201,8 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
       if (isWheelhouseError(error, 'stale_epoch')) {
         countFenced(1);
         log.warn({ actor: info, reason: error.message }, 'a stale activation was fenced and stopped');
+      } else if (info.attempt !== undefined && info.retryInMs !== undefined) {
+        onDutyFailure(error, { duty: `${info.kind}.${info.messageType ?? 'message'}`, attempt: info.attempt, retryInMs: info.retryInMs });
       } else {
         onError(error, `actor ${JSON.stringify(info)}`);
       }
@@ -211,7 +236,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     askTimeoutMs: DAG_ASK_MS,
     onError,
     onReplayed: (n) => countDagReplayed(n),
-    onSwept: (n) => countDagSwept(n),
+    onSwept: (n) => countRecovered(n, { kind: 'blocked' }),
   });
   scheduler = new Scheduler({
     tasks: backend.tasks,
@@ -231,6 +256,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     ping: () => backend.ping(),
     isStarted: () => started,
     onError,
+    onDutyFailure,
     onSubmitted: (n) => countSubmitted(n),
     onCompleted: (transitions) => {
       const byStatus = new Map<string, number>();
@@ -248,6 +274,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
       ready: backend.ready,
       slotMs: options.slotMs,
       nearWindowMs: options.nearWindowMs,
+      onRecovered: (n) => countRecovered(n, { kind: 'pending' }),
       recoverLease: (lease) =>
         actors.ref<LeaseMessage>(LEASE_KIND, lease.taskId).tell({
           type: 'granted',
@@ -257,15 +284,17 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
       onError,
     }),
   );
+  /** A lease that ran out (its actor's expiry, or the safety net's): the task is handed on. */
+  const handOnExpired = (transition: Transition): void => {
+    sched.finished([transition]);
+    countRequeued(transition.requeued ? 1 : 0);
+    void sched.requeue([transition]);
+  };
   actors.register(
     workerLeaseBehavior({
       tasks: backend.tasks,
       backoff,
-      requeue: (transition) => {
-        sched.finished([transition]);
-        countRequeued(transition.requeued ? 1 : 0);
-        void sched.requeue([transition]).catch((error: unknown) => onError(error, 'requeue after lease expiry'));
-      },
+      requeue: handOnExpired,
       onError,
     }),
   );
@@ -316,6 +345,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     const counts = actors.countByKind();
     for (const kind of [WHEEL_KIND, LEASE_KIND, CRON_KIND, DAG_KIND]) gaugeActors(counts.get(kind) ?? 0, { kind });
     gaugeLiveNodes(placement().ring.nodes().length);
+    gaugeClockOffset((aligned?.offsetMs ?? 0) / 1000);
     if (cluster !== null) {
       for (const [counter, value] of Object.entries(cluster.transport.stats())) gaugeTransport(value, { counter });
     }
@@ -363,19 +393,30 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   // Dependents a previous life of the node (or another node) did not reach before it stopped.
   await resolver.replay(true).catch((error: unknown) => onError(error, 'replaying the dependency outbox at start'));
 
+  const safetyNet = new SafetyNet({
+    tasks: backend.tasks,
+    system: actors,
+    clock,
+    backoff,
+    ownedPartitions: () => owned.ownedPartitions(),
+    graceMs: options.safetyNetGraceMs,
+    handOn: handOnExpired,
+    onRecovered: (kind, n) => countRecovered(n, { kind }),
+  });
   const loops = startLoops({
     clock,
+    aligned,
     options,
     backend,
     resolver,
     ownership: owned,
-    system: actors,
+    safetyNet,
     mayOwn: () => cluster === null || cluster.mayOwn,
     setBacklog: (n) => {
       backlog = n;
     },
     log,
-    onError,
+    onDutyFailure,
   });
 
   if (options.builtinExecutors) {
@@ -400,6 +441,8 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
         started = false;
         for (const stop of loops) stop();
         resolver.stop();
+        sched.stop();
+        dispatcher.stop();
         offPush();
         await Promise.all(executors.map((e) => e.stop()));
         await server.close();

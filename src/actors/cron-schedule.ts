@@ -73,9 +73,6 @@ export interface CronDeps {
   onError(error: unknown, context: string): void;
 }
 
-/** Wait before trying a failed write again. */
-const RETRY_MS = 1_000;
-
 /** Deleted, or out of fire times. */
 function finished(record: ScheduleRecord): boolean {
   return record.status === 'cancelled' || record.status === 'succeeded';
@@ -285,8 +282,9 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
         try {
           await fire(state, ctx);
         } catch (error) {
+          // Handed to the 'fire' duty, which the runtime retries with backoff until it succeeds.
           deps.onError(error, `cron ${ctx.key}: catching up on activation failed; retrying`);
-          arm(state, ctx, RETRY_MS);
+          arm(state, ctx, 0);
         }
       }
       return state;
@@ -295,15 +293,11 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
     async receive(state, message, ctx) {
       switch (message.type) {
         case 'fire':
+          // A duty: should the write fail, the runtime delivers 'fire' again with backoff.
           state.timer = null;
           if (state.record?.status !== 'active') return state;
-          try {
-            await fire(state, ctx);
-            if (state.record !== null && finished(state.record)) ctx.stop();
-          } catch (error) {
-            deps.onError(error, `cron ${ctx.key}: fire failed; retrying`);
-            arm(state, ctx, RETRY_MS);
-          }
+          await fire(state, ctx);
+          if (state.record !== null && finished(state.record)) ctx.stop();
           return state;
         case 'pause':
         case 'resume':

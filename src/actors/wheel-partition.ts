@@ -1,8 +1,9 @@
 import { isWheelhouseError } from '../errors.js';
 import type { Cancel } from '../runtime/clock.js';
 import type { ActorContext, Ask, Behavior } from '../runtime/actor.js';
-import type { BucketStore, DueEntry, PartitionCursor, ReadyQueue, TaskStore } from '../store/types.js';
+import type { BucketStore, DueEntry, ReadyQueue, TaskStore } from '../store/types.js';
 import { TimeWheel } from './time-wheel.js';
+import { decodeWheelSnapshot, nearHorizon, observeStamp, rebuild, snapshotOf, VERIFY_MS, type WheelState } from './wheel-state.js';
 
 /**
  * A wheel partition: one actor per partition (`("wheel", "<n>")`). It holds the near wheel
@@ -14,6 +15,13 @@ import { TimeWheel } from './time-wheel.js';
  *
  * On activation it rebuilds from the system of record, so a lost bucket store or a restart
  * loses nothing.
+ *
+ * Its duties — tick, cascade, verify — are timer messages, so the runtime delivers a failed
+ * one again with backoff: a store blip delays them, it never stops them. Every second
+ * `verify` takes what landed in minutes already loaded (a fallback add made while the
+ * partition did not answer), retries far entries whose bucket write failed, and checks the
+ * partition's stamp (see `BucketStore`): gone, or lower than a write of this activation
+ * already saw, the store lost data, and the partition rebuilds from the task table.
  *
  * Fencing: activation takes `(node, epoch + 1)` in Postgres (the runtime does) and then
  * raises the partition's fence in the bucket store to that epoch before anything else.
@@ -30,34 +38,13 @@ export type WheelMessage =
   | Ask<{ type: 'schedule'; entries: DueEntry[] }, void>
   | { type: 'tick' }
   | { type: 'cascade' }
-  /** The bucket store lost this partition's buckets: reload them from the task table. */
-  | Ask<{ type: 'rebuild' }, void>;
-
-export interface WheelState {
-  readonly partition: number;
-  readonly wheel: TimeWheel;
-  /** The near wheel holds every pending task due before this; the buckets hold the rest. */
-  loadedUntilMs: number;
-  /** Time of the last tick. */
-  cursorMs: number;
-  /** Tasks moved to the ready queue by this activation. */
-  firedCount: number;
-  tickAtMs: number | null;
-  cancelTick: Cancel | null;
-  cancelCascade: Cancel | null;
-}
-
-/**
- * What a partition persists. `loadedUntilMs` is written ahead of each cascade: before buckets
- * are taken out of the bucket store, the snapshot already says the near wheel reaches past
- * them, so the next activation — whatever happened to this one — reloads that far from the
- * task table. The task table is the truth; the rest shows where the partition was.
- */
-interface WheelSnapshot {
-  cursorMs: number;
-  loadedUntilMs: number;
-  firedTotal: number;
-}
+  | { type: 'verify' }
+  /**
+   * The safety net found these tasks pending and overdue: push those that nothing holds (not
+   * queued, not in flight, not waiting for a push retry here) and are still pending at the
+   * same due time. Answers how many were pushed.
+   */
+  | Ask<{ type: 'recover'; entries: DueEntry[] }, number>;
 
 export interface WheelDeps {
   tasks: TaskStore;
@@ -67,18 +54,16 @@ export interface WheelDeps {
   nearWindowMs: number;
   /** Tells the lease of a task that was running when the partition was last active. */
   recoverLease(entry: { taskId: string; version: number; leaseExpiresMs: number }): void;
+  /** Counts tasks the safety net found held by nothing, as they are pushed (see 'recover'). */
+  onRecovered(count: number): void;
   onError(error: unknown, context: string): void;
 }
 
 const MINUTE_MS = 60_000;
 /** Cascades of different partitions are spread over this much of each minute. */
 const CASCADE_STAGGER_MS = 30_000;
-/** Page size when streaming a partition's pending tasks out of the task table. */
-const REBUILD_PAGE = 5_000;
 /** Wait before retrying a ready-queue push that failed. */
 const RETRY_PUSH_MS = 1_000;
-/** The latest instant a JavaScript Date can hold: an upper bound for "every pending task". */
-const END_OF_TIME_MS = 8.64e15;
 
 export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, WheelMessage> {
   return {
@@ -87,7 +72,7 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
     mailboxCapacity: 1_000_000,
 
     async activate(ctx, snapshot) {
-      const previous = snapshot as WheelSnapshot | null;
+      const previous = decodeWheelSnapshot(snapshot);
       const now = ctx.clock.now();
       const state: WheelState = {
         partition: Number(ctx.key),
@@ -96,16 +81,25 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
         loadedUntilMs: Math.max(nearHorizon(now, deps.nearWindowMs), previous?.loadedUntilMs ?? 0),
         cursorMs: previous?.cursorMs ?? now,
         firedCount: 0,
+        stamp: 0,
+        lost: false,
+        unplaced: [],
+        retrying: new Map(),
+        rebuilds: 0,
         tickAtMs: null,
         cancelTick: null,
         cancelCascade: null,
+        cancelVerify: null,
       };
-      const [, lost] = await Promise.all([
-        deps.buckets.fence(state.partition, ctx.epoch),
-        deps.buckets.lostPartitions([state.partition]),
-      ]);
-      await rebuild(state, ctx, deps, lost.length > 0);
+      await deps.buckets.fence(state.partition, ctx.epoch);
+      const [stamp = 0] = await deps.buckets.stamps([state.partition]);
+      state.stamp = Math.max(stamp, previous?.stamp ?? 0);
+      // The store lost data since the last snapshot (or never had it), or the previous
+      // activation had far entries it could not write: place every pending task again.
+      const full = stamp === 0 || stamp < (previous?.stamp ?? 0) || previous?.unplaced === true;
+      await rebuild(state, ctx, deps, full);
       armCascade(state, ctx, deps);
+      armVerify(state, ctx, VERIFY_MS);
       // Fire first: on a failover every moment here delays the partition's overdue tasks.
       await fireDue(state, ctx, deps);
       for (const running of await deps.tasks.runningInPartitions([state.partition])) deps.recoverLease(running);
@@ -114,16 +108,9 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
 
     async receive(state, message, ctx) {
       switch (message.type) {
-        case 'schedule': {
-          const far: DueEntry[] = [];
-          for (const entry of message.entries) {
-            if (entry.dueMs < state.loadedUntilMs) state.wheel.add(entry);
-            else far.push(entry);
-          }
-          if (far.length > 0) await deps.buckets.add(state.partition, far, ctx.epoch);
-          await fireDue(state, ctx, deps);
+        case 'schedule':
+          await schedule(state, ctx, deps, message.entries);
           return state;
-        }
         case 'tick':
           state.tickAtMs = null;
           state.cancelTick = null;
@@ -132,22 +119,19 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
         case 'cascade':
           await cascade(state, ctx, deps);
           return state;
-        case 'rebuild': {
-          // The node's loss check runs outside this mailbox and can catch the mark in the
-          // moment a cascade of ours has taken it down; asked again here, between our own
-          // messages, the answer is exact.
-          const lost = await deps.buckets.lostPartitions([state.partition]);
-          if (lost.length === 0) return state;
-          await rebuild(state, ctx, deps, true);
-          await fireDue(state, ctx, deps);
+        case 'verify':
+          await verify(state, ctx, deps);
           return state;
-        }
+        case 'recover':
+          ctx.reply(await recover(state, ctx, deps, message.entries));
+          return state;
       }
     },
 
     async deactivate(state, ctx, reason) {
       state.cancelTick?.();
       state.cancelCascade?.();
+      state.cancelVerify?.();
       if (reason !== 'failed') await ctx.snapshot(snapshotOf(state));
     },
 
@@ -159,40 +143,89 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
         loadedUntil: iso(state.loadedUntilMs),
         cursor: iso(state.cursorMs),
         firedCount: state.firedCount,
+        stamp: state.stamp,
+        lost: state.lost,
+        unplaced: state.unplaced.length,
+        awaitingPushRetry: state.retrying.size,
+        rebuilds: state.rebuilds,
       };
     },
   };
 }
 
 /**
- * How far the near wheel must reach at `nowMs`: past `now + nearWindow`, to the end of the
- * minute that instant falls in (buckets are whole minutes). Strictly greater than
- * `now + nearWindow`, so a cascade armed at `loadedUntil − nearWindow` always makes progress.
+ * Near entries go on the wheel, far ones into their buckets. A far write that fails (the
+ * store is unreachable) keeps the entries here, marked durably in the snapshot, for `verify`
+ * to write again: the ask still succeeds, because the partition now answers for them — the
+ * task is in Postgres, and a new activation that finds the mark rebuilds in full. The near
+ * entries fire on time either way.
  */
-function nearHorizon(nowMs: number, nearWindowMs: number): number {
-  return Math.floor((nowMs + nearWindowMs) / MINUTE_MS) * MINUTE_MS + MINUTE_MS;
+async function schedule(state: WheelState, ctx: ActorContext<WheelMessage>, deps: WheelDeps, entries: DueEntry[]): Promise<void> {
+  const far: DueEntry[] = [];
+  for (const entry of entries) {
+    if (entry.dueMs < state.loadedUntilMs) state.wheel.add(entry);
+    else far.push(entry);
+  }
+  try {
+    if (far.length > 0) await writeFar(state, ctx, deps, far);
+  } finally {
+    await fireDue(state, ctx, deps);
+  }
+}
+
+/** Writes far entries to their buckets, or keeps them for `verify` when the store fails. */
+async function writeFar(state: WheelState, ctx: ActorContext<WheelMessage>, deps: WheelDeps, far: DueEntry[]): Promise<void> {
+  try {
+    observeStamp(state, await deps.buckets.add(state.partition, far, ctx.epoch), true);
+  } catch (error) {
+    if (isWheelhouseError(error, 'stale_epoch')) throw error;
+    const wasEmpty = state.unplaced.length === 0;
+    for (const entry of far) state.unplaced.push(entry);
+    deps.onError(error, `wheel ${state.partition}: far-bucket write of ${far.length} failed; kept here and retried`);
+    if (wasEmpty) {
+      await ctx.snapshot(snapshotOf(state)).catch((snapshotError: unknown) => {
+        if (isWheelhouseError(snapshotError, 'stale_epoch')) throw snapshotError;
+        deps.onError(snapshotError, `wheel ${state.partition}: could not mark unwritten far entries in the snapshot`);
+      });
+    }
+    armVerify(state, ctx, 0);
+  }
 }
 
 /**
  * Moves every due entry to the ready queue in one push, then arms the timer for the next
- * due time. A failed push puts the entries back and retries shortly: they stay `pending`
- * in the task table either way.
+ * due time. A failed push puts the entries back to be tried again shortly (remembering
+ * their due times): they stay `pending` in the task table either way.
  */
 async function fireDue(state: WheelState, ctx: ActorContext<WheelMessage>, deps: WheelDeps): Promise<void> {
   const now = ctx.clock.now();
-  const due = state.wheel.takeDue(now);
+  let due = state.wheel.takeDue(now);
   state.cursorMs = Math.max(state.cursorMs, now);
   if (due.length > 0) {
+    if (state.retrying.size > 0) due = due.map((e) => restoreDue(state, e));
     try {
-      await deps.ready.push(due, { partition: state.partition, epoch: ctx.epoch });
+      observeStamp(state, await deps.ready.push(due, { partition: state.partition, epoch: ctx.epoch }), true);
       state.firedCount += due.length;
     } catch (error) {
       if (isWheelhouseError(error, 'stale_epoch')) throw error; // a newer owner fires these
-      state.wheel.addAll(due.map((e) => ({ ...e, dueMs: Math.max(e.dueMs, now + RETRY_PUSH_MS) })));
+      for (const entry of due) {
+        const retryMs = Math.max(entry.dueMs, now + RETRY_PUSH_MS);
+        if (retryMs !== entry.dueMs) state.retrying.set(entry.taskId, entry.dueMs);
+        state.wheel.add({ ...entry, dueMs: retryMs });
+      }
       deps.onError(error, `wheel ${state.partition}: ready-queue push of ${due.length} failed; retrying`);
     }
   }
   armTick(state, ctx);
+  if (state.lost) armVerify(state, ctx, 0);
+}
+
+/** An entry back from a push retry, with the due time its task has. */
+function restoreDue(state: WheelState, entry: DueEntry): DueEntry {
+  const dueMs = state.retrying.get(entry.taskId);
+  if (dueMs === undefined) return entry;
+  state.retrying.delete(entry.taskId);
+  return { ...entry, dueMs };
 }
 
 function armTick(state: WheelState, ctx: ActorContext<WheelMessage>): void {
@@ -218,8 +251,15 @@ async function cascade(state: WheelState, ctx: ActorContext<WheelMessage>, deps:
   const horizon = Math.max(nearHorizon(ctx.clock.now(), deps.nearWindowMs), state.loadedUntilMs + MINUTE_MS);
   // Written ahead: see WheelSnapshot. A fenced activation stops here, having taken nothing.
   await ctx.snapshot({ ...snapshotOf(state), loadedUntilMs: horizon });
-  const entries = await deps.buckets.takeUntil(state.partition, horizon, ctx.epoch);
+  const { entries, stamp } = await deps.buckets.takeUntil(state.partition, horizon, ctx.epoch);
+  observeStamp(state, stamp, entries.length > 0);
   state.wheel.addAll(entries);
+  // Far entries still waiting for their bucket write that this minute now covers.
+  state.unplaced = state.unplaced.filter((entry) => {
+    if (entry.dueMs >= horizon) return true;
+    state.wheel.add(entry);
+    return false;
+  });
   state.loadedUntilMs = horizon;
   armCascade(state, ctx, deps);
   await fireDue(state, ctx, deps);
@@ -237,40 +277,56 @@ function armCascade(state: WheelState, ctx: ActorContext<WheelMessage>, deps: Wh
   state.cancelCascade = ctx.schedule(Math.max(atMs - ctx.clock.now(), 0), { type: 'cascade' });
 }
 
-/**
- * Reloads the partition from the task table. `full`: the bucket store lost this partition,
- * so every pending task is placed again (near ones in the wheel, the rest in buckets) and the
- * partition is marked intact. Otherwise only the near window is reloaded from Postgres and
- * the far buckets are trusted. Entries already queued are deduplicated by the ready queue,
- * and a task claimed twice is refused by the claim's compare-and-set.
- */
-async function rebuild(state: WheelState, ctx: ActorContext<WheelMessage>, deps: WheelDeps, full: boolean): Promise<void> {
-  state.wheel.clear();
-  // A flushed store lost the fence with everything else: raise it again before writing.
-  if (full) await deps.buckets.fence(state.partition, ctx.epoch);
-  const until = full ? END_OF_TIME_MS : state.loadedUntilMs;
-  let after: PartitionCursor | null = null;
-  for (;;) {
-    const page = await deps.tasks.pendingInPartition(state.partition, after, until, REBUILD_PAGE);
-    const far: DueEntry[] = [];
-    for (const entry of page) {
-      if (entry.dueMs < state.loadedUntilMs) state.wheel.add(entry);
-      else far.push(entry);
-    }
-    if (far.length > 0) await deps.buckets.add(state.partition, far, ctx.epoch);
-    const last = page[page.length - 1];
-    if (page.length < REBUILD_PAGE || last === undefined) break;
-    after = { dueMs: last.dueMs, taskId: last.taskId };
-  }
-  if (full) {
-    await deps.buckets.setIntact(state.partition);
-  } else {
-    state.wheel.addAll(await deps.buckets.takeUntil(state.partition, state.loadedUntilMs, ctx.epoch));
-  }
+function armVerify(state: WheelState, ctx: ActorContext<WheelMessage>, delayMs: number): void {
+  state.cancelVerify?.();
+  state.cancelVerify = ctx.schedule(delayMs, { type: 'verify' });
 }
 
-function snapshotOf(state: WheelState): WheelSnapshot {
-  return { cursorMs: state.cursorMs, loadedUntilMs: state.loadedUntilMs, firedTotal: state.firedCount };
+/**
+ * The partition's check on its store, every second: far entries whose write failed are
+ * written again; entries that landed in minutes already loaded are taken (a fallback add of
+ * the scheduler while this partition did not answer) — which also reads the stamp; and a
+ * lost partition rebuilds in full.
+ */
+async function verify(state: WheelState, ctx: ActorContext<WheelMessage>, deps: WheelDeps): Promise<void> {
+  state.cancelVerify = null;
+  if (!state.lost && state.unplaced.length > 0) {
+    const unplaced = state.unplaced;
+    observeStamp(state, await deps.buckets.add(state.partition, unplaced, ctx.epoch), true);
+    state.unplaced = state.unplaced.slice(unplaced.length);
+    if (state.unplaced.length === 0) await ctx.snapshot(snapshotOf(state));
+  }
+  if (!state.lost) {
+    const { entries, stamp } = await deps.buckets.takeUntil(state.partition, state.loadedUntilMs, ctx.epoch);
+    observeStamp(state, stamp, entries.length > 0);
+    state.wheel.addAll(entries);
+  }
+  if (state.lost) {
+    deps.onError(
+      new Error(`the bucket store lost data of partition ${state.partition} (stamp gone or gone back)`),
+      `wheel ${state.partition}: rebuilding from the task table`,
+    );
+    await rebuild(state, ctx, deps, true);
+  }
+  await fireDue(state, ctx, deps);
+  armVerify(state, ctx, VERIFY_MS);
+}
+
+/** See `WheelMessage` 'recover'. */
+async function recover(state: WheelState, ctx: ActorContext<WheelMessage>, deps: WheelDeps, entries: DueEntry[]): Promise<number> {
+  const candidates = entries.filter((e) => !state.retrying.has(e.taskId));
+  if (candidates.length === 0) return 0;
+  const held = await deps.ready.held(candidates);
+  const loose = candidates.filter((e) => !held.has(e.taskId));
+  if (loose.length === 0) return 0;
+  // Read again after the check: a task claimed in between is running now, not lost.
+  const pending = await deps.tasks.pendingDueTimes(loose.map((e) => e.taskId));
+  const lost = loose.filter((e) => pending.get(e.taskId) === e.dueMs);
+  if (lost.length === 0) return 0;
+  deps.onRecovered(lost.length);
+  observeStamp(state, await deps.ready.push(lost, { partition: state.partition, epoch: ctx.epoch }), true);
+  state.firedCount += lost.length;
+  return lost.length;
 }
 
 function iso(ms: number | null): string | null {

@@ -1,3 +1,4 @@
+import { retryDelayMs } from '../runtime/supervision.js';
 import type { Assignment, CompletionRequest, SchedulerApi } from '../tasks/types.js';
 
 /**
@@ -23,21 +24,56 @@ export interface BuiltinExecutorOptions {
 
 /** Wait after a failed poll before the next. */
 const RETRY_POLL_MS = 1_000;
+/** How a result the store did not take is sent again (until its lease would have run out). */
+const RESULT_RETRY = { baseMs: 100, maxMs: 2_000 };
 
 /**
- * Starts the poll loop of one built-in executor. The results of one poll's tasks are
- * reported together, in one batch, once the last of them has finished.
+ * Starts the poll loop of one built-in executor. Each task's result is reported as soon as
+ * it has finished — results that finish in the same turn of the event loop go together, in
+ * one batch — so a slow task never holds back the others past their leases. A report that
+ * fails (a store blip) is sent again with backoff while the task's lease lasts.
  */
 export function startBuiltinExecutor(api: SchedulerApi, nodeId: string, options: BuiltinExecutorOptions): BuiltinExecutor {
   const controller = new AbortController();
   const workerId = `${nodeId}/${options.taskType}`;
-  const batches = new Set<Promise<void>>();
+  const running = new Set<Promise<void>>();
   let inFlight = 0;
   let slotFreed: (() => void) | null = null;
+  let batch: { request: CompletionRequest; deadlineMs: number; done: () => void }[] = [];
 
-  const runBatch = async (tasks: Assignment[]): Promise<void> => {
-    const outcomes = await Promise.all(tasks.map((task) => options.run(task)));
-    await api.complete(tasks.map((task, i) => ({ taskId: task.id, leaseToken: task.leaseToken, ...(outcomes[i] as ExecutorOutcome) })));
+  const report = async (items: typeof batch): Promise<void> => {
+    for (let attempt = 1; items.length > 0; attempt++) {
+      try {
+        await api.complete(items.map((item) => item.request));
+        break;
+      } catch (error) {
+        options.onError(error);
+        const delayMs = retryDelayMs(attempt, RESULT_RETRY);
+        // A result past its task's lease would be refused anyway: the lease hands the task on.
+        items = items.filter((item) => Date.now() + delayMs < item.deadlineMs);
+        await new Promise((resolve) => setTimeout(resolve, delayMs));
+      }
+    }
+  };
+  const enqueue = (request: CompletionRequest, deadlineMs: number): Promise<void> =>
+    new Promise<void>((done) => {
+      if (batch.length === 0) {
+        setImmediate(() => {
+          const items = batch;
+          batch = [];
+          void report(items).finally(() => {
+            for (const item of items) item.done();
+          });
+        });
+      }
+      batch.push({ request, deadlineMs, done });
+    });
+
+  const runOne = async (task: Assignment): Promise<void> => {
+    // The lease as a duration on this process's clock (its expiry is on the node's).
+    const deadlineMs = Date.now() + task.timeoutSeconds * 1000;
+    const outcome = await options.run(task);
+    await enqueue({ taskId: task.id, leaseToken: task.leaseToken, ...outcome }, deadlineMs);
   };
 
   const loop = async (): Promise<void> => {
@@ -51,17 +87,18 @@ export function startBuiltinExecutor(api: SchedulerApi, nodeId: string, options:
           { workerId, taskTypes: [options.taskType], maxTasks: options.concurrency - inFlight, waitMs: 5_000 },
           controller.signal,
         );
-        if (tasks.length === 0) continue;
-        inFlight += tasks.length;
-        const batch = runBatch(tasks)
-          .catch(options.onError)
-          .finally(() => {
-            inFlight -= tasks.length;
-            batches.delete(batch);
-            slotFreed?.();
-            slotFreed = null;
-          });
-        batches.add(batch);
+        for (const task of tasks) {
+          inFlight++;
+          const one: Promise<void> = runOne(task)
+            .catch(options.onError)
+            .finally(() => {
+              inFlight--;
+              running.delete(one);
+              slotFreed?.();
+              slotFreed = null;
+            });
+          running.add(one);
+        }
       } catch (error) {
         if (controller.signal.aborted) break;
         options.onError(error);
@@ -69,14 +106,14 @@ export function startBuiltinExecutor(api: SchedulerApi, nodeId: string, options:
       }
     }
   };
-  const running = loop();
+  const polling = loop();
   return {
     async stop() {
       controller.abort();
       slotFreed?.();
-      await running;
+      await polling;
       // Tasks under way finish and report: their leases are held until then.
-      await Promise.all(batches);
+      await Promise.all(running);
     },
   };
 }

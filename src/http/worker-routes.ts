@@ -49,13 +49,28 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (app,
     const controller = new AbortController();
     const stopWatching = abortOnDisconnect(reply, controller);
     polls.add(controller);
+    let assignments;
     try {
-      const assignments = await api.poll(poll, controller.signal);
-      return { tasks: assignments.map(assignmentJson) };
+      assignments = await api.poll(poll, controller.signal);
     } finally {
       polls.delete(controller);
       stopWatching();
     }
+    const res = reply.raw;
+    if (assignments.length > 0 && (controller.signal.aborted || res.destroyed)) {
+      // The worker went away while its tasks were being claimed: hand them back now rather
+      // than let them wait out a lease nobody holds. Nothing more can be written to it.
+      await api.release(assignments);
+      return { tasks: [] };
+    }
+    if (assignments.length > 0) {
+      const claimed = assignments;
+      // Gone before the answer was fully written: the worker never saw these tasks.
+      res.once('close', () => {
+        if (!res.writableFinished) void api.release(claimed);
+      });
+    }
+    return { tasks: assignments.map(assignmentJson) };
   });
 
   app.post<{ Params: IdParams }>('/api/tasks/:id/heartbeat', async (request) => {

@@ -105,3 +105,9 @@ export class FakeClock implements Clock {
 export function settle(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
+
+/** `base` read `offsetMs` later (a clock set wrong, for tests of skew); the same timers. */
+export function offsetClock(base: Clock, offsetMs: number): Clock {
+  if (offsetMs === 0) return base;
+  return { now: () => base.now() + offsetMs, setTimer: (delayMs, fn) => base.setTimer(delayMs, fn) };
+}

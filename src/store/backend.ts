@@ -2,13 +2,13 @@ import type { BackendKind, CompiledOptions } from '../config.js';
 import type { SnapshotStore } from '../runtime/snapshots.js';
 import { openPglite, openPostgres, type Db } from './db.js';
 import { CoalescingReadyQueue } from './coalescing-ready-queue.js';
-import { PartitionFences } from './fences.js';
+import { PartitionMarks } from './fences.js';
 import { MemoryBucketStore } from './memory-buckets.js';
 import { MemoryReadyQueue } from './memory-ready-queue.js';
 import { migrate } from './migrate.js';
 import { RedisBucketStore } from './redis-buckets.js';
 import { RedisReadyQueue } from './redis-ready-queue.js';
-import { openRedis } from './redis.js';
+import { checkEvictionPolicy, openRedis } from './redis.js';
 import { SqlDagStore } from './dag-store.js';
 import { SqlMembershipStore } from './membership-store.js';
 import { SqlScheduleStore } from './schedule-store.js';
@@ -32,6 +32,10 @@ export interface Backend {
   readonly membership: MembershipStore;
   /** Resolves when every store answers. */
   ping(): Promise<void>;
+  /** The database's clock now, Unix ms: what nodes align their clocks on (`AlignedClock`). */
+  databaseNowMs(): Promise<number>;
+  /** What the node should warn about at start (a store setting that is allowed but not advised). */
+  readonly warnings: readonly string[];
   close(): Promise<void>;
 }
 
@@ -43,9 +47,9 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
   if (options.backend === 'embedded') {
     const db = await openPglite({ dataDir: options.dataDir, schema: options.postgresSchema });
     await migrate(db, options.postgresSchema);
-    // One set of fences for both: a fence raised through the buckets holds fenced pushes too.
-    const fences = new PartitionFences();
-    const ready = new MemoryReadyQueue(fences);
+    // One set of marks for both: a fence raised through the buckets holds fenced pushes too.
+    const marks = new PartitionMarks();
+    const ready = new MemoryReadyQueue(marks);
     return {
       kind: 'embedded',
       db,
@@ -53,12 +57,14 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
       schedules: new SqlScheduleStore(db),
       dags: new SqlDagStore(db),
       snapshots: new SqlSnapshotStore(db),
-      buckets: new MemoryBucketStore(fences),
+      buckets: new MemoryBucketStore(marks),
       ready,
       membership: new SqlMembershipStore(db),
       ping: async () => {
         await db.query('SELECT 1');
       },
+      databaseNowMs: () => databaseNowMs(db),
+      warnings: [],
       close: async () => {
         await ready.close();
         await db.close();
@@ -88,6 +94,14 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     throw error;
   }
   const redis = openRedis({ url: options.redisUrl, prefix: options.redisPrefix });
+  let warning: string | null;
+  try {
+    warning = await checkEvictionPolicy(redis);
+  } catch (error) {
+    redis.disconnect();
+    await Promise.allSettled([db.close(), leasesDb.close(), membershipDb.close()]);
+    throw error;
+  }
   const ready = new CoalescingReadyQueue(new RedisReadyQueue(redis, options.redisPrefix));
   return {
     kind: 'postgres',
@@ -102,6 +116,9 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     ping: async () => {
       await Promise.all([db.query('SELECT 1'), redis.ping()]);
     },
+    // The membership connection: it carries one heartbeat a second, so a sample rarely waits.
+    databaseNowMs: () => databaseNowMs(membershipDb),
+    warnings: warning === null ? [] : [warning],
     close: async () => {
       // The ready queue first: it writes what is still waiting to be pushed, then closes its
       // subscriber connection, before the client it writes through goes.
@@ -109,4 +126,14 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
       await Promise.allSettled([db.close(), leasesDb.close(), membershipDb.close(), redis.quit()]);
     },
   };
+}
+
+/** The database's clock (`clock_timestamp()`, not the transaction's start), Unix ms. */
+async function databaseNowMs(db: Db): Promise<number> {
+  const { rows } = await db.query<{ ms: number }>(
+    `SELECT round(date_part('epoch', clock_timestamp()) * 1000)::float8 AS ms`,
+    [],
+    'wh_clock',
+  );
+  return Number(rows[0]?.ms);
 }

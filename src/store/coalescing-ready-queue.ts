@@ -20,17 +20,18 @@ export interface PushGroup {
 export interface GroupingReadyQueue extends ReadyQueue {
   /**
    * Writes the groups in as few round trips as it can; listeners hear of the groups
-   * written, once. Resolves with one result per group, in order: null when written, or the
-   * error that kept it out (`stale_epoch` for a fenced group, `internal` for a malformed
+   * written, once. Resolves with one result per group, in order: when written, the fenced
+   * partition's stamp after the write (0 for an unfenced group, or a lost partition); or
+   * the error that kept it out (`stale_epoch` for a fenced group, `internal` for a malformed
    * entry, a store error, or a listener's error for a group that was written).
    */
-  pushGroups(groups: readonly PushGroup[]): Promise<(Error | null)[]>;
+  pushGroups(groups: readonly PushGroup[]): Promise<(Error | number)[]>;
 }
 
 /** A push waiting for the end of the event-loop turn. */
 interface Waiting {
   group: PushGroup;
-  resolve: () => void;
+  resolve: (stamp: number) => void;
   reject: (error: unknown) => void;
 }
 
@@ -51,13 +52,13 @@ export class CoalescingReadyQueue implements ReadyQueue {
 
   constructor(private readonly inner: GroupingReadyQueue) {}
 
-  push(entries: DueEntry[], fence?: PushFence): Promise<void> {
-    if (entries.length === 0) return Promise.resolve();
+  push(entries: DueEntry[], fence?: PushFence): Promise<number> {
+    if (entries.length === 0) return Promise.resolve(0);
     // A large push is its own batch already; holding it back for the others of this turn
     // would only delay the first claims of a herd until the whole herd is written.
     if (entries.length >= DIRECT_PUSH_ENTRIES) return this.inner.push(entries, fence);
     const group: PushGroup = fence === undefined ? { entries } : { entries, fence: { ...fence } };
-    const settled = new Promise<void>((resolve, reject) => this.pending.push({ group, resolve, reject }));
+    const settled = new Promise<number>((resolve, reject) => this.pending.push({ group, resolve, reject }));
     this.flush ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.pushPending());
     return settled;
   }
@@ -68,6 +69,10 @@ export class CoalescingReadyQueue implements ReadyQueue {
 
   ack(entries: DueEntry[]): Promise<void> {
     return this.inner.ack(entries);
+  }
+
+  held(entries: readonly DueEntry[]): Promise<Set<string>> {
+    return this.inner.held(entries);
   }
 
   requeueStale(olderThanMs: number): Promise<number> {
@@ -97,7 +102,7 @@ export class CoalescingReadyQueue implements ReadyQueue {
     const batch = this.pending;
     this.pending = [];
     this.flush = null;
-    let results: (Error | null)[];
+    let results: (Error | number)[];
     try {
       results = await this.inner.pushGroups(batch.map((waiting) => waiting.group));
     } catch (error) {
@@ -105,9 +110,9 @@ export class CoalescingReadyQueue implements ReadyQueue {
       return;
     }
     batch.forEach((waiting, i) => {
-      const error = results[i];
-      if (error === null) waiting.resolve();
-      else waiting.reject(error ?? new WheelhouseError('internal', 'A grouped ready-queue push gave no result.'));
+      const result = results[i];
+      if (typeof result === 'number') waiting.resolve(result);
+      else waiting.reject(result ?? new WheelhouseError('internal', 'A grouped ready-queue push gave no result.'));
     });
   }
 }

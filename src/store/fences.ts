@@ -28,13 +28,16 @@ export function staleEpochError(operation: string, partition: number, epoch: num
 }
 
 /**
- * The partitions' fences in process (see {@link BucketStore}): the in-process counterpart
- * of the Redis fence keys. The embedded bucket store and ready queue share one instance,
- * as their Redis counterparts share the keys, so a fence raised through the buckets also
- * holds the ready queue's fenced pushes.
+ * The partitions' marks in process (see {@link BucketStore}): the in-process counterpart of
+ * the Redis fence keys and intact markers. Per partition, a fence (the highest ownership
+ * epoch that wrote) and a stamp (a count of the writes made for it since it was last found
+ * intact; absent: its data is lost). The embedded bucket store and ready queue share one
+ * instance, as their Redis counterparts share the keys, so a fence raised through the
+ * buckets also holds the ready queue's fenced pushes, and a fenced push bumps the stamp.
  */
-export class PartitionFences {
+export class PartitionMarks {
   private fences = new Map<number, number>();
+  private stamps = new Map<number, number>();
 
   /** Raises the partition's fence to `max(current, epoch)`. Returns the fence now. */
   raise(partition: number, epoch: number): number {
@@ -62,8 +65,27 @@ export class PartitionFences {
     if (fence < epoch) this.fences.set(partition, epoch);
   }
 
-  /** Drops every fence, as a restart (or a Redis flush) would. */
+  /** The partition's stamp; 0 when its data is lost. */
+  stamp(partition: number): number {
+    return this.stamps.get(partition) ?? 0;
+  }
+
+  /** A write for the partition: its stamp goes up by one, answered; 0 (and stays lost) when lost. */
+  bump(partition: number): number {
+    const stamp = this.stamps.get(partition);
+    if (stamp === undefined) return 0;
+    this.stamps.set(partition, stamp + 1);
+    return stamp + 1;
+  }
+
+  /** Marks the partition intact at `stamp` (after it was rebuilt). */
+  setStamp(partition: number, stamp: number): void {
+    this.stamps.set(partition, stamp);
+  }
+
+  /** Drops every fence and stamp, as a restart (or a Redis flush) would. */
   clear(): void {
     this.fences = new Map();
+    this.stamps = new Map();
   }
 }

@@ -8,7 +8,7 @@
  */
 import { BinaryHeap } from '../runtime/binary-heap.js';
 import { assertDueEntry, minuteStart } from './entry-codec.js';
-import { PartitionFences } from './fences.js';
+import { PartitionMarks } from './fences.js';
 import type { BucketStore, DueEntry } from './types.js';
 
 interface PartitionBuckets {
@@ -21,25 +21,25 @@ interface PartitionBuckets {
 /** The embedded {@link BucketStore}: far time buckets in process memory. */
 export class MemoryBucketStore implements BucketStore {
   private partitions = new Map<number, PartitionBuckets>();
-  /** Marks live as long as the process: a restart loses them, as it loses the buckets. */
-  private intact = new Set<number>();
-  private readonly fences: PartitionFences;
+  /** Fences and stamps live as long as the process: a restart loses them with the buckets. */
+  private readonly marks: PartitionMarks;
 
   /**
-   * @param fences the partitions' fences; pass the instance the ready queue has (see
-   *   {@link PartitionFences}). @default a private one
+   * @param marks the partitions' fences and stamps; pass the instance the ready queue has
+   *   (see {@link PartitionMarks}). @default a private one
    */
-  constructor(fences: PartitionFences = new PartitionFences()) {
-    this.fences = fences;
+  constructor(marks: PartitionMarks = new PartitionMarks()) {
+    this.marks = marks;
   }
 
   async fence(partition: number, epoch: number): Promise<void> {
-    this.fences.raise(partition, epoch);
+    this.marks.raise(partition, epoch);
   }
 
-  async add(partition: number, entries: DueEntry[], epoch?: number): Promise<void> {
+  async add(partition: number, entries: DueEntry[], epoch?: number): Promise<number> {
     for (const entry of entries) assertDueEntry(entry);
-    this.fences.check('buckets.add', partition, epoch);
+    this.marks.check('buckets.add', partition, epoch);
+    if (entries.length === 0) return this.marks.stamp(partition);
     const state = this.partition(partition);
     for (const entry of entries) {
       const minute = minuteStart(entry.dueMs);
@@ -51,12 +51,13 @@ export class MemoryBucketStore implements BucketStore {
       // Same task, same bucket: one entry, the latest due time (as ZADD does).
       bucket.set(entry.taskId, { ...entry });
     }
+    return this.marks.bump(partition);
   }
 
-  async takeUntil(partition: number, untilMs: number, epoch?: number): Promise<DueEntry[]> {
-    this.fences.check('buckets.takeUntil', partition, epoch);
+  async takeUntil(partition: number, untilMs: number, epoch?: number): Promise<{ entries: DueEntry[]; stamp: number }> {
+    this.marks.check('buckets.takeUntil', partition, epoch);
     const state = this.partitions.get(partition);
-    if (state === undefined) return [];
+    if (state === undefined) return { entries: [], stamp: this.marks.stamp(partition) };
     const taken: DueEntry[] = [];
     for (;;) {
       const minute = state.minutes.peek();
@@ -69,22 +70,21 @@ export class MemoryBucketStore implements BucketStore {
       const entries = [...bucket.values()].sort((a, b) => a.dueMs - b.dueMs);
       for (const entry of entries) taken.push(entry);
     }
-    return taken;
+    return { entries: taken, stamp: taken.length > 0 ? this.marks.bump(partition) : this.marks.stamp(partition) };
   }
 
-  async setIntact(partition: number): Promise<void> {
-    this.intact.add(partition);
+  async setIntact(partition: number, stamp: number): Promise<void> {
+    this.marks.setStamp(partition, stamp);
   }
 
-  async lostPartitions(partitions: number[]): Promise<number[]> {
-    return partitions.filter((p) => !this.intact.has(p));
+  async stamps(partitions: readonly number[]): Promise<number[]> {
+    return partitions.map((p) => this.marks.stamp(p));
   }
 
-  /** Drops every bucket, mark and fence (shared ones too), as a restart would. */
+  /** Drops every bucket, fence and stamp (shared ones too), as a restart would. */
   clear(): void {
     this.partitions = new Map();
-    this.intact = new Set();
-    this.fences.clear();
+    this.marks.clear();
   }
 
   private partition(partition: number): PartitionBuckets {

@@ -17,7 +17,7 @@ import {
   queueName,
 } from './entry-codec.js';
 import type { GroupingReadyQueue, PushFence, PushGroup } from './coalescing-ready-queue.js';
-import { PartitionFences } from './fences.js';
+import { PartitionMarks } from './fences.js';
 import { PushListeners, type PushListener } from './push-listeners.js';
 import type { DueEntry, QueueDepth } from './types.js';
 
@@ -53,29 +53,29 @@ export class MemoryReadyQueue implements GroupingReadyQueue {
   private waiting = 0;
   private seq = 0;
   private readonly listeners = new PushListeners();
-  private readonly fences: PartitionFences;
+  private readonly marks: PartitionMarks;
 
   /**
-   * @param fences the partitions' fences; pass the instance the bucket store has, so that
-   *   `MemoryBucketStore.fence` holds fenced pushes too. @default a private one
+   * @param marks the partitions' fences and stamps; pass the instance the bucket store has,
+   *   so that `MemoryBucketStore.fence` holds fenced pushes too. @default a private one
    */
-  constructor(fences: PartitionFences = new PartitionFences()) {
-    this.fences = fences;
+  constructor(marks: PartitionMarks = new PartitionMarks()) {
+    this.marks = marks;
   }
 
-  async push(entries: DueEntry[], fence?: PushFence): Promise<void> {
+  async push(entries: DueEntry[], fence?: PushFence): Promise<number> {
     const taskTypes = new Set<string>();
-    this.write({ entries, fence }, taskTypes);
+    const stamp = this.write({ entries, fence }, taskTypes);
     this.listeners.emit(taskTypes);
+    return stamp;
   }
 
   /** Each group on its own (see {@link GroupingReadyQueue}); listeners hear once, of the groups written. */
-  async pushGroups(groups: readonly PushGroup[]): Promise<(Error | null)[]> {
+  async pushGroups(groups: readonly PushGroup[]): Promise<(Error | number)[]> {
     const taskTypes = new Set<string>();
-    const results = groups.map((group): Error | null => {
+    const results = groups.map((group): Error | number => {
       try {
-        this.write(group, taskTypes);
-        return null;
+        return this.write(group, taskTypes);
       } catch (error) {
         return error instanceof Error ? error : new Error(String(error));
       }
@@ -84,9 +84,18 @@ export class MemoryReadyQueue implements GroupingReadyQueue {
       this.listeners.emit(taskTypes);
     } catch (error) {
       const failure = error instanceof Error ? error : new Error(String(error));
-      return results.map((result, i) => result ?? ((groups[i]?.entries.length ?? 0) > 0 ? failure : null));
+      return results.map((result, i) => (result instanceof Error || (groups[i]?.entries.length ?? 0) === 0 ? result : failure));
     }
     return results;
+  }
+
+  async held(entries: readonly DueEntry[]): Promise<Set<string>> {
+    const held = new Set<string>();
+    for (const entry of entries) {
+      const queued = this.queues.get(queueName(entry.taskType, entry.priority))?.ids.has(entry.taskId) === true;
+      if (queued || this.inFlight.has(encodeInFlightMember(entry))) held.add(entry.taskId);
+    }
+    return held;
   }
 
   async take(taskTypes: string[], max: number, nowMs: number): Promise<DueEntry[]> {
@@ -169,7 +178,7 @@ export class MemoryReadyQueue implements GroupingReadyQueue {
 
   /**
    * Drops every queue and in-flight entry, as a restart would. Listeners stay; the fences
-   * are the bucket store's to clear (`MemoryBucketStore.clear`).
+   * and stamps are the bucket store's to clear (`MemoryBucketStore.clear`).
    */
   clear(): void {
     this.queues = new Map();
@@ -179,16 +188,18 @@ export class MemoryReadyQueue implements GroupingReadyQueue {
 
   /**
    * Checks the group's entries and fence, then enqueues them all and adds their types to
-   * `taskTypes`; or throws, having enqueued nothing.
+   * `taskTypes`, answering the fenced partition's stamp (0 unfenced); or throws, having
+   * enqueued nothing.
    */
-  private write(group: PushGroup, taskTypes: Set<string>): void {
-    if (group.entries.length === 0) return;
+  private write(group: PushGroup, taskTypes: Set<string>): number {
+    if (group.entries.length === 0) return 0;
     for (const entry of group.entries) assertDueEntry(entry);
-    if (group.fence !== undefined) this.fences.check('ready.push', group.fence.partition, group.fence.epoch);
+    if (group.fence !== undefined) this.marks.check('ready.push', group.fence.partition, group.fence.epoch);
     for (const entry of group.entries) {
       this.enqueue({ entry: { ...entry }, seq: this.seq++ });
       taskTypes.add(entry.taskType);
     }
+    return group.fence === undefined ? 0 : this.marks.bump(group.fence.partition);
   }
 
   /** Adds an entry unless its queue already holds the task id (ZADD NX). */

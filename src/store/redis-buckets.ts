@@ -1,9 +1,9 @@
 /**
  * Far time buckets in Redis: one ZSET per partition per minute (member = task id,
  * priority and type; score = due ms), an index ZSET of each partition's bucket minutes so
- * `takeUntil` never scans keys, a marker key per partition that vanishes when Redis
- * loses its data, and a fence key per partition (`fenceKey`) that fenced writes check in
- * the same script that makes them.
+ * `takeUntil` never scans keys, a marker key per partition holding its stamp (it vanishes
+ * when Redis loses its data, and goes back when Redis goes back in time), and a fence key
+ * per partition (`fenceKey`) that fenced writes check in the same script that makes them.
  */
 import type { Redis } from 'ioredis';
 import { addBuckets } from './lua/add-buckets.js';
@@ -57,13 +57,14 @@ export class RedisBucketStore implements BucketStore {
    * fence rise between two of its calls, the entries of the earlier ones stay (as if they
    * had been an add that landed just before the fence) and the rest are refused.
    */
-  async add(partition: number, entries: DueEntry[], epoch?: number): Promise<void> {
+  async add(partition: number, entries: DueEntry[], epoch?: number): Promise<number> {
     if (epoch !== undefined) assertFenceArgs(partition, epoch);
-    if (entries.length === 0) return;
+    if (entries.length === 0) return (await this.stamps([partition]))[0] ?? 0;
     for (const entry of entries) assertDueEntry(entry);
     const keys = bucketKeys(this.prefix, partition);
-    const scriptKeys = [keys.minutes, fenceKey(this.prefix, partition)];
+    const scriptKeys = [keys.minutes, fenceKey(this.prefix, partition), keys.intact];
     const head = [epoch ?? '', keys.bucketPrefix];
+    let stamp = 0;
     for (let from = 0; from < entries.length; from += ADD_CALL_ENTRIES) {
       const byMinute = new Map<number, (string | number)[]>();
       for (const entry of entries.slice(from, from + ADD_CALL_ENTRIES)) {
@@ -77,18 +78,22 @@ export class RedisBucketStore implements BucketStore {
         args.push(minute, pairs.length / 2);
         for (const value of pairs) args.push(value);
       }
-      const fence = await redisOperation('buckets.add', () => runScript(this.redis, addBuckets, scriptKeys, args));
-      if (fence !== 0) throw staleEpochError('buckets.add', partition, epoch ?? 0, Number(fence));
+      const [refused, value] = (await redisOperation('buckets.add', () =>
+        runScript(this.redis, addBuckets, scriptKeys, args),
+      )) as [number, number];
+      if (refused !== 0) throw staleEpochError('buckets.add', partition, epoch ?? 0, Number(value));
+      stamp = Number(value);
     }
+    return stamp;
   }
 
   /**
    * One script reads and deletes the buckets, in (minute, due, task id) order, unless the
    * partition is fenced past `epoch` (then it takes nothing). If it took anything it also
-   * deleted the intact marker, set again here once the reply is in: a call that rejects
-   * may have taken entries, and then leaves the partition lost.
+   * deleted the intact marker, set again here to the raised stamp once the reply is in: a
+   * call that rejects may have taken entries, and then leaves the partition lost.
    */
-  async takeUntil(partition: number, untilMs: number, epoch?: number): Promise<DueEntry[]> {
+  async takeUntil(partition: number, untilMs: number, epoch?: number): Promise<{ entries: DueEntry[]; stamp: number }> {
     if (epoch !== undefined) assertFenceArgs(partition, epoch);
     const keys = bucketKeys(this.prefix, partition);
     return redisOperation('buckets.takeUntil', async () => {
@@ -104,23 +109,27 @@ export class RedisBucketStore implements BucketStore {
       for (let i = 0; i < count; i++) {
         entries[i] = decodeBucketMember(String(reply[2 * i]), Number(reply[2 * i + 1]));
       }
-      if (reply[reply.length - 1] === 1) await this.redis.set(keys.intact, '1');
-      return entries;
+      const stamp = Number(reply[reply.length - 1]);
+      if (count > 0 && stamp > 0) await this.redis.set(keys.intact, String(stamp));
+      return { entries, stamp };
     });
   }
 
-  async setIntact(partition: number): Promise<void> {
+  async setIntact(partition: number, stamp: number): Promise<void> {
     await redisOperation('buckets.setIntact', () =>
-      this.redis.set(bucketKeys(this.prefix, partition).intact, '1'),
+      this.redis.set(bucketKeys(this.prefix, partition).intact, String(stamp)),
     );
   }
 
-  /** One pipeline of EXISTS: each marker lives in its partition's slot, beside its buckets. */
-  async lostPartitions(partitions: number[]): Promise<number[]> {
+  /** One pipeline of GET: each marker lives in its partition's slot, beside its buckets. */
+  async stamps(partitions: readonly number[]): Promise<number[]> {
     if (partitions.length === 0) return [];
     const pipeline = this.redis.pipeline();
-    for (const partition of partitions) pipeline.exists(bucketKeys(this.prefix, partition).intact);
-    const found = await redisOperation('buckets.lostPartitions', () => execPipeline(pipeline));
-    return partitions.filter((_, i) => found[i] !== 1);
+    for (const partition of partitions) pipeline.get(bucketKeys(this.prefix, partition).intact);
+    const found = await redisOperation('buckets.stamps', () => execPipeline(pipeline));
+    return partitions.map((_, i) => {
+      const stamp = Number(found[i] ?? 0);
+      return Number.isSafeInteger(stamp) && stamp > 0 ? stamp : 0;
+    });
   }
 }

@@ -28,7 +28,7 @@ import { assertFenceArgs, staleEpochError } from './fences.js';
 import { PushListeners, type PushListener } from './push-listeners.js';
 import { assertPrefix, redisOperation } from './redis.js';
 import { execPipeline, runScript } from './redis-commands.js';
-import { fenceKey, readyKeys, type ReadyKeys } from './redis-keys.js';
+import { bucketKeys, fenceKey, readyKeys, type ReadyKeys } from './redis-keys.js';
 import { RedisPushChannel } from './redis-push-channel.js';
 import type { DueEntry, QueueDepth } from './types.js';
 
@@ -60,6 +60,12 @@ interface Piece {
   entries: DueEntry[];
 }
 
+/** What the script did with a piece: refused by a fence, or written (its partition's stamp then). */
+interface PieceOutcome {
+  refusedBy: number | null;
+  stamp: number;
+}
+
 /** The production {@link ReadyQueue}: sorted sets per task type × priority, with an in-flight set. */
 export class RedisReadyQueue implements GroupingReadyQueue {
   private readonly redis: Redis;
@@ -86,12 +92,12 @@ export class RedisReadyQueue implements GroupingReadyQueue {
    * announcement. Fenced: the push script (see {@link pushGroups}). Listeners run after
    * the push lands.
    */
-  async push(entries: DueEntry[], fence?: PushFence): Promise<void> {
-    if (entries.length === 0) return;
+  async push(entries: DueEntry[], fence?: PushFence): Promise<number> {
+    if (entries.length === 0) return 0;
     if (fence !== undefined) {
-      const [error] = await this.pushGroups([{ entries, fence }]);
-      if (error) throw error;
-      return;
+      const [result] = await this.pushGroups([{ entries, fence }]);
+      if (typeof result !== 'number') throw result ?? new WheelhouseError('internal', 'A ready-queue push gave no result.');
+      return result;
     }
     const byQueue = new Map<string, (string | number)[]>();
     const taskTypes = new Set<string>();
@@ -118,19 +124,21 @@ export class RedisReadyQueue implements GroupingReadyQueue {
       for (const [error] of results.slice(0, -1)) if (error) throw error;
     });
     this.listeners.emit(taskTypes);
+    return 0;
   }
 
   /**
    * The push script (`lua/push-ready.ts`) with every group in one call — one round trip
    * for the pushes of a turn — or, past 10 000 entries, in several calls one after the
    * other. Each call checks the fences of its fenced groups and writes only the groups
-   * whose fence holds, then announces what it wrote. A group split over several calls is
-   * not atomic as a whole: should its fence rise between two of them, the entries of the
-   * earlier calls stay (as a push that landed just before the fence would) and the rest
-   * are refused. See {@link GroupingReadyQueue.pushGroups} for the results.
+   * whose fence holds (raising their partitions' stamps), then announces what it wrote. A
+   * group split over several calls is not atomic as a whole: should its fence rise between
+   * two of them, the entries of the earlier calls stay (as a push that landed just before
+   * the fence would) and the rest are refused. See {@link GroupingReadyQueue.pushGroups}
+   * for the results.
    */
-  async pushGroups(groups: readonly PushGroup[]): Promise<(Error | null)[]> {
-    const results: (Error | null)[] = groups.map(() => null);
+  async pushGroups(groups: readonly PushGroup[]): Promise<(Error | number)[]> {
+    const results: (Error | number)[] = groups.map(() => 0);
     const valid: number[] = [];
     groups.forEach((group, g) => {
       try {
@@ -144,23 +152,27 @@ export class RedisReadyQueue implements GroupingReadyQueue {
     const taskTypes = new Set<string>();
     const calls = planCalls(groups, valid);
     for (let c = 0; c < calls.length; c++) {
-      const pieces = (calls[c] as Piece[]).filter((piece) => results[piece.group] === null);
+      const pieces = (calls[c] as Piece[]).filter((piece) => typeof results[piece.group] === 'number');
       if (pieces.length === 0) continue;
-      let refused: Map<number, number>;
+      let outcomes: PieceOutcome[];
       try {
-        refused = await this.pushPieces(groups, pieces);
+        outcomes = await this.pushPieces(groups, pieces);
       } catch (error) {
         const failure = asError(error);
-        for (const later of calls.slice(c)) for (const piece of later) results[piece.group] ??= failure;
+        for (const later of calls.slice(c)) {
+          for (const piece of later) if (typeof results[piece.group] === 'number') results[piece.group] = failure;
+        }
         break;
       }
       pieces.forEach((piece, i) => {
-        const fence = refused.get(i + 1);
+        const outcome = outcomes[i] ?? { refusedBy: null, stamp: 0 };
         const own = groups[piece.group]?.fence;
-        if (fence === undefined || own === undefined) {
+        if (outcome.refusedBy === null || own === undefined) {
           for (const entry of piece.entries) taskTypes.add(entry.taskType);
+          // A group split over calls answers its last piece's stamp, the highest.
+          results[piece.group] = outcome.stamp;
         } else {
-          results[piece.group] = staleEpochError('ready.push', own.partition, own.epoch, fence);
+          results[piece.group] = staleEpochError('ready.push', own.partition, own.epoch, outcome.refusedBy);
         }
       });
     }
@@ -169,7 +181,7 @@ export class RedisReadyQueue implements GroupingReadyQueue {
     } catch (error) {
       const failure = asError(error);
       const written = new Set(valid);
-      return results.map((result, g) => result ?? (written.has(g) ? failure : null));
+      return results.map((result, g) => (typeof result === 'number' && written.has(g) ? failure : result));
     }
     return results;
   }
@@ -185,6 +197,39 @@ export class RedisReadyQueue implements GroupingReadyQueue {
     const args = [nowMs, Math.floor(max), types.length, ...types, ...PRIORITIES];
     const reply = await redisOperation('ready.take', () => runScript(this.redis, takeReady, keys, args));
     return (reply as string[]).map(decodeInFlightMember);
+  }
+
+  /**
+   * One transaction (MULTI, so queue and in-flight are read at one instant): ZMSCORE of each
+   * entry's queue for its task ids, and of the in-flight set for the entries' members.
+   */
+  async held(entries: readonly DueEntry[]): Promise<Set<string>> {
+    if (entries.length === 0) return new Set();
+    const byQueue = new Map<string, DueEntry[]>();
+    for (const entry of entries) {
+      assertDueEntry(entry);
+      const name = queueName(entry.taskType, entry.priority);
+      let list = byQueue.get(name);
+      if (list === undefined) byQueue.set(name, (list = []));
+      list.push(entry);
+    }
+    const transaction = this.redis.multi();
+    for (const [name, list] of byQueue) {
+      transaction.zmscore(`${this.keys.queuePrefix}${name}`, ...list.map((e) => e.taskId));
+    }
+    transaction.zmscore(this.keys.inFlight, ...entries.map(encodeInFlightMember));
+    const replies = (await redisOperation('ready.held', () => execPipeline(transaction))) as (string | null)[][];
+    const held = new Set<string>();
+    [...byQueue.values()].forEach((list, q) => {
+      list.forEach((entry, i) => {
+        if (replies[q]?.[i] !== null && replies[q]?.[i] !== undefined) held.add(entry.taskId);
+      });
+    });
+    const inFlight = replies[byQueue.size] ?? [];
+    entries.forEach((entry, i) => {
+      if (inFlight[i] !== null && inFlight[i] !== undefined) held.add(entry.taskId);
+    });
+    return held;
   }
 
   async ack(entries: DueEntry[]): Promise<void> {
@@ -282,8 +327,8 @@ export class RedisReadyQueue implements GroupingReadyQueue {
     return this.channel.close();
   }
 
-  /** One script call for some pieces; answers which of them (1-based) were refused, and each one's fence. */
-  private async pushPieces(groups: readonly PushGroup[], pieces: Piece[]): Promise<Map<number, number>> {
+  /** One script call for some pieces; answers each one's outcome, in order. */
+  private async pushPieces(groups: readonly PushGroup[], pieces: Piece[]): Promise<PieceOutcome[]> {
     const keys = [this.keys.registry];
     const fenceIndex = new Map<number, number>();
     const args: (string | number)[] = [this.keys.queuePrefix, this.channel.name, this.channel.instanceId, pieces.length];
@@ -293,8 +338,8 @@ export class RedisReadyQueue implements GroupingReadyQueue {
       if (fence !== undefined) {
         k = fenceIndex.get(fence.partition) ?? 0;
         if (k === 0) {
-          keys.push(fenceKey(this.prefix, fence.partition));
-          k = keys.length; // KEYS is 1-based in Lua
+          keys.push(fenceKey(this.prefix, fence.partition), bucketKeys(this.prefix, fence.partition).intact);
+          k = keys.length - 1; // KEYS is 1-based in Lua: the fence's index; its marker's is k + 1
           fenceIndex.set(fence.partition, k);
         }
       }
@@ -312,9 +357,10 @@ export class RedisReadyQueue implements GroupingReadyQueue {
       }
     }
     const reply = (await redisOperation('ready.push', () => runScript(this.redis, pushReady, keys, args))) as number[];
-    const refused = new Map<number, number>();
-    for (let i = 0; i + 1 < reply.length; i += 2) refused.set(Number(reply[i]), Number(reply[i + 1]));
-    return refused;
+    return pieces.map((_, i) => {
+      const value = Number(reply[2 * i + 1] ?? 0);
+      return Number(reply[2 * i]) === 1 ? { refusedBy: value, stamp: 0 } : { refusedBy: null, stamp: value };
+    });
   }
 }
 

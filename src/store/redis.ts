@@ -72,8 +72,8 @@ export function assertPrefix(prefix: string): void {
   }
 }
 
-/** Server replies that mean "not now" rather than "wrong". */
-const UNAVAILABLE_REPLY = /^(LOADING|BUSY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|NOREPLICAS)\b/;
+/** Server replies that mean "not now" rather than "wrong" (OOM: full under noeviction, until memory frees). */
+const UNAVAILABLE_REPLY = /^(LOADING|BUSY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|NOREPLICAS|OOM)\b/;
 
 /**
  * True when a Redis failure means the store cannot be reached or cannot answer now: a
@@ -108,4 +108,32 @@ export async function redisOperation<T>(operation: string, run: () => Promise<T>
   } catch (error) {
     throw toStoreError(error, operation);
   }
+}
+
+/**
+ * Checks that Redis will not evict the fast index's keys. A `maxmemory-policy` of
+ * `allkeys-*` may drop any key — a bucket, a ready queue — when memory runs short, silently
+ * losing tasks from the index: refused, with an error that says what to set. A `volatile-*`
+ * policy only evicts keys with a TTL, which the index never sets (a full Redis then refuses
+ * writes instead, which the nodes retry): allowed, with a warning. Answers the warning, or
+ * null when the policy is `noeviction`. A server that does not allow CONFIG GET (some
+ * managed services) cannot be checked: a warning says so.
+ */
+export async function checkEvictionPolicy(redis: Redis): Promise<string | null> {
+  let policy: string;
+  try {
+    const reply = (await redis.call('CONFIG', 'GET', 'maxmemory-policy')) as string[];
+    policy = String(reply[1] ?? '');
+  } catch (error) {
+    return `could not read Redis maxmemory-policy (${(error as Error).message}); it must be noeviction, or Redis may drop queued tasks`;
+  }
+  if (policy === 'noeviction' || policy === '') return null;
+  if (policy.startsWith('allkeys-')) {
+    throw new WheelhouseError(
+      'internal',
+      `Redis maxmemory-policy is ${policy}: Redis may evict any key, and with it tasks from the buckets and ready queues. Set it to noeviction (CONFIG SET maxmemory-policy noeviction, or maxmemory-policy in redis.conf).`,
+      { details: { maxmemory_policy: policy } },
+    );
+  }
+  return `Redis maxmemory-policy is ${policy}: Wheelhouse keys carry no TTL, so they are never evicted, but a full Redis refuses writes; noeviction is recommended`;
 }

@@ -1,8 +1,8 @@
 import type { Db } from './db.js';
 import { cancelTask } from './sql/cancel.js';
-import { claimTasks, heartbeatTask } from './sql/claim.js';
+import { claimTasks, expiredLeases, heartbeatTask, releaseTasks } from './sql/claim.js';
 import { completeTasks, expireLease } from './sql/complete.js';
-import { getTask, listTasks, pendingInPartition, runningInPartitions, taskHistory } from './sql/read.js';
+import { getTask, listTasks, pendingDueTimes, pendingInPartition, runningInPartitions, taskHistory } from './sql/read.js';
 import { purgeExpiredIdempotencyKeys, submitTasks } from './sql/submit.js';
 import type {
   BackoffPolicy,
@@ -91,5 +91,17 @@ export class SqlTaskStore implements TaskStore {
 
   runningInPartitions(partitions: readonly number[]): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]> {
     return runningInPartitions(this.db, partitions);
+  }
+
+  expiredLeases(partitions: readonly number[], beforeMs: number, limit: number): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]> {
+    return expiredLeases(this.db, partitions, beforeMs, limit);
+  }
+
+  pendingDueTimes(ids: readonly string[]): Promise<Map<string, number>> {
+    return pendingDueTimes(this.db, ids);
+  }
+
+  release(claims: readonly { taskId: string; version: number }[], nowMs: number): Promise<DueEntry[]> {
+    return releaseTasks(this.leases, claims, nowMs);
   }
 }

@@ -231,6 +231,20 @@ export interface TaskStore {
    * its activation), after a ring change (every partition, in one statement).
    */
   runningInPartitions(partitions: readonly number[]): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]>;
+  /**
+   * Running tasks of these partitions whose lease ran out before `beforeMs`, oldest expiry
+   * first, at most `limit`: for the safety net under lease expiry.
+   */
+  expiredLeases(partitions: readonly number[], beforeMs: number, limit: number): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]>;
+  /** Which of these tasks are `pending`, with their due times. */
+  pendingDueTimes(ids: readonly string[]): Promise<Map<string, number>>;
+  /**
+   * Hands back claims no worker received (a long-poll that went away): each task still
+   * `running` at that version goes back to `pending` as if unclaimed — attempt not counted,
+   * due time kept, version + 1 (the lease token dies). A task whose cancel was requested is
+   * left to its lease. Answers the due entries of the tasks released.
+   */
+  release(claims: readonly { taskId: string; version: number }[], nowMs: number): Promise<DueEntry[]>;
 }
 
 /**
@@ -243,10 +257,18 @@ export interface TaskStore {
  * believes it owns the partition cannot touch its successor's buckets or fire its slots. The
  * check and the write are one atomic step. A write without an epoch is never refused.
  *
+ * Stamps: each partition also has a stamp, a counter that every write made for it (`add`,
+ * a `takeUntil` that takes something, a fenced `push`) raises by one and answers, in the
+ * same atomic step. A partition whose stamp is gone (0) was never rebuilt, or the store lost
+ * its data (a flush, a restart empty, an evicted key). A stamp lower than one a write has
+ * already answered means the store went back in time (a restart from an older snapshot, a
+ * failover to a replica that had not seen the latest writes) and lost those writes. Either
+ * way the partition's buckets and ready entries may be incomplete, and its wheel rebuilds
+ * them from the system of record (`setIntact` then gives it a new stamp).
+ *
  * A partition without a fence counts as fenced at 0. The fence lives with the buckets, so a
- * store that loses its data (a Redis flush or restart, a process restart) loses the fences
- * too, and every epoch is allowed until the owner fences again — which it does when it
- * rebuilds the partition it finds lost (`lostPartitions`).
+ * store that loses its data loses the fences too, and every epoch is allowed until the owner
+ * fences again — which it does when it rebuilds the partition it finds lost.
  */
 export interface BucketStore {
   /**
@@ -257,17 +279,21 @@ export interface BucketStore {
   /**
    * Adds entries to the minute buckets their due times fall in. Idempotent. With `epoch`,
    * rejects with `stale_epoch` and adds nothing while the partition's fence is above it.
+   * Resolves with the partition's stamp after the write (0: lost).
    */
-  add(partition: number, entries: DueEntry[], epoch?: number): Promise<void>;
+  add(partition: number, entries: DueEntry[], epoch?: number): Promise<number>;
   /**
    * Reads and removes every bucket of the partition whose minute starts before `untilMs`.
    * With `epoch`, rejects with `stale_epoch` and takes nothing while the fence is above it.
+   * `stamp` is the partition's stamp after the call (0: lost — also when a bucket the
+   * partition's index names was missing). A call that rejects may have taken entries; the
+   * partition then shows as lost.
    */
-  takeUntil(partition: number, untilMs: number, epoch?: number): Promise<DueEntry[]>;
-  /** Marks the partition's buckets as complete (rebuilt from the system of record). */
-  setIntact(partition: number): Promise<void>;
-  /** Which of these partitions have lost their mark: the store was flushed or restarted. */
-  lostPartitions(partitions: number[]): Promise<number[]>;
+  takeUntil(partition: number, untilMs: number, epoch?: number): Promise<{ entries: DueEntry[]; stamp: number }>;
+  /** Marks the partition's buckets complete (rebuilt from the system of record), at `stamp`. */
+  setIntact(partition: number, stamp: number): Promise<void>;
+  /** The stamps of these partitions, in order (0: lost). */
+  stamps(partitions: readonly number[]): Promise<number[]>;
 }
 
 export interface QueueDepth {
@@ -285,9 +311,17 @@ export interface ReadyQueue {
    *
    * With `fence` (a wheel partition firing a slot), the push is refused as a whole with
    * `stale_epoch`, writing nothing, while that partition's fence — the one
-   * {@link BucketStore.fence} raises — is above `fence.epoch`. Check and write are atomic.
+   * {@link BucketStore.fence} raises — is above `fence.epoch`; otherwise it raises the
+   * partition's stamp and resolves with it (0: the partition is lost). Check and write are
+   * atomic. Without `fence` it resolves with 0.
    */
-  push(entries: DueEntry[], fence?: { partition: number; epoch: number }): Promise<void>;
+  push(entries: DueEntry[], fence?: { partition: number; epoch: number }): Promise<number>;
+  /**
+   * Which of these entries' tasks are held — queued in their entry's queue, or taken and in
+   * flight with exactly this entry — as one consistent reading. For the safety net, which
+   * hands on overdue tasks that nothing holds.
+   */
+  held(entries: readonly DueEntry[]): Promise<Set<string>>;
   /**
    * Takes up to `max` entries for these task types, lowest priority number first, then
    * oldest due first. Taken entries are held in flight until `ack`ed; entries held longer

@@ -18,7 +18,7 @@ import { WriteBatcher } from '../store/write-batcher.js';
  *   answer failed) are delivered again, at start and periodically. Delivery is idempotent.
  * - Sweep: the safety net. It pages through the blocked tasks and reconciles any that a
  *   reconcile would change and that no outbox event covers. It should find nothing; what it
- *   finds is counted (`wheelhouse_dag_sweep_fixed_total`).
+ *   finds is counted (`wheelhouse_safety_net_recovered_total{kind="blocked"}`).
  */
 
 export interface FinishedEvent {

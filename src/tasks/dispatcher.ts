@@ -1,7 +1,7 @@
 import type { ActorSystemApi } from '../runtime/actor.js';
-import type { Clock } from '../runtime/clock.js';
+import type { Cancel, Clock } from '../runtime/clock.js';
 import { LEASE_KIND, type LeaseMessage } from '../actors/worker-lease.js';
-import type { ReadyQueue, TaskStore } from '../store/types.js';
+import type { ClaimedTask, DueEntry, ReadyQueue, TaskStore } from '../store/types.js';
 import type { Assignment, PollRequest } from './types.js';
 import { encodeLeaseToken } from './lease-token.js';
 
@@ -57,10 +57,18 @@ function claimTime(nowMs: number, entries: readonly { dueMs: number }[]): number
 
 export class Dispatcher {
   private readonly waiters = new Set<Waiter>();
+  /** Entries waiting to be put back when due (see `claim`), cancelled at `stop`. */
+  private readonly putBacks = new Set<Cancel>();
   /** Bumped on every push this node sees, so a poll that found nothing knows whether to look again. */
   private pushSeq = 0;
 
   constructor(private readonly deps: DispatcherDeps) {}
+
+  /** Cancels the entries waiting to be put back: they stay in flight, and `requeueStale` returns them. */
+  stop(): void {
+    for (const cancel of this.putBacks) cancel();
+    this.putBacks.clear();
+  }
 
   /** Tells waiting polls that entries of these task types were pushed. */
   notify(taskTypes: ReadonlySet<string>): void {
@@ -80,8 +88,11 @@ export class Dispatcher {
     const deadline = clock.now() + Math.min(request.waitMs, this.deps.pollMaxWaitMs);
     const types = new Set(request.taskTypes);
     for (;;) {
+      // A poll whose worker went away claims nothing more: what it claimed would wait out a
+      // lease nobody holds.
+      if (signal?.aborted) return [];
       const seq = this.pushSeq;
-      const claimed = await this.claim(request);
+      const claimed = await this.claim(request, signal);
       if (claimed.length > 0) return claimed;
       const remaining = deadline - clock.now();
       if (remaining <= 0 || signal?.aborted) return [];
@@ -90,12 +101,22 @@ export class Dispatcher {
     }
   }
 
-  /** One attempt: take, claim, start leases. Entries that were not claimable are dropped. */
-  private async claim(request: PollRequest): Promise<Assignment[]> {
+  /**
+   * One attempt: take, claim, start leases. Entries that were not claimable are dropped, but
+   * for one case: an entry whose task is pending at exactly that due time, not yet due on
+   * this clock — its wheel fired it on a clock further ahead than the claim tolerates. It is
+   * the task's only entry, so it is put back in its queue when it falls due here (and stays
+   * in flight until then, so `requeueStale` puts it back should this node die first).
+   */
+  private async claim(request: PollRequest, signal?: AbortSignal): Promise<Assignment[]> {
     const { tasks, ready, clock, system } = this.deps;
     for (;;) {
       const entries = await ready.take(request.taskTypes, request.maxTasks, clock.now());
       if (entries.length === 0) return [];
+      if (signal?.aborted) {
+        await this.putBack(entries);
+        return [];
+      }
       const now = claimTime(clock.now(), entries);
       let claimed;
       try {
@@ -107,16 +128,16 @@ export class Dispatcher {
       } catch (error) {
         // Put the entries back at once; if that fails too, they stay in flight and
         // `requeueStale` returns them later. Either way the tasks are still `pending`.
-        await ready
-          .push(entries)
-          .then(() => ready.ack(entries))
-          .catch(() => undefined);
+        await this.putBack(entries);
         throw error;
       }
+      const early = claimed.length < entries.length ? await this.notYetDue(entries, claimed, now) : [];
       // The claim is settled in Postgres; dropping the in-flight entries is housekeeping and
       // stays off the worker's critical path. If it fails, `requeueStale` puts them back
       // later and their claim is refused by the compare-and-set: nothing runs twice.
-      ready.ack(entries).catch((error: unknown) => this.deps.onError?.(error, 'ack of claimed ready entries'));
+      const settled = early.length === 0 ? entries : entries.filter((e) => !early.includes(e));
+      ready.ack(settled).catch((error: unknown) => this.deps.onError?.(error, 'ack of claimed ready entries'));
+      for (const entry of early) this.pushWhenDue(entry);
       if (claimed.length === 0) continue; // stale entries (cancelled, already claimed): look again
       this.deps.onClaimed?.(claimed.length);
       return claimed.map((task) => {
@@ -126,6 +147,37 @@ export class Dispatcher {
         return { ...task, leaseToken: encodeLeaseToken(task.version) };
       });
     }
+  }
+
+  /** Entries the claim refused whose task is pending at exactly their due time, after `claimMs`. */
+  private async notYetDue(entries: DueEntry[], claimed: ClaimedTask[], claimMs: number): Promise<DueEntry[]> {
+    const claimedIds = new Set(claimed.map((t) => t.id));
+    const refused = entries.filter((e) => !claimedIds.has(e.taskId) && e.dueMs > claimMs);
+    if (refused.length === 0) return [];
+    const pending = await this.deps.tasks.pendingDueTimes(refused.map((e) => e.taskId));
+    return refused.filter((e) => pending.get(e.taskId) === e.dueMs);
+  }
+
+  /** Puts an entry back in its queue once it is due on this clock, then drops it from flight. */
+  private pushWhenDue(entry: DueEntry): void {
+    const { ready, clock } = this.deps;
+    const cancel = clock.setTimer(entry.dueMs - clock.now(), () => {
+      this.putBacks.delete(cancel);
+      ready
+        .push([entry])
+        .then(() => ready.ack([entry]))
+        .catch((error: unknown) => this.deps.onError?.(error, `putting back an entry not yet due (requeueStale will)`));
+    });
+    this.putBacks.add(cancel);
+  }
+
+  /** Back to their queues at once; if that fails they stay in flight, for `requeueStale`. */
+  private async putBack(entries: DueEntry[]): Promise<void> {
+    const { ready } = this.deps;
+    await ready
+      .push(entries)
+      .then(() => ready.ack(entries))
+      .catch(() => undefined);
   }
 
   private waitForPush(taskTypes: ReadonlySet<string>, waitMs: number, signal?: AbortSignal): Promise<void> {

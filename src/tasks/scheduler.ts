@@ -1,7 +1,8 @@
 import { WheelhouseError, isWheelhouseError } from '../errors.js';
 import { isUuid, partitionOf, uuidv7 } from '../ids.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
-import type { Clock } from '../runtime/clock.js';
+import type { Cancel, Clock } from '../runtime/clock.js';
+import { retryUntilDone, type DutyFailure } from '../runtime/supervision.js';
 import { LEASE_KIND, type LeaseMessage } from '../actors/worker-lease.js';
 import { WHEEL_KIND, type WheelMessage } from '../actors/wheel-partition.js';
 import { CRON_KIND, type CronMessage } from '../actors/cron-schedule.js';
@@ -52,6 +53,8 @@ export interface SchedulerDeps {
   ping(): Promise<void>;
   isStarted(): boolean;
   onError(error: unknown, context: string): void;
+  /** A placement that failed goes on being tried (see `schedule`); each failure is told here. */
+  onDutyFailure(error: unknown, failure: DutyFailure): void;
   onSubmitted?(count: number): void;
   onCompleted?(transitions: Transition[]): void;
 }
@@ -60,9 +63,20 @@ export interface SchedulerDeps {
 const SCHEDULE_ASK_MS = 10_000;
 /** How long pause, resume and delete wait for a schedule's actor. */
 const CRON_ASK_MS = 10_000;
+/** How a placement that neither the partition nor its buckets took is retried. */
+const PLACEMENT_RETRY = { baseMs: 250, maxMs: 5_000 };
 
 export class Scheduler implements SchedulerApi {
+  /** Placements being retried, cancelled at `stop`. */
+  private readonly retries = new Set<Cancel>();
+
   constructor(private readonly deps: SchedulerDeps) {}
+
+  /** Stops retrying placements (their tasks are pending in Postgres: the partitions find them). */
+  stop(): void {
+    for (const cancel of this.retries) cancel();
+    this.retries.clear();
+  }
 
   async submit(specs: TaskSpec[]): Promise<SubmitResult[]> {
     this.admit();
@@ -243,6 +257,19 @@ export class Scheduler implements SchedulerApi {
     return this.deps.dispatcher.poll(request, signal);
   }
 
+  async release(assignments: readonly Assignment[]): Promise<void> {
+    if (assignments.length === 0) return;
+    try {
+      const claims = assignments.map((a) => ({ taskId: a.id, version: a.version }));
+      const entries = await this.deps.tasks.release(claims, this.deps.clock.now());
+      for (const claim of claims) this.deps.system.ref<LeaseMessage>(LEASE_KIND, claim.taskId).tell({ type: 'released', version: claim.version });
+      await this.schedule(entries);
+    } catch (error) {
+      // Not handed back: their leases run out and hand them on, as for any lost worker.
+      this.deps.onError(error, `could not hand back ${assignments.length} claims no worker received (their leases will)`);
+    }
+  }
+
   async heartbeat(taskId: string, leaseToken: string): Promise<{ leaseExpiresMs: number; cancelRequested: boolean }> {
     const version = decodeLeaseToken(leaseToken);
     const lease = this.deps.system.ref<LeaseMessage>(LEASE_KIND, taskId);
@@ -311,11 +338,12 @@ export class Scheduler implements SchedulerApi {
   /**
    * Hands due entries to their wheel partitions, one message per partition. When a partition
    * does not answer (its node died and the ring has not dropped it yet, or it is overloaded),
-   * the entries go straight into its minute buckets instead. Its next activation reloads only
-   * the near window from the task table; a task due further out would otherwise wait for a
-   * full rebuild. An entry whose minute was already taken is found by the partition's next
-   * cascade (within a minute), and one that arrives twice is fired once. A failure of both is
-   * reported, not thrown: the task is in Postgres either way.
+   * the entries go straight into its minute buckets instead: its next activation reloads
+   * only the near window from the task table, and a bucket of a minute it already loaded is
+   * taken by its next `verify` (within a second). When both fail, the placement is retried
+   * in the background with backoff until one succeeds: the task is in Postgres either way,
+   * and should this node die first, the partition's safety net hands it on once it is
+   * overdue. Never rejects.
    */
   private async schedule(entries: DueEntry[]): Promise<void> {
     const byPartition = new Map<number, DueEntry[]>();
@@ -328,21 +356,41 @@ export class Scheduler implements SchedulerApi {
     await Promise.all(
       [...byPartition].map(async ([partition, list]) => {
         try {
-          await this.deps.system
-            .ref<WheelMessage>(WHEEL_KIND, String(partition))
-            .ask({ type: 'schedule', entries: list }, SCHEDULE_ASK_MS);
+          await this.placeOnce(partition, list);
         } catch (error) {
-          try {
-            await this.deps.buckets.add(partition, list);
-          } catch (fallbackError) {
-            this.deps.onError(
-              new AggregateError([error, fallbackError], 'neither the partition nor its buckets took the entries'),
-              `wheel ${partition}: could not schedule ${list.length} tasks (they stay pending until the partition rebuilds)`,
-            );
-          }
+          this.retryPlacement(partition, list, error);
         }
       }),
     );
+  }
+
+  /** The partition, or else its buckets; rejects when neither took the entries. */
+  private async placeOnce(partition: number, list: DueEntry[]): Promise<void> {
+    try {
+      await this.deps.system.ref<WheelMessage>(WHEEL_KIND, String(partition)).ask({ type: 'schedule', entries: list }, SCHEDULE_ASK_MS);
+    } catch (error) {
+      try {
+        await this.deps.buckets.add(partition, list);
+      } catch (fallbackError) {
+        throw new AggregateError([error, fallbackError], `neither wheel partition ${partition} nor its buckets took ${list.length} entries`);
+      }
+    }
+  }
+
+  private retryPlacement(partition: number, list: DueEntry[], first: unknown): void {
+    const duty = 'placement';
+    this.deps.onDutyFailure(first, { duty, attempt: 1, retryInMs: PLACEMENT_RETRY.baseMs });
+    let failures = 1;
+    const retry = retryUntilDone(
+      this.deps.clock,
+      duty,
+      () => this.placeOnce(partition, list),
+      (error, failure) => this.deps.onDutyFailure(error, { ...failure, attempt: ++failures }),
+      PLACEMENT_RETRY,
+      PLACEMENT_RETRY.baseMs,
+    );
+    this.retries.add(retry.cancel);
+    void retry.done.then(() => this.retries.delete(retry.cancel));
   }
 
   /** Views with their dependencies: one read for all the records that have predecessors. */

@@ -116,6 +116,12 @@ export interface SchedulerApi {
   ): Promise<{ executions: ExecutionRecord[]; nextToken: string | null }>;
   /** Long-poll: resolves as soon as at least one task is claimed, or with [] after `waitMs` or on `signal`. */
   poll(request: PollRequest, signal?: AbortSignal): Promise<Assignment[]>;
+  /**
+   * Hands back claims that never reached their worker (its long-poll went away before the
+   * answer was written): the tasks go back to pending at once, their attempt not counted,
+   * instead of waiting out a lease nobody holds. Never rejects.
+   */
+  release(assignments: readonly Assignment[]): Promise<void>;
   heartbeat(taskId: string, leaseToken: string): Promise<{ leaseExpiresMs: number; cancelRequested: boolean }>;
   /**
    * Records results in one batch. A result whose lease is no longer held is reported with

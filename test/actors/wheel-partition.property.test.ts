@@ -5,6 +5,8 @@ import { FakeClock } from '../../src/runtime/clock.js';
 import { LocalPlacement } from '../../src/runtime/placement.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
 import { ActorSystem } from '../../src/runtime/system.js';
+import type { PushFence } from '../../src/store/coalescing-ready-queue.js';
+import { PartitionMarks } from '../../src/store/fences.js';
 import { MemoryBucketStore } from '../../src/store/memory-buckets.js';
 import { MemoryReadyQueue } from '../../src/store/memory-ready-queue.js';
 import type { DueEntry } from '../../src/store/types.js';
@@ -42,11 +44,13 @@ describe('WheelPartition (property, fake clock, against an oracle)', () => {
         run++;
         const clock = new FakeClock(Date.UTC(2026, 10, 30, 11, 0, 0) + startOffsetMs);
         const pushed = new Map<string, number[]>();
-        const ready = new MemoryReadyQueue();
+        // One set of fences and stamps for both, as the embedded backend has.
+        const marks = new PartitionMarks();
+        const ready = new MemoryReadyQueue(marks);
         const recording = Object.create(ready) as MemoryReadyQueue;
-        recording.push = async (entries: DueEntry[]) => {
+        recording.push = async (entries: DueEntry[], fence?: PushFence) => {
           for (const e of entries) pushed.set(e.taskId, [...(pushed.get(e.taskId) ?? []), clock.now()]);
-          return ready.push(entries);
+          return ready.push(entries, fence);
         };
         const system = new ActorSystem({
           nodeId: 'n1',
@@ -60,11 +64,12 @@ describe('WheelPartition (property, fake clock, against an oracle)', () => {
         system.register(
           wheelPartitionBehavior({
             tasks: new SqlTaskStore(pg.db),
-            buckets: new MemoryBucketStore(),
+            buckets: new MemoryBucketStore(marks),
             ready: recording,
             slotMs: 10,
             nearWindowMs: 60_000,
             recoverLease: () => undefined,
+            onRecovered: () => undefined,
             onError: (error) => {
               throw error;
             },

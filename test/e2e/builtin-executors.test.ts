@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, eventually, startTestNode, type TestCluster } from '../support/nodes.js';
+import { BACKENDS, api, eventually, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
 
 /**
  * The built-in executors inside a node: `wheelhouse.noop` (the README's quick start) and
@@ -70,5 +70,49 @@ describe('the built-in executors', () => {
     const badTask = await settled(bad);
     expect(badTask).toMatchObject({ status: 'failed', attempts: 1 });
     expect(badTask.last_error).toContain('payload: url must be a string');
+  });
+});
+
+/**
+ * A built-in executor reports each task's result as soon as that task has finished: a slow
+ * call does not hold back the results of the fast ones it was polled with (which would keep
+ * them running past their leases, and have them run again).
+ */
+describe.each(BACKENDS)('a built-in executor with a slow task among fast ones, on %s', (backend: BackendName) => {
+  let c: TestCluster;
+  let server: Server;
+  let target: string;
+  const releaseSlow: (() => void)[] = [];
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      const answer = (): void => void res.writeHead(200).end('ok');
+      if (req.url?.startsWith('/slow')) releaseSlow.push(answer);
+      else answer();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    target = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    // One partition: tasks due at one instant are pushed, and polled, together.
+    c = await startTestNode(backend, { builtinExecutors: true, partitions: 1 });
+  });
+  afterAll(async () => {
+    for (const answer of releaseSlow) answer();
+    await c?.cleanup();
+    await new Promise((resolve) => server?.close(resolve));
+  });
+
+  it('records the fast results while the slow call is still running', async () => {
+    const due = new Date(Date.now() + 1_000).toISOString();
+    const task = (path: string) => ({ task_type: 'wheelhouse.http', timeout_seconds: 30, payload: { url: `${target}${path}` }, schedule: { type: 'delayed', due_time: due } });
+    const r = await api<{ tasks: { task_id: string }[] }>(c.url, 'POST', '/api/tasks/batch', { tasks: [task('/slow'), task('/fast/1'), task('/fast/2')] });
+    const [slow, ...fast] = r.body.tasks.map((t) => t.task_id);
+    const status = async (id: string) => (await api<{ status: string; attempts: number }>(c.url, 'GET', `/api/tasks/${id}`)).body;
+    await eventually(async () => (releaseSlow.length > 0 ? true : undefined), 15_000, 'the slow call to arrive');
+    for (const id of fast) {
+      expect(await eventually(async () => ((await status(id!)).status === 'succeeded' ? status(id!) : undefined), 10_000, 'a fast result')).toMatchObject({ attempts: 1 });
+    }
+    expect((await status(slow!)).status).toBe('running');
+    releaseSlow.shift()!();
+    expect(await eventually(async () => ((await status(slow!)).status === 'succeeded' ? status(slow!) : undefined), 10_000, 'the slow result')).toMatchObject({ attempts: 1 });
   });
 });

@@ -164,6 +164,10 @@ export class FakeApi implements SchedulerApi {
     return { executions: [execution], nextToken: null };
   }
 
+  async release(assignments: readonly Assignment[]): Promise<void> {
+    this.calls.push({ method: 'release', args: [assignments] });
+  }
+
   async poll(request: PollRequest, signal?: AbortSignal): Promise<Assignment[]> {
     this.calls.push({ method: 'poll', args: [request, signal] });
     if (signal) this.pollSignals.push(signal);

@@ -16,6 +16,8 @@ describe.each(fastStoreBackends)('BucketStore on $name', (backend) => {
   beforeEach(async () => {
     stores = await backend.open();
   });
+  /** The entries a take returns (the stamp has tests of its own below). */
+  const take = async (partition: number, untilMs: number): Promise<DueEntry[]> => (await stores.buckets.takeUntil(partition, untilMs)).entries;
   afterEach(async () => {
     await stores.close();
   });
@@ -27,10 +29,10 @@ describe.each(fastStoreBackends)('BucketStore on $name', (backend) => {
     const nextMinute = entry(3, T0 + MINUTE);
     await buckets.add(7, [nextMinute, lastOfMinute, first]);
 
-    expect(await buckets.takeUntil(7, T0)).toEqual([]);
-    expect(await buckets.takeUntil(7, T0 + 1)).toEqual([first, lastOfMinute]);
-    expect(await buckets.takeUntil(7, T0 + MINUTE)).toEqual([]);
-    expect(await buckets.takeUntil(7, T0 + MINUTE + 1)).toEqual([nextMinute]);
+    expect(await take(7, T0)).toEqual([]);
+    expect(await take(7, T0 + 1)).toEqual([first, lastOfMinute]);
+    expect(await take(7, T0 + MINUTE)).toEqual([]);
+    expect(await take(7, T0 + MINUTE + 1)).toEqual([nextMinute]);
   });
 
   it('takes entries spanning several minutes in one call, in due order', async () => {
@@ -44,22 +46,22 @@ describe.each(fastStoreBackends)('BucketStore on $name', (backend) => {
       entry(6, T0 + 4 * MINUTE),
     ];
     await buckets.add(0, entries);
-    const taken = await buckets.takeUntil(0, T0 + 4 * MINUTE);
+    const taken = await take(0, T0 + 4 * MINUTE);
     expect(taken.map((e) => e.taskId)).toEqual(['task-000001', 'task-000002', 'task-000003', 'task-000004', 'task-000005']);
-    expect(await buckets.takeUntil(0, T0 + 5 * MINUTE)).toEqual([entry(6, T0 + 4 * MINUTE)]);
+    expect(await take(0, T0 + 5 * MINUTE)).toEqual([entry(6, T0 + 4 * MINUTE)]);
   });
 
   it('takes buckets from the past too (the bound is exclusive on minute starts, not a window)', async () => {
     const { buckets } = stores;
     await buckets.add(1, [entry(1, T0 - 10 * MINUTE), entry(2, T0 - 1)]);
-    expect((await buckets.takeUntil(1, T0)).map((e) => e.taskId)).toEqual(['task-000001', 'task-000002']);
+    expect((await take(1, T0)).map((e) => e.taskId)).toEqual(['task-000001', 'task-000002']);
   });
 
   it('keeps every field of an entry, whatever its type and priority', async () => {
     const { buckets } = stores;
     const entries = [entry(1, T0, 'etl:load.v2-x_y', 0), entry(2, T0 + 1, 'a', 9)];
     await buckets.add(3, entries);
-    expect(await buckets.takeUntil(3, T0 + MINUTE)).toEqual(entries);
+    expect(await take(3, T0 + MINUTE)).toEqual(entries);
   });
 
   it('is idempotent: adding an entry twice stores it once', async () => {
@@ -68,39 +70,39 @@ describe.each(fastStoreBackends)('BucketStore on $name', (backend) => {
     await buckets.add(2, entries);
     await buckets.add(2, entries);
     await buckets.add(2, [entries[0] as DueEntry]);
-    expect(await buckets.takeUntil(2, T0 + 2 * MINUTE)).toEqual(entries);
+    expect(await take(2, T0 + 2 * MINUTE)).toEqual(entries);
   });
 
   it('removes what it takes, and takes nothing from an empty partition', async () => {
     const { buckets } = stores;
-    expect(await buckets.takeUntil(4, T0 + MINUTE)).toEqual([]);
+    expect(await take(4, T0 + MINUTE)).toEqual([]);
     await buckets.add(4, [entry(1, T0)]);
-    expect(await buckets.takeUntil(4, T0 + MINUTE)).toHaveLength(1);
-    expect(await buckets.takeUntil(4, T0 + 100 * MINUTE)).toEqual([]);
+    expect(await take(4, T0 + MINUTE)).toHaveLength(1);
+    expect(await take(4, T0 + 100 * MINUTE)).toEqual([]);
   });
 
   it('keeps partitions apart', async () => {
     const { buckets } = stores;
     await buckets.add(1, [entry(1, T0)]);
     await buckets.add(2, [entry(2, T0)]);
-    expect((await buckets.takeUntil(1, T0 + MINUTE)).map((e) => e.taskId)).toEqual(['task-000001']);
-    expect((await buckets.takeUntil(2, T0 + MINUTE)).map((e) => e.taskId)).toEqual(['task-000002']);
+    expect((await take(1, T0 + MINUTE)).map((e) => e.taskId)).toEqual(['task-000001']);
+    expect((await take(2, T0 + MINUTE)).map((e) => e.taskId)).toEqual(['task-000002']);
   });
 
   it('adds after a take land in the right buckets again', async () => {
     const { buckets } = stores;
     await buckets.add(5, [entry(1, T0)]);
-    await buckets.takeUntil(5, T0 + MINUTE);
+    await take(5, T0 + MINUTE);
     await buckets.add(5, [entry(2, T0 + 30), entry(3, T0 + 2 * MINUTE)]);
-    expect((await buckets.takeUntil(5, T0 + MINUTE)).map((e) => e.taskId)).toEqual(['task-000002']);
-    expect((await buckets.takeUntil(5, T0 + 3 * MINUTE)).map((e) => e.taskId)).toEqual(['task-000003']);
+    expect((await take(5, T0 + MINUTE)).map((e) => e.taskId)).toEqual(['task-000002']);
+    expect((await take(5, T0 + 3 * MINUTE)).map((e) => e.taskId)).toEqual(['task-000003']);
   });
 
   it('round-trips a batch of 3 000 entries over many minutes', async () => {
     const { buckets } = stores;
     const entries = Array.from({ length: 3_000 }, (_, i) => entry(i, T0 + ((i * 7_919) % (30 * MINUTE))));
     await buckets.add(9, entries);
-    const taken = await buckets.takeUntil(9, T0 + 30 * MINUTE);
+    const taken = await take(9, T0 + 30 * MINUTE);
     // Due order; equal due times may come in either order (by id in Redis, by insertion in memory).
     const byDue = (list: DueEntry[]) => [...list].sort((a, b) => a.dueMs - b.dueMs || (a.taskId < b.taskId ? -1 : 1));
     expect(taken.map((e) => e.dueMs)).toEqual(byDue(entries).map((e) => e.dueMs));
@@ -112,36 +114,47 @@ describe.each(fastStoreBackends)('BucketStore on $name', (backend) => {
     expect(isWheelhouseError(error, 'internal')).toBe(true);
   });
 
-  it('reports partitions never marked intact as lost', async () => {
+  it('reports partitions never marked intact as lost (stamp 0), and the stamp each was marked at', async () => {
     const { buckets } = stores;
-    expect(await buckets.lostPartitions([0, 1, 2])).toEqual([0, 1, 2]);
-    await buckets.setIntact(1);
-    await buckets.setIntact(1);
-    expect(await buckets.lostPartitions([0, 1, 2])).toEqual([0, 2]);
-    expect(await buckets.lostPartitions([])).toEqual([]);
+    expect(await buckets.stamps([0, 1, 2])).toEqual([0, 0, 0]);
+    await buckets.setIntact(1, 7);
+    expect(await buckets.stamps([0, 1, 2])).toEqual([0, 7, 0]);
+    expect(await buckets.stamps([])).toEqual([]);
   });
 
-  it('keeps the mark of a partition through its takes, and marks none by taking', async () => {
+  it('raises the stamp by one with every write, answering it: adds, and takes that take something', async () => {
     const { buckets } = stores;
-    await buckets.setIntact(1);
-    await buckets.add(1, [entry(1, T0), entry(2, T0 + MINUTE)]);
-    await buckets.add(2, [entry(3, T0)]);
-    expect(await buckets.takeUntil(1, T0 + 2 * MINUTE)).toHaveLength(2);
-    expect(await buckets.takeUntil(1, T0 + 3 * MINUTE)).toEqual([]);
-    expect(await buckets.takeUntil(2, T0 + MINUTE)).toHaveLength(1);
-    expect(await buckets.lostPartitions([1, 2])).toEqual([2]);
+    await buckets.setIntact(1, 10);
+    expect(await buckets.add(1, [entry(1, T0), entry(2, T0 + MINUTE)])).toBe(11);
+    expect(await buckets.add(1, [entry(3, T0)], 4)).toBe(12);
+    expect(await buckets.takeUntil(1, T0)).toEqual({ entries: [], stamp: 12 });
+    const first = await buckets.takeUntil(1, T0 + MINUTE);
+    expect(first.entries.map((e) => e.taskId)).toEqual(['task-000001', 'task-000003']);
+    expect(first.stamp).toBe(13);
+    expect(await buckets.stamps([1])).toEqual([13]);
+    expect((await buckets.takeUntil(1, T0 + 3 * MINUTE)).stamp).toBe(14);
+    expect(await buckets.takeUntil(1, T0 + 3 * MINUTE)).toEqual({ entries: [], stamp: 14 });
   });
 
-  it('loses marks and buckets together when the store is flushed', async () => {
+  it('leaves a lost partition lost through its writes: they answer 0 until it is marked intact', async () => {
     const { buckets } = stores;
+    expect(await buckets.add(2, [entry(3, T0)])).toBe(0);
+    expect(await buckets.takeUntil(2, T0 + MINUTE)).toEqual({ entries: [entry(3, T0)], stamp: 0 });
+    expect(await buckets.stamps([2])).toEqual([0]);
+    await buckets.setIntact(2, 1);
+    expect(await buckets.add(2, [entry(4, T0)])).toBe(2);
+  });
+
+  it('loses stamps and buckets together when the store is flushed', async () => {
+    const { buckets } = stores;
+    await buckets.setIntact(1, 3);
     await buckets.add(1, [entry(1, T0)]);
-    await buckets.setIntact(1);
-    await buckets.setIntact(2);
-    expect(await buckets.lostPartitions([1, 2])).toEqual([]);
+    await buckets.setIntact(2, 5);
+    expect(await buckets.stamps([1, 2])).toEqual([4, 5]);
     await stores.flush();
-    expect(await buckets.lostPartitions([1, 2])).toEqual([1, 2]);
-    expect(await buckets.takeUntil(1, T0 + MINUTE)).toEqual([]);
-    await buckets.setIntact(1);
-    expect(await buckets.lostPartitions([1, 2])).toEqual([2]);
+    expect(await buckets.stamps([1, 2])).toEqual([0, 0]);
+    expect(await take(1, T0 + MINUTE)).toEqual([]);
+    await buckets.setIntact(1, 9);
+    expect(await buckets.stamps([1, 2])).toEqual([9, 0]);
   });
 });

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { isWheelhouseError } from '../../src/errors.js';
 import { CoalescingReadyQueue } from '../../src/store/coalescing-ready-queue.js';
-import { PartitionFences } from '../../src/store/fences.js';
+import { PartitionMarks } from '../../src/store/fences.js';
 import { MemoryBucketStore } from '../../src/store/memory-buckets.js';
 import { MemoryReadyQueue } from '../../src/store/memory-ready-queue.js';
 import { RedisBucketStore } from '../../src/store/redis-buckets.js';
@@ -18,6 +18,7 @@ function entry(n: number, dueMs: number, taskType = 'email', priority = 5): DueE
 }
 
 const ids = (entries: DueEntry[]): string[] => entries.map((e) => e.taskId);
+const taken = (take: { entries: DueEntry[] }): string[] => ids(take.entries);
 
 /** The fast index of one backend, with the bucket store and the ready queue sharing fences. */
 interface FencedStores {
@@ -55,9 +56,9 @@ const backends: { name: string; open(): Promise<FencedStores> }[] = [
   {
     name: 'memory',
     open: async () => {
-      const fences = new PartitionFences();
-      const buckets = new MemoryBucketStore(fences);
-      const ready = new MemoryReadyQueue(fences);
+      const marks = new PartitionMarks();
+      const buckets = new MemoryBucketStore(marks);
+      const ready = new MemoryReadyQueue(marks);
       return {
         buckets,
         ready,
@@ -106,7 +107,7 @@ describe.each(backends)('fences on $name', (backend) => {
       await buckets.fence(3, 7);
       await buckets.fence(3, 6);
       expectStale(await rejection(buckets.takeUntil(3, T0 + MINUTE, 6)), { partition: 3, epoch: 6, fence: 7 });
-      expect(await buckets.takeUntil(3, T0 + MINUTE, 7)).toEqual([entry(1, T0)]);
+      expect((await buckets.takeUntil(3, T0 + MINUTE, 7)).entries).toEqual([entry(1, T0)]);
     });
 
     it('refuses an add below the fence and adds nothing of it; an add at or above it, or without an epoch, goes in', async () => {
@@ -118,7 +119,7 @@ describe.each(backends)('fences on $name', (backend) => {
       await buckets.add(1, [entry(4, T0 + 6)], 3);
       await buckets.add(1, [entry(5, T0 + 7)], 4);
       await buckets.add(1, [entry(6, T0 + 8)]);
-      expect(ids(await buckets.takeUntil(1, T0 + 10 * MINUTE, 4))).toEqual([
+      expect(taken(await buckets.takeUntil(1, T0 + 10 * MINUTE, 4))).toEqual([
         'task-000001',
         'task-000004',
         'task-000005',
@@ -126,26 +127,37 @@ describe.each(backends)('fences on $name', (backend) => {
       ]);
     });
 
-    it('refuses a take below the fence, taking nothing and keeping the mark', async () => {
+    it('refuses a take below the fence, taking nothing and keeping the stamp', async () => {
       const { buckets } = stores;
       await buckets.add(2, [entry(1, T0), entry(2, T0 + MINUTE)]);
-      await buckets.setIntact(2);
+      await buckets.setIntact(2, 1);
       await buckets.fence(2, 4);
       expectStale(await rejection(buckets.takeUntil(2, T0 + 2 * MINUTE, 3)), { partition: 2, epoch: 3, fence: 4 });
-      expect(await buckets.lostPartitions([2])).toEqual([]);
-      expect(ids(await buckets.takeUntil(2, T0 + MINUTE, 4))).toEqual(['task-000001']);
-      expect(ids(await buckets.takeUntil(2, T0 + 2 * MINUTE, 9))).toEqual(['task-000002']);
-      expect(await buckets.takeUntil(2, T0 + 3 * MINUTE)).toEqual([]);
-      expect(await buckets.lostPartitions([2])).toEqual([]);
+      expect(await buckets.stamps([2])).toEqual([1]);
+      expect(taken(await buckets.takeUntil(2, T0 + MINUTE, 4))).toEqual(['task-000001']);
+      expect(taken(await buckets.takeUntil(2, T0 + 2 * MINUTE, 9))).toEqual(['task-000002']);
+      expect(await buckets.takeUntil(2, T0 + 3 * MINUTE)).toEqual({ entries: [], stamp: 3 });
+      expect(await buckets.stamps([2])).toEqual([3]);
+    });
+
+    it('raises the partition\'s stamp with a fenced push and answers it; an unfenced push answers 0', async () => {
+      const { buckets, ready, coalesced } = stores;
+      await buckets.setIntact(6, 20);
+      expect(await ready.push([entry(1, T0)], { partition: 6, epoch: 1 })).toBe(21);
+      expect(await coalesced.push([entry(2, T0)], { partition: 6, epoch: 1 })).toBe(22);
+      expect(await ready.push([entry(3, T0)])).toBe(0);
+      expect(await buckets.add(6, [entry(4, T0 + MINUTE)], 1)).toBe(23);
+      expect(await ready.push([entry(5, T0)], { partition: 7, epoch: 1 })).toBe(0); // never marked intact: lost
+      expect(await buckets.stamps([6, 7])).toEqual([23, 0]);
     });
 
     it('allows every epoch where no fence was raised, and keeps partitions apart', async () => {
       const { buckets } = stores;
       await buckets.fence(1, 9);
       await buckets.add(2, [entry(1, T0)], 0);
-      expect(await buckets.takeUntil(2, T0 + MINUTE, 0)).toEqual([entry(1, T0)]);
+      expect((await buckets.takeUntil(2, T0 + MINUTE, 0)).entries).toEqual([entry(1, T0)]);
       expectStale(await rejection(buckets.add(1, [entry(2, T0)], 8)), { partition: 1, epoch: 8, fence: 9 });
-      expect(await buckets.takeUntil(1, T0 + MINUTE, 9)).toEqual([]);
+      expect((await buckets.takeUntil(1, T0 + MINUTE, 9)).entries).toEqual([]);
     });
 
     it('adds 30 000 entries over several minutes under a fence', async () => {
@@ -153,7 +165,7 @@ describe.each(backends)('fences on $name', (backend) => {
       await buckets.fence(6, 1);
       const entries = Array.from({ length: 30_000 }, (_, i) => entry(i, T0 + ((i * 7_919) % (5 * MINUTE))));
       await buckets.add(6, entries, 1);
-      expect(await buckets.takeUntil(6, T0 + 5 * MINUTE, 1)).toHaveLength(30_000);
+      expect((await buckets.takeUntil(6, T0 + 5 * MINUTE, 1)).entries).toHaveLength(30_000);
     });
 
     it('refuses an epoch or partition that is not a non-negative integer', async () => {
@@ -167,7 +179,7 @@ describe.each(backends)('fences on $name', (backend) => {
       ]) {
         expect(isWheelhouseError(await rejection(call), 'internal')).toBe(true);
       }
-      expect(await buckets.takeUntil(1, T0 + MINUTE)).toEqual([]);
+      expect((await buckets.takeUntil(1, T0 + MINUTE)).entries).toEqual([]);
     });
   });
 
@@ -218,7 +230,7 @@ describe.each(backends)('fences on $name', (backend) => {
       await ready.push([entry(2, T0)], { partition: 5, epoch: 4 }); // the owner's next slot
       expectStale(await rejection(buckets.takeUntil(5, T0 + 2 * MINUTE, 3)), { partition: 5, epoch: 3, fence: 4 });
       expectStale(await rejection(ready.push([entry(3, T0)], { partition: 5, epoch: 3 })), { partition: 5, epoch: 3, fence: 4 });
-      expect(ids(await buckets.takeUntil(5, T0 + 2 * MINUTE, 5))).toEqual(['task-000001']);
+      expect(taken(await buckets.takeUntil(5, T0 + 2 * MINUTE, 5))).toEqual(['task-000001']);
       expectStale(await rejection(buckets.add(5, [entry(4, T0)], 4)), { partition: 5, epoch: 4, fence: 5 });
     });
 

@@ -238,4 +238,27 @@ describe.each(fastStoreBackends)('ReadyQueue on $name', (backend) => {
       expect(await ready.backlog()).toBe(1);
     });
   });
+
+  describe('held', () => {
+    it('holds an entry while it is queued or in flight, and not once it is acknowledged', async () => {
+      const { ready } = stores;
+      const queued = entry(1, NOW - 10);
+      const taken = entry(2, NOW - 5, 'sms', 3);
+      const never = entry(3, NOW);
+      await ready.push([queued, taken]);
+      expect(await ready.take(['sms'], 10, NOW)).toEqual([taken]);
+      expect([...(await ready.held([queued, taken, never]))].sort()).toEqual([queued.taskId, taken.taskId]);
+      await ready.ack([taken]);
+      expect([...(await ready.held([queued, taken, never]))]).toEqual([queued.taskId]);
+      expect(await ready.held([])).toEqual(new Set());
+    });
+
+    it('looks for an entry in its own queue and with its own due time in flight', async () => {
+      const { ready } = stores;
+      await ready.push([entry(1, NOW - 10), entry(2, NOW - 10)]);
+      await ready.take(['email'], 1, NOW);
+      // Same tasks, another type or priority (another queue), or another due time in flight.
+      expect(await ready.held([entry(1, NOW - 10, 'sms'), entry(2, NOW - 10, 'email', 1), entry(1, NOW - 9)])).toEqual(new Set());
+    });
+  });
 });

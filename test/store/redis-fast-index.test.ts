@@ -44,7 +44,7 @@ describe('the Redis fast index', () => {
         ready
           .push([{ taskId: 't1', taskType: 'a', priority: 1, dueMs: NOW }], { partition: 0, epoch: 1 })
           .catch((e: unknown) => e),
-        buckets.lostPartitions([0, 1]).catch((e: unknown) => e),
+        buckets.stamps([0, 1]).catch((e: unknown) => e),
         buckets.fence(0, 1).catch((e: unknown) => e),
         buckets.add(0, [{ taskId: 't1', taskType: 'a', priority: 1, dueMs: NOW }], 1).catch((e: unknown) => e),
       ]);
@@ -69,7 +69,7 @@ describe('the Redis fast index', () => {
       dueMs: NOW + (i % 60_000),
     }));
     await buckets.add(11, entries);
-    await buckets.setIntact(11);
+    await buckets.setIntact(11, 1);
 
     const impatient = openRedis({ url: TEST_REDIS_URL, prefix: test.prefix, commandTimeoutMs: 1 });
     try {
@@ -83,7 +83,36 @@ describe('the Redis fast index', () => {
     }
     // The script ran all the same: the entries left Redis, and the partition says so.
     await vi.waitFor(async () => expect(await test.redis.exists(`${test.prefix}:{p11}:minutes`)).toBe(0));
-    expect(await buckets.lostPartitions([11])).toEqual([11]);
+    expect(await buckets.stamps([11])).toEqual([0]);
+  });
+
+  it('shows a partition as lost when a bucket its index names is gone (an evicted key)', async () => {
+    const buckets = new RedisBucketStore(test.redis, test.prefix);
+    await buckets.setIntact(12, 5);
+    await buckets.add(12, [
+      { taskId: 'a', taskType: 'x', priority: 1, dueMs: NOW },
+      { taskId: 'b', taskType: 'x', priority: 1, dueMs: NOW + 60_000 },
+    ]);
+    await test.redis.del(`${test.prefix}:{p12}:b:${NOW}`);
+    const take = await buckets.takeUntil(12, NOW + 120_000);
+    expect(take.entries.map((e) => e.taskId)).toEqual(['b']);
+    expect(take.stamp).toBe(0);
+    expect(await buckets.stamps([12])).toEqual([0]);
+  });
+
+  it('answers stamps no higher than those already answered when Redis goes back in time', async () => {
+    const buckets = new RedisBucketStore(test.redis, test.prefix);
+    const ready = new RedisReadyQueue(test.redis, test.prefix);
+    await buckets.setIntact(13, 1);
+    const marker = `${test.prefix}:{p13}:intact`;
+    const saved = await test.redis.dumpBuffer(marker);
+    const seen = await ready.push([{ taskId: 'c', taskType: 'x', priority: 1, dueMs: NOW }], { partition: 13, epoch: 1 });
+    expect(seen).toBe(2);
+    // What a restart from an older snapshot, or a failover to a replica behind, does to the key:
+    // the next write answers no more than the one before it did (a write always raises it).
+    await test.redis.restore(marker, 0, saved!, 'REPLACE');
+    expect(await buckets.stamps([13])).toEqual([1]);
+    expect(await buckets.add(13, [{ taskId: 'd', taskType: 'x', priority: 1, dueMs: NOW + 5 }], 1)).toBe(2);
   });
 
   it('maps "busy" replies to store_unavailable and other replies to internal', () => {
@@ -107,7 +136,7 @@ describe('the Redis fast index', () => {
       const buckets = new RedisBucketStore(own.redis, own.prefix);
       const ready = new RedisReadyQueue(own.redis, own.prefix);
       await buckets.add(3, [{ taskId: 't1', taskType: 'a', priority: 1, dueMs: NOW + 5 }]);
-      await buckets.setIntact(3);
+      await buckets.setIntact(3, 1);
       await buckets.fence(3, 2);
       await ready.push([{ taskId: 't2', taskType: 'mail.send', priority: 4, dueMs: NOW }], { partition: 3, epoch: 2 });
       await ready.take(['mail.send'], 1, NOW);

@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { WheelhouseError } from '../../src/errors.js';
 import { partitionOf } from '../../src/ids.js';
 import type { ActorSystemApi } from '../../src/runtime/actor.js';
+import { FakeClock } from '../../src/runtime/clock.js';
+import type { DutyFailure } from '../../src/runtime/supervision.js';
 import { Scheduler, type SchedulerDeps } from '../../src/tasks/scheduler.js';
 import type { DueEntry } from '../../src/store/types.js';
 import { nextId, T0 } from '../support/tasks.js';
@@ -10,12 +12,14 @@ import { nextId, T0 } from '../support/tasks.js';
  * When a wheel partition does not answer (its node died and the ring has not dropped it yet),
  * the entries go straight into its minute buckets: the partition's next activation reloads
  * only its near window from the task table, so a task due further out would otherwise never
- * be fired.
+ * be fired. When the buckets refuse too, the placement goes on being tried, with backoff.
  */
 describe('Scheduler hand-off to the wheel', () => {
-  function scheduler(answer: (partition: string) => Promise<void>, refuse = false) {
+  function scheduler(answer: (partition: string) => Promise<void>, refuse = { buckets: false }) {
     const added: { partition: number; entries: DueEntry[] }[] = [];
     const errors: unknown[] = [];
+    const failures: DutyFailure[] = [];
+    const clock = new FakeClock(T0);
     const system = {
       nodeId: 'n1',
       ref: (_kind: string, key: string) => ({ kind: 'wheel', key, tell() {}, ask: () => answer(key) }),
@@ -23,15 +27,21 @@ describe('Scheduler hand-off to the wheel', () => {
     const deps = {
       system,
       partitions: 8,
+      clock,
       buckets: {
         add: async (partition: number, entries: DueEntry[]) => {
-          if (refuse) throw new Error('redis down');
+          if (refuse.buckets) throw new Error('redis down');
           added.push({ partition, entries });
+          return 1;
         },
       },
       onError: (error: unknown) => errors.push(error),
+      onDutyFailure: (error: unknown, failure: DutyFailure) => {
+        errors.push(error);
+        failures.push(failure);
+      },
     } as unknown as SchedulerDeps;
-    return { scheduler: new Scheduler(deps), added, errors };
+    return { scheduler: new Scheduler(deps), added, errors, failures, clock };
   }
   const entries = Array.from({ length: 20 }, () => ({ taskId: nextId(), taskType: 't', priority: 5, dueMs: T0 + 3_600_000 }));
 
@@ -46,12 +56,34 @@ describe('Scheduler hand-off to the wheel', () => {
     expect(errors).toEqual([]);
   });
 
-  it('reports, without throwing, when the buckets refuse too', async () => {
-    const { scheduler: s, errors } = scheduler(async () => {
+  it('reports, without throwing, when the buckets refuse too, and goes on trying until they take the entries', async () => {
+    const refuse = { buckets: true };
+    const { scheduler: s, added, errors, failures, clock } = scheduler(async () => {
       throw new WheelhouseError('ask_timeout', 'gone');
-    }, true);
+    }, refuse);
     await s.place(entries.slice(0, 1));
     expect(errors).toHaveLength(1);
     expect(String((errors[0] as AggregateError).errors[1])).toMatch(/redis down/);
+    await clock.advance(3_000);
+    expect(failures.length).toBeGreaterThan(2);
+    expect(failures.map((f) => f.attempt)).toEqual(failures.map((_, i) => i + 1));
+    expect(added).toEqual([]);
+    refuse.buckets = false;
+    await clock.advance(10_000);
+    expect(added.map((a) => a.entries.map((e) => e.taskId))).toEqual([[entries[0]!.taskId]]);
+    const settled = failures.length;
+    await clock.advance(60_000);
+    expect(failures).toHaveLength(settled);
+  });
+
+  it('stops trying when the node stops (the partition finds the task in Postgres)', async () => {
+    const { scheduler: s, failures, clock } = scheduler(async () => {
+      throw new WheelhouseError('ask_timeout', 'gone');
+    }, { buckets: true });
+    await s.place(entries.slice(0, 1));
+    s.stop();
+    const seen = failures.length;
+    await clock.advance(60_000);
+    expect(failures).toHaveLength(seen);
   });
 });

@@ -1,5 +1,5 @@
 import { defineScript } from '../redis-commands.js';
-import { ZADD_PAIRS } from './snippets.js';
+import { BUMP_STAMP, ZADD_PAIRS } from './snippets.js';
 
 /** Pushes groups of due entries into the ready queues; a fenced group only while its fence holds. */
 export const pushReady = defineScript(
@@ -7,26 +7,30 @@ export const pushReady = defineScript(
   `--[[
   Pushes groups of due entries into the ready queues, each group on its own terms: a fenced
   group (a wheel partition firing a slot) is written only when its partition's fence does
-  not stand above the group's epoch, and otherwise not at all; an unfenced group always.
-  Then announces the task types written on a pub/sub channel, for the other nodes.
+  not stand above the group's epoch, and otherwise not at all, and a written one raises its
+  partition's stamp; an unfenced group is always written. Then announces the task types
+  written on a pub/sub channel, for the other nodes.
 
   Input:
     KEYS[1]    queue registry SET (names "priority:taskType")
-    KEYS[2 ..] fences of the partitions of the fenced groups: integer strings, absent = 0
+    KEYS[2 ..] per partition of the fenced groups, two keys: its fence (an integer string,
+               absent = 0), then its intact marker (its stamp; absent = lost)
     ARGV[1] queue key prefix: the queue named q is ARGV[1] .. q (same {rq} slot)
     ARGV[2] the channel to publish on, or '' for none
     ARGV[3] the sender's id, the first field of the message
     ARGV[4] G, the number of groups
     ARGV[5 ..] the G groups, one after the other, each:
-      k      the index in KEYS of the group's fence, or 0 for an unfenced group
+      k      the index in KEYS of the group's fence (its marker is k + 1), or 0 for an
+             unfenced group
       epoch  the group's ownership epoch ('' when unfenced)
       Q      the number of its queues, then per queue:
         name  "priority:taskType"
         n     the number of its entries, then n pairs due (Unix ms), taskId
 
   Output:
-    a flat array g1, fence1, g2, fence2, ...: the refused groups (1-based, in input order)
-    and the fence that refused each; empty when every group was written
+    a flat array of two values per group, in input order: 0 and the partition's stamp
+    after the push for a written group (0 for an unfenced group or a lost partition), or 1
+    and the fence that refused it
 
   Effects: per written queue, SADD to the registry before ZADD NX of its entries (an entry
   already queued keeps its due time). PUBLISH ARGV[2] "sender|type1|type2|..." with the
@@ -39,6 +43,7 @@ export const pushReady = defineScript(
 local prefix = ARGV[1]
 local groupCount = tonumber(ARGV[4])
 ${ZADD_PAIRS}
+${BUMP_STAMP}
 
 -- Pass 1: find each group's queues and check its fence; nothing is written yet.
 local groups = {}
@@ -47,7 +52,7 @@ for g = 1, groupCount do
   local k = tonumber(ARGV[i])
   local epoch = ARGV[i + 1]
   local queueCount = tonumber(ARGV[i + 2])
-  local group = { start = i + 3, queues = queueCount, fence = nil }
+  local group = { start = i + 3, queues = queueCount, fence = nil, k = k }
   if k > 0 then
     local fence = tonumber(redis.call('GET', KEYS[k]) or '0')
     if fence > tonumber(epoch) then
@@ -65,14 +70,14 @@ for g = 1, groupCount do
 end
 
 -- Pass 2: write the groups whose fence holds.
-local refused = {}
+local results = {}
 local types = {}
 local seen = {}
 for g = 1, groupCount do
   local group = groups[g]
   if group.fence then
-    refused[#refused + 1] = g
-    refused[#refused + 1] = group.fence
+    results[2 * g - 1] = 1
+    results[2 * g] = group.fence
   else
     local j = group.start
     for _ = 1, group.queues do
@@ -87,12 +92,17 @@ for g = 1, groupCount do
         types[#types + 1] = taskType
       end
     end
+    results[2 * g - 1] = 0
+    results[2 * g] = 0
+    if group.k > 0 then
+      results[2 * g] = bumpStamp(KEYS[group.k + 1])
+    end
   end
 end
 
 if ARGV[2] ~= '' and #types > 0 then
   redis.pcall('PUBLISH', ARGV[2], ARGV[3] .. '|' .. table.concat(types, '|'))
 end
-return refused
+return results
 `,
 );

@@ -5,16 +5,18 @@ import { fenceCheck } from './snippets.js';
 export const takeBuckets = defineScript(
   'takeBuckets',
   `--[[
-  Reads and deletes every far bucket of one partition whose minute starts before a bound.
-  When it takes anything it also deletes the partition's intact marker, which the caller
-  sets again once the reply has reached it: if the reply is lost (a timeout, a dropped
-  connection), the partition shows as lost and is rebuilt from the system of record
-  instead of silently missing what was taken. With an epoch, it takes nothing when the
-  partition's fence stands above it.
+  Reads and deletes every far bucket of one partition whose minute starts before a bound,
+  and answers the partition's stamp. When it takes anything it raises the stamp and deletes
+  the partition's intact marker, which the caller sets again to the answered stamp once the
+  reply has reached it: if the reply is lost (a timeout, a dropped connection), the
+  partition shows as lost and is rebuilt from the system of record instead of silently
+  missing what was taken. A minute the index names whose bucket is gone (evicted, or lost
+  with part of the data) makes the partition lost too. With an epoch, it takes nothing when
+  the partition's fence stands above it.
 
   Input:
     KEYS[1] the partition's minute index: ZSET, member = score = minute start (Unix ms)
-    KEYS[2] the partition's intact marker
+    KEYS[2] the partition's intact marker: its stamp, an integer string; absent = lost
     KEYS[3] the partition's fence: an integer string, absent = 0
     ARGV[1] bucket key prefix: the bucket of minute m is ARGV[1] .. m
     ARGV[2] bound, Unix ms, exclusive: buckets whose minute start < ARGV[2] are taken
@@ -22,23 +24,27 @@ export const takeBuckets = defineScript(
 
   Output:
     refused: an integer, the fence that stands above the epoch; nothing was taken
-    otherwise a flat array member1, due1, member2, due2, ..., markerDeleted
-    in (minute, due, member) order; member = "taskId|priority|taskType", due = Unix ms as
-    text; markerDeleted (last) = 1 when the marker was deleted and must be set again
+    otherwise a flat array member1, due1, member2, due2, ..., stamp in (minute, due,
+    member) order; member = "taskId|priority|taskType", due = Unix ms as text. stamp
+    (last): 0 when the partition is lost; when entries were taken, the raised stamp the
+    caller must set the marker to; otherwise the marker's stamp, unchanged
 
   The bucket keys are built here rather than passed in KEYS: they carry the partition's
   hash tag, so they share KEYS[1]'s slot (BullMQ builds keys the same way).
   Cost: O(log M + taken), M = buckets of the partition.
 ]]
 ${fenceCheck('KEYS[3]', 'ARGV[3]')}
+local stamp = tonumber(redis.call('GET', KEYS[2]) or '0')
 local minutes = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[2])
 if #minutes == 0 then
-  return { 0 }
+  return { stamp }
 end
 local out
+local missing = false
 if #minutes == 1 then
   -- The usual case, one minute per call: hand the reply on without copying it.
   out = redis.call('ZRANGE', ARGV[1] .. minutes[1], 0, -1, 'WITHSCORES')
+  missing = #out == 0
   redis.call('UNLINK', ARGV[1] .. minutes[1])
 else
   out = {}
@@ -46,6 +52,9 @@ else
   for _, minute in ipairs(minutes) do
     local key = ARGV[1] .. minute
     local items = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+    if #items == 0 then
+      missing = true
+    end
     for i = 1, #items do
       n = n + 1
       out[n] = items[i]
@@ -54,7 +63,12 @@ else
   end
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[2])
-out[#out + 1] = redis.call('DEL', KEYS[2])
+redis.call('DEL', KEYS[2])
+if stamp > 0 and not missing then
+  out[#out + 1] = stamp + 1
+else
+  out[#out + 1] = 0
+end
 return out
 `,
 );

@@ -1,6 +1,6 @@
 import type { Db } from '../db.js';
-import type { ClaimedTask } from '../types.js';
-import { msOf, statusIs, tsParam, validIds } from './columns.js';
+import type { ClaimedTask, DueEntry } from '../types.js';
+import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './columns.js';
 
 /**
  * Claiming tasks and keeping their leases.
@@ -90,4 +90,63 @@ export async function heartbeatTask(
   );
   const row = rows[0];
   return row === undefined ? null : { leaseExpiresMs: row.lease_expires_ms, cancelRequested: row.cancel_requested };
+}
+
+/**
+ * Handing back claims that never reached a worker (its long-poll went away before the answer
+ * was written): running → pending as if the claim had not happened — the attempt is not
+ * counted, the due time is kept — with version + 1, so the lease token the claim made is
+ * dead. A compare-and-set on (running, version); a task whose cancel was requested meanwhile
+ * is left to its lease, whose expiry cancels it.
+ */
+const RELEASE = `
+  UPDATE tasks t
+  SET status = 'pending',
+      attempts = t.attempts - 1,
+      version = t.version + 1,
+      lease_expires_at = NULL,
+      started_at = NULL,
+      updated_at = ${tsParam(3)}
+  FROM unnest($1::uuid[], $2::int4[]) AS r(id, version)
+  WHERE t.id = r.id AND ${statusIs('t', 'running')} AND t.version = r.version AND NOT t.cancel_requested
+  RETURNING t.id, t.task_type, t.priority, ${msOf('t.due_time')} AS due_ms`;
+
+/** See `TaskStore.release`. */
+export async function releaseTasks(db: Db, claims: readonly { taskId: string; version: number }[], nowMs: number): Promise<DueEntry[]> {
+  const valid = claims.filter((c) => validIds([c.taskId]).length === 1 && Number.isSafeInteger(c.version));
+  if (valid.length === 0) return [];
+  const { rows } = await db.query<DueRow>(
+    RELEASE,
+    [valid.map((c) => c.taskId), valid.map((c) => c.version), nowMs],
+    'wh_release',
+  );
+  return rows.map(toDueEntry);
+}
+
+/**
+ * The safety net's look at leases: running tasks of some partitions whose lease ran out
+ * before `$2`. The partial index (partition) WHERE status = 'running' finds the running
+ * tasks, which are few (what workers hold now); the expiry is a filter on them.
+ */
+const EXPIRED_LEASES = `
+  SELECT t.id, t.version, ${msOf('t.lease_expires_at')} AS lease_expires_ms
+  FROM tasks t
+  WHERE t.partition = ANY($1::int[]) AND t.status = 'running' AND t.lease_expires_at < ${tsParam(2)}
+  ORDER BY t.lease_expires_at
+  LIMIT $3`;
+
+/** See `TaskStore.expiredLeases`. */
+export async function expiredLeases(
+  db: Db,
+  partitions: readonly number[],
+  beforeMs: number,
+  limit: number,
+): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]> {
+  if (partitions.length === 0 || limit <= 0) return [];
+  const { rows } = await db.query<{ id: string; version: number; lease_expires_ms: number }>(
+    EXPIRED_LEASES,
+    [partitions, beforeMs, Math.floor(limit)],
+    'wh_expired_leases',
+  );
+  return rows.map((r) => ({ taskId: r.id, version: r.version, leaseExpiresMs: r.lease_expires_ms }));
 }

@@ -1,7 +1,7 @@
 import { isUuid, nameUuid } from '../../ids.js';
 import type { Db } from '../db.js';
 import type { DueEntry, ExecutionRecord, ListFilter, PartitionCursor, TaskRecord } from '../types.js';
-import { msOf, taskColumns, toDueEntry, toTaskRecord, tsParam, type DueRow, type TaskRow } from './columns.js';
+import { msOf, statusIs, taskColumns, toDueEntry, toTaskRecord, tsParam, validIds, type DueRow, type TaskRow } from './columns.js';
 
 /**
  * Reading tasks: one task, listings, execution history, and the partition scans used to
@@ -198,4 +198,18 @@ export async function runningInPartitions(
     'wh_running_in_partitions',
   );
   return rows.map((r) => ({ taskId: r.id, version: r.version, leaseExpiresMs: r.lease_expires_ms }));
+}
+
+/** The pending tasks among some ids, with their due times: the primary key. */
+const PENDING_DUE = `
+  SELECT t.id, ${msOf('t.due_time')} AS due_ms
+  FROM tasks t
+  WHERE t.id = ANY($1::uuid[]) AND ${statusIs('t', 'pending')}`;
+
+/** See `TaskStore.pendingDueTimes`. */
+export async function pendingDueTimes(db: Db, ids: readonly string[]): Promise<Map<string, number>> {
+  const wanted = validIds(ids);
+  if (wanted.length === 0) return new Map();
+  const { rows } = await db.query<{ id: string; due_ms: number }>(PENDING_DUE, [wanted], 'wh_pending_due');
+  return new Map(rows.map((r) => [r.id, r.due_ms]));
 }

@@ -1,0 +1,83 @@
+import { WHEEL_KIND, type WheelMessage } from '../actors/wheel-partition.js';
+import type { ActorSystemApi } from '../runtime/actor.js';
+import type { Clock } from '../runtime/clock.js';
+import type { BackoffPolicy, TaskStore, Transition } from '../store/types.js';
+
+/**
+ * The safety nets under the two mechanisms that hand a task on, run for the partitions this
+ * node owns. Each should find nothing; what it finds it hands on and counts, so a count
+ * above 0 says which mechanism failed and how often (docs/decisions/0007-supervision-and-
+ * safety-nets.md).
+ *
+ * - Leases: `running` tasks whose lease ran out more than a grace ago — the lease actor's
+ *   expiry (or its recovery by a new owner after a node died) should have handed them on.
+ *   Each is expired here, with the same compare-and-set the lease uses.
+ * - Pending: `pending` tasks overdue by more than a grace that nothing holds — not in a
+ *   ready queue, not in flight between take and claim, not waiting on their wheel for a push
+ *   retry. The wheel should have fired them. The partition's wheel pushes them (and counts
+ *   them, as it pushes).
+ *
+ * Both read indexes only, a bounded page per pass (the running tasks of the partitions, the
+ * oldest pending of each), and compare with the node's clock, which is aligned on the
+ * database's (see `AlignedClock`).
+ */
+export interface SafetyNetDeps {
+  tasks: Pick<TaskStore, 'expiredLeases' | 'expireLease' | 'pendingInPartition'>;
+  system: ActorSystemApi;
+  clock: Clock;
+  backoff: BackoffPolicy;
+  /** The wheel partitions this node owns now. */
+  ownedPartitions(): number[];
+  /** How far past its due time (or lease expiry) a task must be before the net takes it, ms. */
+  graceMs: number;
+  /** A lease the net expired: the task is back to pending (or ended); hand it on as an expiry would. */
+  handOn(transition: Transition): void;
+  /** Counts a lease the net expired, before it is handed on (the wheel counts what it pushes for the net). */
+  onRecovered(kind: 'lease', count: number): void;
+}
+
+/** What one pass found and handed on. */
+export interface SafetyNetPass {
+  leases: number;
+  pending: number;
+}
+
+/** Tasks looked at per pass: expired leases in all, overdue pending per partition. */
+const PAGE = 500;
+/** How long a partition may take to check and push what the net found. */
+const RECOVER_ASK_MS = 30_000;
+
+export class SafetyNet {
+  constructor(private readonly deps: SafetyNetDeps) {}
+
+  /** One pass over the owned partitions. */
+  async sweep(): Promise<SafetyNetPass> {
+    const partitions = this.deps.ownedPartitions();
+    if (partitions.length === 0) return { leases: 0, pending: 0 };
+    const leases = await this.expiredLeases(partitions);
+    let pending = 0;
+    for (const partition of partitions) pending += await this.overduePending(partition);
+    return { leases, pending };
+  }
+
+  private async expiredLeases(partitions: number[]): Promise<number> {
+    const { tasks, clock, backoff } = this.deps;
+    const now = clock.now();
+    let recovered = 0;
+    for (const lease of await tasks.expiredLeases(partitions, now - this.deps.graceMs, PAGE)) {
+      const transition = await tasks.expireLease(lease.taskId, lease.version, now, backoff);
+      if (transition === null) continue; // heartbeated or handed on meanwhile
+      recovered++;
+      this.deps.onRecovered('lease', 1);
+      this.deps.handOn(transition);
+    }
+    return recovered;
+  }
+
+  private async overduePending(partition: number): Promise<number> {
+    const { tasks, clock, system } = this.deps;
+    const overdue = await tasks.pendingInPartition(partition, null, clock.now() - this.deps.graceMs, PAGE);
+    if (overdue.length === 0) return 0;
+    return system.ref<WheelMessage>(WHEEL_KIND, String(partition)).ask({ type: 'recover', entries: overdue }, RECOVER_ASK_MS);
+  }
+}
