@@ -84,6 +84,29 @@ export function describeSnapshotStoreConformance(
         ]);
       }));
 
+    it('lists what saves, takeovers and releases left, as the cluster status and the hand-over read it', () =>
+      withStore(async (store, kind) => {
+        // Wheel partitions are keyed by their number as text: listed in text order.
+        for (const key of ['0', '1', '2', '10']) await store.acquire(kind, key, 'node-a', NOW);
+        const moved = await store.acquire(kind, '2', 'node-b', NOW + 10);
+        expect(await store.save(kind, '2', moved.epoch, { cursorMs: NOW }, NOW + 20)).toBe(1);
+        await store.save(kind, '0', 1, { cursorMs: NOW }, NOW + 30);
+        await store.save(kind, '0', 1, { cursorMs: NOW + 1 }, NOW + 40);
+        await store.release(kind, '10', 1, NOW + 50);
+        // A release or a save under an epoch that no longer holds changes nothing.
+        await store.release(kind, '2', 1, NOW + 60);
+        const refused = await store.save(kind, '2', 1, { stale: true }, NOW + 70).catch((e: unknown) => e);
+        expect(isWheelhouseError(refused, 'stale_epoch')).toBe(true);
+
+        expect(await store.owners(kind)).toEqual([
+          { key: '0', ownerNode: 'node-a', epoch: 1, version: 2, updatedMs: NOW + 40 },
+          { key: '1', ownerNode: 'node-a', epoch: 1, version: 0, updatedMs: NOW },
+          { key: '10', ownerNode: null, epoch: 1, version: 0, updatedMs: NOW + 50 },
+          { key: '2', ownerNode: 'node-b', epoch: 2, version: 1, updatedMs: NOW + 20 },
+        ]);
+        expect(await store.owners(`${kind}-none`)).toEqual([]);
+      }));
+
     it('keeps kinds and keys apart', () =>
       withStore(async (store, kind) => {
         await store.acquire(kind, 'a', 'node-a', NOW);

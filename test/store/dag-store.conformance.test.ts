@@ -3,9 +3,9 @@
  * Submitting graphs (statuses, counters, edges, the all-or-nothing checks, idempotency
  * keys), the outbox of finished predecessors written by every statement that ends a task
  * with dependents (result, lease expiry, cancel, a reconcile that cancels), reconcile
- * (an edge counts once however often it runs, concurrent runs included; release due at the
- * later of the task's own due time and now; cancellation naming the predecessor) and the
- * sweep's `stuck` query.
+ * (an edge counts once however often it runs; release due at the later of the task's own due
+ * time and now; cancellation naming the predecessor) and the sweep's `stuck` query. Runs that
+ * really race, on connections of their own, are in dag-reconcile-race.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isWheelhouseError } from '../../src/errors.js';
@@ -341,23 +341,6 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
       expect(await get(waiter.id)).toMatchObject({ status: 'pending', depsSatisfied: 2, dueMs: T0 + 4000 });
       expect(await dags.reconcile([waiter.id], T0 + 5000)).toEqual([]);
       expect(await get(waiter.id)).toMatchObject({ status: 'pending', depsSatisfied: 2, dueMs: T0 + 4000 });
-    });
-
-    it('counts each edge once when reconciles of one task run at the same time', async () => {
-      const preds = [makeTask(), makeTask(), makeTask()];
-      await tasks.submit(preds, T0);
-      const waiter = makeTask({ dependsOn: preds.map((p) => p.id) });
-      await tasks.submit([waiter], T0);
-      await finish(preds[0]!.id, 'succeeded');
-      await finish(preds[1]!.id, 'succeeded');
-      const outcomes = await Promise.all(Array.from({ length: 6 }, () => dags.reconcile([waiter.id], T0 + 3000)));
-      expect(outcomes.flat().length).toBeLessThanOrEqual(2);
-      expect(await get(waiter.id)).toMatchObject({ status: 'blocked', depsSatisfied: 2 });
-
-      await finish(preds[2]!.id, 'succeeded', T0 + 4000);
-      const last = await Promise.all(Array.from({ length: 6 }, () => dags.reconcile([waiter.id], T0 + 5000)));
-      expect(last.flat().filter((o) => o.status === 'pending')).toHaveLength(1);
-      expect(await get(waiter.id)).toMatchObject({ status: 'pending', depsSatisfied: 3 });
     });
 
     it('releases at the later of the task own due time and now', async () => {

@@ -1,5 +1,7 @@
 /**
- * SnapshotStore conformance: fenced ownership of actor state. Runs against Postgres and PGlite.
+ * SnapshotStore conformance: fenced ownership of actor state. Runs against Postgres and PGlite:
+ * the shared suite the in-memory double also passes (test/runtime/snapshot-store-conformance.ts,
+ * `owners()` included), then what only the SQL store shows (rows as read back, JSON quoting).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isWheelhouseError } from '../../src/errors.js';
@@ -7,8 +9,9 @@ import type { SnapshotStore } from '../../src/runtime/snapshots.js';
 import { SqlSnapshotStore } from '../../src/store/snapshot-store.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
 import { T0 } from '../support/tasks.js';
+import { describeSnapshotStoreConformance } from '../runtime/snapshot-store-conformance.js';
 
-describe.each(sqlBackends)('SnapshotStore on $name', ({ open }) => {
+describe.each(sqlBackends)('SnapshotStore on $name', ({ name, open }) => {
   let testDb: TestDb;
   let store: SnapshotStore;
   let n = 0;
@@ -22,6 +25,13 @@ describe.each(sqlBackends)('SnapshotStore on $name', ({ open }) => {
   afterAll(async () => {
     await testDb?.drop();
   });
+
+  // One database for the file; each shared test gets kinds of its own (`shared-<n>-…`).
+  describeSnapshotStoreConformance(`SqlSnapshotStore on ${name}`, async () => ({
+    store: new SqlSnapshotStore(testDb.db),
+    kindPrefix: `shared-${++n}-`,
+    close: async () => {},
+  }));
 
   async function staleEpochOf(promise: Promise<unknown>): Promise<boolean> {
     const error = await promise.then(
