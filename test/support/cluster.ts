@@ -52,6 +52,8 @@ export interface ClusterOptions {
   failureTimeoutSeconds?: number;
   /** More CLI flags for every node, e.g. `['--cron-advance-spread-seconds', '0']`. */
   extraArgs?: string[];
+  /** More CLI flags for one node, by id, after `extraArgs`, e.g. `{ n2: ['--test-clock-offset-seconds', '3'] }`. */
+  nodeArgs?: Record<string, string[]>;
   /** Names the schema and key prefix (`cl_<label>_<random>`). @default 'cluster' */
   label?: string;
   /** How long to wait for the first ring over all nodes. @default 30 000 */
@@ -91,22 +93,30 @@ export async function call<T = unknown>(url: string, method: string, path: strin
   return { status: res.status, body: parsed as T };
 }
 
-/** Parses Prometheus text: the sum of the series of `name` whose labels include `labels`. */
+/**
+ * Parses Prometheus text: the sum of the series of `name` whose labels include `labels` (0 when
+ * the metric is there but no series carries them, as a labelled counter before its first
+ * count). Throws when the text has no metric `name` at all: a renamed or removed metric must
+ * not read as "nothing happened".
+ */
 export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number {
   let sum = 0;
-  let found = false;
+  let declared = false;
   for (const line of text.split('\n')) {
+    if (line.startsWith(`# TYPE ${name} `)) declared = true;
     if (line.startsWith('#') || !line.startsWith(name)) continue;
     const m = /^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$/.exec(line);
     if (!m || m[1] !== name) continue;
     const have = new Map<string, string>();
     for (const pair of (m[2] ?? '').matchAll(/([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) have.set(pair[1]!, pair[2]!);
-    if (Object.entries(labels).every(([k, v]) => have.get(k) === v)) {
-      sum += Number(m[3]);
-      found = true;
-    }
+    declared = true;
+    if (Object.entries(labels).every(([k, v]) => have.get(k) === v)) sum += Number(m[3]);
   }
-  return found ? sum : 0;
+  if (!declared) {
+    const names = [...new Set([...text.matchAll(/^# TYPE (\S+)/gm)].map((x) => x[1]))];
+    throw new Error(`no metric ${name} in the exposition (it has ${names.length}: ${names.join(', ')})`);
+  }
+  return sum;
 }
 
 export class ProcessCluster {
@@ -118,6 +128,7 @@ export class ProcessCluster {
   readonly heartbeatSeconds: number;
   readonly failureTimeoutSeconds: number;
   private readonly extraArgs: string[];
+  private readonly nodeArgs: Record<string, string[]>;
   private readonly cli: string | undefined;
   private closed = false;
 
@@ -131,6 +142,7 @@ export class ProcessCluster {
     this.heartbeatSeconds = options.heartbeatSeconds ?? 0.5;
     this.failureTimeoutSeconds = options.failureTimeoutSeconds ?? 2;
     this.extraArgs = options.extraArgs ?? [];
+    this.nodeArgs = options.nodeArgs ?? {};
     // WHEELHOUSE_TEST_CLI runs the cluster tests against another build (a bisect, a patched copy).
     this.cli = options.cli ?? process.env.WHEELHOUSE_TEST_CLI;
   }
@@ -173,6 +185,7 @@ export class ProcessCluster {
       '--postgres-pool-size', '6',
       '--log-level', 'warn',
       ...this.extraArgs,
+      ...(this.nodeArgs[id] ?? []),
     ];
   }
 
@@ -285,7 +298,7 @@ export class ProcessCluster {
     return partitionOf(taskId, this.partitions);
   }
 
-  /** One metric of node `id` (the sum of its series that carry `labels`; 0 when absent). */
+  /** One metric of node `id`: the sum of its series that carry `labels` (see `metricValue`; throws when the node has no such metric). */
   async metric(id: string, name: string, labels?: Record<string, string>): Promise<number> {
     const r = await call<string>(this.node(id).url, 'GET', '/metrics');
     if (r.status !== 200) throw new Error(`GET /metrics on ${id}: ${r.status}`);

@@ -1,0 +1,86 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uniqueType } from '../support/tasks.js';
+import { startCluster, waitUntil, type ProcessCluster } from '../support/cluster.js';
+import { TestWorker, duplicates, lagStats, missing, submitBatch } from '../support/cluster-worker.js';
+
+/**
+ * Two nodes, one of whose clocks runs 3 s ahead (`--test-clock-offset-seconds 3`). A node reads
+ * time as the database does, so the fast one neither fires its partitions' tasks 3 s early
+ * (which the other node's claim would refuse — and, dropping the only entry, lose) nor expires
+ * the leases it holds 3 s early (which would hand a task to a second worker while the first
+ * still holds it). Both are measured on this machine's one clock.
+ */
+const OFFSET_SECONDS = 3;
+
+describe('a node whose clock runs 3 s ahead', () => {
+  let cluster: ProcessCluster;
+
+  beforeAll(async () => {
+    cluster = await startCluster({
+      nodes: 2,
+      partitions: 16,
+      label: 'skew',
+      extraArgs: ['--retry-base-seconds', '0'],
+      nodeArgs: { n2: ['--test-clock-offset-seconds', String(OFFSET_SECONDS)] },
+    });
+  });
+  afterAll(async () => {
+    await cluster?.close();
+  });
+
+  it("fires its partitions' tasks on time, and the other node claims every one", async () => {
+    const status = await cluster.status('n1');
+    const onFast = status.partitions.filter((p) => p.owner === 'n2').length;
+    expect(onFast).toBeGreaterThan(0);
+    const type = uniqueType('skew-fire');
+    const base = Date.now() + 3_000;
+    const tasks = Array.from({ length: 160 }, (_, i) => ({ task_type: type, schedule: { type: 'delayed', due_time: new Date(base + i * 10).toISOString() } }));
+    const submitted = await submitBatch(cluster, 'n1', tasks);
+    // Claimed through the node with the right clock: entries fired by the fast one's wheels.
+    const worker = new TestWorker(cluster, { types: [type], targets: ['n1'] }).start();
+    try {
+      await worker.waitFor(submitted.map((t) => t.taskId), 20_000, 'every task');
+    } finally {
+      await worker.stop();
+    }
+    const counts = worker.counts();
+    expect(missing(counts, submitted.map((t) => t.taskId))).toEqual([]);
+    expect(duplicates(counts)).toEqual([]);
+    const starts = worker.firstStarts();
+    const early = submitted.filter((t) => starts.get(t.taskId)!.atMs < t.dueMs - 50);
+    const lag = lagStats(worker, submitted);
+    console.log(`[skew] ${onFast} of 16 partitions on the fast node; start − due p50 ${lag.p50} ms, max ${lag.max} ms; ${early.length} early`);
+    expect(early).toEqual([]);
+    expect(lag.max).toBeLessThanOrEqual(1_000);
+  });
+
+  it('expires the leases it holds when they run out, not 3 s early', async () => {
+    const type = uniqueType('skew-lease');
+    const leaseMs = 4_000;
+    const submitted = await submitBatch(cluster, 'n1', Array.from({ length: 40 }, () => ({ task_type: type, timeout_seconds: leaseMs / 1000 })));
+    const ids = submitted.map((t) => t.taskId);
+    const onFast: string[] = [];
+    for (const id of ids) if ((await cluster.ownerOfActor('lease', id)) === 'n2') onFast.push(id);
+    expect(onFast.length).toBeGreaterThan(5);
+    // Claimed through n1 by a worker that never reports; a second worker takes what comes back.
+    const vanishing = new TestWorker(cluster, { types: [type], targets: ['n1'], hold: () => true, workerId: 'w-holds' }).start();
+    try {
+      await vanishing.waitFor(ids, 15_000, 'first claims');
+    } finally {
+      await vanishing.stop();
+    }
+    const claims = vanishing.firstStarts();
+    const second = new TestWorker(cluster, { types: [type], targets: ['n1', 'n2'], workerId: 'w-next' }).start();
+    try {
+      await waitUntil(() => (ids.every((id) => second.counts().has(id)) ? true : undefined), leaseMs + 10_000, 'every task handed out again');
+    } finally {
+      await second.stop();
+    }
+    const again = second.firstStarts();
+    const lags = onFast.map((id) => again.get(id)!.atMs - claims.get(id)!.atMs).sort((a, b) => a - b);
+    console.log(`[skew] ${onFast.length} leases on the fast node handed on ${lags[0]}…${lags.at(-1)} ms after their claim (lease ${leaseMs} ms)`);
+    expect(lags[0]).toBeGreaterThanOrEqual(leaseMs - 250);
+    expect(lags.at(-1)).toBeLessThanOrEqual(leaseMs + 2_000);
+    expect(onFast.map((id) => again.get(id)!.attempt)).toEqual(onFast.map(() => 2));
+  });
+});
