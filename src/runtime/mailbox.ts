@@ -170,6 +170,9 @@ export class Mailbox<M, R> {
       }
       this.succeeded(result);
     }
+    // At rest, the turn is over: the next message starts a new count. (Counting across idle
+    // spells made every 257th message of an actor's life wait for the event loop.)
+    this.handledThisTurn = 0;
     this.running = false;
     this.handler.onIdle();
   }

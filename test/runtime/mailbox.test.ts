@@ -247,4 +247,15 @@ describe('Mailbox', () => {
     expect(r.handled.length).toBe(1000);
     expect(r.handled[999]).toBe('999');
   });
+
+  it('starts a new turn each time it comes to rest: a message posted to an idle mailbox never waits for the event loop', async () => {
+    const r = recorder((m) => m);
+    const mailbox = new Mailbox<string, string>(r, 10_000);
+    mailbox.open();
+    for (let i = 0; i < 600; i++) {
+      mailbox.post(String(i));
+      await flushMicrotasks(2);
+      expect(r.handled.length, `message ${i}`).toBe(i + 1);
+    }
+  });
 });
