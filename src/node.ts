@@ -164,6 +164,10 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     'wheelhouse_safety_net_recovered_total',
     'Tasks a safety net found left behind by their mechanism and handed on, by kind: lease (expired, never handed on), pending (overdue, held by nothing), blocked (predecessors done, never reconciled). Should stay 0.',
   );
+  const countRebuilds = metrics.counter(
+    'wheelhouse_partition_rebuilds_total',
+    'Wheel partitions rebuilt in full from Postgres because the bucket store had lost their data (a flush, a restart, an older snapshot) or never had it (a first start).',
+  );
   const countDutyFailures = metrics.counter('wheelhouse_duty_failures_total', 'Failures of duties (actor timers, node loops, placements), each retried after a backoff, by duty.');
   const gaugeClockOffset = metrics.gauge('wheelhouse_clock_offset_seconds', "What this node adds to its own clock to read the database's.");
   const onDutyFailure = (error: unknown, failure: DutyFailure): void => {
@@ -275,6 +279,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
       slotMs: options.slotMs,
       nearWindowMs: options.nearWindowMs,
       onRecovered: (n) => countRecovered(n, { kind: 'pending' }),
+      onRebuilt: () => countRebuilds(1),
       recoverLease: (lease) =>
         actors.ref<LeaseMessage>(LEASE_KIND, lease.taskId).tell({
           type: 'granted',

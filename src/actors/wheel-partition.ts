@@ -1,7 +1,8 @@
 import { isWheelhouseError } from '../errors.js';
 import type { Cancel } from '../runtime/clock.js';
 import type { ActorContext, Ask, Behavior } from '../runtime/actor.js';
-import type { BucketStore, DueEntry, ReadyQueue, TaskStore } from '../store/types.js';
+import type { DueEntry, TaskStore } from '../store/types.js';
+import type { BucketStore, ReadyQueue } from '../store/fast-index-types.js';
 import { TimeWheel } from './time-wheel.js';
 import { decodeWheelSnapshot, nearHorizon, observeStamp, rebuild, snapshotOf, VERIFY_MS, type WheelState } from './wheel-state.js';
 
@@ -56,6 +57,8 @@ export interface WheelDeps {
   recoverLease(entry: { taskId: string; version: number; leaseExpiresMs: number }): void;
   /** Counts tasks the safety net found held by nothing, as they are pushed (see 'recover'). */
   onRecovered(count: number): void;
+  /** A full rebuild from the task table ended (the bucket store had lost data, or never had it). */
+  onRebuilt(): void;
   onError(error: unknown, context: string): void;
 }
 
@@ -291,10 +294,9 @@ function armVerify(state: WheelState, ctx: ActorContext<WheelMessage>, delayMs: 
 async function verify(state: WheelState, ctx: ActorContext<WheelMessage>, deps: WheelDeps): Promise<void> {
   state.cancelVerify = null;
   if (!state.lost && state.unplaced.length > 0) {
-    const unplaced = state.unplaced;
-    observeStamp(state, await deps.buckets.add(state.partition, unplaced, ctx.epoch), true);
-    state.unplaced = state.unplaced.slice(unplaced.length);
-    if (state.unplaced.length === 0) await ctx.snapshot(snapshotOf(state));
+    observeStamp(state, await deps.buckets.add(state.partition, state.unplaced, ctx.epoch), true);
+    state.unplaced = [];
+    await ctx.snapshot(snapshotOf(state));
   }
   if (!state.lost) {
     const { entries, stamp } = await deps.buckets.takeUntil(state.partition, state.loadedUntilMs, ctx.epoch);

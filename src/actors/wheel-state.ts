@@ -1,6 +1,7 @@
 import type { ActorContext } from '../runtime/actor.js';
 import type { Cancel } from '../runtime/clock.js';
-import type { BucketStore, DueEntry, PartitionCursor, TaskStore } from '../store/types.js';
+import type { DueEntry, PartitionCursor, TaskStore } from '../store/types.js';
+import type { BucketStore } from '../store/fast-index-types.js';
 import type { TimeWheel } from './time-wheel.js';
 
 /**
@@ -112,7 +113,7 @@ export function observeStamp(state: WheelState, stamp: number, wrote: boolean): 
 export async function rebuild(
   state: WheelState,
   ctx: ActorContext<never>,
-  deps: { tasks: TaskStore; buckets: BucketStore },
+  deps: { tasks: TaskStore; buckets: BucketStore; onRebuilt(): void },
   full: boolean,
 ): Promise<void> {
   state.wheel.clear();
@@ -141,6 +142,7 @@ export async function rebuild(
     state.lost = false;
     state.unplaced = [];
     state.rebuilds++;
+    deps.onRebuilt();
     await ctx.snapshot(snapshotOf(state));
   } else {
     const { entries, stamp } = await deps.buckets.takeUntil(state.partition, state.loadedUntilMs, ctx.epoch);

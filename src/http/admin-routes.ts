@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { WheelhouseError } from '../errors.js';
 import type { ActorInfo } from '../runtime/actor.js';
-import type { QueueDepth } from '../store/types.js';
+import type { QueueDepth } from '../store/fast-index-types.js';
 
 /**
  * Operator routes: the cluster, the live actors (any actor by kind and key, with its state)

@@ -15,7 +15,8 @@ import { SqlScheduleStore } from './schedule-store.js';
 import { SqlSnapshotStore } from './snapshot-store.js';
 import { SqlTaskStore } from './task-store.js';
 import type { MembershipStore } from '../runtime/membership-store.js';
-import type { BucketStore, ReadyQueue, ScheduleStore, TaskStore } from './types.js';
+import type { ScheduleStore, TaskStore } from './types.js';
+import type { BucketStore, ReadyQueue } from './fast-index-types.js';
 import type { DagStore } from './dag-types.js';
 
 /** Every store a node needs, on one backend. */
@@ -71,10 +72,13 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
       },
     };
   }
+  // Every connection of this node carries its id, so pg_stat_activity tells whose it is.
+  const applicationName = `wheelhouse ${options.nodeId}`;
   const db = openPostgres({
     url: options.postgresUrl,
     schema: options.postgresSchema,
     poolSize: Math.max(1, Math.ceil(options.postgresPoolSize / 2)),
+    applicationName,
   });
   // Claims, heartbeats and results commit asynchronously on a pool of their own:
   // docs/decisions/0003-asynchronous-commit-for-claims.md.
@@ -83,10 +87,11 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     schema: options.postgresSchema,
     poolSize: Math.max(1, Math.floor(options.postgresPoolSize / 2)),
     asynchronousCommit: true,
+    applicationName,
   });
   // Heartbeats get a connection of their own: queued behind a burst of submissions for longer
   // than the failure timeout, they would put a busy but healthy node out of the ring.
-  const membershipDb = openPostgres({ url: options.postgresUrl, schema: options.postgresSchema, poolSize: 1 });
+  const membershipDb = openPostgres({ url: options.postgresUrl, schema: options.postgresSchema, poolSize: 1, applicationName });
   try {
     await migrate(db, options.postgresSchema);
   } catch (error) {

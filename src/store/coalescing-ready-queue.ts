@@ -1,5 +1,6 @@
 import { WheelhouseError } from '../errors.js';
-import type { DueEntry, QueueDepth, ReadyQueue } from './types.js';
+import type { DueEntry } from './types.js';
+import type { QueueDepth, ReadyQueue } from './fast-index-types.js';
 
 /** A push's fence: the partition whose fence must not stand above `epoch` (see `ReadyQueue.push`). */
 export interface PushFence {

@@ -64,6 +64,8 @@ export interface PostgresDbOptions {
    * @default false
    */
   asynchronousCommit?: boolean;
+  /** `application_name` of the connections, so `pg_stat_activity` tells whose they are. @default 'wheelhouse' */
+  applicationName?: string;
 }
 
 /** Options of {@link openPglite}. */
@@ -102,6 +104,7 @@ export function openPostgres(options: PostgresDbOptions): Db {
     connectionString: options.url,
     max: options.poolSize ?? 10,
     connectionTimeoutMillis: options.connectTimeoutMs ?? 5000,
+    application_name: options.applicationName ?? 'wheelhouse',
     // Every connection runs in the Wheelhouse schema, so SQL never names it.
     options: `-c search_path=${options.schema}${options.asynchronousCommit ? ' -c synchronous_commit=off' : ''}`,
     types,

@@ -6,7 +6,8 @@
  * inside a field; the task type goes last and is read to the end anyway.
  */
 import { WheelhouseError } from '../errors.js';
-import type { DueEntry, QueueDepth } from './types.js';
+import type { DueEntry } from './types.js';
+import type { QueueDepth } from './fast-index-types.js';
 
 /** One minute, the width of a far time bucket. */
 export const MINUTE_MS = 60_000;

@@ -9,7 +9,8 @@
 import { BinaryHeap } from '../runtime/binary-heap.js';
 import { assertDueEntry, minuteStart } from './entry-codec.js';
 import { PartitionMarks } from './fences.js';
-import type { BucketStore, DueEntry } from './types.js';
+import type { DueEntry } from './types.js';
+import type { BucketStore } from './fast-index-types.js';
 
 interface PartitionBuckets {
   /** Minute start → (task id → entry). */

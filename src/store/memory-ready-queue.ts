@@ -19,7 +19,8 @@ import {
 import type { GroupingReadyQueue, PushFence, PushGroup } from './coalescing-ready-queue.js';
 import { PartitionMarks } from './fences.js';
 import { PushListeners, type PushListener } from './push-listeners.js';
-import type { DueEntry, QueueDepth } from './types.js';
+import type { DueEntry } from './types.js';
+import type { QueueDepth } from './fast-index-types.js';
 
 /** A queued entry and its place in line among entries due at the same time. */
 interface Queued {

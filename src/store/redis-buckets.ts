@@ -19,7 +19,8 @@ import { assertFenceArgs, staleEpochError } from './fences.js';
 import { assertPrefix, redisOperation } from './redis.js';
 import { execPipeline, runScript } from './redis-commands.js';
 import { bucketKeys, fenceKey } from './redis-keys.js';
-import type { BucketStore, DueEntry } from './types.js';
+import type { DueEntry } from './types.js';
+import type { BucketStore } from './fast-index-types.js';
 
 /**
  * Most entries per add script, so one huge add neither builds one huge command nor holds

@@ -30,7 +30,8 @@ import { assertPrefix, redisOperation } from './redis.js';
 import { execPipeline, runScript } from './redis-commands.js';
 import { bucketKeys, fenceKey, readyKeys, type ReadyKeys } from './redis-keys.js';
 import { RedisPushChannel } from './redis-push-channel.js';
-import type { DueEntry, QueueDepth } from './types.js';
+import type { DueEntry } from './types.js';
+import type { QueueDepth } from './fast-index-types.js';
 
 /** Most members per ZADD/ZREM, so one huge batch does not build one huge command. */
 const COMMAND_CHUNK = 2_000;

@@ -1,7 +1,8 @@
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Cancel, Clock } from '../runtime/clock.js';
 import { LEASE_KIND, type LeaseMessage } from '../actors/worker-lease.js';
-import type { ClaimedTask, DueEntry, ReadyQueue, TaskStore } from '../store/types.js';
+import type { ClaimedTask, DueEntry, TaskStore } from '../store/types.js';
+import type { ReadyQueue } from '../store/fast-index-types.js';
 import type { Assignment, PollRequest } from './types.js';
 import { encodeLeaseToken } from './lease-token.js';
 

@@ -1,18 +1,19 @@
 import { WheelhouseError, isWheelhouseError } from '../errors.js';
-import { isUuid, partitionOf, uuidv7 } from '../ids.js';
+import { isUuid, uuidv7 } from '../ids.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
-import type { Cancel, Clock } from '../runtime/clock.js';
-import { retryUntilDone, type DutyFailure } from '../runtime/supervision.js';
+import type { Clock } from '../runtime/clock.js';
+import type { DutyFailure } from '../runtime/supervision.js';
 import { LEASE_KIND, type LeaseMessage } from '../actors/worker-lease.js';
-import { WHEEL_KIND, type WheelMessage } from '../actors/wheel-partition.js';
 import { CRON_KIND, type CronMessage } from '../actors/cron-schedule.js';
-import type { BackoffPolicy, BucketStore, DueEntry, NewTask, ReadyQueue, ScheduleRecord, ScheduleStore, SubmitResult, TaskRecord, TaskStatus, TaskStore, Transition } from '../store/types.js';
+import type { BackoffPolicy, DueEntry, NewTask, ScheduleRecord, ScheduleStore, SubmitResult, TaskRecord, TaskStatus, TaskStore, Transition } from '../store/types.js';
+import type { BucketStore, ReadyQueue } from '../store/fast-index-types.js';
 import type { DagStore } from '../store/dag-types.js';
 import type { Dispatcher } from './dispatcher.js';
 import { decodeLeaseToken } from './lease-token.js';
 import { visibleStatus } from './lifecycle.js';
 import { planGraph } from './dag-graph.js';
 import { newTask, scheduleRecord } from './new-task.js';
+import { WheelPlacement } from './wheel-placement.js';
 import type { FinishedEvent } from './dag-resolver.js';
 import type {
   Assignment,
@@ -39,7 +40,7 @@ export interface SchedulerDeps {
   /** Activates the actors of schedules just written (they create their first instances). */
   activateSchedules(records: ScheduleRecord[]): Promise<void>;
   ready: ReadyQueue;
-  /** Where entries go when their partition cannot be reached: see `schedule`. */
+  /** Where entries go when their partition cannot be reached: see `WheelPlacement`. */
   buckets: Pick<BucketStore, 'add'>;
   clock: Clock;
   system: ActorSystemApi;
@@ -59,23 +60,20 @@ export interface SchedulerDeps {
   onCompleted?(transitions: Transition[]): void;
 }
 
-/** How long a submit waits for its partitions to take the new tasks. */
-const SCHEDULE_ASK_MS = 10_000;
 /** How long pause, resume and delete wait for a schedule's actor. */
 const CRON_ASK_MS = 10_000;
-/** How a placement that neither the partition nor its buckets took is retried. */
-const PLACEMENT_RETRY = { baseMs: 250, maxMs: 5_000 };
+
 
 export class Scheduler implements SchedulerApi {
-  /** Placements being retried, cancelled at `stop`. */
-  private readonly retries = new Set<Cancel>();
+  private readonly placement: WheelPlacement;
 
-  constructor(private readonly deps: SchedulerDeps) {}
+  constructor(private readonly deps: SchedulerDeps) {
+    this.placement = new WheelPlacement(deps);
+  }
 
   /** Stops retrying placements (their tasks are pending in Postgres: the partitions find them). */
   stop(): void {
-    for (const cancel of this.retries) cancel();
-    this.retries.clear();
+    this.placement.stop();
   }
 
   async submit(specs: TaskSpec[]): Promise<SubmitResult[]> {
@@ -335,62 +333,9 @@ export class Scheduler implements SchedulerApi {
     if (entries.length > 0) await this.schedule(entries);
   }
 
-  /**
-   * Hands due entries to their wheel partitions, one message per partition. When a partition
-   * does not answer (its node died and the ring has not dropped it yet, or it is overloaded),
-   * the entries go straight into its minute buckets instead: its next activation reloads
-   * only the near window from the task table, and a bucket of a minute it already loaded is
-   * taken by its next `verify` (within a second). When both fail, the placement is retried
-   * in the background with backoff until one succeeds: the task is in Postgres either way,
-   * and should this node die first, the partition's safety net hands it on once it is
-   * overdue. Never rejects.
-   */
-  private async schedule(entries: DueEntry[]): Promise<void> {
-    const byPartition = new Map<number, DueEntry[]>();
-    for (const entry of entries) {
-      const partition = partitionOf(entry.taskId, this.deps.partitions);
-      const list = byPartition.get(partition);
-      if (list) list.push(entry);
-      else byPartition.set(partition, [entry]);
-    }
-    await Promise.all(
-      [...byPartition].map(async ([partition, list]) => {
-        try {
-          await this.placeOnce(partition, list);
-        } catch (error) {
-          this.retryPlacement(partition, list, error);
-        }
-      }),
-    );
-  }
-
-  /** The partition, or else its buckets; rejects when neither took the entries. */
-  private async placeOnce(partition: number, list: DueEntry[]): Promise<void> {
-    try {
-      await this.deps.system.ref<WheelMessage>(WHEEL_KIND, String(partition)).ask({ type: 'schedule', entries: list }, SCHEDULE_ASK_MS);
-    } catch (error) {
-      try {
-        await this.deps.buckets.add(partition, list);
-      } catch (fallbackError) {
-        throw new AggregateError([error, fallbackError], `neither wheel partition ${partition} nor its buckets took ${list.length} entries`);
-      }
-    }
-  }
-
-  private retryPlacement(partition: number, list: DueEntry[], first: unknown): void {
-    const duty = 'placement';
-    this.deps.onDutyFailure(first, { duty, attempt: 1, retryInMs: PLACEMENT_RETRY.baseMs });
-    let failures = 1;
-    const retry = retryUntilDone(
-      this.deps.clock,
-      duty,
-      () => this.placeOnce(partition, list),
-      (error, failure) => this.deps.onDutyFailure(error, { ...failure, attempt: ++failures }),
-      PLACEMENT_RETRY,
-      PLACEMENT_RETRY.baseMs,
-    );
-    this.retries.add(retry.cancel);
-    void retry.done.then(() => this.retries.delete(retry.cancel));
+  /** Hands due entries to their wheel partitions (see `WheelPlacement`). Never rejects. */
+  private schedule(entries: DueEntry[]): Promise<void> {
+    return this.placement.place(entries);
   }
 
   /** Views with their dependencies: one read for all the records that have predecessors. */

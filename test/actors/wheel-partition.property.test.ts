@@ -70,6 +70,7 @@ describe('WheelPartition (property, fake clock, against an oracle)', () => {
             nearWindowMs: 60_000,
             recoverLease: () => undefined,
             onRecovered: () => undefined,
+            onRebuilt: () => undefined,
             onError: (error) => {
               throw error;
             },

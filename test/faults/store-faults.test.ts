@@ -4,7 +4,7 @@ import { dagClient } from '../support/dags.js';
 import type { FaultProxy } from '../support/fault-proxy.js';
 import { metric, pollOnFakeTime, startFaultyNode, type FaultyNode } from '../support/faulty-node.js';
 import { api, eventually } from '../support/nodes.js';
-import { uniqueType } from '../support/tasks.js';
+import { makeTask, uniqueType } from '../support/tasks.js';
 
 /**
  * A blip of a store stops no duty and loses no task. One node, its Postgres and Redis behind
@@ -136,6 +136,21 @@ describe('store faults on one node', () => {
     const near = await pollOnFakeTime(() => node.url, clock, type, START + 30_000);
     expect(near?.tasks.map((t) => t.task_id)).toEqual([r.body.tasks[0]!.task_id]);
     expect(near!.atMs).toBeLessThanOrEqual(START + 3_000);
+    expectNetsIdle(node);
+  });
+
+  it('takes within a second the entries a fallback put into a minute its wheel had already loaded', async () => {
+    const { node, clock } = await start();
+    const type = uniqueType('fallback');
+    // What a node does when the task's partition does not answer (its owner is busy or dying):
+    // the row is written, and its entry goes straight into the partition's minute bucket —
+    // the current minute's, which the wheel loaded at activation.
+    const task = makeTask({ taskType: type, dueMs: START + 5_000, partition: 0 });
+    await node.node.backend.tasks.submit([task], START);
+    await node.node.backend.buckets.add(0, [{ taskId: task.id, taskType: type, priority: task.priority, dueMs: task.dueMs }]);
+    const got = await pollOnFakeTime(() => node.url, clock, type, START + 30_000);
+    expect(got?.tasks.map((t) => t.task_id)).toEqual([task.id]);
+    expect(got!.atMs).toBeLessThanOrEqual(task.dueMs + 1_000);
     expectNetsIdle(node);
   });
 

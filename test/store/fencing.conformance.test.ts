@@ -6,7 +6,8 @@ import { MemoryBucketStore } from '../../src/store/memory-buckets.js';
 import { MemoryReadyQueue } from '../../src/store/memory-ready-queue.js';
 import { RedisBucketStore } from '../../src/store/redis-buckets.js';
 import { RedisReadyQueue } from '../../src/store/redis-ready-queue.js';
-import type { BucketStore, DueEntry, ReadyQueue } from '../../src/store/types.js';
+import type { DueEntry } from '../../src/store/types.js';
+import type { BucketStore, ReadyQueue } from '../../src/store/fast-index-types.js';
 import { createTestRedis } from '../support/redis.js';
 
 /** A minute boundary: 2026-11-30 12:00:00 UTC. */

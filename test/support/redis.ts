@@ -9,7 +9,7 @@ import { MemoryReadyQueue } from '../../src/store/memory-ready-queue.js';
 import { RedisBucketStore } from '../../src/store/redis-buckets.js';
 import { RedisReadyQueue } from '../../src/store/redis-ready-queue.js';
 import { openRedis } from '../../src/store/redis.js';
-import type { BucketStore, ReadyQueue } from '../../src/store/types.js';
+import type { BucketStore, ReadyQueue } from '../../src/store/fast-index-types.js';
 
 export const TEST_REDIS_URL = process.env.WHEELHOUSE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
