@@ -8,6 +8,7 @@ import { resolve } from 'node:path';
 import pg from 'pg';
 import { Redis } from 'ioredis';
 import { TEST_POSTGRES_URL, TEST_REDIS_URL, type BackendName } from './nodes.js';
+import { killOnExit } from './children.js';
 import { deleteKeysWithPrefix } from './redis.js';
 
 export const CLI = resolve(import.meta.dirname, '../../dist/src/cli.js');
@@ -83,52 +84,17 @@ export interface CliProcess extends NodeProcess {
   exited(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-const children = new Set<ChildProcess>();
-let exitHooked = false;
-
-function killChildrenNow(): void {
-  for (const child of children) {
-    if (child.exitCode === null && child.signalCode === null) {
-      try {
-        child.kill('SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
-  }
-  children.clear();
-}
-
-function hookExit(): void {
-  if (exitHooked) return;
-  exitHooked = true;
-  process.on('exit', killChildrenNow);
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-    const onSignal = (): void => {
-      killChildrenNow();
-      // Alone on this signal: do what Node would have done without a listener.
-      if (process.listenerCount(signal) === 1) {
-        process.off(signal, onSignal);
-        process.kill(process.pid, signal);
-      }
-    };
-    process.on(signal, onSignal);
-  }
-}
-
 /** Starts `node dist/src/cli.js <args>`; resolves once it prints `listening on <url>`. */
 export function startCliProcess(
   args: string[],
   options: { tailChars?: number; startTimeoutMs?: number; /** Another build's cli.js. @default CLI */ cli?: string } = {},
 ): Promise<CliProcess> {
-  hookExit();
   const tailChars = options.tailChars ?? 256 * 1024;
   const child = spawn(process.execPath, [options.cli ?? CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(child);
+  killOnExit(child);
   let out = '';
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveExit) => {
     child.once('exit', (code, signal) => {
-      children.delete(child);
       resolveExit({ code, signal });
     });
   });

@@ -14,6 +14,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis, ReplyError } from 'ioredis';
+import { killOnExit } from './children.js';
 
 export interface RedisServerOptions {
   /** Keep Redis's default save points instead of `--save ""` (no automatic snapshot). @default false */
@@ -54,33 +55,6 @@ export interface RedisServer {
 const HOST = '127.0.0.1';
 const OUTPUT_TAIL_CHARS = 64 * 1024;
 const SETPRIV = '/usr/bin/setpriv';
-
-const children = new Set<ChildProcess>();
-let exitHooked = false;
-
-function killChildrenNow(): void {
-  for (const child of children) {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  }
-  children.clear();
-}
-
-function hookExit(): void {
-  if (exitHooked) return;
-  exitHooked = true;
-  process.on('exit', killChildrenNow);
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-    const onSignal = (): void => {
-      killChildrenNow();
-      // Alone on this signal: do what Node would have done without a listener.
-      if (process.listenerCount(signal) === 1) {
-        process.off(signal, onSignal);
-        process.kill(process.pid, signal);
-      }
-    };
-    process.on(signal, onSignal);
-  }
-}
 
 /** A port that was free a moment ago (the OS picks it; a start that finds it taken retries with another). */
 async function freePort(): Promise<number> {
@@ -135,7 +109,6 @@ class RedisServerProcess implements RedisServer {
 
   async start(): Promise<void> {
     if (this.running()) throw new Error(`redis-server on port ${this.port} is already running`);
-    hookExit();
     const args = [
       ...['--port', String(this.port), '--bind', HOST, '--dir', this.dir, '--dbfilename', 'dump.rdb'],
       ...['--appendonly', 'no', '--daemonize', 'no', '--logfile', ''],
@@ -147,9 +120,7 @@ class RedisServerProcess implements RedisServer {
     const child = existsSync(SETPRIV)
       ? spawn(SETPRIV, ['--pdeathsig', 'KILL', '--', 'redis-server', ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
       : spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    this.child = child;
-    children.add(child);
-    child.once('exit', () => children.delete(child));
+    this.child = killOnExit(child);
     const startTimeoutMs = this.options.startTimeoutMs ?? 10_000;
     await new Promise<void>((resolve, reject) => {
       let ready = false;
