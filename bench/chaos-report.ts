@@ -86,9 +86,14 @@ export function writeDoc(outcomes: Outcome[], notes: string[], meta: { command: 
     ...notes.map((n) => `- ${n}`),
     DOC_END,
   ].join('\n');
+  replaceSection(DOC_BEGIN, DOC_END, section);
+}
+
+/** Replaces what lies between `begin` and `end` (the markers included) in docs/benchmarks.md, or appends `section`. */
+export function replaceSection(begin: string, end: string, section: string): void {
   const doc = readFileSync(DOC_PATH, 'utf8');
-  const begin = doc.indexOf(DOC_BEGIN);
-  const end = doc.indexOf(DOC_END);
-  const next = begin >= 0 && end > begin ? doc.slice(0, begin) + section + doc.slice(end + DOC_END.length) : `${doc.trimEnd()}\n\n${section}\n`;
+  const from = doc.indexOf(begin);
+  const to = doc.indexOf(end);
+  const next = from >= 0 && to > from ? doc.slice(0, from) + section + doc.slice(to + end.length) : `${doc.trimEnd()}\n\n${section}\n`;
   writeFileSync(DOC_PATH, next);
 }

@@ -18,6 +18,9 @@ import { sleep } from './time.js';
 import { WorkerFleet } from './worker-process.js';
 import { HERD_TYPE, PROBE_TYPE, byTask, claimsInPostgres, countBy, diagnoseLost, duplicates, traffic, watchReady, watchTakeover } from './chaos-analysis.js';
 import { DOC_PATH, consoleTable, fmtS, writeDoc, type ChaosRun, type Outcome } from './chaos-report.js';
+import { runFaults } from './chaos-faults.js';
+import { ensureServices } from './services.js';
+import { faultTable, writeFaultsDoc, type FaultRun } from './chaos-faults-report.js';
 
 const NODES = 3;
 /** Lease of every task, s: a task whose worker's node died comes back this long after its claim. */
@@ -38,18 +41,27 @@ const SUBMIT_TIME_FACTOR = 1.3;
 
 const USAGE = `npm run chaos -- [--quick] [--tasks N] [--kill-after-ms MS] [--failure-timeout-seconds S]
                        [--workers N] [--pollers N] [--timeout-minutes M] [--only no-kill|kill] [--keep] [--write]
+       npm run chaos -- --faults [--runs N] [--load-seconds S] [--tasks N] [--quick] [--write]
+  --faults                  one node under load while its Postgres and Redis fail for real (restarts,
+                            killed connections, a pause, Redis emptied), its clock 3 s ahead: see
+                            bench/chaos-faults.ts. Restarts this machine's Postgres and Redis (root).
+  --runs N                  --faults runs one after the other (default 1)
+  --load-seconds S          --faults: how long tasks are submitted and faults happen (default 150; quick 60)
   --quick                   10 000 herd tasks, 32 probes per 100 ms, a 15 s tail (default: 100 000, 64, 25 s)
   --tasks N                 herd size
   --kill-after-ms MS        the kill, after the herd's due instant T (default 1000)
   --failure-timeout-seconds S  the nodes' failure timeout (default 5; heartbeat 1 s)
   --workers N               herd worker processes, each polling all 3 nodes (default 1)
   --pollers N               long-polls per node per worker process (default 1)
-  --timeout-minutes M       hard limit: kill everything and exit 1 (default 10)
+  --timeout-minutes M       hard limit: kill everything and exit 1 (default 10; --faults: 6 per run)
   --only RUN                just one of the two runs: no-kill or kill
   --keep                    keep each run's schema and Redis keys (printed) for inspection
   --write                   put the table in docs/benchmarks.md (between chaos markers)`;
 
 interface ChaosArgs {
+  faults: boolean;
+  runs: number;
+  loadSeconds: number;
   quick: boolean;
   tasks: number;
   killAfterMs: number;
@@ -67,12 +79,15 @@ function parseChaosArgs(argv: string[]): ChaosArgs {
     args: argv,
     options: {
       quick: { type: 'boolean', default: false },
+      faults: { type: 'boolean', default: false },
+      runs: { type: 'string', default: '1' },
+      'load-seconds': { type: 'string' },
       tasks: { type: 'string' },
       'kill-after-ms': { type: 'string', default: '1000' },
       'failure-timeout-seconds': { type: 'string', default: '5' },
       workers: { type: 'string', default: '1' },
       pollers: { type: 'string', default: '1' },
-      'timeout-minutes': { type: 'string', default: '10' },
+      'timeout-minutes': { type: 'string' },
       only: { type: 'string' },
       keep: { type: 'boolean', default: false },
       write: { type: 'boolean', default: false },
@@ -91,14 +106,18 @@ function parseChaosArgs(argv: string[]): ChaosArgs {
     if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number, got "${raw}"`);
     return n;
   };
+  const faultTasks = values.quick ? '2400' : '6000';
   return {
+    faults: values.faults,
+    runs: Math.round(positive('runs', values.runs)),
+    loadSeconds: positive('load-seconds', values['load-seconds'] ?? (values.quick ? '60' : '150')),
     quick: values.quick,
-    tasks: Math.round(positive('tasks', values.tasks ?? (values.quick ? '10000' : '100000'))),
+    tasks: Math.round(positive('tasks', values.tasks ?? (values.faults ? faultTasks : values.quick ? '10000' : '100000'))),
     killAfterMs: positive('kill-after-ms', values['kill-after-ms']),
     failureTimeoutSeconds: positive('failure-timeout-seconds', values['failure-timeout-seconds']),
     workers: Math.round(positive('workers', values.workers)),
     pollers: Math.round(positive('pollers', values.pollers)),
-    timeoutMinutes: positive('timeout-minutes', values['timeout-minutes']),
+    timeoutMinutes: positive('timeout-minutes', values['timeout-minutes'] ?? String(values.faults ? 6 * Number(values.runs) : 10)),
     only: values.only === undefined ? null : values.only === 'kill' || values.only === 'no-kill' ? values.only : bad(`--only must be no-kill or kill, got "${values.only}"`),
     keep: values.keep,
     write: values.write,
@@ -124,8 +143,15 @@ async function main(): Promise<number> {
   const abort = (reason: string): void => {
     log(`ABORT: ${reason}; killing child processes`);
     killAllChildren();
-    const cleanup = Promise.all([...unremoved].map(([schema, prefix]) => stores.removeRun(schema, prefix).catch(() => undefined)));
-    void Promise.race([cleanup, sleep(5_000)]).finally(() => process.exit(1));
+    // A --faults run may have left Postgres or Redis stopped or paused: put them back first.
+    const restore = args.faults
+      ? ensureServices(null).then(
+          (done) => log(done.length > 0 ? done.join(', ') : 'the services are up'),
+          (error: unknown) => log(`could not restore the services: ${String(error)}`),
+        )
+      : Promise.resolve();
+    const cleanup = restore.then(() => Promise.all([...unremoved].map(([schema, prefix]) => stores.removeRun(schema, prefix).catch(() => undefined))));
+    void Promise.race([cleanup, sleep(args.faults ? 90_000 : 5_000)]).finally(() => process.exit(1));
   };
   const hardTimer = setTimeout(() => abort(`hard timeout of ${args.timeoutMinutes} min reached`), args.timeoutMinutes * 60_000);
   process.once('SIGINT', () => abort('interrupted'));
@@ -134,6 +160,11 @@ async function main(): Promise<number> {
   const versions = await stores.versions();
   const machine = describeMachine();
   const startedMs = Date.now();
+  if (args.faults) {
+    const code = await faultRuns(stores, args, { machine, versions, startedMs });
+    clearTimeout(hardTimer);
+    return code;
+  }
   log(`${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, PostgreSQL ${versions.postgres}, Redis ${versions.redis}, load ${machine.loadAvg1m}`);
   if (machine.loadAvg1m > machine.cores * 0.5) log(`WARNING: load average ${machine.loadAvg1m} on ${machine.cores} cores: other work will skew the figures`);
   log(`${args.quick ? 'QUICK: ' : ''}${spaced(args.tasks)} herd tasks on ${NODES} nodes, failure timeout ${args.failureTimeoutSeconds} s; run 1 without a kill, run 2 SIGKILLs a node at T + ${args.killAfterMs} ms`);
@@ -168,6 +199,46 @@ async function main(): Promise<number> {
   }
   const bad = outcomes.some((o) => 'error' in o || o.lostHerd + o.lostProbes > 0 || o.duplicated > o.duplicatedInFlight);
   if (bad) log('a run FAILED, lost tasks, or ran tasks twice that were not in flight on the dead node: see above');
+  return bad ? 1 : 0;
+}
+
+/** `--faults`: the store-fault runs, their table, and the doc section with --write. */
+async function faultRuns(
+  stores: BenchStores,
+  args: ChaosArgs,
+  ctx: { machine: ReturnType<typeof describeMachine>; versions: { postgres: string; redis: string }; startedMs: number },
+): Promise<number> {
+  const { machine, versions } = ctx;
+  log(`faults: ${args.runs} run(s) of ${args.loadSeconds} s, ${spaced(args.tasks)} tasks each; load ${machine.loadAvg1m}`);
+  const runs: (FaultRun | { error: string })[] = [];
+  for (let i = 0; i < args.runs; i++) {
+    try {
+      runs.push(await runFaults(stores, { quick: args.quick, loadSeconds: args.loadSeconds, tasks: args.tasks }, log));
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      log(`faults run ${i + 1} FAILED: ${message}`);
+      runs.push({ error: message });
+    }
+  }
+  await stores.close();
+  process.stdout.write(`\n${faultTable(runs)}\n`);
+  const notes = runs.flatMap((r, i) =>
+    'error' in r
+      ? [`faults ${i + 1}: FAILED: ${r.error}`]
+      : [...r.notes, `duty failures (retried): ${JSON.stringify(r.dutyFailures)}; safety nets: ${JSON.stringify(r.recovered)}`].map((n) => `faults ${i + 1}: ${n}`),
+  );
+  process.stdout.write(`\nNotes:\n${notes.map((n) => `  - ${n}`).join('\n')}\n`);
+  if (args.write) {
+    writeFaultsDoc(runs, notes, {
+      command: `npm run chaos -- ${process.argv.slice(2).join(' ')}`,
+      machine: `${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, PostgreSQL ${versions.postgres}, Redis ${versions.redis}; load average (1 min) at the start ${machine.loadAvg1m}`,
+      date: machine.date,
+      durationS: (Date.now() - ctx.startedMs) / 1000,
+    });
+    log(`wrote the chaos-faults section of ${DOC_PATH}`);
+  }
+  const bad = runs.some((r) => 'error' in r || r.lost > 0 || r.ranTwice > 0 || r.submits.other > 0);
+  if (bad) log('a faults run FAILED, lost tasks, ran tasks twice on honest workers, or answered a submit with something else than 2xx or 503/429 + Retry-After');
   return bad ? 1 : 0;
 }
 
@@ -331,6 +402,9 @@ async function runOnce(stores: BenchStores, args: ChaosArgs, kill: boolean): Pro
     notes.push(
       `${kill ? 'survivors' : 'nodes'}: wheelhouse_stale_epoch_total ${sum('wheelhouse_stale_epoch_total')}, actors handed off ${sum('wheelhouse_actors_handed_off_total')}, ` +
         `tasks requeued ${sum('wheelhouse_tasks_requeued_total')}, transport retries ${sum('wheelhouse_transport', 'counter="retries"')} failed ${sum('wheelhouse_transport', 'counter="failed"')}`,
+    );
+    notes.push(
+      `${kill ? 'survivors' : 'nodes'}: safety nets recovered ${['lease', 'pending', 'blocked'].map((k) => `${k} ${sum('wheelhouse_safety_net_recovered_total', `kind="${k}"`)}`).join(', ')}`,
     );
     // What the nodes logged about recovery (their last lines only): entries put back, partitions restarted.
     for (const n of survivors) {

@@ -3,11 +3,12 @@
  * processes using the SDK, prints a table and writes docs/benchmarks.md. Bounded: a hard
  * timeout kills every child it started and exits 1.
  */
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseBenchArgs, USAGE } from './args.js';
 import { killAllChildren } from './children.js';
 import { describeMachine } from './machine.js';
+import { metric, scrapeMetrics } from './cluster-nodes.js';
 import { runNames, startBenchNode, type BenchNode } from './node-process.js';
 import { consoleTable, markdown, notesText, type RunOutcome, type WorkloadReport } from './report.js';
 import { BenchStores } from './stores.js';
@@ -85,6 +86,7 @@ async function main(): Promise<number> {
       };
       try {
         const figures = await workload.run(ctx);
+        figures.notes.push(...(await safetyNetNotes(nodes)));
         runs.push(figures);
         const summary = workload.metrics.map((m) => `${m.key}=${(figures.values[m.key] ?? Number.NaN).toFixed(m.digits === 0 ? 0 : 3)}`);
         log(`${workload.id} run ${i}: ${summary.join(' ')}${figures.verified ? '' : '  !!! VERIFICATION FAILED'}`);
@@ -113,7 +115,8 @@ async function main(): Promise<number> {
   if (notes.length > 0) process.stdout.write(`\nNotes:\n${notes.map((n) => `  - ${n}`).join('\n')}\n`);
   if (args.write) {
     const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
-    writeFileSync(DOC_PATH, markdown(reports, { machine, stores: versions, command, quick: args.quick, workers: args.workers, pollers: args.pollers, durationS }));
+    const written = markdown(reports, { machine, stores: versions, command, quick: args.quick, workers: args.workers, pollers: args.pollers, durationS });
+    writeFileSync(DOC_PATH, `${written.trimEnd()}\n${keptSections(DOC_PATH)}`);
     log(`wrote ${DOC_PATH}`);
   }
   const failed = reports.some((r) => r.runs.some((run) => 'error' in run || !run.verified));
@@ -129,3 +132,31 @@ main().then(
     process.exit(1);
   },
 );
+
+/**
+ * What the safety nets found during a run, per node: they should find nothing in a run
+ * without faults (a count above 0 names a mechanism that left a task behind).
+ */
+async function safetyNetNotes(nodes: readonly BenchNode[]): Promise<string[]> {
+  const notes: string[] = [];
+  for (const node of nodes) {
+    const scrape = await scrapeMetrics(node.url).catch(() => null);
+    if (scrape === null) continue;
+    const kinds = ['lease', 'pending', 'blocked'].map((kind) => `${kind} ${metric(scrape, 'wheelhouse_safety_net_recovered_total', `kind="${kind}"`)}`);
+    let duties = 0;
+    for (const [series, value] of scrape) if (series.startsWith('wheelhouse_duty_failures_total')) duties += value;
+    notes.push(`safety nets recovered: ${kinds.join(', ')}; duty failures retried: ${duties}`);
+  }
+  return notes;
+}
+
+/**
+ * The sections other commands write into the same file between markers (`<!-- name:begin …`
+ * … `<!-- name:end -->`: npm run chaos, and its --faults), kept through a rewrite.
+ */
+function keptSections(path: string): string {
+  if (!existsSync(path)) return '';
+  const doc = readFileSync(path, 'utf8');
+  const sections = [...doc.matchAll(/<!-- ([a-z-]+):begin[^>]*-->[\s\S]*?<!-- \1:end -->/g)].map((m) => m[0]);
+  return sections.map((section) => `\n${section}\n`).join('');
+}

@@ -35,6 +35,13 @@ export class BenchStores {
   readonly pg = new pg.Pool({ connectionString: POSTGRES_URL, max: 2 });
   readonly redis = new Redis(REDIS_URL, { lazyConnect: false, maxRetriesPerRequest: 2 });
 
+  constructor() {
+    // A restarted Postgres (npm run chaos -- --faults) ends idle connections: the pool drops
+    // them and opens new ones; unheard, the 'error' event would end the harness.
+    this.pg.on('error', () => undefined);
+    this.redis.on('error', () => undefined);
+  }
+
   /** Task counts by stored status, for one task type. */
   async countByStatus(schema: string, taskType: string): Promise<Record<string, number>> {
     const { rows } = await this.pg.query<{ status: string; n: string }>(
@@ -132,6 +139,15 @@ export class BenchStores {
       total += Number(n);
     }
     return total;
+  }
+
+  /** Status and attempts of some tasks, by id. */
+  async taskStatuses(schema: string, ids: readonly string[]): Promise<Map<string, { status: string; attempts: number }>> {
+    const { rows } = await this.pg.query<{ id: string; status: string; attempts: number }>(
+      `SELECT id::text, status, attempts FROM "${schema}".tasks WHERE id = ANY($1::uuid[])`,
+      [ids],
+    );
+    return new Map(rows.map((r) => [r.id, { status: r.status, attempts: r.attempts }]));
   }
 
   /** Drops a run's schema and deletes its Redis keys. */
