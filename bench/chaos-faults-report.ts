@@ -195,6 +195,14 @@ export function faultTable(runs: (FaultRun | { error: string })[]): string {
   return [line(FAULT_HEADERS), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)].join('\n');
 }
 
+/** How the figures of the section are defined (written with them). */
+const MEASURED = [
+  'One `wheelhouse node` on this machine\'s Postgres and Redis, started with `--test-clock-offset-seconds 3` (its own clock 3 s ahead) and `--retry-base-seconds 0.2`; a fresh schema and key prefix per run.',
+  'Load: for 130 s (of a 150 s window), a batch of 24 tasks every 500 ms, each due between its submit and 20 s later (a fifth at once), `timeout_seconds` 5, an idempotency key each; a 429/503 is sent again after its Retry-After. Four honest worker processes (SDK, 50 slots each); a dropping worker that takes 2 tasks every 3 s and never heartbeats or reports.',
+  'Faults, at +19.5, +40.5, +60, +79.5, +100.5 and +120 s: `pg_ctlcluster … restart -m fast`; `pg_terminate_backend` of the node\'s connections (`application_name`); `CLIENT KILL` of its Redis connections; `CLIENT PAUSE 4000 ALL`; Redis `SHUTDOWN NOSAVE` and started again with its own settings (empty); Postgres restarted again. A fault lasts from its start until its command returned (the pause: 4 s more).',
+  'Lost: tasks created (a 2xx answer) that are not `succeeded` in Postgres once nothing changed for 30 s after the last was due. Run twice: tasks an honest worker\'s handler started more than once. Dropped leases: a task the dropping worker took, from its claim to its next start by an honest worker; the bar (lease + 2 s) is held to those whose lease ran out more than 6 s from any fault. Start lag: first start − due time, over tasks the dropper never took; the bar (≤ 2 s) is held to tasks due more than 6 s from any fault.',
+];
+
 export const FAULTS_BEGIN = '<!-- chaos-faults:begin (npm run chaos -- --faults --write) -->';
 export const FAULTS_END = '<!-- chaos-faults:end -->';
 
@@ -209,6 +217,10 @@ export function writeFaultsDoc(runs: (FaultRun | { error: string })[], notes: st
     `| ${FAULT_HEADERS.join(' | ')} |`,
     `|${FAULT_HEADERS.map(() => '---').join('|')}|`,
     ...faultRows(runs).map((r) => `| ${r.map((c) => c.replace(/\|/g, '\\|')).join(' | ')} |`),
+    '',
+    ...MEASURED.map((line) => `- ${line}`),
+    '',
+    'Notes:',
     '',
     ...notes.map((n) => `- ${n}`),
     FAULTS_END,

@@ -5,8 +5,14 @@ import type { ChildProcess } from 'node:child_process';
  * those, by pid, and nothing else.
  */
 const live = new Set<ChildProcess>();
+let exitHooked = false;
 
 export function trackChild(child: ChildProcess): ChildProcess {
+  // However the harness ends — a crash included — no node or worker it started outlives it.
+  if (!exitHooked) {
+    exitHooked = true;
+    process.on('exit', killAllChildren);
+  }
   live.add(child);
   child.once('exit', () => live.delete(child));
   return child;

@@ -157,6 +157,6 @@ async function safetyNetNotes(nodes: readonly BenchNode[]): Promise<string[]> {
 function keptSections(path: string): string {
   if (!existsSync(path)) return '';
   const doc = readFileSync(path, 'utf8');
-  const sections = [...doc.matchAll(/<!-- ([a-z-]+):begin[^>]*-->[\s\S]*?<!-- \1:end -->/g)].map((m) => m[0]);
+  const sections = [...doc.matchAll(/<!-- ([a-z0-9-]+):begin[^>]*-->[\s\S]*?<!-- \1:end -->/g)].map((m) => m[0]);
   return sections.map((section) => `\n${section}\n`).join('');
 }
