@@ -4,7 +4,7 @@
  * with N pending tasks due over a week from an hour on, spread over 64 partitions, some running tasks
  * and (optionally) a backlog of overdue pending ones, then times the nets' statements as a
  * node runs them each pass: the expired leases of its partitions (one statement) and, per
- * partition, the oldest overdue pending tasks (a page of 500), and for a backlog the ready
+ * partition, the oldest overdue pending tasks (a page of 100), and for a backlog the ready
  * queue check of those pages (Redis). Prints medians of 5 passes; drops the schema after.
  */
 import { randomBytes } from 'node:crypto';
@@ -18,7 +18,9 @@ import { POSTGRES_URL, REDIS_URL } from './stores.js';
 import { median, spaced } from './stats.js';
 
 const PARTITIONS = 64;
-const PAGE = 500;
+/** As src/tasks/safety-net.ts reads them: expired leases in all, overdue pending per partition. */
+const LEASE_PAGE = 500;
+const PENDING_PAGE = 100;
 const GRACE_MS = 10_000;
 const PASSES = 5;
 
@@ -60,11 +62,11 @@ async function main(): Promise<void> {
     const pass = async (): Promise<{ leasesMs: number; pendingMs: number; found: number }> => {
       const now = Date.now();
       let t = performance.now();
-      await tasks.expiredLeases(all, now - GRACE_MS, PAGE);
+      await tasks.expiredLeases(all, now - GRACE_MS, LEASE_PAGE);
       const leasesMs = performance.now() - t;
       t = performance.now();
       let found = 0;
-      for (const p of all) found += (await tasks.pendingInPartition(p, null, now - GRACE_MS, PAGE)).length;
+      for (const p of all) found += (await tasks.pendingInPartition(p, null, now - GRACE_MS, PENDING_PAGE)).length;
       return { leasesMs, pendingMs: performance.now() - t, found };
     };
     const report = async (label: string, withRedis: boolean): Promise<void> => {
@@ -73,7 +75,7 @@ async function main(): Promise<void> {
       let redisMs = Number.NaN;
       if (withRedis) {
         const ready = new RedisReadyQueue(redis, prefix);
-        const page = await tasks.pendingInPartition(0, null, Date.now() - GRACE_MS, PAGE);
+        const page = await tasks.pendingInPartition(0, null, Date.now() - GRACE_MS, PENDING_PAGE);
         await ready.push(page);
         const times: number[] = [];
         for (let i = 0; i < PASSES; i++) {
@@ -87,7 +89,7 @@ async function main(): Promise<void> {
       console.log(
         `${label}: expired leases ${median(passes.map((p) => p.leasesMs)).toFixed(1)} ms; overdue pending, 64 pages ` +
           `${median(passes.map((p) => p.pendingMs)).toFixed(1)} ms (${passes[0]?.found ?? 0} found)` +
-          (withRedis ? `; ready-queue check of 64 × ${PAGE} entries ${redisMs.toFixed(1)} ms` : ''),
+          (withRedis ? `; ready-queue check of 64 × ${PENDING_PAGE} entries ${redisMs.toFixed(1)} ms` : ''),
       );
     };
     await report(`${spaced(pending)} pending, none overdue`, false);

@@ -42,8 +42,15 @@ export interface SafetyNetPass {
   pending: number;
 }
 
-/** Tasks looked at per pass: expired leases in all, overdue pending per partition. */
-const PAGE = 500;
+/** Expired leases looked at per pass, in all. */
+const LEASE_PAGE = 500;
+/**
+ * Overdue pending tasks looked at per partition and pass: the oldest. During a herd thousands
+ * are overdue and all held (queued for the workers), and the check of each costs a little of
+ * the Redis and Postgres the herd needs; a task left behind is found once those older than it
+ * have drained.
+ */
+const PENDING_PAGE = 100;
 /** How long a partition may take to check and push what the net found. */
 const RECOVER_ASK_MS = 30_000;
 
@@ -64,7 +71,7 @@ export class SafetyNet {
     const { tasks, clock, backoff } = this.deps;
     const now = clock.now();
     let recovered = 0;
-    for (const lease of await tasks.expiredLeases(partitions, now - this.deps.graceMs, PAGE)) {
+    for (const lease of await tasks.expiredLeases(partitions, now - this.deps.graceMs, LEASE_PAGE)) {
       const transition = await tasks.expireLease(lease.taskId, lease.version, now, backoff);
       if (transition === null) continue; // heartbeated or handed on meanwhile
       recovered++;
@@ -76,7 +83,7 @@ export class SafetyNet {
 
   private async overduePending(partition: number): Promise<number> {
     const { tasks, clock, system } = this.deps;
-    const overdue = await tasks.pendingInPartition(partition, null, clock.now() - this.deps.graceMs, PAGE);
+    const overdue = await tasks.pendingInPartition(partition, null, clock.now() - this.deps.graceMs, PENDING_PAGE);
     if (overdue.length === 0) return 0;
     return system.ref<WheelMessage>(WHEEL_KIND, String(partition)).ask({ type: 'recover', entries: overdue }, RECOVER_ASK_MS);
   }
