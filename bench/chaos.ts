@@ -7,7 +7,7 @@
  * and exits 1.
  */
 import { parseArgs } from 'node:util';
-import { partitionOf } from '../src/ids.js';
+import { partitionOf } from '../src/lib/ids.js';
 import { killAllChildren } from './children.js';
 import { clusterView, killNode, metric, scrapeMetrics, startBenchCluster, submitSpread, waitSettled, type BenchCluster, type ClusterNode } from './cluster-nodes.js';
 import { describeMachine } from './machine.js';

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { resolve } from 'node:path';
-import { ConfigError, coerce, isOptionKey, optionsFromEnv, optionsFromFile, type WheelhouseOptions } from './config.js';
-import { startNode } from './node.js';
+import { ConfigError, coerce, isOptionKey, optionsFromEnv, optionsFromFile, type WheelhouseOptions } from './lib/config.js';
+import { startNode } from './node/start.js';
 
 /**
  * `wheelhouse <command> [--flags]`: maps flags to options and calls the entry points.

@@ -1,17 +1,12 @@
-import { WheelhouseError } from '../errors.js';
-import { fnv1a, instanceId, jitterOf, partitionOf } from '../ids.js';
+import { WheelhouseError } from '../lib/errors.js';
+import { fnv1a, instanceId, jitterOf, partitionOf } from '../lib/ids.js';
 import type { Cancel } from '../runtime/clock.js';
 import type { ActorContext, Ask, Behavior } from '../runtime/actor.js';
-import type {
-  DueEntry,
-  NewInstance,
-  ScheduleRecord,
-  ScheduleStatus,
-  ScheduleStore,
-  ScheduleWrite,
-  ScheduleWriteResult,
-} from '../store/types.js';
-import { cronRule, type CronRule } from '../tasks/cron-rule.js';
+import type { DueEntry, ScheduleRecord, ScheduleStatus } from '../domain/model.js';
+import type { NodeEventSink } from '../domain/events.js';
+import type { Placing } from './ports.js';
+import type { NewInstance, ScheduleStore, ScheduleWrite, ScheduleWriteResult } from '../store/types.js';
+import { cronRule, type CronRule } from '../domain/cron-rule.js';
 
 /**
  * A cron schedule: one actor per schedule (`("cron", schedule_id)`). It keeps exactly one
@@ -61,15 +56,15 @@ export interface CronDeps {
   /** One schedule write; the node merges concurrent ones into batches. */
   write(write: ScheduleWrite): Promise<ScheduleWriteResult>;
   /** Puts instances that became pending on their wheel partitions. */
-  place(entries: DueEntry[]): void;
+  placement: Pick<Placing, 'placeSoon'>;
   partitions: number;
   misfireThresholdMs: number;
   fireAllLimit: number;
   /** The most a schedule waits after a fire before creating the next instance (see `handleAt`); 0: at once. */
   advanceSpreadMs: number;
   /** A record the caller just read or wrote (a submit, a page at start), to save the read. */
-  takePreloaded(id: string): ScheduleRecord | undefined;
-  onFired?(outcome: 'fired' | 'skipped' | 'missed', count: number): void;
+  preloaded: { take(id: string): ScheduleRecord | undefined };
+  events: NodeEventSink;
   onError(error: unknown, context: string): void;
 }
 
@@ -120,7 +115,7 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
     if (w.nextFireMs !== null) record.nextFireMs = w.nextFireMs;
     if (w.lastFiredMs !== null) record.lastFiredMs = w.lastFiredMs;
     if (w.generation !== null) record.generation = w.generation;
-    if (result.due.length > 0) deps.place(result.due);
+    if (result.due.length > 0) deps.placement.placeSoon(result.due);
   };
   /**
    * When the actor handles its current instance's time. A held instance (overlap `skip`) is
@@ -204,13 +199,13 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
     const extra = change.instances!.length - (next === null ? 0 : 1);
     if (change.cancel) {
       state.missed += 1;
-      deps.onFired?.('missed', 1);
+      deps.events.emit('cron:fired', { outcome: 'missed', count: 1 });
     } else if (result.skipped) {
       state.skipped += 1;
-      deps.onFired?.('skipped', 1);
+      deps.events.emit('cron:fired', { outcome: 'skipped', count: 1 });
     } else {
       state.fired += 1 + extra;
-      deps.onFired?.('fired', 1 + extra);
+      deps.events.emit('cron:fired', { outcome: 'fired', count: 1 + extra });
     }
     arm(state, ctx);
   }
@@ -258,7 +253,7 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
 
     async activate(ctx) {
       const state: CronState = { record: null, rule: null, timer: null, fired: 0, skipped: 0, missed: 0 };
-      state.record = deps.takePreloaded(ctx.key) ?? (await deps.schedules.get(ctx.key));
+      state.record = deps.preloaded.take(ctx.key) ?? (await deps.schedules.get(ctx.key));
       for (let attempt = 0; state.record !== null && !finished(state.record); attempt++) {
         const record = state.record;
         state.rule = cronRule(record.definition.cronExpression, record.definition.timezone);

@@ -1,5 +1,6 @@
 import type { ActorContext, Ask, Behavior } from '../runtime/actor.js';
-import type { DueEntry } from '../store/types.js';
+import type { NodeEventSink } from '../domain/events.js';
+import type { Dependents, Placing } from './ports.js';
 import type { DagOutcome } from '../store/dag-types.js';
 
 /**
@@ -47,9 +48,10 @@ export interface DagNodeDeps {
   /** Reconciles one task; the node merges concurrent calls into one statement. null: nothing changed. */
   reconcile(taskId: string): Promise<DagOutcome | null>;
   /** Puts a task that became pending on its wheel partition. */
-  place(entry: DueEntry): void;
-  /** The task was cancelled and has dependents: they must hear of it (its outbox event is written). */
-  cancelled(taskId: string): void;
+  placement: Pick<Placing, 'placeSoon'>;
+  /** A task cancelled here that has dependents: they must hear of it (its outbox event is written). */
+  dependents: Pick<Dependents, 'finished'>;
+  events: NodeEventSink;
   /** Idle time before a waiting actor leaves memory. */
   idlePassivationMs: number;
 }
@@ -64,8 +66,13 @@ export function dagNodeBehavior(deps: DagNodeDeps): Behavior<DagNodeState, DagMe
       const outcome = await deps.reconcile(ctx.key);
       state.handled++;
       state.last = outcome?.status ?? 'unchanged';
-      if (outcome?.due) deps.place(outcome.due);
-      if (outcome?.notifyDependents) deps.cancelled(ctx.key);
+      if (outcome?.due) {
+        deps.placement.placeSoon([outcome.due]);
+        deps.events.emit('dag:released', { taskId: ctx.key, status: 'pending' });
+      } else if (outcome?.status === 'cancelled') {
+        deps.events.emit('dag:released', { taskId: ctx.key, status: 'cancelled' });
+      }
+      if (outcome?.notifyDependents) deps.dependents.finished([{ predecessorId: ctx.key, status: 'cancelled' }]);
       // Released or cancelled: this task waits on nothing any more.
       if (outcome !== null && outcome.status !== 'blocked') ctx.stop();
       ctx.reply({ status: state.last } satisfies DagNodeReply);

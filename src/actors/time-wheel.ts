@@ -1,4 +1,4 @@
-import type { DueEntry } from '../store/types.js';
+import type { DueEntry } from '../domain/model.js';
 
 /**
  * The near wheel of a partition: tasks due in the next minute or two, in memory, in slots

@@ -1,7 +1,10 @@
-import { isWheelhouseError } from '../errors.js';
+import { isWheelhouseError } from '../lib/errors.js';
 import type { Cancel } from '../runtime/clock.js';
 import type { ActorContext, Ask, Behavior } from '../runtime/actor.js';
-import type { DueEntry, TaskStore } from '../store/types.js';
+import type { DueEntry } from '../domain/model.js';
+import type { TaskStore } from '../store/types.js';
+import type { NodeEventSink } from '../domain/events.js';
+import { LEASE_KIND, type LeaseMessage } from './worker-lease.js';
 import type { BucketStore, ReadyQueue } from '../store/fast-index-types.js';
 import { TimeWheel } from './time-wheel.js';
 import { decodeWheelSnapshot, nearHorizon, observeStamp, rebuild, snapshotOf, VERIFY_MS, type WheelState } from './wheel-state.js';
@@ -53,12 +56,12 @@ export interface WheelDeps {
   ready: ReadyQueue;
   slotMs: number;
   nearWindowMs: number;
-  /** Tells the lease of a task that was running when the partition was last active. */
-  recoverLease(entry: { taskId: string; version: number; leaseExpiresMs: number }): void;
-  /** Counts tasks the safety net found held by nothing, as they are pushed (see 'recover'). */
-  onRecovered(count: number): void;
-  /** A full rebuild from the task table ended (the bucket store had lost data, or never had it). */
-  onRebuilt(): void;
+  /**
+   * `safety-net:recovered` (kind `pending`) for tasks the net found held by nothing, as they
+   * are pushed (see 'recover'); `partition:rebuilt` when a full rebuild from the task table
+   * ended; `wheel:fired` for each push of due entries.
+   */
+  events: NodeEventSink;
   onError(error: unknown, context: string): void;
 }
 
@@ -105,7 +108,9 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
       armVerify(state, ctx, VERIFY_MS);
       // Fire first: on a failover every moment here delays the partition's overdue tasks.
       await fireDue(state, ctx, deps);
-      for (const running of await deps.tasks.runningInPartitions([state.partition])) deps.recoverLease(running);
+      for (const running of await deps.tasks.runningInPartitions([state.partition])) {
+        ctx.system.ref<LeaseMessage>(LEASE_KIND, running.taskId).tell({ type: 'granted', version: running.version, leaseExpiresMs: running.leaseExpiresMs });
+      }
       return state;
     },
 
@@ -209,6 +214,7 @@ async function fireDue(state: WheelState, ctx: ActorContext<WheelMessage>, deps:
     try {
       observeStamp(state, await deps.ready.push(due, { partition: state.partition, epoch: ctx.epoch }), true);
       state.firedCount += due.length;
+      deps.events.emit('wheel:fired', { partition: state.partition, count: due.length });
     } catch (error) {
       if (isWheelhouseError(error, 'stale_epoch')) throw error; // a newer owner fires these
       for (const entry of due) {
@@ -325,7 +331,7 @@ async function recover(state: WheelState, ctx: ActorContext<WheelMessage>, deps:
   const pending = await deps.tasks.pendingDueTimes(loose.map((e) => e.taskId));
   const lost = loose.filter((e) => pending.get(e.taskId) === e.dueMs);
   if (lost.length === 0) return 0;
-  deps.onRecovered(lost.length);
+  deps.events.emit('safety-net:recovered', { kind: 'pending', count: lost.length });
   observeStamp(state, await deps.ready.push(lost, { partition: state.partition, epoch: ctx.epoch }), true);
   state.firedCount += lost.length;
   return lost.length;

@@ -1,6 +1,8 @@
 import type { ActorContext } from '../runtime/actor.js';
 import type { Cancel } from '../runtime/clock.js';
-import type { DueEntry, PartitionCursor, TaskStore } from '../store/types.js';
+import type { DueEntry } from '../domain/model.js';
+import type { NodeEventSink } from '../domain/events.js';
+import type { PartitionCursor, TaskStore } from '../store/types.js';
 import type { BucketStore } from '../store/fast-index-types.js';
 import type { TimeWheel } from './time-wheel.js';
 
@@ -113,7 +115,7 @@ export function observeStamp(state: WheelState, stamp: number, wrote: boolean): 
 export async function rebuild(
   state: WheelState,
   ctx: ActorContext<never>,
-  deps: { tasks: TaskStore; buckets: BucketStore; onRebuilt(): void },
+  deps: { tasks: TaskStore; buckets: BucketStore; events: NodeEventSink },
   full: boolean,
 ): Promise<void> {
   state.wheel.clear();
@@ -142,7 +144,7 @@ export async function rebuild(
     state.lost = false;
     state.unplaced = [];
     state.rebuilds++;
-    deps.onRebuilt();
+    deps.events.emit('partition:rebuilt', { partition: state.partition });
     await ctx.snapshot(snapshotOf(state));
   } else {
     const { entries, stamp } = await deps.buckets.takeUntil(state.partition, state.loadedUntilMs, ctx.epoch);

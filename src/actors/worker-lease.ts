@@ -1,6 +1,9 @@
 import type { Cancel } from '../runtime/clock.js';
 import type { Ask, Behavior } from '../runtime/actor.js';
-import type { BackoffPolicy, TaskStore, Transition } from '../store/types.js';
+import type { BackoffPolicy, Transition } from '../domain/model.js';
+import type { TaskStore } from '../store/types.js';
+import type { NodeEventSink } from '../domain/events.js';
+import type { Dependents, Placing } from './ports.js';
 
 /**
  * A worker lease: one actor per claimed task (`("lease", task_id)`). It holds the lease's
@@ -34,8 +37,22 @@ export interface LeaseDeps {
   tasks: TaskStore;
   backoff: BackoffPolicy;
   /** Puts a task that went back to `pending` on its wheel partition. */
-  requeue(transition: Transition): void;
+  placement: Pick<Placing, 'requeue'>;
+  /** Tells the dependents of a task that failed for good. */
+  dependents: Pick<Dependents, 'transitions'>;
+  events: NodeEventSink;
   onError(error: unknown, context: string): void;
+}
+
+/**
+ * A lease that ran out (its actor's expiry, or the safety net's) was written back: the task is
+ * handed on — to its wheel partition when it went back to `pending`, to its dependents when it
+ * failed for good.
+ */
+export function handOnExpired(deps: Pick<LeaseDeps, 'placement' | 'dependents' | 'events'>, transition: Transition): void {
+  deps.dependents.transitions([transition]);
+  deps.events.emit('lease:expired', { taskId: transition.taskId, status: transition.status, requeued: transition.requeued !== null });
+  void deps.placement.requeue([transition]);
 }
 
 export function workerLeaseBehavior(deps: LeaseDeps): Behavior<LeaseState, LeaseMessage> {
@@ -112,7 +129,7 @@ export function workerLeaseBehavior(deps: LeaseDeps): Behavior<LeaseState, Lease
           }
           const transition = await deps.tasks.expireLease(ctx.key, state.version as number, now, deps.backoff);
           if (transition) {
-            deps.requeue(transition);
+            handOnExpired(deps, transition);
             ctx.stop();
             return state;
           }

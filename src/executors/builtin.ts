@@ -1,5 +1,5 @@
 import { retryDelayMs } from '../runtime/supervision.js';
-import type { Assignment, CompletionRequest, SchedulerApi } from '../tasks/types.js';
+import type { Assignment, CompletionRequest, WorkersApi } from '../services/types.js';
 
 /**
  * Built-in executors for tasks that need no code of the user's. Each is an ordinary worker
@@ -33,7 +33,7 @@ const RESULT_RETRY = { baseMs: 100, maxMs: 2_000 };
  * one batch — so a slow task never holds back the others past their leases. A report that
  * fails (a store blip) is sent again with backoff while the task's lease lasts.
  */
-export function startBuiltinExecutor(api: SchedulerApi, nodeId: string, options: BuiltinExecutorOptions): BuiltinExecutor {
+export function startBuiltinExecutor(api: WorkersApi, nodeId: string, options: BuiltinExecutorOptions): BuiltinExecutor {
   const controller = new AbortController();
   const workerId = `${nodeId}/${options.taskType}`;
   const running = new Set<Promise<void>>();
@@ -121,7 +121,7 @@ export function startBuiltinExecutor(api: SchedulerApi, nodeId: string, options:
 /** `wheelhouse.noop`: each task succeeds at once. */
 export const NOOP_TASK_TYPE = 'wheelhouse.noop';
 
-export function startNoopExecutor(api: SchedulerApi, nodeId: string, onError: (error: unknown) => void): BuiltinExecutor {
+export function startNoopExecutor(api: WorkersApi, nodeId: string, onError: (error: unknown) => void): BuiltinExecutor {
   return startBuiltinExecutor(api, nodeId, {
     taskType: NOOP_TASK_TYPE,
     concurrency: 1_000,

@@ -1,5 +1,5 @@
 import { request } from 'undici';
-import type { Assignment, SchedulerApi } from '../tasks/types.js';
+import type { Assignment, WorkersApi } from '../services/types.js';
 import { startBuiltinExecutor, type BuiltinExecutor, type ExecutorOutcome } from './builtin.js';
 
 /**
@@ -20,7 +20,7 @@ const CONCURRENCY = 64;
 const ERROR_BODY_BYTES = 512;
 const METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD']);
 
-export function startHttpExecutor(api: SchedulerApi, nodeId: string, onError: (error: unknown) => void): BuiltinExecutor {
+export function startHttpExecutor(api: WorkersApi, nodeId: string, onError: (error: unknown) => void): BuiltinExecutor {
   return startBuiltinExecutor(api, nodeId, { taskType: HTTP_TASK_TYPE, concurrency: CONCURRENCY, run: callOnce, onError });
 }
 

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
-import { WheelhouseError } from '../errors.js';
+import { WheelhouseError } from '../lib/errors.js';
 import type { ActorInfo } from '../runtime/actor.js';
 import type { QueueDepth } from '../store/fast-index-types.js';
 

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyPluginAsync, onRequestAsyncHookHandler } from 'fastify';
-import { WheelhouseError, isWheelhouseError } from '../errors.js';
+import { WheelhouseError, isWheelhouseError } from '../lib/errors.js';
 import type { ActorInfo } from '../runtime/actor.js';
 import { ACTORS_PATH, CLUSTER_SECRET_HEADER, REFRESH_PATH, type BatchOrder } from '../runtime/cluster-wire.js';
 import type { TransportEnvelope } from '../runtime/router.js';

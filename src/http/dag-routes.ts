@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
-import type { SchedulerApi } from '../tasks/types.js';
-import { validateDag, validateTaskId, type TaskDefaults } from '../tasks/validate.js';
-import { BODY } from '../tasks/validate-fields.js';
+import type { DagsApi } from '../services/types.js';
+import { validateDag, validateTaskId, type TaskDefaults } from './validation/tasks.js';
+import { BODY } from './validation/fields.js';
 import { dagJson, dagSubmitJson } from './serialize.js';
 
 /**
@@ -9,7 +9,7 @@ import { dagJson, dagSubmitJson } from './serialize.js';
  * with each task's status), as in API.md.
  */
 export interface DagRoutesOptions {
-  api: SchedulerApi;
+  api: DagsApi;
   defaults: TaskDefaults;
   /** Body limit of `POST /api/dags`, bytes (a graph holds up to 10 000 tasks). */
   bodyLimitBytes: number;

@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { WheelhouseError, isWheelhouseError } from '../errors.js';
+import { WheelhouseError, isWheelhouseError } from '../lib/errors.js';
 
 /**
  * The one place errors become HTTP answers. Every error answers with its catalogue status and

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify';
-import { WheelhouseError } from '../errors.js';
-import type { SchedulerApi } from '../tasks/types.js';
+import { WheelhouseError } from '../lib/errors.js';
+import type { HealthApi } from '../services/types.js';
 import { OPENAPI_DOCUMENT } from './openapi.js';
 
 /**
@@ -12,7 +12,7 @@ import { OPENAPI_DOCUMENT } from './openapi.js';
 export type MetricsRenderer = () => string | Promise<string>;
 
 export interface OpsRoutesOptions {
-  api: SchedulerApi;
+  api: HealthApi;
   /** The node's metrics; without one a minimal process set is rendered. */
   metrics?: MetricsRenderer;
 }
@@ -54,7 +54,7 @@ export const opsRoutes: FastifyPluginAsync<OpsRoutesOptions> = async (app, opts)
 };
 
 /** The fallback metrics: process liveness, uptime, memory and readiness. */
-async function minimalMetrics(api: SchedulerApi, startedMs: number): Promise<string> {
+async function minimalMetrics(api: HealthApi, startedMs: number): Promise<string> {
   const memory = process.memoryUsage();
   let ready = 0;
   try {

@@ -1,5 +1,5 @@
-import type { ExecutionRecord, SubmitResult, TaskStatus } from '../store/types.js';
-import type { Assignment, DagView, TaskView } from '../tasks/types.js';
+import type { ExecutionRecord, SubmitResult, TaskStatus } from '../domain/model.js';
+import type { Assignment, DagView, TaskView } from '../services/types.js';
 
 /**
  * Domain records → the JSON shapes of API.md: snake_case names, times as ISO-8601 UTC with
@@ -88,13 +88,13 @@ export function taskJson(view: TaskView): TaskJson {
     out.ref = r.dagRef;
   }
   if (r.scheduleType === 'cron') {
-    const s = r.schedule ?? {};
-    out.cron_expression = text(s, 'cron_expression');
-    out.timezone = text(s, 'timezone') ?? 'UTC';
-    out.jitter_seconds = number(s, 'jitter_seconds');
-    out.misfire_policy = text(s, 'misfire_policy');
-    out.overlap_policy = text(s, 'overlap_policy');
-    out.end_time = text(s, 'end_time');
+    const d = r.schedule?.definition;
+    out.cron_expression = d?.cronExpression ?? null;
+    out.timezone = d?.timezone ?? 'UTC';
+    out.jitter_seconds = d?.jitterSeconds ?? null;
+    out.misfire_policy = d?.misfirePolicy ?? null;
+    out.overlap_policy = d?.overlapPolicy ?? null;
+    out.end_time = d === undefined ? null : iso(d.endMs);
     out.next_due_time = r.status === 'active' ? iso(r.dueMs) : null;
     out.last_fired_at = iso(r.lastFiredMs);
   }
@@ -149,16 +149,6 @@ export function assignmentJson(a: Assignment): {
     lease_expires_at: iso(a.leaseExpiresMs),
     timeout_seconds: a.timeoutSeconds,
   };
-}
-
-function text(s: Record<string, unknown>, key: string): string | null {
-  const v = s[key];
-  return typeof v === 'string' ? v : null;
-}
-
-function number(s: Record<string, unknown>, key: string): number | null {
-  const v = s[key];
-  return typeof v === 'number' ? v : null;
 }
 
 /** `POST /api/dags`: the graph's id and its tasks in request order. */

@@ -6,9 +6,9 @@ import Fastify, {
   type FastifyRequest,
   type onRequestAsyncHookHandler,
 } from 'fastify';
-import type { CompiledOptions } from '../config.js';
-import { WheelhouseError } from '../errors.js';
-import type { SchedulerApi } from '../tasks/types.js';
+import type { CompiledOptions } from '../lib/config.js';
+import { WheelhouseError } from '../lib/errors.js';
+import type { Services } from '../services/types.js';
 import { handleError, handleNotFound } from './errors.js';
 import { opsRoutes, type MetricsRenderer } from './ops-routes.js';
 import { dagRoutes } from './dag-routes.js';
@@ -21,8 +21,8 @@ import { workerRoutes } from './worker-routes.js';
  */
 
 export interface BuildServerOptions {
-  /** The service every route calls. */
-  api: SchedulerApi;
+  /** The services the routes call, one per route group. */
+  services: Services;
   options: CompiledOptions;
   /** A logger to use; without one, fastify's pino at `options.logLevel`. */
   logger?: FastifyBaseLogger;
@@ -43,7 +43,7 @@ export function batchBodyLimitBytes(options: CompiledOptions): number {
 
 /** Builds the server. Routes are registered when it is readied (`ready`, `listen`, `inject`). */
 export function buildServer(input: BuildServerOptions): FastifyInstance {
-  const { api, options } = input;
+  const { services, options } = input;
   const app = Fastify({
     ...(input.logger ? { loggerInstance: input.logger } : { logger: { level: options.logLevel } }),
     bodyLimit: options.maxPayloadBytes,
@@ -90,11 +90,11 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
   if (options.authToken !== null) app.addHook('onRequest', bearerAuth(options.authToken));
 
   const batchLimit = batchBodyLimitBytes(options);
-  void app.register(opsRoutes, { api, ...(input.metrics ? { metrics: input.metrics } : {}) });
+  void app.register(opsRoutes, { api: services.health, ...(input.metrics ? { metrics: input.metrics } : {}) });
   const defaults = { timeoutSeconds: options.defaultTimeoutSeconds, maxPayloadBytes: options.maxPayloadBytes };
-  void app.register(tasksRoutes, { api, defaults, batchBodyLimitBytes: batchLimit });
-  void app.register(dagRoutes, { api, defaults, bodyLimitBytes: batchLimit });
-  void app.register(workerRoutes, { api, pollMaxWaitMs: options.pollMaxWaitMs, batchBodyLimitBytes: batchLimit });
+  void app.register(tasksRoutes, { api: services.tasks, schedules: services.schedules, defaults, batchBodyLimitBytes: batchLimit });
+  void app.register(dagRoutes, { api: services.dags, defaults, bodyLimitBytes: batchLimit });
+  void app.register(workerRoutes, { api: services.workers, pollMaxWaitMs: options.pollMaxWaitMs, batchBodyLimitBytes: batchLimit });
   for (const plugin of input.extraPlugins ?? []) void app.register(plugin);
   return app;
 }

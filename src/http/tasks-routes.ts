@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
-import type { SchedulerApi } from '../tasks/types.js';
+import type { SchedulesApi, TasksApi } from '../services/types.js';
 import {
   validateBatch,
   validateHistoryQuery,
@@ -7,7 +7,7 @@ import {
   validateTask,
   validateTaskId,
   type TaskDefaults,
-} from '../tasks/validate.js';
+} from './validation/tasks.js';
 import { executionJson, submitJson, taskJson } from './serialize.js';
 
 /**
@@ -17,7 +17,8 @@ import { executionJson, submitJson, taskJson } from './serialize.js';
  */
 
 export interface TasksRoutesOptions {
-  api: SchedulerApi;
+  api: TasksApi;
+  schedules: SchedulesApi;
   /** Defaults and limits from configuration for validating submissions. */
   defaults: TaskDefaults;
   /** Body limit of `POST /api/tasks/batch`, bytes (larger than a single task's). */
@@ -36,7 +37,7 @@ export const tasksRoutes: FastifyPluginAsync<TasksRoutesOptions> = async (app, o
     const spec = validateTask(request.body, defaults);
     const results = await api.submit([spec]);
     const result = results[0];
-    if (result === undefined) throw new Error('SchedulerApi.submit answered no result for one task');
+    if (result === undefined) throw new Error('TasksApi.submit answered no result for one task');
     reply.code(result.created ? 201 : 200);
     return submitJson(result);
   });
@@ -46,7 +47,7 @@ export const tasksRoutes: FastifyPluginAsync<TasksRoutesOptions> = async (app, o
     const specs = validateBatch(request.body, defaults);
     const results = await api.submit(specs);
     if (results.length !== specs.length) {
-      throw new Error(`SchedulerApi.submit answered ${results.length} results for ${specs.length} tasks`);
+      throw new Error(`TasksApi.submit answered ${results.length} results for ${specs.length} tasks`);
     }
     reply.code(201);
     return { tasks: results.map(submitJson) };
@@ -70,8 +71,8 @@ export const tasksRoutes: FastifyPluginAsync<TasksRoutesOptions> = async (app, o
   });
 
   /** Cron schedules: pause stops firing (the pending instance is cancelled); resume goes on from now. */
-  app.post<{ Params: IdParams }>('/api/tasks/:id/pause', async (request) => taskJson(await api.pause(validateTaskId(request.params.id))));
-  app.post<{ Params: IdParams }>('/api/tasks/:id/resume', async (request) => taskJson(await api.resume(validateTaskId(request.params.id))));
+  app.post<{ Params: IdParams }>('/api/tasks/:id/pause', async (request) => taskJson(await opts.schedules.pause(validateTaskId(request.params.id))));
+  app.post<{ Params: IdParams }>('/api/tasks/:id/resume', async (request) => taskJson(await opts.schedules.resume(validateTaskId(request.params.id))));
 
   app.get<{ Params: IdParams }>('/api/tasks/:id/history', async (request) => {
     const id = validateTaskId(request.params.id);

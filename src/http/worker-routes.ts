@@ -1,13 +1,13 @@
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
-import { WheelhouseError } from '../errors.js';
-import type { SchedulerApi } from '../tasks/types.js';
+import { WheelhouseError } from '../lib/errors.js';
+import type { WorkersApi } from '../services/types.js';
 import {
   validateCompletion,
   validateCompletionBatch,
   validateHeartbeat,
   validatePoll,
   validateTaskId,
-} from '../tasks/validate.js';
+} from './validation/tasks.js';
 import { assignmentJson, iso } from './serialize.js';
 
 /**
@@ -23,7 +23,7 @@ import { assignmentJson, iso } from './serialize.js';
  */
 
 export interface WorkerRoutesOptions {
-  api: SchedulerApi;
+  api: WorkersApi;
   /** Longest long-poll this node allows, ms. */
   pollMaxWaitMs: number;
   /** Body limit of `POST /api/workers/complete`, bytes. */

@@ -1,4 +1,4 @@
-import { isWheelhouseError, WheelhouseError } from '../errors.js';
+import { isWheelhouseError, WheelhouseError } from '../lib/errors.js';
 import type { ActorContext, ActorRef, ActorSystemApi, Behavior, DeactivationReason, Message } from './actor.js';
 import type { Cancel, Clock } from './clock.js';
 import { Mailbox, type MailboxHandler, type UnhandledMessages } from './mailbox.js';

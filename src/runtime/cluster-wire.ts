@@ -1,5 +1,5 @@
 import { request, type Pool } from 'undici';
-import { ERROR_CATALOGUE, WheelhouseError, type ErrorCode } from '../errors.js';
+import { ERROR_CATALOGUE, WheelhouseError, type ErrorCode } from '../lib/errors.js';
 import type { ActorInfo } from './actor.js';
 import type { Clock } from './clock.js';
 import type { TransportEnvelope } from './router.js';

@@ -1,4 +1,4 @@
-import { WheelhouseError } from '../errors.js';
+import { WheelhouseError } from '../lib/errors.js';
 import type { ActorRef, ActorSystemApi, Message } from './actor.js';
 import type { PendingAsk } from './ask.js';
 import type { Clock } from './clock.js';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Pool } from 'undici';
-import { WheelhouseError } from '../errors.js';
+import { WheelhouseError } from '../lib/errors.js';
 import { systemClock, type Cancel, type Clock } from './clock.js';
 import {
   ACTORS_PATH,

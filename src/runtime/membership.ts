@@ -1,4 +1,4 @@
-import { WheelhouseError } from '../errors.js';
+import { WheelhouseError } from '../lib/errors.js';
 import type { ClusterNode, MembershipStore } from './membership-store.js';
 import { systemClock, type Cancel, type Clock } from './clock.js';
 

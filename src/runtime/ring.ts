@@ -1,5 +1,5 @@
 import HashRing from 'hashring';
-import { WheelhouseError } from '../errors.js';
+import { WheelhouseError } from '../lib/errors.js';
 import type { Placement } from './placement.js';
 
 /**

@@ -1,4 +1,4 @@
-import { WheelhouseError } from '../errors.js';
+import { WheelhouseError } from '../lib/errors.js';
 import type { ActorRef, ActorSystemApi, Behavior, Message, ReplyFor } from './actor.js';
 import { PendingAsk, validAskTimeoutMs } from './ask.js';
 import { ActorCell } from './cell.js';

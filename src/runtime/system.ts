@@ -1,4 +1,4 @@
-import { WheelhouseError } from '../errors.js';
+import { WheelhouseError } from '../lib/errors.js';
 import type { ActorInfo, ActorRef, ActorSystemApi, Behavior, Message } from './actor.js';
 import { validAskTimeoutMs } from './ask.js';
 import type { ActorCell } from './cell.js';

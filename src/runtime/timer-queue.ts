@@ -1,4 +1,4 @@
-import { BinaryHeap } from './binary-heap.js';
+import { BinaryHeap } from '../lib/binary-heap.js';
 import { clampDelay, type Cancel, type Clock } from './clock.js';
 
 /**

@@ -1,4 +1,4 @@
-import type { BackendKind, CompiledOptions } from '../config.js';
+import type { BackendKind, CompiledOptions } from '../lib/config.js';
 import type { SnapshotStore } from '../runtime/snapshots.js';
 import { openPglite, openPostgres, type Db } from './db.js';
 import { CoalescingReadyQueue } from './coalescing-ready-queue.js';

@@ -1,5 +1,5 @@
-import { WheelhouseError } from '../errors.js';
-import type { DueEntry } from './types.js';
+import { WheelhouseError } from '../lib/errors.js';
+import type { DueEntry } from '../domain/model.js';
 import type { QueueDepth, ReadyQueue } from './fast-index-types.js';
 
 /** A push's fence: the partition whose fence must not stand above `epoch` (see `ReadyQueue.push`). */

@@ -1,6 +1,6 @@
 import type { Db } from './db.js';
 import { clearEvents, dependents, graph, pendingEvents, predecessors, reconcile, stuckTasks, submitGraph } from './sql/dag.js';
-import type { NewTask, TaskRecord } from './types.js';
+import type { NewTask, TaskRecord } from '../domain/model.js';
 import type { DagEvent, DagNodeRecord, DagOutcome, DagStore } from './dag-types.js';
 
 /**

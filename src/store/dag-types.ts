@@ -1,4 +1,4 @@
-import type { DueEntry, StoredStatus, TaskRecord, NewTask } from './types.js';
+import type { DueEntry, StoredStatus, TaskRecord, NewTask } from '../domain/model.js';
 
 /**
  * Dependencies (DAGs) in the system of record: the store the resolver and the DAG-node

@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
-import { WheelhouseError } from '../errors.js';
+import { WheelhouseError } from '../lib/errors.js';
 
 /**
  * A small database abstraction with two real drivers: `pg` against a Postgres server and

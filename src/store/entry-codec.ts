@@ -5,8 +5,8 @@
  * Task ids are UUIDs and task types are `[A-Za-z0-9_.:-]` (API.md), so `|` never occurs
  * inside a field; the task type goes last and is read to the end anyway.
  */
-import { WheelhouseError } from '../errors.js';
-import type { DueEntry } from './types.js';
+import { WheelhouseError } from '../lib/errors.js';
+import type { DueEntry } from '../domain/model.js';
 import type { QueueDepth } from './fast-index-types.js';
 
 /** One minute, the width of a far time bucket. */

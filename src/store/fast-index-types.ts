@@ -4,7 +4,7 @@
  * default; one conformance suite runs against both (`test/store/bucket-store`,
  * `ready-queue` and `fencing` conformance tests).
  */
-import type { DueEntry } from './types.js';
+import type { DueEntry } from '../domain/model.js';
 
 /**
  * Far time buckets: one per partition per minute (Redis ZSETs, or an in-process map).

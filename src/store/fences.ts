@@ -4,7 +4,7 @@
  * key checked by the writing scripts; in process, {@link PartitionFences}. These are the
  * checks and errors both backends share.
  */
-import { WheelhouseError } from '../errors.js';
+import { WheelhouseError } from '../lib/errors.js';
 
 /**
  * Throws `internal` unless `partition` and `epoch` are non-negative safe integers: the

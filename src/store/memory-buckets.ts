@@ -6,10 +6,10 @@
  * and priority never change, so the two agree. Entries due at the same ms come out in
  * insertion order here and by member in Redis.
  */
-import { BinaryHeap } from '../runtime/binary-heap.js';
+import { BinaryHeap } from '../lib/binary-heap.js';
 import { assertDueEntry, minuteStart } from './entry-codec.js';
 import { PartitionMarks } from './fences.js';
-import type { DueEntry } from './types.js';
+import type { DueEntry } from '../domain/model.js';
 import type { BucketStore } from './fast-index-types.js';
 
 interface PartitionBuckets {

@@ -8,7 +8,7 @@
  * by member). Both are "oldest first" for UUID v7 ids pushed as they are made; the heap
  * uses a sequence number because comparing id strings made pops ~20× slower.
  */
-import { BinaryHeap } from '../runtime/binary-heap.js';
+import { BinaryHeap } from '../lib/binary-heap.js';
 import {
   PRIORITIES,
   assertDueEntry,
@@ -19,7 +19,7 @@ import {
 import type { GroupingReadyQueue, PushFence, PushGroup } from './coalescing-ready-queue.js';
 import { PartitionMarks } from './fences.js';
 import { PushListeners, type PushListener } from './push-listeners.js';
-import type { DueEntry } from './types.js';
+import type { DueEntry } from '../domain/model.js';
 import type { QueueDepth } from './fast-index-types.js';
 
 /** A queued entry and its place in line among entries due at the same time. */

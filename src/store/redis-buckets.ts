@@ -19,7 +19,7 @@ import { assertFenceArgs, staleEpochError } from './fences.js';
 import { assertPrefix, redisOperation } from './redis.js';
 import { execPipeline, runScript } from './redis-commands.js';
 import { bucketKeys, fenceKey } from './redis-keys.js';
-import type { DueEntry } from './types.js';
+import type { DueEntry } from '../domain/model.js';
 import type { BucketStore } from './fast-index-types.js';
 
 /**

@@ -8,7 +8,7 @@
  * worker long-polling one node wakes when another node's wheel pushes.
  */
 import type { Redis } from 'ioredis';
-import { WheelhouseError } from '../errors.js';
+import { WheelhouseError } from '../lib/errors.js';
 import type { GroupingReadyQueue, PushFence, PushGroup } from './coalescing-ready-queue.js';
 import { pushReady } from './lua/push-ready.js';
 import { readyBacklog } from './lua/ready-backlog.js';
@@ -30,7 +30,7 @@ import { assertPrefix, redisOperation } from './redis.js';
 import { execPipeline, runScript } from './redis-commands.js';
 import { bucketKeys, fenceKey, readyKeys, type ReadyKeys } from './redis-keys.js';
 import { RedisPushChannel } from './redis-push-channel.js';
-import type { DueEntry } from './types.js';
+import type { DueEntry } from '../domain/model.js';
 import type { QueueDepth } from './fast-index-types.js';
 
 /** Most members per ZADD/ZREM, so one huge batch does not build one huge command. */

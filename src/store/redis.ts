@@ -3,7 +3,7 @@
  * of Redis failures onto the error catalogue.
  */
 import { Redis } from 'ioredis';
-import { WheelhouseError } from '../errors.js';
+import { WheelhouseError } from '../lib/errors.js';
 
 /** How to reach Redis. */
 export interface RedisOptions {

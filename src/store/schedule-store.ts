@@ -1,13 +1,7 @@
 import type { Db } from './db.js';
 import { activeScheduleIds, activeSchedules, getSchedule, scheduleHistory, writeSchedules } from './sql/cron.js';
-import type {
-  ExecutionRecord,
-  HistoryCursor,
-  ScheduleRecord,
-  ScheduleStore,
-  ScheduleWrite,
-  ScheduleWriteResult,
-} from './types.js';
+import type { ExecutionRecord, ScheduleRecord } from '../domain/model.js';
+import type { HistoryCursor, ScheduleStore, ScheduleWrite, ScheduleWriteResult } from './types.js';
 
 /** Cron schedules over SQL, on Postgres and PGlite alike; the statements are in `sql/cron.ts`. */
 export class SqlScheduleStore implements ScheduleStore {

@@ -1,4 +1,4 @@
-import { WheelhouseError } from '../errors.js';
+import { WheelhouseError } from '../lib/errors.js';
 import type { AcquiredSnapshot, SnapshotOwner, SnapshotRow, SnapshotStore } from '../runtime/snapshots.js';
 import type { Db } from './db.js';
 import { msOf, tsParam } from './sql/columns.js';

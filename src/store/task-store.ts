@@ -4,21 +4,8 @@ import { claimTasks, expiredLeases, heartbeatTask, releaseTasks } from './sql/cl
 import { completeTasks, expireLease } from './sql/complete.js';
 import { getTask, listTasks, pendingDueTimes, pendingInPartition, runningInPartitions, taskHistory } from './sql/read.js';
 import { purgeExpiredIdempotencyKeys, submitTasks } from './sql/submit.js';
-import type {
-  BackoffPolicy,
-  CancelResult,
-  ClaimedTask,
-  Completion,
-  DueEntry,
-  ExecutionRecord,
-  ListFilter,
-  NewTask,
-  PartitionCursor,
-  SubmitResult,
-  TaskRecord,
-  TaskStore,
-  Transition,
-} from './types.js';
+import type { BackoffPolicy, ClaimedTask, Completion, DueEntry, ExecutionRecord, NewTask, SubmitResult, TaskRecord, Transition } from '../domain/model.js';
+import type { CancelResult, ListFilter, PartitionCursor, TaskStore } from './types.js';
 
 /**
  * The task store over SQL: the same statements on Postgres (`pg`) and PGlite. Each method

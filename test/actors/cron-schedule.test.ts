@@ -4,17 +4,18 @@
  * same schedule fences the first, so that an activation that comes back from a pause
  * (a SIGSTOPped node) cannot fire a single fire time again or write over its successor.
  */
+import { NO_EVENTS } from '../../src/lib/events.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CRON_KIND, cronScheduleBehavior, type CronMessage } from '../../src/actors/cron-schedule.js';
-import { isWheelhouseError } from '../../src/errors.js';
+import { isWheelhouseError } from '../../src/lib/errors.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { LocalPlacement } from '../../src/runtime/placement.js';
 import { ActorSystem } from '../../src/runtime/system.js';
 import { SqlScheduleStore } from '../../src/store/schedule-store.js';
-import { cronDefinitionJson } from '../../src/store/sql/cron.js';
 import { SqlSnapshotStore } from '../../src/store/snapshot-store.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
-import type { DueEntry, ScheduleStore } from '../../src/store/types.js';
+import type { DueEntry } from '../../src/domain/model.js';
+import type { ScheduleStore } from '../../src/store/types.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
 import { makeTask, uniqueType } from '../support/tasks.js';
 
@@ -47,12 +48,13 @@ describe.each(sqlBackends)('cron-schedule actor on $name', ({ open }) => {
       cronScheduleBehavior({
         schedules,
         write: async (w) => (await schedules.write([w], clock.now()))[0]!,
-        place: (entries) => placed.push(...entries),
+        placement: { placeSoon: (entries) => void placed.push(...entries) },
         partitions: 8,
         misfireThresholdMs: 60_000,
         fireAllLimit: 100,
         advanceSpreadMs: 0,
-        takePreloaded: () => undefined,
+        preloaded: { take: () => undefined },
+        events: NO_EVENTS,
         onError: (error) => errors.push(error),
       }),
     );
@@ -83,10 +85,7 @@ describe.each(sqlBackends)('cron-schedule actor on $name', ({ open }) => {
       scheduleType: 'cron',
       status: 'active',
       dueMs: t0 + 500,
-      schedule: {
-        ...cronDefinitionJson({ cronExpression: '* * * * * *', timezone: 'UTC', jitterSeconds: 0, misfirePolicy: 'fire_once', overlapPolicy: 'allow', endMs: null }),
-        generation: 0,
-      },
+      schedule: { cronExpression: '* * * * * *', timezone: 'UTC', jitterSeconds: 0, misfirePolicy: 'fire_once', overlapPolicy: 'allow', endMs: null },
     });
     await new SqlTaskStore(testDb.db).submit([task], t0);
 

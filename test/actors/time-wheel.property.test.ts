@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { TimeWheel } from '../../src/actors/time-wheel.js';
-import type { DueEntry } from '../../src/store/types.js';
+import type { DueEntry } from '../../src/domain/model.js';
 
 /**
  * The near wheel against a simple oracle: a list sorted by due time. Random adds (including

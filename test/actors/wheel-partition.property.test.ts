@@ -1,3 +1,4 @@
+import { NO_EVENTS } from '../../src/lib/events.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WHEEL_KIND, wheelPartitionBehavior, type WheelMessage } from '../../src/actors/wheel-partition.js';
@@ -9,7 +10,7 @@ import type { PushFence } from '../../src/store/coalescing-ready-queue.js';
 import { PartitionMarks } from '../../src/store/fences.js';
 import { MemoryBucketStore } from '../../src/store/memory-buckets.js';
 import { MemoryReadyQueue } from '../../src/store/memory-ready-queue.js';
-import type { DueEntry } from '../../src/store/types.js';
+import type { DueEntry } from '../../src/domain/model.js';
 import { MemorySnapshotStore } from '../runtime/memory-snapshots.js';
 import { createTestSchema, type TestDb } from '../support/postgres.js';
 
@@ -68,9 +69,7 @@ describe('WheelPartition (property, fake clock, against an oracle)', () => {
             ready: recording,
             slotMs: 10,
             nearWindowMs: 60_000,
-            recoverLease: () => undefined,
-            onRecovered: () => undefined,
-            onRebuilt: () => undefined,
+            events: NO_EVENTS,
             onError: (error) => {
               throw error;
             },

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../src/runtime/clock.js';
-import { MAX_CLOCK_SKEW_MS } from '../../src/tasks/dispatcher.js';
+import { MAX_CLOCK_SKEW_MS } from '../../src/services/dispatcher.js';
 import { dagClient, type DagClient } from '../support/dags.js';
 import { BACKENDS, api, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
 import { uniqueType } from '../support/tasks.js';

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../src/runtime/clock.js';
-import type { WheelhouseOptions } from '../../src/config.js';
+import type { WheelhouseOptions } from '../../src/lib/config.js';
 import { BACKENDS, api, eventually, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
 
 /**

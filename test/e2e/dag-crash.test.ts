@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgres } from '../../src/store/db.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
-import { decodeLeaseToken } from '../../src/tasks/lease-token.js';
+import { decodeLeaseToken } from '../../src/domain/lease-token.js';
 import { dagClient, idsOf } from '../support/dags.js';
 import { BACKENDS, TEST_POSTGRES_URL, api, type BackendName } from '../support/nodes.js';
 import { dropTestStores, kill9, nodeArgs, requireBuiltCli, startProcess, type NodeProcess } from '../support/processes.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DAG_KIND, type DagMessage } from '../../src/actors/dag-node.js';
-import { ConfigError, compileOptions } from '../../src/config.js';
-import { decodeLeaseToken } from '../../src/tasks/lease-token.js';
+import { ConfigError, compileOptions } from '../../src/lib/config.js';
+import { decodeLeaseToken } from '../../src/domain/lease-token.js';
 import { chain, dagClient, idsOf, ms, rowCounts, type DagClient, type Polled } from '../support/dags.js';
 import { BACKENDS, api, eventually, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
 import { uniqueType } from '../support/tasks.js';

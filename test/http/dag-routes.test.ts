@@ -6,8 +6,8 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { DagSpec } from '../../src/tasks/types.js';
-import { MAX_DAG_TASKS } from '../../src/tasks/validate.js';
+import type { DagSpec } from '../../src/domain/specs.js';
+import { MAX_DAG_TASKS } from '../../src/http/validation/tasks.js';
 import { FakeApi, KNOWN_ID, record, serverWith } from './fake-api.js';
 
 let app: FastifyInstance;

@@ -5,21 +5,12 @@
  * scheduler live elsewhere (test/e2e).
  */
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
-import { compileOptions, type WheelhouseOptions } from '../../src/config.js';
-import { WheelhouseError } from '../../src/errors.js';
+import { compileOptions, type WheelhouseOptions } from '../../src/lib/config.js';
+import { WheelhouseError } from '../../src/lib/errors.js';
 import { buildServer } from '../../src/http/server.js';
-import type { ExecutionRecord, SubmitResult, TaskRecord, TaskStatus } from '../../src/store/types.js';
-import type {
-  Assignment,
-  CompletionRequest,
-  PollRequest,
-  SchedulerApi,
-  TaskSpec,
-  TaskView,
-  DagSpec,
-  DagSubmitResult,
-  DagView,
-} from '../../src/tasks/types.js';
+import type { ExecutionRecord, SubmitResult, TaskRecord, TaskStatus } from '../../src/domain/model.js';
+import type { TaskSpec, DagSpec } from '../../src/domain/specs.js';
+import type { Assignment, CompletionRequest, PollRequest, TaskListFilter, TasksApi, TaskView, SchedulesApi, DagsApi, WorkersApi, HealthApi, DagSubmitResult, DagView } from '../../src/services/types.js';
 
 /** The fake's "now": 2026-11-30T12:00:00.000Z. */
 export const NOW_MS = Date.UTC(2026, 10, 30, 12, 0, 0, 0);
@@ -62,24 +53,27 @@ export function record(overrides: Partial<TaskRecord> = {}): TaskRecord {
   };
 }
 
-type Call = { method: keyof SchedulerApi; args: unknown[] };
+/** Every service the routes call, as one object. */
+type AllApis = TasksApi & SchedulesApi & DagsApi & WorkersApi & HealthApi;
+
+type Call = { method: keyof AllApis; args: unknown[] };
 
 /** Records calls; each method can be replaced through `override`. */
-export class FakeApi implements SchedulerApi {
+export class FakeApi implements AllApis {
   readonly calls: Call[] = [];
   /** The signal each poll was given. */
   readonly pollSignals: AbortSignal[] = [];
   ready = true;
-  private readonly overrides: Partial<SchedulerApi> = {};
+  private readonly overrides: Partial<AllApis> = {};
   private seq = 0;
 
   /** Replaces one method; the call is still recorded. */
-  override<K extends keyof SchedulerApi>(method: K, impl: SchedulerApi[K]): this {
+  override<K extends keyof AllApis>(method: K, impl: AllApis[K]): this {
     this.overrides[method] = impl;
     return this;
   }
 
-  callsOf(method: keyof SchedulerApi): unknown[][] {
+  callsOf(method: keyof AllApis): unknown[][] {
     return this.calls.filter((c) => c.method === method).map((c) => c.args);
   }
 
@@ -123,7 +117,7 @@ export class FakeApi implements SchedulerApi {
     return { record: record(), status: 'running', dependencies: [] };
   }
 
-  async listTasks(filter: Parameters<SchedulerApi['listTasks']>[0]): ReturnType<SchedulerApi['listTasks']> {
+  async listTasks(filter: TaskListFilter): ReturnType<TasksApi['listTasks']> {
     this.calls.push({ method: 'listTasks', args: [filter] });
     if (this.overrides.listTasks) return this.overrides.listTasks(filter);
     return { tasks: [{ record: record(), status: 'running', dependencies: [] }], nextToken: 'page-2' };
@@ -147,7 +141,7 @@ export class FakeApi implements SchedulerApi {
     return { record: record({ scheduleType: 'cron', status: 'active' }), status: 'active', dependencies: [] };
   }
 
-  async history(taskId: string, limit: number, nextToken?: string): ReturnType<SchedulerApi['history']> {
+  async history(taskId: string, limit: number, nextToken?: string): ReturnType<TasksApi['history']> {
     this.calls.push({ method: 'history', args: [taskId, limit, nextToken] });
     if (this.overrides.history) return this.overrides.history(taskId, limit, nextToken);
     const execution: ExecutionRecord = {
@@ -237,7 +231,7 @@ export function serverWith(
 ): { app: FastifyInstance; api: FakeApi } {
   const api = extra.api ?? new FakeApi();
   const app = buildServer({
-    api,
+    services: { tasks: api, schedules: api, dags: api, workers: api, health: api },
     options: compileOptions({ logLevel: 'silent', builtinExecutors: false, ...options }),
     ...(extra.logger ? { logger: extra.logger } : {}),
     ...(extra.metrics ? { metrics: extra.metrics } : {}),

@@ -5,7 +5,7 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ERROR_CATALOGUE, WheelhouseError, type ErrorCode } from '../../src/errors.js';
+import { ERROR_CATALOGUE, WheelhouseError, type ErrorCode } from '../../src/lib/errors.js';
 import { FakeApi, KNOWN_ID, captureLogger, serverWith } from './fake-api.js';
 
 const apps: FastifyInstance[] = [];

@@ -5,8 +5,8 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { WheelhouseError } from '../../src/errors.js';
-import type { TaskSpec } from '../../src/tasks/types.js';
+import { WheelhouseError } from '../../src/lib/errors.js';
+import type { TaskSpec } from '../../src/domain/specs.js';
 import { FakeApi, KNOWN_ID, NOW_MS, record, serverWith } from './fake-api.js';
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -234,7 +234,10 @@ describe('GET /api/tasks/:id', () => {
         scheduleType: 'cron',
         status: 'active',
         dueMs: NOW_MS + 3_600_000,
-        schedule: { cron_expression: '0 * * * *', timezone: 'Europe/Paris' },
+        schedule: {
+          definition: { cronExpression: '0 * * * *', timezone: 'Europe/Paris', jitterSeconds: 0, misfirePolicy: 'fire_once', overlapPolicy: 'allow', endMs: null },
+          generation: 0,
+        },
         lastFiredMs: NOW_MS - 60_000,
       }),
       status: 'active',

@@ -7,8 +7,8 @@ import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { WheelhouseError } from '../../src/errors.js';
-import type { CompletionRequest, PollRequest } from '../../src/tasks/types.js';
+import { WheelhouseError } from '../../src/lib/errors.js';
+import type { CompletionRequest, PollRequest } from '../../src/services/types.js';
 import { FakeApi, KNOWN_ID, NOW_MS, serverWith } from './fake-api.js';
 
 let app: FastifyInstance;

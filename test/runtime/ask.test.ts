@@ -1,5 +1,5 @@
 import { describe, expect, expectTypeOf, it } from 'vitest';
-import { isWheelhouseError } from '../../src/errors.js';
+import { isWheelhouseError } from '../../src/lib/errors.js';
 import type { Ask, Behavior } from '../../src/runtime/actor.js';
 import { deferred, flushMicrotasks, testSystem, type Deferred } from './helpers.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { WheelhouseError } from '../../src/errors.js';
+import { WheelhouseError } from '../../src/lib/errors.js';
 import type { Ask, Behavior } from '../../src/runtime/actor.js';
 import type { Placement, Transport } from '../../src/runtime/placement.js';
 import { LivePlacement, RingPlacement } from '../../src/runtime/ring.js';

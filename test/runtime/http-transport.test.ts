@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { WheelhouseError } from '../../src/errors.js';
+import { WheelhouseError } from '../../src/lib/errors.js';
 import { clusterRoutes } from '../../src/http/cluster-routes.js';
 import { handleError } from '../../src/http/errors.js';
 import type { Ask, Behavior } from '../../src/runtime/actor.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isWheelhouseError } from '../../src/errors.js';
+import { isWheelhouseError } from '../../src/lib/errors.js';
 import type { Ask, Behavior } from '../../src/runtime/actor.js';
 import { PendingAsk } from '../../src/runtime/ask.js';
 import { FakeClock, settle } from '../../src/runtime/clock.js';

@@ -1,4 +1,4 @@
-import { WheelhouseError } from '../../src/errors.js';
+import { WheelhouseError } from '../../src/lib/errors.js';
 import type { AcquiredSnapshot, SnapshotOwner, SnapshotRow, SnapshotStore } from '../../src/runtime/snapshots.js';
 
 /** One call the store received, for tests that check what the runtime did. */

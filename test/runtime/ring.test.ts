@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isWheelhouseError } from '../../src/errors.js';
+import { isWheelhouseError } from '../../src/lib/errors.js';
 import { DEFAULT_VNODES_PER_NODE, formatSpread, moves, RingPlacement, type ActorAddress } from '../../src/runtime/ring.js';
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isWheelhouseError } from '../../src/errors.js';
+import { isWheelhouseError } from '../../src/lib/errors.js';
 import type { SnapshotStore } from '../../src/runtime/snapshots.js';
 
 /**

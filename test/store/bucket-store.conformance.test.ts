@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isWheelhouseError } from '../../src/errors.js';
-import type { DueEntry } from '../../src/store/types.js';
+import { isWheelhouseError } from '../../src/lib/errors.js';
+import type { DueEntry } from '../../src/domain/model.js';
 import { fastStoreBackends, type FastStores } from '../support/redis.js';
 
 /** A minute boundary: 2026-11-30 12:00:00 UTC. */

@@ -8,11 +8,12 @@
  * really race, on connections of their own, are in dag-reconcile-race.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isWheelhouseError } from '../../src/errors.js';
-import { uuidv7 } from '../../src/ids.js';
+import { isWheelhouseError } from '../../src/lib/errors.js';
+import { uuidv7 } from '../../src/lib/ids.js';
 import { SqlDagStore } from '../../src/store/dag-store.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
-import type { Completion, NewTask, TaskStore, Transition } from '../../src/store/types.js';
+import type { Completion, NewTask, Transition } from '../../src/domain/model.js';
+import type { TaskStore } from '../../src/store/types.js';
 import type { DagStore } from '../../src/store/dag-types.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
 import { BACKOFF, T0, makeTask, nextId } from '../support/tasks.js';
@@ -182,7 +183,7 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
       const cron = makeTask({
         scheduleType: 'cron',
         status: 'active',
-        schedule: { cron_expression: '* * * * *', timezone: 'UTC', generation: 0 },
+        schedule: { cronExpression: '* * * * *', timezone: 'UTC', jitterSeconds: 0, misfirePolicy: 'fire_once', overlapPolicy: 'allow', endMs: null },
       });
       await tasks.submit([cron], T0);
       const before = await counts();

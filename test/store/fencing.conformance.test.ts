@@ -1,12 +1,12 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { isWheelhouseError } from '../../src/errors.js';
+import { isWheelhouseError } from '../../src/lib/errors.js';
 import { CoalescingReadyQueue } from '../../src/store/coalescing-ready-queue.js';
 import { PartitionMarks } from '../../src/store/fences.js';
 import { MemoryBucketStore } from '../../src/store/memory-buckets.js';
 import { MemoryReadyQueue } from '../../src/store/memory-ready-queue.js';
 import { RedisBucketStore } from '../../src/store/redis-buckets.js';
 import { RedisReadyQueue } from '../../src/store/redis-ready-queue.js';
-import type { DueEntry } from '../../src/store/types.js';
+import type { DueEntry } from '../../src/domain/model.js';
 import type { BucketStore, ReadyQueue } from '../../src/store/fast-index-types.js';
 import { createTestRedis } from '../support/redis.js';
 

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { DueEntry } from '../../src/store/types.js';
+import type { DueEntry } from '../../src/domain/model.js';
 import { fastStoreBackends, type FastStores } from '../support/redis.js';
 
 const NOW = Date.UTC(2026, 10, 30, 12, 0, 0);

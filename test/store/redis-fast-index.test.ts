@@ -1,14 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { isWheelhouseError } from '../../src/errors.js';
+import { isWheelhouseError } from '../../src/lib/errors.js';
 import { CoalescingReadyQueue } from '../../src/store/coalescing-ready-queue.js';
 import { RedisBucketStore } from '../../src/store/redis-buckets.js';
 import { defineScript, runScript } from '../../src/store/redis-commands.js';
 import { pushedChannel } from '../../src/store/redis-keys.js';
 import { RedisReadyQueue } from '../../src/store/redis-ready-queue.js';
 import { openRedis, toStoreError } from '../../src/store/redis.js';
-import type { DueEntry } from '../../src/store/types.js';
+import type { DueEntry } from '../../src/domain/model.js';
 import { TEST_REDIS_URL, createTestRedis, type TestRedis } from '../support/redis.js';
 
 const NOW = Date.UTC(2026, 10, 30, 12, 0, 0);

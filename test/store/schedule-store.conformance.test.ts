@@ -4,22 +4,11 @@
  * and a schedule's execution history. Runs against Postgres and PGlite.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { instanceId, partitionOf } from '../../src/ids.js';
+import { instanceId, partitionOf } from '../../src/lib/ids.js';
 import { SqlScheduleStore } from '../../src/store/schedule-store.js';
-import { cronDefinitionJson } from '../../src/store/sql/cron.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
-import type {
-  ClaimedTask,
-  Completion,
-  CronDefinition,
-  ExecutionRecord,
-  NewInstance,
-  NewTask,
-  ScheduleStore,
-  ScheduleWrite,
-  ScheduleWriteResult,
-  TaskStore,
-} from '../../src/store/types.js';
+import type { ClaimedTask, Completion, CronDefinition, ExecutionRecord, NewTask } from '../../src/domain/model.js';
+import type { NewInstance, ScheduleStore, ScheduleWrite, ScheduleWriteResult, TaskStore } from '../../src/store/types.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
 import { BACKOFF, T0, makeTask, nextId, uniqueType } from '../support/tasks.js';
 
@@ -57,7 +46,7 @@ describe.each(sqlBackends)('ScheduleStore on $name', ({ open }) => {
       taskType: uniqueType('cron'),
       scheduleType: 'cron',
       status: 'active',
-      schedule: { ...cronDefinitionJson(definition), generation: 0 },
+      schedule: definition,
       dueMs: fire(1),
       ...overrides,
     });

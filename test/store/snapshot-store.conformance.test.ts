@@ -4,7 +4,7 @@
  * `owners()` included), then what only the SQL store shows (rows as read back, JSON quoting).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isWheelhouseError } from '../../src/errors.js';
+import { isWheelhouseError } from '../../src/lib/errors.js';
 import type { SnapshotStore } from '../../src/runtime/snapshots.js';
 import { SqlSnapshotStore } from '../../src/store/snapshot-store.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isWheelhouseError } from '../../src/errors.js';
+import { isWheelhouseError } from '../../src/lib/errors.js';
 import { isRetryableConflict, openPglite, openPostgres, type Db } from '../../src/store/db.js';
 import { findMigrationsDir, loadMigrations, migrate } from '../../src/store/migrate.js';
 import { TEST_POSTGRES_URL, sqlBackends, type TestDb } from '../support/postgres.js';

@@ -3,9 +3,10 @@
  * state machine's illegal edges and the partition scans. Runs against Postgres and PGlite.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { nameUuid } from '../../src/ids.js';
+import { nameUuid } from '../../src/lib/ids.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
-import type { ClaimedTask, Completion, NewTask, TaskStore } from '../../src/store/types.js';
+import type { ClaimedTask, Completion, NewTask } from '../../src/domain/model.js';
+import type { TaskStore } from '../../src/store/types.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
 import { BACKOFF, T0, expectLegal, makeTask, makeTasks, nextId } from '../support/tasks.js';
 

@@ -5,7 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqlTaskStore } from '../../src/store/task-store.js';
-import type { ClaimedTask, NewTask, TaskStore } from '../../src/store/types.js';
+import type { ClaimedTask, NewTask } from '../../src/domain/model.js';
+import type { TaskStore } from '../../src/store/types.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
 import { BACKOFF, T0, expectLegal, makeTask, makeTasks } from '../support/tasks.js';
 

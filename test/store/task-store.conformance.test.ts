@@ -4,9 +4,10 @@
  * completion, lease expiry, cancel, history and the partition scans.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isWheelhouseError } from '../../src/errors.js';
+import { isWheelhouseError } from '../../src/lib/errors.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
-import type { NewTask, TaskStore } from '../../src/store/types.js';
+import type { NewTask } from '../../src/domain/model.js';
+import type { TaskStore } from '../../src/store/types.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
 import { T0, makeTask, makeTasks, nextId, uniqueType } from '../support/tasks.js';
 
@@ -48,7 +49,6 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
         makeTask({
           status: 'blocked',
           scheduleType: 'delayed',
-          schedule: { delay_seconds: 30 },
           dueMs: T0 + 30_000,
           payload: 'just a string ✓',
         }),

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { partitionOf } from '../../src/ids.js';
+import { partitionOf } from '../../src/lib/ids.js';
 import { RingPlacement } from '../../src/runtime/ring.js';
 import { TEST_POSTGRES_URL, TEST_REDIS_URL, eventually } from './nodes.js';
 import { dropTestStores, requireBuiltCli, startCliProcess, type CliProcess } from './processes.js';

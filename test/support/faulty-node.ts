@@ -4,9 +4,9 @@
  * this node alone while other test files share the real servers. The test's own reads
  * (`sql`, `flushRedis`) go straight to the servers.
  */
-import type { WheelhouseOptions } from '../../src/config.js';
+import type { WheelhouseOptions } from '../../src/lib/config.js';
 import type { FakeClock } from '../../src/runtime/clock.js';
-import type { NodeOverrides } from '../../src/node.js';
+import type { NodeOverrides } from '../../src/node/start.js';
 import type { Polled } from './dags.js';
 import { startFaultProxy, type FaultProxy } from './fault-proxy.js';
 import { TEST_POSTGRES_URL, TEST_REDIS_URL, api, startTestNode, type TestCluster } from './nodes.js';

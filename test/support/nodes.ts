@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { Redis } from 'ioredis';
-import type { WheelhouseOptions } from '../../src/config.js';
-import { startNode, type NodeOverrides, type WheelhouseNode } from '../../src/node.js';
+import type { WheelhouseOptions } from '../../src/lib/config.js';
+import { startNode, type NodeOverrides, type WheelhouseNode } from '../../src/node/start.js';
 import { TEST_POSTGRES_URL } from './postgres.js';
 import { TEST_REDIS_URL, deleteKeysWithPrefix } from './redis.js';
 

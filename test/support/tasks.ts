@@ -1,9 +1,9 @@
 /**
  * Building tasks for task-store tests, on a fixed fake time line.
  */
-import { partitionOf, uuidv7 } from '../../src/ids.js';
-import { canTransition } from '../../src/tasks/lifecycle.js';
-import type { BackoffPolicy, NewTask, StoredStatus } from '../../src/store/types.js';
+import { partitionOf, uuidv7 } from '../../src/lib/ids.js';
+import { canTransition } from '../../src/domain/lifecycle.js';
+import type { BackoffPolicy, NewTask, StoredStatus } from '../../src/domain/model.js';
 
 /** The tests' "now": 2026-11-30T12:00:00Z. Stores take time as an argument, never the wall clock. */
 export const T0 = Date.UTC(2026, 10, 30, 12, 0, 0);

@@ -1,6 +1,7 @@
-import { WheelhouseError } from '../../errors.js';
+import { WheelhouseError } from '../../lib/errors.js';
 import type { Db } from '../db.js';
-import type { CancelResult, StoredStatus } from '../types.js';
+import type { StoredStatus } from '../../domain/model.js';
+import type { CancelResult } from '../types.js';
 import { taskColumns, toTaskRecord, tsParam, validIds, type TaskRow } from './columns.js';
 import { dagEventsCte } from './outbox.js';
 import { getTask } from './read.js';

@@ -1,5 +1,5 @@
 import type { Db } from '../db.js';
-import type { ClaimedTask, DueEntry } from '../types.js';
+import type { ClaimedTask, DueEntry } from '../../domain/model.js';
 import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './columns.js';
 
 /**

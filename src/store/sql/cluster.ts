@@ -1,4 +1,4 @@
-import { WheelhouseError } from '../../errors.js';
+import { WheelhouseError } from '../../lib/errors.js';
 import type { Db } from '../db.js';
 import type { ClusterNode, ClusterNodeStatus, NodeState } from '../../runtime/membership-store.js';
 import { msOf } from './columns.js';

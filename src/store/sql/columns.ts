@@ -1,5 +1,6 @@
-import { isUuid } from '../../ids.js';
-import type { DueEntry, ScheduleType, StoredStatus, TaskRecord } from '../types.js';
+import { cronScheduleOf } from './cron-json.js';
+import { isUuid } from '../../lib/ids.js';
+import type { DueEntry, ScheduleType, StoredStatus, TaskRecord } from '../../domain/model.js';
 
 /**
  * SQL fragments and row mappings shared by the task-store statements.
@@ -104,7 +105,7 @@ export function toTaskRecord(row: TaskRow): TaskRecord {
     status: row.status,
     version: row.version,
     scheduleType: row.schedule_type,
-    schedule: row.schedule,
+    schedule: row.schedule === null ? null : cronScheduleOf(row.schedule),
     dueMs: row.due_ms,
     priority: row.priority,
     maxRetries: row.max_retries,

@@ -1,5 +1,5 @@
 import type { Db } from '../db.js';
-import type { BackoffPolicy, Completion, Transition } from '../types.js';
+import type { BackoffPolicy, Completion, Transition } from '../../domain/model.js';
 import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './columns.js';
 import { dagEventsCte, isFinal } from './outbox.js';
 

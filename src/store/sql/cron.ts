@@ -1,14 +1,8 @@
-import { isUuid } from '../../ids.js';
+import { isUuid } from '../../lib/ids.js';
 import { isRetryableConflict, type Db, type DbTx } from '../db.js';
-import type {
-  CronDefinition,
-  ExecutionRecord,
-  HistoryCursor,
-  ScheduleRecord,
-  ScheduleStatus,
-  ScheduleWrite,
-  ScheduleWriteResult,
-} from '../types.js';
+import type { ExecutionRecord, ScheduleRecord, ScheduleStatus } from '../../domain/model.js';
+import { cronScheduleOf } from './cron-json.js';
+import type { HistoryCursor, ScheduleWrite, ScheduleWriteResult } from '../types.js';
 import { msOf, toDueEntry, tsParam, type DueRow } from './columns.js';
 import { dagEventsCte } from './outbox.js';
 import { MAX_ATTEMPT, historyOf } from './read.js';
@@ -36,57 +30,14 @@ interface ScheduleRow {
   last_fired_ms: number | null;
 }
 
-/** The `schedule` column of a cron row, as the submit path writes it (API field names). */
-export function cronDefinitionJson(d: CronDefinition): Record<string, unknown> {
-  return {
-    cron_expression: d.cronExpression,
-    timezone: d.timezone,
-    jitter_seconds: d.jitterSeconds,
-    misfire_policy: d.misfirePolicy,
-    overlap_policy: d.overlapPolicy,
-    end_time: d.endMs === null ? null : new Date(d.endMs).toISOString(),
-  };
-}
-
-/**
- * Definitions read back, shared: 100 000 schedules of a handful of distinct definitions hold
- * a handful of objects (and strings) between them. Treated as immutable.
- */
-const definitions = new Map<string, CronDefinition>();
-const DEFINITION_CACHE_SIZE = 10_000;
-
-/** Reads a `schedule` column back. */
-export function cronDefinitionOf(json: Record<string, unknown>): CronDefinition {
-  const key = `${String(json.cron_expression)}\u0000${String(json.timezone)}\u0000${String(json.jitter_seconds)}\u0000${String(json.misfire_policy)}\u0000${String(json.overlap_policy)}\u0000${String(json.end_time)}`;
-  const known = definitions.get(key);
-  if (known !== undefined) return known;
-  const definition = readDefinition(json);
-  if (definitions.size >= DEFINITION_CACHE_SIZE) definitions.clear();
-  definitions.set(key, definition);
-  return definition;
-}
-
-function readDefinition(json: Record<string, unknown>): CronDefinition {
-  const end = json.end_time;
-  return {
-    cronExpression: String(json.cron_expression),
-    timezone: typeof json.timezone === 'string' ? json.timezone : 'UTC',
-    jitterSeconds: typeof json.jitter_seconds === 'number' ? json.jitter_seconds : 0,
-    misfirePolicy: json.misfire_policy === 'skip' || json.misfire_policy === 'fire_all' ? json.misfire_policy : 'fire_once',
-    overlapPolicy: json.overlap_policy === 'skip' ? 'skip' : 'allow',
-    endMs: typeof end === 'string' ? Date.parse(end) : null,
-  };
-}
-
 function toSchedule(row: ScheduleRow): ScheduleRecord {
   return {
     id: row.id,
     status: row.status,
     version: row.version,
-    definition: cronDefinitionOf(row.schedule),
+    ...cronScheduleOf(row.schedule),
     nextFireMs: row.due_ms,
     lastFiredMs: row.last_fired_ms,
-    generation: typeof row.schedule.generation === 'number' ? row.schedule.generation : 0,
   };
 }
 

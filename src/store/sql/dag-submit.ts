@@ -1,6 +1,6 @@
-import { WheelhouseError } from '../../errors.js';
+import { WheelhouseError } from '../../lib/errors.js';
 import type { DbTx } from '../db.js';
-import type { NewTask, StoredStatus, TaskRecord } from '../types.js';
+import type { NewTask, StoredStatus, TaskRecord } from '../../domain/model.js';
 import { insertTasks, type GraphColumns, type GraphEdges } from './insert.js';
 
 /**

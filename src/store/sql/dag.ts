@@ -1,6 +1,6 @@
-import { WheelhouseError } from '../../errors.js';
+import { WheelhouseError } from '../../lib/errors.js';
 import { isRetryableConflict, type Db } from '../db.js';
-import type { NewTask, StoredStatus, TaskRecord } from '../types.js';
+import type { NewTask, StoredStatus, TaskRecord } from '../../domain/model.js';
 import type { DagEvent, DagNodeRecord, DagOutcome } from '../dag-types.js';
 import { IDEMPOTENCY_WINDOW_MS, msOf, statusIs, taskColumns, toDueEntry, toTaskRecord, tsParam, validIds, type DueRow, type TaskRow } from './columns.js';
 import { dagEventsCte } from './outbox.js';

@@ -1,5 +1,6 @@
+import { cronScheduleJson } from './cron-json.js';
 import type { DbTx } from '../db.js';
-import type { NewTask, TaskRecord } from '../types.js';
+import type { NewTask, TaskRecord } from '../../domain/model.js';
 import { tsParam, wholeMs } from './columns.js';
 
 /**
@@ -94,7 +95,7 @@ export async function insertTasks(
     payloads[i] = JSON.stringify(t.payload ?? null);
     statuses[i] = g?.status ?? t.status;
     scheduleTypes[i] = t.scheduleType;
-    schedules[i] = t.schedule === null ? null : JSON.stringify(t.schedule);
+    schedules[i] = t.schedule === null ? null : JSON.stringify(cronScheduleJson(t.schedule));
     dues[i] = dueMs;
     priorities[i] = t.priority;
     maxRetries[i] = t.maxRetries;
@@ -136,7 +137,7 @@ function newRecord(t: NewTask, dueMs: number, nowMs: number, g: GraphColumns | u
     status: g?.status ?? t.status,
     version: 0,
     scheduleType: t.scheduleType,
-    schedule: t.schedule,
+    schedule: t.schedule === null ? null : { definition: t.schedule, generation: 0 },
     dueMs,
     priority: t.priority,
     maxRetries: t.maxRetries,

@@ -1,6 +1,7 @@
-import { isUuid, nameUuid } from '../../ids.js';
+import { isUuid, nameUuid } from '../../lib/ids.js';
 import type { Db } from '../db.js';
-import type { DueEntry, ExecutionRecord, ListFilter, PartitionCursor, TaskRecord } from '../types.js';
+import type { DueEntry, ExecutionRecord, TaskRecord } from '../../domain/model.js';
+import type { ListFilter, PartitionCursor } from '../types.js';
 import { msOf, statusIs, taskColumns, toDueEntry, toTaskRecord, tsParam, validIds, type DueRow, type TaskRow } from './columns.js';
 
 /**

@@ -1,6 +1,6 @@
-import { WheelhouseError } from '../../errors.js';
+import { WheelhouseError } from '../../lib/errors.js';
 import type { Db, DbTx } from '../db.js';
-import type { NewTask, SubmitResult, TaskRecord } from '../types.js';
+import type { NewTask, SubmitResult, TaskRecord } from '../../domain/model.js';
 import { hasDependencies, insertWithDependencies } from './dag-submit.js';
 import { insertTasks } from './insert.js';
 import { IDEMPOTENCY_WINDOW_MS, taskColumns, toTaskRecord, tsParam, wholeMs, type TaskRow } from './columns.js';

@@ -1,0 +1,28 @@
+import type { DueEntry, StoredStatus, Transition } from '../domain/model.js';
+
+/**
+ * What actors ask of the two node-wide helpers beside them, as interfaces so that an actor
+ * depends on neither module: `WheelPlacement` (wheel-placement.ts) puts due entries on their
+ * partitions, `DagResolver` (dag-resolver.ts) carries "this task ended" to its dependents.
+ */
+
+/** Puts due entries on their wheel partitions. */
+export interface Placing {
+  /** With the others of this event-loop turn, one message per partition. Never throws. */
+  placeSoon(entries: readonly DueEntry[]): void;
+  /** Places the tasks that went back to `pending` (retries, expired leases). Never rejects. */
+  requeue(transitions: readonly Transition[]): Promise<void>;
+}
+
+/** "This predecessor ended", for its dependents. */
+export interface FinishedEvent {
+  predecessorId: string;
+  status: StoredStatus;
+}
+
+/** Tells dependents that their predecessors ended. Never throws. */
+export interface Dependents {
+  finished(events: FinishedEvent[]): void;
+  /** The transitions that end a task with dependents (`notifyDependents`). */
+  transitions(transitions: readonly Transition[]): void;
+}

@@ -1,0 +1,36 @@
+import type { EventSink } from '../lib/events.js';
+import type { StoredStatus, Transition } from './model.js';
+
+/**
+ * What happens on a node, as events: emitted where the metrics are bumped, so that metrics,
+ * logs and tests observe the same facts. Payloads are small and already at hand on the path
+ * that emits them; an event never costs a read.
+ */
+export interface NodeEvents {
+  /** Tasks written by a submission (every created task, blocked and cron ones included). */
+  'task:submitted': { taskIds: readonly string[] };
+  /** A wheel partition pushed due entries into the ready queue. */
+  'wheel:fired': { partition: number; count: number };
+  /** Tasks claimed by a worker's poll. */
+  'task:claimed': { workerId: string; taskIds: readonly string[] };
+  /** A lease ran out and its task was handed on (back to pending, or failed). */
+  'lease:expired': { taskId: string; status: StoredStatus; requeued: boolean };
+  /** Results recorded (succeeded, failed, retried, cancelled). */
+  'task:completed': { transitions: readonly Transition[] };
+  /** Claims handed back because their long-poll went away. */
+  'task:released': { taskIds: readonly string[] };
+  /** A cron schedule reached fire times: fired, skipped for overlap, or missed by misfire policy. */
+  'cron:fired': { outcome: 'fired' | 'skipped' | 'missed'; count: number };
+  /** A blocked task's predecessors settled: it became pending (or was cancelled). */
+  'dag:released': { taskId: string; status: 'pending' | 'cancelled' };
+  /** Outbox events delivered by a replay, after the live path did not. */
+  'dag:replayed': { count: number };
+  /** A safety net found tasks left behind by their mechanism. Should never happen. */
+  'safety-net:recovered': { kind: 'lease' | 'pending' | 'blocked'; count: number };
+  /** A wheel partition was rebuilt from Postgres. */
+  'partition:rebuilt': { partition: number };
+  /** The ring this node routes by changed. */
+  'ring:changed': { nodes: readonly string[] };
+}
+
+export type NodeEventSink = EventSink<NodeEvents>;

@@ -1,0 +1,49 @@
+import { WheelhouseError } from '../lib/errors.js';
+import type { StoredStatus, TaskStatus } from './model.js';
+
+/**
+ * The task state machine, written down once. Every transition the stores make is a
+ * compare-and-set on `version` that encodes one of these edges; anything else is illegal.
+ *
+ * ```
+ * blocked ──deps done──► pending ──due──► ready ──claim──► running ──► succeeded
+ *                           ▲                                 │
+ *                           └──── retry (backoff) ◄── failed / lease expired
+ *                                                             └──► failed (retries spent)
+ * any non-final ──cancel──► cancelled            predecessor failed ──► cancelled
+ * ```
+ *
+ * `ready` is derived (`pending` and due), so pending → ready is not a stored transition.
+ * Cron schedules move between `active` and `paused`, and end `cancelled` (deleted) or
+ * `succeeded` (no fire time left: `end_time` passed, or an expression such as `0 0 30 2 *`).
+ */
+export const TRANSITIONS: Readonly<Record<StoredStatus, readonly StoredStatus[]>> = {
+  blocked: ['pending', 'cancelled'],
+  pending: ['running', 'cancelled'],
+  running: ['succeeded', 'pending', 'failed', 'cancelled'],
+  succeeded: [],
+  failed: [],
+  cancelled: [],
+  active: ['paused', 'cancelled', 'succeeded'],
+  paused: ['active', 'cancelled'],
+};
+
+export const FINAL_STATUSES: readonly StoredStatus[] = ['succeeded', 'failed', 'cancelled'];
+
+export function canTransition(from: StoredStatus, to: StoredStatus): boolean {
+  return TRANSITIONS[from].includes(to);
+}
+
+/** Throws `invalid_transition` unless `from → to` is an edge of the state machine. */
+export function assertTransition(from: StoredStatus, to: StoredStatus): void {
+  if (!canTransition(from, to)) {
+    throw new WheelhouseError('invalid_transition', `a ${from} task cannot become ${to}`, {
+      details: { from, to },
+    });
+  }
+}
+
+/** The status a client sees: a stored `pending` task whose due time has come is `ready`. */
+export function visibleStatus(status: StoredStatus, dueMs: number, nowMs: number): TaskStatus {
+  return status === 'pending' && dueMs <= nowMs ? 'ready' : status;
+}

@@ -1,0 +1,194 @@
+/**
+ * The task vocabulary: statuses, records, due entries and cron definitions, as every layer
+ * speaks it. Pure types: no I/O, no imports of the stores, the actors or the services.
+ */
+
+/** Task statuses as stored. `ready` is never stored: it is `pending` with `due_time <= now`. */
+export type StoredStatus =
+  | 'blocked'
+  | 'pending'
+  | 'running'
+  | 'succeeded'
+  | 'failed'
+  | 'cancelled'
+  | 'active'
+  | 'paused';
+
+/** Statuses as clients see them: the stored ones plus the derived `ready`. */
+export type TaskStatus = StoredStatus | 'ready';
+
+export type ScheduleType = 'immediate' | 'delayed' | 'cron';
+
+/** A validated task, ready to be written. */
+export interface NewTask {
+  id: string;
+  taskType: string;
+  payload: unknown;
+  scheduleType: ScheduleType;
+  /** A cron schedule's definition; null for every other task. */
+  schedule: CronDefinition | null;
+  status: 'pending' | 'blocked' | 'active';
+  dueMs: number;
+  priority: number;
+  maxRetries: number;
+  timeoutSeconds: number;
+  partition: number;
+  idempotencyKey: string | null;
+  /** A hash of the normalised request, to tell a replay from a conflicting reuse. */
+  requestHash: string | null;
+  /**
+   * Predecessors: ids of tasks in the same submission (which must come earlier in it) or of
+   * existing tasks. With any, the store decides the status: `blocked`, `pending` when all
+   * have succeeded already, `cancelled` when one failed or was cancelled.
+   */
+  dependsOn?: readonly string[];
+  /** The graph (POST /api/dags) the task belongs to, and its ref there. */
+  dagId?: string | null;
+  dagRef?: string | null;
+}
+
+/** A task row as read back. Times are Unix milliseconds. */
+export interface TaskRecord {
+  id: string;
+  taskType: string;
+  payload: unknown;
+  status: StoredStatus;
+  version: number;
+  scheduleType: ScheduleType;
+  /** A cron schedule's definition and generation; null for every other task. */
+  schedule: CronSchedule | null;
+  dueMs: number;
+  priority: number;
+  maxRetries: number;
+  timeoutSeconds: number;
+  attempts: number;
+  leaseExpiresMs: number | null;
+  workerId: string | null;
+  cancelRequested: boolean;
+  partition: number;
+  idempotencyKey: string | null;
+  createdMs: number;
+  updatedMs: number;
+  startedMs: number | null;
+  completedMs: number | null;
+  lastError: string | null;
+  /** Set on a cron instance: the schedule that made it. */
+  scheduleId: string | null;
+  /** Set on a cron instance: the nominal fire time it stands for (`dueMs` adds the jitter). */
+  fireMs: number | null;
+  /** Set on a cron schedule: the nominal fire time of the latest instance that fired. */
+  lastFiredMs: number | null;
+  /** Set on a task submitted in a graph (POST /api/dags). */
+  dagId: string | null;
+  dagRef: string | null;
+  /** Predecessors, and how many of them have succeeded (0/0 without any). */
+  depsTotal: number;
+  depsSatisfied: number;
+  /** Some task depends on this one. */
+  hasDependents: boolean;
+}
+
+/** What the wheel and the ready queue need to know of a task: no payload. */
+export interface DueEntry {
+  taskId: string;
+  taskType: string;
+  priority: number;
+  dueMs: number;
+}
+
+export interface SubmitResult {
+  task: TaskRecord;
+  /** false when an idempotency key matched an earlier identical submission. */
+  created: boolean;
+}
+
+export interface ClaimedTask {
+  id: string;
+  taskType: string;
+  payload: unknown;
+  attempt: number;
+  /** The task's version after the claim: the lease token. */
+  version: number;
+  leaseExpiresMs: number;
+  timeoutSeconds: number;
+  partition: number;
+}
+
+export interface Completion {
+  taskId: string;
+  /** The version the lease was granted at. */
+  version: number;
+  outcome: 'succeeded' | 'failed';
+  error: string | null;
+  /** false: fail for good now, whatever retries are left. */
+  retryable: boolean;
+}
+
+/** What a completion, an expiry or a cancel did to a task. */
+export interface Transition {
+  taskId: string;
+  status: StoredStatus;
+  version: number;
+  /** Set when the task went back to `pending`: its new due entry, for the wheel. */
+  requeued: DueEntry | null;
+  /**
+   * The task ended (succeeded, failed, cancelled) and tasks depend on it: its event is in the
+   * outbox (`dag_events`) and the dependents' actors must hear of it.
+   */
+  notifyDependents: boolean;
+}
+
+/** Retry timing: delay = min(baseMs · 2^(attempt−1), maxMs), scaled by a random 0.5…1. */
+export interface BackoffPolicy {
+  baseMs: number;
+  maxMs: number;
+}
+
+export interface ExecutionRecord {
+  executionId: string;
+  taskId: string;
+  attempt: number;
+  status: 'running' | 'succeeded' | 'failed' | 'timed_out' | 'cancelled';
+  dueMs: number;
+  startedMs: number | null;
+  completedMs: number | null;
+  workerId: string | null;
+  error: string | null;
+}
+
+/** A cron schedule's definition, as stored in the schedule row's `schedule` column. */
+export interface CronDefinition {
+  cronExpression: string;
+  /** IANA name. */
+  timezone: string;
+  jitterSeconds: number;
+  misfirePolicy: 'fire_once' | 'skip' | 'fire_all';
+  overlapPolicy: 'allow' | 'skip';
+  endMs: number | null;
+}
+
+/** What a cron schedule's row holds besides its status: its definition and its generation. */
+export interface CronSchedule {
+  definition: CronDefinition;
+  /** Bumped by each resume (see `ScheduleRecord.generation`). */
+  generation: number;
+}
+
+export type ScheduleStatus = 'active' | 'paused' | 'cancelled' | 'succeeded';
+
+/** What a schedule's actor needs of its row: no payload (instances copy it in SQL). */
+export interface ScheduleRecord {
+  id: string;
+  status: ScheduleStatus;
+  /** Every change bumps it; every write is a compare-and-set on it (the actor's fence). */
+  version: number;
+  definition: CronDefinition;
+  /** The nominal fire time of the schedule's current instance (the row's `due_time`). */
+  nextFireMs: number;
+  lastFiredMs: number | null;
+  /**
+   * Bumped by each resume, and part of every instance id (`instanceId`): the instance a
+   * pause cancelled must not block the instance for the same fire time after a resume.
+   */
+  generation: number;
+}

@@ -1,0 +1,94 @@
+import { WheelhouseError } from '../lib/errors.js';
+import { partitionOf } from '../lib/ids.js';
+import type { CronDefinition, NewTask, ScheduleRecord, TaskRecord } from './model.js';
+import { cronRule } from './cron-rule.js';
+import type { TaskSpec } from './specs.js';
+
+/**
+ * A validated submission → the row to write: its due time (now, a delay, a given time, or a
+ * cron schedule's first fire time, which also checks the schedule can fire), its partition
+ * and, for a schedule, the definition its actor will read back.
+ */
+
+/**
+ * The row for `spec` with id `id`. `index` is the task's position in its request, for the
+ * errors of a schedule that cannot fire.
+ */
+export function newTask(spec: TaskSpec, id: string, now: number, index: number, partitions: number): NewTask {
+  const cron = spec.schedule.type === 'cron' ? cronDefinition(spec.schedule) : null;
+  return {
+    id,
+    taskType: spec.taskType,
+    payload: spec.payload,
+    scheduleType: spec.schedule.type,
+    schedule: cron,
+    status: cron === null ? 'pending' : 'active',
+    dueMs: cron === null ? dueTime(spec, now) : firstFire(cron, now, index),
+    priority: spec.priority,
+    maxRetries: spec.maxRetries,
+    timeoutSeconds: spec.timeoutSeconds,
+    partition: partitionOf(id, partitions),
+    idempotencyKey: spec.idempotencyKey,
+    requestHash: spec.idempotencyKey === null ? null : spec.requestHash,
+    ...(spec.dependencies.length > 0 ? { dependsOn: spec.dependencies } : {}),
+  };
+}
+
+function dueTime(spec: TaskSpec, nowMs: number): number {
+  const s = spec.schedule;
+  if (s.type !== 'delayed') return nowMs;
+  if (s.dueMs !== null) return Math.max(s.dueMs, nowMs);
+  return nowMs + Math.round((s.delaySeconds ?? 0) * 1000);
+}
+
+function cronDefinition({ type: _cron, ...definition }: Extract<TaskSpec['schedule'], { type: 'cron' }>): CronDefinition {
+  return definition;
+}
+
+/** How many fire times the jitter check looks at. */
+const JITTER_SAMPLES = 100;
+
+/**
+ * A new schedule's first fire time after `nowMs`. Refuses a schedule that would never fire
+ * (no fire time before `end_time`) and a jitter that is not smaller than the shortest
+ * interval between fire times: a jittered instance could then run after the next one.
+ */
+function firstFire(cron: CronDefinition, nowMs: number, index: number): number {
+  const rule = cronRule(cron.cronExpression, cron.timezone);
+  const first = rule.nextAfter(nowMs);
+  if (first === null) {
+    throw new WheelhouseError('invalid_cron', `schedule.cron_expression: "${cron.cronExpression}" has no fire time after now`, {
+      details: { field: 'schedule.cron_expression', index },
+    });
+  }
+  if (cron.endMs !== null && first > cron.endMs) {
+    throw new WheelhouseError('validation_failed', `schedule.end_time: the first fire time, ${new Date(first).toISOString()}, is after end_time`, {
+      details: { field: 'schedule.end_time', index },
+    });
+  }
+  if (cron.jitterSeconds > 0) {
+    const interval = rule.minIntervalMs(nowMs, JITTER_SAMPLES);
+    if (cron.jitterSeconds * 1000 >= interval) {
+      throw new WheelhouseError(
+        'validation_failed',
+        `schedule.jitter_seconds: ${cron.jitterSeconds} s is not smaller than the shortest interval between fire times (${interval / 1000} s)`,
+        { details: { field: 'schedule.jitter_seconds', index, min_interval_seconds: interval / 1000 } },
+      );
+    }
+  }
+  return first;
+}
+
+/** The record a new schedule's actor starts from, built from the row just inserted. */
+export function scheduleRecord(task: TaskRecord): ScheduleRecord {
+  if (task.schedule === null) throw new WheelhouseError('internal', `task ${task.id} is not a cron schedule`);
+  return {
+    id: task.id,
+    status: 'active',
+    version: task.version,
+    definition: task.schedule.definition,
+    nextFireMs: task.dueMs,
+    lastFiredMs: task.lastFiredMs,
+    generation: task.schedule.generation,
+  };
+}

@@ -1,0 +1,44 @@
+import type { CronDefinition } from './model.js';
+
+/**
+ * Submissions as validated: what the HTTP face hands the services and `newTask` turns into rows.
+ */
+
+/** A schedule as the client gave it, validated. Times are Unix milliseconds. */
+export type ScheduleSpec =
+  | { type: 'immediate' }
+  | { type: 'delayed'; dueMs: number | null; delaySeconds: number | null }
+  | ({ type: 'cron' } & CronDefinition);
+
+/** A validated submission, before it is given an id and a due time. */
+export interface TaskSpec {
+  taskType: string;
+  payload: unknown;
+  schedule: ScheduleSpec;
+  dependencies: string[];
+  idempotencyKey: string | null;
+  priority: number;
+  maxRetries: number;
+  timeoutSeconds: number;
+  /**
+   * sha256 of the canonical JSON of the request body, to tell an idempotent replay from a
+   * conflicting reuse of its key. Empty when the request carries no idempotency key.
+   */
+  requestHash: string;
+}
+
+/** One task of a `POST /api/dags` request, validated. */
+export interface DagTaskSpec {
+  ref: string;
+  /** Refs of the same request or existing task ids, as the client wrote them. */
+  dependsOn: string[];
+  spec: TaskSpec;
+}
+
+/** A validated `POST /api/dags` request. */
+export interface DagSpec {
+  tasks: DagTaskSpec[];
+  idempotencyKey: string | null;
+  /** sha256 of the canonical JSON of the body; empty without a key. */
+  requestHash: string;
+}

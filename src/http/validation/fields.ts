@@ -1,0 +1,281 @@
+import { hash } from 'node:crypto';
+import { WheelhouseError, type ErrorCode } from '../../lib/errors.js';
+
+/**
+ * The building blocks of request validation: a field path for error messages, readers for
+ * each kind of field, an ISO-8601 parser and canonical JSON. Hand-written rather than JSON
+ * Schema so every message names the field the way the client wrote it
+ * (`tasks[3].schedule.cron_expression: …`).
+ */
+
+/** A JSON object as parsed from a request body. */
+export type JsonObject = Record<string, unknown>;
+
+/**
+ * Where a value sits in the request. `path` is what error messages and `details.field` show;
+ * `index` is the position of the task in a batch, carried into `details.index`. The path
+ * string is only built when it is needed (on failure): validating a thousand-task batch
+ * creates many of these and fails at most once.
+ */
+export class FieldPath {
+  private built: string | undefined;
+
+  /**
+   * @param segment this level's name (`schedule`), or the whole path of a root (`tasks[3]`)
+   * @param index the task's index in a batch
+   * @param parent the enclosing path; null for a root
+   * @param joiner `.` before a member name, `` before an `[i]`
+   */
+  constructor(
+    private readonly segment: string,
+    readonly index?: number,
+    private readonly parent: FieldPath | null = null,
+    private readonly joiner: '.' | '' = '.',
+  ) {}
+
+  get path(): string {
+    if (this.built === undefined) {
+      const head = this.parent === null ? '' : this.parent.path;
+      this.built = head === '' ? this.segment : `${head}${this.joiner}${this.segment}`;
+    }
+    return this.built;
+  }
+
+  /** The path of a named member: `schedule` → `schedule.type`. */
+  at(name: string): FieldPath {
+    return new FieldPath(name, this.index, this, '.');
+  }
+
+  /** The path of an array element: `dependencies` → `dependencies[2]`. */
+  item(i: number): FieldPath {
+    return new FieldPath(`[${i}]`, this.index, this, '');
+  }
+
+  /** Throws a `WheelhouseError` naming this field. */
+  fail(message: string, code: ErrorCode = 'validation_failed', extra: JsonObject = {}, cause?: unknown): never {
+    const field = this.path === '' ? 'body' : this.path;
+    const details: JsonObject = { field, ...extra };
+    if (this.index !== undefined) details.index = this.index;
+    throw new WheelhouseError(code, `${field}: ${message}`, { details, cause });
+  }
+}
+
+/** The whole request body. */
+export const BODY = new FieldPath('');
+
+/** true for a JSON object (not an array, not null). */
+export function isObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Optional fields may be left out or sent as `null`; both mean "use the default". */
+export function isAbsent(value: unknown): value is undefined | null {
+  return value === undefined || value === null;
+}
+
+export function readObject(value: unknown, at: FieldPath, what = 'a JSON object'): JsonObject {
+  if (!isObject(value)) at.fail(`must be ${what}, got ${describe(value)}`);
+  return value;
+}
+
+/** Rejects members that are not in `allowed`, naming the first and listing the allowed ones. */
+export function rejectUnknown(object: JsonObject, allowed: ReadonlySet<string>, at: FieldPath): void {
+  for (const key in object) {
+    if (!allowed.has(key)) {
+      at.at(key).fail(`is not a known field (allowed: ${[...allowed].join(', ')})`);
+    }
+  }
+}
+
+export interface StringRule {
+  min: number;
+  max: number;
+  pattern?: RegExp;
+  /** Says what `pattern` allows, for the message. */
+  patternHint?: string;
+}
+
+export function readString(value: unknown, at: FieldPath, rule: StringRule): string {
+  if (typeof value !== 'string') at.fail(`must be a string, got ${describe(value)}`);
+  if (value.length < rule.min || value.length > rule.max) {
+    at.fail(
+      rule.min === rule.max
+        ? `must be ${rule.min} characters long, got ${value.length}`
+        : `must be ${rule.min}–${rule.max} characters long, got ${value.length}`,
+    );
+  }
+  if (rule.pattern && !rule.pattern.test(value)) at.fail(`must contain only ${rule.patternHint ?? rule.pattern}`);
+  return value;
+}
+
+export function readNumber(value: unknown, at: FieldPath, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isFinite(value)) at.fail(`must be a number, got ${describe(value)}`);
+  if (value < min || value > max) at.fail(`must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+export function readInteger(value: unknown, at: FieldPath, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value)) at.fail(`must be an integer, got ${describe(value)}`);
+  if (value < min || value > max) at.fail(`must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+export function readBoolean(value: unknown, at: FieldPath): boolean {
+  if (typeof value !== 'boolean') at.fail(`must be true or false, got ${describe(value)}`);
+  return value;
+}
+
+export function readOneOf<T extends string>(value: unknown, at: FieldPath, allowed: readonly T[]): T {
+  if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
+    at.fail(`must be one of ${allowed.join(', ')}, got ${describe(value)}`);
+  }
+  return value as T;
+}
+
+/** An ISO-8601 time as Unix milliseconds; 400 when it does not parse. */
+export function readTime(value: unknown, at: FieldPath): number {
+  if (typeof value !== 'string') at.fail(`must be an ISO-8601 time string, got ${describe(value)}`);
+  const ms = parseIsoTime(value);
+  if (ms === null) at.fail(`"${clip(value)}" is not an ISO-8601 time such as 2026-11-30T12:00:00.000Z`);
+  return ms;
+}
+
+const TASK_TYPE = /^[A-Za-z0-9_.:-]+$/;
+const TASK_TYPE_RULE: StringRule = {
+  min: 1,
+  max: 128,
+  pattern: TASK_TYPE,
+  patternHint: 'letters, digits and _ . : -',
+};
+
+/** true for a valid task type: 1–128 characters of `[A-Za-z0-9_.:-]`. */
+export function isTaskType(value: unknown): value is string {
+  return typeof value === 'string' && value.length >= 1 && value.length <= 128 && TASK_TYPE.test(value);
+}
+
+/** Reads a required task type, naming the field on error. */
+export function readTaskType(value: unknown, at: FieldPath): string {
+  if (value === undefined) at.fail('is required');
+  return readString(value, at, TASK_TYPE_RULE);
+}
+
+/** A query-string integer: digits only, within bounds. */
+export function readQueryInteger(value: unknown, at: FieldPath, min: number, max: number): number {
+  const raw = readQueryString(value, at);
+  if (!/^\d{1,16}$/.test(raw)) at.fail(`must be an integer, got "${clip(raw)}"`);
+  return readInteger(Number(raw), at, min, max);
+}
+
+/** A query-string value given once (a repeated parameter arrives as an array). */
+export function readQueryString(value: unknown, at: FieldPath): string {
+  if (Array.isArray(value)) at.fail('must be given once');
+  if (typeof value !== 'string') at.fail(`must be a string, got ${describe(value)}`);
+  return value;
+}
+
+const ISO_TIME =
+  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?(Z|z|[+-]\d{2}(?::?\d{2})?)?)?$/;
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/**
+ * Parses an ISO-8601 date-time (`2026-11-30T12:00:00.000Z`, `…+02:00`, `…T12:00`) or date
+ * (`2026-11-30`, midnight UTC) to Unix milliseconds. A time without an offset is read as UTC,
+ * as API.md says all times are. Calendar-checked: `2026-02-30` is refused (Date.parse would
+ * roll it over to March). Fractions past milliseconds are truncated. null when it does not parse.
+ */
+export function parseIsoTime(text: string): number | null {
+  const m = ISO_TIME.exec(text);
+  if (!m) return null;
+  const year = Number(m[1]);
+  const month = Number(m[2]);
+  const day = Number(m[3]);
+  const hour = Number(m[4] ?? 0);
+  const minute = Number(m[5] ?? 0);
+  const second = Number(m[6] ?? 0);
+  const ms = Number(((m[7] ?? '') + '000').slice(0, 3));
+  if (month < 1 || month > 12 || hour > 23 || minute > 59 || second > 59) return null;
+  const leap = month === 2 && (year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0));
+  if (day < 1 || day > (DAYS_IN_MONTH[month - 1] ?? 31) + (leap ? 1 : 0)) return null;
+  let offsetMinutes = 0;
+  const offset = m[8];
+  if (offset !== undefined && offset !== 'Z' && offset !== 'z') {
+    const digits = offset.slice(1).replace(':', '');
+    const oh = Number(digits.slice(0, 2));
+    const om = Number(digits.slice(2) || '0');
+    if (oh > 23 || om > 59) return null;
+    offsetMinutes = (offset.startsWith('-') ? -1 : 1) * (oh * 60 + om);
+  }
+  const date = new Date(Date.UTC(2000, month - 1, day, hour, minute, second, ms));
+  date.setUTCFullYear(year); // Date.UTC maps years 0–99 to 1900–1999
+  return date.getTime() - offsetMinutes * 60_000;
+}
+
+/**
+ * JSON with object keys sorted at every level, so two bodies that differ only in key order
+ * serialise identically. Otherwise as `JSON.stringify` (undefined members are dropped,
+ * non-finite numbers become null).
+ */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') {
+    return JSON.stringify(value) ?? 'null';
+  }
+  if (Array.isArray(value)) {
+    let out = '[';
+    for (let i = 0; i < value.length; i++) {
+      if (i > 0) out += ',';
+      out += canonicalJson(value[i]);
+    }
+    return out + ']';
+  }
+  const object = value as JsonObject;
+  const keys = Object.keys(object);
+  if (!isSorted(keys)) keys.sort();
+  let out = '{';
+  let first = true;
+  for (const key of keys) {
+    const member = object[key];
+    if (member === undefined || typeof member === 'function') continue;
+    if (!first) out += ',';
+    first = false;
+    out += JSON.stringify(key) + ':' + canonicalJson(member);
+  }
+  return out + '}';
+}
+
+function isSorted(keys: string[]): boolean {
+  for (let i = 1; i < keys.length; i++) if ((keys[i - 1] as string) > (keys[i] as string)) return false;
+  return true;
+}
+
+/** Hex sha256 of a string (one-shot `crypto.hash`: about twice as fast as `createHash` for small inputs). */
+export function sha256Hex(text: string): string {
+  return hash('sha256', text, 'hex');
+}
+
+/** Cuts a string to at most `maxBytes` of UTF-8 without splitting a character. */
+export function truncateUtf8(text: string, maxBytes: number): string {
+  if (text.length * 3 <= maxBytes || Buffer.byteLength(text) <= maxBytes) return text;
+  const bytes = Buffer.from(text).subarray(0, maxBytes);
+  let end = bytes.length;
+  // Step back over a partial multi-byte sequence at the cut (continuation bytes are 10xxxxxx).
+  let back = 0;
+  while (back < 4 && end - back - 1 >= 0 && ((bytes[end - back - 1] ?? 0) & 0xc0) === 0x80) back++;
+  const lead = bytes[end - back - 1] ?? 0;
+  const need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+  if (need > back + 1) end -= back + 1;
+  return bytes.subarray(0, end).toString('utf8');
+}
+
+/** A short description of a value for messages: `a string`, `null`, `an array`. */
+export function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (value === undefined) return 'nothing';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'string') return `the string "${clip(value)}"`;
+  if (typeof value === 'number' || typeof value === 'boolean') return `${typeof value} ${String(value)}`;
+  return `an ${typeof value}`;
+}
+
+function clip(text: string, max = 60): string {
+  return text.length <= max ? text : `${text.slice(0, max)}…`;
+}

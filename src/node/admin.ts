@@ -1,0 +1,60 @@
+import type { FastifyPluginAsync } from 'fastify';
+import type { CompiledOptions } from '../lib/config.js';
+import { adminRoutes } from '../http/admin-routes.js';
+import { clusterRoutes } from '../http/cluster-routes.js';
+import type { Cluster } from '../runtime/cluster.js';
+import { inspectRemote } from '../runtime/cluster-wire.js';
+import type { LivePlacement } from '../runtime/ring.js';
+import type { ActorSystem } from '../runtime/system.js';
+import type { Backend } from '../store/backend.js';
+import type { Clock } from '../runtime/clock.js';
+import { clusterStatus } from './cluster-status.js';
+
+export interface AdminFaceDeps {
+  options: CompiledOptions;
+  backend: Backend;
+  clock: Clock;
+  system: ActorSystem;
+  cluster: Cluster | null;
+  placement(): LivePlacement;
+  /** The URL the node listens on, once it does. */
+  url(): string;
+}
+
+/**
+ * The operator's routes (`/admin/*`: cluster, actors, queues) and the node-to-node routes
+ * (`/internal/*`), wired to this node's actor system and cluster. An actor that lives on
+ * another node is inspected there.
+ */
+export function adminFace(deps: AdminFaceDeps): FastifyPluginAsync[] {
+  const { options, backend, system, cluster } = deps;
+  return [
+    adminRoutes({
+      cluster: () =>
+        clusterStatus({
+          nodeId: options.nodeId,
+          url: deps.url(),
+          partitions: options.partitions,
+          ring: deps.placement().ring,
+          cluster,
+          heartbeatMs: options.heartbeatMs,
+          snapshots: backend.snapshots,
+        }),
+      listActors: (filter) => system.list(filter),
+      inspectActor: async (kind, key) => {
+        const local = system.inspect(kind, key);
+        const owner = deps.placement().ownerOf(kind, key);
+        const address = owner === options.nodeId ? undefined : cluster?.addressOf(owner);
+        if (local !== null || address === undefined) return local;
+        return inspectRemote(address, options.clusterSecret, kind, key);
+      },
+      queues: () => backend.ready.depths(deps.clock.now()),
+    }),
+    clusterRoutes({
+      secret: options.clusterSecret,
+      accept: (envelope) => system.acceptRemote(envelope),
+      onRefresh: () => cluster?.refresh(),
+      inspect: (kind, key) => system.inspect(kind, key),
+    }),
+  ];
+}

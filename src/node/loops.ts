@@ -1,0 +1,107 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { CompiledOptions } from '../lib/config.js';
+import type { AlignedClock } from '../runtime/aligned-clock.js';
+import type { Cancel, Clock } from '../runtime/clock.js';
+import { every, type DutyFailure } from '../runtime/supervision.js';
+import type { Backend } from '../store/backend.js';
+import type { DagResolver } from '../actors/dag-resolver.js';
+import type { Ownership } from './ownership.js';
+import type { SafetyNet } from '../services/safety-net.js';
+
+/** How often the node refreshes the ready backlog that admission control reads. */
+const BACKLOG_REFRESH_MS = 250;
+/** How often the node checks that it runs every partition it owns (one whose activation failed or was fenced comes back). */
+const PARTITION_CHECK_MS = 1_000;
+/** How often entries taken but never settled are put back in their ready queues. */
+const REQUEUE_STALE_MS = 5_000;
+/** How often expired idempotency keys are deleted, and how many at most each time. */
+const PURGE_KEYS_MS = 60_000;
+const PURGE_KEYS_BATCH = 10_000;
+/** How often the node looks for active schedules it owns without a live actor. */
+const SCHEDULE_CHECK_MS = 30_000;
+/** How often outbox events the live path did not clear are delivered again. */
+const DAG_REPLAY_MS = 2_000;
+/** How often the node measures its clock against the database's. */
+const CLOCK_SAMPLE_MS = 5_000;
+/** A clock this far off the database's is worth a warning (it is corrected either way). */
+const CLOCK_WARN_MS = 1_000;
+
+export interface LoopDeps {
+  clock: Clock;
+  /** Set when the node reads time as the database does: its offset is measured here. */
+  aligned: AlignedClock | null;
+  options: CompiledOptions;
+  backend: Backend;
+  resolver: DagResolver;
+  ownership: Ownership;
+  safetyNet: SafetyNet;
+  /** False while this node may have been declared out: it then takes nothing over. */
+  mayOwn(): boolean;
+  setBacklog(entries: number): void;
+  log: FastifyBaseLogger;
+  /** A duty failed: it runs again after `failure.retryInMs`. */
+  onDutyFailure(error: unknown, failure: DutyFailure): void;
+}
+
+/**
+ * The node's background duties: the nets under the live paths (outbox replay and sweep,
+ * the lease and pending safety nets, owned partitions and schedules kept running, stale
+ * in-flight entries put back) and the housekeeping (backlog for admission control, expired
+ * idempotency keys, the clock's offset). Each is supervised (`every`): a failure is reported
+ * and the duty comes back after a backoff. Returns their stop functions.
+ */
+export function startLoops(deps: LoopDeps): Cancel[] {
+  const { clock, options, backend, resolver, ownership, log } = deps;
+  const loop = (duty: string, intervalMs: number, fn: () => Promise<void>): Cancel =>
+    every(clock, duty, intervalMs, fn, deps.onDutyFailure);
+  const loops = [
+    loop('dag_replay', DAG_REPLAY_MS, async () => {
+      const n = await resolver.replay();
+      if (n > 0) log.warn({ count: n }, 'delivered finished predecessors from the outbox');
+    }),
+    loop('dag_sweep', options.dagSweepMs, async () => {
+      const n = await resolver.sweep();
+      if (n > 0) log.warn({ count: n }, 'the dependency sweep found blocked tasks that nothing had reached');
+    }),
+    loop('safety_net', options.safetyNetMs, async () => {
+      if (!deps.mayOwn()) return;
+      const pass = await deps.safetyNet.sweep();
+      if (pass.leases + pass.pending > 0) log.warn(pass, 'the safety net handed on tasks their mechanism had left behind');
+    }),
+    loop('backlog', BACKLOG_REFRESH_MS, async () => {
+      deps.setBacklog(await backend.ready.backlog());
+    }),
+    loop('partitions', PARTITION_CHECK_MS, async () => {
+      // A node that may have been declared out (a long pause) takes nothing over until its
+      // heartbeat is accepted again; the others may own its partitions by now.
+      if (!deps.mayOwn()) return;
+      const restarted = await ownership.keepPartitionsActive();
+      if (restarted > 0) log.warn({ count: restarted }, 'activated owned wheel partitions that were not running');
+    }),
+    loop('schedules', SCHEDULE_CHECK_MS, async () => {
+      if (!deps.mayOwn()) return;
+      const n = await ownership.keepSchedulesActive();
+      if (n > 0) log.warn({ count: n }, 'activated schedules that had no live actor');
+    }),
+    loop('purge_keys', PURGE_KEYS_MS, async () => {
+      await backend.tasks.purgeExpiredIdempotencyKeys(clock.now(), PURGE_KEYS_BATCH);
+    }),
+    loop('requeue_stale', REQUEUE_STALE_MS, async () => {
+      const n = await backend.ready.requeueStale(clock.now() - options.inflightTimeoutMs);
+      if (n > 0) log.warn({ count: n }, 'put back ready entries taken but never claimed');
+    }),
+  ];
+  const aligned = deps.aligned;
+  if (aligned !== null) {
+    let warned = false;
+    loops.push(
+      loop('clock_sample', CLOCK_SAMPLE_MS, async () => {
+        await aligned.sample();
+        const off = Math.abs(aligned.offsetMs) > CLOCK_WARN_MS;
+        if (off && !warned) log.warn({ offsetMs: aligned.offsetMs }, "this node's clock is off the database's; the node reads time as the database does");
+        warned = off;
+      }),
+    );
+  }
+  return loops;
+}

@@ -1,0 +1,172 @@
+import { CRON_KIND } from '../actors/cron-schedule.js';
+import type { CronActivation } from '../actors/cron-activation.js';
+import { WHEEL_KIND } from '../actors/wheel-partition.js';
+import { LEASE_KIND, type LeaseMessage } from '../actors/worker-lease.js';
+import { isWheelhouseError } from '../lib/errors.js';
+import type { Clock } from '../runtime/clock.js';
+import type { SnapshotStore } from '../runtime/snapshots.js';
+import type { ActorSystem } from '../runtime/system.js';
+import type { ScheduleRecord } from '../domain/model.js';
+import type { ScheduleStore, TaskStore } from '../store/types.js';
+
+/** Active schedules read per page when the node checks which it owns. */
+const SCHEDULE_PAGE = 1_000;
+/** Longest wait for a live previous owner to release a partition before taking it anyway, ms. */
+const RELEASE_WAIT_MS = 500;
+/** How often the fencing rows are read while waiting for releases, ms. */
+const RELEASE_POLL_MS = 20;
+
+export interface OwnershipDeps {
+  system: ActorSystem;
+  tasks: Pick<TaskStore, 'runningInPartitions'>;
+  schedules: Pick<ScheduleStore, 'active' | 'activeIds'>;
+  snapshots: Pick<SnapshotStore, 'owners'>;
+  clock: Clock;
+  partitions: number;
+  /** Whether a node is in the ring this node routes by. */
+  isLive(nodeId: string): boolean;
+  /** Activates schedules by id, or from records just read (one read fewer each). */
+  activation: Pick<CronActivation, 'ids' | 'records'>;
+  /**
+   * An activation was fenced while it started: another node (whose ring, a beat ahead or
+   * behind, names itself) took the actor meanwhile. Not an error; the periodic check
+   * activates it again if the ring still names this node once the views agree.
+   */
+  onFenced(kind: string, key: string): void;
+  onError(error: unknown, context: string): void;
+}
+
+/** What one pass of `takeOwnership` did. */
+export interface OwnershipPass {
+  handedOff: number;
+  partitions: number;
+  schedules: number;
+  leases: number;
+}
+
+/**
+ * Which actors must run on this node, and making it so. Wheel partitions and cron schedules
+ * are always on: each must be active on the node the ring names, so the node activates the
+ * ones it owns and does not hold — at start, after every ring change, and periodically (an
+ * activation that failed or was fenced comes back within a second). Leases, DAG nodes and
+ * everything else activate on their next message; leases are the exception after a ring
+ * change, because a lease whose worker has died gets no next message: its new owner
+ * re-reads the running tasks and takes over the lease of each.
+ */
+export class Ownership {
+  private readonly partitionKeys: string[];
+
+  constructor(private readonly deps: OwnershipDeps) {
+    this.partitionKeys = Array.from({ length: deps.partitions }, (_, p) => String(p));
+  }
+
+  /** The partitions the ring puts on this node. */
+  ownedPartitions(): number[] {
+    const { system } = this.deps;
+    return this.partitionKeys.filter((key) => system.ownerOf(WHEEL_KIND, key) === system.nodeId).map(Number);
+  }
+
+  /**
+   * After a ring change (and at start): hands off what moved away, then activates what moved
+   * here — schedules first, so that a misfire policy applies before the wheel fires an
+   * overdue instance — and takes over the leases of running tasks that are now this node's.
+   */
+  async takeOwnership(): Promise<OwnershipPass> {
+    const handedOff = this.deps.system.handOff();
+    const schedules = await this.keepSchedulesActive();
+    const partitions = await this.keepPartitionsActive(true);
+    const leases = await this.recoverLeases();
+    return { handedOff, partitions, schedules, leases };
+  }
+
+  /**
+   * Activates the owned partitions this node does not hold. Returns how many it started.
+   *
+   * `handOver`: after a ring change, a partition whose previous owner is still live (a node
+   * joined, or the previous owner is leaving) is taken once that owner has taken its final
+   * snapshot and released it — or after `RELEASE_WAIT_MS`, whichever comes first; fencing
+   * makes taking it early safe, waiting makes the hand-over clean. A dead owner is not waited
+   * for.
+   */
+  async keepPartitionsActive(handOver = false): Promise<number> {
+    const { system } = this.deps;
+    const idle = this.ownedPartitions().filter((p) => !system.holds(WHEEL_KIND, String(p)));
+    if (idle.length === 0) return 0;
+    if (handOver) await this.awaitReleases(idle);
+    const results = await Promise.allSettled(idle.map((p) => system.ensureActive(WHEEL_KIND, String(p))));
+    results.forEach((r, i) => {
+      if (r.status === 'fulfilled') return;
+      if (isWheelhouseError(r.reason, 'stale_epoch')) this.deps.onFenced(WHEEL_KIND, String(idle[i]));
+      else this.deps.onError(r.reason, `activating wheel partition ${idle[i]}`);
+    });
+    return idle.length;
+  }
+
+  /** Waits (bounded) until no live node other than this one holds any of `partitions`. */
+  private async awaitReleases(partitions: number[]): Promise<void> {
+    const { clock, system } = this.deps;
+    const wanted = new Set(partitions.map(String));
+    const deadline = clock.now() + RELEASE_WAIT_MS;
+    for (;;) {
+      const rows = await this.deps.snapshots.owners(WHEEL_KIND);
+      const held = rows.some(
+        (r) => wanted.has(r.key) && r.ownerNode !== null && r.ownerNode !== system.nodeId && this.deps.isLive(r.ownerNode),
+      );
+      if (!held || clock.now() >= deadline) return;
+      await new Promise<void>((resolve) => clock.setTimer(RELEASE_POLL_MS, resolve));
+    }
+  }
+
+  /**
+   * At start: activates the owned active schedules, from their records read page by page.
+   * Schedules go first: one that missed fire times while the node was down applies its
+   * misfire policy (`skip` cancels the overdue instance) before the wheel hands it out.
+   */
+  async activateOwnedSchedules(): Promise<void> {
+    const { system, schedules } = this.deps;
+    for (let after: string | null = null; ; ) {
+      const page = await schedules.active(after, SCHEDULE_PAGE);
+      if (page.length === 0) return;
+      await this.deps.activation.records(page.filter((r) => system.ownerOf(CRON_KIND, r.id) === system.nodeId && !system.holds(CRON_KIND, r.id)));
+      after = page[page.length - 1]!.id;
+    }
+  }
+
+  /**
+   * Activates the owned active schedules this node does not hold (their activation failed,
+   * their actor was fenced, or they just moved here). Reads ids only, page by page.
+   */
+  async keepSchedulesActive(): Promise<number> {
+    const { system, schedules } = this.deps;
+    let activated = 0;
+    for (let after: string | null = null; ; ) {
+      const ids = await schedules.activeIds(after, SCHEDULE_PAGE);
+      if (ids.length === 0) return activated;
+      const idle = ids.filter((id) => system.ownerOf(CRON_KIND, id) === system.nodeId && !system.holds(CRON_KIND, id));
+      if (idle.length > 0) await this.deps.activation.ids(idle);
+      activated += idle.length;
+      after = ids[ids.length - 1]!;
+    }
+  }
+
+  /**
+   * Starts the lease actor of every running task whose lease the ring now puts here and this
+   * node does not hold, from the task row's version and expiry. Returns how many.
+   */
+  async recoverLeases(): Promise<number> {
+    const { system, tasks } = this.deps;
+    const all = Array.from({ length: this.deps.partitions }, (_, p) => p);
+    let recovered = 0;
+    for (const running of await tasks.runningInPartitions(all)) {
+      if (system.ownerOf(LEASE_KIND, running.taskId) !== system.nodeId || system.holds(LEASE_KIND, running.taskId)) continue;
+      system.ref<LeaseMessage>(LEASE_KIND, running.taskId).tell({
+        type: 'granted',
+        version: running.version,
+        leaseExpiresMs: running.leaseExpiresMs,
+      });
+      recovered++;
+    }
+    return recovered;
+  }
+
+}

@@ -1,0 +1,209 @@
+import type { FastifyInstance } from 'fastify';
+import { pino } from 'pino';
+import type { NodeEvents } from '../domain/events.js';
+import { compileOptions, type CompiledOptions, type WheelhouseOptions } from '../lib/config.js';
+import { TypedEvents } from '../lib/events.js';
+import type { Metrics } from '../lib/metrics.js';
+import { CronActivation } from '../actors/cron-activation.js';
+import { DagResolver } from '../actors/dag-resolver.js';
+import { WHEEL_KIND } from '../actors/wheel-partition.js';
+import { WheelPlacement } from '../actors/wheel-placement.js';
+import { startNoopExecutor, type BuiltinExecutor } from '../executors/builtin.js';
+import { startHttpExecutor } from '../executors/http-executor.js';
+import { buildServer } from '../http/server.js';
+import { AlignedClock } from '../runtime/aligned-clock.js';
+import { offsetClock, systemClock, type Clock } from '../runtime/clock.js';
+import type { Cluster } from '../runtime/cluster.js';
+import { LivePlacement } from '../runtime/ring.js';
+import { ActorSystem } from '../runtime/system.js';
+import { DagService } from '../services/dag-service.js';
+import { Dispatcher } from '../services/dispatcher.js';
+import { SafetyNet } from '../services/safety-net.js';
+import { ScheduleService } from '../services/schedule-service.js';
+import { Admission, TaskViews } from '../services/support.js';
+import { TaskService } from '../services/task-service.js';
+import type { Services } from '../services/types.js';
+import { WorkerService } from '../services/worker-service.js';
+import { openBackend, type Backend } from '../store/backend.js';
+import { registerActorKinds } from './actors.js';
+import { adminFace } from './admin.js';
+import { nodeCluster } from './cluster.js';
+import { startLoops } from './loops.js';
+import { nodeMetrics } from './metrics.js';
+import { Ownership } from './ownership.js';
+
+/** A running node: the HTTP API, the actor host and the background loops. */
+export interface WheelhouseNode {
+  readonly options: CompiledOptions;
+  /** `http://host:port` the API listens on. */
+  readonly url: string;
+  readonly server: FastifyInstance;
+  readonly services: Services;
+  readonly system: ActorSystem;
+  readonly backend: Backend;
+  readonly metrics: Metrics;
+  /** What happens on the node (`domain/events.ts`): tests and tools wait on these. */
+  readonly events: TypedEvents<NodeEvents>;
+  close(): Promise<void>;
+}
+
+export interface NodeOverrides {
+  /** Time source; tests pass a FakeClock. @default systemClock */
+  clock?: Clock;
+  /** An already-open backend (tests share one between restarts). */
+  backend?: Backend;
+}
+
+/** How long a dependent's actor may take to take in a finished predecessor. */
+const DAG_ASK_MS = 60_000;
+/** Samples of the database's clock taken before a node starts, to align its own on it. */
+const CLOCK_SAMPLES_AT_START = 5;
+
+/** Starts a node: opens the stores (applying migrations), then `startOn`. */
+export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOverrides = {}): Promise<WheelhouseNode> {
+  const options = compileOptions(input);
+  if (overrides.backend) return startOn(options, overrides.backend, overrides);
+  // A backend opened here is closed again if the node cannot start: no pools left open.
+  const backend = await openBackend(options);
+  try {
+    return await startOn(options, backend, overrides);
+  } catch (error) {
+    await backend.close().catch(() => undefined);
+    throw error;
+  }
+}
+
+/**
+ * The composition root. Start order: clock, log, cluster and actor system, the actor kinds
+ * and the services, ownership of the always-on actors, then the HTTP server, then the loops
+ * and executors. Close order is the reverse (see `close`).
+ */
+async function startOn(options: CompiledOptions, backend: Backend, overrides: NodeOverrides): Promise<WheelhouseNode> {
+  const { clock, aligned } = await nodeClock(options, backend, overrides);
+  const log = pino({ level: options.logLevel });
+  const onError = (error: unknown, context: string): void => log.error({ err: error }, context);
+  for (const warning of backend.warnings) log.warn(warning);
+  if (aligned !== null) log.info({ offsetMs: aligned.offsetMs, rttMs: aligned.rttMs }, "this node's clock is aligned on the database's");
+  const events = new TypedEvents<NodeEvents>((error, name) => onError(error, `a listener of ${name}`));
+  let started = false;
+  let backlog = 0;
+  let url = `http://${options.host}:${options.port}`;
+
+  // The wheel partitions are few and must be spread evenly: bounded loads (see ring.ts). The
+  // embedded backend is one process by construction: a cluster of one, with no membership and
+  // no transport. Postgres + Redis nodes form one; the cluster delivers into the actor system
+  // built after it, and ownership follows its ring.
+  const ring = { bounded: new Map([[WHEEL_KIND, Array.from({ length: options.partitions }, (_, p) => String(p))]]) };
+  let system: ActorSystem | null = null;
+  let ownership: Ownership | null = null;
+  const cluster: Cluster | null = backend.kind !== 'postgres' ? null : nodeCluster({ options, backend, ring, events, log, onError,
+    system: () => system!, ownership: () => ownership!, onHandedOff: (n) => metrics.onHandedOff(n) });
+  const placement = cluster?.placement ?? new LivePlacement(options.nodeId, ring);
+  const metrics = nodeMetrics(events, log, { backlog: () => backlog, system: () => actors, placement: () => placement, cluster: () => cluster, aligned });
+  const actors = (system = new ActorSystem({
+    nodeId: options.nodeId, clock, snapshots: backend.snapshots, placement,
+    ...(cluster ? { transport: cluster.transport } : {}),
+    onError: metrics.onActorError,
+  }));
+
+  const backoff = { baseMs: options.retryBaseMs, maxMs: options.retryMaxMs };
+  const wheel = new WheelPlacement({ system: actors, buckets: backend.buckets, clock, partitions: options.partitions, onDutyFailure: metrics.onDutyFailure });
+  const resolver = new DagResolver({ dags: backend.dags, system: actors, clock, askTimeoutMs: DAG_ASK_MS, events, onError });
+  const activation = new CronActivation(actors);
+  registerActorKinds(actors, { options, backend, clock, backoff, placement: wheel, dependents: resolver, activation, events, onError });
+
+  const dispatcher = new Dispatcher({ tasks: backend.tasks, ready: backend.ready, clock, system: actors, pollMaxWaitMs: options.pollMaxWaitMs, events, onError });
+  const offPush = backend.ready.onPush((types) => dispatcher.notify(types));
+  const views = new TaskViews({ dags: backend.dags, clock });
+  const admission = new Admission({ backlog: () => backlog, readyBacklogLimit: options.readyBacklogLimit });
+  const schedules = new ScheduleService({ tasks: backend.tasks, system: actors, activation, views, onError });
+  const services: Services = {
+    tasks: new TaskService({ tasks: backend.tasks, schedules: backend.schedules, clock, partitions: options.partitions, admission, views, placement: wheel, cron: schedules, resolver, events }),
+    schedules,
+    dags: new DagService({ dags: backend.dags, clock, partitions: options.partitions, admission, placement: wheel, events }),
+    workers: new WorkerService({ tasks: backend.tasks, clock, system: actors, dispatcher, backoff, placement: wheel, resolver, events, onError }),
+    health: { isReady: () => (started ? backend.ping().then(() => true, () => false) : Promise.resolve(false)) },
+  };
+
+  const owned = (ownership = new Ownership({
+    system: actors, tasks: backend.tasks, schedules: backend.schedules, snapshots: backend.snapshots, clock,
+    partitions: options.partitions, activation, onFenced: metrics.onFenced, onError,
+    isLive: (id) => placement.ring.nodes().includes(id),
+  }));
+  if (cluster === null) {
+    await owned.activateOwnedSchedules();
+    await owned.keepPartitionsActive();
+  } else {
+    // The ring as the live set has it, before listening, so that the first requests already
+    // route to the right owners; this node joins once it knows its own address.
+    await cluster.prime();
+  }
+
+  const server = buildServer({
+    services, options, logger: log, metrics: () => metrics.registry.render(),
+    extraPlugins: adminFace({ options, backend, clock, system: actors, cluster, placement: () => placement, url: () => url }),
+  });
+  await server.listen({ host: options.host, port: options.port });
+  const address = server.server.address();
+  url = `http://${options.host}:${typeof address === 'object' && address ? address.port : options.port}`;
+  if (cluster !== null) {
+    if (options.clusterSecret === null) log.warn('clusterSecret is not set: node-to-node requests are accepted from loopback addresses only');
+    await cluster.start(options.advertiseUrl ?? url);
+    await owned.activateOwnedSchedules();
+    await owned.takeOwnership();
+  }
+
+  // Dependents a previous life of the node (or another node) did not reach before it stopped.
+  await resolver.replay(true).catch((error: unknown) => onError(error, 'replaying the dependency outbox at start'));
+  const safetyNet = new SafetyNet({
+    tasks: backend.tasks, system: actors, clock, backoff, graceMs: options.safetyNetGraceMs,
+    ownedPartitions: () => owned.ownedPartitions(), placement: wheel, dependents: resolver, events,
+  });
+  const loops = startLoops({
+    clock, aligned, options, backend, resolver, ownership: owned, safetyNet, log, onDutyFailure: metrics.onDutyFailure,
+    mayOwn: () => cluster === null || cluster.mayOwn,
+    setBacklog: (n) => void (backlog = n),
+  });
+  const executors: BuiltinExecutor[] = !options.builtinExecutors ? [] : [
+    startNoopExecutor(services.workers, options.nodeId, (e) => onError(e, 'noop executor')),
+    startHttpExecutor(services.workers, options.nodeId, (e) => onError(e, 'http executor')),
+  ];
+  started = true;
+  log.info({ nodeId: options.nodeId, backend: backend.kind, url }, 'wheelhouse node started');
+
+  let closing: Promise<void> | undefined;
+  return {
+    options, url, server, services, system: actors, backend, metrics: metrics.registry, events,
+    close() {
+      closing ??= (async () => {
+        started = false;
+        for (const stop of loops) stop();
+        resolver.stop();
+        wheel.stop();
+        dispatcher.stop();
+        offPush();
+        await Promise.all(executors.map((e) => e.stop()));
+        await server.close();
+        // Hand-off: every actor takes its final snapshot and releases its ownership, then the
+        // node leaves the ring and tells the others, who take over at once.
+        await actors.shutdown();
+        await cluster?.leave();
+        if (!overrides.backend) await backend.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+/**
+ * A Postgres node reads time as the database does (docs/decisions/0007-…): whatever its own
+ * clock says, it fires, claims and expires leases on the same time as every other node. A
+ * clock given by a test is used as it is.
+ */
+async function nodeClock(options: CompiledOptions, backend: Backend, overrides: NodeOverrides): Promise<{ clock: Clock; aligned: AlignedClock | null }> {
+  const own = overrides.clock ?? offsetClock(systemClock, options.testClockOffsetMs);
+  if (overrides.clock !== undefined || backend.kind !== 'postgres') return { clock: own, aligned: null };
+  const aligned = new AlignedClock(own, () => backend.databaseNowMs());
+  for (let i = 0; i < CLOCK_SAMPLES_AT_START; i++) await aligned.sample();
+  return { clock: aligned, aligned };
+}

@@ -1,0 +1,200 @@
+import type { ActorSystemApi } from '../runtime/actor.js';
+import type { Cancel, Clock } from '../runtime/clock.js';
+import { LEASE_KIND, type LeaseMessage } from '../actors/worker-lease.js';
+import type { ClaimedTask, DueEntry } from '../domain/model.js';
+import type { NodeEventSink } from '../domain/events.js';
+import type { TaskStore } from '../store/types.js';
+import type { ReadyQueue } from '../store/fast-index-types.js';
+import type { Assignment, PollRequest } from './types.js';
+import { encodeLeaseToken } from '../domain/lease-token.js';
+
+/**
+ * Hands due tasks to workers that ask for them (pull). A poll takes entries from the ready
+ * queues, claims them in one compare-and-set statement, and starts a lease actor per claimed
+ * task. When nothing is ready it waits until a push for one of its task types lands (or the
+ * wait ends), so a long-poll answers as soon as a task is claimable.
+ */
+export interface DispatcherDeps {
+  tasks: TaskStore;
+  ready: ReadyQueue;
+  clock: Clock;
+  system: ActorSystemApi;
+  /** Upper bound of a poll's wait. */
+  pollMaxWaitMs: number;
+  events: NodeEventSink;
+  onError?(error: unknown, context: string): void;
+}
+
+interface Waiter {
+  readonly taskTypes: ReadonlySet<string>;
+  wake(): void;
+}
+
+/**
+ * A waiting poll re-checks the queues at least this often, for pushes this node did not see
+ * (another node's partition, entries put back by `requeueStale`).
+ */
+const RECHECK_MS = 1_000;
+
+/**
+ * How far a ready entry's due time may be ahead of this node's clock and still be claimed, ms:
+ * the bound on clock skew between nodes that the cluster tolerates.
+ */
+export const MAX_CLOCK_SKEW_MS = 1_000;
+
+/**
+ * The time a batch is claimed at. An entry is in a ready queue because the wheel that owns its
+ * partition found it due — on that node's clock, which may run a little ahead of this one's
+ * (or be read an instant later: the push can land between this node reading its clock and
+ * taking). The claim refuses a task whose due time is after the claim time, and a refused
+ * entry is dropped, so claiming at this node's clock alone would lose such a task for good.
+ * Claiming at the latest due time in the batch (at most `MAX_CLOCK_SKEW_MS` ahead) honours the
+ * owner's decision, and still refuses a stale entry of a task that was moved to a later due
+ * time (a retry's backoff).
+ */
+function claimTime(nowMs: number, entries: readonly { dueMs: number }[]): number {
+  let latest = nowMs;
+  for (const entry of entries) if (entry.dueMs > latest) latest = entry.dueMs;
+  return Math.min(latest, nowMs + MAX_CLOCK_SKEW_MS);
+}
+
+export class Dispatcher {
+  private readonly waiters = new Set<Waiter>();
+  /** Entries waiting to be put back when due (see `claim`), cancelled at `stop`. */
+  private readonly putBacks = new Set<Cancel>();
+  /** Bumped on every push this node sees, so a poll that found nothing knows whether to look again. */
+  private pushSeq = 0;
+
+  constructor(private readonly deps: DispatcherDeps) {}
+
+  /** Cancels the entries waiting to be put back: they stay in flight, and `requeueStale` returns them. */
+  stop(): void {
+    for (const cancel of this.putBacks) cancel();
+    this.putBacks.clear();
+  }
+
+  /** Tells waiting polls that entries of these task types were pushed. */
+  notify(taskTypes: ReadonlySet<string>): void {
+    this.pushSeq++;
+    for (const waiter of this.waiters) {
+      for (const type of waiter.taskTypes) {
+        if (taskTypes.has(type)) {
+          waiter.wake();
+          break;
+        }
+      }
+    }
+  }
+
+  async poll(request: PollRequest, signal?: AbortSignal): Promise<Assignment[]> {
+    const { clock } = this.deps;
+    const deadline = clock.now() + Math.min(request.waitMs, this.deps.pollMaxWaitMs);
+    const types = new Set(request.taskTypes);
+    for (;;) {
+      // A poll whose worker went away claims nothing more: what it claimed would wait out a
+      // lease nobody holds.
+      if (signal?.aborted) return [];
+      const seq = this.pushSeq;
+      const claimed = await this.claim(request, signal);
+      if (claimed.length > 0) return claimed;
+      const remaining = deadline - clock.now();
+      if (remaining <= 0 || signal?.aborted) return [];
+      if (seq !== this.pushSeq) continue; // something was pushed while we looked
+      await this.waitForPush(types, Math.min(remaining, RECHECK_MS), signal);
+    }
+  }
+
+  /**
+   * One attempt: take, claim, start leases. Entries that were not claimable are dropped, but
+   * for one case: an entry whose task is pending at exactly that due time, not yet due on
+   * this clock — its wheel fired it on a clock further ahead than the claim tolerates. It is
+   * the task's only entry, so it is put back in its queue when it falls due here (and stays
+   * in flight until then, so `requeueStale` puts it back should this node die first).
+   */
+  private async claim(request: PollRequest, signal?: AbortSignal): Promise<Assignment[]> {
+    const { tasks, ready, clock, system } = this.deps;
+    for (;;) {
+      const entries = await ready.take(request.taskTypes, request.maxTasks, clock.now());
+      if (entries.length === 0) return [];
+      if (signal?.aborted) {
+        await this.putBack(entries);
+        return [];
+      }
+      const now = claimTime(clock.now(), entries);
+      let claimed;
+      try {
+        claimed = await tasks.claim(
+          entries.map((e) => e.taskId),
+          request.workerId,
+          now,
+        );
+      } catch (error) {
+        // Put the entries back at once; if that fails too, they stay in flight and
+        // `requeueStale` returns them later. Either way the tasks are still `pending`.
+        await this.putBack(entries);
+        throw error;
+      }
+      const early = claimed.length < entries.length ? await this.notYetDue(entries, claimed, now) : [];
+      // The claim is settled in Postgres; dropping the in-flight entries is housekeeping and
+      // stays off the worker's critical path. If it fails, `requeueStale` puts them back
+      // later and their claim is refused by the compare-and-set: nothing runs twice.
+      const settled = early.length === 0 ? entries : entries.filter((e) => !early.includes(e));
+      ready.ack(settled).catch((error: unknown) => this.deps.onError?.(error, 'ack of claimed ready entries'));
+      for (const entry of early) this.pushWhenDue(entry);
+      if (claimed.length === 0) continue; // stale entries (cancelled, already claimed): look again
+      this.deps.events.emit('task:claimed', { workerId: request.workerId, taskIds: claimed.map((t) => t.id) });
+      return claimed.map((task) => {
+        system
+          .ref<LeaseMessage>(LEASE_KIND, task.id)
+          .tell({ type: 'granted', version: task.version, leaseExpiresMs: task.leaseExpiresMs });
+        return { ...task, leaseToken: encodeLeaseToken(task.version) };
+      });
+    }
+  }
+
+  /** Entries the claim refused whose task is pending at exactly their due time, after `claimMs`. */
+  private async notYetDue(entries: DueEntry[], claimed: ClaimedTask[], claimMs: number): Promise<DueEntry[]> {
+    const claimedIds = new Set(claimed.map((t) => t.id));
+    const refused = entries.filter((e) => !claimedIds.has(e.taskId) && e.dueMs > claimMs);
+    if (refused.length === 0) return [];
+    const pending = await this.deps.tasks.pendingDueTimes(refused.map((e) => e.taskId));
+    return refused.filter((e) => pending.get(e.taskId) === e.dueMs);
+  }
+
+  /** Puts an entry back in its queue once it is due on this clock, then drops it from flight. */
+  private pushWhenDue(entry: DueEntry): void {
+    const { ready, clock } = this.deps;
+    const cancel = clock.setTimer(entry.dueMs - clock.now(), () => {
+      this.putBacks.delete(cancel);
+      ready
+        .push([entry])
+        .then(() => ready.ack([entry]))
+        .catch((error: unknown) => this.deps.onError?.(error, `putting back an entry not yet due (requeueStale will)`));
+    });
+    this.putBacks.add(cancel);
+  }
+
+  /** Back to their queues at once; if that fails they stay in flight, for `requeueStale`. */
+  private async putBack(entries: DueEntry[]): Promise<void> {
+    const { ready } = this.deps;
+    await ready
+      .push(entries)
+      .then(() => ready.ack(entries))
+      .catch(() => undefined);
+  }
+
+  private waitForPush(taskTypes: ReadonlySet<string>, waitMs: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const finish = (): void => {
+        this.waiters.delete(waiter);
+        cancelTimer();
+        signal?.removeEventListener('abort', finish);
+        resolve();
+      };
+      const waiter: Waiter = { taskTypes, wake: finish };
+      const cancelTimer = this.deps.clock.setTimer(waitMs, finish);
+      signal?.addEventListener('abort', finish, { once: true });
+      this.waiters.add(waiter);
+    });
+  }
+}

@@ -1,0 +1,95 @@
+import { WHEEL_KIND, type WheelMessage } from '../actors/wheel-partition.js';
+import type { ActorSystemApi } from '../runtime/actor.js';
+import type { Clock } from '../runtime/clock.js';
+import type { BackoffPolicy } from '../domain/model.js';
+import type { NodeEventSink } from '../domain/events.js';
+import { handOnExpired } from '../actors/worker-lease.js';
+import type { Dependents, Placing } from '../actors/ports.js';
+import type { TaskStore } from '../store/types.js';
+
+/**
+ * The safety nets under the two mechanisms that hand a task on, run for the partitions this
+ * node owns. Each should find nothing; what it finds it hands on and counts, so a count
+ * above 0 says which mechanism failed and how often (docs/decisions/0007-supervision-and-
+ * safety-nets.md).
+ *
+ * - Leases: `running` tasks whose lease ran out more than a grace ago — the lease actor's
+ *   expiry (or its recovery by a new owner after a node died) should have handed them on.
+ *   Each is expired here, with the same compare-and-set the lease uses.
+ * - Pending: `pending` tasks overdue by more than a grace that nothing holds — not in a
+ *   ready queue, not in flight between take and claim, not waiting on their wheel for a push
+ *   retry. The wheel should have fired them. The partition's wheel pushes them (and counts
+ *   them, as it pushes).
+ *
+ * Both read indexes only, a bounded page per pass (the running tasks of the partitions, the
+ * oldest pending of each), and compare with the node's clock, which is aligned on the
+ * database's (see `AlignedClock`).
+ */
+export interface SafetyNetDeps {
+  tasks: Pick<TaskStore, 'expiredLeases' | 'expireLease' | 'pendingInPartition'>;
+  system: ActorSystemApi;
+  clock: Clock;
+  backoff: BackoffPolicy;
+  /** The wheel partitions this node owns now. */
+  ownedPartitions(): number[];
+  /** How far past its due time (or lease expiry) a task must be before the net takes it, ms. */
+  graceMs: number;
+  /** A lease the net expired is handed on as an expiry would (see `handOnExpired`). */
+  placement: Pick<Placing, 'requeue'>;
+  dependents: Pick<Dependents, 'transitions'>;
+  /** `safety-net:recovered` (kind `lease`) for each lease the net expired (the wheel tells what it pushes for the net). */
+  events: NodeEventSink;
+}
+
+/** What one pass found and handed on. */
+export interface SafetyNetPass {
+  leases: number;
+  pending: number;
+}
+
+/** Expired leases looked at per pass, in all. */
+const LEASE_PAGE = 500;
+/**
+ * Overdue pending tasks looked at per partition and pass: the oldest. During a herd thousands
+ * are overdue and all held (queued for the workers), and the check of each costs a little of
+ * the Redis and Postgres the herd needs; a task left behind is found once those older than it
+ * have drained.
+ */
+const PENDING_PAGE = 100;
+/** How long a partition may take to check and push what the net found. */
+const RECOVER_ASK_MS = 30_000;
+
+export class SafetyNet {
+  constructor(private readonly deps: SafetyNetDeps) {}
+
+  /** One pass over the owned partitions. */
+  async sweep(): Promise<SafetyNetPass> {
+    const partitions = this.deps.ownedPartitions();
+    if (partitions.length === 0) return { leases: 0, pending: 0 };
+    const leases = await this.expiredLeases(partitions);
+    let pending = 0;
+    for (const partition of partitions) pending += await this.overduePending(partition);
+    return { leases, pending };
+  }
+
+  private async expiredLeases(partitions: number[]): Promise<number> {
+    const { tasks, clock, backoff } = this.deps;
+    const now = clock.now();
+    let recovered = 0;
+    for (const lease of await tasks.expiredLeases(partitions, now - this.deps.graceMs, LEASE_PAGE)) {
+      const transition = await tasks.expireLease(lease.taskId, lease.version, now, backoff);
+      if (transition === null) continue; // heartbeated or handed on meanwhile
+      recovered++;
+      this.deps.events.emit('safety-net:recovered', { kind: 'lease', count: 1 });
+      handOnExpired(this.deps, transition);
+    }
+    return recovered;
+  }
+
+  private async overduePending(partition: number): Promise<number> {
+    const { tasks, clock, system } = this.deps;
+    const overdue = await tasks.pendingInPartition(partition, null, clock.now() - this.deps.graceMs, PENDING_PAGE);
+    if (overdue.length === 0) return 0;
+    return system.ref<WheelMessage>(WHEEL_KIND, String(partition)).ask({ type: 'recover', entries: overdue }, RECOVER_ASK_MS);
+  }
+}

@@ -1,0 +1,70 @@
+import type { DueEntry, SubmitResult, TaskRecord } from '../domain/model.js';
+import { visibleStatus } from '../domain/lifecycle.js';
+import { WheelhouseError } from '../lib/errors.js';
+import type { Clock } from '../runtime/clock.js';
+import type { DagStore } from '../store/dag-types.js';
+import type { TaskView } from './types.js';
+
+/** What the services share: errors of the catalogue, page tokens, views, admission. */
+
+export function notFound(taskId: string): WheelhouseError {
+  return new WheelhouseError('task_not_found', `no task has id ${taskId}`, { details: { task_id: taskId } });
+}
+
+export function badToken(): WheelhouseError {
+  return new WheelhouseError('validation_failed', 'next_token: not a token this endpoint issued', { details: { field: 'next_token' } });
+}
+
+export function leaseNotHeld(taskId: string): WheelhouseError {
+  return new WheelhouseError('lease_not_held', 'the lease is no longer held: it expired and the task was handed on, or the task finished', {
+    details: { task_id: taskId },
+  });
+}
+
+export function dueEntry(task: SubmitResult['task']): DueEntry {
+  return { taskId: task.id, taskType: task.taskType, priority: task.priority, dueMs: task.dueMs };
+}
+
+export function encodeToken(value: string): string {
+  return Buffer.from(value, 'utf8').toString('base64url');
+}
+
+export function decodeToken(token: string, field: string): string {
+  const value = Buffer.from(token, 'base64url').toString('utf8');
+  if (value.length === 0 || value.length > 64) {
+    throw new WheelhouseError('validation_failed', `${field}: not a token this endpoint issued`, { details: { field } });
+  }
+  return value;
+}
+
+/** Task views with their dependencies: one read for all the records that have predecessors. */
+export class TaskViews {
+  constructor(private readonly deps: { dags: Pick<DagStore, 'predecessors'>; clock: Clock }) {}
+
+  async of(records: TaskRecord[]): Promise<TaskView[]> {
+    const waiting = records.filter((r) => r.depsTotal > 0).map((r) => r.id);
+    const predecessors = waiting.length === 0 ? new Map<string, string[]>() : await this.deps.dags.predecessors(waiting);
+    const now = this.deps.clock.now();
+    return records.map((record) => ({
+      record,
+      status: visibleStatus(record.status, record.dueMs, now),
+      dependencies: predecessors.get(record.id) ?? [],
+    }));
+  }
+}
+
+/** Admission of new work: 429 past the ready backlog's limit, before anything is written. */
+export class Admission {
+  constructor(private readonly deps: { backlog(): number; readyBacklogLimit: number }) {}
+
+  admit(): void {
+    const backlog = this.deps.backlog();
+    const limit = this.deps.readyBacklogLimit;
+    if (backlog >= limit) {
+      throw new WheelhouseError('backlog_full', `the ready backlog (${backlog}) is past its limit`, {
+        retryAfterSeconds: 1,
+        details: { backlog, limit },
+      });
+    }
+  }
+}

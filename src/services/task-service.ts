@@ -1,0 +1,107 @@
+import type { NodeEventSink } from '../domain/events.js';
+import type { SubmitResult } from '../domain/model.js';
+import { newTask, scheduleRecord } from '../domain/new-task.js';
+import type { TaskSpec } from '../domain/specs.js';
+import { isUuid, uuidv7 } from '../lib/ids.js';
+import { WheelhouseError } from '../lib/errors.js';
+import type { DagResolver } from '../actors/dag-resolver.js';
+import type { WheelPlacement } from '../actors/wheel-placement.js';
+import type { Clock } from '../runtime/clock.js';
+import type { ScheduleStore, TaskStore } from '../store/types.js';
+import type { ScheduleService } from './schedule-service.js';
+import { badToken, decodeToken, dueEntry, encodeToken, notFound, type Admission, type TaskViews } from './support.js';
+import type { TaskListFilter, TasksApi, TaskView } from './types.js';
+
+export interface TaskServiceDeps {
+  tasks: TaskStore;
+  schedules: Pick<ScheduleStore, 'history'>;
+  clock: Clock;
+  partitions: number;
+  admission: Admission;
+  views: TaskViews;
+  placement: Pick<WheelPlacement, 'place'>;
+  cron: Pick<ScheduleService, 'activate' | 'cancel'>;
+  resolver: Pick<DagResolver, 'finished'>;
+  events: NodeEventSink;
+}
+
+/**
+ * Tasks: submit, read, list, cancel, history. A submission is in the system of record before
+ * it is answered; then its due entries go to their wheel partitions and its schedules' actors
+ * are activated.
+ */
+export class TaskService implements TasksApi {
+  constructor(private readonly deps: TaskServiceDeps) {}
+
+  async submit(specs: TaskSpec[]): Promise<SubmitResult[]> {
+    this.deps.admission.admit();
+    const now = this.deps.clock.now();
+    const rows = specs.map((spec, index) => newTask(spec, uuidv7(now), now, index, this.deps.partitions));
+    const results = await this.deps.tasks.submit(rows, now);
+    const created = results.filter((r) => r.created);
+    const due = created.filter((r) => r.task.status === 'pending');
+    const schedules = created.filter((r) => r.task.status === 'active').map((r) => scheduleRecord(r.task));
+    await Promise.all([this.deps.placement.place(due.map((r) => dueEntry(r.task))), this.deps.cron.activate(schedules)]);
+    // Every task written counts, blocked ones (and ones born cancelled) included.
+    if (created.length > 0) this.deps.events.emit('task:submitted', { taskIds: created.map((r) => r.task.id) });
+    return results;
+  }
+
+  async getTask(taskId: string): Promise<TaskView> {
+    const record = await this.deps.tasks.get(taskId);
+    if (!record) throw notFound(taskId);
+    return (await this.deps.views.of([record]))[0]!;
+  }
+
+  async listTasks(filter: TaskListFilter): Promise<{ tasks: TaskView[]; nextToken: string | null }> {
+    const beforeId = filter.nextToken === undefined ? undefined : decodeToken(filter.nextToken, 'next_token');
+    const records = await this.deps.tasks.list(
+      { status: filter.status, taskType: filter.taskType, scheduleId: filter.scheduleId, limit: filter.limit, beforeId },
+      this.deps.clock.now(),
+    );
+    const last = records[records.length - 1];
+    return {
+      tasks: await this.deps.views.of(records),
+      nextToken: records.length === filter.limit && last ? encodeToken(last.id) : null,
+    };
+  }
+
+  async cancel(taskId: string): Promise<{ cancelledInstances: number }> {
+    const existing = await this.deps.tasks.get(taskId);
+    if (existing?.scheduleType === 'cron') return this.deps.cron.cancel(existing);
+    const result = await this.deps.tasks.cancel(taskId, this.deps.clock.now());
+    switch (result.kind) {
+      case 'not_found':
+        throw notFound(taskId);
+      case 'finished':
+        throw new WheelhouseError('task_finished', `the task is already ${result.task.status}`, {
+          details: { task_id: taskId, status: result.task.status },
+        });
+      case 'cancelled':
+        if (result.task.hasDependents) this.deps.resolver.finished([{ predecessorId: taskId, status: 'cancelled' }]);
+        return { cancelledInstances: 1 };
+      case 'cancel_requested':
+        return { cancelledInstances: 1 };
+    }
+  }
+
+  async history(taskId: string, limit: number, nextToken?: string): ReturnType<TasksApi['history']> {
+    const token = nextToken === undefined ? undefined : decodeToken(nextToken, 'next_token');
+    const task = await this.deps.tasks.get(taskId);
+    if (!task) throw notFound(taskId);
+    if (task.scheduleType === 'cron') {
+      // A schedule's history is its instances' executions; the token names the last one.
+      const [instance, attempt] = token === undefined ? [] : token.split(':');
+      const before = token === undefined ? undefined : { taskId: instance ?? '', attempt: Number(attempt) };
+      if (before !== undefined && !(isUuid(before.taskId) && Number.isSafeInteger(before.attempt))) throw badToken();
+      const executions = await this.deps.schedules.history(task.id, limit, before);
+      const last = executions[executions.length - 1];
+      return { executions, nextToken: executions.length === limit && last ? encodeToken(`${last.taskId}:${last.attempt}`) : null };
+    }
+    const before = token === undefined ? undefined : Number(token);
+    if (before !== undefined && !Number.isSafeInteger(before)) throw badToken();
+    const executions = await this.deps.tasks.history(taskId, limit, before);
+    const last = executions[executions.length - 1];
+    return { executions, nextToken: executions.length === limit && last ? encodeToken(String(last.attempt)) : null };
+  }
+}

@@ -1,0 +1,118 @@
+import type { ClaimedTask, ExecutionRecord, SubmitResult, TaskRecord, TaskStatus } from '../domain/model.js';
+import type { DagSpec, TaskSpec } from '../domain/specs.js';
+
+/** One task of a graph as clients see it. */
+export interface DagNodeView {
+  ref: string;
+  record: TaskRecord;
+  status: TaskStatus;
+  /** Refs of the graph's tasks, or ids of tasks outside it. */
+  dependsOn: string[];
+}
+
+export interface DagView {
+  dagId: string;
+  /** `running` while any task can still run; then `succeeded`, `failed` or `cancelled`. */
+  status: 'running' | 'succeeded' | 'failed' | 'cancelled';
+  counts: Partial<Record<TaskStatus, number>>;
+  tasks: DagNodeView[];
+}
+
+export interface DagSubmitResult {
+  /** false: an idempotency key matched an earlier identical graph. */
+  created: boolean;
+  dag: DagView;
+}
+
+/** A task as clients see it: the record plus its derived status. */
+export interface TaskView {
+  record: TaskRecord;
+  /** `ready` when stored `pending` and due. */
+  status: TaskStatus;
+  dependencies: string[];
+}
+
+export interface CompletionRequest {
+  taskId: string;
+  leaseToken: string;
+  outcome: 'succeeded' | 'failed';
+  error: string | null;
+  retryable: boolean;
+}
+
+export interface PollRequest {
+  workerId: string;
+  taskTypes: string[];
+  maxTasks: number;
+  waitMs: number;
+}
+
+/** A claimed task with its lease, as a worker receives it. */
+export interface Assignment extends ClaimedTask {
+  leaseToken: string;
+}
+
+/**
+ * What the HTTP layer asks of the services, one interface per route group. Every failure is a
+ * `WheelhouseError`.
+ */
+export interface TasksApi {
+  /** Writes the tasks (all or nothing) and places them on the wheel. 429 past the backlog limit. */
+  submit(specs: TaskSpec[]): Promise<SubmitResult[]>;
+  getTask(taskId: string): Promise<TaskView>;
+  listTasks(filter: TaskListFilter): Promise<{ tasks: TaskView[]; nextToken: string | null }>;
+  /** A cron schedule's cancel deletes the schedule (see `SchedulesApi`). */
+  cancel(taskId: string): Promise<{ cancelledInstances: number }>;
+  history(taskId: string, limit: number, nextToken?: string): Promise<{ executions: ExecutionRecord[]; nextToken: string | null }>;
+}
+
+export interface TaskListFilter {
+  status?: TaskStatus;
+  taskType?: string;
+  scheduleId?: string;
+  limit: number;
+  nextToken?: string;
+}
+
+export interface SchedulesApi {
+  /** Cron schedules only (409 `invalid_transition` otherwise); 409 `task_finished` once deleted or ended. */
+  pause(taskId: string): Promise<TaskView>;
+  resume(taskId: string): Promise<TaskView>;
+}
+
+export interface DagsApi {
+  /** Writes a whole graph (all or nothing) and places its ready roots on the wheel. */
+  submitDag(spec: DagSpec): Promise<DagSubmitResult>;
+  getDag(dagId: string): Promise<DagView>;
+}
+
+export interface WorkersApi {
+  /** Long-poll: resolves as soon as at least one task is claimed, or with [] after `waitMs` or on `signal`. */
+  poll(request: PollRequest, signal?: AbortSignal): Promise<Assignment[]>;
+  /**
+   * Hands back claims that never reached their worker (its long-poll went away before the
+   * answer was written): the tasks go back to pending at once, their attempt not counted,
+   * instead of waiting out a lease nobody holds. Never rejects.
+   */
+  release(assignments: readonly Assignment[]): Promise<void>;
+  heartbeat(taskId: string, leaseToken: string): Promise<{ leaseExpiresMs: number; cancelRequested: boolean }>;
+  /**
+   * Records results in one batch. A result whose lease is no longer held is reported with
+   * `ok: false` and discarded; the single-result route turns that into 409 `lease_not_held`.
+   */
+  complete(results: CompletionRequest[]): Promise<{ taskId: string; ok: boolean }[]>;
+}
+
+export interface HealthApi {
+  /** true once the node has started and reaches its stores. */
+  isReady(): Promise<boolean>;
+}
+
+/** Every service the HTTP face calls. */
+export interface Services {
+  tasks: TasksApi;
+  schedules: SchedulesApi;
+  dags: DagsApi;
+  workers: WorkersApi;
+  health: HealthApi;
+}

@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+import { isWheelhouseError } from '../../src/lib/errors.js';
+import { FINAL_STATUSES, TRANSITIONS, assertTransition, canTransition, visibleStatus } from '../../src/domain/lifecycle.js';
+import type { StoredStatus } from '../../src/domain/model.js';
+
+describe('the task state machine', () => {
+  const all = Object.keys(TRANSITIONS) as StoredStatus[];
+
+  it('has the edges of DESIGN.md and nothing else', () => {
+    const edges = all.flatMap((from) => TRANSITIONS[from].map((to) => `${from}→${to}`)).sort();
+    expect(edges).toEqual(
+      [
+        'blocked→pending', 'blocked→cancelled',
+        'pending→running', 'pending→cancelled',
+        'running→succeeded', 'running→pending', 'running→failed', 'running→cancelled',
+        'active→paused', 'active→cancelled', 'active→succeeded', 'paused→active', 'paused→cancelled',
+      ].sort(),
+    );
+  });
+
+  it('refuses every transition out of a final status with invalid_transition', () => {
+    for (const from of FINAL_STATUSES) {
+      for (const to of all) {
+        expect(canTransition(from, to)).toBe(false);
+        try {
+          assertTransition(from, to);
+          expect.unreachable(`${from} → ${to} was allowed`);
+        } catch (error) {
+          expect(isWheelhouseError(error, 'invalid_transition')).toBe(true);
+        }
+      }
+    }
+  });
+
+  it('refuses skipping the claim: pending cannot succeed or fail directly', () => {
+    expect(() => assertTransition('pending', 'succeeded')).toThrow(/cannot become succeeded/);
+    expect(() => assertTransition('blocked', 'running')).toThrow(/cannot become running/);
+  });
+
+  it('derives ready from pending and due, and only from pending', () => {
+    expect(visibleStatus('pending', 1000, 999)).toBe('pending');
+    expect(visibleStatus('pending', 1000, 1000)).toBe('ready');
+    expect(visibleStatus('running', 1000, 5000)).toBe('running');
+  });
+});
