@@ -1,4 +1,4 @@
-import { LEASE_KIND } from '../src/actors/worker-lease.js';
+import { LEASE } from '../src/actors/worker-lease.js';
 import { RingPlacement } from '../src/runtime/ring.js';
 import {
   clusterView,
@@ -199,7 +199,7 @@ function transportNote(
     if (!s) continue;
     for (let i = 0; i < s.taskIds.length; i++) {
       starts++;
-      if (ring.ownerOf(LEASE_KIND, s.taskIds[i] as string) !== nodeIds[s.via[i] as number]) remoteLeases++;
+      if (ring.ownerOf(LEASE.name, s.taskIds[i] as string) !== nodeIds[s.via[i] as number]) remoteLeases++;
     }
   }
   const env = sum(envelopes);

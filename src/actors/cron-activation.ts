@@ -1,6 +1,6 @@
 import type { ScheduleRecord } from '../domain/model.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
-import { CRON_KIND } from './cron-schedule.js';
+import { CRON } from './cron-schedule.js';
 
 /**
  * Activates schedules' actors. Records a caller already holds (a submit just wrote them, the
@@ -15,7 +15,7 @@ export class CronActivation {
   async records(records: readonly ScheduleRecord[]): Promise<void> {
     for (const r of records) this.preloaded.set(r.id, r);
     try {
-      await Promise.all(records.map((r) => this.system.ensureActive(CRON_KIND, r.id)));
+      await Promise.all(records.map((r) => this.system.ensureActive(CRON, r.id)));
     } finally {
       for (const r of records) this.preloaded.delete(r.id);
     }
@@ -23,7 +23,7 @@ export class CronActivation {
 
   /** Activates these schedules by id (each actor reads its row). */
   async ids(ids: readonly string[]): Promise<void> {
-    await Promise.all(ids.map((id) => this.system.ensureActive(CRON_KIND, id)));
+    await Promise.all(ids.map((id) => this.system.ensureActive(CRON, id)));
   }
 
   /** The record a caller handed for `id`, if its activation is under way. */

@@ -1,7 +1,7 @@
 import { WheelhouseError } from '../lib/errors.js';
 import { fnv1a, instanceId, jitterOf, partitionOf } from '../lib/ids.js';
 import type { Cancel } from '../runtime/clock.js';
-import type { ActorContext, Ask, Behavior } from '../runtime/actor.js';
+import { defineKind, type ActorContext, type Ask, type Behavior } from '../runtime/actor.js';
 import type { DueEntry, ScheduleRecord, ScheduleStatus } from '../domain/model.js';
 import type { NodeEventSink } from '../domain/events.js';
 import type { Placing } from './ports.js';
@@ -26,7 +26,7 @@ import { cronRule, type CronRule } from '../domain/cron-rule.js';
  * instance run once and goes on from now, `skip` cancels it, `fire_all` also creates the
  * fire times missed in between (the latest `fireAllLimit`).
  */
-export const CRON_KIND = 'cron';
+export const CRON = defineKind<CronMessage>('cron');
 
 export type CronCommandResult =
   | { ok: true; status: ScheduleStatus; cancelledInstances: number }
@@ -151,7 +151,7 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
   const fenced = (ctx: ActorContext<CronMessage>, during: string): WheelhouseError => {
     ctx.stop();
     return new WheelhouseError('stale_epoch', `cron ${ctx.key}: another activation took the schedule row during ${during}; this one stops`, {
-      details: { kind: CRON_KIND, key: ctx.key },
+      details: { kind: CRON.name, key: ctx.key },
     });
   };
 
@@ -247,7 +247,7 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
   }
 
   return {
-    kind: CRON_KIND,
+    kind: CRON,
     persistence: 'external',
     mailboxCapacity: 1_000,
 
@@ -297,7 +297,7 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
         case 'pause':
         case 'resume':
         case 'cancel':
-          ctx.reply(await command(state, ctx, message.type));
+          ctx.reply(message, await command(state, ctx, message.type));
           // A deleted, ended or unknown schedule has nothing left to do in memory.
           if (state.record === null || finished(state.record)) ctx.stop();
           return state;

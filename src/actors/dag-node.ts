@@ -1,4 +1,4 @@
-import type { ActorContext, Ask, Behavior } from '../runtime/actor.js';
+import { defineKind, type ActorContext, type Ask, type Behavior } from '../runtime/actor.js';
 import type { NodeEventSink } from '../domain/events.js';
 import type { Dependents, Placing } from './ports.js';
 import type { DagOutcome } from '../store/dag-types.js';
@@ -22,7 +22,7 @@ import type { DagOutcome } from '../store/dag-types.js';
  * cancelled the task is cancelled naming it, and its own dependents hear of it through the
  * outbox. Either way the actor has nothing left to do and stops.
  */
-export const DAG_KIND = 'dag';
+export const DAG = defineKind<DagMessage>('dag');
 
 /** What a message did: the task's new status, or `unchanged` (still waiting, or no longer blocked). */
 export interface DagNodeReply {
@@ -58,11 +58,11 @@ export interface DagNodeDeps {
 
 export function dagNodeBehavior(deps: DagNodeDeps): Behavior<DagNodeState, DagMessage> {
   return {
-    kind: DAG_KIND,
+    kind: DAG,
     persistence: 'external',
     idlePassivationMs: deps.idlePassivationMs,
     activate: () => Promise.resolve({ handled: 0, last: null }),
-    async receive(state: DagNodeState, _message: DagMessage, ctx: ActorContext<DagMessage>): Promise<DagNodeState> {
+    async receive(state: DagNodeState, message: DagMessage, ctx: ActorContext<DagMessage>): Promise<DagNodeState> {
       const outcome = await deps.reconcile(ctx.key);
       state.handled++;
       state.last = outcome?.status ?? 'unchanged';
@@ -75,7 +75,7 @@ export function dagNodeBehavior(deps: DagNodeDeps): Behavior<DagNodeState, DagMe
       if (outcome?.notifyDependents) deps.dependents.finished([{ predecessorId: ctx.key, status: 'cancelled' }]);
       // Released or cancelled: this task waits on nothing any more.
       if (outcome !== null && outcome.status !== 'blocked') ctx.stop();
-      ctx.reply({ status: state.last } satisfies DagNodeReply);
+      ctx.reply(message, { status: state.last });
       return state;
     },
   };

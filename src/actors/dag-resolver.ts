@@ -1,4 +1,4 @@
-import { DAG_KIND, type DagMessage } from './dag-node.js';
+import { DAG, type DagMessage } from './dag-node.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Cancel, Clock } from '../runtime/clock.js';
 import type { Transition } from '../domain/model.js';
@@ -149,6 +149,6 @@ export class DagResolver implements Dependents {
   }
 
   private ref(taskId: string) {
-    return this.deps.system.ref<DagMessage>(DAG_KIND, taskId);
+    return this.deps.system.ref(DAG, taskId);
   }
 }

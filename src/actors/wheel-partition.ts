@@ -1,13 +1,23 @@
 import { isWheelhouseError } from '../lib/errors.js';
 import type { Cancel } from '../runtime/clock.js';
-import type { ActorContext, Ask, Behavior } from '../runtime/actor.js';
+import { defineKind, type ActorContext, type Ask, type Behavior } from '../runtime/actor.js';
 import type { DueEntry } from '../domain/model.js';
 import type { TaskStore } from '../store/types.js';
 import type { NodeEventSink } from '../domain/events.js';
-import { LEASE_KIND, type LeaseMessage } from './worker-lease.js';
+import { LEASE } from './worker-lease.js';
 import type { BucketStore, ReadyQueue } from '../store/fast-index-types.js';
 import { TimeWheel } from './time-wheel.js';
-import { decodeWheelSnapshot, nearHorizon, observeStamp, rebuild, snapshotOf, VERIFY_MS, type WheelState } from './wheel-state.js';
+import {
+  decodeWheelSnapshot,
+  nearHorizon,
+  observeStamp,
+  rebuild,
+  snapshotOf,
+  VERIFY_MS,
+  WHEEL_SNAPSHOT_VERSION,
+  type WheelSnapshot,
+  type WheelState,
+} from './wheel-state.js';
 
 /**
  * A wheel partition: one actor per partition (`("wheel", "<n>")`). It holds the near wheel
@@ -34,8 +44,16 @@ import { decodeWheelSnapshot, nearHorizon, observeStamp, rebuild, snapshotOf, VE
  * has fenced, and a refusal stops this activation. So a node that was paused past the
  * failure timeout cannot fire a slot its successor already fired, nor take entries out of
  * its successor's buckets.
+ *
+ * Its snapshot (`WheelSnapshot`) is stored with its version and decoded on activation.
  */
-export const WHEEL_KIND = 'wheel';
+export const WHEEL = defineKind<WheelMessage, WheelSnapshot>('wheel', {
+  version: WHEEL_SNAPSHOT_VERSION,
+  decode: decodeWheelSnapshot,
+});
+
+/** What a wheel partition's handlers get. */
+type WheelContext = ActorContext<WheelMessage, WheelSnapshot>;
 
 export type WheelMessage =
   /** Tasks to trigger at their due times (new, retried or unblocked). */
@@ -71,14 +89,13 @@ const CASCADE_STAGGER_MS = 30_000;
 /** Wait before retrying a ready-queue push that failed. */
 const RETRY_PUSH_MS = 1_000;
 
-export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, WheelMessage> {
+export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, WheelMessage, WheelSnapshot> {
   return {
-    kind: WHEEL_KIND,
+    kind: WHEEL,
     persistence: 'snapshot',
     mailboxCapacity: 1_000_000,
 
-    async activate(ctx, snapshot) {
-      const previous = decodeWheelSnapshot(snapshot);
+    async activate(ctx, previous) {
       const now = ctx.clock.now();
       const state: WheelState = {
         partition: Number(ctx.key),
@@ -109,7 +126,7 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
       // Fire first: on a failover every moment here delays the partition's overdue tasks.
       await fireDue(state, ctx, deps);
       for (const running of await deps.tasks.runningInPartitions([state.partition])) {
-        ctx.system.ref<LeaseMessage>(LEASE_KIND, running.taskId).tell({ type: 'granted', version: running.version, leaseExpiresMs: running.leaseExpiresMs });
+        ctx.system.ref(LEASE, running.taskId).tell({ type: 'granted', version: running.version, leaseExpiresMs: running.leaseExpiresMs });
       }
       return state;
     },
@@ -118,6 +135,7 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
       switch (message.type) {
         case 'schedule':
           await schedule(state, ctx, deps, message.entries);
+          ctx.reply(message, undefined);
           return state;
         case 'tick':
           state.tickAtMs = null;
@@ -131,7 +149,7 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
           await verify(state, ctx, deps);
           return state;
         case 'recover':
-          ctx.reply(await recover(state, ctx, deps, message.entries));
+          ctx.reply(message, await recover(state, ctx, deps, message.entries));
           return state;
       }
     },
@@ -168,7 +186,7 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
  * task is in Postgres, and a new activation that finds the mark rebuilds in full. The near
  * entries fire on time either way.
  */
-async function schedule(state: WheelState, ctx: ActorContext<WheelMessage>, deps: WheelDeps, entries: DueEntry[]): Promise<void> {
+async function schedule(state: WheelState, ctx: WheelContext, deps: WheelDeps, entries: DueEntry[]): Promise<void> {
   const far: DueEntry[] = [];
   for (const entry of entries) {
     if (entry.dueMs < state.loadedUntilMs) state.wheel.add(entry);
@@ -182,7 +200,7 @@ async function schedule(state: WheelState, ctx: ActorContext<WheelMessage>, deps
 }
 
 /** Writes far entries to their buckets, or keeps them for `verify` when the store fails. */
-async function writeFar(state: WheelState, ctx: ActorContext<WheelMessage>, deps: WheelDeps, far: DueEntry[]): Promise<void> {
+async function writeFar(state: WheelState, ctx: WheelContext, deps: WheelDeps, far: DueEntry[]): Promise<void> {
   try {
     observeStamp(state, await deps.buckets.add(state.partition, far, ctx.epoch), true);
   } catch (error) {
@@ -205,7 +223,7 @@ async function writeFar(state: WheelState, ctx: ActorContext<WheelMessage>, deps
  * due time. A failed push puts the entries back to be tried again shortly (remembering
  * their due times): they stay `pending` in the task table either way.
  */
-async function fireDue(state: WheelState, ctx: ActorContext<WheelMessage>, deps: WheelDeps): Promise<void> {
+async function fireDue(state: WheelState, ctx: WheelContext, deps: WheelDeps): Promise<void> {
   const now = ctx.clock.now();
   let due = state.wheel.takeDue(now);
   state.cursorMs = Math.max(state.cursorMs, now);
@@ -237,7 +255,7 @@ function restoreDue(state: WheelState, entry: DueEntry): DueEntry {
   return { ...entry, dueMs };
 }
 
-function armTick(state: WheelState, ctx: ActorContext<WheelMessage>): void {
+function armTick(state: WheelState, ctx: WheelContext): void {
   const next = state.wheel.nextDueMs();
   if (next === null) {
     state.cancelTick?.();
@@ -255,7 +273,7 @@ function armTick(state: WheelState, ctx: ActorContext<WheelMessage>): void {
  * Loads the next minute's bucket (and any the clock has skipped past) into the near wheel.
  * Each cascade loads at least one more minute, so it may run early — see `armCascade`.
  */
-async function cascade(state: WheelState, ctx: ActorContext<WheelMessage>, deps: WheelDeps): Promise<void> {
+async function cascade(state: WheelState, ctx: WheelContext, deps: WheelDeps): Promise<void> {
   state.cancelCascade = null;
   const horizon = Math.max(nearHorizon(ctx.clock.now(), deps.nearWindowMs), state.loadedUntilMs + MINUTE_MS);
   // Written ahead: see WheelSnapshot. A fenced activation stops here, having taken nothing.
@@ -279,14 +297,14 @@ async function cascade(state: WheelState, ctx: ActorContext<WheelMessage>, deps:
  * to 30 s that differs per partition, so the 64 partitions of a node do not all cascade
  * (a bucket read and a snapshot write each) in the same millisecond of every minute.
  */
-function armCascade(state: WheelState, ctx: ActorContext<WheelMessage>, deps: WheelDeps): void {
+function armCascade(state: WheelState, ctx: WheelContext, deps: WheelDeps): void {
   state.cancelCascade?.();
   const staggerMs = (state.partition * 7_919) % CASCADE_STAGGER_MS;
   const atMs = state.loadedUntilMs - deps.nearWindowMs - staggerMs;
   state.cancelCascade = ctx.schedule(Math.max(atMs - ctx.clock.now(), 0), { type: 'cascade' });
 }
 
-function armVerify(state: WheelState, ctx: ActorContext<WheelMessage>, delayMs: number): void {
+function armVerify(state: WheelState, ctx: WheelContext, delayMs: number): void {
   state.cancelVerify?.();
   state.cancelVerify = ctx.schedule(delayMs, { type: 'verify' });
 }
@@ -297,7 +315,7 @@ function armVerify(state: WheelState, ctx: ActorContext<WheelMessage>, delayMs: 
  * the scheduler while this partition did not answer) — which also reads the stamp; and a
  * lost partition rebuilds in full.
  */
-async function verify(state: WheelState, ctx: ActorContext<WheelMessage>, deps: WheelDeps): Promise<void> {
+async function verify(state: WheelState, ctx: WheelContext, deps: WheelDeps): Promise<void> {
   state.cancelVerify = null;
   if (!state.lost && state.unplaced.length > 0) {
     observeStamp(state, await deps.buckets.add(state.partition, state.unplaced, ctx.epoch), true);
@@ -321,7 +339,7 @@ async function verify(state: WheelState, ctx: ActorContext<WheelMessage>, deps: 
 }
 
 /** See `WheelMessage` 'recover'. */
-async function recover(state: WheelState, ctx: ActorContext<WheelMessage>, deps: WheelDeps, entries: DueEntry[]): Promise<number> {
+async function recover(state: WheelState, ctx: WheelContext, deps: WheelDeps, entries: DueEntry[]): Promise<number> {
   const candidates = entries.filter((e) => !state.retrying.has(e.taskId));
   if (candidates.length === 0) return 0;
   const held = await deps.ready.held(candidates);

@@ -1,4 +1,4 @@
-import { WHEEL_KIND, type WheelMessage } from './wheel-partition.js';
+import { WHEEL } from './wheel-partition.js';
 import { partitionOf } from '../lib/ids.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Cancel, Clock } from '../runtime/clock.js';
@@ -86,7 +86,7 @@ export class WheelPlacement implements Placing {
   /** The partition, or else its buckets; rejects when neither took the entries. */
   private async placeOnce(partition: number, list: DueEntry[]): Promise<void> {
     try {
-      await this.deps.system.ref<WheelMessage>(WHEEL_KIND, String(partition)).ask({ type: 'schedule', entries: list }, SCHEDULE_ASK_MS);
+      await this.deps.system.ref(WHEEL, String(partition)).ask({ type: 'schedule', entries: list }, SCHEDULE_ASK_MS);
     } catch (error) {
       try {
         await this.deps.buckets.add(partition, list);

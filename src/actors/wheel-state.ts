@@ -1,3 +1,4 @@
+import { WheelhouseError } from '../lib/errors.js';
 import type { ActorContext } from '../runtime/actor.js';
 import type { Cancel } from '../runtime/clock.js';
 import type { DueEntry } from '../domain/model.js';
@@ -61,18 +62,43 @@ const REBUILD_PAGE = 5_000;
 /** The latest instant a JavaScript Date can hold: an upper bound for "every pending task". */
 const END_OF_TIME_MS = 8.64e15;
 
-/** A snapshot as stored, or null when there is none (older snapshots lack the newer fields). */
-export function decodeWheelSnapshot(value: unknown): WheelSnapshot | null {
-  if (typeof value !== 'object' || value === null) return null;
-  const v = value as Record<string, unknown>;
-  const num = (x: unknown): number => (typeof x === 'number' && Number.isFinite(x) ? x : 0);
-  return {
-    cursorMs: num(v.cursorMs),
-    loadedUntilMs: num(v.loadedUntilMs),
-    firedTotal: num(v.firedTotal),
-    stamp: num(v.stamp),
-    unplaced: v.unplaced === true,
+/** The version of `WheelSnapshot` written now; version 0 is a snapshot written before versions. */
+export const WHEEL_SNAPSHOT_VERSION = 1;
+
+/**
+ * Reads a stored snapshot written with `version`. Version 0 (written before snapshots carried
+ * a version) may lack the fields added since, which read as 0 and false; version 1 has all of
+ * them. A field of the wrong type, or anything but an object, is garbage: it throws.
+ */
+export function decodeWheelSnapshot(raw: unknown, version: number): WheelSnapshot {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new WheelhouseError('internal', `a wheel snapshot must be an object, got ${raw === null ? 'null' : Array.isArray(raw) ? 'an array' : typeof raw}`);
+  }
+  if (version !== 0 && version !== WHEEL_SNAPSHOT_VERSION) {
+    throw new WheelhouseError('internal', `unknown wheel snapshot version ${version}`);
+  }
+  const v = raw as Record<string, unknown>;
+  const field = <T>(name: keyof WheelSnapshot, valid: (x: unknown) => x is T, legacy: T): T => {
+    const x = v[name];
+    if (valid(x)) return x;
+    if (x === undefined && version === 0) return legacy;
+    throw new WheelhouseError('internal', `wheel snapshot field '${name}' is ${x === undefined ? 'missing' : `not valid (${JSON.stringify(x)})`}`);
   };
+  return {
+    cursorMs: field('cursorMs', isFiniteNumber, 0),
+    loadedUntilMs: field('loadedUntilMs', isFiniteNumber, 0),
+    firedTotal: field('firedTotal', isFiniteNumber, 0),
+    stamp: field('stamp', isFiniteNumber, 0),
+    unplaced: field('unplaced', isBoolean, false),
+  };
+}
+
+function isFiniteNumber(x: unknown): x is number {
+  return typeof x === 'number' && Number.isFinite(x);
+}
+
+function isBoolean(x: unknown): x is boolean {
+  return typeof x === 'boolean';
 }
 
 export function snapshotOf(state: WheelState): WheelSnapshot {
@@ -114,7 +140,7 @@ export function observeStamp(state: WheelState, stamp: number, wrote: boolean): 
  */
 export async function rebuild(
   state: WheelState,
-  ctx: ActorContext<never>,
+  ctx: Pick<ActorContext<never, WheelSnapshot>, 'epoch' | 'snapshot'>,
   deps: { tasks: TaskStore; buckets: BucketStore; events: NodeEventSink },
   full: boolean,
 ): Promise<void> {

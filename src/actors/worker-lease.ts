@@ -1,5 +1,5 @@
 import type { Cancel } from '../runtime/clock.js';
-import type { Ask, Behavior } from '../runtime/actor.js';
+import { defineKind, type Ask, type Behavior } from '../runtime/actor.js';
 import type { BackoffPolicy, Transition } from '../domain/model.js';
 import type { TaskStore } from '../store/types.js';
 import type { NodeEventSink } from '../domain/events.js';
@@ -15,7 +15,7 @@ import type { Dependents, Placing } from './ports.js';
  * the row. Every write it makes is a compare-and-set on the version it was granted, so a
  * lease that lost a race (the task completed, or was handed on) changes nothing.
  */
-export const LEASE_KIND = 'lease';
+export const LEASE = defineKind<LeaseMessage>('lease');
 
 export type LeaseMessage =
   /** The task was claimed at `version`; the lease runs until `leaseExpiresMs`. */
@@ -57,7 +57,7 @@ export function handOnExpired(deps: Pick<LeaseDeps, 'placement' | 'dependents' |
 
 export function workerLeaseBehavior(deps: LeaseDeps): Behavior<LeaseState, LeaseMessage> {
   return {
-    kind: LEASE_KIND,
+    kind: LEASE,
     persistence: 'external',
     mailboxCapacity: 1_000,
 
@@ -89,24 +89,24 @@ export function workerLeaseBehavior(deps: LeaseDeps): Behavior<LeaseState, Lease
 
         case 'heartbeat': {
           if (state.version === null && !(await load())) {
-            ctx.reply(null);
+            ctx.reply(message, null);
             ctx.stop();
             return state;
           }
           if (state.version !== message.version) {
-            ctx.reply(null);
+            ctx.reply(message, null);
             return state;
           }
           const extended = await deps.tasks.heartbeat(ctx.key, message.version, ctx.clock.now());
           if (!extended) {
-            ctx.reply(null);
+            ctx.reply(message, null);
             state.cancelTimer?.();
             ctx.stop();
             return state;
           }
           state.leaseExpiresMs = extended.leaseExpiresMs;
           arm();
-          ctx.reply(extended);
+          ctx.reply(message, extended);
           return state;
         }
 

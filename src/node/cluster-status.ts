@@ -1,4 +1,4 @@
-import { WHEEL_KIND } from '../actors/wheel-partition.js';
+import { WHEEL } from '../actors/wheel-partition.js';
 import type { Cluster } from '../runtime/cluster.js';
 import type { ClusterNodeStatus } from '../runtime/membership-store.js';
 import { formatSpread, type RingPlacement } from '../runtime/ring.js';
@@ -48,11 +48,11 @@ export async function clusterStatus(source: ClusterStatusSource): Promise<Cluste
   const { ring, cluster } = source;
   const keys = Array.from({ length: source.partitions }, (_, p) => String(p));
   const [rows, members] = await Promise.all([
-    source.snapshots.owners(WHEEL_KIND),
+    source.snapshots.owners(WHEEL.name),
     cluster === null ? Promise.resolve(null) : cluster.nodes(),
   ]);
   const held = new Map(rows.map((row) => [row.key, row]));
-  const spread = ring.spread(WHEEL_KIND, keys);
+  const spread = ring.spread(WHEEL.name, keys);
   return {
     node_id: source.nodeId,
     heartbeat_ms: cluster === null ? null : source.heartbeatMs,
@@ -67,7 +67,7 @@ export async function clusterStatus(source: ClusterStatusSource): Promise<Cluste
     },
     partitions: keys.map((key) => {
       const row = held.get(key);
-      return { partition: Number(key), owner: ring.ownerOf(WHEEL_KIND, key), held_by: row?.ownerNode ?? null, epoch: row?.epoch ?? null };
+      return { partition: Number(key), owner: ring.ownerOf(WHEEL.name, key), held_by: row?.ownerNode ?? null, epoch: row?.epoch ?? null };
     }),
   };
 }

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { NodeEvents } from '../domain/events.js';
 import type { EventSink } from '../lib/events.js';
-import { WHEEL_KIND } from '../actors/wheel-partition.js';
+import { WHEEL } from '../actors/wheel-partition.js';
 import type { CompiledOptions } from '../lib/config.js';
 import { isWheelhouseError } from '../lib/errors.js';
 import type { ActorErrorInfo } from '../runtime/host.js';
@@ -40,7 +40,7 @@ export function nodeCluster(deps: NodeClusterDeps): Cluster {
     ring: deps.ring,
     deliverLocal: (envelope) => deps.system().acceptRemote(envelope),
     onRingChange: async ({ before, after }) => {
-      const spread = formatSpread(after.spread(WHEEL_KIND, deps.ring.bounded?.get(WHEEL_KIND) ?? []));
+      const spread = formatSpread(after.spread(WHEEL.name, deps.ring.bounded?.get(WHEEL.name) ?? []));
       log.info({ before: before.nodes(), after: after.nodes(), partitions: spread }, 'ring changed');
       deps.events.emit('ring:changed', { nodes: after.nodes() });
       if (!cluster.mayOwn) return; // the rejoin after being declared out takes over

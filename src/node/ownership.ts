@@ -1,7 +1,7 @@
-import { CRON_KIND } from '../actors/cron-schedule.js';
+import { CRON } from '../actors/cron-schedule.js';
 import type { CronActivation } from '../actors/cron-activation.js';
-import { WHEEL_KIND } from '../actors/wheel-partition.js';
-import { LEASE_KIND, type LeaseMessage } from '../actors/worker-lease.js';
+import { WHEEL } from '../actors/wheel-partition.js';
+import { LEASE, type LeaseMessage } from '../actors/worker-lease.js';
 import { isWheelhouseError } from '../lib/errors.js';
 import type { Clock } from '../runtime/clock.js';
 import type { SnapshotStore } from '../runtime/snapshots.js';
@@ -63,7 +63,7 @@ export class Ownership {
   /** The partitions the ring puts on this node. */
   ownedPartitions(): number[] {
     const { system } = this.deps;
-    return this.partitionKeys.filter((key) => system.ownerOf(WHEEL_KIND, key) === system.nodeId).map(Number);
+    return this.partitionKeys.filter((key) => system.ownerOf(WHEEL, key) === system.nodeId).map(Number);
   }
 
   /**
@@ -90,13 +90,13 @@ export class Ownership {
    */
   async keepPartitionsActive(handOver = false): Promise<number> {
     const { system } = this.deps;
-    const idle = this.ownedPartitions().filter((p) => !system.holds(WHEEL_KIND, String(p)));
+    const idle = this.ownedPartitions().filter((p) => !system.holds(WHEEL, String(p)));
     if (idle.length === 0) return 0;
     if (handOver) await this.awaitReleases(idle);
-    const results = await Promise.allSettled(idle.map((p) => system.ensureActive(WHEEL_KIND, String(p))));
+    const results = await Promise.allSettled(idle.map((p) => system.ensureActive(WHEEL, String(p))));
     results.forEach((r, i) => {
       if (r.status === 'fulfilled') return;
-      if (isWheelhouseError(r.reason, 'stale_epoch')) this.deps.onFenced(WHEEL_KIND, String(idle[i]));
+      if (isWheelhouseError(r.reason, 'stale_epoch')) this.deps.onFenced(WHEEL.name, String(idle[i]));
       else this.deps.onError(r.reason, `activating wheel partition ${idle[i]}`);
     });
     return idle.length;
@@ -108,7 +108,7 @@ export class Ownership {
     const wanted = new Set(partitions.map(String));
     const deadline = clock.now() + RELEASE_WAIT_MS;
     for (;;) {
-      const rows = await this.deps.snapshots.owners(WHEEL_KIND);
+      const rows = await this.deps.snapshots.owners(WHEEL.name);
       const held = rows.some(
         (r) => wanted.has(r.key) && r.ownerNode !== null && r.ownerNode !== system.nodeId && this.deps.isLive(r.ownerNode),
       );
@@ -127,7 +127,7 @@ export class Ownership {
     for (let after: string | null = null; ; ) {
       const page = await schedules.active(after, SCHEDULE_PAGE);
       if (page.length === 0) return;
-      await this.deps.activation.records(page.filter((r) => system.ownerOf(CRON_KIND, r.id) === system.nodeId && !system.holds(CRON_KIND, r.id)));
+      await this.deps.activation.records(page.filter((r) => system.ownerOf(CRON, r.id) === system.nodeId && !system.holds(CRON, r.id)));
       after = page[page.length - 1]!.id;
     }
   }
@@ -142,7 +142,7 @@ export class Ownership {
     for (let after: string | null = null; ; ) {
       const ids = await schedules.activeIds(after, SCHEDULE_PAGE);
       if (ids.length === 0) return activated;
-      const idle = ids.filter((id) => system.ownerOf(CRON_KIND, id) === system.nodeId && !system.holds(CRON_KIND, id));
+      const idle = ids.filter((id) => system.ownerOf(CRON, id) === system.nodeId && !system.holds(CRON, id));
       if (idle.length > 0) await this.deps.activation.ids(idle);
       activated += idle.length;
       after = ids[ids.length - 1]!;
@@ -158,8 +158,8 @@ export class Ownership {
     const all = Array.from({ length: this.deps.partitions }, (_, p) => p);
     let recovered = 0;
     for (const running of await tasks.runningInPartitions(all)) {
-      if (system.ownerOf(LEASE_KIND, running.taskId) !== system.nodeId || system.holds(LEASE_KIND, running.taskId)) continue;
-      system.ref<LeaseMessage>(LEASE_KIND, running.taskId).tell({
+      if (system.ownerOf(LEASE, running.taskId) !== system.nodeId || system.holds(LEASE, running.taskId)) continue;
+      system.ref(LEASE, running.taskId).tell({
         type: 'granted',
         version: running.version,
         leaseExpiresMs: running.leaseExpiresMs,

@@ -6,7 +6,7 @@ import { TypedEvents } from '../lib/events.js';
 import type { Metrics } from '../lib/metrics.js';
 import { CronActivation } from '../actors/cron-activation.js';
 import { DagResolver } from '../actors/dag-resolver.js';
-import { WHEEL_KIND } from '../actors/wheel-partition.js';
+import { WHEEL } from '../actors/wheel-partition.js';
 import { WheelPlacement } from '../actors/wheel-placement.js';
 import { startNoopExecutor, type BuiltinExecutor } from '../executors/builtin.js';
 import { startHttpExecutor } from '../executors/http-executor.js';
@@ -93,7 +93,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   // embedded backend is one process by construction: a cluster of one, with no membership and
   // no transport. Postgres + Redis nodes form one; the cluster delivers into the actor system
   // built after it, and ownership follows its ring.
-  const ring = { bounded: new Map([[WHEEL_KIND, Array.from({ length: options.partitions }, (_, p) => String(p))]]) };
+  const ring = { bounded: new Map([[WHEEL.name, Array.from({ length: options.partitions }, (_, p) => String(p))]]) };
   let system: ActorSystem | null = null;
   let ownership: Ownership | null = null;
   const cluster: Cluster | null = backend.kind !== 'postgres' ? null : nodeCluster({ options, backend, ring, events, log, onError,

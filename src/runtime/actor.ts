@@ -28,6 +28,56 @@ export type ReplyOf<M> = M extends { readonly [replyBrand]?: infer R } ? R : voi
  */
 export type ReplyFor<M extends Message, T extends M> = ReplyOf<Extract<M, { type: T['type'] }>>;
 
+declare const messageBrand: unique symbol;
+
+/**
+ * How a kind's snapshots are written and read back. Every snapshot is stored with `version`;
+ * `decode` gets the stored value and the version it was written with (0: written before
+ * snapshots carried one) and returns the typed snapshot, or throws on a shape it does not
+ * recognise, which fails the activation.
+ */
+export interface SnapshotCodec<Snap> {
+  /** The version written with each snapshot now: a positive integer, raised when `Snap` changes. */
+  readonly version: number;
+  decode(raw: unknown, version: number): Snap;
+}
+
+/**
+ * The token of one actor kind: its name, the messages its actors take (`M`, a phantom type:
+ * nothing of it exists at run time) and, for kinds that snapshot, how their snapshots are
+ * read (`Snap`). `ref(kind, key)` takes its message type from the token, so an address can
+ * only carry messages of its kind. Made by `defineKind`.
+ */
+export interface ActorKind<M extends Message, Snap = never> {
+  readonly name: string;
+  /** null: the kind keeps no snapshot (`persistence: 'external'`). */
+  readonly snapshot: SnapshotCodec<Snap> | null;
+  /** Never set. In and out, so `M` is invariant: one kind's token is not another's. */
+  readonly [messageBrand]?: (message: M) => M;
+}
+
+/** A kind by token or by name, where the message type does not matter (admin, activation). */
+export type KindName = string | { readonly name: string };
+
+/** The name of a kind given by token or by name. */
+export function kindName(kind: KindName): string {
+  return typeof kind === 'string' ? kind : kind.name;
+}
+
+/**
+ * Declares an actor kind: `defineKind<LeaseMessage>('lease')`, or for a kind that snapshots
+ * `defineKind<WheelMessage, WheelSnapshot>('wheel', { version: 1, decode })`.
+ */
+export function defineKind<M extends Message>(name: string): ActorKind<M>;
+export function defineKind<M extends Message, Snap>(name: string, snapshot: SnapshotCodec<Snap>): ActorKind<M, Snap>;
+export function defineKind<M extends Message, Snap>(name: string, snapshot?: SnapshotCodec<Snap>): ActorKind<M, Snap> {
+  if (typeof name !== 'string' || name === '') throw new TypeError('An actor kind needs a non-empty name.');
+  if (snapshot !== undefined && !(Number.isInteger(snapshot.version) && snapshot.version > 0)) {
+    throw new TypeError(`Actor kind '${name}': snapshot version must be a positive integer, got ${snapshot.version}.`);
+  }
+  return Object.freeze({ name, snapshot: snapshot ?? null });
+}
+
 /** A typed address of one actor. Cheap to create; holds no state. */
 export interface ActorRef<M extends Message> {
   readonly kind: string;
@@ -38,8 +88,8 @@ export interface ActorRef<M extends Message> {
   ask<T extends M>(message: T, timeoutMs?: number): Promise<ReplyFor<M, T>>;
 }
 
-/** What a handler can do besides returning its next state. */
-export interface ActorContext<M extends Message> {
+/** What a handler can do besides returning its next state. `Snap`: what it may snapshot. */
+export interface ActorContext<M extends Message, Snap = never> {
   readonly kind: string;
   readonly key: string;
   readonly nodeId: string;
@@ -48,8 +98,12 @@ export interface ActorContext<M extends Message> {
   readonly clock: Clock;
   readonly self: ActorRef<M>;
   readonly system: ActorSystemApi;
-  /** Answers the `ask` being handled; ignored for a `tell`. */
-  reply(value: unknown): void;
+  /**
+   * Answers `message`, the ask being handled, with a value of the type its `Ask` declares:
+   * replying with anything else does not compile. Ignored for a tell, or for any message
+   * but the one being handled. The first reply wins.
+   */
+  reply<T extends M>(message: T, value: NoInfer<ReplyFor<M, T>>): void;
   /**
    * A volatile timer: delivers `message` to this actor after `delayMs` (clamped). Timers of an
    * actor are cancelled when it deactivates.
@@ -59,8 +113,11 @@ export interface ActorContext<M extends Message> {
    * count. So a handler re-arms its next timer only on success and lets errors propagate.
    */
   schedule(delayMs: number, message: M): Cancel;
-  /** Persists `state` with this activation's epoch; rejects with `stale_epoch` if fenced. */
-  snapshot(state: unknown): Promise<void>;
+  /**
+   * Persists `state`, with the kind's snapshot version, under this activation's epoch;
+   * rejects with `stale_epoch` if fenced. Only kinds with a snapshot codec can.
+   */
+  snapshot(state: Snap): Promise<void>;
   /** Deactivates the actor once the current message is done. */
   stop(): void;
 }
@@ -69,20 +126,21 @@ export interface ActorContext<M extends Message> {
 export type DeactivationReason = 'passivated' | 'stopped' | 'shutdown' | 'failed';
 
 /** The definition of one actor kind. */
-export interface Behavior<S, M extends Message> {
-  readonly kind: string;
+export interface Behavior<S, M extends Message, Snap = never> {
+  readonly kind: ActorKind<M, Snap>;
   /**
    * `snapshot`: activation takes ownership `(node, epoch + 1)` in the snapshot store and
-   * `activate` receives the last snapshot. `external`: the actor's durable state lives
-   * elsewhere (a lease's is its task row); no snapshot row is touched.
+   * `activate` receives the last snapshot, decoded by the kind's codec (which it must have).
+   * `external`: the actor's durable state lives elsewhere (a lease's is its task row); no
+   * snapshot row is touched.
    */
   readonly persistence: 'snapshot' | 'external';
   /** Builds the state on activation, from `snapshot` (null on first activation) and the stores. */
-  activate(ctx: ActorContext<M>, snapshot: unknown): Promise<S>;
+  activate(ctx: ActorContext<M, Snap>, snapshot: Snap | null): Promise<S>;
   /** Handles one message; never runs concurrently with another message of this actor. */
-  receive(state: S, message: M, ctx: ActorContext<M>): Promise<S> | S;
+  receive(state: S, message: M, ctx: ActorContext<M, Snap>): Promise<S> | S;
   /** Runs before the actor leaves memory (after its last message). */
-  deactivate?(state: S, ctx: ActorContext<M>, reason: DeactivationReason): Promise<void>;
+  deactivate?(state: S, ctx: ActorContext<M, Snap>, reason: DeactivationReason): Promise<void>;
   /** Idle time after which the actor passivates. Absent: it never passivates. */
   readonly idlePassivationMs?: number;
   /** Mailbox capacity. @default 10000 */
@@ -107,9 +165,10 @@ export interface ActorInfo {
 /** The part of the actor system that handlers and services use. */
 export interface ActorSystemApi {
   readonly nodeId: string;
-  ref<M extends Message>(kind: string, key: string): ActorRef<M>;
+  /** A typed address of `(kind, key)`: it takes the messages of `kind` and no others. */
+  ref<M extends Message>(kind: ActorKind<M, unknown>, key: string): ActorRef<M>;
   /** Activates an actor now (for always-on kinds) and resolves when it is live. */
-  ensureActive(kind: string, key: string): Promise<void>;
-  list(filter?: { kind?: string; limit?: number }): ActorInfo[];
-  inspect(kind: string, key: string): ActorInfo | null;
+  ensureActive(kind: KindName, key: string): Promise<void>;
+  list(filter?: { kind?: KindName; limit?: number }): ActorInfo[];
+  inspect(kind: KindName, key: string): ActorInfo | null;
 }

@@ -1,30 +1,11 @@
 import { isWheelhouseError, WheelhouseError } from '../lib/errors.js';
-import type { ActorContext, ActorRef, ActorSystemApi, Behavior, DeactivationReason, Message } from './actor.js';
+import type { ActorContext, ActorRef, ActorSystemApi, Behavior, DeactivationReason, Message, ReplyFor } from './actor.js';
 import type { Cancel, Clock } from './clock.js';
-import { Mailbox, type MailboxHandler, type UnhandledMessages } from './mailbox.js';
+import { CellTimers, type DutyCell } from './duties.js';
+import { checkedTransition, handOver, refuseUnhandled, signal, type CellPhase, type Signal } from './cell-lifecycle.js';
+import { Mailbox, type MailboxHandler } from './mailbox.js';
 import { shuttingDownError, type CellHost } from './host.js';
-import type { AcquiredSnapshot } from './snapshots.js';
-import { retryDelayMs } from './supervision.js';
-import type { TimerEntry, TimerTarget } from './timer-queue.js';
-
-/**
- * The life of one activation. `activating → active → deactivating → deactivated`, or
- * `activating → deactivated` when activation fails. Anything else is a bug.
- */
-export type CellPhase = 'activating' | 'active' | 'deactivating' | 'deactivated';
-
-const LEGAL_TRANSITIONS: Readonly<Record<CellPhase, readonly CellPhase[]>> = {
-  activating: ['active', 'deactivated'],
-  active: ['deactivating'],
-  deactivating: ['deactivated'],
-  deactivated: [],
-};
-
-interface Signal {
-  promise: Promise<void>;
-  resolve(): void;
-  reject(error: unknown): void;
-}
+import { readSnapshot, wrapSnapshot, type AcquiredSnapshot } from './snapshots.js';
 
 /**
  * One activation of one actor: its state, its mailbox, its timers, and the way in and out of
@@ -33,9 +14,14 @@ interface Signal {
  *
  * Messages posted while the cell activates wait in the mailbox and run, in order, once
  * `activate` has resolved. An `external` cell activates without I/O; a `snapshot` cell first
- * takes ownership `(node, epoch + 1)` from the snapshot store.
+ * takes ownership `(node, epoch + 1)` from the snapshot store and decodes the last snapshot
+ * with its kind's codec (a snapshot that does not decode fails the activation, which gives
+ * ownership back). Its timers and their retries are in `duties.ts`; its phases, and what
+ * becomes of the messages it leaves unhandled, in `cell-lifecycle.ts`.
  */
-export class ActorCell<S, M extends Message> implements ActorContext<M>, MailboxHandler<M, S> {
+export class ActorCell<S, M extends Message, Snap = unknown>
+  implements ActorContext<M, Snap>, MailboxHandler<M, S>, DutyCell<M>
+{
   readonly kind: string;
   epoch = 0;
   snapshotVersion: number | null = null;
@@ -51,23 +37,18 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
   private fencedBy: unknown = null;
   private idleTimer: Cancel | null = null;
   private idleSinceMs = 0;
-  private timers: TimerEntry<Message>[] | null = null;
-  /** Timer messages posted and not yet handled: the actor's duties (see `onError`). */
-  private duties: Set<Message> | null = null;
-  /** The message being handled, when it is a duty. */
-  private currentDuty: M | null = null;
-  /** Failures in a row of each duty (by message type); absent once it succeeds. */
-  private dutyFailures: Map<string, number> | null = null;
+  /** The actor's timers and their duties; created with its first timer. */
+  private timers: CellTimers<M> | null = null;
   private selfRef: ActorRef<M> | null = null;
   private activeSignal: Signal | null = null;
   private goneSignal: Signal | null = null;
 
   constructor(
     private readonly host: CellHost,
-    private readonly behavior: Behavior<S, M>,
+    private readonly behavior: Behavior<S, M, Snap>,
     readonly key: string,
   ) {
-    this.kind = behavior.kind;
+    this.kind = behavior.kind.name;
     this.mailbox = new Mailbox<M, S>(this, behavior.mailboxCapacity);
   }
 
@@ -89,8 +70,8 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
     return (this.selfRef ??= this.host.ref<M>(this.kind, this.key));
   }
 
-  reply(value: unknown): void {
-    this.mailbox.current?.reply(value);
+  reply<T extends M>(message: T, value: NoInfer<ReplyFor<M, T>>): void {
+    this.mailbox.replyTo(message, value);
   }
 
   /**
@@ -99,34 +80,13 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
    * cancelled at deactivation anyway.
    */
   schedule(delayMs: number, message: M): Cancel {
-    const live = this.phase === 'activating' || this.phase === 'active';
-    if (!live || this.stopReason !== null) return noop;
-    const entry = this.host.timers.add(delayMs, this as TimerTarget<Message>, message);
-    // Most actors hold one timer at a time: a small array, not a Set.
-    (this.timers ??= []).push(entry);
-    return () => this.cancelTimer(entry);
+    if (!this.live) return noop;
+    return (this.timers ??= new CellTimers<M>(this.host, this)).add(delayMs, message);
   }
 
-  /** The node's timer queue calls this when a timer of this cell is due. */
-  onTimer(message: Message, entry: TimerEntry<Message>): void {
-    this.forgetTimer(entry);
-    this.postFromTimer(message as M);
-  }
-
-  private cancelTimer(entry: TimerEntry<Message>): void {
-    if (this.forgetTimer(entry)) this.host.timers.cancel(entry);
-  }
-
-  private forgetTimer(entry: TimerEntry<Message>): boolean {
-    const timers = this.timers;
-    const i = timers === null ? -1 : timers.indexOf(entry);
-    if (i < 0) return false;
-    timers!.splice(i, 1);
-    return true;
-  }
-
-  snapshot(state: unknown): Promise<void> {
-    if (this.behavior.persistence !== 'snapshot') {
+  snapshot(state: Snap): Promise<void> {
+    const codec = this.behavior.kind.snapshot;
+    if (this.behavior.persistence !== 'snapshot' || codec === null) {
       return Promise.reject(
         new WheelhouseError('internal', `${this.address} has persistence 'external'; it cannot snapshot.`),
       );
@@ -135,7 +95,8 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
     if (this.phase === 'deactivated') {
       return Promise.reject(new WheelhouseError('internal', `${this.address} has deactivated; it cannot snapshot.`));
     }
-    return this.host.snapshots.save(this.kind, this.key, this.epoch, state, this.host.clock.now()).then(
+    const stored = wrapSnapshot(codec.version, state);
+    return this.host.snapshots.save(this.kind, this.key, this.epoch, stored, this.host.clock.now()).then(
       (version) => {
         if (this.snapshotVersion === null || version > this.snapshotVersion) this.snapshotVersion = version;
       },
@@ -154,6 +115,17 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
     this.requestStop('stopped');
   }
 
+  // ── Duty cell ──────────────────────────────────────────────────────────────────────────
+
+  /** Activating or active, and not stopping: timers may be armed. */
+  get live(): boolean {
+    return (this.phase === 'activating' || this.phase === 'active') && this.stopReason === null;
+  }
+
+  post(message: M): void {
+    this.mailbox.post(message);
+  }
+
   // ── Mailbox handler ─────────────────────────────────────────────────────────────────────
 
   get address(): string {
@@ -162,47 +134,30 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
 
   handle(message: M): S | PromiseLike<S> {
     this.lastMessageAtMs = this.host.clock.now();
-    this.currentDuty = this.duties?.delete(message) === true ? message : null;
+    this.timers?.begin(message);
     return this.behavior.receive(this.state as S, message, this);
   }
 
   accept(state: S): void {
     this.state = state;
-    if (this.currentDuty !== null) {
-      this.dutyFailures?.delete(this.currentDuty.type);
-      this.currentDuty = null;
-    }
+    this.timers?.succeeded();
   }
 
   /**
-   * A handler failed. A duty — a message this actor's own timer delivered (a tick, a cascade,
-   * a lease's expiry) — is what the actor relies on to make progress, and its handler re-arms
-   * it only when it succeeds: so the runtime delivers it again after a backoff (100 ms
-   * doubling to 2 s by default), for as long as the actor lives, and says so in the report.
-   * A fenced activation is not retried: it stops.
+   * A handler failed. A duty (a message this actor's own timer delivered, see `CellTimers`)
+   * is delivered again after a backoff, for as long as the actor lives, and the report says
+   * so. A fenced activation is not retried: it stops.
    */
   onError(error: unknown, message: M, asked: boolean): void {
-    const duty = message === this.currentDuty;
-    this.currentDuty = null;
+    const duty = this.timers?.failed(message) ?? false;
     if (isWheelhouseError(error, 'stale_epoch')) {
       // A write the handler made was refused for a newer owner's epoch (a fenced Redis
       // push, a version compare-and-set): this activation is stale. Stop, write nothing more.
       this.fencedBy ??= error;
       this.requestStop('failed');
     }
-    const retry = duty ? this.retryDuty(message) : null;
+    const retry = duty ? this.timers!.retry(message) : null;
     if (!asked) this.host.report(error, { kind: this.kind, key: this.key, during: 'receive', messageType: message.type, ...retry });
-  }
-
-  /** Delivers a failed duty again after a backoff; null when the actor is leaving anyway. */
-  private retryDuty(message: M): { attempt: number; retryInMs: number } | null {
-    if (this.stopReason !== null || (this.phase !== 'active' && this.phase !== 'activating')) return null;
-    const failures = (this.dutyFailures ??= new Map());
-    const attempt = (failures.get(message.type) ?? 0) + 1;
-    failures.set(message.type, attempt);
-    const retryInMs = retryDelayMs(attempt, this.host.dutyRetry);
-    this.schedule(retryInMs, message);
-    return { attempt, retryInMs };
   }
 
   onIdle(): void {
@@ -298,13 +253,20 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
         this.epoch = acquired.epoch;
         this.snapshotVersion = acquired.version;
         this.ownsSnapshot = true;
-        this.runActivate(acquired.state);
+        let snapshot: Snap | null;
+        try {
+          snapshot = readSnapshot(this.behavior.kind.snapshot!, acquired.state, this.address);
+        } catch (error) {
+          this.activationFailed(error);
+          return;
+        }
+        this.runActivate(snapshot);
       },
       (error: unknown) => this.activationFailed(error),
     );
   }
 
-  private runActivate(snapshot: unknown): void {
+  private runActivate(snapshot: Snap | null): void {
     let activation: Promise<S>;
     try {
       activation = Promise.resolve(this.behavior.activate(this, snapshot));
@@ -333,17 +295,9 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
     this.transition('deactivated');
     this.cancelTimers();
     const unhandled = this.mailbox.takeAll();
-    let answered = this.activeSignal !== null;
+    const waited = this.activeSignal !== null;
     this.activeSignal?.reject(error);
-    for (const ask of unhandled.asks) {
-      if (ask === null) continue;
-      ask.fail(error);
-      answered = true;
-    }
-    const droppedTells = countTells(unhandled);
-    if (droppedTells > 0 || !answered) {
-      this.host.report(error, { kind: this.kind, key: this.key, during: 'activate', droppedTells });
-    }
+    refuseUnhandled(this.host, this, unhandled, error, 'activate', waited);
     if (this.ownsSnapshot) void this.release();
     this.host.gone(this);
     this.goneSignal?.resolve();
@@ -358,7 +312,7 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
     const unhandled = this.mailbox.takeAll();
     if (this.behavior.deactivate === undefined && !this.ownsSnapshot) this.finish();
     else void this.runDeactivate(reason);
-    this.handOver(unhandled, reason);
+    handOver(this.host, this, unhandled, reason, () => (reason === 'shutdown' ? shuttingDownError() : this.fencedError()));
   }
 
   private async runDeactivate(reason: DeactivationReason): Promise<void> {
@@ -387,28 +341,6 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
     this.goneSignal?.resolve();
   }
 
-  /**
-   * Messages accepted but not handled by this instance. After `stop` or passivation they go
-   * on to the next instance (wherever placement now puts it), in order. After fencing or at
-   * shutdown they are refused: asks reject, dropped tells are reported.
-   */
-  private handOver(unhandled: UnhandledMessages<M>, reason: DeactivationReason): void {
-    const { messages, asks } = unhandled;
-    if (messages.length === 0) return;
-    if (reason === 'stopped' || reason === 'passivated') {
-      for (let i = 0; i < messages.length; i++) {
-        this.host.redeliver(this.kind, this.key, messages[i] as M, asks[i] ?? null);
-      }
-      return;
-    }
-    const error = reason === 'shutdown' ? shuttingDownError() : this.fencedError();
-    for (const ask of asks) ask?.fail(error);
-    const droppedTells = countTells(unhandled);
-    if (droppedTells > 0) {
-      this.host.report(error, { kind: this.kind, key: this.key, during: 'deliver', droppedTells });
-    }
-  }
-
   // ── Timers ─────────────────────────────────────────────────────────────────────────────
 
   private armIdleTimer(delayMs: number): void {
@@ -428,36 +360,16 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
     else this.armIdleTimer(limitMs - idleMs);
   }
 
-  /** A timer's message is a duty: a full mailbox delays it (backoff), it does not drop it. */
-  private postFromTimer(message: M): void {
-    const duties = (this.duties ??= new Set());
-    duties.add(message);
-    try {
-      this.mailbox.post(message);
-    } catch (error) {
-      duties.delete(message);
-      const retry = this.retryDuty(message);
-      this.host.report(error, { kind: this.kind, key: this.key, during: 'timer', messageType: message.type, ...retry });
-    }
-  }
-
   private cancelTimers(): void {
     if (this.idleTimer !== null) {
       this.idleTimer();
       this.idleTimer = null;
     }
-    if (this.timers !== null) {
-      for (const entry of this.timers) this.host.timers.cancel(entry);
-      this.timers = null;
-    }
-    this.duties = null;
+    this.timers?.cancelAll();
   }
 
   private transition(next: CellPhase): void {
-    if (!LEGAL_TRANSITIONS[this.phase].includes(next)) {
-      throw new WheelhouseError('internal', `${this.address}: illegal transition ${this.phase} → ${next}.`);
-    }
-    this.phase = next;
+    this.phase = checkedTransition(this.address, this.phase, next);
   }
 
   private fencedError(): WheelhouseError {
@@ -467,22 +379,6 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
       { cause: this.fencedBy, details: { kind: this.kind, key: this.key, epoch: this.epoch } },
     );
   }
-}
-
-function countTells<M>(unhandled: UnhandledMessages<M>): number {
-  let tells = 0;
-  for (const ask of unhandled.asks) if (ask === null) tells++;
-  return tells;
-}
-
-function signal(): Signal {
-  let resolve!: () => void;
-  let reject!: (error: unknown) => void;
-  const promise = new Promise<void>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
 }
 
 const noop: Cancel = () => {};

@@ -1,5 +1,3 @@
-import { randomUUID } from 'node:crypto';
-import { Pool } from 'undici';
 import { WheelhouseError } from '../lib/errors.js';
 import { systemClock, type Cancel, type Clock } from './clock.js';
 import {
@@ -15,6 +13,7 @@ import {
   type EnvelopeResult,
   type PeerAnswer,
 } from './cluster-wire.js';
+import { PeerPools, type Destination } from './peer-pools.js';
 import type { Transport } from './placement.js';
 import type { TransportEnvelope } from './router.js';
 
@@ -73,10 +72,6 @@ const FIRST_BACKOFF_MS = 25;
  * once anyway (`ringChanged`).
  */
 const MAX_BACKOFF_MS = 1_000;
-/** Keep-alive connections to one node. */
-const CONNECTIONS_PER_NODE = 4;
-/** A node's pool unused this long is closed (the next message opens a new one), ms. */
-const POOL_IDLE_MS = 60_000;
 
 /** One envelope on its way: its caller's promise and how its attempts went. */
 interface Outgoing {
@@ -87,19 +82,6 @@ interface Outgoing {
   attempts: number;
   lastError: unknown;
   cancelBackoff: Cancel | null;
-}
-
-/** The connections to one node's address and the stream of batches sent on them. */
-interface Destination {
-  readonly address: string;
-  readonly pool: Pool;
-  readonly basePath: string;
-  /** A fresh id per pool: the receiver orders batches per stream. */
-  readonly stream: string;
-  nextSeq: number;
-  /** Sequence numbers of the batches awaiting their answer. */
-  readonly awaiting: Set<number>;
-  lastUsedMs: number;
 }
 
 /**
@@ -128,10 +110,9 @@ export class HttpTransport implements Transport {
   /** Envelopes waiting for this turn's flush, by destination node. */
   private readonly outbox = new Map<string, Outgoing[]>();
   private flushHandle: NodeJS.Immediate | null = null;
-  private readonly destinations = new Map<string, Destination>();
+  private readonly pools: PeerPools;
   private readonly backingOff = new Set<Outgoing>();
   private readonly counters: HttpTransportStats = { requests: 0, envelopes: 0, retries: 0, failed: 0 };
-  private lastSweepMs: number;
   private closeDone: Promise<void> | null = null;
 
   constructor(options: HttpTransportOptions) {
@@ -157,7 +138,7 @@ export class HttpTransport implements Transport {
     this.maxBatch = maxBatch;
     this.maxBatchBytes = maxBatchBytes;
     this.headers = secretHeaders(options.secret, { 'content-type': 'application/json' });
-    this.lastSweepMs = this.clock.now();
+    this.pools = new PeerPools(this.clock, options.addressOf);
   }
 
   /**
@@ -186,9 +167,7 @@ export class HttpTransport implements Transport {
     this.outbox.clear();
     const backingOff = [...this.backingOff];
     this.backingOff.clear();
-    const pools = [...this.destinations.values()].map((d) => d.pool);
-    this.destinations.clear();
-    this.closeDone = Promise.all(pools.map((pool) => pool.close())).then(() => undefined);
+    this.closeDone = this.pools.closeAll();
     for (const item of backingOff) item.cancelBackoff?.();
     for (const item of [...queued, ...backingOff]) this.fail(item, closedError());
     return this.closeDone;
@@ -220,7 +199,7 @@ export class HttpTransport implements Transport {
   private flush(): void {
     this.flushHandle = null;
     const now = this.clock.now();
-    this.closeIdlePools(now);
+    this.pools.closeIdle(now);
     const outbox = [...this.outbox];
     this.outbox.clear();
     for (const [nodeId, queued] of outbox) {
@@ -237,7 +216,7 @@ export class HttpTransport implements Transport {
       if (items.length === 0) continue;
       let destination: Destination;
       try {
-        destination = this.destination(nodeId);
+        destination = this.pools.destination(nodeId);
       } catch (error) {
         for (const item of items) this.retry(item, error);
         continue;
@@ -256,26 +235,6 @@ export class HttpTransport implements Transport {
       }
       void this.post(nodeId, destination, items.slice(start), parts.slice(start));
     }
-  }
-
-  /** The pool and stream for `nodeId`'s current address; throws if membership knows none. */
-  private destination(nodeId: string): Destination {
-    const address = this.options.addressOf(nodeId);
-    if (address === undefined) throw new Error(`node ${nodeId} has no known address (not a live member)`);
-    const existing = this.destinations.get(address);
-    if (existing !== undefined) return existing;
-    const url = new URL(address);
-    const destination: Destination = {
-      address,
-      pool: new Pool(url.origin, { connections: CONNECTIONS_PER_NODE, pipelining: 1, keepAliveTimeout: 30_000 }),
-      basePath: url.pathname.replace(/\/+$/, ''),
-      stream: randomUUID(),
-      nextSeq: 0,
-      awaiting: new Set(),
-      lastUsedMs: this.clock.now(),
-    };
-    this.destinations.set(address, destination);
-    return destination;
   }
 
   /**
@@ -349,7 +308,6 @@ export class HttpTransport implements Transport {
     for (const item of items) this.fail(item, error);
   }
 
-  /** After a retryable failure: backs off, then routes `item` to the ring's owner again. */
   /**
    * The ring changed: every envelope waiting out a backoff is routed again now, to its new
    * owner, instead of at the end of its backoff.
@@ -364,6 +322,7 @@ export class HttpTransport implements Transport {
     }
   }
 
+  /** After a retryable failure: backs off, then routes `item` to the ring's owner again. */
   private retry(item: Outgoing, error: unknown): void {
     item.lastError = error;
     item.attempts += 1;
@@ -407,19 +366,7 @@ export class HttpTransport implements Transport {
     item.reject(error);
   }
 
-  /** Closes pools unused for a while (nodes that left, or went quiet); checked once a minute. */
-  private closeIdlePools(now: number): void {
-    if (now - this.lastSweepMs < POOL_IDLE_MS) return;
-    this.lastSweepMs = now;
-    for (const [address, destination] of this.destinations) {
-      if (destination.awaiting.size > 0 || now - destination.lastUsedMs < POOL_IDLE_MS) continue;
-      this.destinations.delete(address);
-      // close() rejects only for a pool closed before, and this one was not.
-      destination.pool.close().catch(() => undefined);
-    }
-  }
 }
-
 
 function deadlineError(item: Outgoing): WheelhouseError {
   const { kind, key } = item.envelope;

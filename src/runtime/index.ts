@@ -6,18 +6,22 @@
 export type {
   ActorContext,
   ActorInfo,
+  ActorKind,
   ActorRef,
   ActorSystemApi,
   Ask,
   Behavior,
   DeactivationReason,
+  KindName,
   Message,
   ReplyFor,
   ReplyOf,
+  SnapshotCodec,
 } from './actor.js';
+export { defineKind, kindName } from './actor.js';
 export { clampDelay, FakeClock, MAX_TIMER_MS, settle, systemClock, type Cancel, type Clock } from './clock.js';
 export { LocalPlacement, type Placement, type Transport } from './placement.js';
-export type { AcquiredSnapshot, SnapshotRow, SnapshotStore } from './snapshots.js';
+export { unwrapSnapshot, wrapSnapshot, type AcquiredSnapshot, type SnapshotEnvelope, type SnapshotRow, type SnapshotStore } from './snapshots.js';
 export type { ActorErrorInfo, ActorErrorPhase } from './host.js';
 export { DEFAULT_MAILBOX_CAPACITY } from './mailbox.js';
 export type { TransportEnvelope } from './router.js';

@@ -33,6 +33,13 @@ export interface UnhandledMessages<M> {
   asks: (PendingAsk | null)[];
 }
 
+/** How many of the unhandled messages were tells (nobody waits for them). */
+export function tellsIn(unhandled: UnhandledMessages<unknown>): number {
+  let tells = 0;
+  for (const ask of unhandled.asks) if (ask === null) tells++;
+  return tells;
+}
+
 /**
  * A bounded FIFO mailbox that hands its handler exactly one message at a time: the next
  * message starts only after the previous handler call — promise included — has settled, so a
@@ -75,9 +82,9 @@ export class Mailbox<M, R> {
     return this.running;
   }
 
-  /** The ask being handled, if the current message is one. */
-  get current(): PendingAsk | null {
-    return this.currentAsk;
+  /** Records `value` as the reply to `message`, if it is the ask being handled. */
+  replyTo(message: M, value: unknown): void {
+    if (message === this.currentMessage) this.currentAsk?.reply(value);
   }
 
   /**

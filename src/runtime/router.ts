@@ -14,13 +14,13 @@ export type TransportEnvelope = Parameters<Transport['deliver']>[1];
 
 /** One registered kind and its live cells on this node. */
 export interface KindEntry {
-  readonly behavior: Behavior<unknown, Message>;
+  readonly behavior: Behavior<unknown, Message, unknown>;
   /**
    * The single-flight activation map of this kind: key → the one cell that is activating or
    * active. A cell goes in synchronously, before anything can await, so a second message for
    * the same key finds it and queues in its mailbox instead of activating again.
    */
-  readonly cells: Map<string, ActorCell<unknown, Message>>;
+  readonly cells: Map<string, ActorCell<unknown, Message, unknown>>;
 }
 
 /** The dependencies of a router, filled by `ActorSystem`. */
@@ -91,7 +91,7 @@ export class Router implements CellHost {
   /** Routes one message; throws `mailbox_full`, or when the system is shut down. */
   deliver(entry: KindEntry, key: string, message: Message, ask: PendingAsk | null): void {
     if (this.closed) throw shuttingDownError();
-    const kind = entry.behavior.kind;
+    const kind = entry.behavior.kind.name;
     const owner = this.placement.ownerOf(kind, key);
     if (owner === this.nodeId) this.localCell(entry, key).mailbox.post(message, ask);
     else this.forward(owner, kind, key, message, ask);
@@ -101,7 +101,7 @@ export class Router implements CellHost {
   ask(entry: KindEntry, key: string, message: Message, timeoutMs: number): Promise<unknown> {
     let pending: PendingAsk;
     try {
-      pending = new PendingAsk(this.clock, validAskTimeoutMs(timeoutMs, 'timeoutMs'), entry.behavior.kind, key, message.type);
+      pending = new PendingAsk(this.clock, validAskTimeoutMs(timeoutMs, 'timeoutMs'), entry.behavior.kind.name, key, message.type);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -114,7 +114,7 @@ export class Router implements CellHost {
   }
 
   /** The local cell for `(kind, key)`, creating and starting one if none is live. */
-  localCell(entry: KindEntry, key: string): ActorCell<unknown, Message> {
+  localCell(entry: KindEntry, key: string): ActorCell<unknown, Message, unknown> {
     const existing = entry.cells.get(key);
     if (existing !== undefined) {
       const phase = existing.lifecycle;
@@ -122,7 +122,7 @@ export class Router implements CellHost {
     }
     // None live, or the previous instance is still deactivating: a new instance, which
     // activates only once the previous one has left (so they never both own the actor).
-    const cell = new ActorCell<unknown, Message>(this, entry.behavior, key);
+    const cell = new ActorCell<unknown, Message, unknown>(this, entry.behavior, key);
     entry.cells.set(key, cell);
     cell.start(existing === undefined ? null : existing.whenGone());
     return cell;
@@ -171,7 +171,7 @@ export class Router implements CellHost {
    */
   activate(entry: KindEntry, key: string, timeoutMs: number = this.defaultAskTimeoutMs): Promise<void> {
     if (this.closed) return Promise.reject(shuttingDownError());
-    const kind = entry.behavior.kind;
+    const kind = entry.behavior.kind.name;
     const owner = this.placement.ownerOf(kind, key);
     if (owner === this.nodeId) return this.localCell(entry, key).whenActive();
     if (this.transport === undefined) return Promise.reject(noTransport(kind, key, owner, this.nodeId));
@@ -209,7 +209,7 @@ export class Router implements CellHost {
     }
   }
 
-  gone(cell: ActorCell<unknown, Message>): void {
+  gone(cell: ActorCell<unknown, Message, unknown>): void {
     const cells = this.kinds.get(cell.kind)?.cells;
     if (cells?.get(cell.key) === cell) cells.delete(cell.key);
   }
@@ -261,7 +261,7 @@ class RoutedRef<M extends Message> implements ActorRef<M> {
     private readonly entry: KindEntry,
     readonly key: string,
   ) {
-    this.kind = entry.behavior.kind;
+    this.kind = entry.behavior.kind.name;
   }
 
   tell(message: M): void {

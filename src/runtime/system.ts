@@ -1,5 +1,5 @@
 import { WheelhouseError } from '../lib/errors.js';
-import type { ActorInfo, ActorRef, ActorSystemApi, Behavior, Message } from './actor.js';
+import { kindName, type ActorInfo, type ActorKind, type ActorRef, type ActorSystemApi, type Behavior, type KindName, type Message } from './actor.js';
 import { validAskTimeoutMs } from './ask.js';
 import type { ActorCell } from './cell.js';
 import { shuttingDownError, type ActorErrorInfo } from './host.js';
@@ -75,38 +75,43 @@ export class ActorSystem implements ActorSystemApi {
   }
 
   /** Registers an actor kind. Throws if the kind is taken or the behavior is malformed. */
-  register<S, M extends Message>(behavior: Behavior<S, M>): void {
+  register<S, M extends Message, Snap = never>(behavior: Behavior<S, M, Snap>): void {
     if (this.router.closed) throw shuttingDownError();
-    validateBehavior(behavior);
-    if (this.router.kinds.has(behavior.kind)) {
-      throw new WheelhouseError('internal', `Actor kind '${behavior.kind}' is already registered.`);
+    const erased = behavior as unknown as Behavior<unknown, Message, unknown>;
+    validateBehavior(erased);
+    const name = behavior.kind.name;
+    if (this.router.kinds.has(name)) {
+      throw new WheelhouseError('internal', `Actor kind '${name}' is already registered.`);
     }
-    this.router.kinds.set(behavior.kind, {
-      behavior: behavior as unknown as Behavior<unknown, Message>,
+    this.router.kinds.set(name, {
+      behavior: erased,
       cells: new Map(),
     });
   }
 
-  /** A typed address of `(kind, key)`. Throws if `kind` is not registered. */
-  ref<M extends Message>(kind: string, key: string): ActorRef<M> {
-    return this.router.ref<M>(kind, key);
+  /**
+   * A typed address of `(kind, key)`: its messages are those of the kind's token. Throws if
+   * the kind is not registered.
+   */
+  ref<M extends Message>(kind: ActorKind<M, unknown>, key: string): ActorRef<M> {
+    return this.router.ref<M>(kind.name, key);
   }
 
   /**
    * Activates an actor on its owner — here, or on another node through the transport — and
    * resolves when it is live there; rejects if activation fails.
    */
-  ensureActive(kind: string, key: string, timeoutMs?: number): Promise<void> {
+  ensureActive(kind: KindName, key: string, timeoutMs?: number): Promise<void> {
     try {
-      return this.router.activate(this.router.entry(kind), key, timeoutMs);
+      return this.router.activate(this.router.entry(kindName(kind)), key, timeoutMs);
     } catch (error) {
       return Promise.reject(error);
     }
   }
 
   /** The node that owns `(kind, key)` under the current placement. */
-  ownerOf(kind: string, key: string): string {
-    return this.router.ownerOf(kind, key);
+  ownerOf(kind: KindName, key: string): string {
+    return this.router.ownerOf(kindName(kind), key);
   }
 
   /**
@@ -142,9 +147,9 @@ export class ActorSystem implements ActorSystemApi {
   }
 
   /** The live actors of this node (activated, not yet leaving), without their state. */
-  list(filter: { kind?: string; limit?: number } = {}): ActorInfo[] {
+  list(filter: { kind?: KindName; limit?: number } = {}): ActorInfo[] {
     const limit = filter.limit ?? DEFAULT_LIST_LIMIT;
-    const entries = filter.kind === undefined ? [...this.router.kinds.values()] : [this.router.kinds.get(filter.kind)];
+    const entries = filter.kind === undefined ? [...this.router.kinds.values()] : [this.router.kinds.get(kindName(filter.kind))];
     const infos: ActorInfo[] = [];
     for (const entry of entries) {
       if (entry === undefined) continue;
@@ -157,21 +162,21 @@ export class ActorSystem implements ActorSystemApi {
   }
 
   /** One live actor with its state (through `behavior.describe`), or null if not in memory. */
-  inspect(kind: string, key: string): ActorInfo | null {
-    const entry = this.router.kinds.get(kind);
+  inspect(kind: KindName, key: string): ActorInfo | null {
+    const entry = this.router.kinds.get(kindName(kind));
     const cell = entry?.cells.get(key);
     if (entry === undefined || cell === undefined || cell.lifecycle !== 'active') return null;
     return this.describe(entry, cell, true);
   }
 
   /** Whether this node holds the actor (activating or live), without describing it. */
-  holds(kind: string, key: string): boolean {
-    return this.router.kinds.get(kind)?.cells.has(key) ?? false;
+  holds(kind: KindName, key: string): boolean {
+    return this.router.kinds.get(kindName(kind))?.cells.has(key) ?? false;
   }
 
   /** Passivates a local actor once its mailbox is empty; resolves when it has left memory. */
-  passivate(kind: string, key: string): Promise<void> {
-    const cell = this.router.kinds.get(kind)?.cells.get(key);
+  passivate(kind: KindName, key: string): Promise<void> {
+    const cell = this.router.kinds.get(kindName(kind))?.cells.get(key);
     if (cell === undefined) return Promise.resolve();
     cell.requestPassivation();
     return cell.whenGone();
@@ -203,7 +208,7 @@ export class ActorSystem implements ActorSystemApi {
     return this.router.acceptRemote(envelope);
   }
 
-  private describe(entry: KindEntry, cell: ActorCell<unknown, Message>, withState: boolean): ActorInfo {
+  private describe(entry: KindEntry, cell: ActorCell<unknown, Message, unknown>, withState: boolean): ActorInfo {
     const info: ActorInfo = {
       kind: cell.kind,
       key: cell.key,
@@ -223,14 +228,20 @@ export class ActorSystem implements ActorSystemApi {
 }
 
 function validateBehavior(
-  behavior: Pick<Behavior<unknown, Message>, 'kind' | 'persistence' | 'mailboxCapacity' | 'idlePassivationMs'>,
+  behavior: Pick<Behavior<unknown, Message, unknown>, 'kind' | 'persistence' | 'mailboxCapacity' | 'idlePassivationMs'>,
 ): void {
   const { kind, persistence, mailboxCapacity, idlePassivationMs } = behavior;
+  const name: unknown = (kind as Partial<ActorKind<Message, unknown>> | undefined)?.name;
   const fail = (what: string): never => {
-    throw new WheelhouseError('internal', `Actor kind '${String(kind)}': ${what}`);
+    throw new WheelhouseError('internal', `Actor kind '${String(name)}': ${what}`);
   };
-  if (typeof kind !== 'string' || kind === '') fail('kind must be a non-empty string.');
+  if (typeof name !== 'string' || name === '') fail('kind must be a token from defineKind, with a non-empty name.');
   if (persistence !== 'snapshot' && persistence !== 'external') fail(`persistence must be 'snapshot' or 'external'.`);
+  const codec = kind.snapshot;
+  if (persistence === 'snapshot' && (codec === null || codec === undefined)) {
+    fail(`persistence 'snapshot' needs a snapshot codec: defineKind(name, { version, decode }).`);
+  }
+  if (persistence === 'external' && codec !== null && codec !== undefined) fail(`persistence 'external' keeps no snapshot, but the kind has a codec.`);
   if (mailboxCapacity !== undefined && !(Number.isInteger(mailboxCapacity) && mailboxCapacity > 0)) {
     fail(`mailboxCapacity must be a positive integer, got ${mailboxCapacity}.`);
   }

@@ -1,6 +1,6 @@
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Cancel, Clock } from '../runtime/clock.js';
-import { LEASE_KIND, type LeaseMessage } from '../actors/worker-lease.js';
+import { LEASE, type LeaseMessage } from '../actors/worker-lease.js';
 import type { ClaimedTask, DueEntry } from '../domain/model.js';
 import type { NodeEventSink } from '../domain/events.js';
 import type { TaskStore } from '../store/types.js';
@@ -145,7 +145,7 @@ export class Dispatcher {
       this.deps.events.emit('task:claimed', { workerId: request.workerId, taskIds: claimed.map((t) => t.id) });
       return claimed.map((task) => {
         system
-          .ref<LeaseMessage>(LEASE_KIND, task.id)
+          .ref(LEASE, task.id)
           .tell({ type: 'granted', version: task.version, leaseExpiresMs: task.leaseExpiresMs });
         return { ...task, leaseToken: encodeLeaseToken(task.version) };
       });

@@ -1,4 +1,4 @@
-import { WHEEL_KIND, type WheelMessage } from '../actors/wheel-partition.js';
+import { WHEEL, type WheelMessage } from '../actors/wheel-partition.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Clock } from '../runtime/clock.js';
 import type { BackoffPolicy } from '../domain/model.js';
@@ -90,6 +90,6 @@ export class SafetyNet {
     const { tasks, clock, system } = this.deps;
     const overdue = await tasks.pendingInPartition(partition, null, clock.now() - this.deps.graceMs, PENDING_PAGE);
     if (overdue.length === 0) return 0;
-    return system.ref<WheelMessage>(WHEEL_KIND, String(partition)).ask({ type: 'recover', entries: overdue }, RECOVER_ASK_MS);
+    return system.ref(WHEEL, String(partition)).ask({ type: 'recover', entries: overdue }, RECOVER_ASK_MS);
   }
 }

@@ -1,6 +1,6 @@
 import type { ScheduleRecord, TaskRecord } from '../domain/model.js';
 import { WheelhouseError } from '../lib/errors.js';
-import { CRON_KIND, type CronMessage } from '../actors/cron-schedule.js';
+import { CRON, type CronMessage } from '../actors/cron-schedule.js';
 import type { CronActivation } from '../actors/cron-activation.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { TaskStore } from '../store/types.js';
@@ -74,7 +74,7 @@ export class ScheduleService implements SchedulesApi {
 
   /** Asks the schedule's actor; its refusals become the catalogue's errors. */
   private async ask(task: TaskRecord, type: 'pause' | 'resume' | 'cancel'): Promise<{ cancelledInstances: number }> {
-    const result = await this.deps.system.ref<CronMessage>(CRON_KIND, task.id).ask({ type }, CRON_ASK_MS);
+    const result = await this.deps.system.ref(CRON, task.id).ask({ type }, CRON_ASK_MS);
     if (result.ok) return result;
     if (result.reason === 'not_found') throw notFound(task.id);
     throw new WheelhouseError('task_finished', `the schedule is already ${result.status}`, {

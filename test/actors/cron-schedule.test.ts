@@ -6,7 +6,7 @@
  */
 import { NO_EVENTS } from '../../src/lib/events.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CRON_KIND, cronScheduleBehavior, type CronMessage } from '../../src/actors/cron-schedule.js';
+import { CRON, cronScheduleBehavior, type CronMessage } from '../../src/actors/cron-schedule.js';
 import { isWheelhouseError } from '../../src/lib/errors.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { LocalPlacement } from '../../src/runtime/placement.js';
@@ -90,32 +90,32 @@ describe.each(sqlBackends)('cron-schedule actor on $name', ({ open }) => {
     await new SqlTaskStore(testDb.db).submit([task], t0);
 
     const a = node('a', clock);
-    await a.system.ensureActive(CRON_KIND, task.id);
+    await a.system.ensureActive(CRON, task.id);
     await clock.advance(SECOND);
     await settle(clock);
     expect(await instanceFires(task.id)).toEqual([t0 + 500, t0 + 1500]);
 
     // Node A "freezes" (its actor stays in memory, holding version v); node B takes over.
     const b = node('b', clock);
-    await b.system.ensureActive(CRON_KIND, task.id);
+    await b.system.ensureActive(CRON, task.id);
     await clock.advance(2 * SECOND);
     await settle(clock);
 
     // Both actors' timers ran; only B's writes landed. A was refused at its first write
     // and left memory; every fire time has exactly one instance.
-    expect(a.system.inspect(CRON_KIND, task.id)).toBeNull();
+    expect(a.system.inspect(CRON, task.id)).toBeNull();
     expect(a.errors.some((e) => isWheelhouseError(e, 'stale_epoch'))).toBe(true);
-    expect(b.system.inspect(CRON_KIND, task.id)).not.toBeNull();
+    expect(b.system.inspect(CRON, task.id)).not.toBeNull();
     expect(await instanceFires(task.id)).toEqual([t0 + 500, t0 + 1500, t0 + 2500, t0 + 3500]);
     const placedIds = [...a.placed, ...b.placed].map((e) => e.taskId);
     expect(new Set(placedIds).size).toBe(placedIds.length);
 
     // A command sent to a fenced activation answers stale_epoch and the next one works.
     const c = node('c', clock);
-    await c.system.ensureActive(CRON_KIND, task.id);
-    const paused = await b.system.ref<CronMessage>(CRON_KIND, task.id).ask({ type: 'pause' }).catch((e: unknown) => e);
+    await c.system.ensureActive(CRON, task.id);
+    const paused = await b.system.ref(CRON, task.id).ask({ type: 'pause' }).catch((e: unknown) => e);
     expect(isWheelhouseError(paused, 'stale_epoch')).toBe(true);
-    expect(await b.system.ref<CronMessage>(CRON_KIND, task.id).ask({ type: 'pause' })).toMatchObject({ ok: true, status: 'paused' });
+    expect(await b.system.ref(CRON, task.id).ask({ type: 'pause' })).toMatchObject({ ok: true, status: 'paused' });
 
     await Promise.all([a.system.shutdown(), b.system.shutdown(), c.system.shutdown()]);
   });

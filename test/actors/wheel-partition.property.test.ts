@@ -1,7 +1,7 @@
 import { NO_EVENTS } from '../../src/lib/events.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { WHEEL_KIND, wheelPartitionBehavior, type WheelMessage } from '../../src/actors/wheel-partition.js';
+import { WHEEL, wheelPartitionBehavior, type WheelMessage } from '../../src/actors/wheel-partition.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { LocalPlacement } from '../../src/runtime/placement.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
@@ -76,7 +76,7 @@ describe('WheelPartition (property, fake clock, against an oracle)', () => {
           }),
         );
         // A partition of its own per run: the task table has nothing pending for it.
-        const wheel = system.ref<WheelMessage>(WHEEL_KIND, String(1000 + run));
+        const wheel = system.ref(WHEEL, String(1000 + run));
         const expected = new Map<string, number>();
         let seq = 0;
         for (const o of ops) {

@@ -22,7 +22,7 @@ describe('WheelPlacement: the hand-off to the wheel', () => {
     const clock = new FakeClock(T0);
     const system = {
       nodeId: 'n1',
-      ref: (_kind: string, key: string) => ({ kind: 'wheel', key, tell() {}, ask: () => answer(key) }),
+      ref: (kind: { name: string }, key: string) => ({ kind: kind.name, key, tell() {}, ask: () => answer(key) }),
     } as unknown as ActorSystemApi;
     const deps = {
       system,

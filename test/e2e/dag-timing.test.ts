@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DAG_KIND } from '../../src/actors/dag-node.js';
+import { DAG } from '../../src/actors/dag-node.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { decodeLeaseToken } from '../../src/domain/lease-token.js';
 import { dagClient, idsOf, ms, rowCounts, type DagClient, type Polled } from '../support/dags.js';
@@ -204,7 +204,7 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
   it('keeps blocked tasks as rows, not actors: the actors a predecessor woke passivate when idle', async () => {
     const type = uniqueType('passivate');
     const n = 300;
-    const actors = () => c.node.system.countByKind().get(DAG_KIND) ?? 0;
+    const actors = () => c.node.system.countByKind().get(DAG.name) ?? 0;
     const submitted = await w.submitDag({
       tasks: [
         { ref: 'r1', task_type: type, payload: 'r1', timeout_seconds: 3600 },

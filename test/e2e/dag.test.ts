@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DAG_KIND, type DagMessage } from '../../src/actors/dag-node.js';
+import { DAG, type DagMessage } from '../../src/actors/dag-node.js';
 import { ConfigError, compileOptions } from '../../src/lib/config.js';
 import { decodeLeaseToken } from '../../src/domain/lease-token.js';
 import { chain, dagClient, idsOf, ms, rowCounts, type DagClient, type Polled } from '../support/dags.js';
@@ -487,7 +487,7 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
     const row = async () =>
       (await c.sql<{ status: string; deps_satisfied: number; version: number }>('SELECT status, deps_satisfied, version FROM tasks WHERE id = $1', [id.w]))[0]!;
     const settled = await row();
-    const actor = () => c.node.system.ref<DagMessage>(DAG_KIND, id.w!);
+    const actor = () => c.node.system.ref(DAG, id.w!);
     // The same event twice, one after the other, then five at once.
     expect(await actor().ask({ type: 'predecessor_succeeded', predecessorIds: [id.p1!] })).toEqual({ status: 'unchanged' });
     expect(await actor().ask({ type: 'predecessor_succeeded', predecessorIds: [id.p1!] })).toEqual({ status: 'unchanged' });

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { LEASE_KIND } from '../../src/actors/worker-lease.js';
+import { LEASE } from '../../src/actors/worker-lease.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { dagClient } from '../support/dags.js';
 import { pollOnFakeTime } from '../support/faulty-node.js';
@@ -37,8 +37,8 @@ describe.each(BACKENDS)('the safety nets on %s', (backend: BackendName) => {
     const expiresMs = first!.atMs + 5_000;
     // The mechanism breaks: the lease's actor leaves memory with its timer, and no message
     // will bring it back.
-    await node.node.system.passivate(LEASE_KIND, id);
-    expect(node.node.system.holds(LEASE_KIND, id)).toBe(false);
+    await node.node.system.passivate(LEASE, id);
+    expect(node.node.system.holds(LEASE, id)).toBe(false);
 
     const early = await pollOnFakeTime(() => node.url, clock, type, expiresMs + GRACE_MS - 100, 250);
     expect(early).toBeNull();

@@ -1,11 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import type { Ask, Behavior, DeactivationReason } from '../../src/runtime/actor.js';
-import { deferred, flushMicrotasks, testSystem, type Deferred } from './helpers.js';
+import { defineKind, type Ask, type Behavior, type DeactivationReason } from '../../src/runtime/actor.js';
+import { deferred, flushMicrotasks, testSystem, type Deferred, trusted } from './helpers.js';
 
 type Push = { type: 'push'; item: string };
 type Items = Ask<{ type: 'items' }, string[]>;
 type Done = Ask<{ type: 'done' }, string[]>;
 type LogMessage = Push | Items | Done;
+const LOG = defineKind<LogMessage>('log');
+/** The same kind, when it snapshots its items. */
+const LOG_SNAPSHOT = defineKind<LogMessage, string[]>('log', trusted());
 
 interface Probe {
   activations: number;
@@ -18,9 +21,9 @@ function probe(): Probe {
   return { activations: 0, deactivations: [], gates: [], failures: [] };
 }
 
-function logBehavior(p: Probe, persistence: 'snapshot' | 'external' = 'external'): Behavior<string[], LogMessage> {
+function logBehavior(p: Probe, persistence: 'snapshot' | 'external' = 'external'): Behavior<string[], LogMessage, string[]> {
   return {
-    kind: 'log',
+    kind: persistence === 'snapshot' ? LOG_SNAPSHOT : LOG,
     persistence,
     async activate(_ctx, snapshot) {
       p.activations++;
@@ -28,17 +31,17 @@ function logBehavior(p: Probe, persistence: 'snapshot' | 'external' = 'external'
       if (gate) await gate.promise;
       const failure = p.failures.shift();
       if (failure) throw failure;
-      return Array.isArray(snapshot) ? (snapshot as string[]) : [];
+      return snapshot ?? [];
     },
     receive(items, message, ctx) {
       switch (message.type) {
         case 'push':
           return [...items, message.item];
         case 'items':
-          ctx.reply(items);
+          ctx.reply(message, items);
           return items;
         case 'done':
-          ctx.reply(items);
+          ctx.reply(message, items);
           ctx.stop();
           return items;
       }
@@ -60,7 +63,7 @@ describe('activation', () => {
 
     const asks: Promise<string[]>[] = [];
     for (let i = 0; i < 100; i++) {
-      const ref = system.ref<LogMessage>('log', 'l1'); // a fresh ref each time: no per-ref state
+      const ref = system.ref(LOG, 'l1'); // a fresh ref each time: no per-ref state
       ref.tell({ type: 'push', item: String(i) });
       if (i % 10 === 9) asks.push(ref.ask({ type: 'items' }));
     }
@@ -81,7 +84,7 @@ describe('activation', () => {
     const p = probe();
     const { system, snapshots } = testSystem();
     system.register(logBehavior(p, 'snapshot'));
-    const ref = system.ref<LogMessage>('log', 'l1');
+    const ref = system.ref(LOG, 'l1');
     await Promise.all([ref.ask({ type: 'items' }), ref.ask({ type: 'items' }), system.ensureActive('log', 'l1')]);
     expect(snapshots.callsOf('acquire')).toHaveLength(1);
     expect(system.inspect('log', 'l1')?.epoch).toBe(1);
@@ -92,7 +95,7 @@ describe('activation', () => {
     p.failures.push(new Error('store down'));
     const { system, errors } = testSystem();
     system.register(logBehavior(p));
-    const ref = system.ref<LogMessage>('log', 'l1');
+    const ref = system.ref(LOG, 'l1');
     const first = ref.ask({ type: 'items' });
     const second = ref.ask({ type: 'items' });
     ref.tell({ type: 'push', item: 'lost' });
@@ -133,7 +136,7 @@ describe('activation', () => {
     const p = probe();
     const { system } = testSystem();
     system.register(logBehavior(p));
-    const ref = system.ref<LogMessage>('log', 'l1');
+    const ref = system.ref(LOG, 'l1');
     ref.tell({ type: 'push', item: 'a' });
     const done = ref.ask({ type: 'done' });
     ref.tell({ type: 'push', item: 'b' }); // queued behind 'done': handled by the next instance
@@ -148,7 +151,7 @@ describe('activation', () => {
     const p = probe();
     const { system, snapshots } = testSystem();
     system.register(logBehavior(p, 'snapshot'));
-    const ref = system.ref<LogMessage>('log', 'l1');
+    const ref = system.ref(LOG, 'l1');
     ref.tell({ type: 'push', item: 'a' });
     await ref.ask({ type: 'done' });
     expect(await ref.ask({ type: 'items' })).toEqual([]); // no snapshot was written
@@ -159,15 +162,15 @@ describe('activation', () => {
   it('throws a clear error for a ref to an unregistered kind', () => {
     const { system } = testSystem();
     system.register(logBehavior(probe()));
-    expect(() => system.ref('lease', 't1')).toThrow("No actor kind 'lease' is registered on node node-a (registered: log).");
+    expect(() => system.ref(defineKind('lease'), 't1')).toThrow("No actor kind 'lease' is registered on node node-a (registered: log).");
   });
 
   it('refuses a duplicate kind and malformed behaviors', () => {
     const { system } = testSystem();
     system.register(logBehavior(probe()));
     expect(() => system.register(logBehavior(probe()))).toThrow("Actor kind 'log' is already registered.");
-    expect(() => system.register({ ...logBehavior(probe()), kind: 'x', mailboxCapacity: 0 })).toThrow(/mailboxCapacity/);
-    expect(() => system.register({ ...logBehavior(probe()), kind: 'y', idlePassivationMs: -1 })).toThrow(/idlePassivationMs/);
+    expect(() => system.register({ ...logBehavior(probe()), kind: defineKind<LogMessage>('x'), mailboxCapacity: 0 })).toThrow(/mailboxCapacity/);
+    expect(() => system.register({ ...logBehavior(probe()), kind: defineKind<LogMessage>('y'), idlePassivationMs: -1 })).toThrow(/idlePassivationMs/);
   });
 
   it('lists and inspects live actors with their bookkeeping', async () => {
@@ -177,7 +180,7 @@ describe('activation', () => {
     const started = clock.now();
     await system.ensureActive('log', 'idle');
     await clock.advance(1_000);
-    const ref = system.ref<LogMessage>('log', 'busy');
+    const ref = system.ref(LOG, 'busy');
     ref.tell({ type: 'push', item: 'x' });
     await ref.ask({ type: 'items' });
 

@@ -1,6 +1,6 @@
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { isWheelhouseError } from '../../src/lib/errors.js';
-import type { Ask, Behavior } from '../../src/runtime/actor.js';
+import { defineKind, type Ask, type Behavior } from '../../src/runtime/actor.js';
 import { deferred, flushMicrotasks, testSystem, type Deferred } from './helpers.js';
 
 type Add = { type: 'add'; n: number };
@@ -10,10 +10,11 @@ type Hang = Ask<{ type: 'hang' }, string>;
 type Boom = Ask<{ type: 'boom' }, never>;
 type Silent = Ask<{ type: 'silent' }, string | undefined>;
 type CounterMessage = Add | Get | Describe | Hang | Boom | Silent;
+const COUNTER = defineKind<CounterMessage>('counter');
 
 function counter(gates: Deferred[] = [], capacity?: number): Behavior<number, CounterMessage> {
   return {
-    kind: 'counter',
+    kind: COUNTER,
     persistence: 'external',
     mailboxCapacity: capacity,
     activate: async () => 0,
@@ -22,15 +23,15 @@ function counter(gates: Deferred[] = [], capacity?: number): Behavior<number, Co
         case 'add':
           return total + message.n;
         case 'get':
-          ctx.reply(total);
+          ctx.reply(message, total);
           return total;
         case 'describe':
-          ctx.reply({ total, label: `total ${total}` });
+          ctx.reply(message, { total, label: `total ${total}` });
           return total;
         case 'hang': {
           const gate = gates.shift();
           if (gate) await gate.promise;
-          ctx.reply('late');
+          ctx.reply(message, 'late');
           return total;
         }
         case 'boom':
@@ -46,7 +47,7 @@ describe('ask', () => {
   it('infers the reply type from the message and resolves with ctx.reply', async () => {
     const { system } = testSystem();
     system.register(counter());
-    const ref = system.ref<CounterMessage>('counter', 'c1');
+    const ref = system.ref(COUNTER, 'c1');
     ref.tell({ type: 'add', n: 2 });
     const total = ref.ask({ type: 'get' });
     const described = ref.ask({ type: 'describe' });
@@ -59,14 +60,14 @@ describe('ask', () => {
   it('resolves with undefined when the handler gives no reply', async () => {
     const { system } = testSystem();
     system.register(counter());
-    await expect(system.ref<CounterMessage>('counter', 'c1').ask({ type: 'silent' })).resolves.toBeUndefined();
+    await expect(system.ref(COUNTER, 'c1').ask({ type: 'silent' })).resolves.toBeUndefined();
   });
 
   it('rejects with ask_timeout after the timeout; the late reply is dropped, the actor goes on', async () => {
     const gate = deferred();
     const { system, clock, errors } = testSystem({ defaultAskTimeoutMs: 1_000 });
     system.register(counter([gate]));
-    const ref = system.ref<CounterMessage>('counter', 'c1');
+    const ref = system.ref(COUNTER, 'c1');
     let outcome: unknown = 'pending';
     const hung = ref.ask({ type: 'hang' }).then(
       (v) => (outcome = v),
@@ -90,7 +91,7 @@ describe('ask', () => {
   it('takes a per-call timeout over the default', async () => {
     const { system, clock } = testSystem({ defaultAskTimeoutMs: 60_000 });
     system.register(counter([deferred()]));
-    const hung = system.ref<CounterMessage>('counter', 'c1').ask({ type: 'hang' }, 50);
+    const hung = system.ref(COUNTER, 'c1').ask({ type: 'hang' }, 50);
     const check = expect(hung).rejects.toMatchObject({ code: 'ask_timeout' });
     await clock.advance(50);
     await check;
@@ -99,7 +100,7 @@ describe('ask', () => {
   it('uses one timer per ask and cancels it when the ask is answered', async () => {
     const { system, clock } = testSystem();
     system.register(counter());
-    const ref = system.ref<CounterMessage>('counter', 'c1');
+    const ref = system.ref(COUNTER, 'c1');
     ref.tell({ type: 'add', n: 1 });
     expect(clock.pendingTimers).toBe(0); // a tell arms no timer
     const answer = ref.ask({ type: 'get' });
@@ -111,7 +112,7 @@ describe('ask', () => {
   it('rejects the ask with the handler error, and the mailbox goes on', async () => {
     const { system, errors } = testSystem();
     system.register(counter());
-    const ref = system.ref<CounterMessage>('counter', 'c1');
+    const ref = system.ref(COUNTER, 'c1');
     ref.tell({ type: 'add', n: 5 });
     await expect(ref.ask({ type: 'boom' })).rejects.toThrow('boom at 5');
     ref.tell({ type: 'add', n: 1 });
@@ -122,7 +123,7 @@ describe('ask', () => {
   it('reports a failed tell through onError, with the actor and message named', async () => {
     const { system, errors } = testSystem();
     system.register(counter());
-    const ref = system.ref<CounterMessage>('counter', 'c1');
+    const ref = system.ref(COUNTER, 'c1');
     ref.tell({ type: 'boom' });
     expect(await ref.ask({ type: 'get' })).toBe(0);
     expect(errors).toHaveLength(1);
@@ -134,7 +135,7 @@ describe('ask', () => {
     const gate = deferred();
     const { system } = testSystem();
     system.register(counter([gate], 2));
-    const ref = system.ref<CounterMessage>('counter', 'c1');
+    const ref = system.ref(COUNTER, 'c1');
     const hung = ref.ask({ type: 'hang' }, 60_000);
     await flushMicrotasks(); // 'hang' is in its handler; two more may wait
     ref.tell({ type: 'add', n: 1 });
@@ -150,7 +151,7 @@ describe('ask', () => {
   it('refuses a timeout that is not a positive number of milliseconds', async () => {
     const { system } = testSystem();
     system.register(counter());
-    const ref = system.ref<CounterMessage>('counter', 'c1');
+    const ref = system.ref(COUNTER, 'c1');
     await expect(ref.ask({ type: 'get' }, 0)).rejects.toThrow(/timeoutMs must be a positive number/);
     await expect(ref.ask({ type: 'get' }, Number.POSITIVE_INFINITY)).rejects.toThrow(/positive number/);
   });

@@ -1,28 +1,29 @@
 import { describe, expect, it } from 'vitest';
 import { WheelhouseError } from '../../src/lib/errors.js';
-import type { Ask, Behavior } from '../../src/runtime/actor.js';
+import { defineKind, type Ask, type Behavior } from '../../src/runtime/actor.js';
 import type { Placement, Transport } from '../../src/runtime/placement.js';
 import { LivePlacement, RingPlacement } from '../../src/runtime/ring.js';
 import type { TransportEnvelope } from '../../src/runtime/router.js';
-import { flushMicrotasks, testSystem } from './helpers.js';
+import { flushMicrotasks, testSystem, trusted } from './helpers.js';
 import { MemorySnapshotStore } from './memory-snapshots.js';
 
 type Count = Ask<{ type: 'count' }, number>;
 type Write = Ask<{ type: 'write' }, void>;
 type CounterMessage = Count | Write | { type: 'bump' };
+const COUNTER = defineKind<CounterMessage, { n: number }>('counter', trusted());
 
 /** A snapshot actor that counts bumps; `write` fails the way a fenced store write does. */
-function counterBehavior(activations: string[] = []): Behavior<{ n: number }, CounterMessage> {
+function counterBehavior(activations: string[] = []): Behavior<{ n: number }, CounterMessage, { n: number }> {
   return {
-    kind: 'counter',
+    kind: COUNTER,
     persistence: 'snapshot',
     activate: async (ctx, snapshot) => {
       activations.push(`${ctx.nodeId}:${ctx.key}@${ctx.epoch}`);
-      return { n: (snapshot as { n: number } | null)?.n ?? 0 };
+      return { n: snapshot?.n ?? 0 };
     },
     receive(state, message, ctx) {
       if (message.type === 'bump') return { n: state.n + 1 };
-      if (message.type === 'count') ctx.reply(state.n);
+      if (message.type === 'count') ctx.reply(message, state.n);
       if (message.type === 'write') throw new WheelhouseError('stale_epoch', `${ctx.key}: a newer owner fenced this write`);
       return state;
     },
@@ -97,7 +98,7 @@ describe('routing in a cluster', () => {
     const transport: Transport = { deliver: (_node, envelope) => b.system.acceptRemote(envelope) };
     const a = testSystem({ nodeId: 'node-a', placement, transport, snapshots, clock: b.clock });
     a.system.register(counterBehavior());
-    const ref = a.system.ref<CounterMessage>('counter', 'k');
+    const ref = a.system.ref(COUNTER, 'k');
     ref.tell({ type: 'bump' });
     ref.tell({ type: 'bump' });
     expect(await ref.ask({ type: 'count' })).toBe(2);
@@ -106,7 +107,7 @@ describe('routing in a cluster', () => {
     expect(a.system.handOff()).toBe(1);
     expect(b.system.handOff()).toBe(0);
     await a.system.passivate('counter', 'k');
-    expect(await snapshots.read('counter', 'k')).toMatchObject({ ownerNode: null, epoch: 1, state: { n: 2 } });
+    expect(await snapshots.read('counter', 'k')).toMatchObject({ ownerNode: null, epoch: 1, state: { v: 1, state: { n: 2 } } });
     // The next message goes to node b, which continues from the snapshot.
     expect(await ref.ask({ type: 'count' })).toBe(2);
     expect(b.system.inspect('counter', 'k')).toMatchObject({ node: 'node-b', epoch: 2 });
@@ -115,7 +116,7 @@ describe('routing in a cluster', () => {
   it('stops an activation whose handler hit a fenced write, without a final snapshot', async () => {
     const { system, snapshots, errors } = testSystem();
     system.register(counterBehavior());
-    const ref = system.ref<CounterMessage>('counter', 'k');
+    const ref = system.ref(COUNTER, 'k');
     ref.tell({ type: 'bump' });
     await expect(ref.ask({ type: 'write' })).rejects.toMatchObject({ code: 'stale_epoch' });
     await flushMicrotasks();
@@ -133,7 +134,7 @@ describe('routing in a cluster', () => {
   it('drops every actor without writing when the node was declared out', async () => {
     const { system, snapshots } = testSystem();
     system.register(counterBehavior());
-    for (const key of ['a', 'b', 'c']) system.ref<CounterMessage>('counter', key).tell({ type: 'bump' });
+    for (const key of ['a', 'b', 'c']) system.ref(COUNTER, key).tell({ type: 'bump' });
     await system.ensureActive('counter', 'c');
     await system.dropAll();
     expect(system.list()).toEqual([]);

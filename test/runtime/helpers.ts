@@ -1,4 +1,4 @@
-import type { Behavior, Message } from '../../src/runtime/actor.js';
+import type { Behavior, Message, SnapshotCodec } from '../../src/runtime/actor.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import type { ActorErrorInfo } from '../../src/runtime/host.js';
 import { LocalPlacement, type Placement, type Transport } from '../../src/runtime/placement.js';
@@ -64,6 +64,11 @@ export function testSystem(options: TestSystemOptions = {}): TestSystem {
 }
 
 /** Registers a behavior given as a literal, keeping its types. */
-export function behavior<S, M extends Message>(definition: Behavior<S, M>): Behavior<S, M> {
+export function behavior<S, M extends Message, Snap = never>(definition: Behavior<S, M, Snap>): Behavior<S, M, Snap> {
   return definition;
+}
+
+/** A snapshot codec (version 1) for test kinds that takes what it reads as it is. */
+export function trusted<T>(): SnapshotCodec<T> {
+  return { version: 1, decode: (raw) => raw as T };
 }

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WheelhouseError } from '../../src/lib/errors.js';
 import { clusterRoutes } from '../../src/http/cluster-routes.js';
 import { handleError } from '../../src/http/errors.js';
-import type { Ask, Behavior } from '../../src/runtime/actor.js';
+import { defineKind, type Ask, type Behavior } from '../../src/runtime/actor.js';
 import { FakeClock, systemClock, type Clock } from '../../src/runtime/clock.js';
 import { inspectRemote, notifyRefresh } from '../../src/runtime/cluster-wire.js';
 import { HttpTransport } from '../../src/runtime/http-transport.js';
@@ -25,6 +25,7 @@ type Msg =
   | Ask<{ type: 'mirror'; data: unknown }, unknown>
   | Ask<{ type: 'refuse' }, never>
   | Ask<{ type: 'crash' }, never>;
+const ECHO = defineKind<Msg>('echo');
 
 interface TestNode {
   id: string;
@@ -93,13 +94,13 @@ class TestCluster {
       },
     } as Omit<TestNode, 'system' | 'app' | 'address' | 'transport'> as TestNode; // the rest is filled below
     const behavior: Behavior<null, Msg> = {
-      kind: 'echo',
+      kind: ECHO,
       persistence: 'external',
       activate: async () => null,
       receive(state, message, ctx) {
         switch (message.type) {
           case 'echo':
-            ctx.reply(`${ctx.nodeId}: ${message.text}`);
+            ctx.reply(message, `${ctx.nodeId}: ${message.text}`);
             break;
           case 'note':
             node.notes.push(message.text);
@@ -107,7 +108,7 @@ class TestCluster {
             break;
           case 'mirror':
             node.mirrored.push(message.data);
-            ctx.reply(message.data);
+            ctx.reply(message, message.data);
             break;
           case 'refuse':
             throw new WheelhouseError('task_finished', 'already done', { details: { taskId: 't-1' } });
@@ -219,7 +220,7 @@ describe('HttpTransport between real nodes', () => {
     newCluster();
     const a = await cluster.node('node-a');
     const b = await cluster.node('node-b');
-    const ref = a.system.ref<Msg>('echo', 'b-1');
+    const ref = a.system.ref(ECHO, 'b-1');
 
     ref.tell({ type: 'note', text: UNICODE });
     expect(await ref.ask({ type: 'echo', text: UNICODE })).toBe(`node-b: ${UNICODE}`);
@@ -240,7 +241,7 @@ describe('HttpTransport between real nodes', () => {
     newCluster();
     const a = await cluster.node('node-a');
     const b = await cluster.node('node-b');
-    const ref = a.system.ref<Msg>('echo', 'b-1');
+    const ref = a.system.ref(ECHO, 'b-1');
     const texts = Array.from({ length: 1_000 }, (_, i) => `tell ${i}`);
     for (const text of texts) ref.tell({ type: 'note', text });
     await b.noteArrived('tell 999');
@@ -252,7 +253,7 @@ describe('HttpTransport between real nodes', () => {
     newCluster();
     const a = await cluster.node('node-a', { maxBatch: 64 });
     const b = await cluster.node('node-b');
-    const ref = a.system.ref<Msg>('echo', 'b-1');
+    const ref = a.system.ref(ECHO, 'b-1');
     const texts = Array.from({ length: 1_000 }, (_, i) => `tell ${i}`);
     for (const text of texts) ref.tell({ type: 'note', text });
     expect(await ref.ask({ type: 'echo', text: 'last' })).toBe('node-b: last');
@@ -264,7 +265,7 @@ describe('HttpTransport between real nodes', () => {
     newCluster();
     const a = await cluster.node('node-a', { maxBatchBytes: 1_000 });
     const b = await cluster.node('node-b');
-    const ref = a.system.ref<Msg>('echo', 'b-1');
+    const ref = a.system.ref(ECHO, 'b-1');
     const texts = ['x'.repeat(400), 'y'.repeat(400), 'z'.repeat(2_000), 'w'.repeat(400)];
     for (const text of texts) ref.tell({ type: 'note', text });
     await b.noteArrived(texts[3] as string);
@@ -276,7 +277,7 @@ describe('HttpTransport between real nodes', () => {
     newCluster();
     const a = await cluster.node('node-a');
     await cluster.node('node-b');
-    const ref = a.system.ref<Msg>('echo', 'b-1');
+    const ref = a.system.ref(ECHO, 'b-1');
 
     const refused = await caught(ref.ask({ type: 'refuse' }));
     expect(refused).toBeInstanceOf(WheelhouseError);
@@ -448,7 +449,7 @@ describe('HttpTransport retries against the ring’s new owner', () => {
     const c = await cluster.node('node-c');
     let lookups = 0;
     cluster.route = () => (lookups++ === 0 ? 'node-b' : 'node-c'); // the ring catches up after the send
-    a.system.ref<Msg>('echo', 'b-1').tell({ type: 'note', text: 'moved' });
+    a.system.ref(ECHO, 'b-1').tell({ type: 'note', text: 'moved' });
     await c.noteArrived('moved');
     expect(c.notes).toEqual(['moved']);
   });

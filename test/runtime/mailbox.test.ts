@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { isWheelhouseError } from '../../src/lib/errors.js';
-import type { Ask, Behavior } from '../../src/runtime/actor.js';
+import { defineKind, type Ask, type Behavior } from '../../src/runtime/actor.js';
 import { PendingAsk } from '../../src/runtime/ask.js';
 import { FakeClock, settle } from '../../src/runtime/clock.js';
 import { Mailbox, type MailboxHandler } from '../../src/runtime/mailbox.js';
@@ -19,6 +19,7 @@ import { deferred, flushMicrotasks, testSystem } from './helpers.js';
 type Deposit = { type: 'deposit'; amount: number };
 type Balance = Ask<{ type: 'balance' }, number>;
 type AccountMessage = Deposit | Balance;
+const ACCOUNT = defineKind<AccountMessage>('account');
 interface Account {
   balance: number;
 }
@@ -45,7 +46,7 @@ async function randomAwait(random: () => number): Promise<void> {
 function accountBehavior(random: () => number, reentries: { count: number }): Behavior<Account, AccountMessage> {
   let inHandler = false;
   return {
-    kind: 'account',
+    kind: ACCOUNT,
     persistence: 'external',
     activate: async () => ({ balance: 0 }),
     async receive(state, message, ctx) {
@@ -59,7 +60,7 @@ function accountBehavior(random: () => number, reentries: { count: number }): Be
             return { balance: read + message.amount };
           }
           case 'balance':
-            ctx.reply(state.balance);
+            ctx.reply(message, state.balance);
             return state;
         }
       } finally {
@@ -75,7 +76,7 @@ describe('mailbox: one message at a time', () => {
       const reentries = { count: 0 };
       const { system, errors } = testSystem();
       system.register(accountBehavior(seeded(deposits), reentries));
-      const account = system.ref<AccountMessage>('account', 'acc-1');
+      const account = system.ref(ACCOUNT, 'acc-1');
 
       // Asks and tells mixed, all sent in the same tick, so they all are in flight together.
       const sent: Promise<unknown>[] = [];

@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import type { Ask, Behavior, DeactivationReason } from '../../src/runtime/actor.js';
-import { deferred, flushMicrotasks, testSystem, type Deferred } from './helpers.js';
+import { defineKind, type Ask, type Behavior, type DeactivationReason } from '../../src/runtime/actor.js';
+import { deferred, flushMicrotasks, testSystem, trusted, type Deferred } from './helpers.js';
 
 type Visit = { type: 'visit' };
 type Slow = Ask<{ type: 'slow' }, void>;
 type Count = Ask<{ type: 'count' }, number>;
 type VisitMessage = Visit | Slow | Count;
+const VISITS = defineKind<VisitMessage, { visits: number }>('visits', trusted());
 
 interface Probe {
   activatedWith: unknown[];
@@ -14,14 +15,14 @@ interface Probe {
 }
 
 /** Counts visits; snapshots on every deactivation; passivates after 1 s idle. */
-function visitsBehavior(p: Probe): Behavior<{ visits: number }, VisitMessage> {
+function visitsBehavior(p: Probe): Behavior<{ visits: number }, VisitMessage, { visits: number }> {
   return {
-    kind: 'visits',
+    kind: VISITS,
     persistence: 'snapshot',
     idlePassivationMs: 1_000,
     async activate(_ctx, snapshot) {
       p.activatedWith.push(snapshot);
-      return { visits: (snapshot as { visits: number } | null)?.visits ?? 0 };
+      return { visits: snapshot?.visits ?? 0 };
     },
     async receive(state, message, ctx) {
       switch (message.type) {
@@ -31,7 +32,7 @@ function visitsBehavior(p: Probe): Behavior<{ visits: number }, VisitMessage> {
           await p.gates.shift()?.promise;
           return state;
         case 'count':
-          ctx.reply(state.visits);
+          ctx.reply(message, state.visits);
           return state;
       }
     },
@@ -51,7 +52,7 @@ describe('passivation', () => {
     const p = probe();
     const { system, clock, snapshots } = testSystem();
     system.register(visitsBehavior(p));
-    const ref = system.ref<VisitMessage>('visits', 'v1');
+    const ref = system.ref(VISITS, 'v1');
     ref.tell({ type: 'visit' });
     ref.tell({ type: 'visit' });
     expect(await ref.ask({ type: 'count' }, 60_000)).toBe(2);
@@ -61,7 +62,7 @@ describe('passivation', () => {
     await clock.advance(1);
     expect(p.deactivations).toEqual(['passivated']);
     expect(system.list()).toEqual([]);
-    expect(await snapshots.read('visits', 'v1')).toMatchObject({ ownerNode: null, epoch: 1, version: 1, state: { visits: 2 } });
+    expect(await snapshots.read('visits', 'v1')).toMatchObject({ ownerNode: null, epoch: 1, version: 1, state: { v: 1, state: { visits: 2 } } });
     expect(clock.pendingTimers).toBe(0);
 
     ref.tell({ type: 'visit' });
@@ -74,7 +75,7 @@ describe('passivation', () => {
     const p = probe();
     const { system, clock } = testSystem();
     system.register(visitsBehavior(p));
-    const ref = system.ref<VisitMessage>('visits', 'v1');
+    const ref = system.ref(VISITS, 'v1');
     await system.ensureActive('visits', 'v1');
     for (let i = 0; i < 5; i++) {
       await clock.advance(600);
@@ -93,7 +94,7 @@ describe('passivation', () => {
     p.gates.push(gate);
     const { system, clock } = testSystem();
     system.register(visitsBehavior(p));
-    const ref = system.ref<VisitMessage>('visits', 'v1');
+    const ref = system.ref(VISITS, 'v1');
     await system.ensureActive('visits', 'v1');
     const slow = ref.ask({ type: 'slow' }, 60_000);
     ref.tell({ type: 'visit' });
@@ -116,7 +117,7 @@ describe('passivation', () => {
     p.gates.push(gate);
     const { system } = testSystem();
     system.register(visitsBehavior(p));
-    const ref = system.ref<VisitMessage>('visits', 'v1');
+    const ref = system.ref(VISITS, 'v1');
     const slow = ref.ask({ type: 'slow' });
     ref.tell({ type: 'visit' });
     await flushMicrotasks();
@@ -135,7 +136,7 @@ describe('fencing', () => {
     const p = probe();
     const a = testSystem({ nodeId: 'node-a' });
     a.system.register(visitsBehavior(p));
-    const ref = a.system.ref<VisitMessage>('visits', 'v1');
+    const ref = a.system.ref(VISITS, 'v1');
     ref.tell({ type: 'visit' });
     expect(await ref.ask({ type: 'count' })).toBe(1);
 
@@ -143,7 +144,7 @@ describe('fencing', () => {
     const b = testSystem({ nodeId: 'node-b', snapshots: a.snapshots, clock: a.clock });
     const pb = probe();
     b.system.register(visitsBehavior(pb));
-    const refB = b.system.ref<VisitMessage>('visits', 'v1');
+    const refB = b.system.ref(VISITS, 'v1');
     refB.tell({ type: 'visit' });
     expect(await refB.ask({ type: 'count' })).toBe(1);
     expect(b.system.inspect('visits', 'v1')?.epoch).toBe(2);
@@ -161,17 +162,18 @@ describe('fencing', () => {
     const deactivations: DeactivationReason[] = [];
     type Save = Ask<{ type: 'save'; n: number }, number>;
     type Follow = Ask<{ type: 'follow' }, string>;
-    const saver: Behavior<number, Save | Follow> = {
-      kind: 'saver',
+    const SAVER = defineKind<Save | Follow, number>('saver', trusted());
+    const saver: Behavior<number, Save | Follow, number> = {
+      kind: SAVER,
       persistence: 'snapshot',
-      activate: async (_ctx, snapshot) => (snapshot as number | null) ?? 0,
+      activate: async (_ctx, snapshot) => snapshot ?? 0,
       async receive(state, message, ctx) {
         if (message.type === 'follow') {
-          ctx.reply(`epoch ${ctx.epoch}`);
+          ctx.reply(message, `epoch ${ctx.epoch}`);
           return state;
         }
         await ctx.snapshot(message.n);
-        ctx.reply(message.n);
+        ctx.reply(message, message.n);
         return message.n;
       },
       async deactivate(state, ctx, reason) {
@@ -181,7 +183,7 @@ describe('fencing', () => {
     };
     const { system, snapshots, errors } = testSystem();
     system.register(saver);
-    const ref = system.ref<Save | Follow>('saver', 's1');
+    const ref = system.ref(SAVER, 's1');
     expect(await ref.ask({ type: 'save', n: 1 })).toBe(1);
     expect(system.inspect('saver', 's1')).toMatchObject({ epoch: 1, snapshotVersion: 1 });
 
@@ -193,7 +195,7 @@ describe('fencing', () => {
     await flushMicrotasks();
     expect(deactivations).toEqual(['failed']);
     expect(system.list()).toEqual([]);
-    expect(await snapshots.read('saver', 's1')).toMatchObject({ ownerNode: 'node-b', epoch: 2, state: 1 });
+    expect(await snapshots.read('saver', 's1')).toMatchObject({ ownerNode: 'node-b', epoch: 2, state: { v: 1, state: 1 } });
     expect(errors).toEqual([]);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Ask, Behavior } from '../../src/runtime/actor.js';
+import { defineKind, type Ask, type Behavior } from '../../src/runtime/actor.js';
 import type { Placement, Transport } from '../../src/runtime/placement.js';
 import type { TransportEnvelope } from '../../src/runtime/router.js';
 import { flushMicrotasks, testSystem } from './helpers.js';
@@ -7,14 +7,15 @@ import { flushMicrotasks, testSystem } from './helpers.js';
 type Echo = Ask<{ type: 'echo'; text: string }, string>;
 type Note = { type: 'note'; text: string };
 type EchoMessage = Echo | Note;
+const ECHO = defineKind<EchoMessage>('echo');
 
 function echoBehavior(notes: string[] = []): Behavior<null, EchoMessage> {
   return {
-    kind: 'echo',
+    kind: ECHO,
     persistence: 'external',
     activate: async () => null,
     receive(state, message, ctx) {
-      if (message.type === 'echo') ctx.reply(`${ctx.nodeId}: ${message.text}`);
+      if (message.type === 'echo') ctx.reply(message, `${ctx.nodeId}: ${message.text}`);
       else notes.push(message.text);
       return state;
     },
@@ -39,10 +40,10 @@ describe('placement and transport', () => {
     const a = testSystem({ nodeId: 'node-a', placement: splitPlacement, transport, clock: b.clock, defaultAskTimeoutMs: 2_000 });
     a.system.register(echoBehavior());
 
-    expect(await a.system.ref<EchoMessage>('echo', 'a-1').ask({ type: 'echo', text: 'hi' })).toBe('node-a: hi');
+    expect(await a.system.ref(ECHO, 'a-1').ask({ type: 'echo', text: 'hi' })).toBe('node-a: hi');
     expect(sent).toEqual([]);
 
-    const remote = a.system.ref<EchoMessage>('echo', 'b-1');
+    const remote = a.system.ref(ECHO, 'b-1');
     remote.tell({ type: 'note', text: 'ünïcødé ✓' });
     expect(await remote.ask({ type: 'echo', text: 'hi' }, 750)).toBe('node-b: hi');
     expect(notesB).toEqual(['ünïcødé ✓']);
@@ -58,7 +59,7 @@ describe('placement and transport', () => {
   it('throws a clear error when a remote actor is addressed and no transport is configured', async () => {
     const { system } = testSystem({ placement: splitPlacement });
     system.register(echoBehavior());
-    const ref = system.ref<EchoMessage>('echo', 'b-1');
+    const ref = system.ref(ECHO, 'b-1');
     expect(() => ref.tell({ type: 'note', text: 'x' })).toThrow(/No transport is configured, but echo\/b-1 is owned by node node-b/);
     await expect(ref.ask({ type: 'echo', text: 'x' })).rejects.toMatchObject({ code: 'internal' });
     await expect(system.ensureActive('echo', 'b-1')).rejects.toThrow(/owned by node node-b/);
@@ -72,7 +73,7 @@ describe('placement and transport', () => {
     };
     const { system, clock, errors } = testSystem({ placement: splitPlacement, transport });
     system.register(echoBehavior());
-    const ref = system.ref<EchoMessage>('echo', 'b-1');
+    const ref = system.ref(ECHO, 'b-1');
     ref.tell({ type: 'note', text: 'x' });
     await flushMicrotasks();
     expect(errors.map((e) => e.info)).toEqual([{ kind: 'echo', key: 'b-1', during: 'deliver', messageType: 'note', droppedTells: 1 }]);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Ask, Behavior } from '../../src/runtime/actor.js';
+import { defineKind, type Ask, type Behavior } from '../../src/runtime/actor.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { every, retryDelayMs, retryUntilDone, type DutyFailure } from '../../src/runtime/supervision.js';
 import { flushMicrotasks, testSystem } from './helpers.js';
@@ -13,11 +13,12 @@ type Start = { type: 'start'; delayMs: number };
 type Work = { type: 'work' };
 type Log = Ask<{ type: 'log' }, number[]>;
 type WorkerMessage = Start | Work | Log;
+const FLAKY = defineKind<WorkerMessage>('flaky');
 
 /** An actor whose timed 'work' fails while `failures` says so, then re-arms itself every second. */
 function flakyWorker(failures: { left: number }, clock: FakeClock): Behavior<{ ran: number[] }, WorkerMessage> {
   return {
-    kind: 'flaky',
+    kind: FLAKY,
     persistence: 'external',
     activate: async () => ({ ran: [] }),
     receive(state, message, ctx) {
@@ -34,7 +35,7 @@ function flakyWorker(failures: { left: number }, clock: FakeClock): Behavior<{ r
           ctx.schedule(1_000, { type: 'work' });
           return state;
         case 'log':
-          ctx.reply([...state.ran]);
+          ctx.reply(message, [...state.ran]);
           return state;
       }
     },
@@ -47,7 +48,7 @@ describe('an actor duty (a timer message)', () => {
     const failures = { left: 3 };
     const { system, errors } = testSystem({ clock });
     system.register(flakyWorker(failures, clock));
-    const ref = system.ref<WorkerMessage>('flaky', 'a');
+    const ref = system.ref(FLAKY, 'a');
     ref.tell({ type: 'start', delayMs: 100 });
     await clock.advance(0);
     await clock.advance(10_000);
@@ -75,7 +76,7 @@ describe('an actor duty (a timer message)', () => {
     const failures = { left: 2 };
     const { system, errors } = testSystem({ clock });
     system.register(flakyWorker(failures, clock));
-    const ref = system.ref<WorkerMessage>('flaky', 'b');
+    const ref = system.ref(FLAKY, 'b');
     ref.tell({ type: 'start', delayMs: 0 });
     await clock.advance(0);
     await clock.advance(5_000);
@@ -89,7 +90,7 @@ describe('an actor duty (a timer message)', () => {
     const failures = { left: 1_000 };
     const { system, errors } = testSystem({ clock });
     system.register(flakyWorker(failures, clock));
-    const ref = system.ref<WorkerMessage>('flaky', 'c');
+    const ref = system.ref(FLAKY, 'c');
     ref.tell({ type: 'start', delayMs: 0 });
     await clock.advance(0);
     await clock.advance(60_000);
@@ -106,7 +107,7 @@ describe('an actor duty (a timer message)', () => {
     const failures = { left: 100 };
     const { system, errors } = testSystem({ clock });
     system.register(flakyWorker(failures, clock));
-    const ref = system.ref<WorkerMessage>('flaky', 'd');
+    const ref = system.ref(FLAKY, 'd');
     ref.tell({ type: 'start', delayMs: 10 });
     await clock.advance(0);
     await clock.advance(10);

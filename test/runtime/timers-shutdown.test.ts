@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { Ask, Behavior, DeactivationReason } from '../../src/runtime/actor.js';
+import { defineKind, type Ask, type Behavior, type DeactivationReason } from '../../src/runtime/actor.js';
 import type { Cancel } from '../../src/runtime/clock.js';
-import { deferred, flushMicrotasks, testSystem } from './helpers.js';
+import { deferred, flushMicrotasks, testSystem, trusted } from './helpers.js';
 
 type Arm = { type: 'arm'; delayMs: number; label: string };
 type Disarm = { type: 'disarm'; label: string };
@@ -9,6 +9,7 @@ type Fired = { type: 'fired'; label: string };
 type Stop = { type: 'stop' };
 type Log = Ask<{ type: 'log' }, string[]>;
 type AlarmMessage = Arm | Disarm | Fired | Stop | Log;
+const ALARM = defineKind<AlarmMessage>('alarm');
 
 interface AlarmState {
   fired: string[];
@@ -17,7 +18,7 @@ interface AlarmState {
 
 function alarmBehavior(deactivations: DeactivationReason[] = [], armOnActivate?: Arm): Behavior<AlarmState, AlarmMessage> {
   return {
-    kind: 'alarm',
+    kind: ALARM,
     persistence: 'external',
     async activate(ctx) {
       const state: AlarmState = { fired: [], cancels: new Map() };
@@ -41,7 +42,7 @@ function alarmBehavior(deactivations: DeactivationReason[] = [], armOnActivate?:
           ctx.stop();
           return state;
         case 'log':
-          ctx.reply([...state.fired]);
+          ctx.reply(message, [...state.fired]);
           return state;
       }
     },
@@ -55,7 +56,7 @@ describe('ctx.schedule', () => {
   it('delivers the message to the actor after the delay, on the clock', async () => {
     const { system, clock } = testSystem();
     system.register(alarmBehavior());
-    const ref = system.ref<AlarmMessage>('alarm', 'a1');
+    const ref = system.ref(ALARM, 'a1');
     ref.tell({ type: 'arm', delayMs: 500, label: 'half' });
     ref.tell({ type: 'arm', delayMs: 2_000, label: 'two' });
     await flushMicrotasks();
@@ -71,7 +72,7 @@ describe('ctx.schedule', () => {
   it('can be cancelled with the returned function', async () => {
     const { system, clock } = testSystem();
     system.register(alarmBehavior());
-    const ref = system.ref<AlarmMessage>('alarm', 'a1');
+    const ref = system.ref(ALARM, 'a1');
     ref.tell({ type: 'arm', delayMs: 500, label: 'x' });
     ref.tell({ type: 'disarm', label: 'x' });
     await ref.ask({ type: 'log' });
@@ -84,14 +85,14 @@ describe('ctx.schedule', () => {
     system.register(alarmBehavior([], { type: 'arm', delayMs: 100, label: 'boot' }));
     await system.ensureActive('alarm', 'a1');
     await clock.advance(100);
-    expect(await system.ref<AlarmMessage>('alarm', 'a1').ask({ type: 'log' })).toEqual(['boot']);
+    expect(await system.ref(ALARM, 'a1').ask({ type: 'log' })).toEqual(['boot']);
   });
 
   it('is cancelled when the actor stops', async () => {
     const deactivations: DeactivationReason[] = [];
     const { system, clock } = testSystem();
     system.register(alarmBehavior(deactivations));
-    const ref = system.ref<AlarmMessage>('alarm', 'a1');
+    const ref = system.ref(ALARM, 'a1');
     ref.tell({ type: 'arm', delayMs: 500, label: 'never' });
     ref.tell({ type: 'stop' });
     await flushMicrotasks();
@@ -109,8 +110,8 @@ describe('shutdown', () => {
     const { system, clock, snapshots } = testSystem();
     system.register(alarmBehavior(deactivations));
     const saved: DeactivationReason[] = [];
-    system.register<number, { type: 'noop' }>({
-      kind: 'saved',
+    system.register<number, { type: 'noop' }, number>({
+      kind: defineKind<{ type: 'noop' }, number>('saved', trusted()),
       persistence: 'snapshot',
       idlePassivationMs: 60_000,
       activate: async () => 7,
@@ -120,7 +121,7 @@ describe('shutdown', () => {
         await ctx.snapshot(state);
       },
     });
-    for (const key of ['a1', 'a2', 'a3']) system.ref<AlarmMessage>('alarm', key).tell({ type: 'arm', delayMs: 1_000, label: key });
+    for (const key of ['a1', 'a2', 'a3']) system.ref(ALARM, key).tell({ type: 'arm', delayMs: 1_000, label: key });
     await system.ensureActive('saved', 's1');
     await flushMicrotasks();
     expect(system.list()).toHaveLength(4);
@@ -129,7 +130,7 @@ describe('shutdown', () => {
     await system.shutdown();
     expect(deactivations).toEqual(['shutdown', 'shutdown', 'shutdown']);
     expect(saved).toEqual(['shutdown']);
-    expect(await snapshots.read('saved', 's1')).toMatchObject({ ownerNode: null, version: 1, state: 7 });
+    expect(await snapshots.read('saved', 's1')).toMatchObject({ ownerNode: null, version: 1, state: { v: 1, state: 7 } });
     expect(system.list()).toEqual([]);
     expect(clock.pendingTimers).toBe(0);
   });
@@ -138,20 +139,22 @@ describe('shutdown', () => {
     const gate = deferred();
     const deactivations: string[] = [];
     const { system, errors } = testSystem();
-    system.register<string[], { type: 'work' } | { type: 'note' } | Ask<{ type: 'read' }, string[]>>({
-      kind: 'worker',
+    type WorkerMessage = { type: 'work' } | { type: 'note' } | Ask<{ type: 'read' }, string[]>;
+    const WORKER = defineKind<WorkerMessage>('worker');
+    system.register<string[], WorkerMessage>({
+      kind: WORKER,
       persistence: 'external',
       activate: async () => [],
       async receive(log, message, ctx) {
         if (message.type === 'work') await gate.promise;
-        if (message.type === 'read') ctx.reply(log);
+        if (message.type === 'read') ctx.reply(message, log);
         return [...log, message.type];
       },
       async deactivate(log, _ctx, reason) {
         deactivations.push(`${reason}:${log.join(',')}`);
       },
     });
-    const ref = system.ref<{ type: 'work' } | { type: 'note' } | Ask<{ type: 'read' }, string[]>>('worker', 'w1');
+    const ref = system.ref(WORKER, 'w1');
     const work = ref.ask({ type: 'work' });
     const read = ref.ask({ type: 'read' });
     ref.tell({ type: 'note' });
@@ -173,22 +176,23 @@ describe('shutdown', () => {
     const gate = deferred();
     let deactivated = 0;
     const { system } = testSystem();
-    system.register<number, Ask<{ type: 'get' }, number>>({
-      kind: 'slow',
+    const SLOW = defineKind<Ask<{ type: 'get' }, number>>('slow');
+    system.register({
+      kind: SLOW,
       persistence: 'external',
       activate: async () => {
         await gate.promise;
         return 1;
       },
-      receive: (s, _m, ctx) => {
-        ctx.reply(s);
+      receive: (s, message, ctx) => {
+        ctx.reply(message, s);
         return s;
       },
       async deactivate() {
         deactivated++;
       },
     });
-    const get = system.ref<Ask<{ type: 'get' }, number>>('slow', 'k').ask({ type: 'get' });
+    const get = system.ref(SLOW, 'k').ask({ type: 'get' });
     const down = system.shutdown();
     gate.resolve();
     await down;
