@@ -6,7 +6,6 @@ import { isWheelhouseError } from '../lib/errors.js';
 import type { Clock } from '../runtime/clock.js';
 import type { SnapshotStore } from '../runtime/snapshots.js';
 import type { ActorSystem } from '../runtime/system.js';
-import type { ScheduleRecord } from '../domain/model.js';
 import type { ScheduleStore, TaskStore } from '../store/types.js';
 
 /** Active schedules read per page when the node checks which it owns. */

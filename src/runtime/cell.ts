@@ -5,7 +5,7 @@ import { Mailbox, type MailboxHandler, type UnhandledMessages } from './mailbox.
 import { shuttingDownError, type CellHost } from './host.js';
 import type { AcquiredSnapshot } from './snapshots.js';
 import { retryDelayMs } from './supervision.js';
-import type { TimerEntry, TimerTarget } from './timer-queue.js';
+import type { TimerEntry } from './timer-queue.js';
 
 /**
  * The life of one activation. `activating → active → deactivating → deactivated`, or
@@ -101,7 +101,7 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
   schedule(delayMs: number, message: M): Cancel {
     const live = this.phase === 'activating' || this.phase === 'active';
     if (!live || this.stopReason !== null) return noop;
-    const entry = this.host.timers.add(delayMs, this as TimerTarget<Message>, message);
+    const entry = this.host.timers.add(delayMs, this, message);
     // Most actors hold one timer at a time: a small array, not a Set.
     (this.timers ??= []).push(entry);
     return () => this.cancelTimer(entry);
@@ -197,7 +197,7 @@ export class ActorCell<S, M extends Message> implements ActorContext<M>, Mailbox
   /** Delivers a failed duty again after a backoff; null when the actor is leaving anyway. */
   private retryDuty(message: M): { attempt: number; retryInMs: number } | null {
     if (this.stopReason !== null || (this.phase !== 'active' && this.phase !== 'activating')) return null;
-    const failures = (this.dutyFailures ??= new Map());
+    const failures = (this.dutyFailures ??= new Map<string, number>());
     const attempt = (failures.get(message.type) ?? 0) + 1;
     failures.set(message.type, attempt);
     const retryInMs = retryDelayMs(attempt, this.host.dutyRetry);

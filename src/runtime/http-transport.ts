@@ -12,7 +12,6 @@ import {
   secretHeaders,
   wireEnvelope,
   type BatchOrder,
-  type EnvelopeResult,
   type PeerAnswer,
 } from './cluster-wire.js';
 import type { Transport } from './placement.js';

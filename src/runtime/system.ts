@@ -82,7 +82,7 @@ export class ActorSystem implements ActorSystemApi {
       throw new WheelhouseError('internal', `Actor kind '${behavior.kind}' is already registered.`);
     }
     this.router.kinds.set(behavior.kind, {
-      behavior: behavior as unknown as Behavior<unknown, Message>,
+      behavior,
       cells: new Map(),
     });
   }

@@ -4,8 +4,8 @@
  * same schedule fences the first, so that an activation that comes back from a pause
  * (a SIGSTOPped node) cannot fire a single fire time again or write over its successor.
  */
-import { NO_EVENTS } from '../../src/lib/events.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NO_EVENTS } from '../../src/lib/events.js';
 import { CRON_KIND, cronScheduleBehavior, type CronMessage } from '../../src/actors/cron-schedule.js';
 import { isWheelhouseError } from '../../src/lib/errors.js';
 import { FakeClock } from '../../src/runtime/clock.js';

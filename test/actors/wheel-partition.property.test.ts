@@ -1,6 +1,6 @@
-import { NO_EVENTS } from '../../src/lib/events.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NO_EVENTS } from '../../src/lib/events.js';
 import { WHEEL_KIND, wheelPartitionBehavior, type WheelMessage } from '../../src/actors/wheel-partition.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { LocalPlacement } from '../../src/runtime/placement.js';
