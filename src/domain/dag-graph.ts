@@ -1,6 +1,6 @@
 import { isUuid } from '../lib/ids.js';
 import { BinaryHeap } from '../lib/binary-heap.js';
-import { FieldPath } from '../http/validation/fields.js';
+import { FieldPath } from '../lib/field-path.js';
 
 /**
  * Planning for `POST /api/dags`: the graph a request describes, checked and put in order
