@@ -10,7 +10,47 @@ export const schemas: Record<string, Json> = {
         type: 'object',
         required: ['code', 'message', 'details'],
         properties: {
-          code: { type: 'string', example: 'validation_failed' },
+          code: {
+            type: 'string',
+            example: 'validation_failed',
+            description: 'What went wrong, for programs to branch on. Each error response lists the codes it carries.',
+            // The whole catalogue, by status. test/architecture/error-codes.test.ts holds it
+            // equal to src/lib/errors.ts both ways.
+            enum: [
+              // 400
+              'validation_failed',
+              'malformed_json',
+              'invalid_cron',
+              'unknown_timezone',
+              'dependency_cycle',
+              'unknown_dependency',
+              // 401, 403
+              'unauthorized',
+              'forbidden',
+              // 404, 405
+              'not_found',
+              'task_not_found',
+              'route_not_found',
+              'method_not_allowed',
+              // 409
+              'idempotency_conflict',
+              'lease_not_held',
+              'task_finished',
+              'invalid_transition',
+              // 413, 415, 429
+              'payload_too_large',
+              'unsupported_media_type',
+              'backlog_full',
+              // 503
+              'store_unavailable',
+              'not_ready',
+              'ask_timeout',
+              'mailbox_full',
+              'stale_epoch',
+              // 500
+              'internal',
+            ],
+          },
           message: { type: 'string', example: 'schedule.cron_expression: "* *" has 2 fields; …' },
           details: { type: 'object', description: '`field` names the failing field; `index` the task in a batch.' },
         },
@@ -156,14 +196,48 @@ export const schemas: Record<string, Json> = {
   },
 };
 
+/** The codes an error response carries, as its description's last sentence. */
+const carrying = (description: string, ...codes: string[]): string =>
+  `${description} Codes: ${codes.map((c) => `\`${c}\``).join(', ')}.`;
+
 export const responses: Record<string, Json> = {
-  E400: json(ref('Error'), 'Malformed JSON, a schema violation, a bad cron expression, an unknown time zone, …'),
-  E401: json(ref('Error'), 'Bearer token missing (when auth is on).'),
-  E403: json(ref('Error'), 'Bearer token wrong.'),
-  E404: json(ref('Error'), 'No task has this id.'),
-  E409: json(ref('Error'), 'Idempotency conflict, lease no longer held, or task already finished.'),
-  E413: json(ref('Error'), 'Body larger than the configured limit.'),
-  E415: json(ref('Error'), 'Body is not application/json.'),
-  E429: json(ref('Error'), 'Ready backlog past its limit. Carries Retry-After.'),
-  E503: json(ref('Error'), 'Store unreachable or node not ready. Carries Retry-After.'),
+  E400: json(
+    ref('Error'),
+    carrying(
+      'Malformed JSON, a schema violation, a bad cron expression, an unknown time zone, …',
+      'validation_failed',
+      'malformed_json',
+      'invalid_cron',
+      'unknown_timezone',
+      'dependency_cycle',
+      'unknown_dependency',
+    ),
+  ),
+  E401: json(ref('Error'), carrying('Bearer token missing (when auth is on).', 'unauthorized')),
+  E403: json(ref('Error'), carrying('Bearer token wrong.', 'forbidden')),
+  E404: json(ref('Error'), carrying('No task has this id.', 'task_not_found', 'not_found', 'route_not_found')),
+  E409: json(
+    ref('Error'),
+    carrying(
+      'Idempotency conflict, lease no longer held, or task already finished.',
+      'idempotency_conflict',
+      'lease_not_held',
+      'task_finished',
+      'invalid_transition',
+    ),
+  ),
+  E413: json(ref('Error'), carrying('Body larger than the configured limit.', 'payload_too_large')),
+  E415: json(ref('Error'), carrying('Body is not application/json.', 'unsupported_media_type')),
+  E429: json(ref('Error'), carrying('Ready backlog past its limit. Carries Retry-After.', 'backlog_full')),
+  E503: json(
+    ref('Error'),
+    carrying(
+      'Store unreachable or node not ready. Carries Retry-After.',
+      'store_unavailable',
+      'not_ready',
+      'ask_timeout',
+      'mailbox_full',
+      'stale_epoch',
+    ),
+  ),
 };
