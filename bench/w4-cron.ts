@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { alive, currentMiB, type BenchNode } from './node-process.js';
-import { rssKiB } from './rss.js';
 import { percentiles, spaced } from './stats.js';
 import type { CronInstanceRow } from './stores.js';
 import { deleteTasks, submitTasks } from './submit.js';

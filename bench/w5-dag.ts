@@ -1,6 +1,5 @@
 import { request } from 'undici';
 import { alive, currentMiB, type BenchNode } from './node-process.js';
-import { rssKiB } from './rss.js';
 import { percentiles, spaced } from './stats.js';
 import type { DagDependentRow } from './stores.js';
 import { submitDags, type DagAnswer } from './submit.js';

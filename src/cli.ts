@@ -51,7 +51,7 @@ export function parseFlags(argv: string[]): { options: WheelhouseOptions; config
     if (!isOptionKey(key)) throw new ConfigError(name, 'is not a known flag (see wheelhouse help)');
     options[key] = coerce(key, value);
   }
-  return { options: options as WheelhouseOptions, configPath };
+  return { options, configPath };
 }
 
 async function main(argv: string[]): Promise<void> {

@@ -2,7 +2,7 @@ import { WheelhouseError } from '../lib/errors.js';
 import { fnv1a, instanceId, jitterOf, partitionOf } from '../lib/ids.js';
 import type { Cancel } from '../runtime/clock.js';
 import { defineKind, type ActorContext, type Ask, type Behavior } from '../runtime/actor.js';
-import type { DueEntry, ScheduleRecord, ScheduleStatus } from '../domain/model.js';
+import type { ScheduleRecord, ScheduleStatus } from '../domain/model.js';
 import type { NodeEventSink } from '../domain/events.js';
 import type { Placing } from './ports.js';
 import type { NewInstance, ScheduleStore, ScheduleWrite, ScheduleWriteResult } from '../store/types.js';

@@ -1,5 +1,4 @@
 import { isWheelhouseError } from '../lib/errors.js';
-import type { Cancel } from '../runtime/clock.js';
 import { defineKind, type ActorContext, type Ask, type Behavior } from '../runtime/actor.js';
 import type { DueEntry } from '../domain/model.js';
 import type { TaskStore } from '../store/types.js';

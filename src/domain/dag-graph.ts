@@ -99,7 +99,7 @@ function resolveDependencies(
         taskPath(i)
           .at('depends_on')
           .item(j)
-          .fail(`"${name}" is neither a ref in this request nor a task id (a UUID)`, 'unknown_dependency', {
+          .fail(`"${String(name)}" is neither a ref in this request nor a task id (a UUID)`, 'unknown_dependency', {
             dependency: name,
           });
       }

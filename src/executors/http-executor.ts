@@ -69,7 +69,7 @@ function readSpec(payload: unknown): HttpSpec | string {
     return `url "${p.url}" is not a URL`;
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'url must be http or https';
-  const method = p.method === undefined ? 'POST' : String(p.method).toUpperCase();
+  const method = p.method === undefined ? 'POST' : typeof p.method === 'string' ? p.method.toUpperCase() : '';
   if (!METHODS.has(method)) return `method must be one of ${[...METHODS].join(', ')}`;
   const headers: Record<string, string> = {};
   if (p.headers !== undefined) {
@@ -86,5 +86,5 @@ function readSpec(payload: unknown): HttpSpec | string {
     }
   }
   if (p.timeout_ms !== undefined && (typeof p.timeout_ms !== 'number' || !(p.timeout_ms > 0))) return 'timeout_ms must be a positive number';
-  return { url: url.toString(), method, headers, body, timeoutMs: p.timeout_ms as number | undefined };
+  return { url: url.toString(), method, headers, body, timeoutMs: p.timeout_ms };
 }

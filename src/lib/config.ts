@@ -273,7 +273,7 @@ export function optionsFromEnv(env: NodeJS.ProcessEnv = process.env): Wheelhouse
     if (raw === undefined) continue;
     out[key] = coerce(key, raw, fallback);
   }
-  return out as WheelhouseOptions;
+  return out;
 }
 
 /** Reads `config/<name>.json` (or a path). Missing default file: no options. */
@@ -291,7 +291,7 @@ export function optionsFromFile(path: string, required = false): WheelhouseOptio
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     throw new ConfigError('config', `file ${path} must hold a JSON object`);
   }
-  return parsed as WheelhouseOptions;
+  return parsed;
 }
 
 /** Converts a string flag or variable to the type of the option's default. */
@@ -315,7 +315,7 @@ export function isOptionKey(key: string): key is keyof WheelhouseOptions {
 }
 
 function stripUndefined(o: WheelhouseOptions): WheelhouseOptions {
-  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as WheelhouseOptions;
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 }
 
 function str(key: string, value: unknown, pattern?: RegExp): string {

@@ -35,6 +35,9 @@ export const ERROR_CATALOGUE = {
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;
 
+/** Every code in the catalogue, in catalogue order: what the contract's error list must match. */
+export const ERROR_CODES: readonly ErrorCode[] = Object.freeze(Object.keys(ERROR_CATALOGUE) as ErrorCode[]);
+
 export interface ErrorOptions {
   /** Extra facts for the client: the failing field, the batch index, … */
   details?: Record<string, unknown>;

@@ -24,8 +24,8 @@ export class TypedEvents<E extends EventMap> implements EventSink<E> {
       set = new Set();
       this.listeners.set(name, set);
     }
-    set.add(listener as (payload: never) => void);
-    return () => set.delete(listener as (payload: never) => void);
+    set.add(listener);
+    return () => set.delete(listener);
   }
 
   emit<K extends keyof E & string>(name: K, payload: E[K]): void {

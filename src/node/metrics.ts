@@ -94,7 +94,7 @@ export function nodeMetrics(events: TypedEvents<NodeEvents>, log: FastifyBaseLog
     gaugeClockOffset((sources.aligned?.offsetMs ?? 0) / 1000);
     const cluster = sources.cluster();
     if (cluster !== null) {
-      for (const [counter, value] of Object.entries(cluster.transport.stats())) gaugeTransport(value, { counter });
+      for (const [counter, value] of Object.entries(cluster.transport.stats()) as [string, number][]) gaugeTransport(value, { counter });
     }
   });
 

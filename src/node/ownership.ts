@@ -1,12 +1,11 @@
 import { CRON } from '../actors/cron-schedule.js';
 import type { CronActivation } from '../actors/cron-activation.js';
 import { WHEEL } from '../actors/wheel-partition.js';
-import { LEASE, type LeaseMessage } from '../actors/worker-lease.js';
+import { LEASE } from '../actors/worker-lease.js';
 import { isWheelhouseError } from '../lib/errors.js';
 import type { Clock } from '../runtime/clock.js';
 import type { SnapshotStore } from '../runtime/snapshots.js';
 import type { ActorSystem } from '../runtime/system.js';
-import type { ScheduleRecord } from '../domain/model.js';
 import type { ScheduleStore, TaskStore } from '../store/types.js';
 
 /** Active schedules read per page when the node checks which it owns. */

@@ -77,7 +77,7 @@ export class CellTimers<M extends Message> implements TimerTarget<Message> {
   /** Delivers a failed duty again after a backoff; null when the actor is leaving anyway. */
   retry(message: M): DutyRetry | null {
     if (!this.cell.live) return null;
-    const failures = (this.failures ??= new Map());
+    const failures = (this.failures ??= new Map<string, number>());
     const attempt = (failures.get(message.type) ?? 0) + 1;
     failures.set(message.type, attempt);
     const retryInMs = retryDelayMs(attempt, this.host.dutyRetry);

@@ -10,7 +10,6 @@ import {
   secretHeaders,
   wireEnvelope,
   type BatchOrder,
-  type EnvelopeResult,
   type PeerAnswer,
 } from './cluster-wire.js';
 import { PeerPools, type Destination } from './peer-pools.js';

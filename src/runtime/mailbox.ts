@@ -130,7 +130,7 @@ export class Mailbox<M, R> {
 
   /** Empties the queue, handing back what was waiting. */
   takeAll(): UnhandledMessages<M> {
-    if (this.head === this.messages.length) return NOTHING_WAITING as UnhandledMessages<M>;
+    if (this.head === this.messages.length) return NOTHING_WAITING;
     const messages = this.messages.slice(this.head) as M[];
     const asks = this.asks.slice(this.head);
     this.messages = [];

@@ -1,6 +1,6 @@
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Cancel, Clock } from '../runtime/clock.js';
-import { LEASE, type LeaseMessage } from '../actors/worker-lease.js';
+import { LEASE } from '../actors/worker-lease.js';
 import type { ClaimedTask, DueEntry } from '../domain/model.js';
 import type { NodeEventSink } from '../domain/events.js';
 import type { TaskStore } from '../store/types.js';

@@ -1,4 +1,4 @@
-import { WHEEL, type WheelMessage } from '../actors/wheel-partition.js';
+import { WHEEL } from '../actors/wheel-partition.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Clock } from '../runtime/clock.js';
 import type { BackoffPolicy } from '../domain/model.js';

@@ -1,6 +1,6 @@
 import type { ScheduleRecord, TaskRecord } from '../domain/model.js';
 import { WheelhouseError } from '../lib/errors.js';
-import { CRON, type CronMessage } from '../actors/cron-schedule.js';
+import { CRON } from '../actors/cron-schedule.js';
 import type { CronActivation } from '../actors/cron-activation.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { TaskStore } from '../store/types.js';

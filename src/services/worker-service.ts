@@ -4,7 +4,7 @@ import { decodeLeaseToken } from '../domain/lease-token.js';
 import { isWheelhouseError } from '../lib/errors.js';
 import type { DagResolver } from '../actors/dag-resolver.js';
 import type { WheelPlacement } from '../actors/wheel-placement.js';
-import { LEASE, type LeaseMessage } from '../actors/worker-lease.js';
+import { LEASE } from '../actors/worker-lease.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Clock } from '../runtime/clock.js';
 import type { TaskStore } from '../store/types.js';

@@ -46,7 +46,7 @@ export class MemoryBucketStore implements BucketStore {
       const minute = minuteStart(entry.dueMs);
       let bucket = state.buckets.get(minute);
       if (bucket === undefined) {
-        state.buckets.set(minute, (bucket = new Map()));
+        state.buckets.set(minute, (bucket = new Map<string, DueEntry>()));
         state.minutes.push(minute);
       }
       // Same task, same bucket: one entry, the latest due time (as ZADD does).

@@ -4,9 +4,9 @@
  * same schedule fences the first, so that an activation that comes back from a pause
  * (a SIGSTOPped node) cannot fire a single fire time again or write over its successor.
  */
-import { NO_EVENTS } from '../../src/lib/events.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CRON, cronScheduleBehavior, type CronMessage } from '../../src/actors/cron-schedule.js';
+import { NO_EVENTS } from '../../src/lib/events.js';
+import { CRON, cronScheduleBehavior } from '../../src/actors/cron-schedule.js';
 import { isWheelhouseError } from '../../src/lib/errors.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { LocalPlacement } from '../../src/runtime/placement.js';

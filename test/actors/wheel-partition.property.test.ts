@@ -1,7 +1,7 @@
-import { NO_EVENTS } from '../../src/lib/events.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { WHEEL, wheelPartitionBehavior, type WheelMessage } from '../../src/actors/wheel-partition.js';
+import { NO_EVENTS } from '../../src/lib/events.js';
+import { WHEEL, wheelPartitionBehavior } from '../../src/actors/wheel-partition.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { LocalPlacement } from '../../src/runtime/placement.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';

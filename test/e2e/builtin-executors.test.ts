@@ -109,7 +109,7 @@ describe.each(BACKENDS)('a built-in executor with a slow task among fast ones, o
     const status = async (id: string) => (await api<{ status: string; attempts: number }>(c.url, 'GET', `/api/tasks/${id}`)).body;
     await eventually(async () => (releaseSlow.length > 0 ? true : undefined), 15_000, 'the slow call to arrive');
     for (const id of fast) {
-      expect(await eventually(async () => ((await status(id!)).status === 'succeeded' ? status(id!) : undefined), 10_000, 'a fast result')).toMatchObject({ attempts: 1 });
+      expect(await eventually(async () => ((await status(id)).status === 'succeeded' ? status(id) : undefined), 10_000, 'a fast result')).toMatchObject({ attempts: 1 });
     }
     expect((await status(slow!)).status).toBe('running');
     releaseSlow.shift()!();

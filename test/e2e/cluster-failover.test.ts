@@ -111,7 +111,7 @@ describe('a cluster node killed with SIGKILL', () => {
     const survivors = cluster.ids().filter((id) => id !== victim);
 
     // A predecessor and dependents, until a dependent's actor would live on the victim.
-    let dependentsOnVictim: string[] = [];
+    const dependentsOnVictim: string[] = [];
     const allDependents: string[] = [];
     const predecessors: string[] = [];
     for (let round = 0; round < 5 && dependentsOnVictim.length === 0; round++) {

@@ -11,7 +11,6 @@ import { BACKENDS, api, eventually, startTestNode, type BackendName, type TestCl
  */
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
-const HOUR = 60 * MINUTE;
 
 interface Polled {
   tasks: { task_id: string; lease_token: string; attempt: number }[];

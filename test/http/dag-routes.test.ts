@@ -40,7 +40,7 @@ describe('POST /api/dags', () => {
       idempotency_key: 'nightly',
     });
     expect(res.statusCode).toBe(201);
-    const body = res.json() as { dag_id: string; tasks: { ref: string; task_id: string; status: string; due_time: string }[] };
+    const body = res.json<{ dag_id: string; tasks: { ref: string; task_id: string; status: string; due_time: string }[] }>();
     expect(Object.keys(body).sort()).toEqual(['dag_id', 'tasks']);
     expect(body.tasks.map((t) => [t.ref, t.status])).toEqual([
       ['extract', 'pending'],
@@ -120,7 +120,7 @@ describe('GET /api/dags/{id}', () => {
     }));
     const res = await app.inject({ method: 'GET', url: `/api/dags/${KNOWN_ID}` });
     expect(res.statusCode).toBe(200);
-    const body = res.json() as { dag_id: string; status: string; counts: object; tasks: Record<string, unknown>[] };
+    const body = res.json<{ dag_id: string; status: string; counts: object; tasks: Record<string, unknown>[] }>();
     expect(body).toMatchObject({ dag_id: KNOWN_ID, status: 'running', counts: { succeeded: 1, blocked: 1 } });
     expect(body.tasks.map((t) => [t.ref, t.status, t.depends_on])).toEqual([
       ['a', 'succeeded', []],
@@ -136,6 +136,6 @@ describe('GET /api/dags/{id}', () => {
     expect(missing.statusCode).toBe(404);
     const bad = await app.inject({ method: 'GET', url: '/api/dags/not-a-uuid' });
     expect(bad.statusCode).toBe(400);
-    expect((bad.json() as { error: { details: { field: string } } }).error.details.field).toBe('dag_id');
+    expect(bad.json<{ error: { details: { field: string } } }>().error.details.field).toBe('dag_id');
   });
 });

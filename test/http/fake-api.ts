@@ -8,9 +8,9 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { compileOptions, type WheelhouseOptions } from '../../src/lib/config.js';
 import { WheelhouseError } from '../../src/lib/errors.js';
 import { buildServer } from '../../src/http/server.js';
-import type { ExecutionRecord, SubmitResult, TaskRecord, TaskStatus } from '../../src/domain/model.js';
+import type { ExecutionRecord, SubmitResult, TaskRecord } from '../../src/domain/model.js';
 import type { TaskSpec, DagSpec } from '../../src/domain/specs.js';
-import type { Assignment, CompletionRequest, PollRequest, TaskListFilter, TasksApi, TaskView, SchedulesApi, DagsApi, WorkersApi, HealthApi, DagSubmitResult, DagView } from '../../src/services/types.js';
+import type { Assignment, CompletionRequest, PollRequest, TaskListFilter, TasksApi, TaskView, SchedulesApi, DagsApi, WorkersApi, HealthApi, DagSubmitResult, DagNodeView, DagView } from '../../src/services/types.js';
 
 /** The fake's "now": 2026-11-30T12:00:00.000Z. */
 export const NOW_MS = Date.UTC(2026, 10, 30, 12, 0, 0, 0);
@@ -95,10 +95,10 @@ export class FakeApi implements AllApis {
   async submitDag(spec: DagSpec): Promise<DagSubmitResult> {
     this.calls.push({ method: 'submitDag', args: [spec] });
     if (this.overrides.submitDag) return this.overrides.submitDag(spec);
-    const tasks = spec.tasks.map((t) => ({
+    const tasks = spec.tasks.map((t): DagNodeView => ({
       ref: t.ref,
       record: record({ id: `0192f3a4-5b6c-7d8e-9f00-${String(++this.seq).padStart(12, '0')}`, status: t.dependsOn.length > 0 ? 'blocked' : 'pending' }),
-      status: (t.dependsOn.length > 0 ? 'blocked' : 'ready') as TaskStatus,
+      status: t.dependsOn.length > 0 ? 'blocked' : 'ready',
       dependsOn: t.dependsOn,
     }));
     return { created: true, dag: { dagId: KNOWN_ID, status: 'running', counts: {}, tasks } };

@@ -49,7 +49,7 @@ describe('POST /api/tasks', () => {
   it('answers 201 with the stored status and an ISO due time', async () => {
     const res = await post('/api/tasks', { task_type: 'email.send', payload: { to: 'a@example.com' } });
     expect(res.statusCode).toBe(201);
-    const body = res.json();
+    const body = res.json<{ task_id: string; status: string; due_time: string }>();
     expect(Object.keys(body).sort()).toEqual(['due_time', 'status', 'task_id']);
     expect(body.status).toBe('pending');
     expect(body.due_time).toBe(new Date(NOW_MS).toISOString());
@@ -69,9 +69,9 @@ describe('POST /api/tasks', () => {
 
   it('shows blocked for a task with dependencies and active for cron', async () => {
     const blocked = await post('/api/tasks', { task_type: 't', dependencies: [KNOWN_ID] });
-    expect(blocked.json().status).toBe('blocked');
+    expect(blocked.json<{ status: string }>().status).toBe('blocked');
     const cron = await post('/api/tasks', { task_type: 't', schedule: { type: 'cron', cron_expression: '0 0 * * *' } });
-    expect(cron.json().status).toBe('active');
+    expect(cron.json<{ status: string }>().status).toBe('active');
   });
 
   it('passes the configured default timeout', async () => {
@@ -145,14 +145,14 @@ describe('POST /api/tasks/batch', () => {
       ],
     });
     expect(res.statusCode).toBe(201);
-    const body = res.json();
+    const body = res.json<{ tasks: { task_id: string; status: string; due_time: string }[] }>();
     expect(Object.keys(body)).toEqual(['tasks']);
     expect(body.tasks).toHaveLength(2);
     for (const t of body.tasks) {
       expect(Object.keys(t).sort()).toEqual(['due_time', 'status', 'task_id']);
       expect(t.due_time).toMatch(ISO_MS);
     }
-    expect(body.tasks[0].due_time).toBe(new Date(NOW_MS + 30_000).toISOString());
+    expect(body.tasks[0]?.due_time).toBe(new Date(NOW_MS + 30_000).toISOString());
     const [specs] = api.callsOf('submit')[0] as [TaskSpec[]];
     expect(specs.map((s) => s.taskType)).toEqual(['a', 'b']);
   });
@@ -183,7 +183,7 @@ describe('POST /api/tasks/batch', () => {
     const tasks = Array.from({ length: 1000 }, (_, i) => ({ task_type: 'bench.noop', payload: { i, pad: 'x'.repeat(50) } }));
     const res = await post('/api/tasks/batch', { tasks });
     expect(res.statusCode).toBe(201);
-    expect(res.json().tasks).toHaveLength(1000);
+    expect(res.json<{ tasks: unknown[] }>().tasks).toHaveLength(1000);
   });
 
   it('413s a task whose payload is over the limit, with its index', async () => {
@@ -207,7 +207,7 @@ describe('GET /api/tasks/:id', () => {
   it('answers the task in API.md shape', async () => {
     const res = await app.inject({ method: 'GET', url: `/api/tasks/${KNOWN_ID}` });
     expect(res.statusCode).toBe(200);
-    const body = res.json();
+    const body = res.json<Record<string, unknown>>();
     expect(body).toMatchObject({
       task_id: KNOWN_ID,
       task_type: 'email.send',
@@ -243,7 +243,7 @@ describe('GET /api/tasks/:id', () => {
       status: 'active',
       dependencies: [],
     }));
-    const body = (await app.inject({ method: 'GET', url: `/api/tasks/${KNOWN_ID}` })).json();
+    const body = (await app.inject({ method: 'GET', url: `/api/tasks/${KNOWN_ID}` })).json<Record<string, unknown>>();
     expect(body).toMatchObject({
       status: 'active',
       cron_expression: '0 * * * *',
@@ -263,7 +263,7 @@ describe('GET /api/tasks/:id', () => {
     async (id) => {
       const res = await app.inject({ method: 'GET', url: `/api/tasks/${encodeURIComponent(id)}` });
       expect([400, 404]).toContain(res.statusCode);
-      expect(res.json().error.code).toMatch(/^(validation_failed|route_not_found|task_not_found)$/);
+      expect(res.json<{ error: { code: string } }>().error.code).toMatch(/^(validation_failed|route_not_found|task_not_found)$/);
       expect(api.callsOf('getTask')).toHaveLength(0);
     },
   );
@@ -287,9 +287,9 @@ describe('GET /api/tasks', () => {
     const res = await app.inject({ method: 'GET', url: '/api/tasks?status=ready&task_type=email.send&limit=10&next_token=abc' });
     expect(res.statusCode).toBe(200);
     expect(api.callsOf('listTasks')[0]).toEqual([{ status: 'ready', taskType: 'email.send', limit: 10, nextToken: 'abc' }]);
-    const body = res.json();
+    const body = res.json<{ next_token: string; tasks: { task_id: string }[] }>();
     expect(body.next_token).toBe('page-2');
-    expect(body.tasks[0].task_id).toBe(KNOWN_ID);
+    expect(body.tasks[0]?.task_id).toBe(KNOWN_ID);
   });
 
   it('defaults limit to 50', async () => {

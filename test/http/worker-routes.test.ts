@@ -229,7 +229,7 @@ describe('POST /api/workers/complete (batch extension)', () => {
     const results = Array.from({ length: 1000 }, () => ({ task_id: KNOWN_ID, lease_token: 'lt1.2', status: 'succeeded' }));
     const res = await post('/api/workers/complete', { results });
     expect(res.statusCode).toBe(200);
-    expect(res.json().results).toHaveLength(1000);
+    expect(res.json<{ results: unknown[] }>().results).toHaveLength(1000);
   });
 
   it('rejects the batch for one bad item, with its index, and records nothing', async () => {

@@ -340,7 +340,7 @@ describe('HttpTransport between real nodes', () => {
     const outside = await from('10.1.2.3');
     expect(outside.statusCode).toBe(403);
     expect(outside.json()).toMatchObject({ error: { code: 'forbidden' } });
-    expect(outside.json().error.message).toMatch(/set the same clusterSecret/i);
+    expect(outside.json<{ error: { message: string } }>().error.message).toMatch(/set the same clusterSecret/i);
     expect(b.refreshes).toBe(4);
   });
 
@@ -363,7 +363,7 @@ describe('HttpTransport between real nodes', () => {
       const response = await b.app.inject({ method: 'POST', url: '/internal/actors', payload: payload as object });
       expect(response.statusCode, field).toBe(400);
       expect(response.json(), field).toMatchObject({ error: { code: 'validation_failed', details: { field } } });
-      expect(response.json().error.message).toContain(field);
+      expect(response.json<{ error: { message: string } }>().error.message).toContain(field);
     }
     const notJson = await b.app.inject({
       method: 'POST',

@@ -145,7 +145,7 @@ describe('versioned snapshots', () => {
   it('refuses a snapshot kind without a codec, and a codec on an external kind', () => {
     const { system } = testSystem();
     const base = tally([]);
-    expect(() => system.register({ ...base, kind: defineKind<TallyMessage>('plain') } as unknown as typeof base)).toThrow(
+    expect(() => system.register({ ...base, kind: defineKind<TallyMessage>('plain') })).toThrow(
       /persistence 'snapshot' needs a snapshot codec/,
     );
     expect(() => system.register({ ...base, persistence: 'external' })).toThrow(/persistence 'external' keeps no snapshot/);

@@ -1,5 +1,5 @@
-import { NO_EVENTS } from '../../src/lib/events.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NO_EVENTS } from '../../src/lib/events.js';
 import { workerLeaseBehavior } from '../../src/actors/worker-lease.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { LocalPlacement } from '../../src/runtime/placement.js';

@@ -110,7 +110,7 @@ describe('the Redis fast index', () => {
     expect(seen).toBe(2);
     // What a restart from an older snapshot, or a failover to a replica behind, does to the key:
     // the next write answers no more than the one before it did (a write always raises it).
-    await test.redis.restore(marker, 0, saved!, 'REPLACE');
+    await test.redis.restore(marker, 0, saved, 'REPLACE');
     expect(await buckets.stamps([13])).toEqual([1]);
     expect(await buckets.add(13, [{ taskId: 'd', taskType: 'x', priority: 1, dueMs: NOW + 5 }], 1)).toBe(2);
   });

@@ -4,7 +4,6 @@
  * (test/e2e/cluster*.test.ts). The worker that counts executions is in cluster-worker.ts.
  */
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
 import { partitionOf } from '../../src/lib/ids.js';
 import { RingPlacement } from '../../src/runtime/ring.js';
 import { TEST_POSTGRES_URL, TEST_REDIS_URL, eventually } from './nodes.js';

@@ -1,5 +1,4 @@
 import { hash } from 'node:crypto';
-import { WheelhouseError } from '../../lib/errors.js';
 import { BODY, FieldPath, type JsonObject } from '../../domain/field-path.js';
 
 export { BODY, FieldPath, type JsonObject };

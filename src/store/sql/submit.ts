@@ -1,9 +1,9 @@
 import { WheelhouseError } from '../../lib/errors.js';
-import type { Db, DbTx } from '../db.js';
-import type { NewTask, SubmitResult, TaskRecord } from '../../domain/model.js';
+import type { Db } from '../db.js';
+import type { NewTask, SubmitResult } from '../../domain/model.js';
 import { hasDependencies, insertWithDependencies } from './dag-submit.js';
 import { insertTasks } from './insert.js';
-import { IDEMPOTENCY_WINDOW_MS, taskColumns, toTaskRecord, tsParam, wholeMs, type TaskRow } from './columns.js';
+import { IDEMPOTENCY_WINDOW_MS, taskColumns, toTaskRecord, tsParam, type TaskRow } from './columns.js';
 
 /**
  * Submitting tasks. A batch without idempotency keys or dependencies is one statement (the
