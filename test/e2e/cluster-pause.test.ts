@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueType } from '../support/tasks.js';
-import { TOLERANCE_MS, pickVictim, sleep, startCluster, type ProcessCluster } from '../support/cluster.js';
+import { TOLERANCE_MS, pickVictim, startCluster, type ProcessCluster } from '../support/cluster.js';
+import { sleep } from '../support/waits.js';
 import { TestWorker, duplicates, lagStats, missing, submitBatch } from '../support/cluster-worker.js';
 
 /**

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueType } from '../support/tasks.js';
-import { TOLERANCE_MS, pickVictim, sleep, startCluster, waitUntil, type ProcessCluster } from '../support/cluster.js';
+import { TOLERANCE_MS, pickVictim, startCluster, type ProcessCluster } from '../support/cluster.js';
+import { eventually, sleep } from '../support/waits.js';
 import { TestWorker, duplicates, lagStats, missing, submitBatch } from '../support/cluster-worker.js';
 
 /**
@@ -76,7 +77,7 @@ describe('a cluster of node processes', () => {
     const worker = new TestWorker(cluster, { types: [type], targets: ['n1', 'n2', 'n3'] }).start();
     try {
       // The fourth node starts once the tasks have begun to fall due.
-      await waitUntil(() => (worker.assignments.length >= 5 ? true : undefined), 20_000, 'the first tasks to run');
+      await eventually(() => (worker.assignments.length >= 5 ? true : undefined), 20_000, 'the first tasks to run');
       const joinStart = Date.now();
       await cluster.addNode('n4');
       const listeningMs = Date.now();

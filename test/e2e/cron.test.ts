@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../src/runtime/clock.js';
 import type { WheelhouseOptions } from '../../src/lib/config.js';
-import { BACKENDS, api, eventually, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { BACKENDS, api, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { eventually } from '../support/waits.js';
 
 /**
  * Cron schedules end to end, through a real node on each backend, on a FakeClock: a

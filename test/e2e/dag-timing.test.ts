@@ -3,7 +3,8 @@ import { DAG_KIND } from '../../src/actors/dag-node.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { decodeLeaseToken } from '../../src/domain/lease-token.js';
 import { dagClient, idsOf, ms, rowCounts, type DagClient, type Polled } from '../support/dags.js';
-import { BACKENDS, api, eventually, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { BACKENDS, api, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { eventually } from '../support/waits.js';
 import { uniqueType } from '../support/tasks.js';
 
 

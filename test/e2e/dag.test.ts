@@ -3,7 +3,8 @@ import { DAG_KIND, type DagMessage } from '../../src/actors/dag-node.js';
 import { ConfigError, compileOptions } from '../../src/lib/config.js';
 import { decodeLeaseToken } from '../../src/domain/lease-token.js';
 import { chain, dagClient, idsOf, ms, rowCounts, type DagClient, type Polled } from '../support/dags.js';
-import { BACKENDS, api, eventually, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { BACKENDS, api, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { eventually } from '../support/waits.js';
 import { uniqueType } from '../support/tasks.js';
 
 /**

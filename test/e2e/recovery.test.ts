@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../src/runtime/clock.js';
-import { BACKENDS, api, eventually, startTestNode, type TestCluster } from '../support/nodes.js';
+import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
+import { eventually } from '../support/waits.js';
 
 /**
  * Losing the fast index or the process loses nothing: Postgres is the system of record and

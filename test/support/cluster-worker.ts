@@ -4,7 +4,8 @@
  * read the outcome — tasks missing or run twice, start lags, and where a missing task is.
  */
 import { Redis } from 'ioredis';
-import { sleep, waitUntil, type ProcessCluster } from './cluster.js';
+import { type ProcessCluster } from './cluster.js';
+import { eventually, sleep } from './waits.js';
 import { TEST_REDIS_URL } from './nodes.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -117,7 +118,7 @@ export class TestWorker {
   /** Resolves once every one of `ids` was handed out at least once. */
   async waitFor(ids: Iterable<string>, timeoutMs: number, what = 'tasks'): Promise<void> {
     const wanted = [...ids];
-    await waitUntil(
+    await eventually(
       () => {
         const counts = this.counts();
         return wanted.every((id) => counts.has(id)) ? true : undefined;

@@ -119,19 +119,3 @@ export async function api<T = unknown>(
   }
   return { status: res.status, body: parsed as T, headers: res.headers };
 }
-
-/** Waits until `check` returns a value other than undefined, polling; fails after `timeoutMs`. */
-export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 10_000, what = 'condition', pollMs = 20): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, pollMs));
-  }
-}
