@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WHEEL_KIND, wheelPartitionBehavior, type WheelMessage } from '../../src/actors/wheel-partition.js';
 import type { DueEntry } from '../../src/domain/model.js';
 import { NO_EVENTS } from '../../src/lib/events.js';
-import { FakeClock, type Clock } from '../../src/runtime/clock.js';
 import { LocalPlacement } from '../../src/runtime/placement.js';
 import { ActorSystem } from '../../src/runtime/system.js';
 import type { PushFence } from '../../src/store/coalescing-ready-queue.js';
@@ -12,7 +11,7 @@ import { MemoryReadyQueue } from '../../src/store/memory-ready-queue.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
 import { MemorySnapshotStore } from '../runtime/memory-snapshots.js';
 import { createTestSchema, type TestDb } from '../support/postgres.js';
-import { SteppedWallClock } from '../support/wall-clock.js';
+import { CLOCK_BACK_MODELS } from '../support/wall-clock.js';
 
 /**
  * A wheel partition whose clock is set back (NTP stepping a fast clock back by 30 s), then
@@ -22,31 +21,9 @@ import { SteppedWallClock } from '../support/wall-clock.js';
  * time (FakeClock set back), and Node's, which count elapsed time and so run "early" by the
  * wall clock after a step back.
  */
-interface Model {
-  name: string;
-  make(startMs: number): { clock: Clock; advance(ms: number): Promise<void>; back(ms: number): Promise<void> };
-}
-
-const MODELS: Model[] = [
-  {
-    name: 'timers at wall times (FakeClock set back)',
-    make(startMs) {
-      const clock = new FakeClock(startMs);
-      return { clock, advance: (ms) => clock.advance(ms), back: (ms) => clock.set(clock.now() - ms) };
-    },
-  },
-  {
-    name: 'timers on elapsed time (the wall clock stepped back)',
-    make(startMs) {
-      const clock = new SteppedWallClock(startMs);
-      return { clock, advance: (ms) => clock.advance(ms), back: async (ms) => clock.step(-ms) };
-    },
-  },
-];
-
 const SECOND = 1000;
 
-describe.each(MODELS)('WheelPartition when the clock goes back: $name', (model) => {
+describe.each(CLOCK_BACK_MODELS)('WheelPartition when the clock goes back: $name', (model) => {
   let pg: TestDb;
   beforeAll(async () => {
     pg = await createTestSchema(2);

@@ -36,3 +36,30 @@ export class SteppedWallClock implements Clock {
     this.offsetMs += ms;
   }
 }
+
+/** A clock a test can move forward and set back. */
+export interface BackwardsClock {
+  clock: Clock;
+  /** Lets `ms` pass, running due timers. */
+  advance(ms: number): Promise<void>;
+  /** Sets the wall clock back by `ms`. */
+  back(ms: number): Promise<void>;
+}
+
+/** The two models of a clock set back; see {@link SteppedWallClock}. */
+export const CLOCK_BACK_MODELS: { name: string; make(startMs: number): BackwardsClock }[] = [
+  {
+    name: 'timers at wall times (FakeClock set back)',
+    make(startMs) {
+      const clock = new FakeClock(startMs);
+      return { clock, advance: (ms) => clock.advance(ms), back: (ms) => clock.set(clock.now() - ms) };
+    },
+  },
+  {
+    name: 'timers on elapsed time (the wall clock stepped back)',
+    make(startMs) {
+      const clock = new SteppedWallClock(startMs);
+      return { clock, advance: (ms) => clock.advance(ms), back: async (ms) => clock.step(-ms) };
+    },
+  },
+];
