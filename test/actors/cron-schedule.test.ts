@@ -92,15 +92,20 @@ describe.each(sqlBackends)('cron-schedule actor on $name', ({ open }) => {
 
   /**
    * Lets due timers run and the writes they start land (the fake clock does not wait for
-   * I/O): settled once a look finds no write in flight and none started since the last look.
+   * I/O). A look with no write in flight fires the due timers; settled once the next look
+   * finds no write in flight and none started since — none by those timers either.
    */
   const settle = async (clock: { advance(ms: number): Promise<void> }): Promise<void> => {
-    let seen = -1;
+    let mark: number | null = null;
     await eventually(async () => {
+      if (writes.inFlight > 0) {
+        mark = null;
+        return undefined;
+      }
+      if (mark !== null && writes.started === mark) return true;
+      mark = writes.started;
       await clock.advance(0);
-      const quiet = writes.inFlight === 0 && writes.started === seen;
-      seen = writes.started;
-      return quiet ? true : undefined;
+      return undefined;
     }, 10_000, 'the schedule writes to settle', 5);
   };
 
