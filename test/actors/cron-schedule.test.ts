@@ -168,6 +168,14 @@ describe.each(sqlBackends)('cron-schedule actor on $name', ({ open }) => {
         await settle(clock);
       }
     };
+    const liveInstanceFires = async (scheduleId: string): Promise<number[]> => {
+      const { rows } = await testDb.db.query<{ fire_ms: number }>(
+        `SELECT round(date_part('epoch', fire_time) * 1000)::float8 AS fire_ms FROM tasks
+         WHERE schedule_id = $1 AND status <> 'cancelled' ORDER BY fire_time`,
+        [scheduleId],
+      );
+      return rows.map((r) => Number(r.fire_ms));
+    };
 
     it('does not fire a fire time again when the clock goes back across it, nor any early', async () => {
       const t0 = Date.UTC(2026, 10, 30, 10, 0, 0, 500);
@@ -193,6 +201,35 @@ describe.each(sqlBackends)('cron-schedule actor on $name', ({ open }) => {
       expect(a.fired.map((f) => f.fireMs)).toEqual([...first, t0 + 3500, t0 + 4500]);
       expect(await instanceFires(task.id)).toEqual([...first, t0 + 3500, t0 + 4500, t0 + 5500]);
       for (const f of a.fired) expect(f.atMs).toBeGreaterThanOrEqual(f.fireMs);
+      expect(a.errors).toEqual([]);
+      await a.system.shutdown();
+    });
+
+    it('does not fire a fire time again when paused and resumed while the clock is back', async () => {
+      const t0 = Date.UTC(2026, 10, 30, 10, 0, 0, 500);
+      const time = model.make(t0);
+      const task = cronTask(t0, 'back-resume');
+      await new SqlTaskStore(testDb.db).submit([task], t0);
+      const a = node('a', time.clock);
+      await a.system.ensureActive(CRON_KIND, task.id);
+      await run(time, 3);
+      const first = [t0 + 500, t0 + 1500, t0 + 2500];
+      expect(a.fired.map((f) => f.fireMs)).toEqual(first);
+
+      const ref = a.system.ref<CronMessage>(CRON_KIND, task.id);
+      expect(await ref.ask({ type: 'pause' })).toMatchObject({ ok: true, status: 'paused' });
+      await time.back(30 * SECOND);
+      expect(await ref.ask({ type: 'resume' })).toMatchObject({ ok: true, status: 'active' });
+      await settle(time);
+      await run(time, 33);
+      expect(time.clock.now()).toBe(t0 + 6000);
+
+      // Every fire time handled once, none before its time.
+      const fires = a.fired.map((f) => f.fireMs);
+      expect(fires).toEqual([...new Set(fires)].sort((x, y) => x - y));
+      for (const f of a.fired) expect(f.atMs).toBeGreaterThanOrEqual(f.fireMs);
+      const live = await liveInstanceFires(task.id);
+      expect(live).toEqual([...new Set(live)].sort((x, y) => x - y));
       expect(a.errors).toEqual([]);
       await a.system.shutdown();
     });
