@@ -63,7 +63,7 @@ describe('a cluster node killed with SIGKILL', () => {
       }
 
       await worker.waitFor(submitted.map((t) => t.taskId), 30_000);
-      await sleep(500);
+      await sleep(500); // real time is the subject: node processes (no events here); a late duplicate would come within this window
     } finally {
       await worker.stop();
     }
@@ -162,7 +162,7 @@ describe('a cluster node killed with SIGKILL', () => {
       expect(survivors).toContain(newHolder);
       const cancel = await cluster.api(survivors[0]!, 'DELETE', `/api/tasks/${scheduleId}`);
       expect(cancel.status).toBe(200);
-      await sleep(1500);
+      await sleep(1500); // real time is the subject: node processes; a dependent released after the delete would come within this window
     } finally {
       await worker.stop();
     }

@@ -66,7 +66,7 @@ describe('a cluster node paused with SIGSTOP', () => {
         const now = during.partitions.find((x) => x.partition === p)!;
         expect(now.epoch!).toBeGreaterThan(was.epoch!);
       }
-      await sleep(Math.max(0, stoppedAtMs + PAUSE_MS - Date.now()));
+      await sleep(Math.max(0, stoppedAtMs + PAUSE_MS - Date.now())); // real time is the subject: the SIGSTOP lasts PAUSE_MS
 
       cluster.cont(victim);
       contAtMs = Date.now();
@@ -75,7 +75,7 @@ describe('a cluster node paused with SIGSTOP', () => {
       console.log(`[pause] ${victim} resumed after ${contAtMs - stoppedAtMs} ms; ring of 3 settled with every partition held by its owner ${ring.atMs - contAtMs} ms later`);
 
       await worker.waitFor(submitted.map((t) => t.taskId), 30_000);
-      await sleep(1000);
+      await sleep(1000); // real time is the subject: the resumed process's stale fires would come within this window
     } finally {
       await worker.stop();
     }

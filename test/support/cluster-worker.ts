@@ -158,7 +158,7 @@ export class TestWorker {
     while (this.running) {
       const target = this.nextTarget();
       if (target === undefined) {
-        await sleep(50);
+        await sleep(50); // real time is the subject: every node process is down or paused; look again shortly
         continue;
       }
       let polled: { task_id: string; task_type: string; payload: unknown; attempt: number; lease_token: string }[];
@@ -173,7 +173,7 @@ export class TestWorker {
         polled = r.body.tasks;
       } catch {
         this.pollErrors++;
-        await sleep(50);
+        await sleep(50); // real time is the subject: a node process that failed a poll; retry shortly
         continue;
       }
       const atMs = Date.now();
@@ -193,7 +193,7 @@ export class TestWorker {
     for (let attempt = 0; attempt < 20; attempt++) {
       const via = attempt === 0 ? first : this.nextTarget();
       if (via === undefined) {
-        await sleep(100);
+        await sleep(100); // real time is the subject: no node process to report to; retry shortly
         continue;
       }
       try {
@@ -202,7 +202,7 @@ export class TestWorker {
         for (const [i, res] of r.body.results.entries()) if (!res.ok) this.refused.push(batch[i]!);
         return;
       } catch {
-        await sleep(100);
+        await sleep(100); // real time is the subject: a node process that failed a report; retry shortly
       }
     }
     throw new Error(`could not report ${batch.length} results`);
