@@ -227,7 +227,9 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
       w = write(record, { status: 'cancelled', cancel: { instanceId: null, reason: 'the schedule was deleted' } });
     } else {
       if (record.status === 'active') return { ok: true, status: 'active', cancelledInstances: 0 };
-      const next = nextFire(state, ctx.clock.now());
+      // From now, but never at or before the last fire time: a clock set back since then
+      // must not make a resume create fire times that already fired.
+      const next = nextFire(state, Math.max(ctx.clock.now(), record.lastFiredMs ?? -Infinity));
       const generation = record.generation + 1;
       w =
         next === null

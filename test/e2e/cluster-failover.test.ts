@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueType } from '../support/tasks.js';
-import { TOLERANCE_MS, pickVictim, sleep, startCluster, waitUntil, type ProcessCluster } from '../support/cluster.js';
+import { TOLERANCE_MS, pickVictim, startCluster, type ProcessCluster } from '../support/cluster.js';
+import { eventually, sleep } from '../support/waits.js';
 import { TestWorker, duplicates, lagStats, missing, submitBatch } from '../support/cluster-worker.js';
 
 /**
@@ -62,7 +63,7 @@ describe('a cluster node killed with SIGKILL', () => {
       }
 
       await worker.waitFor(submitted.map((t) => t.taskId), 30_000);
-      await sleep(500);
+      await sleep(500); // real time is the subject: node processes (no events here); a late duplicate would come within this window
     } finally {
       await worker.stop();
     }
@@ -102,7 +103,7 @@ describe('a cluster node killed with SIGKILL', () => {
     });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     const scheduleId = created.body.task_id;
-    const holder = await waitUntil(async () => {
+    const holder = await eventually(async () => {
       const r = await cluster.api<{ node: string }>(via, 'GET', `/admin/actors/cron/${scheduleId}`);
       return r.status === 200 ? r.body.node : undefined;
     }, 10_000, 'the cron actor to be live');
@@ -138,8 +139,8 @@ describe('a cluster node killed with SIGKILL', () => {
     const worker = new TestWorker(cluster, { types: [cronType, preType, depType], targets: survivors, hold: (a) => a.taskType === preType }).start();
     let killedAtMs = 0;
     try {
-      await waitUntil(() => (predecessors.every((id) => worker.held.has(id)) ? true : undefined), 20_000, 'the predecessors to be taken');
-      await waitUntil(() => (worker.assignments.filter((a) => a.taskType === cronType).length >= 2 ? true : undefined), 20_000, 'two cron instances before the kill');
+      await eventually(() => (predecessors.every((id) => worker.held.has(id)) ? true : undefined), 20_000, 'the predecessors to be taken');
+      await eventually(() => (worker.assignments.filter((a) => a.taskType === cronType).length >= 2 ? true : undefined), 20_000, 'two cron instances before the kill');
       expect(worker.assignments.filter((a) => a.taskType === depType)).toEqual([]);
 
       await cluster.kill9(victim);
@@ -153,15 +154,15 @@ describe('a cluster node killed with SIGKILL', () => {
 
       // The schedule goes on firing on its new owner.
       const firedAfter = (): number => worker.assignments.filter((a) => a.taskType === cronType && a.atMs > killedAtMs + cluster.failureTimeoutMs + 1000).length;
-      await waitUntil(() => (firedAfter() >= 3 ? true : undefined), 30_000, 'cron instances after the kill and the failure timeout');
-      const newHolder = await waitUntil(async () => {
+      await eventually(() => (firedAfter() >= 3 ? true : undefined), 30_000, 'cron instances after the kill and the failure timeout');
+      const newHolder = await eventually(async () => {
         const r = await cluster.api<{ node: string }>(survivors[0]!, 'GET', `/admin/actors/cron/${scheduleId}`);
         return r.status === 200 && r.body.node !== victim ? r.body.node : undefined;
       }, 10_000, 'the cron actor on a survivor');
       expect(survivors).toContain(newHolder);
       const cancel = await cluster.api(survivors[0]!, 'DELETE', `/api/tasks/${scheduleId}`);
       expect(cancel.status).toBe(200);
-      await sleep(1500);
+      await sleep(1500); // real time is the subject: node processes; a dependent released after the delete would come within this window
     } finally {
       await worker.stop();
     }

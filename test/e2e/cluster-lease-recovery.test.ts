@@ -2,7 +2,8 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueType } from '../support/tasks.js';
 import { TEST_POSTGRES_URL } from '../support/nodes.js';
-import { TOLERANCE_MS, startCluster, waitUntil, type ProcessCluster } from '../support/cluster.js';
+import { TOLERANCE_MS, startCluster, type ProcessCluster } from '../support/cluster.js';
+import { eventually } from '../support/waits.js';
 import { TestWorker, duplicates, missing, submitBatch } from '../support/cluster-worker.js';
 
 /**
@@ -61,7 +62,7 @@ describe('a cluster node killed while it holds the leases of claimed tasks', () 
     expect(vanishing.assignments.every((a) => a.attempt === 1)).toBe(true);
 
     // The victim holds the leases the ring gives it (the grant is a told message: wait for it).
-    const victimLeases = await waitUntil(async () => {
+    const victimLeases = await eventually(async () => {
       const r = await cluster.api<{ actors: { key: string }[] }>(victim, 'GET', `/admin/actors?kind=lease&limit=10000`);
       const held = new Set(r.body.actors.map((a) => a.key));
       return onVictim.every((id) => held.has(id)) ? held : undefined;
@@ -90,7 +91,7 @@ describe('a cluster node killed while it holds the leases of claimed tasks', () 
       );
       await rescuer.waitFor(ids, LEASE_MS + cluster.failureTimeoutMs + 5_000, 'tasks handed out again');
       // Every result recorded: the tasks are final, so nothing more can be handed out.
-      await waitUntil(async () => {
+      await eventually(async () => {
         const { rows } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${cluster.schema}.tasks WHERE id = ANY($1::uuid[]) AND status = 'succeeded'`, [ids]);
         return rows[0]!.n === TASKS ? true : undefined;
       }, 10_000, 'every task succeeded');

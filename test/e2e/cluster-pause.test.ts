@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueType } from '../support/tasks.js';
-import { TOLERANCE_MS, pickVictim, sleep, startCluster, type ProcessCluster } from '../support/cluster.js';
+import { TOLERANCE_MS, pickVictim, startCluster, type ProcessCluster } from '../support/cluster.js';
+import { sleep } from '../support/waits.js';
 import { TestWorker, duplicates, lagStats, missing, submitBatch } from '../support/cluster-worker.js';
 
 /**
@@ -65,7 +66,7 @@ describe('a cluster node paused with SIGSTOP', () => {
         const now = during.partitions.find((x) => x.partition === p)!;
         expect(now.epoch!).toBeGreaterThan(was.epoch!);
       }
-      await sleep(Math.max(0, stoppedAtMs + PAUSE_MS - Date.now()));
+      await sleep(Math.max(0, stoppedAtMs + PAUSE_MS - Date.now())); // real time is the subject: the SIGSTOP lasts PAUSE_MS
 
       cluster.cont(victim);
       contAtMs = Date.now();
@@ -74,7 +75,7 @@ describe('a cluster node paused with SIGSTOP', () => {
       console.log(`[pause] ${victim} resumed after ${contAtMs - stoppedAtMs} ms; ring of 3 settled with every partition held by its owner ${ring.atMs - contAtMs} ms later`);
 
       await worker.waitFor(submitted.map((t) => t.taskId), 30_000);
-      await sleep(1000);
+      await sleep(1000); // real time is the subject: the resumed process's stale fires would come within this window
     } finally {
       await worker.stop();
     }

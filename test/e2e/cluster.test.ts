@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueType } from '../support/tasks.js';
-import { TOLERANCE_MS, pickVictim, sleep, startCluster, waitUntil, type ProcessCluster } from '../support/cluster.js';
+import { TOLERANCE_MS, pickVictim, startCluster, type ProcessCluster } from '../support/cluster.js';
+import { eventually, sleep } from '../support/waits.js';
 import { TestWorker, duplicates, lagStats, missing, submitBatch } from '../support/cluster-worker.js';
 
 /**
@@ -76,7 +77,7 @@ describe('a cluster of node processes', () => {
     const worker = new TestWorker(cluster, { types: [type], targets: ['n1', 'n2', 'n3'] }).start();
     try {
       // The fourth node starts once the tasks have begun to fall due.
-      await waitUntil(() => (worker.assignments.length >= 5 ? true : undefined), 20_000, 'the first tasks to run');
+      await eventually(() => (worker.assignments.length >= 5 ? true : undefined), 20_000, 'the first tasks to run');
       const joinStart = Date.now();
       await cluster.addNode('n4');
       const listeningMs = Date.now();
@@ -95,8 +96,7 @@ describe('a cluster of node processes', () => {
           .map((p) => `${p.partition} (from ${beforeJoin.partitions.find((x) => x.partition === p.partition)!.owner}, epoch ${p.epoch})`);
         throw new Error(`partitions moved to n4: ${moved.join(', ')}; ${String(error)}`);
       });
-      // Late duplicates would come within a poll or two.
-      await sleep(500);
+      await sleep(500); // real time is the subject: node processes; late duplicates would come within a poll or two
     } finally {
       await worker.stop();
     }
@@ -136,7 +136,7 @@ describe('a cluster of node processes', () => {
     const submitted = await submitBatch(cluster, 'n1', tasks);
     const worker = new TestWorker(cluster, { types: [type], targets: remaining }).start();
     try {
-      await sleep(Math.max(0, start + 500 - Date.now()));
+      await sleep(Math.max(0, start + 500 - Date.now())); // real time is the subject: the leave lands among tasks falling due every 30 ms
       const ringWait = cluster.waitForRing(remaining, 15_000, 50);
       const term = await cluster.term(leaving);
       const ring = await ringWait;
@@ -158,7 +158,7 @@ describe('a cluster of node processes', () => {
       const row = after.nodes.find((n) => n.node_id === leaving);
       expect(row?.live ?? false).toBe(false);
       await worker.waitFor(submitted.map((t) => t.taskId), 30_000);
-      await sleep(500);
+      await sleep(500); // real time is the subject: node processes; late duplicates would come within a poll or two
     } finally {
       await worker.stop();
     }

@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { TOLERANCE_MS, waitUntil } from '../support/cluster.js';
+import { TOLERANCE_MS } from '../support/cluster.js';
+import { eventually } from '../support/waits.js';
 import { api, type BackendName } from '../support/nodes.js';
 import { dropTestStores, kill9, nodeArgs, requireBuiltCli, startProcess, type NodeProcess } from '../support/processes.js';
 
@@ -87,7 +88,7 @@ describe.each(['postgres', 'embedded'] as BackendName[])('a node killed with SIG
     expect(killedAtMs, 'the kill came too late to test lease recovery').toBeLessThan(firstClaimMs + leaseMs - 500);
     const second = await startProcess(args);
     running.push(second);
-    await waitUntil(async () => ((await api(second.url, 'GET', '/readyz')).status === 200 ? true : undefined), 30_000, 'the restarted node to be ready', 20);
+    await eventually(async () => ((await api(second.url, 'GET', '/readyz')).status === 200 ? true : undefined), 30_000, 'the restarted node to be ready', 20);
     const readyAtMs = Date.now();
 
     // The test is the worker now: whatever comes is completed at once.

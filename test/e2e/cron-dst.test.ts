@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../src/runtime/clock.js';
-import { BACKENDS, api, eventually, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { BACKENDS, api, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { eventually } from '../support/waits.js';
 
 /**
  * Cron schedules through a DST change in Europe/Berlin, through a real node on each backend,

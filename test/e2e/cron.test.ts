@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../src/runtime/clock.js';
 import type { WheelhouseOptions } from '../../src/lib/config.js';
-import { BACKENDS, api, eventually, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { BACKENDS, api, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { eventually, quiescent } from '../support/waits.js';
 
 /**
  * Cron schedules end to end, through a real node on each backend, on a FakeClock: a
@@ -88,18 +89,22 @@ describe.each(BACKENDS)('cron schedules on %s', (backend: BackendName) => {
       for (const id of ids) await caughtUp(id, clock);
     }
   };
-  /** Takes every ready task of `type` (completing them unless told not to). */
+  /**
+   * Takes every ready task of `type` (completing them unless told not to): done when a poll
+   * made after the node fell quiet finds nothing.
+   */
   const drain = async (type: string, clock: FakeClock, complete = true): Promise<Polled['tasks']> => {
     const all: Polled['tasks'] = [];
-    for (let empty = 0; empty < 3; ) {
+    for (let quiet = false; ; ) {
       await clock.advance(0);
       const got = (await api<Polled>(c!.url, 'POST', '/api/workers/poll', { worker_id: 'w', task_types: [type], max_tasks: 100, wait_ms: 0 })).body.tasks;
       if (got.length === 0) {
-        empty++;
-        await new Promise((resolve) => setTimeout(resolve, 30));
+        if (quiet) break;
+        await quiescent(c!.node, { clock, allowReady: true, allowLeases: true });
+        quiet = true;
         continue;
       }
-      empty = 0;
+      quiet = false;
       all.push(...got);
       if (complete) {
         const results = got.map((t) => ({ task_id: t.task_id, lease_token: t.lease_token, status: 'succeeded' }));

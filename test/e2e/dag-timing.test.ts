@@ -3,7 +3,8 @@ import { DAG } from '../../src/actors/dag-node.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { decodeLeaseToken } from '../../src/domain/lease-token.js';
 import { dagClient, idsOf, ms, rowCounts, type DagClient, type Polled } from '../support/dags.js';
-import { BACKENDS, api, eventually, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { BACKENDS, api, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { eventually, quiescent } from '../support/waits.js';
 import { uniqueType } from '../support/tasks.js';
 
 
@@ -49,7 +50,7 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
       if (value !== undefined) return value;
       if (clock.now() - start > maxMs) throw new Error(`${what}: not after ${maxMs} ms of fake time`);
       await clock.advance(stepMs);
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await quiescent(c.node, { clock, intervalMs: 20, allowReady: true, allowLeases: true });
     }
   };
   const counter = (name: string): number => c.node.metrics.value(name);

@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dagClient, ms, type DagClient, type DagNodeJson, type Polled } from '../support/dags.js';
-import { BACKENDS, eventually, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { BACKENDS, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { eventually } from '../support/waits.js';
 import { uniqueType } from '../support/tasks.js';
 
 /**

@@ -3,7 +3,8 @@ import { DAG } from '../../src/actors/dag-node.js';
 import { ConfigError, compileOptions } from '../../src/lib/config.js';
 import { decodeLeaseToken } from '../../src/domain/lease-token.js';
 import { chain, dagClient, idsOf, ms, rowCounts, type DagClient, type Polled } from '../support/dags.js';
-import { BACKENDS, api, eventually, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { BACKENDS, api, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { eventually, sleep } from '../support/waits.js';
 import { uniqueType } from '../support/tasks.js';
 
 /**
@@ -339,10 +340,10 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
       const [taken] = await w.take([type], 1);
       // 30 submissions spread over a few milliseconds, the predecessor's end in the middle.
       const submissions = Array.from({ length: 30 }, async (_, i) => {
-        await new Promise((resolve) => setTimeout(resolve, i % 10));
+        await sleep(i % 10); // real time is the subject: spreads the submissions over 10 ms
         return w.submitTask({ task_type: `${type}.dep`, dependencies: [p.body.task_id] });
       });
-      await new Promise((resolve) => setTimeout(resolve, 4));
+      await sleep(4); // real time is the subject: the end lands in the middle of the submissions
       if (ending === 'succeeded') await w.complete([taken!]);
       else expect((await w.cancel(p.body.task_id)).status).toBe(200);
       const results = await Promise.all(submissions);

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../src/runtime/clock.js';
-import { BACKENDS, api, eventually, startTestNode, type TestCluster } from '../support/nodes.js';
+import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
+import { eventually, quiescent } from '../support/waits.js';
 
 /**
  * Losing the fast index or the process loses nothing: Postgres is the system of record and
@@ -31,10 +32,10 @@ const pollNext = async (url: string, type: string, clock: FakeClock, complete = 
   return tasks;
 };
 const idsOf = (tasks: Polled['tasks']): string[] => tasks.map((t) => t.task_id).sort();
-/** Nothing of `type` is ready: checked after a short real-time grace for in-flight pushes. */
-const expectNothingReady = async (url: string, type: string): Promise<void> => {
-  await new Promise((resolve) => setTimeout(resolve, 100));
-  const r = await api<Polled>(url, 'POST', '/api/workers/poll', { worker_id: 'w', task_types: [type], max_tasks: 100, wait_ms: 0 });
+/** Nothing of `type` is ready: checked once the node has fallen quiet (no push, claim or lease in flight). */
+const expectNothingReady = async (c: TestCluster, clock: FakeClock, type: string): Promise<void> => {
+  await quiescent(c.node, { clock, allowReady: true });
+  const r = await api<Polled>(c.url, 'POST', '/api/workers/poll', { worker_id: 'w', task_types: [type], max_tasks: 100, wait_ms: 0 });
   expect(r.body.tasks).toEqual([]);
 };
 
@@ -61,11 +62,11 @@ describe.each(BACKENDS)('recovery on %s', (backend) => {
     const near = await submitDelayed(c.url, 'rec.cascade', t0 + 20_000);
     const far = await submitDelayed(c.url, 'rec.cascade', t0 + 5 * MINUTE + 7);
     await clock.advance(19_999);
-    await expectNothingReady(c.url, 'rec.cascade');
+    await expectNothingReady(c, clock, 'rec.cascade');
     await clock.advance(1);
     expect(idsOf(await pollNext(c.url, 'rec.cascade', clock))).toEqual([near]);
     await clock.advanceTo(t0 + 5 * MINUTE + 6);
-    await expectNothingReady(c.url, 'rec.cascade');
+    await expectNothingReady(c, clock, 'rec.cascade');
     await clock.advance(1);
     expect(idsOf(await pollNext(c.url, 'rec.cascade', clock))).toEqual([far]);
   });
@@ -83,7 +84,7 @@ describe.each(BACKENDS)('recovery on %s', (backend) => {
     await c.restart({ clock: after });
     expect(idsOf(await pollNext(c.url, 'rec.restart', after))).toEqual([overdue]);
     await after.advanceTo(t0 + 3 * MINUTE - 1);
-    await expectNothingReady(c.url, 'rec.restart');
+    await expectNothingReady(c, after, 'rec.restart');
     await after.advance(1);
     expect(idsOf(await pollNext(c.url, 'rec.restart', after))).toEqual([soon]);
     await after.advanceTo(t0 + 90 * MINUTE);
@@ -130,11 +131,11 @@ describe('recovery when Redis is flushed', () => {
     const url = c.url;
     expect(idsOf(await pollNext(url, 'rec.flush', clock))).toEqual([ready]);
     await clock.advanceTo(t0 + 30_000 - 1);
-    await expectNothingReady(url, 'rec.flush');
+    await expectNothingReady(c, clock, 'rec.flush');
     await clock.advance(1);
     expect(idsOf(await pollNext(url, 'rec.flush', clock))).toEqual([near]);
     await clock.advanceTo(t0 + 10 * MINUTE - 1);
-    await expectNothingReady(url, 'rec.flush');
+    await expectNothingReady(c, clock, 'rec.flush');
     await clock.advance(1);
     expect(idsOf(await pollNext(url, 'rec.flush', clock))).toEqual([far]);
   });

@@ -3,7 +3,8 @@ import { LEASE } from '../../src/actors/worker-lease.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { dagClient } from '../support/dags.js';
 import { pollOnFakeTime } from '../support/faulty-node.js';
-import { BACKENDS, eventually, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { BACKENDS, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { eventually } from '../support/waits.js';
 import { uniqueType } from '../support/tasks.js';
 
 /**

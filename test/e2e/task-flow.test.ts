@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKENDS, api, eventually, startTestNode, type TestCluster } from '../support/nodes.js';
+import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
+import { eventually } from '../support/waits.js';
 
 /**
  * The whole path on each backend, over HTTP: submit → wheel → ready → poll (claim) →

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueType } from '../support/tasks.js';
-import { startCluster, waitUntil, type ProcessCluster } from '../support/cluster.js';
+import { startCluster, type ProcessCluster } from '../support/cluster.js';
+import { eventually } from '../support/waits.js';
 import { TestWorker, duplicates, lagStats, missing, submitBatch } from '../support/cluster-worker.js';
 
 /**
@@ -72,7 +73,7 @@ describe('a node whose clock runs 3 s ahead', () => {
     const claims = vanishing.firstStarts();
     const second = new TestWorker(cluster, { types: [type], targets: ['n1', 'n2'], workerId: 'w-next' }).start();
     try {
-      await waitUntil(() => (ids.every((id) => second.counts().has(id)) ? true : undefined), leaseMs + 10_000, 'every task handed out again');
+      await eventually(() => (ids.every((id) => second.counts().has(id)) ? true : undefined), leaseMs + 10_000, 'every task handed out again');
     } finally {
       await second.stop();
     }

@@ -3,7 +3,8 @@ import { FakeClock } from '../../src/runtime/clock.js';
 import { dagClient } from '../support/dags.js';
 import type { FaultProxy } from '../support/fault-proxy.js';
 import { metric, pollOnFakeTime, startFaultyNode, type FaultyNode } from '../support/faulty-node.js';
-import { api, eventually } from '../support/nodes.js';
+import { api } from '../support/nodes.js';
+import { eventually } from '../support/waits.js';
 import { makeTask, uniqueType } from '../support/tasks.js';
 
 /**

@@ -3,7 +3,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { readyKeys } from '../../src/store/redis-keys.js';
 import { dagClient } from '../support/dags.js';
 import { startFaultyNode, type FaultyNode } from '../support/faulty-node.js';
-import { TEST_REDIS_URL, api, eventually } from '../support/nodes.js';
+import { TEST_REDIS_URL, api } from '../support/nodes.js';
+import { eventually } from '../support/waits.js';
 import { uniqueType } from '../support/tasks.js';
 
 /**

@@ -12,6 +12,7 @@ import type { TransportEnvelope } from '../../src/runtime/router.js';
 import { ActorSystem } from '../../src/runtime/system.js';
 import { deferred, type Deferred } from './helpers.js';
 import { MemorySnapshotStore } from './memory-snapshots.js';
+import { eventually } from '../support/waits.js';
 
 /**
  * Real nodes in one process: each an ActorSystem behind a fastify server on 127.0.0.1 with the
@@ -501,7 +502,7 @@ describe('HttpTransport retries against the ring’s new owner', () => {
     await cluster.stop(b);
     const reply = a.transport.deliver('node-b', { ...askEcho('hi'), deadlineMs: Date.now() + 60_000 });
     const backingOff = (a.transport as unknown as { backingOff: Set<unknown> }).backingOff;
-    while (backingOff.size === 0) await new Promise((r) => setTimeout(r, 5)); // refused, now backing off
+    await eventually(() => (backingOff.size > 0 ? true : undefined), 10_000, 'the ask to be refused and back off', 5);
     cluster.route = () => 'node-c';
     a.transport.ringChanged();
     expect(await reply).toBe('node-c: hi');

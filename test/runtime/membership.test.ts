@@ -13,19 +13,16 @@ import { Membership, type MembershipStep } from '../../src/runtime/membership.js
 import { SqlMembershipStore } from '../../src/store/membership-store.js';
 import type { ClusterNode, MembershipStore } from '../../src/runtime/membership-store.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
+import { eventually } from '../support/waits.js';
 
 const HEARTBEAT_MS = 100;
 const FAILURE_TIMEOUT_MS = 1000;
 /** How long a condition may take before the test fails: generous, for a busy machine. */
 const WAIT_MS = 30_000;
 
-/** Polls `check` until it holds; fails after {@link WAIT_MS}, saying what it waited for. */
+/** Waits until `check` holds; fails after {@link WAIT_MS}, saying what it waited for. */
 async function waitUntil(what: string, check: () => boolean | Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + WAIT_MS;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
+  await eventually(async () => ((await check()) ? true : undefined), WAIT_MS, what, 25);
 }
 
 /** The system clock, with a switch that kills every timer: a process that died without leaving. */

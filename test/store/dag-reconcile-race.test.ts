@@ -21,7 +21,7 @@ import type { DagOutcome, DagStore } from '../../src/store/dag-types.js';
 import { openPostgres } from '../../src/store/db.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
 import type { TaskStore } from '../../src/store/types.js';
-import { eventually } from '../support/nodes.js';
+import { eventually } from '../support/waits.js';
 import { TEST_POSTGRES_URL, sqlBackends, type TestDb } from '../support/postgres.js';
 import { BACKOFF, T0, makeTask } from '../support/tasks.js';
 

@@ -108,10 +108,13 @@ describe('store_unavailable', () => {
       await db.query('CREATE TABLE pair (id int PRIMARY KEY, n int)');
       await db.query('INSERT INTO pair VALUES (1, 0), (2, 0)');
       // Two transactions lock the two rows in opposite orders: Postgres aborts one of them.
-      let step = 0;
+      // A barrier: each transaction goes on once both hold their first row.
+      let arrived = 0;
+      let bothArrived!: () => void;
+      const both = new Promise<void>((resolve) => (bothArrived = resolve));
       const bothLockedFirst = async (): Promise<void> => {
-        step++;
-        while (step < 2) await new Promise((resolve) => setTimeout(resolve, 10));
+        if (++arrived === 2) bothArrived();
+        await both;
       };
       const crossing = (first: number, second: number) =>
         db.transaction(async (tx) => {

@@ -4,7 +4,8 @@
  * read the outcome — tasks missing or run twice, start lags, and where a missing task is.
  */
 import { Redis } from 'ioredis';
-import { sleep, waitUntil, type ProcessCluster } from './cluster.js';
+import { type ProcessCluster } from './cluster.js';
+import { eventually, sleep } from './waits.js';
 import { TEST_REDIS_URL } from './nodes.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -117,7 +118,7 @@ export class TestWorker {
   /** Resolves once every one of `ids` was handed out at least once. */
   async waitFor(ids: Iterable<string>, timeoutMs: number, what = 'tasks'): Promise<void> {
     const wanted = [...ids];
-    await waitUntil(
+    await eventually(
       () => {
         const counts = this.counts();
         return wanted.every((id) => counts.has(id)) ? true : undefined;
@@ -157,7 +158,7 @@ export class TestWorker {
     while (this.running) {
       const target = this.nextTarget();
       if (target === undefined) {
-        await sleep(50);
+        await sleep(50); // real time is the subject: every node process is down or paused; look again shortly
         continue;
       }
       let polled: { task_id: string; task_type: string; payload: unknown; attempt: number; lease_token: string }[];
@@ -172,7 +173,7 @@ export class TestWorker {
         polled = r.body.tasks;
       } catch {
         this.pollErrors++;
-        await sleep(50);
+        await sleep(50); // real time is the subject: a node process that failed a poll; retry shortly
         continue;
       }
       const atMs = Date.now();
@@ -192,7 +193,7 @@ export class TestWorker {
     for (let attempt = 0; attempt < 20; attempt++) {
       const via = attempt === 0 ? first : this.nextTarget();
       if (via === undefined) {
-        await sleep(100);
+        await sleep(100); // real time is the subject: no node process to report to; retry shortly
         continue;
       }
       try {
@@ -201,7 +202,7 @@ export class TestWorker {
         for (const [i, res] of r.body.results.entries()) if (!res.ok) this.refused.push(batch[i]!);
         return;
       } catch {
-        await sleep(100);
+        await sleep(100); // real time is the subject: a node process that failed a report; retry shortly
       }
     }
     throw new Error(`could not report ${batch.length} results`);

@@ -6,7 +6,8 @@
 import { randomBytes } from 'node:crypto';
 import { partitionOf } from '../../src/lib/ids.js';
 import { RingPlacement } from '../../src/runtime/ring.js';
-import { TEST_POSTGRES_URL, TEST_REDIS_URL, eventually } from './nodes.js';
+import { TEST_POSTGRES_URL, TEST_REDIS_URL } from './nodes.js';
+import { eventually } from './waits.js';
 import { dropTestStores, requireBuiltCli, startCliProcess, type CliProcess } from './processes.js';
 
 /** `GET /admin/cluster`, as the node answers it. */
@@ -255,22 +256,19 @@ export class ProcessCluster {
   async waitForRing(ids: string[], timeoutMs = 30_000, pollMs = 50): Promise<RingWait> {
     const want = [...ids].sort();
     const start = Date.now();
+    let roundStartMs = start;
     let last = 'no answer yet';
-    for (;;) {
-      const roundStartMs = Date.now();
-      try {
-        const statuses = await Promise.all(want.map((id) => this.status(id)));
-        const problem = ringProblem(want, statuses);
-        if (problem === null) return { elapsedMs: Date.now() - start, roundStartMs, atMs: Date.now(), statuses };
-        last = problem;
-      } catch (error) {
-        last = String(error);
-      }
-      if (Date.now() - start > timeoutMs) {
-        throw new Error(`the ring did not settle on [${want.join(', ')}] within ${timeoutMs} ms: ${last}\n${this.tails()}`);
-      }
-      await sleep(pollMs);
-    }
+    const statuses = await eventually(async () => {
+      roundStartMs = Date.now();
+      const statuses = await Promise.all(want.map((id) => this.status(id)));
+      const problem = ringProblem(want, statuses);
+      if (problem === null) return statuses;
+      last = problem;
+      return undefined;
+    }, timeoutMs, 'the ring', pollMs).catch((error: unknown) => {
+      throw new Error(`the ring did not settle on [${want.join(', ')}] within ${timeoutMs} ms: ${last} (${String(error)})\n${this.tails()}`);
+    });
+    return { elapsedMs: Date.now() - start, roundStartMs, atMs: Date.now(), statuses };
   }
 
   /** The ring's owner of wheel partition `p`, as a running node sees it. */
@@ -363,15 +361,6 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Proces
  * a hand-over within 1 s), for the test worker's polling and a loaded machine, ms.
  */
 export const TOLERANCE_MS = 1000;
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
-/** Polls `check` every `pollMs` until it returns a value other than undefined. */
-export function waitUntil<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs: number, what: string, pollMs = 50): Promise<T> {
-  return eventually(async () => check(), timeoutMs, what, pollMs);
-}
 
 /**
  * The node a test stops or kills: the one other than `spare` (which the test keeps talking to)

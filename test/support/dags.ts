@@ -2,7 +2,8 @@
  * Helpers for the dependency (DAG) end-to-end tests: a worker over the HTTP endpoints, the
  * task and graph views, and row counts of the tables a submission writes.
  */
-import { api, eventually, type TestCluster } from './nodes.js';
+import { api, type TestCluster } from './nodes.js';
+import { eventually } from './waits.js';
 
 export interface Polled {
   task_id: string;

@@ -1,7 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { inspect } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { Redis } from 'ioredis';
@@ -119,20 +118,4 @@ export async function api<T = unknown>(
     // not JSON: leave the text
   }
   return { status: res.status, body: parsed as T, headers: res.headers };
-}
-
-/** Waits until `check` returns a value other than undefined, polling; fails after `timeoutMs`. */
-export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 10_000, what = 'condition', pollMs = 20): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last instanceof Error ? `: ${String(last)}` : last ? `: ${inspect(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, pollMs));
-  }
 }

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createWorker, type Worker } from '../../src/worker/index.js';
+import { eventually, sleep } from '../support/waits.js';
 
 /**
  * How the SDK treats a node that pushes back or is gone, against a scripted fake node:
@@ -73,8 +74,7 @@ describe('worker SDK against a node that pushes back', () => {
     const payloads: unknown[] = [];
     worker = createWorker({ url, token: 's3cret', taskTypes: ['fake.type'], onError: () => undefined, handler: async ({ payload }) => void payloads.push(payload) });
     worker.start();
-    const deadline = Date.now() + 5_000;
-    while (worker.stats.reported < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    await eventually(() => (worker!.stats.reported >= 1 ? true : undefined), 5_000, 'the result reported', 10);
 
     expect(payloads).toEqual([{ a: 1 }]);
     expect(worker.stats.reported).toBe(1);
@@ -91,7 +91,7 @@ describe('worker SDK against a node that pushes back', () => {
     let errors = 0;
     worker = createWorker({ url, taskTypes: ['fake.type'], onError: () => void errors++, handler: async () => undefined });
     worker.start();
-    await new Promise((r) => setTimeout(r, 1_500)); // the window in which attempts are counted
+    await sleep(1_500); // real time is the subject: the window in which the backoff's attempts are counted
     // Backoff steps of 100, 200, 400, 800 ms (each halved at worst by jitter): at most ~6 tries in 1.5 s.
     expect(errors).toBeGreaterThanOrEqual(2);
     expect(errors).toBeLessThanOrEqual(7);
@@ -114,7 +114,7 @@ describe('worker SDK against a node that pushes back', () => {
     });
     worker = createWorker({ url, taskTypes: ['fake.type'], onError: () => undefined, handler: async () => undefined });
     worker.start();
-    while (worker.stats.started < 1) await new Promise((r) => setTimeout(r, 10));
+    await eventually(() => (worker!.stats.started >= 1 ? true : undefined), 5_000, 'the handler to start', 10);
     await worker.stop();
     // Tried once; the retry would land past the lease (and its grace), so it was dropped.
     expect(completes).toBe(1);

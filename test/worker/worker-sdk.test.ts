@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNode, type WheelhouseNode } from '../../src/node/start.js';
 import { createWorker, PermanentTaskError, TaskCancelledError, type TaskContext, type Worker, type WorkerOptions } from '../../src/worker/index.js';
 import { api } from '../support/nodes.js';
+import { eventually, quiescent, sleep } from '../support/waits.js';
 
 /**
  * The worker SDK end to end against a real node (embedded backend, in process): tasks run
@@ -52,13 +53,9 @@ async function getTask(id: string): Promise<TaskBody> {
   return (await api<TaskBody>(node.url, 'GET', `/api/tasks/${id}`)).body;
 }
 
-/** Resolves once `check` holds, re-checked every 10 ms (stats have no events of their own). */
+/** Resolves once `check` holds (the worker's stats have no events of their own: polled). */
 async function until(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 8_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  await eventually(async () => ((await check()) ? true : undefined), timeoutMs, what, 10);
 }
 
 /** A promise with its resolve function, for handlers the test releases. */
@@ -97,13 +94,17 @@ describe('worker SDK', () => {
   it('never runs more than `concurrency` handlers', async () => {
     let running = 0;
     let maxRunning = 0;
+    // The first handlers hold their slot until all three are taken: had the worker room for
+    // a fourth, it would start it meanwhile. Later ones run through.
+    const full = gate();
     const w = worker({
       taskTypes: ['sdk.narrow'],
       concurrency: 3,
       handler: async () => {
         running++;
         maxRunning = Math.max(maxRunning, running);
-        await new Promise((r) => setTimeout(r, 20)); // the task's own work
+        if (running === 3) full.open();
+        await full.promise;
         running--;
       },
     });
@@ -119,7 +120,7 @@ describe('worker SDK', () => {
       concurrency: 2, // room for a second attempt, had the lease been lost
       handler: async ({ attempt, signal }) => {
         attempts.push(attempt);
-        await new Promise((r) => setTimeout(r, 3_000)); // three leases long
+        await sleep(3_000); // real time is the subject: three real leases long, kept by heartbeats
         expect(signal.aborted).toBe(false);
       },
     });
@@ -206,15 +207,20 @@ describe('worker SDK', () => {
 
     let stopped = false;
     const stopping = w.stop().then(() => (stopped = true));
-    await new Promise((r) => setTimeout(r, 50));
+    await quiescent(node, { allowLeases: true });
     expect(stopped).toBe(false); // still waiting for the handler
     release.open();
     await stopping;
 
     expect(w.stats).toMatchObject({ running: 0, succeeded: 1, reported: 1, unreported: 0 });
     expect((await getTask(id!)).status).toBe('succeeded');
+    const claims: string[] = [];
+    const off = node.events.on('task:claimed', (e) => void claims.push(...e.taskIds));
     const [later] = await submit([{ task_type: 'sdk.stop' }]);
-    await new Promise((r) => setTimeout(r, 200)); // time enough for a live worker to claim it
+    // It reaches the ready queue and the node falls quiet: a live worker would have claimed it.
+    await quiescent(node, { allowReady: true });
+    off();
+    expect(claims).not.toContain(later);
     expect(['pending', 'ready']).toContain((await getTask(later!)).status);
     expect(w.stats.started).toBe(1);
   });
