@@ -119,6 +119,7 @@ class Lane {
       if (head === undefined) return;
       const waitMs = head.dueAt - Date.now();
       if (waitMs > 0) {
+        // real time is the subject: the proxy delays real bytes by real milliseconds
         this.timer = setTimeout(() => {
           this.timer = undefined;
           this.pump();
@@ -224,6 +225,7 @@ class TcpFaultProxy implements FaultProxy {
     if (!(durationMs >= 0)) throw new Error(`${kind}: durationMs must be ≥ 0, got ${durationMs}`);
     return new Promise((resolve) => {
       const window: Window = { kind, release, timer: undefined, resolve };
+      // real time is the subject: a fault window lasts this long on the wall clock
       if (Number.isFinite(durationMs)) window.timer = setTimeout(() => this.end(window), Math.min(durationMs, MAX_TIMER_MS));
       this.windows.add(window);
     });

@@ -100,6 +100,7 @@ export function startCliProcess(
   });
   return new Promise((resolvePromise, reject) => {
     let listening = false;
+    // not a wait: the bound on how long a node process may take to start listening
     const timer = setTimeout(() => {
       if (listening) return;
       child.kill('SIGKILL');

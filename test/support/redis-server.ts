@@ -124,6 +124,7 @@ class RedisServerProcess implements RedisServer {
     const startTimeoutMs = this.options.startTimeoutMs ?? 10_000;
     await new Promise<void>((resolve, reject) => {
       let ready = false;
+      // not a wait: the bound on how long a redis-server may take to start
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
         reject(new Error(`redis-server on port ${this.port} was not ready within ${startTimeoutMs} ms:\n${this.log}`));
