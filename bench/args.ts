@@ -53,7 +53,12 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
     process.exit(0);
   }
   const quick = values.quick;
-  const only = values.only ? values.only.split(',').map((w) => w.trim().toUpperCase()).filter((w) => w !== '') : null;
+  const only = values.only
+    ? values.only
+        .split(',')
+        .map((w) => w.trim().toUpperCase())
+        .filter((w) => w !== '')
+    : null;
   return {
     runs: positive('runs', values.runs ?? (quick ? '1' : '3')),
     only,
@@ -63,7 +68,10 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
     timeoutMinutes: positive('timeout-minutes', values['timeout-minutes']),
     write: values['no-write'] ? false : (values.write ?? !quick),
     nodeFlags: values['node-flags'].split(' ').filter((f) => f !== ''),
-    cronWindowSeconds: values['cron-window-seconds'] === undefined ? null : positive('cron-window-seconds', values['cron-window-seconds']),
+    cronWindowSeconds:
+      values['cron-window-seconds'] === undefined
+        ? null
+        : positive('cron-window-seconds', values['cron-window-seconds']),
   };
 }
 

@@ -77,9 +77,14 @@ export function analyseFaultRun(input: {
   const twice = [...runs.values()].filter((r) => r.runs > 1);
   const droppedFirst = new Map<string, DroppedClaim>();
   for (const d of input.dropped) if (!droppedFirst.has(d.taskId)) droppedFirst.set(d.taskId, d);
-  const handOn = [...droppedFirst.values()].map((d) => ({ d, ms: (runs.get(d.taskId)?.firstMs ?? Number.POSITIVE_INFINITY) - d.claimMs }));
+  const handOn = [...droppedFirst.values()].map((d) => ({
+    d,
+    ms: (runs.get(d.taskId)?.firstMs ?? Number.POSITIVE_INFINITY) - d.claimMs,
+  }));
   const overBar = handOn.filter((h) => h.ms > leaseMs + BAR_HAND_ON_EXTRA_MS);
-  const handOnAway = handOn.filter((h) => windows.every((w) => distance(h.d.claimMs + leaseMs, w) > AWAY_FROM_FAULT_MS));
+  const handOnAway = handOn.filter((h) =>
+    windows.every((w) => distance(h.d.claimMs + leaseMs, w) > AWAY_FROM_FAULT_MS),
+  );
   const nearest = (atMs: number): string => {
     const w = [...windows].sort((a, b) => distance(atMs, a) - distance(atMs, b))[0];
     return w === undefined ? 'no fault' : `${w.name} ${signedS(atMs - w.fromMs)} from its start`;
@@ -95,11 +100,15 @@ export function analyseFaultRun(input: {
     const lag = run.firstMs - t.dueMs;
     lags.push(lag);
     if (lag < -50) early++;
-    if (windows.every((w) => distance(t.dueMs, w) > AWAY_FROM_FAULT_MS)) awayLags.push({ taskId: t.taskId, lag, dueMs: t.dueMs });
+    if (windows.every((w) => distance(t.dueMs, w) > AWAY_FROM_FAULT_MS))
+      awayLags.push({ taskId: t.taskId, lag, dueMs: t.dueMs });
     else nearMaxMs = Math.max(nearMaxMs, lag);
   }
   const [p50, p99, max] = percentiles(lags, [50, 99, 100]) as [number, number, number];
-  const worstAway = awayLags.reduce<(typeof awayLags)[number] | undefined>((w, x) => (w === undefined || x.lag > w.lag ? x : w), undefined);
+  const worstAway = awayLags.reduce<(typeof awayLags)[number] | undefined>(
+    (w, x) => (w === undefined || x.lag > w.lag ? x : w),
+    undefined,
+  );
 
   const submits = { ok: 0, unavailable: 0, backlog: 0, other: 0 };
   for (const a of input.answers) {
@@ -115,10 +124,28 @@ export function analyseFaultRun(input: {
     `clock: the node's own clock ran 3 s ahead; it read the database's with an offset of ${metricSum(input.metrics, 'wheelhouse_clock_offset_seconds').toFixed(3)} s`,
     `wheel partitions rebuilt in full from Postgres: ${metricSum(input.metrics, 'wheelhouse_partition_rebuilds_total')} (the first start rebuilds every partition once); tasks requeued ${metricSum(input.metrics, 'wheelhouse_tasks_requeued_total')}`,
   ];
-  if (lostTasks.length > 0) notes.push(`LOST: ${lostTasks.slice(0, 10).map((t) => `${t.taskId} ${statuses.get(t.taskId)?.status ?? 'absent'}`).join(', ')}`);
-  if (twice.length > 0) notes.push(`RAN TWICE on honest workers: ${twice.slice(0, 10).map((r) => `${r.taskId} attempts ${r.attempts.join(',')}`).join('; ')}`);
-  for (const h of overBar.slice(0, 10)) notes.push(`dropped lease handed on after ${fmtS(h.ms)} (claimed at ${rel(h.d.claimMs)}, nearest fault: ${nearest(h.d.claimMs + leaseMs)})`);
-  if (worstAway !== undefined) notes.push(`worst start lag away from faults: ${fmtS(worstAway.lag)}, due at ${rel(worstAway.dueMs)} (nearest fault: ${nearest(worstAway.dueMs)})`);
+  if (lostTasks.length > 0)
+    notes.push(
+      `LOST: ${lostTasks
+        .slice(0, 10)
+        .map((t) => `${t.taskId} ${statuses.get(t.taskId)?.status ?? 'absent'}`)
+        .join(', ')}`,
+    );
+  if (twice.length > 0)
+    notes.push(
+      `RAN TWICE on honest workers: ${twice
+        .slice(0, 10)
+        .map((r) => `${r.taskId} attempts ${r.attempts.join(',')}`)
+        .join('; ')}`,
+    );
+  for (const h of overBar.slice(0, 10))
+    notes.push(
+      `dropped lease handed on after ${fmtS(h.ms)} (claimed at ${rel(h.d.claimMs)}, nearest fault: ${nearest(h.d.claimMs + leaseMs)})`,
+    );
+  if (worstAway !== undefined)
+    notes.push(
+      `worst start lag away from faults: ${fmtS(worstAway.lag)}, due at ${rel(worstAway.dueMs)} (nearest fault: ${nearest(worstAway.dueMs)})`,
+    );
   notes.push(`start lag of tasks due within ${AWAY_FROM_FAULT_MS / 1000} s of a fault: max ${fmtS(nearMaxMs)}`);
   return {
     tasks: created.length,
@@ -168,12 +195,25 @@ function byLabel(text: string, name: string, label: string): Record<string, numb
   return out;
 }
 
-export const FAULT_HEADERS = ['run', 'tasks', 'lost', 'run twice (honest)', 'dropped leases: handed on after, max (all; expiring ≥ 6 s from a fault)', 'due ≥ 6 s from a fault: start lag max', 'start lag p50 / p99 / max', 'submits: 2xx / 503+RA / other', 'safety nets'];
+export const FAULT_HEADERS = [
+  'run',
+  'tasks',
+  'lost',
+  'run twice (honest)',
+  'dropped leases: handed on after, max (all; expiring ≥ 6 s from a fault)',
+  'due ≥ 6 s from a fault: start lag max',
+  'start lag p50 / p99 / max',
+  'submits: 2xx / 503+RA / other',
+  'safety nets',
+];
 
 export function faultRows(runs: (FaultRun | { error: string })[]): string[][] {
   return runs.map((r, i) => {
     if ('error' in r) return [`faults ${i + 1}`, 'FAILED', '', '', '', '', '', '', r.error.slice(0, 80)];
-    const nets = Object.entries(r.recovered).map(([k, n]) => `${k} ${n}`).join(', ') || 'all 0';
+    const nets =
+      Object.entries(r.recovered)
+        .map(([k, n]) => `${k} ${n}`)
+        .join(', ') || 'all 0';
     return [
       `faults ${i + 1}`,
       spaced(r.tasks),
@@ -191,23 +231,31 @@ export function faultRows(runs: (FaultRun | { error: string })[]): string[][] {
 export function faultTable(runs: (FaultRun | { error: string })[]): string {
   const body = faultRows(runs);
   const widths = FAULT_HEADERS.map((h, i) => Math.max(h.length, ...body.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]): string => cells.map((c, i) => c.padEnd(widths[i] as number)).join('  ').trimEnd();
+  const line = (cells: string[]): string =>
+    cells
+      .map((c, i) => c.padEnd(widths[i] as number))
+      .join('  ')
+      .trimEnd();
   return [line(FAULT_HEADERS), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)].join('\n');
 }
 
 /** How the figures of the section are defined (written with them). */
 const MEASURED = [
-  'One `wheelhouse node` on this machine\'s Postgres and Redis, started with `--test-clock-offset-seconds 3` (its own clock 3 s ahead) and `--retry-base-seconds 0.2`; a fresh schema and key prefix per run.',
+  "One `wheelhouse node` on this machine's Postgres and Redis, started with `--test-clock-offset-seconds 3` (its own clock 3 s ahead) and `--retry-base-seconds 0.2`; a fresh schema and key prefix per run.",
   'Load: for 130 s (of a 150 s window), a batch of 24 tasks every 500 ms, each due between its submit and 20 s later (a fifth at once), `timeout_seconds` 5, an idempotency key each; a 429/503 is sent again after its Retry-After. Four honest worker processes (SDK, 50 slots each); a dropping worker that takes 2 tasks every 3 s and never heartbeats or reports.',
-  'Faults, at +19.5, +40.5, +60, +79.5, +100.5 and +120 s: `pg_ctlcluster … restart -m fast`; `pg_terminate_backend` of the node\'s connections (`application_name`); `CLIENT KILL` of its Redis connections; `CLIENT PAUSE 4000 ALL`; Redis `SHUTDOWN NOSAVE` and started again with its own settings (empty); Postgres restarted again. A fault lasts from its start until its command returned (the pause: 4 s more).',
-  'Lost: tasks created (a 2xx answer) that are not `succeeded` in Postgres once nothing changed for 30 s after the last was due. Run twice: tasks an honest worker\'s handler started more than once. Dropped leases: a task the dropping worker took, from its claim to its next start by an honest worker; the bar (lease + 2 s) is held to those whose lease ran out more than 6 s from any fault. Start lag: first start − due time, over tasks the dropper never took; the bar (≤ 2 s) is held to tasks due more than 6 s from any fault.',
+  "Faults, at +19.5, +40.5, +60, +79.5, +100.5 and +120 s: `pg_ctlcluster … restart -m fast`; `pg_terminate_backend` of the node's connections (`application_name`); `CLIENT KILL` of its Redis connections; `CLIENT PAUSE 4000 ALL`; Redis `SHUTDOWN NOSAVE` and started again with its own settings (empty); Postgres restarted again. A fault lasts from its start until its command returned (the pause: 4 s more).",
+  "Lost: tasks created (a 2xx answer) that are not `succeeded` in Postgres once nothing changed for 30 s after the last was due. Run twice: tasks an honest worker's handler started more than once. Dropped leases: a task the dropping worker took, from its claim to its next start by an honest worker; the bar (lease + 2 s) is held to those whose lease ran out more than 6 s from any fault. Start lag: first start − due time, over tasks the dropper never took; the bar (≤ 2 s) is held to tasks due more than 6 s from any fault.",
 ];
 
 export const FAULTS_BEGIN = '<!-- chaos-faults:begin (npm run chaos -- --faults --write) -->';
 export const FAULTS_END = '<!-- chaos-faults:end -->';
 
 /** Replaces the section between the chaos-faults markers of docs/benchmarks.md, or appends one. */
-export function writeFaultsDoc(runs: (FaultRun | { error: string })[], notes: string[], meta: { command: string; machine: string; date: string; durationS: number }): void {
+export function writeFaultsDoc(
+  runs: (FaultRun | { error: string })[],
+  notes: string[],
+  meta: { command: string; machine: string; date: string; durationS: number },
+): void {
   const section = [
     FAULTS_BEGIN,
     '## Chaos: store faults under load',

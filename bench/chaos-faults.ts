@@ -12,11 +12,26 @@
 import { randomBytes } from 'node:crypto';
 import { Pool, request } from 'undici';
 import { startBenchNode, type BenchNode } from './node-process.js';
-import { ensureServices, killRedisClients, pauseRedis, redisLaunch, restartPostgres, restartRedisEmpty, terminatePostgresConnections, type RedisLaunch } from './services.js';
+import {
+  ensureServices,
+  killRedisClients,
+  pauseRedis,
+  redisLaunch,
+  restartPostgres,
+  restartRedisEmpty,
+  terminatePostgresConnections,
+  type RedisLaunch,
+} from './services.js';
 import type { BenchStores } from './stores.js';
 import { sleep } from './time.js';
 import { WorkerFleet } from './worker-process.js';
-import { analyseFaultRun, type DroppedClaim, type FaultRun, type FaultWindow, type SubmitAnswer } from './chaos-faults-report.js';
+import {
+  analyseFaultRun,
+  type DroppedClaim,
+  type FaultRun,
+  type FaultWindow,
+  type SubmitAnswer,
+} from './chaos-faults-report.js';
 import { byTask } from './chaos-analysis.js';
 
 export const FAULTS_TYPE = 'chaos.faults';
@@ -62,13 +77,22 @@ export async function runFaults(stores: BenchStores, args: FaultsArgs, log: (lin
   try {
     launch = await redisLaunch(stores.redis);
     node = await startBenchNode(names, [
-      '--node-id', nodeId,
-      '--test-clock-offset-seconds', String(CLOCK_OFFSET_SECONDS),
-      '--retry-base-seconds', '0.2',
+      '--node-id',
+      nodeId,
+      '--test-clock-offset-seconds',
+      String(CLOCK_OFFSET_SECONDS),
+      '--retry-base-seconds',
+      '0.2',
     ]);
     const url = node.url;
     log(`faults: node ${nodeId} at ${url}, its clock ${CLOCK_OFFSET_SECONDS} s ahead`);
-    const honest = await WorkerFleet.start(4, { url, taskType: FAULTS_TYPE, concurrency: 50, pollers: 1, recordStarts: true });
+    const honest = await WorkerFleet.start(4, {
+      url,
+      taskType: FAULTS_TYPE,
+      concurrency: 50,
+      pollers: 1,
+      recordStarts: true,
+    });
     fleets.push(honest);
     stopDropping = dropLeases(url);
 
@@ -80,7 +104,12 @@ export async function runFaults(stores: BenchStores, args: FaultsArgs, log: (lin
       await sleep(Math.max(0, startedMs + fault.at * loadMs - Date.now()));
       const from = Date.now();
       const detail = await inject(fault.name, stores, launch, nodeId, names.redisPrefix);
-      windows.push({ name: fault.name, fromMs: from, toMs: Date.now() + (fault.name.startsWith('Redis paused') ? 4_000 : 0), detail });
+      windows.push({
+        name: fault.name,
+        fromMs: from,
+        toMs: Date.now() + (fault.name.startsWith('Redis paused') ? 4_000 : 0),
+        detail,
+      });
       log(`faults: ${fault.name} at +${((from - startedMs) / 1000).toFixed(1)} s (${detail})`);
     }
     const submits = await submitting;
@@ -100,20 +129,41 @@ export async function runFaults(stores: BenchStores, args: FaultsArgs, log: (lin
     const results = await honest.stop();
     fleets.length = 0;
     const metrics = await (await request(`${url}/metrics`)).body.text();
-    const statuses = await stores.taskStatuses(names.schema, created.map((t) => t.taskId));
-    return analyseFaultRun({ created, answers: submits.answers, windows, dropped, runs: byTask(results), statuses, metrics, leaseMs: LEASE_SECONDS * 1000, startedMs });
+    const statuses = await stores.taskStatuses(
+      names.schema,
+      created.map((t) => t.taskId),
+    );
+    return analyseFaultRun({
+      created,
+      answers: submits.answers,
+      windows,
+      dropped,
+      runs: byTask(results),
+      statuses,
+      metrics,
+      leaseMs: LEASE_SECONDS * 1000,
+      startedMs,
+    });
   } finally {
     await stopDropping();
     for (const f of fleets) f.kill();
     await node?.stop().catch(() => undefined);
-    const restored = await ensureServices(launch).catch((error: unknown) => [`could not restore the services: ${String(error)}`]);
+    const restored = await ensureServices(launch).catch((error: unknown) => [
+      `could not restore the services: ${String(error)}`,
+    ]);
     if (restored.length > 0) log(`faults: ${restored.join(', ')}`);
     await stores.removeRun(names.schema, names.redisPrefix).catch(() => undefined);
   }
 }
 
 /** Carries out one fault; answers what it did. */
-async function inject(name: string, stores: BenchStores, launch: RedisLaunch, nodeId: string, prefix: string): Promise<string> {
+async function inject(
+  name: string,
+  stores: BenchStores,
+  launch: RedisLaunch,
+  nodeId: string,
+  prefix: string,
+): Promise<string> {
   switch (name) {
     case 'Postgres restarted':
     case 'Postgres restarted again':
@@ -155,7 +205,13 @@ async function submitAllAlong(
     const now = Date.now();
     const tasks = Array.from({ length: perBatch }, (_, i) => {
       const dueMs = i % 5 === 0 ? now : now + Math.floor(Math.random() * DUE_SPREAD_MS);
-      return { task_type: FAULTS_TYPE, timeout_seconds: LEASE_SECONDS, idempotency_key: `${run}-${b}-${i}`, payload: { due_ms: dueMs }, schedule: { type: 'delayed', due_time: new Date(dueMs).toISOString() } };
+      return {
+        task_type: FAULTS_TYPE,
+        timeout_seconds: LEASE_SECONDS,
+        idempotency_key: `${run}-${b}-${i}`,
+        payload: { due_ms: dueMs },
+        schedule: { type: 'delayed', due_time: new Date(dueMs).toISOString() },
+      };
     });
     sends.push(
       (async () => {
@@ -165,7 +221,12 @@ async function submitAllAlong(
           let retryAfter: string | null = null;
           let text = '';
           try {
-            const res = await pool.request({ path: '/api/tasks/batch', method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tasks }) });
+            const res = await pool.request({
+              path: '/api/tasks/batch',
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify({ tasks }),
+            });
             status = res.statusCode;
             retryAfter = (res.headers['retry-after'] as string | undefined) ?? null;
             text = await res.body.text();
@@ -199,7 +260,12 @@ function dropLeases(url: string): () => Promise<DroppedClaim[]> {
         const res = await request(`${url}/api/workers/poll`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ worker_id: 'chaos-dropper', task_types: [FAULTS_TYPE], max_tasks: DROP_TASKS, wait_ms: 1_000 }),
+          body: JSON.stringify({
+            worker_id: 'chaos-dropper',
+            task_types: [FAULTS_TYPE],
+            max_tasks: DROP_TASKS,
+            wait_ms: 1_000,
+          }),
         });
         const body = (await res.body.json()) as { tasks?: { task_id: string; attempt: number }[] };
         for (const t of body.tasks ?? []) claims.push({ taskId: t.task_id, claimMs: Date.now(), attempt: t.attempt });

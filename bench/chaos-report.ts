@@ -43,7 +43,15 @@ export function fmtS(ms: number): string {
   return Number.isFinite(ms) ? `${(ms / 1000).toFixed(2)} s` : '—';
 }
 
-export const HEADERS = ['run', 'tasks', 'lost', 'duplicated', 'partitions firing again after', 'herd p50/p99 start lag', 'all ready in'];
+export const HEADERS = [
+  'run',
+  'tasks',
+  'lost',
+  'duplicated',
+  'partitions firing again after',
+  'herd p50/p99 start lag',
+  'all ready in',
+];
 
 export function rows(outcomes: Outcome[]): string[][] {
   return outcomes.map((o) => {
@@ -67,12 +75,20 @@ export function rows(outcomes: Outcome[]): string[][] {
 export function consoleTable(outcomes: Outcome[]): string {
   const body = rows(outcomes);
   const widths = HEADERS.map((h, i) => Math.max(h.length, ...body.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]): string => cells.map((c, i) => c.padEnd(widths[i] as number)).join('  ').trimEnd();
+  const line = (cells: string[]): string =>
+    cells
+      .map((c, i) => c.padEnd(widths[i] as number))
+      .join('  ')
+      .trimEnd();
   return [line(HEADERS), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)].join('\n');
 }
 
 /** Replaces the section between the chaos markers in docs/benchmarks.md, or appends one. */
-export function writeDoc(outcomes: Outcome[], notes: string[], meta: { command: string; machine: string; date: string; durationS: number }): void {
+export function writeDoc(
+  outcomes: Outcome[],
+  notes: string[],
+  meta: { command: string; machine: string; date: string; durationS: number },
+): void {
   const section = [
     DOC_BEGIN,
     '## Chaos: a node SIGKILLed during the herd',
@@ -94,6 +110,9 @@ export function replaceSection(begin: string, end: string, section: string): voi
   const doc = readFileSync(DOC_PATH, 'utf8');
   const from = doc.indexOf(begin);
   const to = doc.indexOf(end);
-  const next = from >= 0 && to > from ? doc.slice(0, from) + section + doc.slice(to + end.length) : `${doc.trimEnd()}\n\n${section}\n`;
+  const next =
+    from >= 0 && to > from
+      ? doc.slice(0, from) + section + doc.slice(to + end.length)
+      : `${doc.trimEnd()}\n\n${section}\n`;
   writeFileSync(DOC_PATH, next);
 }

@@ -9,14 +9,35 @@
 import { parseArgs } from 'node:util';
 import { partitionOf } from '../src/lib/ids.js';
 import { killAllChildren } from './children.js';
-import { clusterView, killNode, metric, scrapeMetrics, startBenchCluster, submitSpread, waitSettled, type BenchCluster, type ClusterNode } from './cluster-nodes.js';
+import {
+  clusterView,
+  killNode,
+  metric,
+  scrapeMetrics,
+  startBenchCluster,
+  submitSpread,
+  waitSettled,
+  type BenchCluster,
+  type ClusterNode,
+} from './cluster-nodes.js';
 import { describeMachine } from './machine.js';
 import { runNames } from './node-process.js';
 import { median, percentiles, spaced } from './stats.js';
 import { BenchStores } from './stores.js';
 import { sleep } from './time.js';
 import { WorkerFleet } from './worker-process.js';
-import { HERD_TYPE, PROBE_TYPE, byTask, claimsInPostgres, countBy, diagnoseLost, duplicates, traffic, watchReady, watchTakeover } from './chaos-analysis.js';
+import {
+  HERD_TYPE,
+  PROBE_TYPE,
+  byTask,
+  claimsInPostgres,
+  countBy,
+  diagnoseLost,
+  duplicates,
+  traffic,
+  watchReady,
+  watchTakeover,
+} from './chaos-analysis.js';
 import { DOC_PATH, consoleTable, fmtS, writeDoc, type ChaosRun, type Outcome } from './chaos-report.js';
 import { runFaults } from './chaos-faults.js';
 import { ensureServices } from './services.js';
@@ -112,13 +133,23 @@ function parseChaosArgs(argv: string[]): ChaosArgs {
     runs: Math.round(positive('runs', values.runs)),
     loadSeconds: positive('load-seconds', values['load-seconds'] ?? (values.quick ? '60' : '150')),
     quick: values.quick,
-    tasks: Math.round(positive('tasks', values.tasks ?? (values.faults ? faultTasks : values.quick ? '10000' : '100000'))),
+    tasks: Math.round(
+      positive('tasks', values.tasks ?? (values.faults ? faultTasks : values.quick ? '10000' : '100000')),
+    ),
     killAfterMs: positive('kill-after-ms', values['kill-after-ms']),
     failureTimeoutSeconds: positive('failure-timeout-seconds', values['failure-timeout-seconds']),
     workers: Math.round(positive('workers', values.workers)),
     pollers: Math.round(positive('pollers', values.pollers)),
-    timeoutMinutes: positive('timeout-minutes', values['timeout-minutes'] ?? String(values.faults ? 6 * Number(values.runs) : 10)),
-    only: values.only === undefined ? null : values.only === 'kill' || values.only === 'no-kill' ? values.only : bad(`--only must be no-kill or kill, got "${values.only}"`),
+    timeoutMinutes: positive(
+      'timeout-minutes',
+      values['timeout-minutes'] ?? String(values.faults ? 6 * Number(values.runs) : 10),
+    ),
+    only:
+      values.only === undefined
+        ? null
+        : values.only === 'kill' || values.only === 'no-kill'
+          ? values.only
+          : bad(`--only must be no-kill or kill, got "${values.only}"`),
     keep: values.keep,
     write: values.write,
   };
@@ -150,10 +181,15 @@ async function main(): Promise<number> {
           (error: unknown) => log(`could not restore the services: ${String(error)}`),
         )
       : Promise.resolve();
-    const cleanup = restore.then(() => Promise.all([...unremoved].map(([schema, prefix]) => stores.removeRun(schema, prefix).catch(() => undefined))));
+    const cleanup = restore.then(() =>
+      Promise.all([...unremoved].map(([schema, prefix]) => stores.removeRun(schema, prefix).catch(() => undefined))),
+    );
     void Promise.race([cleanup, sleep(args.faults ? 90_000 : 5_000)]).finally(() => process.exit(1));
   };
-  const hardTimer = setTimeout(() => abort(`hard timeout of ${args.timeoutMinutes} min reached`), args.timeoutMinutes * 60_000);
+  const hardTimer = setTimeout(
+    () => abort(`hard timeout of ${args.timeoutMinutes} min reached`),
+    args.timeoutMinutes * 60_000,
+  );
   process.once('SIGINT', () => abort('interrupted'));
   process.once('SIGTERM', () => abort('terminated'));
 
@@ -165,9 +201,14 @@ async function main(): Promise<number> {
     clearTimeout(hardTimer);
     return code;
   }
-  log(`${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, PostgreSQL ${versions.postgres}, Redis ${versions.redis}, load ${machine.loadAvg1m}`);
-  if (machine.loadAvg1m > machine.cores * 0.5) log(`WARNING: load average ${machine.loadAvg1m} on ${machine.cores} cores: other work will skew the figures`);
-  log(`${args.quick ? 'QUICK: ' : ''}${spaced(args.tasks)} herd tasks on ${NODES} nodes, failure timeout ${args.failureTimeoutSeconds} s; run 1 without a kill, run 2 SIGKILLs a node at T + ${args.killAfterMs} ms`);
+  log(
+    `${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, PostgreSQL ${versions.postgres}, Redis ${versions.redis}, load ${machine.loadAvg1m}`,
+  );
+  if (machine.loadAvg1m > machine.cores * 0.5)
+    log(`WARNING: load average ${machine.loadAvg1m} on ${machine.cores} cores: other work will skew the figures`);
+  log(
+    `${args.quick ? 'QUICK: ' : ''}${spaced(args.tasks)} herd tasks on ${NODES} nodes, failure timeout ${args.failureTimeoutSeconds} s; run 1 without a kill, run 2 SIGKILLs a node at T + ${args.killAfterMs} ms`,
+  );
 
   const outcomes: Outcome[] = [];
   for (const kill of [false, true].filter((k) => args.only === null || args.only === (k ? 'kill' : 'no-kill'))) {
@@ -185,9 +226,12 @@ async function main(): Promise<number> {
 
   const table = consoleTable(outcomes);
   process.stdout.write(`\n${table}\n`);
-  const notes = outcomes.flatMap((o) => ('error' in o ? [`${o.label}: FAILED: ${o.error}`] : o.notes.map((n) => `${o.label}: ${n}`)));
+  const notes = outcomes.flatMap((o) =>
+    'error' in o ? [`${o.label}: FAILED: ${o.error}`] : o.notes.map((n) => `${o.label}: ${n}`),
+  );
   const details = outcomes.flatMap((o) => ('error' in o ? [] : o.details.map((n) => `${o.label}: ${n}`)));
-  if (notes.length + details.length > 0) process.stdout.write(`\nNotes:\n${[...notes, ...details].map((n) => `  - ${n}`).join('\n')}\n`);
+  if (notes.length + details.length > 0)
+    process.stdout.write(`\nNotes:\n${[...notes, ...details].map((n) => `  - ${n}`).join('\n')}\n`);
   if (args.write) {
     writeDoc(outcomes, notes, {
       command: `npm run chaos${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
@@ -197,7 +241,9 @@ async function main(): Promise<number> {
     });
     log(`wrote the chaos section of ${DOC_PATH}`);
   }
-  const bad = outcomes.some((o) => 'error' in o || o.lostHerd + o.lostProbes > 0 || o.duplicated > o.duplicatedInFlight);
+  const bad = outcomes.some(
+    (o) => 'error' in o || o.lostHerd + o.lostProbes > 0 || o.duplicated > o.duplicatedInFlight,
+  );
   if (bad) log('a run FAILED, lost tasks, or ran tasks twice that were not in flight on the dead node: see above');
   return bad ? 1 : 0;
 }
@@ -206,10 +252,16 @@ async function main(): Promise<number> {
 async function faultRuns(
   stores: BenchStores,
   args: ChaosArgs,
-  ctx: { machine: ReturnType<typeof describeMachine>; versions: { postgres: string; redis: string }; startedMs: number },
+  ctx: {
+    machine: ReturnType<typeof describeMachine>;
+    versions: { postgres: string; redis: string };
+    startedMs: number;
+  },
 ): Promise<number> {
   const { machine, versions } = ctx;
-  log(`faults: ${args.runs} run(s) of ${args.loadSeconds} s, ${spaced(args.tasks)} tasks each; load ${machine.loadAvg1m}`);
+  log(
+    `faults: ${args.runs} run(s) of ${args.loadSeconds} s, ${spaced(args.tasks)} tasks each; load ${machine.loadAvg1m}`,
+  );
   const runs: (FaultRun | { error: string })[] = [];
   for (let i = 0; i < args.runs; i++) {
     try {
@@ -225,7 +277,10 @@ async function faultRuns(
   const notes = runs.flatMap((r, i) =>
     'error' in r
       ? [`faults ${i + 1}: FAILED: ${r.error}`]
-      : [...r.notes, `duty failures (retried): ${JSON.stringify(r.dutyFailures)}; safety nets: ${JSON.stringify(r.recovered)}`].map((n) => `faults ${i + 1}: ${n}`),
+      : [
+          ...r.notes,
+          `duty failures (retried): ${JSON.stringify(r.dutyFailures)}; safety nets: ${JSON.stringify(r.recovered)}`,
+        ].map((n) => `faults ${i + 1}: ${n}`),
   );
   process.stdout.write(`\nNotes:\n${notes.map((n) => `  - ${n}`).join('\n')}\n`);
   if (args.write) {
@@ -238,7 +293,10 @@ async function faultRuns(
     log(`wrote the chaos-faults section of ${DOC_PATH}`);
   }
   const bad = runs.some((r) => 'error' in r || r.lost > 0 || r.ranTwice > 0 || r.submits.other > 0);
-  if (bad) log('a faults run FAILED, lost tasks, ran tasks twice on honest workers, or answered a submit with something else than 2xx or 503/429 + Retry-After');
+  if (bad)
+    log(
+      'a faults run FAILED, lost tasks, ran tasks twice on honest workers, or answered a submit with something else than 2xx or 503/429 + Retry-After',
+    );
   return bad ? 1 : 0;
 }
 
@@ -256,7 +314,9 @@ async function runOnce(stores: BenchStores, args: ChaosArgs, kill: boolean): Pro
     cluster = await startBenchCluster(names, NODES, { failureTimeoutSeconds: args.failureTimeoutSeconds });
     try {
       const { settledMs, firstUnsettled } = await waitSettled(cluster, 60_000);
-      notes.push(`cluster settled ${(settledMs / 1000).toFixed(1)} s after all nodes were ready${firstUnsettled ? `; first seen unsettled: ${firstUnsettled}` : ''}`);
+      notes.push(
+        `cluster settled ${(settledMs / 1000).toFixed(1)} s after all nodes were ready${firstUnsettled ? `; first seen unsettled: ${firstUnsettled}` : ''}`,
+      );
     } catch (error) {
       notes.push(`INVALID: ${(error as Error).message}`);
     }
@@ -265,14 +325,30 @@ async function runOnce(stores: BenchStores, args: ChaosArgs, kill: boolean): Pro
     const view = await clusterView(urls[0] as string);
     const partitions = view.partitions.length;
     // The victim: the node that owns the most wheel partitions (the most to take over).
-    const victim = [...nodes].sort((a, b) => (view.ring.partitions_per_node[b.nodeId] ?? 0) - (view.ring.partitions_per_node[a.nodeId] ?? 0))[0] as ClusterNode;
+    const victim = [...nodes].sort(
+      (a, b) => (view.ring.partitions_per_node[b.nodeId] ?? 0) - (view.ring.partitions_per_node[a.nodeId] ?? 0),
+    )[0] as ClusterNode;
     const victimIndex = nodes.indexOf(victim);
     const survivor = nodes.find((n) => n !== victim) as ClusterNode;
     notes.push(`ring ${view.ring.spread}; ${kill ? 'killed' : 'watched (not killed)'}: ${victim.nodeId}`);
 
-    const herdFleet = await WorkerFleet.start(args.workers, { url: urls[0] as string, urls, taskType: HERD_TYPE, concurrency: 1000, pollers: args.pollers, recordStarts: true });
+    const herdFleet = await WorkerFleet.start(args.workers, {
+      url: urls[0] as string,
+      urls,
+      taskType: HERD_TYPE,
+      concurrency: 1000,
+      pollers: args.pollers,
+      recordStarts: true,
+    });
     fleets.push(herdFleet);
-    const probeFleet = await WorkerFleet.start(1, { url: urls[0] as string, urls, taskType: PROBE_TYPE, concurrency: 300, pollers: 1, recordStarts: true });
+    const probeFleet = await WorkerFleet.start(1, {
+      url: urls[0] as string,
+      urls,
+      taskType: PROBE_TYPE,
+      concurrency: 300,
+      pollers: 1,
+      recordStarts: true,
+    });
     fleets.push(probeFleet);
 
     // T from a measured submission rate (the second of two rounds), as W2 does.
@@ -290,17 +366,36 @@ async function runOnce(stores: BenchStores, args: ChaosArgs, kill: boolean): Pro
     const probeDueMs = (i: number): number => dueMs - PROBE_LEAD_MS + Math.floor(i / perTick) * PROBE_EVERY_MS;
 
     const probeIds: string[] = new Array<string>(probeCount);
-    log(`${label}: submitting ${spaced(probeCount)} probes and ${spaced(args.tasks)} herd tasks due at ${new Date(dueMs).toISOString()} (calibrated at ${Math.round(submitPerMs * 1000)}/s)`);
-    const probeSubmit = await submitSpread(urls, probeCount, (i) => {
-      const due = probeDueMs(i);
-      return { task_type: PROBE_TYPE, priority: 0, timeout_seconds: LEASE_SECONDS, payload: { due_ms: due }, schedule: { type: 'delayed', due_time: new Date(due).toISOString() } };
-    }, { onCreated: (from, ids) => ids.forEach((id, k) => (probeIds[from + k] = id)) });
-    const herdTask = { task_type: HERD_TYPE, timeout_seconds: LEASE_SECONDS, payload: { due_ms: dueMs }, schedule: { type: 'delayed', due_time: new Date(dueMs).toISOString() } };
+    log(
+      `${label}: submitting ${spaced(probeCount)} probes and ${spaced(args.tasks)} herd tasks due at ${new Date(dueMs).toISOString()} (calibrated at ${Math.round(submitPerMs * 1000)}/s)`,
+    );
+    const probeSubmit = await submitSpread(
+      urls,
+      probeCount,
+      (i) => {
+        const due = probeDueMs(i);
+        return {
+          task_type: PROBE_TYPE,
+          priority: 0,
+          timeout_seconds: LEASE_SECONDS,
+          payload: { due_ms: due },
+          schedule: { type: 'delayed', due_time: new Date(due).toISOString() },
+        };
+      },
+      { onCreated: (from, ids) => ids.forEach((id, k) => (probeIds[from + k] = id)) },
+    );
+    const herdTask = {
+      task_type: HERD_TYPE,
+      timeout_seconds: LEASE_SECONDS,
+      payload: { due_ms: dueMs },
+      schedule: { type: 'delayed', due_time: new Date(dueMs).toISOString() },
+    };
     const herdSubmit = await submitSpread(urls, args.tasks, () => herdTask);
     const gapMs = dueMs - herdSubmit.lastAnsweredMs;
     notes.push(`last submit answer ${(gapMs / 1000).toFixed(1)} s before T`);
     if (gapMs < 2_000) notes.push(`INVALID: submission ended only ${(gapMs / 1000).toFixed(1)} s before T`);
-    if (probeSubmit.retried + herdSubmit.retried > 0) notes.push(`${probeSubmit.retried + herdSubmit.retried} submit requests were answered 429/503 and sent again`);
+    if (probeSubmit.retried + herdSubmit.retried > 0)
+      notes.push(`${probeSubmit.retried + herdSubmit.retried} submit requests were answered 429/503 and sent again`);
 
     // From just before T: the herd's readiness, and (with a kill) the kill and the takeover.
     const ready = watchReady(stores, names.redisPrefix, herdFleet, args.tasks, dueMs);
@@ -310,12 +405,19 @@ async function runOnce(stores: BenchStores, args: ChaosArgs, kill: boolean): Pro
     if (kill) {
       // The owners are read ahead (a status request can take a while under the herd), so the kill is on time.
       await sleep(Math.max(0, killAtMs - 1_500 - Date.now()));
-      const owned = (await clusterView(survivor.url, 5_000)).partitions.filter((p) => p.owner === victim.nodeId).map((p) => p.partition);
-      if (owned.join() !== victimPartitions.join()) notes.push(`the victim's partitions changed since the start: ${victimPartitions.length} → ${owned.length}`);
+      const owned = (await clusterView(survivor.url, 5_000)).partitions
+        .filter((p) => p.owner === victim.nodeId)
+        .map((p) => p.partition);
+      if (owned.join() !== victimPartitions.join())
+        notes.push(`the victim's partitions changed since the start: ${victimPartitions.length} → ${owned.length}`);
       await sleep(Math.max(0, killAtMs - Date.now()));
       killMs = await killNode(victim);
-      log(`${label}: SIGKILLed ${victim.nodeId} (pid ${victim.pid}) at T + ${killMs - dueMs} ms; it owned ${owned.length} partitions`);
-      notes.push(`SIGKILL at ${new Date(killMs).toISOString().slice(11, 23)} = T + ${((killMs - dueMs) / 1000).toFixed(2)} s`);
+      log(
+        `${label}: SIGKILLed ${victim.nodeId} (pid ${victim.pid}) at T + ${killMs - dueMs} ms; it owned ${owned.length} partitions`,
+      );
+      notes.push(
+        `SIGKILL at ${new Date(killMs).toISOString().slice(11, 23)} = T + ${((killMs - dueMs) / 1000).toFixed(2)} s`,
+      );
       const takeover = await watchTakeover(survivor, victim.nodeId, owned, killMs);
       heldMs = takeover.heldMs;
       notes.push(...takeover.notes);
@@ -327,7 +429,9 @@ async function runOnce(stores: BenchStores, args: ChaosArgs, kill: boolean): Pro
     // in-flight timeout (30 s). So the wait ends when all succeeded, or when nothing has changed
     // for STALL_MS once that is all past (or at DRAIN_LIMIT_MS in any case).
     const lastProbeDueMs = probeDueMs(probeCount - 1);
-    const owedBy = Math.max(lastProbeDueMs, killMs + args.failureTimeoutSeconds * 1000) + (LEASE_SECONDS + INFLIGHT_TIMEOUT_SECONDS) * 1000;
+    const owedBy =
+      Math.max(lastProbeDueMs, killMs + args.failureTimeoutSeconds * 1000) +
+      (LEASE_SECONDS + INFLIGHT_TIMEOUT_SECONDS) * 1000;
     const drainStart = Date.now();
     let herdCounts: Record<string, number> = {};
     let probeCounts: Record<string, number> = {};
@@ -343,7 +447,9 @@ async function runOnce(stores: BenchStores, args: ChaosArgs, kill: boolean): Pro
       await sleep(now < lastProbeDueMs ? 1_000 : 250);
     }
     const drainedMs = Date.now();
-    notes.push(`Postgres: herd ${JSON.stringify(herdCounts)}, probes ${JSON.stringify(probeCounts)} ${(drainedMs - (kill ? killMs : dueMs)) / 1000} s after ${kill ? 'the kill' : 'T'}`);
+    notes.push(
+      `Postgres: herd ${JSON.stringify(herdCounts)}, probes ${JSON.stringify(probeCounts)} ${(drainedMs - (kill ? killMs : dueMs)) / 1000} s after ${kill ? 'the kill' : 'T'}`,
+    );
 
     const herdResults = await herdFleet.stop();
     const probeResults = await probeFleet.stop();
@@ -356,7 +462,8 @@ async function runOnce(stores: BenchStores, args: ChaosArgs, kill: boolean): Pro
     const lags: number[] = [];
     for (const r of herdRuns.values()) lags.push(r.firstMs - dueMs);
     const [p50, p99, max] = percentiles(lags, [50, 99, 100]) as [number, number, number];
-    if (herdRuns.size !== args.tasks) notes.push(`the workers started ${herdRuns.size} distinct herd tasks of ${args.tasks}`);
+    if (herdRuns.size !== args.tasks)
+      notes.push(`the workers started ${herdRuns.size} distinct herd tasks of ${args.tasks}`);
     // Late first runs: ready entries a dead node had taken but not claimed wait in the in-flight
     // set until a survivor's requeueStale puts them back (inflightTimeoutSeconds, 30 s by default).
     const lateRuns = [...herdRuns.values()].filter((r) => r.firstMs - killMs >= LATE_AFTER_KILL_MS);
@@ -397,7 +504,9 @@ async function runOnce(stores: BenchStores, args: ChaosArgs, kill: boolean): Pro
     notes.push(`probe start lag (all ${probeRuns.size}): p50 ${fmtS(pp50)}, p99 ${fmtS(pp99)}`);
 
     const survivors = kill ? nodes.filter((n) => n !== victim) : nodes;
-    const scrapes = await Promise.all(survivors.map((n) => scrapeMetrics(n.url).catch(() => new Map<string, number>())));
+    const scrapes = await Promise.all(
+      survivors.map((n) => scrapeMetrics(n.url).catch(() => new Map<string, number>())),
+    );
     const sum = (name: string, labels?: string): number => scrapes.reduce((n, s) => n + metric(s, name, labels), 0);
     notes.push(
       `${kill ? 'survivors' : 'nodes'}: wheelhouse_stale_epoch_total ${sum('wheelhouse_stale_epoch_total')}, actors handed off ${sum('wheelhouse_actors_handed_off_total')}, ` +
@@ -412,9 +521,11 @@ async function runOnce(stores: BenchStores, args: ChaosArgs, kill: boolean): Pro
       for (const line of n.output().split('\n')) {
         const msg = /"msg":"([^"]*)"/.exec(line)?.[1];
         const count = Number(/"count":(\d+)/.exec(line)?.[1] ?? 1);
-        if (msg && /never claimed|not running|lost this partition|stale activation/.test(msg)) said.set(msg, (said.get(msg) ?? 0) + count);
+        if (msg && /never claimed|not running|lost this partition|stale activation/.test(msg))
+          said.set(msg, (said.get(msg) ?? 0) + count);
       }
-      if (said.size > 0) notes.push(`${n.nodeId} logged (last lines): ${[...said].map(([m, c]) => `"${m}" ×${c}`).join(', ')}`);
+      if (said.size > 0)
+        notes.push(`${n.nodeId} logged (last lines): ${[...said].map(([m, c]) => `"${m}" ×${c}`).join(', ')}`);
     }
     const lostHerd = args.tasks - (herdCounts.succeeded ?? 0);
     const lostProbes = probeCount - (probeCounts.succeeded ?? 0);
@@ -422,7 +533,8 @@ async function runOnce(stores: BenchStores, args: ChaosArgs, kill: boolean): Pro
       const lost = await diagnoseLost(stores, names.schema, survivors[0] as ClusterNode, partitions);
       notes.push(lost.summary);
       details.push(...lost.detail);
-      for (const n of survivors) details.push(`${n.nodeId} output (last lines): ${n.output().split('\n').slice(-5).join(' ⏎ ')}`);
+      for (const n of survivors)
+        details.push(`${n.nodeId} output (last lines): ${n.output().split('\n').slice(-5).join(' ⏎ ')}`);
     }
     return {
       label: kill ? `kill ${victim.nodeId} at T+${((killMs - dueMs) / 1000).toFixed(1)} s` : 'no kill',
@@ -449,7 +561,10 @@ async function runOnce(stores: BenchStores, args: ChaosArgs, kill: boolean): Pro
   } finally {
     await cluster?.stop();
     if (args.keep) log(`${label}: kept schema ${names.schema} and Redis prefix ${names.redisPrefix}`);
-    else await stores.removeRun(names.schema, names.redisPrefix).catch((e: unknown) => log(`cleanup of ${names.schema} failed: ${String(e)}`));
+    else
+      await stores
+        .removeRun(names.schema, names.redisPrefix)
+        .catch((e: unknown) => log(`cleanup of ${names.schema} failed: ${String(e)}`));
     unremoved.delete(names.schema);
   }
 }

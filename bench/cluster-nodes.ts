@@ -48,8 +48,17 @@ export async function startBenchCluster(
   const ids = Array.from({ length: count }, (_, i) => `n${i + 1}`);
   const settled = await Promise.allSettled(
     ids.map(async (nodeId): Promise<ClusterNode> => {
-      const flags = ['--node-id', nodeId, '--cluster-secret', secret, '--heartbeat-seconds', String(heartbeatSeconds),
-        '--failure-timeout-seconds', String(failureTimeoutSeconds), ...extraFlags];
+      const flags = [
+        '--node-id',
+        nodeId,
+        '--cluster-secret',
+        secret,
+        '--heartbeat-seconds',
+        String(heartbeatSeconds),
+        '--failure-timeout-seconds',
+        String(failureTimeoutSeconds),
+        ...extraFlags,
+      ];
       const node = await startBenchNode(names, flags);
       return Object.assign(node, { nodeId });
     }),
@@ -76,7 +85,8 @@ export interface ClusterView {
 
 export async function clusterView(url: string, timeoutMs = 2_000): Promise<ClusterView> {
   const res = await request(`${url}/admin/cluster`, { headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
-  if (res.statusCode !== 200) throw new Error(`GET ${url}/admin/cluster answered ${res.statusCode}: ${(await res.body.text()).slice(0, 300)}`);
+  if (res.statusCode !== 200)
+    throw new Error(`GET ${url}/admin/cluster answered ${res.statusCode}: ${(await res.body.text()).slice(0, 300)}`);
   return (await res.body.json()) as ClusterView;
 }
 
@@ -86,9 +96,15 @@ export async function clusterView(url: string, timeoutMs = 2_000): Promise<Clust
  * and the first unsettled state seen (empty when settled at once); throws after `limitMs`
  * with the last view that was not settled.
  */
-export async function waitSettled(cluster: BenchCluster, limitMs = 60_000): Promise<{ settledMs: number; firstUnsettled: string }> {
+export async function waitSettled(
+  cluster: BenchCluster,
+  limitMs = 60_000,
+): Promise<{ settledMs: number; firstUnsettled: string }> {
   const started = Date.now();
-  const all = cluster.nodes.map((n) => n.nodeId).sort().join(',');
+  const all = cluster.nodes
+    .map((n) => n.nodeId)
+    .sort()
+    .join(',');
   let first = '';
   let last = '';
   while (Date.now() - started < limitMs) {
@@ -97,7 +113,14 @@ export async function waitSettled(cluster: BenchCluster, limitMs = 60_000): Prom
       if (typeof v === 'string') return [v];
       if ([...v.ring.nodes].sort().join(',') !== all) return [`${v.node_id} routes by ring ${v.ring.nodes.join(',')}`];
       const off = v.partitions.filter((p) => p.held_by !== p.owner);
-      return off.length === 0 ? [] : [`${v.node_id} sees ${off.length} partitions held by a node other than their owner (${off.slice(0, 4).map((p) => `${p.partition} owner ${p.owner} held by ${p.held_by} epoch ${p.epoch}`).join('; ')})`];
+      return off.length === 0
+        ? []
+        : [
+            `${v.node_id} sees ${off.length} partitions held by a node other than their owner (${off
+              .slice(0, 4)
+              .map((p) => `${p.partition} owner ${p.owner} held by ${p.held_by} epoch ${p.epoch}`)
+              .join('; ')})`,
+          ];
     });
     if (unsettled.length === 0) return { settledMs: Date.now() - started, firstUnsettled: first };
     last = unsettled.join(' | ');
@@ -142,7 +165,12 @@ export async function submitSpread(
       for (let i = from; i < to; i++) tasks.push(taskAt(i));
       const body = JSON.stringify({ tasks });
       for (let attempt = 0; ; attempt++) {
-        const res = await (pools[via] as Pool).request({ path: '/api/tasks/batch', method: 'POST', headers: { 'content-type': 'application/json' }, body });
+        const res = await (pools[via] as Pool).request({
+          path: '/api/tasks/batch',
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body,
+        });
         const text = await res.body.text();
         if ((res.statusCode === 429 || res.statusCode === 503) && attempt < 50) {
           retried++;
@@ -150,8 +178,13 @@ export async function submitSpread(
           await sleep(Number.isFinite(after) ? after * 1000 : 500);
           continue;
         }
-        if (res.statusCode !== 201 && res.statusCode !== 200) throw new Error(`POST ${urls[via]}/api/tasks/batch answered ${res.statusCode}: ${text.slice(0, 500)}`);
-        onCreated?.(from, (JSON.parse(text) as { tasks: { task_id: string }[] }).tasks.map((t) => t.task_id), via);
+        if (res.statusCode !== 201 && res.statusCode !== 200)
+          throw new Error(`POST ${urls[via]}/api/tasks/batch answered ${res.statusCode}: ${text.slice(0, 500)}`);
+        onCreated?.(
+          from,
+          (JSON.parse(text) as { tasks: { task_id: string }[] }).tasks.map((t) => t.task_id),
+          via,
+        );
         break;
       }
     }

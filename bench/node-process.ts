@@ -42,8 +42,24 @@ export async function startBenchNode(
     spawn(
       process.execPath,
       // BENCH_NODE_ARGS: extra Node.js flags for the node process only, e.g. "--cpu-prof".
-      [...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []), CLI, 'node', '--port', String(port), '--host', '127.0.0.1', '--postgres-schema', schema, '--redis-prefix', redisPrefix,
-        '--log-level', 'warn', '--builtin-executors', 'false', ...extraFlags],
+      [
+        ...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
+        CLI,
+        'node',
+        '--port',
+        String(port),
+        '--host',
+        '127.0.0.1',
+        '--postgres-schema',
+        schema,
+        '--redis-prefix',
+        redisPrefix,
+        '--log-level',
+        'warn',
+        '--builtin-executors',
+        'false',
+        ...extraFlags,
+      ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     ),
   );

@@ -47,7 +47,11 @@ export function rows(reports: WorkloadReport[]): string[][] {
 export function consoleTable(reports: WorkloadReport[]): string {
   const body = rows(reports);
   const widths = HEADERS.map((h, i) => Math.max(h.length, ...body.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]): string => cells.map((c, i) => c.padEnd(widths[i] as number)).join('  ').trimEnd();
+  const line = (cells: string[]): string =>
+    cells
+      .map((c, i) => c.padEnd(widths[i] as number))
+      .join('  ')
+      .trimEnd();
   return [line(HEADERS), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)].join('\n');
 }
 
@@ -98,7 +102,7 @@ export function markdown(reports: WorkloadReport[], meta: ReportMeta): string {
     '## What is measured',
     '',
     '- Each run of each workload starts a fresh node process with its own Postgres schema and Redis key prefix, removed afterwards.',
-    '- Node max RSS: the node process\'s resident memory sampled every 200 ms during the workload, the largest sample.',
+    "- Node max RSS: the node process's resident memory sampled every 200 ms during the workload, the largest sample.",
     ...reports.flatMap((r) => r.workload.definitions.map((d) => `- ${d}`)),
     '',
   ].join('\n');

@@ -42,11 +42,16 @@ async function main(): Promise<number> {
   const abort = (reason: string): void => {
     log(`ABORT: ${reason}; killing child processes`);
     killAllChildren();
-    const cleanup = Promise.all([...unremoved].map(([schema, prefix]) => stores.removeRun(schema, prefix).catch(() => undefined)));
+    const cleanup = Promise.all(
+      [...unremoved].map(([schema, prefix]) => stores.removeRun(schema, prefix).catch(() => undefined)),
+    );
     const limit = new Promise((r) => setTimeout(r, 5_000));
     void Promise.race([cleanup, limit]).finally(() => process.exit(1));
   };
-  const hardTimer = setTimeout(() => abort(`hard timeout of ${args.timeoutMinutes} min reached`), args.timeoutMinutes * 60_000);
+  const hardTimer = setTimeout(
+    () => abort(`hard timeout of ${args.timeoutMinutes} min reached`),
+    args.timeoutMinutes * 60_000,
+  );
   process.once('SIGINT', () => abort('interrupted'));
   process.once('SIGTERM', () => abort('terminated'));
 
@@ -57,8 +62,11 @@ async function main(): Promise<number> {
   }
   const versions = await stores.versions();
   const machine = describeMachine();
-  log(`${machine.cpuModel}, ${machine.cores} cores, ${machine.memoryGiB} GiB, Node ${machine.node}, PostgreSQL ${versions.postgres}, Redis ${versions.redis}, load ${machine.loadAvg1m}`);
-  if (machine.loadAvg1m > machine.cores * 0.5) log(`WARNING: load average ${machine.loadAvg1m} on ${machine.cores} cores: other work will skew the figures`);
+  log(
+    `${machine.cpuModel}, ${machine.cores} cores, ${machine.memoryGiB} GiB, Node ${machine.node}, PostgreSQL ${versions.postgres}, Redis ${versions.redis}, load ${machine.loadAvg1m}`,
+  );
+  if (machine.loadAvg1m > machine.cores * 0.5)
+    log(`WARNING: load average ${machine.loadAvg1m} on ${machine.cores} cores: other work will skew the figures`);
   log(`${args.quick ? 'QUICK mode, ' : ''}${args.runs} run(s) of ${selected.map((w) => w.id).join(', ')}`);
 
   const reports: WorkloadReport[] = [];
@@ -88,7 +96,9 @@ async function main(): Promise<number> {
         const figures = await workload.run(ctx);
         figures.notes.push(...(await safetyNetNotes(nodes)));
         runs.push(figures);
-        const summary = workload.metrics.map((m) => `${m.key}=${(figures.values[m.key] ?? Number.NaN).toFixed(m.digits === 0 ? 0 : 3)}`);
+        const summary = workload.metrics.map(
+          (m) => `${m.key}=${(figures.values[m.key] ?? Number.NaN).toFixed(m.digits === 0 ? 0 : 3)}`,
+        );
         log(`${workload.id} run ${i}: ${summary.join(' ')}${figures.verified ? '' : '  !!! VERIFICATION FAILED'}`);
         for (const note of figures.notes) log(`${workload.id} run ${i}: ${note}`);
       } catch (error) {
@@ -99,7 +109,9 @@ async function main(): Promise<number> {
       } finally {
         for (const node of nodes) await node.stop();
         for (const names of started) {
-          await stores.removeRun(names.schema, names.redisPrefix).catch((e: unknown) => log(`cleanup of ${names.schema} failed: ${String(e)}`));
+          await stores
+            .removeRun(names.schema, names.redisPrefix)
+            .catch((e: unknown) => log(`cleanup of ${names.schema} failed: ${String(e)}`));
           unremoved.delete(names.schema);
         }
       }
@@ -115,7 +127,15 @@ async function main(): Promise<number> {
   if (notes.length > 0) process.stdout.write(`\nNotes:\n${notes.map((n) => `  - ${n}`).join('\n')}\n`);
   if (args.write) {
     const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
-    const written = markdown(reports, { machine, stores: versions, command, quick: args.quick, workers: args.workers, pollers: args.pollers, durationS });
+    const written = markdown(reports, {
+      machine,
+      stores: versions,
+      command,
+      quick: args.quick,
+      workers: args.workers,
+      pollers: args.pollers,
+      durationS,
+    });
     writeFileSync(DOC_PATH, `${written.trimEnd()}\n${keptSections(DOC_PATH)}`);
     log(`wrote ${DOC_PATH}`);
   }
@@ -142,7 +162,9 @@ async function safetyNetNotes(nodes: readonly BenchNode[]): Promise<string[]> {
   for (const node of nodes) {
     const scrape = await scrapeMetrics(node.url).catch(() => null);
     if (scrape === null) continue;
-    const kinds = ['lease', 'pending', 'blocked'].map((kind) => `${kind} ${metric(scrape, 'wheelhouse_safety_net_recovered_total', `kind="${kind}"`)}`);
+    const kinds = ['lease', 'pending', 'blocked'].map(
+      (kind) => `${kind} ${metric(scrape, 'wheelhouse_safety_net_recovered_total', `kind="${kind}"`)}`,
+    );
     let duties = 0;
     for (const [series, value] of scrape) if (series.startsWith('wheelhouse_duty_failures_total')) duties += value;
     notes.push(`safety nets recovered: ${kinds.join(', ')}; duty failures retried: ${duties}`);

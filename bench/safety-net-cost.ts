@@ -26,7 +26,11 @@ const PASSES = 5;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { pending: { type: 'string', default: '10000000' }, running: { type: 'string', default: '10000' }, overdue: { type: 'string', default: '300000' } },
+    options: {
+      pending: { type: 'string', default: '10000000' },
+      running: { type: 'string', default: '10000' },
+      overdue: { type: 'string', default: '300000' },
+    },
   });
   const pending = Number(values.pending);
   const running = Number(values.running);
@@ -53,7 +57,9 @@ async function main(): Promise<void> {
     await load(pending, 'pending', `now() + interval '1 hour' + random() * interval '7 days'`);
     await load(running, 'running', 'now()', `now() + interval '60 seconds'`);
     await db.query('ANALYZE tasks');
-    console.log(`loaded ${spaced(pending)} pending and ${spaced(running)} running tasks in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+    console.log(
+      `loaded ${spaced(pending)} pending and ${spaced(running)} running tasks in ${((Date.now() - started) / 1000).toFixed(0)} s`,
+    );
     const { rows } = await db.query<{ size: string }>(`SELECT pg_size_pretty(pg_total_relation_size('tasks')) AS size`);
     console.log(`tasks table with its indexes: ${rows[0]?.size}`);
 
@@ -97,13 +103,15 @@ async function main(): Promise<void> {
       started = Date.now();
       await load(overdue, 'pending', `now() - interval '60 seconds'`);
       await db.query('ANALYZE tasks');
-      console.log(`added ${spaced(overdue)} overdue pending tasks (a herd waiting for workers) in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+      console.log(
+        `added ${spaced(overdue)} overdue pending tasks (a herd waiting for workers) in ${((Date.now() - started) / 1000).toFixed(0)} s`,
+      );
       await report(`with a backlog of ${spaced(overdue)} overdue`, true);
     }
   } finally {
     await db.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
     await db.close();
-    for (let cursor = '0'; ; ) {
+    for (let cursor = '0'; ;) {
       const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
       if (keys.length > 0) await redis.unlink(...keys);
       cursor = next;

@@ -33,7 +33,9 @@ async function waitFor(check: () => boolean | Promise<boolean>, limitMs: number,
 /** `pg_ctlcluster … restart -m fast`; resolves once Postgres accepts connections again. Answers how long it was down, ms. */
 export async function restartPostgres(): Promise<number> {
   const started = Date.now();
-  execFileSync('pg_ctlcluster', ['--skip-systemctl-redirect', postgresVersion(), 'main', 'restart', '-m', 'fast'], { stdio: 'ignore' });
+  execFileSync('pg_ctlcluster', ['--skip-systemctl-redirect', postgresVersion(), 'main', 'restart', '-m', 'fast'], {
+    stdio: 'ignore',
+  });
   await waitFor(postgresReady, 60_000, 'Postgres was not back');
   return Date.now() - started;
 }
@@ -72,15 +74,33 @@ export interface RedisLaunch {
 
 /** Reads the settings a restart must keep (bind, port, dir, logfile, persistence). */
 export async function redisLaunch(redis: Redis): Promise<RedisLaunch> {
-  const get = async (key: string): Promise<string> => String(((await redis.call('CONFIG', 'GET', key)) as string[])[1] ?? '');
-  const [bind, port, dir, logfile, save, appendonly] = await Promise.all(['bind', 'port', 'dir', 'logfile', 'save', 'appendonly'].map(get));
-  const args = ['--daemonize', 'yes', '--bind', ...bind!.split(/\s+/).filter(Boolean), '--port', port!, '--save', save!, '--appendonly', appendonly!, '--dir', dir!];
+  const get = async (key: string): Promise<string> =>
+    String(((await redis.call('CONFIG', 'GET', key)) as string[])[1] ?? '');
+  const [bind, port, dir, logfile, save, appendonly] = await Promise.all(
+    ['bind', 'port', 'dir', 'logfile', 'save', 'appendonly'].map(get),
+  );
+  const args = [
+    '--daemonize',
+    'yes',
+    '--bind',
+    ...bind!.split(/\s+/).filter(Boolean),
+    '--port',
+    port!,
+    '--save',
+    save!,
+    '--appendonly',
+    appendonly!,
+    '--dir',
+    dir!,
+  ];
   if (logfile) args.push('--logfile', logfile);
   return { args };
 }
 
 function redisUp(port: string): boolean {
-  return spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', port, 'ping'], { encoding: 'utf8' }).stdout?.trim() === 'PONG';
+  return (
+    spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', port, 'ping'], { encoding: 'utf8' }).stdout?.trim() === 'PONG'
+  );
 }
 
 /**
@@ -111,7 +131,18 @@ export async function ensureServices(launch: RedisLaunch | null): Promise<string
     await waitFor(postgresReady, 60_000, 'Postgres did not start');
     done.push('started Postgres');
   }
-  const args = launch?.args ?? ['--daemonize', 'yes', '--bind', '127.0.0.1', '--port', '6379', '--save', '', '--appendonly', 'no'];
+  const args = launch?.args ?? [
+    '--daemonize',
+    'yes',
+    '--bind',
+    '127.0.0.1',
+    '--port',
+    '6379',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+  ];
   const port = args[args.indexOf('--port') + 1] ?? '6379';
   if (!redisUp(port)) {
     startRedis({ args });

@@ -9,7 +9,9 @@ export function percentile(values: ArrayLike<number>, p: number): number {
 export function percentiles(values: ArrayLike<number>, ps: readonly number[]): number[] {
   if (values.length === 0) return ps.map(() => Number.NaN);
   const sorted = Float64Array.from(values).sort();
-  return ps.map((p) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] as number);
+  return ps.map(
+    (p) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] as number,
+  );
 }
 
 /** The median of run figures (the mean of the middle two for an even count); NaN for none. */
@@ -17,7 +19,9 @@ export function median(values: readonly number[]): number {
   const finite = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
   if (finite.length === 0) return Number.NaN;
   const mid = finite.length >> 1;
-  return finite.length % 2 === 1 ? (finite[mid] as number) : ((finite[mid - 1] as number) + (finite[mid] as number)) / 2;
+  return finite.length % 2 === 1
+    ? (finite[mid] as number)
+    : ((finite[mid - 1] as number) + (finite[mid] as number)) / 2;
 }
 
 /** 100000 → "100 000", as the report writes counts. */

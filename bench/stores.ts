@@ -72,7 +72,12 @@ export class BenchStores {
   }
 
   /** Counts by stored status of one task type's cron instances with fire times in [fromMs, toMs]. */
-  async cronStatusCounts(schema: string, taskType: string, fromMs: number, toMs: number): Promise<Record<string, number>> {
+  async cronStatusCounts(
+    schema: string,
+    taskType: string,
+    fromMs: number,
+    toMs: number,
+  ): Promise<Record<string, number>> {
     const { rows } = await this.pg.query<{ status: string; n: string }>(
       `SELECT status, count(*) AS n FROM "${schema}".tasks
        WHERE task_type = $1 AND schedule_id IS NOT NULL
@@ -93,7 +98,10 @@ export class BenchStores {
   }
 
   /** The latest completed_at among the tasks of the given DAGs (Unix ms, NaN for none) and how many have none. */
-  async dagLastCompleted(schema: string, dagIds: readonly string[]): Promise<{ lastMs: number; withoutCompletedAt: number }> {
+  async dagLastCompleted(
+    schema: string,
+    dagIds: readonly string[],
+  ): Promise<{ lastMs: number; withoutCompletedAt: number }> {
     const { rows } = await this.pg.query<{ lastMs: number | null; missing: string }>(
       `SELECT (extract(epoch FROM max(completed_at)) * 1000)::float8 AS "lastMs",
               count(*) FILTER (WHERE completed_at IS NULL) AS missing
@@ -142,7 +150,10 @@ export class BenchStores {
   }
 
   /** Status and attempts of some tasks, by id. */
-  async taskStatuses(schema: string, ids: readonly string[]): Promise<Map<string, { status: string; attempts: number }>> {
+  async taskStatuses(
+    schema: string,
+    ids: readonly string[],
+  ): Promise<Map<string, { status: string; attempts: number }>> {
     const { rows } = await this.pg.query<{ id: string; status: string; attempts: number }>(
       `SELECT id::text, status, attempts FROM "${schema}".tasks WHERE id = ANY($1::uuid[])`,
       [ids],

@@ -67,9 +67,17 @@ export async function submitTasks(
       const tasks = [];
       for (let i = from; i < to; i++) tasks.push(taskAt(i));
       const body = JSON.stringify({ tasks });
-      const { status, text } = await sendRetrying(pool, { path: '/api/tasks/batch', method: 'POST', headers: JSON_HEADERS, body }, () => retried++);
-      if (status !== 201 && status !== 200) throw new Error(`POST /api/tasks/batch answered ${status}: ${text.slice(0, 500)}`);
-      onCreated?.(from, (JSON.parse(text) as { tasks: { task_id: string }[] }).tasks.map((t) => t.task_id));
+      const { status, text } = await sendRetrying(
+        pool,
+        { path: '/api/tasks/batch', method: 'POST', headers: JSON_HEADERS, body },
+        () => retried++,
+      );
+      if (status !== 201 && status !== 200)
+        throw new Error(`POST /api/tasks/batch answered ${status}: ${text.slice(0, 500)}`);
+      onCreated?.(
+        from,
+        (JSON.parse(text) as { tasks: { task_id: string }[] }).tasks.map((t) => t.task_id),
+      );
     }
   };
   try {
@@ -151,8 +159,13 @@ export async function submitDags(
     while (next < count) {
       const index = next++;
       const body = JSON.stringify(dagAt(index));
-      const { status, text } = await sendRetrying(pool, { path: '/api/dags', method: 'POST', headers: JSON_HEADERS, body }, () => retried++);
-      if (status !== 201 && status !== 200) throw new Error(`POST /api/dags (request ${index}) answered ${status}: ${text.slice(0, 500)}`);
+      const { status, text } = await sendRetrying(
+        pool,
+        { path: '/api/dags', method: 'POST', headers: JSON_HEADERS, body },
+        () => retried++,
+      );
+      if (status !== 201 && status !== 200)
+        throw new Error(`POST /api/dags (request ${index}) answered ${status}: ${text.slice(0, 500)}`);
       const answer = JSON.parse(text) as DagAnswer;
       dagIds[index] = answer.dag_id;
       onCreated?.(index, answer);

@@ -45,7 +45,13 @@ export const w1Throughput: Workload = {
       'another node than the one that claimed them.',
   ],
   metrics: [
-    { key: 'rate', label: 'processed, submit → last completion', unit: '/s', digits: 0, bar: { op: '>=', value: 28_000, reference: 'BullMQ ≈ 19 000/s' } },
+    {
+      key: 'rate',
+      label: 'processed, submit → last completion',
+      unit: '/s',
+      digits: 0,
+      bar: { op: '>=', value: 28_000, reference: 'BullMQ ≈ 19 000/s' },
+    },
     { key: 'wallS', label: 'wall time', unit: 's', digits: 2 },
     { key: 'submitRate', label: 'submitted', unit: '/s', digits: 0 },
     { key: 'rssMiB', label: 'node max RSS', unit: 'MiB', digits: 0 },
@@ -74,10 +80,18 @@ export const w1Throughput: Workload = {
 
 async function onOneNode(ctx: RunContext, count: number): Promise<RunFigures> {
   const node = await ctx.startNode();
-  const fleet = await WorkerFleet.start(ctx.workers, { url: node.url, taskType: TASK_TYPE, concurrency: CONCURRENCY, pollers: ctx.pollers });
+  const fleet = await WorkerFleet.start(ctx.workers, {
+    url: node.url,
+    taskType: TASK_TYPE,
+    concurrency: CONCURRENCY,
+    pollers: ctx.pollers,
+  });
   try {
     node.rss.reset();
-    const cpu = new CpuWindow([['node', [node.pid]], ['worker', fleet.pids]]);
+    const cpu = new CpuWindow([
+      ['node', [node.pid]],
+      ['worker', fleet.pids],
+    ]);
     const submitted = await submitTasks(node.url, count, () => ({ task_type: TASK_TYPE }));
     await fleet.until((f) => f.reported >= count, 60_000 + count, `${count} W1 results`);
     const cpuNote = cpu.note(count);
@@ -126,7 +140,14 @@ async function onCluster(ctx: RunContext, count: number): Promise<ClusterFigures
     const nodes = cluster.nodes;
     const urls = nodes.map((n) => n.url);
     const { spread } = (await clusterView(urls[0] as string)).ring;
-    fleet = await WorkerFleet.start(ctx.workers, { url: urls[0] as string, urls, taskType: TASK_TYPE, concurrency: CONCURRENCY, pollers: ctx.pollers, recordStarts: true });
+    fleet = await WorkerFleet.start(ctx.workers, {
+      url: urls[0] as string,
+      urls,
+      taskType: TASK_TYPE,
+      concurrency: CONCURRENCY,
+      pollers: ctx.pollers,
+      recordStarts: true,
+    });
     for (const n of nodes) n.rss.reset();
     const before = await Promise.all(urls.map((u) => scrapeMetrics(u)));
     const cpu = new CpuWindow([...nodes.map((n): [string, number[]] => [n.nodeId, [n.pid]]), ['worker', fleet.pids]]);
@@ -151,8 +172,17 @@ async function onCluster(ctx: RunContext, count: number): Promise<ClusterFigures
         `${workerTraffic(results)}`,
     );
     notes.push(`${CLUSTER_NODES} nodes: ${cpuNote}`);
-    notes.push(`${CLUSTER_NODES} nodes: ${transportNote(nodes.map((n) => n.nodeId), before, after, results, count)}`);
-    if (submitted.retried > 0) notes.push(`${CLUSTER_NODES} nodes: ${submitted.retried} submit requests were answered 429/503 and sent again`);
+    notes.push(
+      `${CLUSTER_NODES} nodes: ${transportNote(
+        nodes.map((n) => n.nodeId),
+        before,
+        after,
+        results,
+        count,
+      )}`,
+    );
+    if (submitted.retried > 0)
+      notes.push(`${CLUSTER_NODES} nodes: ${submitted.retried} submit requests were answered 429/503 and sent again`);
     return {
       rate: (count / wallMs) * 1000,
       submitRate: (count / (submitted.lastAnsweredMs - submitted.firstSubmitMs)) * 1000,
@@ -166,7 +196,9 @@ async function onCluster(ctx: RunContext, count: number): Promise<ClusterFigures
     throw error;
   } finally {
     await cluster?.stop();
-    await ctx.stores.removeRun(names.schema, names.redisPrefix).catch((e: unknown) => ctx.log(`cleanup of ${names.schema} failed: ${String(e)}`));
+    await ctx.stores
+      .removeRun(names.schema, names.redisPrefix)
+      .catch((e: unknown) => ctx.log(`cleanup of ${names.schema} failed: ${String(e)}`));
   }
 }
 
@@ -234,13 +266,19 @@ class CpuWindow {
     // Backends started during the window (a pool growing) count from 0.
     const postgresNow = [...new Set([...this.stores.postgres, ...pidsNamed('postgres')])];
     const used: [string, number][] = [
-      ...this.groups.map(([name, pids]): [string, number] => [name, cpuDelta(this.before.get(name) ?? new Map(), cpuSnapshot(pids))]),
+      ...this.groups.map(([name, pids]): [string, number] => [
+        name,
+        cpuDelta(this.before.get(name) ?? new Map(), cpuSnapshot(pids)),
+      ]),
       ['postgres', cpuDelta(this.before.get('postgres') ?? new Map(), cpuSnapshot(postgresNow))],
       ['redis', cpuDelta(this.before.get('redis') ?? new Map(), cpuSnapshot(this.stores.redis))],
-      ['harness', (() => {
-        const u = process.cpuUsage(this.harness);
-        return (u.user + u.system) / 1000;
-      })()],
+      [
+        'harness',
+        (() => {
+          const u = process.cpuUsage(this.harness);
+          return (u.user + u.system) / 1000;
+        })(),
+      ],
     ];
     const total = used.reduce((n, [, ms]) => n + ms, 0);
     return (

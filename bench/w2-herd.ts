@@ -30,7 +30,13 @@ export const w2Herd: Workload = {
   metrics: [
     { key: 'allReadyS', label: 'all ready after T', unit: 's', digits: 3, bar: { op: '<=', value: 1 } },
     { key: 'p50S', label: 'start lag p50', unit: 's', digits: 3 },
-    { key: 'p99S', label: 'start lag p99', unit: 's', digits: 3, bar: { op: '<=', value: 5.5, reference: 'BullMQ p99 11 s' } },
+    {
+      key: 'p99S',
+      label: 'start lag p99',
+      unit: 's',
+      digits: 3,
+      bar: { op: '<=', value: 5.5, reference: 'BullMQ p99 11 s' },
+    },
     { key: 'maxS', label: 'start lag max', unit: 's', digits: 3 },
     { key: 'marginS', label: 'last submit → T', unit: 's', digits: 1 },
     { key: 'rssMiB', label: 'node max RSS', unit: 'MiB', digits: 0 },
@@ -39,24 +45,39 @@ export const w2Herd: Workload = {
     const count = ctx.quick ? 20_000 : 200_000;
     const marginMs = ctx.quick ? 5_000 : 15_000;
     const node = await ctx.startNode();
-    const fleet = await WorkerFleet.start(ctx.workers, { url: node.url, taskType: TASK_TYPE, concurrency: CONCURRENCY, pollers: ctx.pollers });
+    const fleet = await WorkerFleet.start(ctx.workers, {
+      url: node.url,
+      taskType: TASK_TYPE,
+      concurrency: CONCURRENCY,
+      pollers: ctx.pollers,
+    });
     try {
       node.rss.reset();
       // Every task carries T, so T is fixed before submitting: from a measured submission
       // rate, the second of two rounds (the first warms the node up).
-      const calibrationTask = { task_type: `${TASK_TYPE}.calibration`, schedule: { type: 'delayed', delay_seconds: 3_600 } };
+      const calibrationTask = {
+        task_type: `${TASK_TYPE}.calibration`,
+        schedule: { type: 'delayed', delay_seconds: 3_600 },
+      };
       await submitTasks(node.url, CALIBRATION_TASKS / 2, () => calibrationTask);
       const calibration = await submitTasks(node.url, CALIBRATION_TASKS / 2, () => calibrationTask);
       const submitPerMs = CALIBRATION_TASKS / 2 / (calibration.lastAnsweredMs - calibration.firstSubmitMs);
       const dueMs = Date.now() + marginMs + Math.ceil((count / submitPerMs) * SUBMIT_TIME_FACTOR);
       const dueTime = new Date(dueMs).toISOString();
-      const task = { task_type: TASK_TYPE, payload: { due_ms: dueMs }, schedule: { type: 'delayed', due_time: dueTime } };
-      ctx.log(`W2: submitting ${count} tasks due at ${dueTime} (calibrated at ${Math.round(submitPerMs * 1000)} submits/s)`);
+      const task = {
+        task_type: TASK_TYPE,
+        payload: { due_ms: dueMs },
+        schedule: { type: 'delayed', due_time: dueTime },
+      };
+      ctx.log(
+        `W2: submitting ${count} tasks due at ${dueTime} (calibrated at ${Math.round(submitPerMs * 1000)} submits/s)`,
+      );
       const submitted = await submitTasks(node.url, count, () => task);
       const notes: string[] = [];
       const gapMs = dueMs - submitted.lastAnsweredMs;
       if (gapMs < 2_000) notes.push(`INVALID: submission ended only ${(gapMs / 1000).toFixed(1)} s before T`);
-      if (submitted.retried > 0) notes.push(`${submitted.retried} submit requests were answered 429/503 and sent again`);
+      if (submitted.retried > 0)
+        notes.push(`${submitted.retried} submit requests were answered 429/503 and sent again`);
       if (fleet.started > 0) notes.push(`${fleet.started} tasks started before T`);
 
       const allReadyMs = await watchReady(ctx, node.redisPrefix, fleet, count, dueMs);
@@ -66,9 +87,17 @@ export const w2Herd: Workload = {
       notes.push(workerTraffic(results));
       const [p50, p99, max] = percentiles(lags, [50, 99, 100]) as [number, number, number];
       const check = await verifyAllSucceeded(ctx, node, TASK_TYPE, count);
-      if (lags.length !== count) notes.push(`worker saw ${lags.length} starts for ${count} tasks (retries or duplicates)`);
+      if (lags.length !== count)
+        notes.push(`worker saw ${lags.length} starts for ${count} tasks (retries or duplicates)`);
       return {
-        values: { allReadyS: allReadyMs / 1000, p50S: p50 / 1000, p99S: p99 / 1000, maxS: max / 1000, marginS: gapMs / 1000, rssMiB: node.rss.maxMiB },
+        values: {
+          allReadyS: allReadyMs / 1000,
+          p50S: p50 / 1000,
+          p99S: p99 / 1000,
+          maxS: max / 1000,
+          marginS: gapMs / 1000,
+          rssMiB: node.rss.maxMiB,
+        },
         notes: [...notes, ...check.notes],
         verified: check.verified,
       };
@@ -80,7 +109,13 @@ export const w2Herd: Workload = {
 };
 
 /** Samples from just before T until ready + in flight + started reaches `count`; returns that time − T, ms. */
-async function watchReady(ctx: RunContext, prefix: string, fleet: WorkerFleet, count: number, dueMs: number): Promise<number> {
+async function watchReady(
+  ctx: RunContext,
+  prefix: string,
+  fleet: WorkerFleet,
+  count: number,
+  dueMs: number,
+): Promise<number> {
   const untilT = dueMs - Date.now() - 200;
   if (untilT > 0) await sleep(untilT);
   const deadline = dueMs + 120_000;

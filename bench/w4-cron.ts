@@ -68,10 +68,22 @@ export const w4Cron: Workload = {
       'largest sample over all of part B. The schedules are not deleted; the node is stopped and its schema dropped.',
   ],
   metrics: [
-    { key: 'firedPct', label: 'A: fired / expected', unit: '%', digits: 3, bar: { op: '>=', value: 100, reference: 'BullMQ 100 %' } },
+    {
+      key: 'firedPct',
+      label: 'A: fired / expected',
+      unit: '%',
+      digits: 3,
+      bar: { op: '>=', value: 100, reference: 'BullMQ 100 %' },
+    },
     { key: 'duplicates', label: 'A: duplicate fires', unit: 'fires', digits: 0, bar: { op: '<=', value: 0 } },
     { key: 'p50Ms', label: 'A: start − fire time p50', unit: 'ms', digits: 1 },
-    { key: 'p99Ms', label: 'A: start − fire time p99', unit: 'ms', digits: 1, bar: { op: '<=', value: 50, reference: 'BullMQ p99 382 ms' } },
+    {
+      key: 'p99Ms',
+      label: 'A: start − fire time p99',
+      unit: 'ms',
+      digits: 1,
+      bar: { op: '<=', value: 50, reference: 'BullMQ p99 382 ms' },
+    },
     { key: 'maxMs', label: 'A: start − fire time max', unit: 'ms', digits: 1 },
     { key: 'rssMiB', label: 'A: node max RSS', unit: 'MiB', digits: 0 },
     { key: 'registerRate', label: 'B: schedules registered', unit: '/s', digits: 0 },
@@ -95,7 +107,12 @@ export const w4Cron: Workload = {
 async function perSecond(ctx: RunContext, windowMs: number): Promise<PartFigures> {
   const taskType = `bench.w4.second.${randomBytes(4).toString('hex')}`;
   const node = await ctx.startNode();
-  const fleet = await WorkerFleet.start(ctx.workers, { url: node.url, taskType, concurrency: CONCURRENCY, pollers: Math.max(ctx.pollers, POLLERS) });
+  const fleet = await WorkerFleet.start(ctx.workers, {
+    url: node.url,
+    taskType,
+    concurrency: CONCURRENCY,
+    pollers: Math.max(ctx.pollers, POLLERS),
+  });
   try {
     node.rss.reset();
     const ids: string[] = [];
@@ -116,7 +133,8 @@ async function perSecond(ctx: RunContext, windowMs: number): Promise<PartFigures
     const notes: string[] = [];
     if (deleted.alreadyGone > 0) notes.push(`${deleted.alreadyGone} DELETEs answered 404/409`);
     const unsettled = await settle(ctx, node, taskType);
-    if (unsettled > 0) notes.push(`${unsettled} instances still pending or running ${SETTLE_LIMIT_MS / 1000} s after the DELETEs`);
+    if (unsettled > 0)
+      notes.push(`${unsettled} instances still pending or running ${SETTLE_LIMIT_MS / 1000} s after the DELETEs`);
     const rssMiB = node.rss.maxMiB;
     const results = await fleet.stop();
     notes.push(workerTraffic(results));
@@ -134,9 +152,12 @@ async function perSecond(ctx: RunContext, windowMs: number): Promise<PartFigures
     notes.push(perFireTime(rows));
     notes.push(`the ${ids.length} DELETEs took ${deleted.lastAnsweredMs - deleted.firstSentMs} ms (16 in parallel)`);
     notes.push(...t.oddities);
-    if (t.extraClaims > 0 || t.extraInstances > 0) notes.push(`duplicates: ${t.extraClaims} repeated claims, ${t.extraInstances} extra instance rows`);
+    if (t.extraClaims > 0 || t.extraInstances > 0)
+      notes.push(`duplicates: ${t.extraClaims} repeated claims, ${t.extraInstances} extra instance rows`);
     if (t.firedPairs < expected) {
-      notes.push(`missed: ${expected - t.pairs} fire times have no instance, ${t.pairs - t.firedPairs} instances were never claimed`);
+      notes.push(
+        `missed: ${expected - t.pairs} fire times have no instance, ${t.pairs - t.firedPairs} instances were never claimed`,
+      );
     }
     const succeeded = t.byStatus.succeeded ?? 0;
     const verified = t.firedPairs === expected && t.pairs === expected && succeeded === t.instances;
@@ -168,7 +189,12 @@ async function perSecond(ctx: RunContext, windowMs: number): Promise<PartFigures
 async function perMinute(ctx: RunContext, count: number): Promise<PartFigures> {
   const taskType = `bench.w4.minute.${randomBytes(4).toString('hex')}`;
   const node = await ctx.startNode();
-  const fleet = await WorkerFleet.start(ctx.workers, { url: node.url, taskType, concurrency: CONCURRENCY, pollers: Math.max(ctx.pollers, POLLERS) });
+  const fleet = await WorkerFleet.start(ctx.workers, {
+    url: node.url,
+    taskType,
+    concurrency: CONCURRENCY,
+    pollers: Math.max(ctx.pollers, POLLERS),
+  });
   try {
     node.rss.reset();
     const notes: string[] = [`node RSS idle, before registering: ${currentMiB(node).toFixed(0)} MiB`];
@@ -182,7 +208,8 @@ async function perMinute(ctx: RunContext, count: number): Promise<PartFigures> {
     const registered = await submitTasks(node.url, count, () => ({ task_type: taskType, schedule }));
     const registerMs = registered.lastAnsweredMs - registered.firstSubmitMs;
     const rssRegisteredMiB = currentMiB(node);
-    if (registered.retried > 0) notes.push(`${registered.retried} submit requests were answered 429/503 and sent again`);
+    if (registered.retried > 0)
+      notes.push(`${registered.retried} submit requests were answered 429/503 and sent again`);
     const boundaryMs = nextMinute(registered.lastAnsweredMs);
     ctx.log(
       `W4 B: ${count} per-minute schedules registered in ${(registerMs / 1000).toFixed(1)} s, node RSS ${rssRegisteredMiB.toFixed(0)} MiB; ` +
@@ -190,7 +217,9 @@ async function perMinute(ctx: RunContext, count: number): Promise<PartFigures> {
     );
     if (nextMinute(registered.firstSubmitMs) < boundaryMs) {
       const early = await ctx.stores.cronStatusCounts(node.schema, taskType, registered.firstSubmitMs, boundaryMs - 1);
-      notes.push(`registration crossed a minute boundary: instances that fired before ${iso(boundaryMs)}: ${JSON.stringify(early)}`);
+      notes.push(
+        `registration crossed a minute boundary: instances that fired before ${iso(boundaryMs)}: ${JSON.stringify(early)}`,
+      );
     }
 
     const untilBoundaryMs = boundaryMs - Date.now() - 1_000;
@@ -198,11 +227,14 @@ async function perMinute(ctx: RunContext, count: number): Promise<PartFigures> {
     const startedBefore = fleet.started;
     const herdDone = async (): Promise<boolean> => !alive(node) || fleet.started >= startedBefore + count;
     if (!(await waitFor(herdDone, boundaryMs + HERD_LIMIT_MS - Date.now(), SAMPLE_EVERY_MS))) {
-      notes.push(`the herd did not finish: ${fleet.started - startedBefore} of ${count} started ${HERD_LIMIT_MS / 1000} s after the boundary`);
+      notes.push(
+        `the herd did not finish: ${fleet.started - startedBefore} of ${count} started ${HERD_LIMIT_MS / 1000} s after the boundary`,
+      );
     }
     const allSucceeded = async (): Promise<boolean> =>
       !alive(node) ||
-      (fleet.reported >= fleet.started && ((await ctx.stores.cronStatusCounts(node.schema, taskType, boundaryMs, boundaryMs)).succeeded ?? 0) >= count);
+      (fleet.reported >= fleet.started &&
+        ((await ctx.stores.cronStatusCounts(node.schema, taskType, boundaryMs, boundaryMs)).succeeded ?? 0) >= count);
     await waitFor(allSucceeded, SETTLE_LIMIT_MS, SAMPLE_EVERY_MS);
     await sleep(AFTER_HERD_MS);
     const rssAfterHerdMiB = currentMiB(node);
@@ -222,7 +254,8 @@ async function perMinute(ctx: RunContext, count: number): Promise<PartFigures> {
         `p50 ${fmtMs(p50)}, p99 ${fmtMs(p99)}, max ${fmtMs(max)}; statuses ${JSON.stringify(t.byStatus)}`,
     );
     notes.push(...t.oddities);
-    if (t.extraClaims > 0 || t.extraInstances > 0) notes.push(`duplicates: ${t.extraClaims} repeated claims, ${t.extraInstances} extra instance rows`);
+    if (t.extraClaims > 0 || t.extraInstances > 0)
+      notes.push(`duplicates: ${t.extraClaims} repeated claims, ${t.extraInstances} extra instance rows`);
     const succeeded = t.byStatus.succeeded ?? 0;
     const verified = t.firedPairs === count && t.pairs === count && succeeded === t.instances;
     if (!verified) {
@@ -290,9 +323,11 @@ function tally(rows: readonly CronInstanceRow[]): Tally {
   }
   const oddities: string[] = [];
   if (offGrid > 0) oddities.push(`ODD: ${offGrid} instances have a fire_time that is not a whole second`);
-  if (claimedWithoutStart > 0) oddities.push(`ODD: ${claimedWithoutStart} instances have attempts > 0 but no started_at`);
+  if (claimedWithoutStart > 0)
+    oddities.push(`ODD: ${claimedWithoutStart} instances have attempts > 0 but no started_at`);
   const negative = lateMs.filter((ms) => ms < 0).length;
-  if (negative > 0) oddities.push(`ODD: ${negative} instances were claimed before their fire time (min ${fmtMs(Math.min(...lateMs))})`);
+  if (negative > 0)
+    oddities.push(`ODD: ${negative} instances were claimed before their fire time (min ${fmtMs(Math.min(...lateMs))})`);
   return {
     instances: rows.length,
     pairs: pairs.size,
@@ -341,7 +376,9 @@ async function watch(ctx: RunContext, node: BenchNode, fleet: WorkerFleet, until
     if (!alive(node)) throw new Error('W4 A: the node process died while the schedules fired');
     if (Date.now() - lastLogMs >= PROGRESS_LOG_EVERY_MS) {
       const started = fleet.started;
-      ctx.log(`W4 A: ${started} instances started (${(((started - lastStarted) / (Date.now() - lastLogMs)) * 1000).toFixed(0)}/s)`);
+      ctx.log(
+        `W4 A: ${started} instances started (${(((started - lastStarted) / (Date.now() - lastLogMs)) * 1000).toFixed(0)}/s)`,
+      );
       lastLogMs = Date.now();
       lastStarted = started;
     }
@@ -364,7 +401,6 @@ async function settle(ctx: RunContext, node: BenchNode, taskType: string): Promi
 function nextMinute(ms: number): number {
   return Math.floor(ms / 60_000) * 60_000 + 60_000;
 }
-
 
 function iso(ms: number): string {
   return new Date(ms).toISOString().slice(11, 23);

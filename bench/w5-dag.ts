@@ -84,7 +84,13 @@ export const w5Dag: Workload = {
     { key: 'bSubmitS', label: 'B: chain of fans submitted in', unit: 's', digits: 3 },
     { key: 'bEndToEndS', label: 'B: submit → last completion', unit: 's', digits: 3 },
     { key: 'edgeP50Ms', label: 'A+B: edge overhead p50', unit: 'ms', digits: 1 },
-    { key: 'edgeP99Ms', label: 'A+B: edge overhead p99', unit: 'ms', digits: 1, bar: { op: '<=', value: 20, reference: 'Airflow > 1 s per hop' } },
+    {
+      key: 'edgeP99Ms',
+      label: 'A+B: edge overhead p99',
+      unit: 'ms',
+      digits: 1,
+      bar: { op: '<=', value: 20, reference: 'Airflow > 1 s per hop' },
+    },
     { key: 'edgeMaxMs', label: 'A+B: edge overhead max', unit: 'ms', digits: 1 },
     { key: 'rssMiB', label: 'A+B: node max RSS', unit: 'MiB', digits: 0 },
     { key: 'cSubmitRate', label: 'C: blocked tasks submitted', unit: '/s', digits: 0 },
@@ -106,14 +112,22 @@ export const w5Dag: Workload = {
 /** Parts A and B on one node with a worker fleet, then the edge overhead over both. */
 async function graphs(ctx: RunContext, diamonds: number, chainTasks: number): Promise<PartFigures> {
   const node = await ctx.startNode();
-  const fleet = await WorkerFleet.start(ctx.workers, { url: node.url, taskType: TASK_TYPE, concurrency: CONCURRENCY, pollers: Math.max(ctx.pollers, POLLERS) });
+  const fleet = await WorkerFleet.start(ctx.workers, {
+    url: node.url,
+    taskType: TASK_TYPE,
+    concurrency: CONCURRENCY,
+    pollers: Math.max(ctx.pollers, POLLERS),
+  });
   try {
     node.rss.reset();
     const notes: string[] = [];
 
     // A: the diamonds.
     const aStatuses: Record<string, number> = {};
-    const a = await submitDags(node.url, diamonds, () => DIAMOND, { parallel: DIAMOND_PARALLEL, onCreated: (_, answer) => tallyAnswer(aStatuses, answer) });
+    const a = await submitDags(node.url, diamonds, () => DIAMOND, {
+      parallel: DIAMOND_PARALLEL,
+      onCreated: (_, answer) => tallyAnswer(aStatuses, answer),
+    });
     const aTasks = diamonds * 4;
     const aSubmitMs = a.lastAnsweredMs - a.firstSubmitMs;
     ctx.log(`W5 A: ${diamonds} diamonds submitted in ${aSubmitMs} ms; waiting for their ${aTasks} tasks`);
@@ -129,7 +143,10 @@ async function graphs(ctx: RunContext, diamonds: number, chainTasks: number): Pr
     const bTasks = stages * STAGE_TASKS;
     const bStatuses: Record<string, number> = {};
     const body = chainOfFans(stages);
-    const b = await submitDags(node.url, 1, () => body, { parallel: 1, onCreated: (_, answer) => tallyAnswer(bStatuses, answer) });
+    const b = await submitDags(node.url, 1, () => body, {
+      parallel: 1,
+      onCreated: (_, answer) => tallyAnswer(bStatuses, answer),
+    });
     const bSubmitMs = b.lastAnsweredMs - b.firstSubmitMs;
     ctx.log(`W5 B: ${bTasks} tasks (${stages} stages) submitted in ${bSubmitMs} ms; waiting for them`);
     if (b.retried > 0) notes.push(`B: the submit request was answered 429/503 and sent again ${b.retried} time(s)`);
@@ -156,10 +173,15 @@ async function graphs(ctx: RunContext, diamonds: number, chainTasks: number): Pr
     if (bDone.allSucceeded) {
       // The longest path runs through one fan-out task and the fan-in of every stage.
       const pathTasks = stages * 2;
-      notes.push(`B: longest path ${pathTasks} tasks: end to end / ${pathTasks} = ${(bEndToEndMs / pathTasks).toFixed(1)} ms per task`);
+      notes.push(
+        `B: longest path ${pathTasks} tasks: end to end / ${pathTasks} = ${(bEndToEndMs / pathTasks).toFixed(1)} ms per task`,
+      );
     }
     const negative = all.filter((ms) => ms < 0).length;
-    if (negative > 0) notes.push(`ODD: ${negative} dependents were claimed before their last predecessor completed (min ${Math.min(...all).toFixed(1)} ms)`);
+    if (negative > 0)
+      notes.push(
+        `ODD: ${negative} dependents were claimed before their last predecessor completed (min ${Math.min(...all).toFixed(1)} ms)`,
+      );
 
     const aCheck = checkCounts('A', aDone.counts, { succeeded: aTasks }, aLast.withoutCompletedAt);
     const bCheck = checkCounts('B', bDone.counts, { succeeded: bTasks }, bLast.withoutCompletedAt);
@@ -193,7 +215,13 @@ async function heldBehindOne(ctx: RunContext, count: number): Promise<PartFigure
   const node = await ctx.startNode();
   const notes: string[] = [`node RSS idle, before submitting: ${currentMiB(node).toFixed(0)} MiB`];
   node.rss.reset();
-  const root = await call<{ task_id: string; status: string }>(node.url, 'POST', '/api/tasks', { task_type: HOLD_TYPE }, 201);
+  const root = await call<{ task_id: string; status: string }>(
+    node.url,
+    'POST',
+    '/api/tasks',
+    { task_type: HOLD_TYPE },
+    201,
+  );
   const requests = Math.ceil(count / BLOCKED_PER_REQUEST);
   const statuses: Record<string, number> = {};
   const submitted = await submitDags(node.url, requests, () => heldChains(root.task_id), {
@@ -204,24 +232,39 @@ async function heldBehindOne(ctx: RunContext, count: number): Promise<PartFigure
   const submitMs = submitted.lastAnsweredMs - submitted.firstSubmitMs;
   if (submitted.retried > 0) notes.push(`${submitted.retried} submit requests were answered 429/503 and sent again`);
   checkAnswers(notes, '', statuses, { blocked: total });
-  ctx.log(`W5 C: ${total} blocked tasks submitted in ${(submitMs / 1000).toFixed(1)} s, node RSS ${currentMiB(node).toFixed(0)} MiB; holding ${HOLD_MS / 1000} s`);
+  ctx.log(
+    `W5 C: ${total} blocked tasks submitted in ${(submitMs / 1000).toFixed(1)} s, node RSS ${currentMiB(node).toFixed(0)} MiB; holding ${HOLD_MS / 1000} s`,
+  );
   await sleep(HOLD_MS);
-  if (!alive(node)) throw new Error(`W5 C: the node process died with the tasks blocked; its last output:\n${node.output()}`);
+  if (!alive(node))
+    throw new Error(`W5 C: the node process died with the tasks blocked; its last output:\n${node.output()}`);
   const heldMiB = currentMiB(node);
   const rssBlockedMiB = node.rss.maxMiB;
   const held = await ctx.stores.dagStatusCounts(node.schema, submitted.dagIds);
-  notes.push(`${total} tasks blocked: RSS ${heldMiB.toFixed(0)} MiB after ${HOLD_MS / 1000} s, max ${rssBlockedMiB.toFixed(0)} MiB; Postgres ${JSON.stringify(held)}`);
+  notes.push(
+    `${total} tasks blocked: RSS ${heldMiB.toFixed(0)} MiB after ${HOLD_MS / 1000} s, max ${rssBlockedMiB.toFixed(0)} MiB; Postgres ${JSON.stringify(held)}`,
+  );
   const problems = checkCounts('C before the DELETE', held, { blocked: total }, 0);
 
   node.rss.reset();
   const deleteSentMs = Date.now();
-  const deleted = await call<{ cancelled_instances?: number }>(node.url, 'DELETE', `/api/tasks/${root.task_id}`, undefined, 200);
+  const deleted = await call<{ cancelled_instances?: number }>(
+    node.url,
+    'DELETE',
+    `/api/tasks/${root.task_id}`,
+    undefined,
+    200,
+  );
   const answeredMs = Date.now();
   let counts: Record<string, number> = {};
-  const allCancelled = await waitFor(async () => {
-    counts = await ctx.stores.dagStatusCounts(node.schema, submitted.dagIds);
-    return (counts.cancelled ?? 0) >= total || !alive(node);
-  }, CASCADE_LIMIT_MS, SAMPLE_EVERY_MS);
+  const allCancelled = await waitFor(
+    async () => {
+      counts = await ctx.stores.dagStatusCounts(node.schema, submitted.dagIds);
+      return (counts.cancelled ?? 0) >= total || !alive(node);
+    },
+    CASCADE_LIMIT_MS,
+    SAMPLE_EVERY_MS,
+  );
   const seenMs = Date.now();
   const cascadeRssMiB = node.rss.maxMiB;
   const last = await ctx.stores.dagLastCompleted(node.schema, submitted.dagIds);
@@ -235,11 +278,14 @@ async function heldBehindOne(ctx: RunContext, count: number): Promise<PartFigure
     if (last.withoutCompletedAt === 0) cascadeMs = last.lastMs - deleteSentMs;
     else {
       cascadeMs = seenMs - deleteSentMs;
-      notes.push(`${last.withoutCompletedAt} cancelled tasks have no completed_at: the cascade time is the harness's observation`);
+      notes.push(
+        `${last.withoutCompletedAt} cancelled tasks have no completed_at: the cascade time is the harness's observation`,
+      );
     }
   }
   problems.push(...checkCounts('C after the DELETE', counts, { cancelled: total }, 0));
-  if ((rootCounts.cancelled ?? 0) !== 1) problems.push(`MISMATCH: the root should be cancelled, Postgres has ${JSON.stringify(rootCounts)}`);
+  if ((rootCounts.cancelled ?? 0) !== 1)
+    problems.push(`MISMATCH: the root should be cancelled, Postgres has ${JSON.stringify(rootCounts)}`);
   for (const message of problems) {
     ctx.log(`!!! ${message}`);
     notes.push(message);
@@ -304,18 +350,22 @@ async function untilSettled(
 ): Promise<{ counts: Record<string, number>; allSucceeded: boolean }> {
   let counts: Record<string, number> = {};
   let lastLogMs = Date.now();
-  await waitFor(async () => {
-    counts = await ctx.stores.dagStatusCounts(node.schema, dagIds);
-    if ((counts.succeeded ?? 0) >= expected) return true;
-    if (!alive(node)) throw new Error(`W5 ${part}: the node process died; its last output:\n${node.output()}`);
-    const total = Object.values(counts).reduce((n, v) => n + v, 0);
-    if (total >= expected && OPEN.every((s) => (counts[s] ?? 0) === 0)) return true;
-    if (Date.now() - lastLogMs >= PROGRESS_LOG_EVERY_MS) {
-      ctx.log(`W5 ${part}: ${JSON.stringify(counts)}`);
-      lastLogMs = Date.now();
-    }
-    return false;
-  }, FINISH_LIMIT_MS, SAMPLE_EVERY_MS);
+  await waitFor(
+    async () => {
+      counts = await ctx.stores.dagStatusCounts(node.schema, dagIds);
+      if ((counts.succeeded ?? 0) >= expected) return true;
+      if (!alive(node)) throw new Error(`W5 ${part}: the node process died; its last output:\n${node.output()}`);
+      const total = Object.values(counts).reduce((n, v) => n + v, 0);
+      if (total >= expected && OPEN.every((s) => (counts[s] ?? 0) === 0)) return true;
+      if (Date.now() - lastLogMs >= PROGRESS_LOG_EVERY_MS) {
+        ctx.log(`W5 ${part}: ${JSON.stringify(counts)}`);
+        lastLogMs = Date.now();
+      }
+      return false;
+    },
+    FINISH_LIMIT_MS,
+    SAMPLE_EVERY_MS,
+  );
   return { counts, allSucceeded: (counts.succeeded ?? 0) === expected };
 }
 
@@ -368,16 +418,29 @@ function tallyAnswer(into: Record<string, number>, answer: DagAnswer): void {
 }
 
 /** A note when the statuses POST /api/dags answered are not the expected ones (tasks without predecessors pending, the rest blocked). */
-function checkAnswers(notes: string[], part: string, statuses: Record<string, number>, expected: Record<string, number>): void {
+function checkAnswers(
+  notes: string[],
+  part: string,
+  statuses: Record<string, number>,
+  expected: Record<string, number>,
+): void {
   if (!sameCounts(statuses, expected)) {
-    notes.push(`${part === '' ? '' : `${part}: `}POST /api/dags answered statuses ${JSON.stringify(statuses)}, expected ${JSON.stringify(expected)}`);
+    notes.push(
+      `${part === '' ? '' : `${part}: `}POST /api/dags answered statuses ${JSON.stringify(statuses)}, expected ${JSON.stringify(expected)}`,
+    );
   }
 }
 
 /** MISMATCH messages when Postgres's counts are not `expected` or completion times are missing. */
-function checkCounts(part: string, counts: Record<string, number>, expected: Record<string, number>, withoutCompletedAt: number): string[] {
+function checkCounts(
+  part: string,
+  counts: Record<string, number>,
+  expected: Record<string, number>,
+  withoutCompletedAt: number,
+): string[] {
   const out: string[] = [];
-  if (!sameCounts(counts, expected)) out.push(`MISMATCH (${part}): expected ${JSON.stringify(expected)}, Postgres has ${JSON.stringify(counts)}`);
+  if (!sameCounts(counts, expected))
+    out.push(`MISMATCH (${part}): expected ${JSON.stringify(expected)}, Postgres has ${JSON.stringify(counts)}`);
   if (withoutCompletedAt > 0) out.push(`MISMATCH (${part}): ${withoutCompletedAt} finished tasks have no completed_at`);
   return out;
 }
@@ -389,19 +452,36 @@ function sameCounts(actual: Record<string, number>, expected: Record<string, num
 
 /** GET /api/dags/{id} agrees with Postgres: every task succeeded. MISMATCH messages otherwise. */
 async function checkDagApi(url: string, dagId: string, tasks: number): Promise<string[]> {
-  const dag = await call<{ dag_id?: string; status?: string; counts?: Record<string, number>; tasks?: unknown[] }>(url, 'GET', `/api/dags/${dagId}`, undefined, 200);
+  const dag = await call<{ dag_id?: string; status?: string; counts?: Record<string, number>; tasks?: unknown[] }>(
+    url,
+    'GET',
+    `/api/dags/${dagId}`,
+    undefined,
+    200,
+  );
   const out: string[] = [];
   if (dag.dag_id !== dagId) out.push(`MISMATCH (GET /api/dags/${dagId}): dag_id is ${JSON.stringify(dag.dag_id)}`);
-  if ((dag.counts?.succeeded ?? 0) !== tasks || Object.keys(dag.counts ?? {}).some((k) => k !== 'succeeded' && (dag.counts?.[k] ?? 0) !== 0)) {
+  if (
+    (dag.counts?.succeeded ?? 0) !== tasks ||
+    Object.keys(dag.counts ?? {}).some((k) => k !== 'succeeded' && (dag.counts?.[k] ?? 0) !== 0)
+  ) {
     out.push(`MISMATCH (GET /api/dags/${dagId}): counts ${JSON.stringify(dag.counts)}, expected ${tasks} succeeded`);
   }
-  if (dag.tasks?.length !== tasks) out.push(`MISMATCH (GET /api/dags/${dagId}): ${dag.tasks?.length ?? 'no'} tasks listed, expected ${tasks}`);
-  if (dag.status !== 'succeeded') out.push(`GET /api/dags/${dagId}: status ${JSON.stringify(dag.status)} (expected "succeeded")`);
+  if (dag.tasks?.length !== tasks)
+    out.push(`MISMATCH (GET /api/dags/${dagId}): ${dag.tasks?.length ?? 'no'} tasks listed, expected ${tasks}`);
+  if (dag.status !== 'succeeded')
+    out.push(`GET /api/dags/${dagId}: status ${JSON.stringify(dag.status)} (expected "succeeded")`);
   return out;
 }
 
 /** One request to the node; any status but `expected` throws with the answer. */
-async function call<T>(url: string, method: 'GET' | 'POST' | 'DELETE', path: string, body: unknown, expected: number): Promise<T> {
+async function call<T>(
+  url: string,
+  method: 'GET' | 'POST' | 'DELETE',
+  path: string,
+  body: unknown,
+  expected: number,
+): Promise<T> {
   const res = await request(`${url}${path}`, {
     method,
     headers: body === undefined ? {} : { 'content-type': 'application/json' },
@@ -410,10 +490,10 @@ async function call<T>(url: string, method: 'GET' | 'POST' | 'DELETE', path: str
     bodyTimeout: 60_000,
   });
   const text = await res.body.text();
-  if (res.statusCode !== expected) throw new Error(`${method} ${path} answered ${res.statusCode}: ${text.slice(0, 500)}`);
+  if (res.statusCode !== expected)
+    throw new Error(`${method} ${path} answered ${res.statusCode}: ${text.slice(0, 500)}`);
   return JSON.parse(text) as T;
 }
-
 
 function fmtMs(ms: number): string {
   return Number.isFinite(ms) ? `${ms.toFixed(1)} ms` : '—';

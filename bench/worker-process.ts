@@ -52,7 +52,11 @@ export class WorkerFleet {
       };
       const timer = setTimeout(() => {
         cleanup();
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what} (started ${this.started}, reported ${this.reported})`));
+        reject(
+          new Error(
+            `timed out after ${timeoutMs} ms waiting for ${what} (started ${this.started}, reported ${this.reported})`,
+          ),
+        );
       }, timeoutMs);
       const cleanup = (): void => {
         clearTimeout(timer);
@@ -69,7 +73,9 @@ export class WorkerFleet {
       this.handles.map((h) =>
         Promise.race([
           h.result,
-          new Promise<never>((_, reject) => setTimeout(() => reject(new Error('a worker did not stop within 60 s')), 60_000).unref()),
+          new Promise<never>((_, reject) =>
+            setTimeout(() => reject(new Error('a worker did not stop within 60 s')), 60_000).unref(),
+          ),
         ]),
       ),
     );
@@ -84,7 +90,12 @@ export class WorkerFleet {
 }
 
 function spawnWorker(config: BenchWorkerConfig): { handle: Handle; ready: Promise<void> } {
-  const child = trackChild(fork(WORKER_SCRIPT, [JSON.stringify(config)], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
+  const child = trackChild(
+    fork(WORKER_SCRIPT, [JSON.stringify(config)], {
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    }),
+  );
   let onReady!: () => void;
   let onResult!: (r: WorkerResult) => void;
   let onFail!: (e: Error) => void;
@@ -94,7 +105,9 @@ function spawnWorker(config: BenchWorkerConfig): { handle: Handle; ready: Promis
   });
   const result = new Promise<WorkerResult>((res, rej) => {
     onResult = res;
-    child.once('exit', (code, signal) => rej(new Error(`worker exited (${code ?? signal}) before reporting its results`)));
+    child.once('exit', (code, signal) =>
+      rej(new Error(`worker exited (${code ?? signal}) before reporting its results`)),
+    );
   });
   result.catch(() => undefined); // observed by stop(); an early exit also fails `ready`
   const handle: Handle = { child, started: 0, reported: 0, result };

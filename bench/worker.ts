@@ -17,7 +17,9 @@ const lagsMs: number[] = [];
 let firstStartMs = Number.NaN;
 let lastStartMs = Number.NaN;
 let errors = 0;
-const starts: StartRecord | undefined = config.recordStarts ? { taskIds: [], startMs: [], attempts: [], via: [] } : undefined;
+const starts: StartRecord | undefined = config.recordStarts
+  ? { taskIds: [], startMs: [], attempts: [], via: [] }
+  : undefined;
 
 // One SDK worker per node URL (`urls`), or the one worker on `url` as before.
 const urls = config.urls ?? [config.url];
@@ -45,12 +47,21 @@ const workers: Worker[] = urls.map((url, via) =>
       }
     },
     onError: (error, context) => {
-      if (errors++ < 20) process.stderr.write(`bench worker: ${context}: ${error instanceof Error ? error.message : String(error)}\n`);
+      if (errors++ < 20)
+        process.stderr.write(`bench worker: ${context}: ${error instanceof Error ? error.message : String(error)}\n`);
     },
   }),
 );
 /** This process's counters, summed over its SDK workers. */
-const totals = (): { started: number; succeeded: number; failed: number; reported: number; discarded: number; completionRequests: number; polls: number } => {
+const totals = (): {
+  started: number;
+  succeeded: number;
+  failed: number;
+  reported: number;
+  discarded: number;
+  completionRequests: number;
+  polls: number;
+} => {
   const sum = { started: 0, succeeded: 0, failed: 0, reported: 0, discarded: 0, completionRequests: 0, polls: 0 };
   for (const w of workers) {
     const s = w.stats;
@@ -115,5 +126,13 @@ send({ type: 'ready', workerId: workers.map((w) => w.workerId).join(',') });
 
 function perUrl(w: Worker, url: string): PerUrlStats {
   const s = w.stats;
-  return { url, workerId: w.workerId, started: s.started, reported: s.reported, discarded: s.discarded, polls: s.polls, completionRequests: s.completionRequests };
+  return {
+    url,
+    workerId: w.workerId,
+    started: s.started,
+    reported: s.reported,
+    discarded: s.discarded,
+    polls: s.polls,
+    completionRequests: s.completionRequests,
+  };
 }

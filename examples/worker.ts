@@ -23,18 +23,25 @@ const { values } = parseArgs({
 });
 
 if (values.types === undefined || values.types.trim() === '') {
-  process.stderr.write('usage: node dist/examples/worker.js --url http://127.0.0.1:7070 --types email.send[,other.type]\n');
+  process.stderr.write(
+    'usage: node dist/examples/worker.js --url http://127.0.0.1:7070 --types email.send[,other.type]\n',
+  );
   process.exit(2);
 }
 
 const worker = createWorker({
   url: values.url,
-  taskTypes: values.types.split(',').map((t) => t.trim()).filter((t) => t.length > 0),
+  taskTypes: values.types
+    .split(',')
+    .map((t) => t.trim())
+    .filter((t) => t.length > 0),
   concurrency: Number(values.concurrency),
   token: values.token ?? process.env.WHEELHOUSE_TOKEN,
   handler: async (task) => {
     const at = new Date().toISOString();
-    process.stdout.write(`${at} ran ${task.taskType} ${task.taskId} (attempt ${task.attempt}) payload=${JSON.stringify(task.payload)}\n`);
+    process.stdout.write(
+      `${at} ran ${task.taskType} ${task.taskId} (attempt ${task.attempt}) payload=${JSON.stringify(task.payload)}\n`,
+    );
   },
 });
 

@@ -1,6 +1,13 @@
 #!/usr/bin/env node
 import { resolve } from 'node:path';
-import { ConfigError, coerce, isOptionKey, optionsFromEnv, optionsFromFile, type WheelhouseOptions } from './lib/config.js';
+import {
+  ConfigError,
+  coerce,
+  isOptionKey,
+  optionsFromEnv,
+  optionsFromFile,
+  type WheelhouseOptions,
+} from './lib/config.js';
 import { startNode } from './node/start.js';
 
 /**
@@ -74,7 +81,9 @@ async function main(argv: string[]): Promise<void> {
     backend: command === 'dev' ? 'embedded' : 'postgres',
   };
   const node = await startNode(options);
-  process.stdout.write(`wheelhouse ${command}: node ${node.options.nodeId} listening on ${node.url} (${node.backend.kind} backend)\n`);
+  process.stdout.write(
+    `wheelhouse ${command}: node ${node.options.nodeId} listening on ${node.url} (${node.backend.kind} backend)\n`,
+  );
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
@@ -97,6 +106,8 @@ main(process.argv.slice(2)).catch((error: unknown) => {
     process.stderr.write(`wheelhouse: ${error.message}\n`);
     process.exit(2);
   }
-  process.stderr.write(`wheelhouse: failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.stderr.write(
+    `wheelhouse: failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
   process.exit(1);
 });

@@ -82,7 +82,12 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
   /** An instance is due at its fire time plus the schedule's jitter for that fire time. */
   const dueOf = (record: ScheduleRecord, fireMs: number): number =>
     fireMs + jitterOf(record.id, fireMs, record.definition.jitterSeconds * 1000);
-  const instance = (record: ScheduleRecord, generation: number, fireMs: number, status: NewInstance['status']): NewInstance => {
+  const instance = (
+    record: ScheduleRecord,
+    generation: number,
+    fireMs: number,
+    status: NewInstance['status'],
+  ): NewInstance => {
     const id = instanceId(record.id, generation, fireMs);
     return { id, fireMs, dueMs: dueOf(record, fireMs), partition: partitionOf(id, deps.partitions), status };
   };
@@ -150,9 +155,13 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
    */
   const fenced = (ctx: ActorContext<CronMessage>, during: string): WheelhouseError => {
     ctx.stop();
-    return new WheelhouseError('stale_epoch', `cron ${ctx.key}: another activation took the schedule row during ${during}; this one stops`, {
-      details: { kind: CRON.name, key: ctx.key },
-    });
+    return new WheelhouseError(
+      'stale_epoch',
+      `cron ${ctx.key}: another activation took the schedule row during ${during}; this one stops`,
+      {
+        details: { kind: CRON.name, key: ctx.key },
+      },
+    );
   };
 
   /** Handles the current instance's due time. See the module comment for the policies. */
@@ -181,7 +190,11 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
           reason: `misfire: skipped (${Math.round((now - currentInstance.dueMs) / 1000)} s late, misfire_policy skip)`,
         };
       } else if (policy === 'fire_all') {
-        const { times } = state.rule!.firesBetween(current, Math.min(now, record.definition.endMs ?? now), deps.fireAllLimit - 1);
+        const { times } = state.rule!.firesBetween(
+          current,
+          Math.min(now, record.definition.endMs ?? now),
+          deps.fireAllLimit - 1,
+        );
         change.instances = times.map((t: number) => instance(record, record.generation, t, 'pending'));
         change.lastFiredMs = times.at(-1) ?? current;
       }
@@ -262,7 +275,8 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
         // Take the row (version + 1 fences any earlier activation) and make sure the
         // current instance exists: the write that moved the schedule on may have been the
         // last thing a failed node did, or the first instance of a new schedule.
-        const current = record.status === 'active' ? [instance(record, record.generation, record.nextFireMs, regular(record))] : [];
+        const current =
+          record.status === 'active' ? [instance(record, record.generation, record.nextFireMs, regular(record))] : [];
         const w = write(record, { instances: current });
         const result = await deps.write(w);
         if (result.ok) {
@@ -270,7 +284,11 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
           break;
         }
         // The row moved since it was read (a preloaded record gone stale): read it again.
-        if (attempt >= 2) throw new WheelhouseError('stale_epoch', `cron ${ctx.key}: could not take the schedule row (it kept changing)`);
+        if (attempt >= 2)
+          throw new WheelhouseError(
+            'stale_epoch',
+            `cron ${ctx.key}: could not take the schedule row (it kept changing)`,
+          );
         state.record = await deps.schedules.get(ctx.key);
       }
       // Fire times that passed while no actor held the schedule are handled now, before the

@@ -23,7 +23,6 @@ import { WriteBatcher } from '../lib/write-batcher.js';
  *   finds is counted (`wheelhouse_safety_net_recovered_total{kind="blocked"}`).
  */
 
-
 export interface DagResolverDeps {
   dags: DagStore;
   system: ActorSystemApi;
@@ -54,11 +53,15 @@ export class DagResolver implements Dependents {
   private clearing: Cancel | null = null;
 
   constructor(private readonly deps: DagResolverDeps) {
-    this.batcher = new WriteBatcher<FinishedEvent, void>(async (events) => {
-      await this.deliver(events);
-      this.clearLater(events.map((e) => e.predecessorId));
-      return events.map(() => undefined);
-    }, PAGE, 4);
+    this.batcher = new WriteBatcher<FinishedEvent, void>(
+      async (events) => {
+        await this.deliver(events);
+        this.clearLater(events.map((e) => e.predecessorId));
+        return events.map(() => undefined);
+      },
+      PAGE,
+      4,
+    );
   }
 
   /** Deletes delivered outbox rows in one statement per CLEAR_AFTER_MS. */
@@ -68,7 +71,11 @@ export class DagResolver implements Dependents {
       this.clearing = null;
       const batch = [...this.delivered];
       this.delivered.clear();
-      this.deps.dags.clearEvents(batch).catch((error: unknown) => this.deps.onError(error, `${batch.length} delivered outbox rows stay until the replay`));
+      this.deps.dags
+        .clearEvents(batch)
+        .catch((error: unknown) =>
+          this.deps.onError(error, `${batch.length} delivered outbox rows stay until the replay`),
+        );
     });
   }
 
@@ -80,16 +87,20 @@ export class DagResolver implements Dependents {
 
   /** Tells the dependents of tasks that ended (results, expired leases, cancels). */
   transitions(transitions: readonly Transition[]): void {
-    const events = transitions.filter((t) => t.notifyDependents).map((t) => ({ predecessorId: t.taskId, status: t.status }));
+    const events = transitions
+      .filter((t) => t.notifyDependents)
+      .map((t) => ({ predecessorId: t.taskId, status: t.status }));
     if (events.length > 0) this.finished(events);
   }
 
   /** Predecessors that just ended and have dependents (their outbox events are written). Never throws. */
   finished(events: FinishedEvent[]): void {
     for (const event of events) {
-      this.batcher.submit(event).catch((error: unknown) =>
-        this.deps.onError(error, `dependents of ${event.predecessorId} not told yet (the outbox replay will)`),
-      );
+      this.batcher
+        .submit(event)
+        .catch((error: unknown) =>
+          this.deps.onError(error, `dependents of ${event.predecessorId} not told yet (the outbox replay will)`),
+        );
     }
   }
 
@@ -115,7 +126,7 @@ export class DagResolver implements Dependents {
   async sweep(): Promise<number> {
     const settledBefore = this.deps.clock.now() - REPLAY_AFTER_MS;
     let found = 0;
-    for (let after: string | null = null; ; ) {
+    for (let after: string | null = null; ;) {
       const page: { ids: string[]; next: string | null } = await this.deps.dags.stuck(after, PAGE, settledBefore);
       found += page.ids.length;
       await Promise.all(page.ids.map((id) => this.ref(id).ask({ type: 'reconcile' }, this.deps.askTimeoutMs)));
@@ -141,7 +152,9 @@ export class DagResolver implements Dependents {
         waiting.slice(start, start + DELIVERY_SLICE).map(({ taskId, predecessorIds }) => {
           const failed = predecessorIds.filter((id) => statusOf.get(id) !== 'succeeded');
           const message: DagMessage =
-            failed.length > 0 ? { type: 'predecessor_failed', predecessorIds: failed } : { type: 'predecessor_succeeded', predecessorIds };
+            failed.length > 0
+              ? { type: 'predecessor_failed', predecessorIds: failed }
+              : { type: 'predecessor_succeeded', predecessorIds };
           return this.ref(taskId).ask(message, this.deps.askTimeoutMs);
         }),
       );

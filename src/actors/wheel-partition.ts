@@ -125,7 +125,9 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
       // Fire first: on a failover every moment here delays the partition's overdue tasks.
       await fireDue(state, ctx, deps);
       for (const running of await deps.tasks.runningInPartitions([state.partition])) {
-        ctx.system.ref(LEASE, running.taskId).tell({ type: 'granted', version: running.version, leaseExpiresMs: running.leaseExpiresMs });
+        ctx.system
+          .ref(LEASE, running.taskId)
+          .tell({ type: 'granted', version: running.version, leaseExpiresMs: running.leaseExpiresMs });
       }
       return state;
     },

@@ -91,7 +91,10 @@ export class WheelPlacement implements Placing {
       try {
         await this.deps.buckets.add(partition, list);
       } catch (fallbackError) {
-        throw new AggregateError([error, fallbackError], `neither wheel partition ${partition} nor its buckets took ${list.length} entries`);
+        throw new AggregateError(
+          [error, fallbackError],
+          `neither wheel partition ${partition} nor its buckets took ${list.length} entries`,
+        );
       }
     }
   }

@@ -72,7 +72,10 @@ export const WHEEL_SNAPSHOT_VERSION = 1;
  */
 export function decodeWheelSnapshot(raw: unknown, version: number): WheelSnapshot {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
-    throw new WheelhouseError('internal', `a wheel snapshot must be an object, got ${raw === null ? 'null' : Array.isArray(raw) ? 'an array' : typeof raw}`);
+    throw new WheelhouseError(
+      'internal',
+      `a wheel snapshot must be an object, got ${raw === null ? 'null' : Array.isArray(raw) ? 'an array' : typeof raw}`,
+    );
   }
   if (version !== 0 && version !== WHEEL_SNAPSHOT_VERSION) {
     throw new WheelhouseError('internal', `unknown wheel snapshot version ${version}`);
@@ -82,7 +85,10 @@ export function decodeWheelSnapshot(raw: unknown, version: number): WheelSnapsho
     const x = v[name];
     if (valid(x)) return x;
     if (x === undefined && version === 0) return legacy;
-    throw new WheelhouseError('internal', `wheel snapshot field '${name}' is ${x === undefined ? 'missing' : `not valid (${JSON.stringify(x)})`}`);
+    throw new WheelhouseError(
+      'internal',
+      `wheel snapshot field '${name}' is ${x === undefined ? 'missing' : `not valid (${JSON.stringify(x)})`}`,
+    );
   };
   return {
     cursorMs: field('cursorMs', isFiniteNumber, 0),

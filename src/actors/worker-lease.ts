@@ -49,9 +49,16 @@ export interface LeaseDeps {
  * handed on — to its wheel partition when it went back to `pending`, to its dependents when it
  * failed for good.
  */
-export function handOnExpired(deps: Pick<LeaseDeps, 'placement' | 'dependents' | 'events'>, transition: Transition): void {
+export function handOnExpired(
+  deps: Pick<LeaseDeps, 'placement' | 'dependents' | 'events'>,
+  transition: Transition,
+): void {
   deps.dependents.transitions([transition]);
-  deps.events.emit('lease:expired', { taskId: transition.taskId, status: transition.status, requeued: transition.requeued !== null });
+  deps.events.emit('lease:expired', {
+    taskId: transition.taskId,
+    status: transition.status,
+    requeued: transition.requeued !== null,
+  });
   void deps.placement.requeue([transition]);
 }
 

@@ -5,14 +5,7 @@
 
 /** Task statuses as stored. `ready` is never stored: it is `pending` with `due_time <= now`. */
 export type StoredStatus =
-  | 'blocked'
-  | 'pending'
-  | 'running'
-  | 'succeeded'
-  | 'failed'
-  | 'cancelled'
-  | 'active'
-  | 'paused';
+  'blocked' | 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'active' | 'paused';
 
 /** Statuses as clients see them: the stored ones plus the derived `ready`. */
 export type TaskStatus = StoredStatus | 'ready';

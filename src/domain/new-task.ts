@@ -41,7 +41,10 @@ function dueTime(spec: TaskSpec, nowMs: number): number {
   return nowMs + Math.round((s.delaySeconds ?? 0) * 1000);
 }
 
-function cronDefinition({ type: _cron, ...definition }: Extract<TaskSpec['schedule'], { type: 'cron' }>): CronDefinition {
+function cronDefinition({
+  type: _cron,
+  ...definition
+}: Extract<TaskSpec['schedule'], { type: 'cron' }>): CronDefinition {
   return definition;
 }
 
@@ -57,14 +60,22 @@ function firstFire(cron: CronDefinition, nowMs: number, index: number): number {
   const rule = cronRule(cron.cronExpression, cron.timezone);
   const first = rule.nextAfter(nowMs);
   if (first === null) {
-    throw new WheelhouseError('invalid_cron', `schedule.cron_expression: "${cron.cronExpression}" has no fire time after now`, {
-      details: { field: 'schedule.cron_expression', index },
-    });
+    throw new WheelhouseError(
+      'invalid_cron',
+      `schedule.cron_expression: "${cron.cronExpression}" has no fire time after now`,
+      {
+        details: { field: 'schedule.cron_expression', index },
+      },
+    );
   }
   if (cron.endMs !== null && first > cron.endMs) {
-    throw new WheelhouseError('validation_failed', `schedule.end_time: the first fire time, ${new Date(first).toISOString()}, is after end_time`, {
-      details: { field: 'schedule.end_time', index },
-    });
+    throw new WheelhouseError(
+      'validation_failed',
+      `schedule.end_time: the first fire time, ${new Date(first).toISOString()}, is after end_time`,
+      {
+        details: { field: 'schedule.end_time', index },
+      },
+    );
   }
   if (cron.jitterSeconds > 0) {
     const interval = rule.minIntervalMs(nowMs, JITTER_SAMPLES);

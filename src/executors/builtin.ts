@@ -33,7 +33,11 @@ const RESULT_RETRY = { baseMs: 100, maxMs: 2_000 };
  * one batch — so a slow task never holds back the others past their leases. A report that
  * fails (a store blip) is sent again with backoff while the task's lease lasts.
  */
-export function startBuiltinExecutor(api: WorkersApi, nodeId: string, options: BuiltinExecutorOptions): BuiltinExecutor {
+export function startBuiltinExecutor(
+  api: WorkersApi,
+  nodeId: string,
+  options: BuiltinExecutorOptions,
+): BuiltinExecutor {
   const controller = new AbortController();
   const workerId = `${nodeId}/${options.taskType}`;
   const running = new Set<Promise<void>>();

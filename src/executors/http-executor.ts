@@ -21,7 +21,12 @@ const ERROR_BODY_BYTES = 512;
 const METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD']);
 
 export function startHttpExecutor(api: WorkersApi, nodeId: string, onError: (error: unknown) => void): BuiltinExecutor {
-  return startBuiltinExecutor(api, nodeId, { taskType: HTTP_TASK_TYPE, concurrency: CONCURRENCY, run: callOnce, onError });
+  return startBuiltinExecutor(api, nodeId, {
+    taskType: HTTP_TASK_TYPE,
+    concurrency: CONCURRENCY,
+    run: callOnce,
+    onError,
+  });
 }
 
 async function callOnce(task: Assignment): Promise<ExecutorOutcome> {
@@ -73,7 +78,8 @@ function readSpec(payload: unknown): HttpSpec | string {
   if (!METHODS.has(method)) return `method must be one of ${[...METHODS].join(', ')}`;
   const headers: Record<string, string> = {};
   if (p.headers !== undefined) {
-    if (typeof p.headers !== 'object' || p.headers === null || Array.isArray(p.headers)) return 'headers must be an object';
+    if (typeof p.headers !== 'object' || p.headers === null || Array.isArray(p.headers))
+      return 'headers must be an object';
     for (const [k, v] of Object.entries(p.headers)) headers[k.toLowerCase()] = String(v);
   }
   let body: string | undefined;
@@ -85,6 +91,7 @@ function readSpec(payload: unknown): HttpSpec | string {
       headers['content-type'] ??= 'application/json';
     }
   }
-  if (p.timeout_ms !== undefined && (typeof p.timeout_ms !== 'number' || !(p.timeout_ms > 0))) return 'timeout_ms must be a positive number';
+  if (p.timeout_ms !== undefined && (typeof p.timeout_ms !== 'number' || !(p.timeout_ms > 0)))
+    return 'timeout_ms must be a positive number';
   return { url: url.toString(), method, headers, body, timeoutMs: p.timeout_ms };
 }

@@ -40,7 +40,9 @@ export function adminRoutes(admin: AdminApi): FastifyPluginAsync {
       const { kind, key } = request.params as { kind: string; key: string };
       const actor = await admin.inspectActor(kind, key);
       if (!actor) {
-        throw new WheelhouseError('not_found', `no live actor (${kind}, ${key}) in the cluster`, { details: { kind, key } });
+        throw new WheelhouseError('not_found', `no live actor (${kind}, ${key}) in the cluster`, {
+          details: { kind, key },
+        });
       }
       return actor;
     });

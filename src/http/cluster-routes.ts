@@ -63,20 +63,27 @@ export function clusterRoutes(options: ClusterRoutesOptions): FastifyPluginAsync
         done(null, JSON.parse(text));
       } catch (error) {
         const reason = (error as Error).message;
-        done(new WheelhouseError('malformed_json', `The request body is not valid JSON: ${reason}`, { cause: error }), undefined);
+        done(
+          new WheelhouseError('malformed_json', `The request body is not valid JSON: ${reason}`, { cause: error }),
+          undefined,
+        );
       }
     });
     app.addHook('onRequest', clusterAuth(options.secret));
 
     // Node-to-node traffic is hundreds of requests a second under load: logged at warn and
     // above only, or it would drown the node's own log at the default level.
-    app.post(ACTORS_PATH, { bodyLimit: options.bodyLimitBytes ?? DEFAULT_CLUSTER_BODY_LIMIT_BYTES, logLevel: 'warn' }, async (request, reply) => {
-      const batch = validBatch(request.body);
-      // Every envelope is accepted synchronously, in order, so tells reach mailboxes as sent.
-      const replies = await arrivals.admit(batch.order, () => batch.envelopes.map(accept));
-      const results = (await Promise.allSettled(replies)).map(resultJson);
-      return reply.type('application/json; charset=utf-8').send(`{"results":[${results.join(',')}]}`);
-    });
+    app.post(
+      ACTORS_PATH,
+      { bodyLimit: options.bodyLimitBytes ?? DEFAULT_CLUSTER_BODY_LIMIT_BYTES, logLevel: 'warn' },
+      async (request, reply) => {
+        const batch = validBatch(request.body);
+        // Every envelope is accepted synchronously, in order, so tells reach mailboxes as sent.
+        const replies = await arrivals.admit(batch.order, () => batch.envelopes.map(accept));
+        const results = (await Promise.allSettled(replies)).map(resultJson);
+        return reply.type('application/json; charset=utf-8').send(`{"results":[${results.join(',')}]}`);
+      },
+    );
 
     app.post(REFRESH_PATH, { logLevel: 'warn' }, async (_request, reply) => {
       await options.onRefresh();
@@ -87,7 +94,9 @@ export function clusterRoutes(options: ClusterRoutesOptions): FastifyPluginAsync
       const { kind, key } = request.params as { kind: string; key: string };
       const actor = options.inspect(kind, key);
       if (actor === null) {
-        throw new WheelhouseError('not_found', `No live actor ${kind}/${key} on this node.`, { details: { kind, key } });
+        throw new WheelhouseError('not_found', `No live actor ${kind}/${key} on this node.`, {
+          details: { kind, key },
+        });
       }
       return actor;
     });
@@ -146,7 +155,8 @@ function validEnvelope(value: unknown, at: string): TransportEnvelope {
   if (typeof kind !== 'string') throw invalid(`${at}.kind`, 'must be a string');
   if (typeof key !== 'string') throw invalid(`${at}.key`, 'must be a string');
   if (!isRecord(message)) throw invalid(`${at}.message`, 'must be an object');
-  if (typeof deadline !== 'number' || !Number.isFinite(deadline)) throw invalid(`${at}.deadline`, 'must be a finite number (Unix ms)');
+  if (typeof deadline !== 'number' || !Number.isFinite(deadline))
+    throw invalid(`${at}.deadline`, 'must be a finite number (Unix ms)');
   if (typeof ask !== 'boolean') throw invalid(`${at}.ask`, 'must be a boolean');
   return { kind, key, message, deadlineMs: deadline, ask };
 }
@@ -154,7 +164,8 @@ function validEnvelope(value: unknown, at: string): TransportEnvelope {
 function validOrder(value: unknown): BatchOrder {
   if (!isRecord(value)) throw invalid('order', 'must be an object');
   const { stream, seq, since } = value;
-  if (typeof stream !== 'string' || stream === '' || stream.length > 200) throw invalid('order.stream', 'must be a string of 1–200 characters');
+  if (typeof stream !== 'string' || stream === '' || stream.length > 200)
+    throw invalid('order.stream', 'must be a string of 1–200 characters');
   if (!Number.isSafeInteger(seq) || (seq as number) < 0) throw invalid('order.seq', 'must be a non-negative integer');
   if (!Number.isSafeInteger(since) || (since as number) < 0 || (since as number) > (seq as number)) {
     throw invalid('order.since', 'must be an integer from 0 to order.seq');
@@ -176,7 +187,9 @@ function resultJson(outcome: PromiseSettledResult<unknown>): string {
     try {
       return JSON.stringify({ ok: true, value: outcome.value });
     } catch (error) {
-      return errorJson(new WheelhouseError('internal', `The reply cannot be sent as JSON: ${(error as Error).message}`));
+      return errorJson(
+        new WheelhouseError('internal', `The reply cannot be sent as JSON: ${(error as Error).message}`),
+      );
     }
   }
   return errorJson(outcome.reason);

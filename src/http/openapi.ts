@@ -26,7 +26,9 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
   components: {
     schemas,
     responses,
-    securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'Only when the node has an auth token.' } },
+    securitySchemes: {
+      bearer: { type: 'http', scheme: 'bearer', description: 'Only when the node has an auth token.' },
+    },
   },
   security: [{}, { bearer: [] }],
   paths,

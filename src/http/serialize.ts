@@ -152,10 +152,18 @@ export function assignmentJson(a: Assignment): {
 }
 
 /** `POST /api/dags`: the graph's id and its tasks in request order. */
-export function dagSubmitJson(dag: DagView): { dag_id: string; tasks: { ref: string; task_id: string; status: string; due_time: string | null }[] } {
+export function dagSubmitJson(dag: DagView): {
+  dag_id: string;
+  tasks: { ref: string; task_id: string; status: string; due_time: string | null }[];
+} {
   return {
     dag_id: dag.dagId,
-    tasks: dag.tasks.map((t) => ({ ref: t.ref, task_id: t.record.id, status: t.record.status, due_time: iso(t.record.dueMs) })),
+    tasks: dag.tasks.map((t) => ({
+      ref: t.ref,
+      task_id: t.record.id,
+      status: t.record.status,
+      due_time: iso(t.record.dueMs),
+    })),
   };
 }
 

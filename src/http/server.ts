@@ -92,9 +92,18 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
   const batchLimit = batchBodyLimitBytes(options);
   void app.register(opsRoutes, { api: services.health, ...(input.metrics ? { metrics: input.metrics } : {}) });
   const defaults = { timeoutSeconds: options.defaultTimeoutSeconds, maxPayloadBytes: options.maxPayloadBytes };
-  void app.register(tasksRoutes, { api: services.tasks, schedules: services.schedules, defaults, batchBodyLimitBytes: batchLimit });
+  void app.register(tasksRoutes, {
+    api: services.tasks,
+    schedules: services.schedules,
+    defaults,
+    batchBodyLimitBytes: batchLimit,
+  });
   void app.register(dagRoutes, { api: services.dags, defaults, bodyLimitBytes: batchLimit });
-  void app.register(workerRoutes, { api: services.workers, pollMaxWaitMs: options.pollMaxWaitMs, batchBodyLimitBytes: batchLimit });
+  void app.register(workerRoutes, {
+    api: services.workers,
+    pollMaxWaitMs: options.pollMaxWaitMs,
+    batchBodyLimitBytes: batchLimit,
+  });
   for (const plugin of input.extraPlugins ?? []) void app.register(plugin);
   return app;
 }
@@ -121,9 +130,7 @@ function bearerAuth(token: string): onRequestAsyncHookHandler {
 }
 
 function isProtected(path: string): boolean {
-  return (
-    path === '/api' || path.startsWith('/api/') || path === '/admin' || path.startsWith('/admin/')
-  );
+  return path === '/api' || path.startsWith('/api/') || path === '/admin' || path.startsWith('/admin/');
 }
 
 function sha256(text: string): Buffer {

@@ -71,8 +71,12 @@ export const tasksRoutes: FastifyPluginAsync<TasksRoutesOptions> = async (app, o
   });
 
   /** Cron schedules: pause stops firing (the pending instance is cancelled); resume goes on from now. */
-  app.post<{ Params: IdParams }>('/api/tasks/:id/pause', async (request) => taskJson(await opts.schedules.pause(validateTaskId(request.params.id))));
-  app.post<{ Params: IdParams }>('/api/tasks/:id/resume', async (request) => taskJson(await opts.schedules.resume(validateTaskId(request.params.id))));
+  app.post<{ Params: IdParams }>('/api/tasks/:id/pause', async (request) =>
+    taskJson(await opts.schedules.pause(validateTaskId(request.params.id))),
+  );
+  app.post<{ Params: IdParams }>('/api/tasks/:id/resume', async (request) =>
+    taskJson(await opts.schedules.resume(validateTaskId(request.params.id))),
+  );
 
   app.get<{ Params: IdParams }>('/api/tasks/:id/history', async (request) => {
     const id = validateTaskId(request.params.id);

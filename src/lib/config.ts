@@ -214,7 +214,10 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     throw new ConfigError('heartbeatSeconds', 'must be at most half of failureTimeoutSeconds');
   }
   if (compiled.safetyNetGraceMs < compiled.failureTimeoutMs) {
-    throw new ConfigError('safetyNetGraceSeconds', 'must be at least failureTimeoutSeconds (a dead node\'s leases are its successor\'s to recover first)');
+    throw new ConfigError(
+      'safetyNetGraceSeconds',
+      "must be at least failureTimeoutSeconds (a dead node's leases are its successor's to recover first)",
+    );
   }
   if (compiled.retryMaxMs < compiled.retryBaseMs) {
     throw new ConfigError('retryMaxSeconds', 'must be at least retryBaseSeconds');
@@ -223,7 +226,9 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
 }
 
 const DEFAULTS: Required<WheelhouseOptions> = {
-  nodeId: `${hostname().replace(/[^A-Za-z0-9_.:-]/g, '-').slice(0, 40)}-${process.pid}`,
+  nodeId: `${hostname()
+    .replace(/[^A-Za-z0-9_.:-]/g, '-')
+    .slice(0, 40)}-${process.pid}`,
   host: '127.0.0.1',
   port: 7070,
   backend: 'embedded',
@@ -295,7 +300,11 @@ export function optionsFromFile(path: string, required = false): WheelhouseOptio
 }
 
 /** Converts a string flag or variable to the type of the option's default. */
-export function coerce(key: string, raw: string, fallback: unknown = (DEFAULTS as Record<string, unknown>)[key]): unknown {
+export function coerce(
+  key: string,
+  raw: string,
+  fallback: unknown = (DEFAULTS as Record<string, unknown>)[key],
+): unknown {
   if (typeof fallback === 'number') {
     const n = Number(raw);
     if (raw.trim() === '' || !Number.isFinite(n)) throw new ConfigError(key, `"${raw}" is not a number`);

@@ -44,9 +44,18 @@ export function registerActorKinds(system: ActorSystem, deps: ActorKindsDeps): v
     }),
   );
   system.register(
-    workerLeaseBehavior({ tasks: backend.tasks, backoff: deps.backoff, placement: deps.placement, dependents: deps.dependents, events, onError }),
+    workerLeaseBehavior({
+      tasks: backend.tasks,
+      backoff: deps.backoff,
+      placement: deps.placement,
+      dependents: deps.dependents,
+      events,
+      onError,
+    }),
   );
-  const scheduleWrites = new WriteBatcher<ScheduleWrite, ScheduleWriteResult>((writes) => backend.schedules.write(writes, clock.now()));
+  const scheduleWrites = new WriteBatcher<ScheduleWrite, ScheduleWriteResult>((writes) =>
+    backend.schedules.write(writes, clock.now()),
+  );
   system.register(
     cronScheduleBehavior({
       schedules: backend.schedules,

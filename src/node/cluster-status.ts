@@ -20,7 +20,12 @@ export interface ClusterStatus {
     heartbeat_at: string | null;
     heartbeat_age_ms: number | null;
   }[];
-  ring: { nodes: readonly string[]; vnodes_per_node: number; partitions_per_node: Record<string, number>; spread: string };
+  ring: {
+    nodes: readonly string[];
+    vnodes_per_node: number;
+    partitions_per_node: Record<string, number>;
+    spread: string;
+  };
   /**
    * Each wheel partition: `owner` is the node the ring names; `held_by` and `epoch` are the
    * fencing row in `actor_snapshots` (null `held_by`: released, its next owner not yet active).
@@ -67,7 +72,12 @@ export async function clusterStatus(source: ClusterStatusSource): Promise<Cluste
     },
     partitions: keys.map((key) => {
       const row = held.get(key);
-      return { partition: Number(key), owner: ring.ownerOf(WHEEL.name, key), held_by: row?.ownerNode ?? null, epoch: row?.epoch ?? null };
+      return {
+        partition: Number(key),
+        owner: ring.ownerOf(WHEEL.name, key),
+        held_by: row?.ownerNode ?? null,
+        epoch: row?.epoch ?? null,
+      };
     }),
   };
 }

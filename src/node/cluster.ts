@@ -70,7 +70,10 @@ const DROPPED_LOG_MS = 1_000;
  * failure timeout. They are hints; what they carried is in Postgres. Returns whether it took
  * the error.
  */
-export function droppedTells(log: FastifyBaseLogger, count: (n: number, labels: { kind: string }) => void): (error: unknown, info: ActorErrorInfo) => boolean {
+export function droppedTells(
+  log: FastifyBaseLogger,
+  count: (n: number, labels: { kind: string }) => void,
+): (error: unknown, info: ActorErrorInfo) => boolean {
   const pending = new Map<string, number>();
   let last: unknown = null;
   let timer: NodeJS.Timeout | null = null;
@@ -78,7 +81,10 @@ export function droppedTells(log: FastifyBaseLogger, count: (n: number, labels: 
     timer = null;
     const byKind = Object.fromEntries(pending);
     pending.clear();
-    log.warn({ byKind, last: last instanceof Error ? last.message : String(last) }, 'told messages no node accepted before their deadline (dropped)');
+    log.warn(
+      { byKind, last: last instanceof Error ? last.message : String(last) },
+      'told messages no node accepted before their deadline (dropped)',
+    );
   };
   return (error, info) => {
     if (info.during !== 'deliver' || !isWheelhouseError(error, 'ask_timeout')) return false;

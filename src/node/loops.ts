@@ -66,7 +66,8 @@ export function startLoops(deps: LoopDeps): Cancel[] {
     loop('safety_net', options.safetyNetMs, async () => {
       if (!deps.mayOwn()) return;
       const pass = await deps.safetyNet.sweep();
-      if (pass.leases + pass.pending > 0) log.warn(pass, 'the safety net handed on tasks their mechanism had left behind');
+      if (pass.leases + pass.pending > 0)
+        log.warn(pass, 'the safety net handed on tasks their mechanism had left behind');
     }),
     loop('backlog', BACKLOG_REFRESH_MS, async () => {
       deps.setBacklog(await backend.ready.backlog());
@@ -98,7 +99,11 @@ export function startLoops(deps: LoopDeps): Cancel[] {
       loop('clock_sample', CLOCK_SAMPLE_MS, async () => {
         await aligned.sample();
         const off = Math.abs(aligned.offsetMs) > CLOCK_WARN_MS;
-        if (off && !warned) log.warn({ offsetMs: aligned.offsetMs }, "this node's clock is off the database's; the node reads time as the database does");
+        if (off && !warned)
+          log.warn(
+            { offsetMs: aligned.offsetMs },
+            "this node's clock is off the database's; the node reads time as the database does",
+          );
         warned = off;
       }),
     );

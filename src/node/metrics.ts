@@ -40,15 +40,25 @@ export interface NodeMetrics {
  * Every metric of `/metrics`: counters follow the node's events (`domain/events.ts`), gauges
  * are read at scrape time.
  */
-export function nodeMetrics(events: TypedEvents<NodeEvents>, log: FastifyBaseLogger, sources: MetricSources): NodeMetrics {
+export function nodeMetrics(
+  events: TypedEvents<NodeEvents>,
+  log: FastifyBaseLogger,
+  sources: MetricSources,
+): NodeMetrics {
   const metrics = new Metrics();
   const onError = (error: unknown, context: string): void => log.error({ err: error }, context);
 
   const submitted = metrics.counter('wheelhouse_tasks_submitted_total', 'Tasks written by submissions.');
   const claimed = metrics.counter('wheelhouse_tasks_claimed_total', 'Tasks claimed by workers.');
   const completed = metrics.counter('wheelhouse_tasks_completed_total', 'Results recorded, by resulting status.');
-  const requeued = metrics.counter('wheelhouse_tasks_requeued_total', 'Tasks sent back to pending (retry or expired lease).');
-  const replayed = metrics.counter('wheelhouse_dag_events_replayed_total', 'Finished predecessors delivered to their dependents from the outbox, after the live path did not.');
+  const requeued = metrics.counter(
+    'wheelhouse_tasks_requeued_total',
+    'Tasks sent back to pending (retry or expired lease).',
+  );
+  const replayed = metrics.counter(
+    'wheelhouse_dag_events_replayed_total',
+    'Finished predecessors delivered to their dependents from the outbox, after the live path did not.',
+  );
   const recovered = metrics.counter(
     'wheelhouse_safety_net_recovered_total',
     'Tasks a safety net found left behind by their mechanism and handed on, by kind: lease (expired, never handed on), pending (overdue, held by nothing), blocked (predecessors done, never reconciled). Should stay 0.',
@@ -57,11 +67,29 @@ export function nodeMetrics(events: TypedEvents<NodeEvents>, log: FastifyBaseLog
     'wheelhouse_partition_rebuilds_total',
     'Wheel partitions rebuilt in full from Postgres because the bucket store had lost their data (a flush, a restart, an older snapshot) or never had it (a first start).',
   );
-  const dutyFailures = metrics.counter('wheelhouse_duty_failures_total', 'Failures of duties (actor timers, node loops, placements), each retried after a backoff, by duty.');
-  const cron = metrics.counter('wheelhouse_cron_fire_times_total', 'Cron fire times reached, by outcome (fired, skipped for overlap, missed by misfire policy).');
-  const fenced = metrics.counter('wheelhouse_stale_epoch_total', 'Writes refused because a newer activation of the actor owns it (the activation stopped).');
-  const handedOff = metrics.counter('wheelhouse_actors_handed_off_total', 'Actors stopped here because a ring change moved them to another node.');
-  const dropped = droppedTells(log, metrics.counter('wheelhouse_messages_dropped_total', 'Told messages no node accepted before their deadline, by actor kind.'));
+  const dutyFailures = metrics.counter(
+    'wheelhouse_duty_failures_total',
+    'Failures of duties (actor timers, node loops, placements), each retried after a backoff, by duty.',
+  );
+  const cron = metrics.counter(
+    'wheelhouse_cron_fire_times_total',
+    'Cron fire times reached, by outcome (fired, skipped for overlap, missed by misfire policy).',
+  );
+  const fenced = metrics.counter(
+    'wheelhouse_stale_epoch_total',
+    'Writes refused because a newer activation of the actor owns it (the activation stopped).',
+  );
+  const handedOff = metrics.counter(
+    'wheelhouse_actors_handed_off_total',
+    'Actors stopped here because a ring change moved them to another node.',
+  );
+  const dropped = droppedTells(
+    log,
+    metrics.counter(
+      'wheelhouse_messages_dropped_total',
+      'Told messages no node accepted before their deadline, by actor kind.',
+    ),
+  );
 
   events.on('task:submitted', (e) => submitted(e.taskIds.length));
   events.on('task:claimed', (e) => claimed(e.taskIds.length));
@@ -80,9 +108,15 @@ export function nodeMetrics(events: TypedEvents<NodeEvents>, log: FastifyBaseLog
   const gaugeActors = metrics.gauge('wheelhouse_actors_live', 'Live actors on this node, by kind.');
   const gaugeRss = metrics.gauge('process_resident_memory_bytes', 'Resident memory of the node process.');
   const gaugeHeap = metrics.gauge('nodejs_heap_size_used_bytes', 'V8 heap in use.');
-  const gaugeClockOffset = metrics.gauge('wheelhouse_clock_offset_seconds', "What this node adds to its own clock to read the database's.");
+  const gaugeClockOffset = metrics.gauge(
+    'wheelhouse_clock_offset_seconds',
+    "What this node adds to its own clock to read the database's.",
+  );
   const gaugeLiveNodes = metrics.gauge('wheelhouse_cluster_live_nodes', 'Nodes in the ring this node routes by.');
-  const gaugeTransport = metrics.gauge('wheelhouse_transport', 'Node-to-node transport counters since start (requests, envelopes, retries, failed).');
+  const gaugeTransport = metrics.gauge(
+    'wheelhouse_transport',
+    'Node-to-node transport counters since start (requests, envelopes, retries, failed).',
+  );
   metrics.onCollect(() => {
     const memory = process.memoryUsage();
     gaugeRss(memory.rss);
@@ -94,13 +128,17 @@ export function nodeMetrics(events: TypedEvents<NodeEvents>, log: FastifyBaseLog
     gaugeClockOffset((sources.aligned?.offsetMs ?? 0) / 1000);
     const cluster = sources.cluster();
     if (cluster !== null) {
-      for (const [counter, value] of Object.entries(cluster.transport.stats()) as [string, number][]) gaugeTransport(value, { counter });
+      for (const [counter, value] of Object.entries(cluster.transport.stats()) as [string, number][])
+        gaugeTransport(value, { counter });
     }
   });
 
   const onDutyFailure = (error: unknown, failure: DutyFailure): void => {
     dutyFailures(1, { duty: failure.duty });
-    log.warn({ err: error, ...failure }, `duty ${failure.duty} failed (${failure.attempt} in a row); again in ${failure.retryInMs} ms`);
+    log.warn(
+      { err: error, ...failure },
+      `duty ${failure.duty} failed (${failure.attempt} in a row); again in ${failure.retryInMs} ms`,
+    );
   };
   return {
     registry: metrics,
@@ -111,7 +149,11 @@ export function nodeMetrics(events: TypedEvents<NodeEvents>, log: FastifyBaseLog
         fenced(1);
         log.warn({ actor: info, reason: error.message }, 'a stale activation was fenced and stopped');
       } else if (info.attempt !== undefined && info.retryInMs !== undefined) {
-        onDutyFailure(error, { duty: `${info.kind}.${info.messageType ?? 'message'}`, attempt: info.attempt, retryInMs: info.retryInMs });
+        onDutyFailure(error, {
+          duty: `${info.kind}.${info.messageType ?? 'message'}`,
+          attempt: info.attempt,
+          retryInMs: info.retryInMs,
+        });
       } else {
         onError(error, `actor ${JSON.stringify(info)}`);
       }

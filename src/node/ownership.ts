@@ -109,7 +109,8 @@ export class Ownership {
     for (;;) {
       const rows = await this.deps.snapshots.owners(WHEEL.name);
       const held = rows.some(
-        (r) => wanted.has(r.key) && r.ownerNode !== null && r.ownerNode !== system.nodeId && this.deps.isLive(r.ownerNode),
+        (r) =>
+          wanted.has(r.key) && r.ownerNode !== null && r.ownerNode !== system.nodeId && this.deps.isLive(r.ownerNode),
       );
       if (!held || clock.now() >= deadline) return;
       await new Promise<void>((resolve) => clock.setTimer(RELEASE_POLL_MS, resolve));
@@ -123,10 +124,12 @@ export class Ownership {
    */
   async activateOwnedSchedules(): Promise<void> {
     const { system, schedules } = this.deps;
-    for (let after: string | null = null; ; ) {
+    for (let after: string | null = null; ;) {
       const page = await schedules.active(after, SCHEDULE_PAGE);
       if (page.length === 0) return;
-      await this.deps.activation.records(page.filter((r) => system.ownerOf(CRON, r.id) === system.nodeId && !system.holds(CRON, r.id)));
+      await this.deps.activation.records(
+        page.filter((r) => system.ownerOf(CRON, r.id) === system.nodeId && !system.holds(CRON, r.id)),
+      );
       after = page[page.length - 1]!.id;
     }
   }
@@ -138,7 +141,7 @@ export class Ownership {
   async keepSchedulesActive(): Promise<number> {
     const { system, schedules } = this.deps;
     let activated = 0;
-    for (let after: string | null = null; ; ) {
+    for (let after: string | null = null; ;) {
       const ids = await schedules.activeIds(after, SCHEDULE_PAGE);
       if (ids.length === 0) return activated;
       const idle = ids.filter((id) => system.ownerOf(CRON, id) === system.nodeId && !system.holds(CRON, id));
@@ -167,5 +170,4 @@ export class Ownership {
     }
     return recovered;
   }
-
 }

@@ -83,7 +83,8 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   const log = pino({ level: options.logLevel });
   const onError = (error: unknown, context: string): void => log.error({ err: error }, context);
   for (const warning of backend.warnings) log.warn(warning);
-  if (aligned !== null) log.info({ offsetMs: aligned.offsetMs, rttMs: aligned.rttMs }, "this node's clock is aligned on the database's");
+  if (aligned !== null)
+    log.info({ offsetMs: aligned.offsetMs, rttMs: aligned.rttMs }, "this node's clock is aligned on the database's");
   const events = new TypedEvents<NodeEvents>((error, name) => onError(error, `a listener of ${name}`));
   let started = false;
   let backlog = 0;
@@ -96,38 +97,133 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   const ring = { bounded: new Map([[WHEEL.name, Array.from({ length: options.partitions }, (_, p) => String(p))]]) };
   let system: ActorSystem | null = null;
   let ownership: Ownership | null = null;
-  const cluster: Cluster | null = backend.kind !== 'postgres' ? null : nodeCluster({ options, backend, ring, events, log, onError,
-    system: () => system!, ownership: () => ownership!, onHandedOff: (n) => metrics.onHandedOff(n) });
+  const cluster: Cluster | null =
+    backend.kind !== 'postgres'
+      ? null
+      : nodeCluster({
+          options,
+          backend,
+          ring,
+          events,
+          log,
+          onError,
+          system: () => system!,
+          ownership: () => ownership!,
+          onHandedOff: (n) => metrics.onHandedOff(n),
+        });
   const placement = cluster?.placement ?? new LivePlacement(options.nodeId, ring);
-  const metrics = nodeMetrics(events, log, { backlog: () => backlog, system: () => actors, placement: () => placement, cluster: () => cluster, aligned });
+  const metrics = nodeMetrics(events, log, {
+    backlog: () => backlog,
+    system: () => actors,
+    placement: () => placement,
+    cluster: () => cluster,
+    aligned,
+  });
   const actors = (system = new ActorSystem({
-    nodeId: options.nodeId, clock, snapshots: backend.snapshots, placement,
+    nodeId: options.nodeId,
+    clock,
+    snapshots: backend.snapshots,
+    placement,
     ...(cluster ? { transport: cluster.transport } : {}),
     onError: metrics.onActorError,
   }));
 
   const backoff = { baseMs: options.retryBaseMs, maxMs: options.retryMaxMs };
-  const wheel = new WheelPlacement({ system: actors, buckets: backend.buckets, clock, partitions: options.partitions, onDutyFailure: metrics.onDutyFailure });
-  const resolver = new DagResolver({ dags: backend.dags, system: actors, clock, askTimeoutMs: DAG_ASK_MS, events, onError });
+  const wheel = new WheelPlacement({
+    system: actors,
+    buckets: backend.buckets,
+    clock,
+    partitions: options.partitions,
+    onDutyFailure: metrics.onDutyFailure,
+  });
+  const resolver = new DagResolver({
+    dags: backend.dags,
+    system: actors,
+    clock,
+    askTimeoutMs: DAG_ASK_MS,
+    events,
+    onError,
+  });
   const activation = new CronActivation(actors);
-  registerActorKinds(actors, { options, backend, clock, backoff, placement: wheel, dependents: resolver, activation, events, onError });
+  registerActorKinds(actors, {
+    options,
+    backend,
+    clock,
+    backoff,
+    placement: wheel,
+    dependents: resolver,
+    activation,
+    events,
+    onError,
+  });
 
-  const dispatcher = new Dispatcher({ tasks: backend.tasks, ready: backend.ready, clock, system: actors, pollMaxWaitMs: options.pollMaxWaitMs, events, onError });
+  const dispatcher = new Dispatcher({
+    tasks: backend.tasks,
+    ready: backend.ready,
+    clock,
+    system: actors,
+    pollMaxWaitMs: options.pollMaxWaitMs,
+    events,
+    onError,
+  });
   const offPush = backend.ready.onPush((types) => dispatcher.notify(types));
   const views = new TaskViews({ dags: backend.dags, clock });
   const admission = new Admission({ backlog: () => backlog, readyBacklogLimit: options.readyBacklogLimit });
   const schedules = new ScheduleService({ tasks: backend.tasks, system: actors, activation, views, onError });
   const services: Services = {
-    tasks: new TaskService({ tasks: backend.tasks, schedules: backend.schedules, clock, partitions: options.partitions, admission, views, placement: wheel, cron: schedules, resolver, events }),
+    tasks: new TaskService({
+      tasks: backend.tasks,
+      schedules: backend.schedules,
+      clock,
+      partitions: options.partitions,
+      admission,
+      views,
+      placement: wheel,
+      cron: schedules,
+      resolver,
+      events,
+    }),
     schedules,
-    dags: new DagService({ dags: backend.dags, clock, partitions: options.partitions, admission, placement: wheel, events }),
-    workers: new WorkerService({ tasks: backend.tasks, clock, system: actors, dispatcher, backoff, placement: wheel, resolver, events, onError }),
-    health: { isReady: () => (started ? backend.ping().then(() => true, () => false) : Promise.resolve(false)) },
+    dags: new DagService({
+      dags: backend.dags,
+      clock,
+      partitions: options.partitions,
+      admission,
+      placement: wheel,
+      events,
+    }),
+    workers: new WorkerService({
+      tasks: backend.tasks,
+      clock,
+      system: actors,
+      dispatcher,
+      backoff,
+      placement: wheel,
+      resolver,
+      events,
+      onError,
+    }),
+    health: {
+      isReady: () =>
+        started
+          ? backend.ping().then(
+              () => true,
+              () => false,
+            )
+          : Promise.resolve(false),
+    },
   };
 
   const owned = (ownership = new Ownership({
-    system: actors, tasks: backend.tasks, schedules: backend.schedules, snapshots: backend.snapshots, clock,
-    partitions: options.partitions, activation, onFenced: metrics.onFenced, onError,
+    system: actors,
+    tasks: backend.tasks,
+    schedules: backend.schedules,
+    snapshots: backend.snapshots,
+    clock,
+    partitions: options.partitions,
+    activation,
+    onFenced: metrics.onFenced,
+    onError,
     isLive: (id) => placement.ring.nodes().includes(id),
   }));
   if (cluster === null) {
@@ -140,14 +236,26 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   }
 
   const server = buildServer({
-    services, options, logger: log, metrics: () => metrics.registry.render(),
-    extraPlugins: adminFace({ options, backend, clock, system: actors, cluster, placement: () => placement, url: () => url }),
+    services,
+    options,
+    logger: log,
+    metrics: () => metrics.registry.render(),
+    extraPlugins: adminFace({
+      options,
+      backend,
+      clock,
+      system: actors,
+      cluster,
+      placement: () => placement,
+      url: () => url,
+    }),
   });
   await server.listen({ host: options.host, port: options.port });
   const address = server.server.address();
   url = `http://${options.host}:${typeof address === 'object' && address ? address.port : options.port}`;
   if (cluster !== null) {
-    if (options.clusterSecret === null) log.warn('clusterSecret is not set: node-to-node requests are accepted from loopback addresses only');
+    if (options.clusterSecret === null)
+      log.warn('clusterSecret is not set: node-to-node requests are accepted from loopback addresses only');
     await cluster.start(options.advertiseUrl ?? url);
     await owned.activateOwnedSchedules();
     await owned.takeOwnership();
@@ -156,24 +264,48 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   // Dependents a previous life of the node (or another node) did not reach before it stopped.
   await resolver.replay(true).catch((error: unknown) => onError(error, 'replaying the dependency outbox at start'));
   const safetyNet = new SafetyNet({
-    tasks: backend.tasks, system: actors, clock, backoff, graceMs: options.safetyNetGraceMs,
-    ownedPartitions: () => owned.ownedPartitions(), placement: wheel, dependents: resolver, events,
+    tasks: backend.tasks,
+    system: actors,
+    clock,
+    backoff,
+    graceMs: options.safetyNetGraceMs,
+    ownedPartitions: () => owned.ownedPartitions(),
+    placement: wheel,
+    dependents: resolver,
+    events,
   });
   const loops = startLoops({
-    clock, aligned, options, backend, resolver, ownership: owned, safetyNet, log, onDutyFailure: metrics.onDutyFailure,
+    clock,
+    aligned,
+    options,
+    backend,
+    resolver,
+    ownership: owned,
+    safetyNet,
+    log,
+    onDutyFailure: metrics.onDutyFailure,
     mayOwn: () => cluster === null || cluster.mayOwn,
     setBacklog: (n) => void (backlog = n),
   });
-  const executors: BuiltinExecutor[] = !options.builtinExecutors ? [] : [
-    startNoopExecutor(services.workers, options.nodeId, (e) => onError(e, 'noop executor')),
-    startHttpExecutor(services.workers, options.nodeId, (e) => onError(e, 'http executor')),
-  ];
+  const executors: BuiltinExecutor[] = !options.builtinExecutors
+    ? []
+    : [
+        startNoopExecutor(services.workers, options.nodeId, (e) => onError(e, 'noop executor')),
+        startHttpExecutor(services.workers, options.nodeId, (e) => onError(e, 'http executor')),
+      ];
   started = true;
   log.info({ nodeId: options.nodeId, backend: backend.kind, url }, 'wheelhouse node started');
 
   let closing: Promise<void> | undefined;
   return {
-    options, url, server, services, system: actors, backend, metrics: metrics.registry, events,
+    options,
+    url,
+    server,
+    services,
+    system: actors,
+    backend,
+    metrics: metrics.registry,
+    events,
     close() {
       closing ??= (async () => {
         started = false;
@@ -200,7 +332,11 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
  * clock says, it fires, claims and expires leases on the same time as every other node. A
  * clock given by a test is used as it is.
  */
-async function nodeClock(options: CompiledOptions, backend: Backend, overrides: NodeOverrides): Promise<{ clock: Clock; aligned: AlignedClock | null }> {
+async function nodeClock(
+  options: CompiledOptions,
+  backend: Backend,
+  overrides: NodeOverrides,
+): Promise<{ clock: Clock; aligned: AlignedClock | null }> {
   const own = overrides.clock ?? offsetClock(systemClock, options.testClockOffsetMs);
   if (overrides.clock !== undefined || backend.kind !== 'postgres') return { clock: own, aligned: null };
   const aligned = new AlignedClock(own, () => backend.databaseNowMs());

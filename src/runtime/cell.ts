@@ -1,5 +1,13 @@
 import { isWheelhouseError, WheelhouseError } from '../lib/errors.js';
-import type { ActorContext, ActorRef, ActorSystemApi, Behavior, DeactivationReason, Message, ReplyFor } from './actor.js';
+import type {
+  ActorContext,
+  ActorRef,
+  ActorSystemApi,
+  Behavior,
+  DeactivationReason,
+  Message,
+  ReplyFor,
+} from './actor.js';
 import type { Cancel, Clock } from './clock.js';
 import { CellTimers, type DutyCell } from './duties.js';
 import { checkedTransition, handOver, refuseUnhandled, signal, type CellPhase, type Signal } from './cell-lifecycle.js';
@@ -157,7 +165,14 @@ export class ActorCell<S, M extends Message, Snap = unknown>
       this.requestStop('failed');
     }
     const retry = duty ? this.timers!.retry(message) : null;
-    if (!asked) this.host.report(error, { kind: this.kind, key: this.key, during: 'receive', messageType: message.type, ...retry });
+    if (!asked)
+      this.host.report(error, {
+        kind: this.kind,
+        key: this.key,
+        during: 'receive',
+        messageType: message.type,
+        ...retry,
+      });
   }
 
   onIdle(): void {
@@ -312,7 +327,9 @@ export class ActorCell<S, M extends Message, Snap = unknown>
     const unhandled = this.mailbox.takeAll();
     if (this.behavior.deactivate === undefined && !this.ownsSnapshot) this.finish();
     else void this.runDeactivate(reason);
-    handOver(this.host, this, unhandled, reason, () => (reason === 'shutdown' ? shuttingDownError() : this.fencedError()));
+    handOver(this.host, this, unhandled, reason, () =>
+      reason === 'shutdown' ? shuttingDownError() : this.fencedError(),
+    );
   }
 
   private async runDeactivate(reason: DeactivationReason): Promise<void> {

@@ -51,7 +51,6 @@ export type EnvelopeResult =
   | { ok: true; value?: unknown }
   | { ok: false; error: { code: string; message: string; details: Record<string, unknown> } };
 
-
 /**
  * Asks the node at `address` to re-read membership now (a node calls it on its peers when it
  * joins or leaves). Resolves true once the peer has done so, false if it could not be reached
@@ -82,13 +81,19 @@ export async function inspectRemote(
   try {
     answer = await requestPeer(address, secret, 'GET', path, timeoutMs);
   } catch (error) {
-    throw new WheelhouseError('not_ready', `Node at ${address} did not answer GET ${path}: ${messageOf(error)}`, { cause: error });
+    throw new WheelhouseError('not_ready', `Node at ${address} did not answer GET ${path}: ${messageOf(error)}`, {
+      cause: error,
+    });
   }
   if (answer.status === 200) return answer.body as ActorInfo;
   const remote = errorOf(answer.body);
   if (answer.status === 404 && remote.code === 'not_found') return null;
-  const secrets = answer.status === 401 || answer.status === 403 ? ' (the cluster secrets of the two nodes differ)' : '';
-  throw new WheelhouseError('internal', `Node at ${address} answered GET ${path} with ${answer.status} ${remote.code}: ${remote.message}${secrets}`);
+  const secrets =
+    answer.status === 401 || answer.status === 403 ? ' (the cluster secrets of the two nodes differ)' : '';
+  throw new WheelhouseError(
+    'internal',
+    `Node at ${address} answered GET ${path} with ${answer.status} ${remote.code}: ${remote.message}${secrets}`,
+  );
 }
 
 export interface PeerAnswer {
@@ -101,7 +106,13 @@ export interface PeerAnswer {
 export async function exchange(
   pool: Pool,
   clock: Clock,
-  spec: { method: 'GET' | 'POST'; path: string; headers: Record<string, string>; body: string | null; timeoutMs: number },
+  spec: {
+    method: 'GET' | 'POST';
+    path: string;
+    headers: Record<string, string>;
+    body: string | null;
+    timeoutMs: number;
+  },
 ): Promise<PeerAnswer> {
   const controller = new AbortController();
   const cancel = clock.setTimer(spec.timeoutMs, () =>
@@ -166,7 +177,8 @@ export function resultsOf(body: unknown, count: number): EnvelopeResult[] | null
       typeof r === 'object' &&
       r !== null &&
       ((r as { ok?: unknown }).ok === true ||
-        ((r as { ok?: unknown }).ok === false && typeof (r as { error?: { code?: unknown } }).error?.code === 'string')),
+        ((r as { ok?: unknown }).ok === false &&
+          typeof (r as { error?: { code?: unknown } }).error?.code === 'string')),
   );
   return wellFormed ? (results as EnvelopeResult[]) : null;
 }
@@ -174,7 +186,8 @@ export function resultsOf(body: unknown, count: number): EnvelopeResult[] | null
 /** A catalogue error from a remote one; a code this node does not know becomes `internal`. */
 export function remoteError(error: { code: string; message: unknown; details?: unknown }): WheelhouseError {
   const known = Object.hasOwn(ERROR_CATALOGUE, error.code);
-  const details = typeof error.details === 'object' && error.details !== null ? (error.details as Record<string, unknown>) : {};
+  const details =
+    typeof error.details === 'object' && error.details !== null ? (error.details as Record<string, unknown>) : {};
   return new WheelhouseError(
     known ? (error.code as ErrorCode) : 'internal',
     typeof error.message === 'string' ? error.message : undefined,

@@ -118,7 +118,9 @@ export class Cluster {
       failureTimeoutMs: this.options.failureTimeoutMs,
       onError: (error, step: MembershipStep) => this.options.onError(error, `membership ${step}`),
       onDeclaredOut: () => {
-        void this.options.onDeclaredOut().catch((error: unknown) => this.options.onError(error, 'after being declared out'));
+        void this.options
+          .onDeclaredOut()
+          .catch((error: unknown) => this.options.onError(error, 'after being declared out'));
       },
     });
     membership.onChange((live) => this.take(live));

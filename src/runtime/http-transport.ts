@@ -120,15 +120,24 @@ export class HttpTransport implements Transport {
     }
     const requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     if (!(Number.isFinite(requestTimeoutMs) && requestTimeoutMs > 0)) {
-      throw new WheelhouseError('internal', `HttpTransport option requestTimeoutMs must be a positive number of ms, got ${requestTimeoutMs}.`);
+      throw new WheelhouseError(
+        'internal',
+        `HttpTransport option requestTimeoutMs must be a positive number of ms, got ${requestTimeoutMs}.`,
+      );
     }
     const maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH;
     if (!(Number.isInteger(maxBatch) && maxBatch > 0)) {
-      throw new WheelhouseError('internal', `HttpTransport option maxBatch must be a positive integer, got ${maxBatch}.`);
+      throw new WheelhouseError(
+        'internal',
+        `HttpTransport option maxBatch must be a positive integer, got ${maxBatch}.`,
+      );
     }
     const maxBatchBytes = options.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES;
     if (!(Number.isInteger(maxBatchBytes) && maxBatchBytes > 0)) {
-      throw new WheelhouseError('internal', `HttpTransport option maxBatchBytes must be a positive integer, got ${maxBatchBytes}.`);
+      throw new WheelhouseError(
+        'internal',
+        `HttpTransport option maxBatchBytes must be a positive integer, got ${maxBatchBytes}.`,
+      );
     }
     this.nodeId = options.nodeId;
     this.options = options;
@@ -364,16 +373,19 @@ export class HttpTransport implements Transport {
     this.counters.failed += 1;
     item.reject(error);
   }
-
 }
 
 function deadlineError(item: Outgoing): WheelhouseError {
   const { kind, key } = item.envelope;
   const last = item.lastError === undefined ? 'none' : messageOf(item.lastError);
-  return new WheelhouseError('ask_timeout', `${kind}/${key}: no node accepted the message before its deadline (last error: ${last})`, {
-    details: { kind, key, attempts: item.attempts },
-    cause: item.lastError,
-  });
+  return new WheelhouseError(
+    'ask_timeout',
+    `${kind}/${key}: no node accepted the message before its deadline (last error: ${last})`,
+    {
+      details: { kind, key, attempts: item.attempts },
+      cause: item.lastError,
+    },
+  );
 }
 
 function closedError(cause?: unknown): WheelhouseError {

@@ -21,13 +21,15 @@ export type {
 export { defineKind, kindName } from './actor.js';
 export { clampDelay, FakeClock, MAX_TIMER_MS, settle, systemClock, type Cancel, type Clock } from './clock.js';
 export { LocalPlacement, type Placement, type Transport } from './placement.js';
-export { unwrapSnapshot, wrapSnapshot, type AcquiredSnapshot, type SnapshotEnvelope, type SnapshotRow, type SnapshotStore } from './snapshots.js';
+export {
+  unwrapSnapshot,
+  wrapSnapshot,
+  type AcquiredSnapshot,
+  type SnapshotEnvelope,
+  type SnapshotRow,
+  type SnapshotStore,
+} from './snapshots.js';
 export type { ActorErrorInfo, ActorErrorPhase } from './host.js';
 export { DEFAULT_MAILBOX_CAPACITY } from './mailbox.js';
 export type { TransportEnvelope } from './router.js';
-export {
-  ActorSystem,
-  DEFAULT_ASK_TIMEOUT_MS,
-  DEFAULT_LIST_LIMIT,
-  type ActorSystemOptions,
-} from './system.js';
+export { ActorSystem, DEFAULT_ASK_TIMEOUT_MS, DEFAULT_LIST_LIMIT, type ActorSystemOptions } from './system.js';

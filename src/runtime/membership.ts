@@ -92,7 +92,10 @@ export class Membership {
     this.onDeclaredOut = options.onDeclaredOut;
     if (this.nodeId === '') throw new WheelhouseError('internal', 'membership: nodeId is empty.');
     if (!Number.isFinite(this.failureTimeoutMs) || this.failureTimeoutMs <= 0) {
-      throw new WheelhouseError('internal', `membership: failureTimeoutMs must be positive, got ${this.failureTimeoutMs}.`);
+      throw new WheelhouseError(
+        'internal',
+        `membership: failureTimeoutMs must be positive, got ${this.failureTimeoutMs}.`,
+      );
     }
     // Two beats must fit in a timeout: one late beat (a GC pause, a slow query) must not be
     // enough to put a healthy node out.
@@ -165,7 +168,8 @@ export class Membership {
       this.transition('stopped');
       return;
     }
-    if (this.phase !== 'running') throw new WheelhouseError('internal', `membership ${this.nodeId}: stop while ${this.phase}.`);
+    if (this.phase !== 'running')
+      throw new WheelhouseError('internal', `membership ${this.nodeId}: stop while ${this.phase}.`);
     this.transition('stopping');
     this.timer?.();
     this.timer = null;
@@ -210,7 +214,8 @@ export class Membership {
     if (self === undefined) return;
     let soonest = Infinity;
     for (const node of live) {
-      if (node.id !== this.nodeId) soonest = Math.min(soonest, node.heartbeatMs + this.failureTimeoutMs - self.heartbeatMs);
+      if (node.id !== this.nodeId)
+        soonest = Math.min(soonest, node.heartbeatMs + this.failureTimeoutMs - self.heartbeatMs);
     }
     const atMs = this.lastBeatMs + soonest + EXPIRY_MARGIN_MS;
     if (!(atMs < this.lastBeatMs + this.heartbeatMs)) return; // the next beat reads it anyway

@@ -109,7 +109,8 @@ export class RingPlacement implements Placement {
     if (!(Number.isFinite(factor) && factor >= 1)) {
       throw new WheelhouseError('internal', `boundedLoadFactor must be a number ≥ 1, got ${String(factor)}.`);
     }
-    for (const [kind, keys] of options.bounded ?? []) this.assigned.set(kind, this.boundedAssignment(kind, keys, factor));
+    for (const [kind, keys] of options.bounded ?? [])
+      this.assigned.set(kind, this.boundedAssignment(kind, keys, factor));
   }
 
   /**
@@ -184,7 +185,8 @@ function ringKey(kind: string, key: string): string {
 }
 
 function checkKind(kind: string): void {
-  if (kind.includes('\u0000')) throw new WheelhouseError('internal', `Actor kind ${JSON.stringify(kind)} contains NUL.`);
+  if (kind.includes('\u0000'))
+    throw new WheelhouseError('internal', `Actor kind ${JSON.stringify(kind)} contains NUL.`);
 }
 
 /** The addresses whose owner differs from `before` to `after`, in the order given. */

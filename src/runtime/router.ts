@@ -74,7 +74,10 @@ export class Router implements CellHost {
     const entry = this.kinds.get(kind);
     if (entry === undefined) {
       const known = [...this.kinds.keys()].join(', ') || 'none';
-      throw new WheelhouseError('internal', `No actor kind '${kind}' is registered on node ${this.nodeId} (registered: ${known}).`);
+      throw new WheelhouseError(
+        'internal',
+        `No actor kind '${kind}' is registered on node ${this.nodeId} (registered: ${known}).`,
+      );
     }
     return entry;
   }
@@ -101,7 +104,13 @@ export class Router implements CellHost {
   ask(entry: KindEntry, key: string, message: Message, timeoutMs: number): Promise<unknown> {
     let pending: PendingAsk;
     try {
-      pending = new PendingAsk(this.clock, validAskTimeoutMs(timeoutMs, 'timeoutMs'), entry.behavior.kind.name, key, message.type);
+      pending = new PendingAsk(
+        this.clock,
+        validAskTimeoutMs(timeoutMs, 'timeoutMs'),
+        entry.behavior.kind.name,
+        key,
+        message.type,
+      );
     } catch (error) {
       return Promise.reject(error);
     }
@@ -135,7 +144,10 @@ export class Router implements CellHost {
       const entry = this.entry(envelope.kind);
       const message = envelope.message;
       if (!isMessage(message)) {
-        throw new WheelhouseError('validation_failed', `A message for ${envelope.kind}/${envelope.key} has no string 'type'.`);
+        throw new WheelhouseError(
+          'validation_failed',
+          `A message for ${envelope.kind}/${envelope.key} has no string 'type'.`,
+        );
       }
       // While two nodes' views of the ring differ (a change is ~a heartbeat old on one of
       // them), a message can reach a node that no longer owns its actor. Forwarding it on
@@ -143,9 +155,13 @@ export class Router implements CellHost {
       // updated, ring. Fencing keeps two owners from both writing meanwhile.
       const owner = this.placement.ownerOf(envelope.kind, envelope.key);
       if (owner !== this.nodeId) {
-        throw new WheelhouseError('not_ready', `Node ${this.nodeId} does not own ${envelope.kind}/${envelope.key}; its ring names ${owner}.`, {
-          details: { kind: envelope.kind, key: envelope.key, owner },
-        });
+        throw new WheelhouseError(
+          'not_ready',
+          `Node ${this.nodeId} does not own ${envelope.kind}/${envelope.key}; its ring names ${owner}.`,
+          {
+            details: { kind: envelope.kind, key: envelope.key, owner },
+          },
+        );
       }
       const cell = this.localCell(entry, envelope.key);
       if (message.type === ACTIVATE) return cell.whenActive();
@@ -155,7 +171,10 @@ export class Router implements CellHost {
       }
       const timeoutMs = envelope.deadlineMs - this.clock.now();
       if (timeoutMs <= 0) {
-        throw new WheelhouseError('ask_timeout', `An ask for ${envelope.kind}/${envelope.key} arrived after its deadline.`);
+        throw new WheelhouseError(
+          'ask_timeout',
+          `An ask for ${envelope.kind}/${envelope.key} arrived after its deadline.`,
+        );
       }
       const pending = new PendingAsk(this.clock, timeoutMs, envelope.kind, envelope.key, message.type);
       cell.mailbox.post(message, pending);
@@ -175,7 +194,13 @@ export class Router implements CellHost {
     const owner = this.placement.ownerOf(kind, key);
     if (owner === this.nodeId) return this.localCell(entry, key).whenActive();
     if (this.transport === undefined) return Promise.reject(noTransport(kind, key, owner, this.nodeId));
-    const envelope: TransportEnvelope = { kind, key, message: { type: ACTIVATE }, deadlineMs: this.clock.now() + timeoutMs, ask: true };
+    const envelope: TransportEnvelope = {
+      kind,
+      key,
+      message: { type: ACTIVATE },
+      deadlineMs: this.clock.now() + timeoutMs,
+      ask: true,
+    };
     try {
       return this.transport.deliver(owner, envelope).then(() => undefined);
     } catch (error) {
@@ -280,7 +305,10 @@ class RoutedRef<M extends Message> implements ActorRef<M> {
 const ACTIVATE = '$activate';
 
 function noTransport(kind: string, key: string, owner: string, nodeId: string): WheelhouseError {
-  return new WheelhouseError('internal', `No transport is configured, but ${kind}/${key} is owned by node ${owner}, not ${nodeId}.`);
+  return new WheelhouseError(
+    'internal',
+    `No transport is configured, but ${kind}/${key} is owned by node ${owner}, not ${nodeId}.`,
+  );
 }
 
 function isMessage(value: unknown): value is Message {

@@ -97,9 +97,13 @@ export function readSnapshot<Snap>(codec: SnapshotCodec<Snap>, stored: unknown, 
     return codec.decode(found.state, version);
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
-    throw new WheelhouseError('internal', `${address}: its snapshot (version ${version}) cannot be decoded: ${reason}`, {
-      cause: error,
-      details,
-    });
+    throw new WheelhouseError(
+      'internal',
+      `${address}: its snapshot (version ${version}) cannot be decoded: ${reason}`,
+      {
+        cause: error,
+        details,
+      },
+    );
   }
 }

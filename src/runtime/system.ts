@@ -1,5 +1,14 @@
 import { WheelhouseError } from '../lib/errors.js';
-import { kindName, type ActorInfo, type ActorKind, type ActorRef, type ActorSystemApi, type Behavior, type KindName, type Message } from './actor.js';
+import {
+  kindName,
+  type ActorInfo,
+  type ActorKind,
+  type ActorRef,
+  type ActorSystemApi,
+  type Behavior,
+  type KindName,
+  type Message,
+} from './actor.js';
 import { validAskTimeoutMs } from './ask.js';
 import type { ActorCell } from './cell.js';
 import { shuttingDownError, type ActorErrorInfo } from './host.js';
@@ -149,7 +158,8 @@ export class ActorSystem implements ActorSystemApi {
   /** The live actors of this node (activated, not yet leaving), without their state. */
   list(filter: { kind?: KindName; limit?: number } = {}): ActorInfo[] {
     const limit = filter.limit ?? DEFAULT_LIST_LIMIT;
-    const entries = filter.kind === undefined ? [...this.router.kinds.values()] : [this.router.kinds.get(kindName(filter.kind))];
+    const entries =
+      filter.kind === undefined ? [...this.router.kinds.values()] : [this.router.kinds.get(kindName(filter.kind))];
     const infos: ActorInfo[] = [];
     for (const entry of entries) {
       if (entry === undefined) continue;
@@ -241,7 +251,8 @@ function validateBehavior(
   if (persistence === 'snapshot' && (codec === null || codec === undefined)) {
     fail(`persistence 'snapshot' needs a snapshot codec: defineKind(name, { version, decode }).`);
   }
-  if (persistence === 'external' && codec !== null && codec !== undefined) fail(`persistence 'external' keeps no snapshot, but the kind has a codec.`);
+  if (persistence === 'external' && codec !== null && codec !== undefined)
+    fail(`persistence 'external' keeps no snapshot, but the kind has a codec.`);
   if (mailboxCapacity !== undefined && !(Number.isInteger(mailboxCapacity) && mailboxCapacity > 0)) {
     fail(`mailboxCapacity must be a positive integer, got ${mailboxCapacity}.`);
   }

@@ -37,7 +37,13 @@ export class TimerQueue<P> {
 
   /** Calls `target.onTimer(payload)` after `delayMs` (clamped as `Clock.setTimer` does). */
   add(delayMs: number, target: TimerTarget<P>, payload: P): TimerEntry<P> {
-    const entry: TimerEntry<P> = { atMs: this.clock.now() + clampDelay(delayMs), seq: this.seq++, target, payload, cancelled: false };
+    const entry: TimerEntry<P> = {
+      atMs: this.clock.now() + clampDelay(delayMs),
+      seq: this.seq++,
+      target,
+      payload,
+      cancelled: false,
+    };
     this.heap.push(entry);
     if (entry.atMs < this.armedAtMs) this.arm(entry.atMs);
     return entry;

@@ -37,28 +37,48 @@ export class DagService implements DagsApi {
     const now = this.deps.clock.now();
     const ids = spec.tasks.map(() => uuidv7(now)).sort();
     const dagId = uuidv7(now);
-    const dependsOn = spec.tasks.map((_, i) => [...plan.localPredecessors[i]!.map((j) => ids[j]!), ...plan.externalPredecessors[i]!]);
-    const rows = spec.tasks.map(
-      (t, i): NewTask => ({ ...newTask(t.spec, ids[i]!, now, i, this.deps.partitions), dependsOn: dependsOn[i]!, dagId, dagRef: t.ref }),
+    const dependsOn = spec.tasks.map((_, i) => [
+      ...plan.localPredecessors[i]!.map((j) => ids[j]!),
+      ...plan.externalPredecessors[i]!,
+    ]);
+    const rows = spec.tasks.map((t, i): NewTask => ({
+      ...newTask(t.spec, ids[i]!, now, i, this.deps.partitions),
+      dependsOn: dependsOn[i]!,
+      dagId,
+      dagRef: t.ref,
+    }));
+    const result = await this.deps.dags.submitGraph(
+      rows,
+      { id: dagId, idempotencyKey: spec.idempotencyKey, requestHash: spec.requestHash },
+      now,
     );
-    const result = await this.deps.dags.submitGraph(rows, { id: dagId, idempotencyKey: spec.idempotencyKey, requestHash: spec.requestHash }, now);
     if (!result.created) return { created: false, dag: await this.getDag(result.dagId) };
     const due = result.tasks.filter((t) => t.status === 'pending');
     await this.deps.placement.place(due.map(dueEntry));
     this.deps.events.emit('task:submitted', { taskIds: result.tasks.map((t) => t.id) });
     return {
       created: true,
-      dag: this.view(dagId, result.tasks.map((record, i) => ({ ref: spec.tasks[i]!.ref, ...this.node(record, spec.tasks[i]!.dependsOn) }))),
+      dag: this.view(
+        dagId,
+        result.tasks.map((record, i) => ({ ref: spec.tasks[i]!.ref, ...this.node(record, spec.tasks[i]!.dependsOn) })),
+      ),
     };
   }
 
   async getDag(dagId: string): Promise<DagView> {
     const nodes = await this.deps.dags.graph(dagId);
-    if (nodes === null) throw new WheelhouseError('task_not_found', `no graph has id ${dagId}`, { details: { dag_id: dagId } });
+    if (nodes === null)
+      throw new WheelhouseError('task_not_found', `no graph has id ${dagId}`, { details: { dag_id: dagId } });
     const refOf = new Map(nodes.map((n) => [n.task.id, n.task.dagRef ?? n.task.id]));
     return this.view(
       dagId,
-      nodes.map((n) => ({ ref: n.task.dagRef ?? n.task.id, ...this.node(n.task, n.dependsOn.map((id) => refOf.get(id) ?? id)) })),
+      nodes.map((n) => ({
+        ref: n.task.dagRef ?? n.task.id,
+        ...this.node(
+          n.task,
+          n.dependsOn.map((id) => refOf.get(id) ?? id),
+        ),
+      })),
     );
   }
 
@@ -68,7 +88,10 @@ export class DagService implements DagsApi {
     return { dagId, status: graphStatus(counts), counts, tasks };
   }
 
-  private node(record: TaskRecord, dependsOn: string[]): { record: TaskRecord; status: TaskStatus; dependsOn: string[] } {
+  private node(
+    record: TaskRecord,
+    dependsOn: string[],
+  ): { record: TaskRecord; status: TaskStatus; dependsOn: string[] } {
     return { record, status: visibleStatus(record.status, record.dueMs, this.deps.clock.now()), dependsOn };
   }
 }

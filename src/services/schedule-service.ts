@@ -50,7 +50,10 @@ export class ScheduleService implements SchedulesApi {
     try {
       await this.deps.activation.records(records);
     } catch (error) {
-      this.deps.onError(error, `could not activate ${records.length} new schedules (they start with the next node start)`);
+      this.deps.onError(
+        error,
+        `could not activate ${records.length} new schedules (they start with the next node start)`,
+      );
     }
   }
 
@@ -65,9 +68,13 @@ export class ScheduleService implements SchedulesApi {
     const task = await this.deps.tasks.get(taskId);
     if (!task) throw notFound(taskId);
     if (task.scheduleType !== 'cron') {
-      throw new WheelhouseError('invalid_transition', `only cron schedules can ${action}; this task is ${task.scheduleType}`, {
-        details: { task_id: taskId, schedule_type: task.scheduleType },
-      });
+      throw new WheelhouseError(
+        'invalid_transition',
+        `only cron schedules can ${action}; this task is ${task.scheduleType}`,
+        {
+          details: { task_id: taskId, schedule_type: task.scheduleType },
+        },
+      );
     }
     return task;
   }

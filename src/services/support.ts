@@ -12,13 +12,19 @@ export function notFound(taskId: string): WheelhouseError {
 }
 
 export function badToken(): WheelhouseError {
-  return new WheelhouseError('validation_failed', 'next_token: not a token this endpoint issued', { details: { field: 'next_token' } });
+  return new WheelhouseError('validation_failed', 'next_token: not a token this endpoint issued', {
+    details: { field: 'next_token' },
+  });
 }
 
 export function leaseNotHeld(taskId: string): WheelhouseError {
-  return new WheelhouseError('lease_not_held', 'the lease is no longer held: it expired and the task was handed on, or the task finished', {
-    details: { task_id: taskId },
-  });
+  return new WheelhouseError(
+    'lease_not_held',
+    'the lease is no longer held: it expired and the task was handed on, or the task finished',
+    {
+      details: { task_id: taskId },
+    },
+  );
 }
 
 export function dueEntry(task: SubmitResult['task']): DueEntry {
@@ -32,7 +38,9 @@ export function encodeToken(value: string): string {
 export function decodeToken(token: string, field: string): string {
   const value = Buffer.from(token, 'base64url').toString('utf8');
   if (value.length === 0 || value.length > 64) {
-    throw new WheelhouseError('validation_failed', `${field}: not a token this endpoint issued`, { details: { field } });
+    throw new WheelhouseError('validation_failed', `${field}: not a token this endpoint issued`, {
+      details: { field },
+    });
   }
   return value;
 }
@@ -43,7 +51,8 @@ export class TaskViews {
 
   async of(records: TaskRecord[]): Promise<TaskView[]> {
     const waiting = records.filter((r) => r.depsTotal > 0).map((r) => r.id);
-    const predecessors = waiting.length === 0 ? new Map<string, string[]>() : await this.deps.dags.predecessors(waiting);
+    const predecessors =
+      waiting.length === 0 ? new Map<string, string[]>() : await this.deps.dags.predecessors(waiting);
     const now = this.deps.clock.now();
     return records.map((record) => ({
       record,

@@ -41,7 +41,10 @@ export class TaskService implements TasksApi {
     const created = results.filter((r) => r.created);
     const due = created.filter((r) => r.task.status === 'pending');
     const schedules = created.filter((r) => r.task.status === 'active').map((r) => scheduleRecord(r.task));
-    await Promise.all([this.deps.placement.place(due.map((r) => dueEntry(r.task))), this.deps.cron.activate(schedules)]);
+    await Promise.all([
+      this.deps.placement.place(due.map((r) => dueEntry(r.task))),
+      this.deps.cron.activate(schedules),
+    ]);
     // Every task written counts, blocked ones (and ones born cancelled) included.
     if (created.length > 0) this.deps.events.emit('task:submitted', { taskIds: created.map((r) => r.task.id) });
     return results;
@@ -56,7 +59,13 @@ export class TaskService implements TasksApi {
   async listTasks(filter: TaskListFilter): Promise<{ tasks: TaskView[]; nextToken: string | null }> {
     const beforeId = filter.nextToken === undefined ? undefined : decodeToken(filter.nextToken, 'next_token');
     const records = await this.deps.tasks.list(
-      { status: filter.status, taskType: filter.taskType, scheduleId: filter.scheduleId, limit: filter.limit, beforeId },
+      {
+        status: filter.status,
+        taskType: filter.taskType,
+        scheduleId: filter.scheduleId,
+        limit: filter.limit,
+        beforeId,
+      },
       this.deps.clock.now(),
     );
     const last = records[records.length - 1];
@@ -96,7 +105,10 @@ export class TaskService implements TasksApi {
       if (before !== undefined && !(isUuid(before.taskId) && Number.isSafeInteger(before.attempt))) throw badToken();
       const executions = await this.deps.schedules.history(task.id, limit, before);
       const last = executions[executions.length - 1];
-      return { executions, nextToken: executions.length === limit && last ? encodeToken(`${last.taskId}:${last.attempt}`) : null };
+      return {
+        executions,
+        nextToken: executions.length === limit && last ? encodeToken(`${last.taskId}:${last.attempt}`) : null,
+      };
     }
     const before = token === undefined ? undefined : Number(token);
     if (before !== undefined && !Number.isSafeInteger(before)) throw badToken();

@@ -63,7 +63,11 @@ export interface TasksApi {
   listTasks(filter: TaskListFilter): Promise<{ tasks: TaskView[]; nextToken: string | null }>;
   /** A cron schedule's cancel deletes the schedule (see `SchedulesApi`). */
   cancel(taskId: string): Promise<{ cancelledInstances: number }>;
-  history(taskId: string, limit: number, nextToken?: string): Promise<{ executions: ExecutionRecord[]; nextToken: string | null }>;
+  history(
+    taskId: string,
+    limit: number,
+    nextToken?: string,
+  ): Promise<{ executions: ExecutionRecord[]; nextToken: string | null }>;
 }
 
 export interface TaskListFilter {

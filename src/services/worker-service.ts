@@ -46,7 +46,10 @@ export class WorkerService implements WorkersApi {
       this.deps.events.emit('task:released', { taskIds: entries.map((e) => e.taskId) });
     } catch (error) {
       // Not handed back: their leases run out and hand them on, as for any lost worker.
-      this.deps.onError(error, `could not hand back ${assignments.length} claims no worker received (their leases will)`);
+      this.deps.onError(
+        error,
+        `could not hand back ${assignments.length} claims no worker received (their leases will)`,
+      );
     }
   }
 

@@ -91,7 +91,12 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
   });
   // Heartbeats get a connection of their own: queued behind a burst of submissions for longer
   // than the failure timeout, they would put a busy but healthy node out of the ring.
-  const membershipDb = openPostgres({ url: options.postgresUrl, schema: options.postgresSchema, poolSize: 1, applicationName });
+  const membershipDb = openPostgres({
+    url: options.postgresUrl,
+    schema: options.postgresSchema,
+    poolSize: 1,
+    applicationName,
+  });
   try {
     await migrate(db, options.postgresSchema);
   } catch (error) {

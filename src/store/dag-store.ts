@@ -1,5 +1,14 @@
 import type { Db } from './db.js';
-import { clearEvents, dependents, graph, pendingEvents, predecessors, reconcile, stuckTasks, submitGraph } from './sql/dag.js';
+import {
+  clearEvents,
+  dependents,
+  graph,
+  pendingEvents,
+  predecessors,
+  reconcile,
+  stuckTasks,
+  submitGraph,
+} from './sql/dag.js';
 import type { NewTask, TaskRecord } from '../domain/model.js';
 import type { DagEvent, DagNodeRecord, DagOutcome, DagStore } from './dag-types.js';
 
@@ -43,7 +52,11 @@ export class SqlDagStore implements DagStore {
     return clearEvents(this.progress, predecessorIds);
   }
 
-  stuck(afterId: string | null, limit: number, settledBeforeMs: number): Promise<{ ids: string[]; next: string | null }> {
+  stuck(
+    afterId: string | null,
+    limit: number,
+    settledBeforeMs: number,
+  ): Promise<{ ids: string[]; next: string | null }> {
     return stuckTasks(this.db, afterId, limit, settledBeforeMs);
   }
 

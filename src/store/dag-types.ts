@@ -62,7 +62,11 @@ export interface DagStore {
    * that ended before `settledBeforeMs` and has no outbox event left. `next` is the cursor
    * for the next page, null after the last.
    */
-  stuck(afterId: string | null, limit: number, settledBeforeMs: number): Promise<{ ids: string[]; next: string | null }>;
+  stuck(
+    afterId: string | null,
+    limit: number,
+    settledBeforeMs: number,
+  ): Promise<{ ids: string[]; next: string | null }>;
   /** Predecessor ids of each task that has any, in id order. */
   predecessors(taskIds: string[]): Promise<Map<string, string[]>>;
   /** A graph's tasks in id order (submission order), or null when there is no such graph. */

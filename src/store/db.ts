@@ -227,7 +227,11 @@ interface PgliteQueryable {
   exec(script: string): Promise<unknown>;
 }
 
-async function liteQuery<R>(on: PgliteQueryable, text: string, params: readonly unknown[] | undefined): Promise<DbResult<R>> {
+async function liteQuery<R>(
+  on: PgliteQueryable,
+  text: string,
+  params: readonly unknown[] | undefined,
+): Promise<DbResult<R>> {
   try {
     const result = await on.query<R>(text, params === undefined ? undefined : [...params]);
     return { rows: result.rows, rowCount: result.affectedRows || result.rows.length };
@@ -335,10 +339,14 @@ export function isRetryableConflict(error: unknown): boolean {
 export function toStoreError(error: unknown, opening = false): unknown {
   if (error instanceof WheelhouseError) return error;
   if (isRetryableConflict(error)) {
-    return new WheelhouseError('store_unavailable', `the database aborted the statement as a conflict; retry: ${(error as Error).message}`, {
-      cause: error,
-      retryAfterSeconds: 1,
-    });
+    return new WheelhouseError(
+      'store_unavailable',
+      `the database aborted the statement as a conflict; retry: ${(error as Error).message}`,
+      {
+        cause: error,
+        retryAfterSeconds: 1,
+      },
+    );
   }
   if (opening || isUnavailableError(error)) {
     const reason = error instanceof Error ? error.message : String(error);

@@ -9,13 +9,7 @@
  * uses a sequence number because comparing id strings made pops ~20× slower.
  */
 import { BinaryHeap } from '../lib/binary-heap.js';
-import {
-  PRIORITIES,
-  assertDueEntry,
-  compareQueueDepths,
-  encodeInFlightMember,
-  queueName,
-} from './entry-codec.js';
+import { PRIORITIES, assertDueEntry, compareQueueDepths, encodeInFlightMember, queueName } from './entry-codec.js';
 import type { GroupingReadyQueue, PushFence, PushGroup } from './coalescing-ready-queue.js';
 import { PartitionMarks } from './fences.js';
 import { PushListeners, type PushListener } from './push-listeners.js';
@@ -85,7 +79,9 @@ export class MemoryReadyQueue implements GroupingReadyQueue {
       this.listeners.emit(taskTypes);
     } catch (error) {
       const failure = error instanceof Error ? error : new Error(String(error));
-      return results.map((result, i) => (result instanceof Error || (groups[i]?.entries.length ?? 0) === 0 ? result : failure));
+      return results.map((result, i) =>
+        result instanceof Error || (groups[i]?.entries.length ?? 0) === 0 ? result : failure,
+      );
     }
     return results;
   }

@@ -9,12 +9,7 @@ import type { Redis } from 'ioredis';
 import { addBuckets } from './lua/add-buckets.js';
 import { raiseFence } from './lua/raise-fence.js';
 import { takeBuckets } from './lua/take-buckets.js';
-import {
-  assertDueEntry,
-  decodeBucketMember,
-  encodeBucketMember,
-  minuteStart,
-} from './entry-codec.js';
+import { assertDueEntry, decodeBucketMember, encodeBucketMember, minuteStart } from './entry-codec.js';
 import { assertFenceArgs, staleEpochError } from './fences.js';
 import { assertPrefix, redisOperation } from './redis.js';
 import { execPipeline, runScript } from './redis-commands.js';

@@ -97,7 +97,8 @@ export class RedisReadyQueue implements GroupingReadyQueue {
     if (entries.length === 0) return 0;
     if (fence !== undefined) {
       const [result] = await this.pushGroups([{ entries, fence }]);
-      if (typeof result !== 'number') throw result ?? new WheelhouseError('internal', 'A ready-queue push gave no result.');
+      if (typeof result !== 'number')
+        throw result ?? new WheelhouseError('internal', 'A ready-queue push gave no result.');
       return result;
     }
     const byQueue = new Map<string, (string | number)[]>();
@@ -332,7 +333,12 @@ export class RedisReadyQueue implements GroupingReadyQueue {
   private async pushPieces(groups: readonly PushGroup[], pieces: Piece[]): Promise<PieceOutcome[]> {
     const keys = [this.keys.registry];
     const fenceIndex = new Map<number, number>();
-    const args: (string | number)[] = [this.keys.queuePrefix, this.channel.name, this.channel.instanceId, pieces.length];
+    const args: (string | number)[] = [
+      this.keys.queuePrefix,
+      this.channel.name,
+      this.channel.instanceId,
+      pieces.length,
+    ];
     for (const piece of pieces) {
       const fence = groups[piece.group]?.fence;
       let k = 0;
@@ -375,7 +381,7 @@ function planCalls(groups: readonly PushGroup[], valid: number[]): Piece[][] {
   let room = PUSH_CALL_ENTRIES;
   for (const g of valid) {
     const entries = (groups[g] as PushGroup).entries;
-    for (let from = 0; from < entries.length; ) {
+    for (let from = 0; from < entries.length;) {
       const size = Math.min(room, entries.length - from);
       call.push({ group: g, entries: size === entries.length ? entries : entries.slice(from, from + size) });
       from += size;

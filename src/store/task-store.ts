@@ -2,9 +2,26 @@ import type { Db } from './db.js';
 import { cancelTask } from './sql/cancel.js';
 import { claimTasks, expiredLeases, heartbeatTask, releaseTasks } from './sql/claim.js';
 import { completeTasks, expireLease } from './sql/complete.js';
-import { getTask, listTasks, pendingDueTimes, pendingInPartition, runningInPartitions, taskHistory } from './sql/read.js';
+import {
+  getTask,
+  listTasks,
+  pendingDueTimes,
+  pendingInPartition,
+  runningInPartitions,
+  taskHistory,
+} from './sql/read.js';
 import { purgeExpiredIdempotencyKeys, submitTasks } from './sql/submit.js';
-import type { BackoffPolicy, ClaimedTask, Completion, DueEntry, ExecutionRecord, NewTask, SubmitResult, TaskRecord, Transition } from '../domain/model.js';
+import type {
+  BackoffPolicy,
+  ClaimedTask,
+  Completion,
+  DueEntry,
+  ExecutionRecord,
+  NewTask,
+  SubmitResult,
+  TaskRecord,
+  Transition,
+} from '../domain/model.js';
 import type { CancelResult, ListFilter, PartitionCursor, TaskStore } from './types.js';
 
 /**
@@ -72,15 +89,26 @@ export class SqlTaskStore implements TaskStore {
     return taskHistory(this.db, taskId, limit, beforeAttempt);
   }
 
-  pendingInPartition(partition: number, after: PartitionCursor | null, toMs: number, limit: number): Promise<DueEntry[]> {
+  pendingInPartition(
+    partition: number,
+    after: PartitionCursor | null,
+    toMs: number,
+    limit: number,
+  ): Promise<DueEntry[]> {
     return pendingInPartition(this.db, partition, after, toMs, limit);
   }
 
-  runningInPartitions(partitions: readonly number[]): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]> {
+  runningInPartitions(
+    partitions: readonly number[],
+  ): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]> {
     return runningInPartitions(this.db, partitions);
   }
 
-  expiredLeases(partitions: readonly number[], beforeMs: number, limit: number): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]> {
+  expiredLeases(
+    partitions: readonly number[],
+    beforeMs: number,
+    limit: number,
+  ): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]> {
     return expiredLeases(this.db, partitions, beforeMs, limit);
   }
 

@@ -3,7 +3,20 @@
  * production, PGlite + in-process structures for the embedded default. One conformance
  * suite (`test/store/*.conformance.test.ts`) runs against both.
  */
-import type { BackoffPolicy, ClaimedTask, Completion, DueEntry, ExecutionRecord, NewTask, ScheduleRecord, ScheduleStatus, SubmitResult, TaskRecord, TaskStatus, Transition } from '../domain/model.js';
+import type {
+  BackoffPolicy,
+  ClaimedTask,
+  Completion,
+  DueEntry,
+  ExecutionRecord,
+  NewTask,
+  ScheduleRecord,
+  ScheduleStatus,
+  SubmitResult,
+  TaskRecord,
+  TaskStatus,
+  Transition,
+} from '../domain/model.js';
 
 /** A position in a partition's pending tasks: the last entry a page returned. */
 export interface PartitionCursor {
@@ -74,17 +87,28 @@ export interface TaskStore {
    * page boundary inside one millisecond — a herd — neither skips nor repeats a task.
    * For rebuilds.
    */
-  pendingInPartition(partition: number, after: PartitionCursor | null, toMs: number, limit: number): Promise<DueEntry[]>;
+  pendingInPartition(
+    partition: number,
+    after: PartitionCursor | null,
+    toMs: number,
+    limit: number,
+  ): Promise<DueEntry[]>;
   /**
    * Running tasks of these partitions, for lease recovery: after a restart (one partition at
    * its activation), after a ring change (every partition, in one statement).
    */
-  runningInPartitions(partitions: readonly number[]): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]>;
+  runningInPartitions(
+    partitions: readonly number[],
+  ): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]>;
   /**
    * Running tasks of these partitions whose lease ran out before `beforeMs`, oldest expiry
    * first, at most `limit`: for the safety net under lease expiry.
    */
-  expiredLeases(partitions: readonly number[], beforeMs: number, limit: number): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]>;
+  expiredLeases(
+    partitions: readonly number[],
+    beforeMs: number,
+    limit: number,
+  ): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]>;
   /** Which of these tasks are `pending`, with their due times. */
   pendingDueTimes(ids: readonly string[]): Promise<Map<string, number>>;
   /**

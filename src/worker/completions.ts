@@ -98,12 +98,16 @@ export class CompletionReporter {
           this.deps.onSettled(0, pending.length, true);
           return;
         }
-        waitMs = error instanceof NodeAnswerError && error.retryAfterMs !== null ? error.retryAfterMs : backoffMs(attempt);
+        waitMs =
+          error instanceof NodeAnswerError && error.retryAfterMs !== null ? error.retryAfterMs : backoffMs(attempt);
       }
       const retryAtMs = Date.now() + waitMs;
       const late = pending.filter((r) => r.deadlineMs < retryAtMs);
       if (late.length > 0) {
-        this.deps.onError(new Error(`${late.length} result(s) dropped: their leases ran out before the node could be reached`), 'reporting results');
+        this.deps.onError(
+          new Error(`${late.length} result(s) dropped: their leases ran out before the node could be reached`),
+          'reporting results',
+        );
         this.deps.onSettled(0, late.length, false);
         pending = pending.filter((r) => r.deadlineMs >= retryAtMs);
         if (pending.length === 0) return;

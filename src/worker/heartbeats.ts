@@ -68,7 +68,8 @@ export function keepLeaseAlive(lease: TrackedLease, deps: HeartbeatDeps): () => 
       if (stopped) return;
       deps.onError(error, `heartbeat of task ${lease.taskId}`);
       // Try again soon, but no sooner than the node asked and no later than the usual beat.
-      const waitMs = error instanceof NodeAnswerError && error.retryAfterMs !== null ? error.retryAfterMs : backoffMs(failures++);
+      const waitMs =
+        error instanceof NodeAnswerError && error.retryAfterMs !== null ? error.retryAfterMs : backoffMs(failures++);
       nextMs = Math.min(intervalMs(), waitMs);
     }
     schedule(nextMs);

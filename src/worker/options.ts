@@ -36,10 +36,12 @@ const TASK_TYPE = /^[A-Za-z0-9_.:-]{1,128}$/;
 export function compileWorkerOptions(o: WorkerOptions): CompiledWorkerOptions {
   if (typeof o.url !== 'string' || !URL.canParse(o.url)) bad('url', 'must be an absolute http(s) URL');
   if (!Array.isArray(o.taskTypes) || o.taskTypes.length === 0) bad('taskTypes', 'must list at least one task type');
-  for (const t of o.taskTypes) if (typeof t !== 'string' || !TASK_TYPE.test(t)) bad('taskTypes', `"${String(t)}" is not a task type`);
+  for (const t of o.taskTypes)
+    if (typeof t !== 'string' || !TASK_TYPE.test(t)) bad('taskTypes', `"${String(t)}" is not a task type`);
   if (typeof o.handler !== 'function') bad('handler', 'must be a function');
   const workerId = o.workerId ?? defaultWorkerId();
-  if (typeof workerId !== 'string' || workerId.length === 0 || workerId.length > 128) bad('workerId', 'must be 1–128 characters');
+  if (typeof workerId !== 'string' || workerId.length === 0 || workerId.length > 128)
+    bad('workerId', 'must be 1–128 characters');
   const batch = o.batchCompletions ?? true;
   const tuned = typeof batch === 'object' ? batch : {};
   return Object.freeze({
@@ -49,12 +51,22 @@ export function compileWorkerOptions(o: WorkerOptions): CompiledWorkerOptions {
     concurrency: int('concurrency', o.concurrency, 10, 1, 1_000_000),
     handler: o.handler,
     token: o.token,
-    heartbeatEveryMs: o.heartbeatEveryMs === undefined ? null : int('heartbeatEveryMs', o.heartbeatEveryMs, 0, 10, 2 ** 31 - 1),
+    heartbeatEveryMs:
+      o.heartbeatEveryMs === undefined ? null : int('heartbeatEveryMs', o.heartbeatEveryMs, 0, 10, 2 ** 31 - 1),
     batch: Object.freeze({
       batched: batch !== false,
       lingerMs: batch === false ? 0 : int('batchCompletions.lingerMs', tuned.lingerMs, 3, 0, 1_000),
-      maxBatchSize: batch === false ? 1 : int('batchCompletions.maxBatchSize', tuned.maxBatchSize, MAX_TASKS_PER_REQUEST, 1, MAX_TASKS_PER_REQUEST),
-      maxRequestsInFlight: int('batchCompletions.maxRequestsInFlight', tuned.maxRequestsInFlight, batch === false ? 8 : 4, 1, 1_000),
+      maxBatchSize:
+        batch === false
+          ? 1
+          : int('batchCompletions.maxBatchSize', tuned.maxBatchSize, MAX_TASKS_PER_REQUEST, 1, MAX_TASKS_PER_REQUEST),
+      maxRequestsInFlight: int(
+        'batchCompletions.maxRequestsInFlight',
+        tuned.maxRequestsInFlight,
+        batch === false ? 8 : 4,
+        1,
+        1_000,
+      ),
     }),
     pollWaitMs: int('pollWaitMs', o.pollWaitMs, 20_000, 0, MAX_POLL_WAIT_MS),
     pollers: int('pollers', o.pollers, 1, 1, 16),
@@ -64,7 +76,9 @@ export function compileWorkerOptions(o: WorkerOptions): CompiledWorkerOptions {
 }
 
 function defaultWorkerId(): string {
-  const host = hostname().replace(/[^A-Za-z0-9_.:-]/g, '-').slice(0, 64);
+  const host = hostname()
+    .replace(/[^A-Za-z0-9_.:-]/g, '-')
+    .slice(0, 64);
   return `${host}-${process.pid}-${randomBytes(3).toString('hex')}`;
 }
 

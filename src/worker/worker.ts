@@ -50,7 +50,16 @@ export function createWorker(options: WorkerOptions): Worker {
   const changed = new Notifier();
   const pollAbort = new AbortController();
   const handlers = new Set<Promise<void>>();
-  const counters = { started: 0, succeeded: 0, failed: 0, reported: 0, discarded: 0, leasesLost: 0, polls: 0, completionRequests: 0 };
+  const counters = {
+    started: 0,
+    succeeded: 0,
+    failed: 0,
+    reported: 0,
+    discarded: 0,
+    leasesLost: 0,
+    polls: 0,
+    completionRequests: 0,
+  };
   let state: WorkerState = 'idle';
   let running = 0;
   /** Slots promised to polls in flight. */

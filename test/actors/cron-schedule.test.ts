@@ -97,16 +97,21 @@ describe.each(sqlBackends)('cron-schedule actor on $name', ({ open }) => {
    */
   const settle = async (clock: { advance(ms: number): Promise<void> }): Promise<void> => {
     let mark: number | null = null;
-    await eventually(async () => {
-      if (writes.inFlight > 0) {
-        mark = null;
+    await eventually(
+      async () => {
+        if (writes.inFlight > 0) {
+          mark = null;
+          return undefined;
+        }
+        if (mark !== null && writes.started === mark) return true;
+        mark = writes.started;
+        await clock.advance(0);
         return undefined;
-      }
-      if (mark !== null && writes.started === mark) return true;
-      mark = writes.started;
-      await clock.advance(0);
-      return undefined;
-    }, 10_000, 'the schedule writes to settle', 5);
+      },
+      10_000,
+      'the schedule writes to settle',
+      5,
+    );
   };
 
   it('a second activation fences the first: the first stops at its next write, nothing fires twice', async () => {
@@ -117,7 +122,14 @@ describe.each(sqlBackends)('cron-schedule actor on $name', ({ open }) => {
       scheduleType: 'cron',
       status: 'active',
       dueMs: t0 + 500,
-      schedule: { cronExpression: '* * * * * *', timezone: 'UTC', jitterSeconds: 0, misfirePolicy: 'fire_once', overlapPolicy: 'allow', endMs: null },
+      schedule: {
+        cronExpression: '* * * * * *',
+        timezone: 'UTC',
+        jitterSeconds: 0,
+        misfirePolicy: 'fire_once',
+        overlapPolicy: 'allow',
+        endMs: null,
+      },
     });
     await new SqlTaskStore(testDb.db).submit([task], t0);
 
@@ -145,7 +157,10 @@ describe.each(sqlBackends)('cron-schedule actor on $name', ({ open }) => {
     // A command sent to a fenced activation answers stale_epoch and the next one works.
     const c = node('c', clock);
     await c.system.ensureActive(CRON, task.id);
-    const paused = await b.system.ref(CRON, task.id).ask({ type: 'pause' }).catch((e: unknown) => e);
+    const paused = await b.system
+      .ref(CRON, task.id)
+      .ask({ type: 'pause' })
+      .catch((e: unknown) => e);
     expect(isWheelhouseError(paused, 'stale_epoch')).toBe(true);
     expect(await b.system.ref(CRON, task.id).ask({ type: 'pause' })).toMatchObject({ ok: true, status: 'paused' });
 
@@ -159,7 +174,14 @@ describe.each(sqlBackends)('cron-schedule actor on $name', ({ open }) => {
         scheduleType: 'cron',
         status: 'active',
         dueMs: t0 + 500,
-        schedule: { cronExpression: '* * * * * *', timezone: 'UTC', jitterSeconds: 0, misfirePolicy: 'fire_once', overlapPolicy: 'allow', endMs: null },
+        schedule: {
+          cronExpression: '* * * * * *',
+          timezone: 'UTC',
+          jitterSeconds: 0,
+          misfirePolicy: 'fire_once',
+          overlapPolicy: 'allow',
+          endMs: null,
+        },
       });
     /** Moves on second by second, letting the actor catch up after each. */
     const run = async (clock: { advance(ms: number): Promise<void> }, seconds: number): Promise<void> => {

@@ -70,7 +70,8 @@ describe.each(CLOCK_BACK_MODELS)('WheelPartition when the clock goes back: $name
       await wheel.ask({ type: 'schedule', entries });
     };
     /** What has been pushed so far, by task id, with the wall time of each push. */
-    const pushedSoFar = (): Record<string, number[]> => Object.fromEntries([...pushed].sort(([a], [b]) => a.localeCompare(b)));
+    const pushedSoFar = (): Record<string, number[]> =>
+      Object.fromEntries([...pushed].sort(([a], [b]) => a.localeCompare(b)));
 
     // Near entries (on the wheel) and far ones (in their minute buckets).
     await schedule([
@@ -102,7 +103,9 @@ describe.each(CLOCK_BACK_MODELS)('WheelPartition when the clock goes back: $name
     await system.shutdown();
 
     // Each exactly once, exactly at its due time by the wall clock.
-    expect(pushedSoFar()).toEqual(Object.fromEntries([...due].sort(([a], [b]) => a.localeCompare(b)).map(([id, at]) => [id, [at]])));
+    expect(pushedSoFar()).toEqual(
+      Object.fromEntries([...due].sort(([a], [b]) => a.localeCompare(b)).map(([id, at]) => [id, [at]])),
+    );
     expect(errors).toEqual([]);
   });
 });

@@ -24,9 +24,21 @@ import { createTestSchema, type TestDb } from '../support/postgres.js';
 type Op = { kind: 'schedule'; offsetMs: number } | { kind: 'advance'; byMs: number };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('schedule' as const), offsetMs: fc.integer({ min: -200, max: 5 * 60_000 }) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('schedule' as const), offsetMs: fc.integer({ min: -5, max: 25 }) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('advance' as const), byMs: fc.integer({ min: 0, max: 90_000 }) }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant('schedule' as const),
+      offsetMs: fc.integer({ min: -200, max: 5 * 60_000 }),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('schedule' as const), offsetMs: fc.integer({ min: -5, max: 25 }) }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant('advance' as const), byMs: fc.integer({ min: 0, max: 90_000 }) }),
+  },
 );
 
 describe('WheelPartition (property, fake clock, against an oracle)', () => {
@@ -41,61 +53,71 @@ describe('WheelPartition (property, fake clock, against an oracle)', () => {
   it('pushes every task at exactly max(due, scheduled), once', async () => {
     let run = 0;
     await fc.assert(
-      fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 60 }), fc.integer({ min: 0, max: 59_999 }), async (ops, startOffsetMs) => {
-        run++;
-        const clock = new FakeClock(Date.UTC(2026, 10, 30, 11, 0, 0) + startOffsetMs);
-        const pushed = new Map<string, number[]>();
-        // One set of fences and stamps for both, as the embedded backend has.
-        const marks = new PartitionMarks();
-        const ready = new MemoryReadyQueue(marks);
-        const recording = Object.create(ready) as MemoryReadyQueue;
-        recording.push = async (entries: DueEntry[], fence?: PushFence) => {
-          for (const e of entries) pushed.set(e.taskId, [...(pushed.get(e.taskId) ?? []), clock.now()]);
-          return ready.push(entries, fence);
-        };
-        const system = new ActorSystem({
-          nodeId: 'n1',
-          clock,
-          snapshots: new MemorySnapshotStore(),
-          placement: new LocalPlacement('n1'),
-          onError: (error) => {
-            throw error;
-          },
-        });
-        system.register(
-          wheelPartitionBehavior({
-            tasks: new SqlTaskStore(pg.db),
-            buckets: new MemoryBucketStore(marks),
-            ready: recording,
-            slotMs: 10,
-            nearWindowMs: 60_000,
-            events: NO_EVENTS,
+      fc.asyncProperty(
+        fc.array(op, { minLength: 1, maxLength: 60 }),
+        fc.integer({ min: 0, max: 59_999 }),
+        async (ops, startOffsetMs) => {
+          run++;
+          const clock = new FakeClock(Date.UTC(2026, 10, 30, 11, 0, 0) + startOffsetMs);
+          const pushed = new Map<string, number[]>();
+          // One set of fences and stamps for both, as the embedded backend has.
+          const marks = new PartitionMarks();
+          const ready = new MemoryReadyQueue(marks);
+          const recording = Object.create(ready) as MemoryReadyQueue;
+          recording.push = async (entries: DueEntry[], fence?: PushFence) => {
+            for (const e of entries) pushed.set(e.taskId, [...(pushed.get(e.taskId) ?? []), clock.now()]);
+            return ready.push(entries, fence);
+          };
+          const system = new ActorSystem({
+            nodeId: 'n1',
+            clock,
+            snapshots: new MemorySnapshotStore(),
+            placement: new LocalPlacement('n1'),
             onError: (error) => {
               throw error;
             },
-          }),
-        );
-        // A partition of its own per run: the task table has nothing pending for it.
-        const wheel = system.ref(WHEEL, String(1000 + run));
-        const expected = new Map<string, number>();
-        let seq = 0;
-        for (const o of ops) {
-          if (o.kind === 'advance') {
-            await clock.advance(o.byMs);
-            continue;
+          });
+          system.register(
+            wheelPartitionBehavior({
+              tasks: new SqlTaskStore(pg.db),
+              buckets: new MemoryBucketStore(marks),
+              ready: recording,
+              slotMs: 10,
+              nearWindowMs: 60_000,
+              events: NO_EVENTS,
+              onError: (error) => {
+                throw error;
+              },
+            }),
+          );
+          // A partition of its own per run: the task table has nothing pending for it.
+          const wheel = system.ref(WHEEL, String(1000 + run));
+          const expected = new Map<string, number>();
+          let seq = 0;
+          for (const o of ops) {
+            if (o.kind === 'advance') {
+              await clock.advance(o.byMs);
+              continue;
+            }
+            const now = clock.now();
+            const entry: DueEntry = {
+              taskId: `r${run}-t${seq++}`,
+              taskType: 'p',
+              priority: 5,
+              dueMs: now + o.offsetMs,
+            };
+            await wheel.ask({ type: 'schedule', entries: [entry] });
+            expected.set(entry.taskId, Math.max(entry.dueMs, now));
           }
-          const now = clock.now();
-          const entry: DueEntry = { taskId: `r${run}-t${seq++}`, taskType: 'p', priority: 5, dueMs: now + o.offsetMs };
-          await wheel.ask({ type: 'schedule', entries: [entry] });
-          expected.set(entry.taskId, Math.max(entry.dueMs, now));
-        }
-        const lastDue = Math.max(clock.now(), ...expected.values());
-        await clock.advanceTo(lastDue + 1);
-        await system.shutdown();
+          const lastDue = Math.max(clock.now(), ...expected.values());
+          await clock.advanceTo(lastDue + 1);
+          await system.shutdown();
 
-        for (const [taskId, at] of expected) expect({ taskId, pushedAt: pushed.get(taskId) }).toEqual({ taskId, pushedAt: [at] });
-        expect(pushed.size).toBe(expected.size);
-      }),
+          for (const [taskId, at] of expected)
+            expect({ taskId, pushedAt: pushed.get(taskId) }).toEqual({ taskId, pushedAt: [at] });
+          expect(pushed.size).toBe(expected.size);
+        },
+      ),
       { numRuns: 60 },
     );
   });

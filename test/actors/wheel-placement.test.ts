@@ -43,22 +43,42 @@ describe('WheelPlacement: the hand-off to the wheel', () => {
     } as unknown as WheelPlacementDeps;
     return { scheduler: new WheelPlacement(deps), added, errors, failures, clock };
   }
-  const entries = Array.from({ length: 20 }, () => ({ taskId: nextId(), taskType: 't', priority: 5, dueMs: T0 + 3_600_000 }));
+  const entries = Array.from({ length: 20 }, () => ({
+    taskId: nextId(),
+    taskType: 't',
+    priority: 5,
+    dueMs: T0 + 3_600_000,
+  }));
 
   it('puts the entries of a partition that does not answer into its buckets, and leaves the others to their partitions', async () => {
     const dead = String(partitionOf(entries[0]!.taskId, 8));
-    const { scheduler: s, added, errors } = scheduler(async (key) => {
+    const {
+      scheduler: s,
+      added,
+      errors,
+    } = scheduler(async (key) => {
       if (key === dead) throw new WheelhouseError('ask_timeout', 'no node accepted the message before its deadline');
     });
     await s.place(entries);
     expect(added.map((a) => a.partition)).toEqual([Number(dead)]);
-    expect(added[0]!.entries.map((e) => e.taskId).sort()).toEqual(entries.filter((e) => String(partitionOf(e.taskId, 8)) === dead).map((e) => e.taskId).sort());
+    expect(added[0]!.entries.map((e) => e.taskId).sort()).toEqual(
+      entries
+        .filter((e) => String(partitionOf(e.taskId, 8)) === dead)
+        .map((e) => e.taskId)
+        .sort(),
+    );
     expect(errors).toEqual([]);
   });
 
   it('reports, without throwing, when the buckets refuse too, and goes on trying until they take the entries', async () => {
     const refuse = { buckets: true };
-    const { scheduler: s, added, errors, failures, clock } = scheduler(async () => {
+    const {
+      scheduler: s,
+      added,
+      errors,
+      failures,
+      clock,
+    } = scheduler(async () => {
       throw new WheelhouseError('ask_timeout', 'gone');
     }, refuse);
     await s.place(entries.slice(0, 1));
@@ -77,9 +97,16 @@ describe('WheelPlacement: the hand-off to the wheel', () => {
   });
 
   it('stops trying when the node stops (the partition finds the task in Postgres)', async () => {
-    const { scheduler: s, failures, clock } = scheduler(async () => {
-      throw new WheelhouseError('ask_timeout', 'gone');
-    }, { buckets: true });
+    const {
+      scheduler: s,
+      failures,
+      clock,
+    } = scheduler(
+      async () => {
+        throw new WheelhouseError('ask_timeout', 'gone');
+      },
+      { buckets: true },
+    );
     await s.place(entries.slice(0, 1));
     s.stop();
     const seen = failures.length;

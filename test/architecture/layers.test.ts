@@ -181,7 +181,7 @@ describe('the checks themselves', () => {
       "import type { A } from './a.js';",
       'import {',
       '  b,',
-      "  type C,",
+      '  type C,',
       "} from '../b.js';",
       "export * from './c.js';",
       "export { d } from './d.js';",

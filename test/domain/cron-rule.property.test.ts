@@ -224,9 +224,12 @@ function field(min: number, max: number, names?: string[]): fc.Arbitrary<string>
     { weight: 3, arbitrary: value.map(named) },
     {
       weight: 2,
-      arbitrary: fc
-        .uniqueArray(value, { minLength: 2, maxLength: 4 })
-        .map((vs) => vs.sort((a, b) => a - b).map(named).join(',')),
+      arbitrary: fc.uniqueArray(value, { minLength: 2, maxLength: 4 }).map((vs) =>
+        vs
+          .sort((a, b) => a - b)
+          .map(named)
+          .join(','),
+      ),
     },
     { weight: 2, arbitrary: range.map(([a, b]) => `${named(a)}-${named(b)}`) },
     { weight: 2, arbitrary: fc.integer({ min: 2, max: Math.ceil((max - min) / 2) }).map((n) => `*/${n}`) },
@@ -305,7 +308,10 @@ const anyScenario = fc
 const transitionScenario = fc
   .constantFrom(...ZONES.filter((zone) => transitionsIn(zone, 2026).length > 0))
   .chain((zone) =>
-    fc.record({ zone: fc.constant(zone), tr: fc.constantFrom(...transitionsIn(zone, 2026), ...transitionsIn(zone, 2027)) }),
+    fc.record({
+      zone: fc.constant(zone),
+      tr: fc.constantFrom(...transitionsIn(zone, 2026), ...transitionsIn(zone, 2027)),
+    }),
   )
   .chain(({ zone, tr }) =>
     fc.record({

@@ -124,7 +124,12 @@ describe('cronRule: syntax', () => {
   });
 
   it('rejects an unknown time zone with unknown_timezone', () => {
-    expect(isWheelhouseError(thrown(() => cronRule('* * * * *', 'Mars/Olympus_Mons')), 'unknown_timezone')).toBe(true);
+    expect(
+      isWheelhouseError(
+        thrown(() => cronRule('* * * * *', 'Mars/Olympus_Mons')),
+        'unknown_timezone',
+      ),
+    ).toBe(true);
   });
 
   it('rejects times it cannot answer for', () => {
@@ -154,7 +159,10 @@ describe('cronRule: the cache', () => {
       () => rule.nextAfter(ms('2026-01-01T00:00:00Z')),
     ];
     const forwards = questions.map((q) => q());
-    const backwards = [...questions].reverse().map((q) => q()).reverse();
+    const backwards = [...questions]
+      .reverse()
+      .map((q) => q())
+      .reverse();
     expect(backwards).toEqual(forwards);
   });
 });
@@ -226,10 +234,42 @@ describe('minIntervalMs', () => {
 
 /** DST transitions of 2026 and 2027 in the two zones the issue names. */
 const TRANSITIONS = [
-  { zone: 'Europe/Berlin', std: '+01:00', dst: '+02:00', spring: '2026-03-29', fall: '2026-10-25', gapHour: 2, repeatHour: 2 },
-  { zone: 'Europe/Berlin', std: '+01:00', dst: '+02:00', spring: '2027-03-28', fall: '2027-10-31', gapHour: 2, repeatHour: 2 },
-  { zone: 'America/New_York', std: '-05:00', dst: '-04:00', spring: '2026-03-08', fall: '2026-11-01', gapHour: 2, repeatHour: 1 },
-  { zone: 'America/New_York', std: '-05:00', dst: '-04:00', spring: '2027-03-14', fall: '2027-11-07', gapHour: 2, repeatHour: 1 },
+  {
+    zone: 'Europe/Berlin',
+    std: '+01:00',
+    dst: '+02:00',
+    spring: '2026-03-29',
+    fall: '2026-10-25',
+    gapHour: 2,
+    repeatHour: 2,
+  },
+  {
+    zone: 'Europe/Berlin',
+    std: '+01:00',
+    dst: '+02:00',
+    spring: '2027-03-28',
+    fall: '2027-10-31',
+    gapHour: 2,
+    repeatHour: 2,
+  },
+  {
+    zone: 'America/New_York',
+    std: '-05:00',
+    dst: '-04:00',
+    spring: '2026-03-08',
+    fall: '2026-11-01',
+    gapHour: 2,
+    repeatHour: 1,
+  },
+  {
+    zone: 'America/New_York',
+    std: '-05:00',
+    dst: '-04:00',
+    spring: '2027-03-14',
+    fall: '2027-11-07',
+    gapHour: 2,
+    repeatHour: 1,
+  },
 ];
 const hh = (hour: number): string => String(hour).padStart(2, '0');
 

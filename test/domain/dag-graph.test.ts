@@ -110,7 +110,9 @@ describe('planGraph: errors', () => {
     const error = caught(() => planGraph([node('a'), node('b', 'a', 'nope'), node('c', 'also-nope')]));
     expect(error.code).toBe('unknown_dependency');
     expect(error.status).toBe(400);
-    expect(error.message).toBe('tasks[1].depends_on[1]: "nope" is neither a ref in this request nor a task id (a UUID)');
+    expect(error.message).toBe(
+      'tasks[1].depends_on[1]: "nope" is neither a ref in this request nor a task id (a UUID)',
+    );
     expect(error.details).toEqual({ field: 'tasks[1].depends_on[1]', index: 1, dependency: 'nope' });
   });
 
@@ -195,26 +197,24 @@ function layout(count: number, edges: [number, number][], at: readonly number[],
 }
 
 /** A random DAG: edges only from a higher generated number to a lower one, then the nodes shuffled. */
-const randomDag = fc
-  .integer({ min: 1, max: 40 })
-  .chain((count) =>
-    fc.record({
-      count: fc.constant(count),
-      edges: fc
-        .array(fc.tuple(fc.nat(count - 1), fc.nat(count - 1)), { maxLength: count * 3 })
-        .map((pairs) =>
-          pairs.filter(([a, b]) => a !== b).map(([a, b]): [number, number] => [Math.max(a, b), Math.min(a, b)]),
-        ),
-      at: fc.shuffledSubarray(
-        Array.from({ length: count }, (_, i) => i),
-        { minLength: count, maxLength: count },
+const randomDag = fc.integer({ min: 1, max: 40 }).chain((count) =>
+  fc.record({
+    count: fc.constant(count),
+    edges: fc
+      .array(fc.tuple(fc.nat(count - 1), fc.nat(count - 1)), { maxLength: count * 3 })
+      .map((pairs) =>
+        pairs.filter(([a, b]) => a !== b).map(([a, b]): [number, number] => [Math.max(a, b), Math.min(a, b)]),
       ),
-      external: fc.array(fc.array(fc.constantFrom(ID_A, ID_B, ID_B.toUpperCase()), { maxLength: 3 }), {
-        minLength: count,
-        maxLength: count,
-      }),
+    at: fc.shuffledSubarray(
+      Array.from({ length: count }, (_, i) => i),
+      { minLength: count, maxLength: count },
+    ),
+    external: fc.array(fc.array(fc.constantFrom(ID_A, ID_B, ID_B.toUpperCase()), { maxLength: 3 }), {
+      minLength: count,
+      maxLength: count,
     }),
-  );
+  }),
+);
 
 describe('planGraph: properties', () => {
   it('plans every DAG: a permutation that puts each task after its predecessors, as the oracle does', () => {

@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { isWheelhouseError } from '../../src/lib/errors.js';
-import { FINAL_STATUSES, TRANSITIONS, assertTransition, canTransition, visibleStatus } from '../../src/domain/lifecycle.js';
+import {
+  FINAL_STATUSES,
+  TRANSITIONS,
+  assertTransition,
+  canTransition,
+  visibleStatus,
+} from '../../src/domain/lifecycle.js';
 import type { StoredStatus } from '../../src/domain/model.js';
 
 describe('the task state machine', () => {
@@ -10,10 +16,19 @@ describe('the task state machine', () => {
     const edges = all.flatMap((from) => TRANSITIONS[from].map((to) => `${from}→${to}`)).sort();
     expect(edges).toEqual(
       [
-        'blocked→pending', 'blocked→cancelled',
-        'pending→running', 'pending→cancelled',
-        'running→succeeded', 'running→pending', 'running→failed', 'running→cancelled',
-        'active→paused', 'active→cancelled', 'active→succeeded', 'paused→active', 'paused→cancelled',
+        'blocked→pending',
+        'blocked→cancelled',
+        'pending→running',
+        'pending→cancelled',
+        'running→succeeded',
+        'running→pending',
+        'running→failed',
+        'running→cancelled',
+        'active→paused',
+        'active→cancelled',
+        'active→succeeded',
+        'paused→active',
+        'paused→cancelled',
       ].sort(),
     );
   });

@@ -20,7 +20,12 @@ describe('the built-in executors', () => {
       let body = '';
       req.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
       req.on('end', () => {
-        received.push({ method: req.method ?? '', path: req.url ?? '', body, contentType: req.headers['content-type'] });
+        received.push({
+          method: req.method ?? '',
+          path: req.url ?? '',
+          body,
+          contentType: req.headers['content-type'],
+        });
         const status = Number(/status=(\d+)/.exec(req.url ?? '')?.[1] ?? 200);
         res.writeHead(status, { 'content-type': 'text/plain' }).end(`answer ${status}`);
       });
@@ -35,10 +40,15 @@ describe('the built-in executors', () => {
   });
 
   const submit = async (payload: unknown, extra: Record<string, unknown> = {}): Promise<string> =>
-    (await api<{ task_id: string }>(c.url, 'POST', '/api/tasks', { task_type: 'wheelhouse.http', payload, ...extra })).body.task_id;
+    (await api<{ task_id: string }>(c.url, 'POST', '/api/tasks', { task_type: 'wheelhouse.http', payload, ...extra }))
+      .body.task_id;
   const settled = (id: string) =>
     eventually(async () => {
-      const t = await api<{ status: string; attempts: number; last_error: string | null }>(c.url, 'GET', `/api/tasks/${id}`);
+      const t = await api<{ status: string; attempts: number; last_error: string | null }>(
+        c.url,
+        'GET',
+        `/api/tasks/${id}`,
+      );
       return ['succeeded', 'failed'].includes(t.body.status) ? t.body : undefined;
     }, 15_000);
 
@@ -47,14 +57,25 @@ describe('the built-in executors', () => {
       tasks: Array.from({ length: 5 }, (_, i) => ({ task_type: 'wheelhouse.noop', payload: { i } })),
     });
     for (const t of r.body.tasks) expect(await settled(t.task_id)).toMatchObject({ status: 'succeeded', attempts: 1 });
-    const history = await api<{ executions: { status: string; worker_id: string }[] }>(c.url, 'GET', `/api/tasks/${r.body.tasks[0]!.task_id}/history`);
-    expect(history.body.executions).toEqual([expect.objectContaining({ status: 'succeeded', worker_id: `${c.node.options.nodeId}/wheelhouse.noop` })]);
+    const history = await api<{ executions: { status: string; worker_id: string }[] }>(
+      c.url,
+      'GET',
+      `/api/tasks/${r.body.tasks[0]!.task_id}/history`,
+    );
+    expect(history.body.executions).toEqual([
+      expect.objectContaining({ status: 'succeeded', worker_id: `${c.node.options.nodeId}/wheelhouse.noop` }),
+    ]);
   });
 
   it('calls the URL with the JSON body and succeeds on 2xx', async () => {
     const id = await submit({ url: `${target}/hook?status=204`, body: { order: 42 } });
     expect(await settled(id)).toMatchObject({ status: 'succeeded', attempts: 1 });
-    expect(received).toContainEqual({ method: 'POST', path: '/hook?status=204', body: '{"order":42}', contentType: 'application/json' });
+    expect(received).toContainEqual({
+      method: 'POST',
+      path: '/hook?status=204',
+      body: '{"order":42}',
+      contentType: 'application/json',
+    });
   });
 
   it('retries a 5xx and fails once retries are spent', async () => {
@@ -104,16 +125,36 @@ describe.each(BACKENDS)('a built-in executor with a slow task among fast ones, o
 
   it('records the fast results while the slow call is still running', async () => {
     const due = new Date(Date.now() + 1_000).toISOString();
-    const task = (path: string) => ({ task_type: 'wheelhouse.http', timeout_seconds: 30, payload: { url: `${target}${path}` }, schedule: { type: 'delayed', due_time: due } });
-    const r = await api<{ tasks: { task_id: string }[] }>(c.url, 'POST', '/api/tasks/batch', { tasks: [task('/slow'), task('/fast/1'), task('/fast/2')] });
+    const task = (path: string) => ({
+      task_type: 'wheelhouse.http',
+      timeout_seconds: 30,
+      payload: { url: `${target}${path}` },
+      schedule: { type: 'delayed', due_time: due },
+    });
+    const r = await api<{ tasks: { task_id: string }[] }>(c.url, 'POST', '/api/tasks/batch', {
+      tasks: [task('/slow'), task('/fast/1'), task('/fast/2')],
+    });
     const [slow, ...fast] = r.body.tasks.map((t) => t.task_id);
-    const status = async (id: string) => (await api<{ status: string; attempts: number }>(c.url, 'GET', `/api/tasks/${id}`)).body;
+    const status = async (id: string) =>
+      (await api<{ status: string; attempts: number }>(c.url, 'GET', `/api/tasks/${id}`)).body;
     await eventually(async () => (releaseSlow.length > 0 ? true : undefined), 15_000, 'the slow call to arrive');
     for (const id of fast) {
-      expect(await eventually(async () => ((await status(id)).status === 'succeeded' ? status(id) : undefined), 10_000, 'a fast result')).toMatchObject({ attempts: 1 });
+      expect(
+        await eventually(
+          async () => ((await status(id)).status === 'succeeded' ? status(id) : undefined),
+          10_000,
+          'a fast result',
+        ),
+      ).toMatchObject({ attempts: 1 });
     }
     expect((await status(slow!)).status).toBe('running');
     releaseSlow.shift()!();
-    expect(await eventually(async () => ((await status(slow!)).status === 'succeeded' ? status(slow!) : undefined), 10_000, 'the slow result')).toMatchObject({ attempts: 1 });
+    expect(
+      await eventually(
+        async () => ((await status(slow!)).status === 'succeeded' ? status(slow!) : undefined),
+        10_000,
+        'the slow result',
+      ),
+    ).toMatchObject({ attempts: 1 });
   });
 });

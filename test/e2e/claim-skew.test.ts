@@ -26,7 +26,10 @@ describe.each(BACKENDS)('claiming entries fired by a node whose clock runs ahead
 
   const submitDue = async (type: string, inMs: number): Promise<string> => {
     const due = new Date(clock.now() + inMs).toISOString();
-    const res = await api<{ task_id: string }>(c.url, 'POST', '/api/tasks', { task_type: type, schedule: { type: 'delayed', due_time: due } });
+    const res = await api<{ task_id: string }>(c.url, 'POST', '/api/tasks', {
+      task_type: type,
+      schedule: { type: 'delayed', due_time: due },
+    });
     expect(res.status).toBe(201);
     return res.body.task_id;
   };

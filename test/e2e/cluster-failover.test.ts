@@ -45,11 +45,15 @@ describe('a cluster node killed with SIGKILL', () => {
       claimedBeforeKill = worker.assignments.filter((a) => a.node === victim).length;
       await cluster.kill9(victim);
       killedAtMs = Date.now();
-      console.log(`[failover] killed ${victim} (${itsPartitions.length} of ${cluster.partitions} partitions) ${base - killedAtMs} ms before the first task was due`);
+      console.log(
+        `[failover] killed ${victim} (${itsPartitions.length} of ${cluster.partitions} partitions) ${base - killedAtMs} ms before the first task was due`,
+      );
 
       // After the failure timeout the survivors hold its partitions, at higher epochs.
       const ring = await cluster.waitForRing(survivors, cluster.failureTimeoutMs + 15_000);
-      console.log(`[failover] ring over [${survivors.join(', ')}] settled ${ring.atMs - killedAtMs} ms after the kill (failure timeout ${cluster.failureTimeoutMs} ms)`);
+      console.log(
+        `[failover] ring over [${survivors.join(', ')}] settled ${ring.atMs - killedAtMs} ms after the kill (failure timeout ${cluster.failureTimeoutMs} ms)`,
+      );
       for (const s of ring.statuses) {
         const row = s.nodes.find((n) => n.node_id === victim);
         expect(row?.live, `${s.node_id} still sees ${victim} live`).toBe(false);
@@ -62,15 +66,25 @@ describe('a cluster node killed with SIGKILL', () => {
         expect(now.epoch!, `partition ${p}`).toBeGreaterThan(was.epoch!);
       }
 
-      await worker.waitFor(submitted.map((t) => t.taskId), 30_000);
+      await worker.waitFor(
+        submitted.map((t) => t.taskId),
+        30_000,
+      );
       await sleep(500); // real time is the subject: node processes (no events here); a late duplicate would come within this window
     } finally {
       await worker.stop();
     }
     const counts = worker.counts();
-    expect(missing(counts, submitted.map((t) => t.taskId))).toEqual([]);
+    expect(
+      missing(
+        counts,
+        submitted.map((t) => t.taskId),
+      ),
+    ).toEqual([]);
     const dups = duplicates(counts);
-    console.log(`[failover] ${submitted.length} tasks, all run; duplicates ${dups.length} (claimed through ${victim} before the kill: ${claimedBeforeKill})`);
+    console.log(
+      `[failover] ${submitted.length} tasks, all run; duplicates ${dups.length} (claimed through ${victim} before the kill: ${claimedBeforeKill})`,
+    );
     expect(dups.length).toBeLessThanOrEqual(claimedBeforeKill);
     expect(dups).toEqual([]);
     expect(worker.refused).toEqual([]);
@@ -103,10 +117,14 @@ describe('a cluster node killed with SIGKILL', () => {
     });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     const scheduleId = created.body.task_id;
-    const holder = await eventually(async () => {
-      const r = await cluster.api<{ node: string }>(via, 'GET', `/admin/actors/cron/${scheduleId}`);
-      return r.status === 200 ? r.body.node : undefined;
-    }, 10_000, 'the cron actor to be live');
+    const holder = await eventually(
+      async () => {
+        const r = await cluster.api<{ node: string }>(via, 'GET', `/admin/actors/cron/${scheduleId}`);
+        return r.status === 200 ? r.body.node : undefined;
+      },
+      10_000,
+      'the cron actor to be live',
+    );
     expect(holder).toBe(await cluster.ownerOfActor('cron', scheduleId));
     const victim = holder;
     const survivors = cluster.ids().filter((id) => id !== victim);
@@ -116,31 +134,53 @@ describe('a cluster node killed with SIGKILL', () => {
     const allDependents: string[] = [];
     const predecessors: string[] = [];
     for (let round = 0; round < 5 && dependentsOnVictim.length === 0; round++) {
-      const dag = await cluster.api<{ tasks: { ref: string; task_id: string; status: string }[] }>(survivors[0]!, 'POST', '/api/dags', {
-        tasks: [
-          { ref: 'p', task_type: preType, timeout_seconds: 120 },
-          ...Array.from({ length: 12 }, (_, i) => ({ ref: `d${i}`, task_type: depType, depends_on: ['p'] })),
-        ],
-      });
+      const dag = await cluster.api<{ tasks: { ref: string; task_id: string; status: string }[] }>(
+        survivors[0]!,
+        'POST',
+        '/api/dags',
+        {
+          tasks: [
+            { ref: 'p', task_type: preType, timeout_seconds: 120 },
+            ...Array.from({ length: 12 }, (_, i) => ({ ref: `d${i}`, task_type: depType, depends_on: ['p'] })),
+          ],
+        },
+      );
       expect(dag.status, JSON.stringify(dag.body)).toBe(201);
       predecessors.push(dag.body.tasks.find((t) => t.ref === 'p')!.task_id);
       const deps = dag.body.tasks.filter((t) => t.ref !== 'p');
       for (const d of deps) expect(d.status).toBe('blocked');
       allDependents.push(...deps.map((d) => d.task_id));
-      for (const d of deps) if ((await cluster.ownerOfActor('dag', d.task_id)) === victim) dependentsOnVictim.push(d.task_id);
+      for (const d of deps)
+        if ((await cluster.ownerOfActor('dag', d.task_id)) === victim) dependentsOnVictim.push(d.task_id);
     }
     expect(dependentsOnVictim.length, `no dependent's actor on ${victim}`).toBeGreaterThan(0);
-    const inspected = await cluster.api<{ node: string }>(survivors[0]!, 'GET', `/admin/actors/dag/${dependentsOnVictim[0]}`);
+    const inspected = await cluster.api<{ node: string }>(
+      survivors[0]!,
+      'GET',
+      `/admin/actors/dag/${dependentsOnVictim[0]}`,
+    );
     console.log(
       `[failover] cron ${scheduleId} on ${victim}; ${dependentsOnVictim.length} of ${allDependents.length} dependents' actors on ${victim} ` +
         `(GET /admin/actors/dag/… answers ${inspected.status}${inspected.status === 200 ? ` on ${inspected.body.node}` : ': a blocked task’s actor is virtual, activated by its next message'})`,
     );
 
-    const worker = new TestWorker(cluster, { types: [cronType, preType, depType], targets: survivors, hold: (a) => a.taskType === preType }).start();
+    const worker = new TestWorker(cluster, {
+      types: [cronType, preType, depType],
+      targets: survivors,
+      hold: (a) => a.taskType === preType,
+    }).start();
     let killedAtMs = 0;
     try {
-      await eventually(() => (predecessors.every((id) => worker.held.has(id)) ? true : undefined), 20_000, 'the predecessors to be taken');
-      await eventually(() => (worker.assignments.filter((a) => a.taskType === cronType).length >= 2 ? true : undefined), 20_000, 'two cron instances before the kill');
+      await eventually(
+        () => (predecessors.every((id) => worker.held.has(id)) ? true : undefined),
+        20_000,
+        'the predecessors to be taken',
+      );
+      await eventually(
+        () => (worker.assignments.filter((a) => a.taskType === cronType).length >= 2 ? true : undefined),
+        20_000,
+        'two cron instances before the kill',
+      );
       expect(worker.assignments.filter((a) => a.taskType === depType)).toEqual([]);
 
       await cluster.kill9(victim);
@@ -150,15 +190,28 @@ describe('a cluster node killed with SIGKILL', () => {
       const completedAtMs = Date.now();
       await worker.waitFor(allDependents, 60_000, 'dependents');
       const lastDependent = Math.max(...worker.assignments.filter((a) => a.taskType === depType).map((a) => a.atMs));
-      console.log(`[failover] all ${allDependents.length} dependents ran ${lastDependent - completedAtMs} ms after their predecessor's result (sent ${completedAtMs - killedAtMs} ms after the kill)`);
+      console.log(
+        `[failover] all ${allDependents.length} dependents ran ${lastDependent - completedAtMs} ms after their predecessor's result (sent ${completedAtMs - killedAtMs} ms after the kill)`,
+      );
 
       // The schedule goes on firing on its new owner.
-      const firedAfter = (): number => worker.assignments.filter((a) => a.taskType === cronType && a.atMs > killedAtMs + cluster.failureTimeoutMs + 1000).length;
-      await eventually(() => (firedAfter() >= 3 ? true : undefined), 30_000, 'cron instances after the kill and the failure timeout');
-      const newHolder = await eventually(async () => {
-        const r = await cluster.api<{ node: string }>(survivors[0]!, 'GET', `/admin/actors/cron/${scheduleId}`);
-        return r.status === 200 && r.body.node !== victim ? r.body.node : undefined;
-      }, 10_000, 'the cron actor on a survivor');
+      const firedAfter = (): number =>
+        worker.assignments.filter(
+          (a) => a.taskType === cronType && a.atMs > killedAtMs + cluster.failureTimeoutMs + 1000,
+        ).length;
+      await eventually(
+        () => (firedAfter() >= 3 ? true : undefined),
+        30_000,
+        'cron instances after the kill and the failure timeout',
+      );
+      const newHolder = await eventually(
+        async () => {
+          const r = await cluster.api<{ node: string }>(survivors[0]!, 'GET', `/admin/actors/cron/${scheduleId}`);
+          return r.status === 200 && r.body.node !== victim ? r.body.node : undefined;
+        },
+        10_000,
+        'the cron actor on a survivor',
+      );
       expect(survivors).toContain(newHolder);
       const cancel = await cluster.api(survivors[0]!, 'DELETE', `/api/tasks/${scheduleId}`);
       expect(cancel.status).toBe(200);
@@ -172,16 +225,21 @@ describe('a cluster node killed with SIGKILL', () => {
     expect(missing(counts, allDependents)).toEqual([]);
     expect(worker.refused).toEqual([]);
 
-    const listed = await cluster.api<{ tasks: { task_id: string; status: string; due_time: string; fire_time?: string | null }[] }>(
-      survivors[0]!, 'GET', `/api/tasks?task_type=${cronType}&limit=1000`,
-    );
+    const listed = await cluster.api<{
+      tasks: { task_id: string; status: string; due_time: string; fire_time?: string | null }[];
+    }>(survivors[0]!, 'GET', `/api/tasks?task_type=${cronType}&limit=1000`);
     const instances = listed.body.tasks.filter((t) => typeof t.fire_time === 'string');
     const fires = instances.map((t) => Date.parse(t.fire_time!)).sort((x, y) => x - y);
     const gaps = fires.slice(1).map((f, i) => f - fires[i]!);
-    const cronRuns = worker.assignments.filter((a) => a.taskType === cronType).map((a) => a.atMs).sort((x, y) => x - y);
+    const cronRuns = worker.assignments
+      .filter((a) => a.taskType === cronType)
+      .map((a) => a.atMs)
+      .sort((x, y) => x - y);
     const runGaps = cronRuns.slice(1).map((t, i) => t - cronRuns[i]!);
     const starts = worker.firstStarts();
-    const cronLags = instances.flatMap((t) => (starts.has(t.task_id) ? [starts.get(t.task_id)!.atMs - Date.parse(t.due_time)] : []));
+    const cronLags = instances.flatMap((t) =>
+      starts.has(t.task_id) ? [starts.get(t.task_id)!.atMs - Date.parse(t.due_time)] : [],
+    );
     const cronLagMax = Math.max(...cronLags);
     const bound = cluster.failureTimeoutMs + 1000 + TOLERANCE_MS;
     console.log(
@@ -190,8 +248,16 @@ describe('a cluster node killed with SIGKILL', () => {
     );
     expect(new Set(fires).size).toBe(fires.length);
     for (const g of gaps) expect(g).toBe(1000);
-    const ran = instances.filter((t) => t.status !== 'cancelled').map((t) => t.task_id).sort();
-    expect(worker.assignments.filter((a) => a.taskType === cronType).map((a) => a.taskId).sort()).toEqual(ran);
+    const ran = instances
+      .filter((t) => t.status !== 'cancelled')
+      .map((t) => t.task_id)
+      .sort();
+    expect(
+      worker.assignments
+        .filter((a) => a.taskType === cronType)
+        .map((a) => a.taskId)
+        .sort(),
+    ).toEqual(ran);
     expect(cronLagMax).toBeLessThanOrEqual(bound);
   });
 });

@@ -30,7 +30,12 @@ describe('a cluster node killed while it holds the leases of claimed tasks', () 
   let cluster: ProcessCluster;
 
   beforeAll(async () => {
-    cluster = await startCluster({ nodes: 3, partitions: 16, label: 'lease', extraArgs: ['--retry-base-seconds', '0'] });
+    cluster = await startCluster({
+      nodes: 3,
+      partitions: 16,
+      label: 'lease',
+      extraArgs: ['--retry-base-seconds', '0'],
+    });
   });
   afterAll(async () => {
     await cluster?.close();
@@ -39,19 +44,32 @@ describe('a cluster node killed while it holds the leases of claimed tasks', () 
   it('hands each of its leased tasks out again once, as attempt 2, within the lease + the failure timeout', async () => {
     const before = await cluster.status('n1');
     const type = uniqueType('lease');
-    const submitted = await submitBatch(cluster, 'n1', Array.from({ length: TASKS }, (_, i) => ({ task_type: type, payload: { i }, timeout_seconds: LEASE_SECONDS })));
+    const submitted = await submitBatch(
+      cluster,
+      'n1',
+      Array.from({ length: TASKS }, (_, i) => ({ task_type: type, payload: { i }, timeout_seconds: LEASE_SECONDS })),
+    );
     const ids = submitted.map((t) => t.taskId);
     // The victim: the node (other than n1, which the test talks to) that the ring gives the most of these leases.
     const leaseOwner = new Map<string, string>();
     for (const id of ids) leaseOwner.set(id, await cluster.ownerOfActor('lease', id));
     const leasesOf = (node: string): string[] => ids.filter((id) => leaseOwner.get(id) === node);
-    const victim = cluster.ids().filter((id) => id !== 'n1').sort((x, y) => leasesOf(y).length - leasesOf(x).length)[0]!;
+    const victim = cluster
+      .ids()
+      .filter((id) => id !== 'n1')
+      .sort((x, y) => leasesOf(y).length - leasesOf(x).length)[0]!;
     const survivors = cluster.ids().filter((id) => id !== victim);
     const onVictim = leasesOf(victim);
     expect(onVictim.length, `leases on ${victim}`).toBeGreaterThanOrEqual(TASKS / 5);
 
     // Claimed through every node by a worker that then vanishes: no heartbeat, no result.
-    const vanishing = new TestWorker(cluster, { types: [type], targets: cluster.ids(), hold: () => true, waitMs: 200, workerId: 'w-vanishing' }).start();
+    const vanishing = new TestWorker(cluster, {
+      types: [type],
+      targets: cluster.ids(),
+      hold: () => true,
+      waitMs: 200,
+      workerId: 'w-vanishing',
+    }).start();
     try {
       await vanishing.waitFor(ids, 15_000, 'first claims');
     } finally {
@@ -62,11 +80,19 @@ describe('a cluster node killed while it holds the leases of claimed tasks', () 
     expect(vanishing.assignments.every((a) => a.attempt === 1)).toBe(true);
 
     // The victim holds the leases the ring gives it (the grant is a told message: wait for it).
-    const victimLeases = await eventually(async () => {
-      const r = await cluster.api<{ actors: { key: string }[] }>(victim, 'GET', `/admin/actors?kind=lease&limit=10000`);
-      const held = new Set(r.body.actors.map((a) => a.key));
-      return onVictim.every((id) => held.has(id)) ? held : undefined;
-    }, 5_000, `${victim} to hold the leases of its ${onVictim.length} tasks`);
+    const victimLeases = await eventually(
+      async () => {
+        const r = await cluster.api<{ actors: { key: string }[] }>(
+          victim,
+          'GET',
+          `/admin/actors?kind=lease&limit=10000`,
+        );
+        const held = new Set(r.body.actors.map((a) => a.key));
+        return onVictim.every((id) => held.has(id)) ? held : undefined;
+      },
+      5_000,
+      `${victim} to hold the leases of its ${onVictim.length} tasks`,
+    );
     expect([...victimLeases].filter((id) => ids.includes(id)).sort()).toEqual([...onVictim].sort());
 
     const firstClaimMs = Math.min(...[...claims.values()].map((a) => a.atMs));
@@ -80,7 +106,12 @@ describe('a cluster node killed while it holds the leases of claimed tasks', () 
     // Killed after the first lease ran out, the victim could have expired some itself.
     expect(killedAtMs, 'the kill came too late to test lease recovery').toBeLessThan(firstClaimMs + LEASE_MS - 500);
 
-    const rescuer = new TestWorker(cluster, { types: [type], targets: survivors, waitMs: 200, workerId: 'w-rescuer' }).start();
+    const rescuer = new TestWorker(cluster, {
+      types: [type],
+      targets: survivors,
+      waitMs: 200,
+      workerId: 'w-rescuer',
+    }).start();
     const pool = new pg.Pool({ connectionString: TEST_POSTGRES_URL, max: 1 });
     try {
       const ring = await cluster.waitForRing(survivors, cluster.failureTimeoutMs + 10_000);
@@ -91,17 +122,26 @@ describe('a cluster node killed while it holds the leases of claimed tasks', () 
       );
       await rescuer.waitFor(ids, LEASE_MS + cluster.failureTimeoutMs + 5_000, 'tasks handed out again');
       // Every result recorded: the tasks are final, so nothing more can be handed out.
-      await eventually(async () => {
-        const { rows } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${cluster.schema}.tasks WHERE id = ANY($1::uuid[]) AND status = 'succeeded'`, [ids]);
-        return rows[0]!.n === TASKS ? true : undefined;
-      }, 10_000, 'every task succeeded');
+      await eventually(
+        async () => {
+          const { rows } = await pool.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM ${cluster.schema}.tasks WHERE id = ANY($1::uuid[]) AND status = 'succeeded'`,
+            [ids],
+          );
+          return rows[0]!.n === TASKS ? true : undefined;
+        },
+        10_000,
+        'every task succeeded',
+      );
       await rescuer.stop();
 
       const counts = rescuer.counts();
       expect(missing(counts, ids)).toEqual([]);
       expect(duplicates(counts)).toEqual([]);
       expect(rescuer.refused).toEqual([]);
-      expect(rescuer.assignments.filter((a) => a.attempt !== 2).map((a) => `${a.taskId} attempt ${a.attempt}`)).toEqual([]);
+      expect(rescuer.assignments.filter((a) => a.attempt !== 2).map((a) => `${a.taskId} attempt ${a.attempt}`)).toEqual(
+        [],
+      );
 
       // Lag: hand-out again − claim.
       const again = rescuer.firstStarts();
@@ -117,7 +157,9 @@ describe('a cluster node killed while it holds the leases of claimed tasks', () 
         `[lease] handed out again − claim: leases on ${victim} (${onVictim.length}) ${stats(onVictim)}; on the survivors (${elsewhere.length}) ${stats(elsewhere)} ` +
           `(bound: lease ${LEASE_MS} + failure timeout ${cluster.failureTimeoutMs} + tolerance ${TOLERANCE_MS} = ${bound} ms; ring changes since the start: +${changesSince})`,
       );
-      const late = ids.filter((id) => lagOf(id) > bound).map((id) => `${id} (lease on ${leaseOwner.get(id)}) ${lagOf(id)} ms`);
+      const late = ids
+        .filter((id) => lagOf(id) > bound)
+        .map((id) => `${id} (lease on ${leaseOwner.get(id)}) ${lagOf(id)} ms`);
       expect(late).toEqual([]);
       // Not before its lease ran out: the lease was honoured, not dropped with the node. (The
       // claim is timed when its answer arrived, a little after the lease started.)
@@ -125,7 +167,10 @@ describe('a cluster node killed while it holds the leases of claimed tasks', () 
       expect(early).toEqual([]);
 
       // Postgres: attempt 1 timed out, attempt 2 (the task row's) succeeded, no attempt 3.
-      const tasks = await pool.query<{ id: string; status: string; attempts: number }>(`SELECT id, status, attempts FROM ${cluster.schema}.tasks WHERE id = ANY($1::uuid[])`, [ids]);
+      const tasks = await pool.query<{ id: string; status: string; attempts: number }>(
+        `SELECT id, status, attempts FROM ${cluster.schema}.tasks WHERE id = ANY($1::uuid[])`,
+        [ids],
+      );
       expect(tasks.rows.filter((t) => t.status !== 'succeeded' || t.attempts !== 2)).toEqual([]);
       const executions = await pool.query<{ task_id: string; attempt: number; status: string }>(
         `SELECT task_id, attempt, status FROM ${cluster.schema}.executions WHERE task_id = ANY($1::uuid[]) ORDER BY task_id, attempt`,
@@ -133,8 +178,15 @@ describe('a cluster node killed while it holds the leases of claimed tasks', () 
       );
       expect(executions.rows.filter((e) => e.attempt !== 1 || e.status !== 'timed_out')).toEqual([]);
       expect(executions.rows.map((e) => e.task_id).sort()).toEqual([...ids].sort());
-      const history = await cluster.api<{ executions: { attempt: number; status: string }[] }>(survivors[0]!, 'GET', `/api/tasks/${onVictim[0]}/history`);
-      expect(history.body.executions.map((e) => `${e.attempt} ${e.status}`).sort()).toEqual(['1 timed_out', '2 succeeded']);
+      const history = await cluster.api<{ executions: { attempt: number; status: string }[] }>(
+        survivors[0]!,
+        'GET',
+        `/api/tasks/${onVictim[0]}/history`,
+      );
+      expect(history.body.executions.map((e) => `${e.attempt} ${e.status}`).sort()).toEqual([
+        '1 timed_out',
+        '2 succeeded',
+      ]);
     } finally {
       await rescuer.stop();
       await pool.end();

@@ -21,7 +21,8 @@ function fencedActors(log: string): { kind: string; key: string }[] {
     // The tail of the output may start mid-line: only whole JSON lines count.
     if (!line.startsWith('{') || !line.includes('a stale activation was fenced')) continue;
     const entry = JSON.parse(line) as { actor?: { kind?: string; key?: string } };
-    if (entry.actor?.kind !== undefined && entry.actor.key !== undefined) actors.push({ kind: entry.actor.kind, key: entry.actor.key });
+    if (entry.actor?.kind !== undefined && entry.actor.key !== undefined)
+      actors.push({ kind: entry.actor.kind, key: entry.actor.key });
   }
   return actors;
 }
@@ -59,7 +60,9 @@ describe('a cluster node paused with SIGSTOP', () => {
       cluster.stop(victim);
       stoppedAtMs = Date.now();
       const takeover = await cluster.waitForRing(survivors, PAUSE_MS - 1000);
-      console.log(`[pause] ${victim} (${itsPartitions.length} partitions) stopped; survivors hold its partitions ${takeover.atMs - stoppedAtMs} ms later`);
+      console.log(
+        `[pause] ${victim} (${itsPartitions.length} partitions) stopped; survivors hold its partitions ${takeover.atMs - stoppedAtMs} ms later`,
+      );
       const during = takeover.statuses[0]!;
       for (const p of itsPartitions) {
         const was = before.partitions.find((x) => x.partition === p)!;
@@ -72,15 +75,25 @@ describe('a cluster node paused with SIGSTOP', () => {
       contAtMs = Date.now();
       worker.setTargets(cluster.ids());
       const ring = await cluster.waitForRing(cluster.ids(), 30_000);
-      console.log(`[pause] ${victim} resumed after ${contAtMs - stoppedAtMs} ms; ring of 3 settled with every partition held by its owner ${ring.atMs - contAtMs} ms later`);
+      console.log(
+        `[pause] ${victim} resumed after ${contAtMs - stoppedAtMs} ms; ring of 3 settled with every partition held by its owner ${ring.atMs - contAtMs} ms later`,
+      );
 
-      await worker.waitFor(submitted.map((t) => t.taskId), 30_000);
+      await worker.waitFor(
+        submitted.map((t) => t.taskId),
+        30_000,
+      );
       await sleep(1000); // real time is the subject: the resumed process's stale fires would come within this window
     } finally {
       await worker.stop();
     }
     const counts = worker.counts();
-    expect(missing(counts, submitted.map((t) => t.taskId))).toEqual([]);
+    expect(
+      missing(
+        counts,
+        submitted.map((t) => t.taskId),
+      ),
+    ).toEqual([]);
     expect(duplicates(counts)).toEqual([]);
     expect(worker.refused).toEqual([]);
 
@@ -91,15 +104,30 @@ describe('a cluster node paused with SIGSTOP', () => {
     const stale = (await cluster.metric(victim, 'wheelhouse_stale_epoch_total')) - staleBefore;
     const log = cluster.node(victim).proc.output();
     const declaredOut = /declared out of the cluster/.test(log);
-    const fencedWheels = [...new Set(fencedActors(log).filter((a) => a.kind === 'wheel').map((a) => Number(a.key)))].sort((a, b) => a - b);
-    const firingWhileStopped = [...new Set(submitted.filter((t) => itsPartitions.includes(t.partition) && t.dueMs > stoppedAtMs && t.dueMs < contAtMs).map((t) => t.partition))];
+    const fencedWheels = [
+      ...new Set(
+        fencedActors(log)
+          .filter((a) => a.kind === 'wheel')
+          .map((a) => Number(a.key)),
+      ),
+    ].sort((a, b) => a - b);
+    const firingWhileStopped = [
+      ...new Set(
+        submitted
+          .filter((t) => itsPartitions.includes(t.partition) && t.dueMs > stoppedAtMs && t.dueMs < contAtMs)
+          .map((t) => t.partition),
+      ),
+    ];
     const handedOff = await cluster.metric(victim, 'wheelhouse_actors_handed_off_total');
     console.log(
       `[pause] ${victim} after SIGCONT: wheelhouse_stale_epoch_total +${stale}; fenced wheel partitions [${fencedWheels.join(', ')}], ` +
         `with tasks due while stopped [${firingWhileStopped.sort((a, b) => a - b).join(', ')}], its [${itsPartitions.join(', ')}]; log "declared out": ${declaredOut}; handed off ${handedOff}`,
     );
     expect(firingWhileStopped.length).toBeGreaterThan(0);
-    expect(firingWhileStopped.filter((p) => !fencedWheels.includes(p)), cluster.tails()).toEqual([]);
+    expect(
+      firingWhileStopped.filter((p) => !fencedWheels.includes(p)),
+      cluster.tails(),
+    ).toEqual([]);
     expect(fencedWheels.filter((p) => !itsPartitions.includes(p))).toEqual([]);
     expect(stale).toBeGreaterThanOrEqual(fencedWheels.length);
 
@@ -116,7 +144,9 @@ describe('a cluster node paused with SIGSTOP', () => {
     expect(lagPaused.max).toBeLessThanOrEqual(cluster.failureTimeoutMs + 1000 + TOLERANCE_MS);
     // What fell due well before SIGCONT was run by the new owners, not by the resumed node.
     const starts = worker.firstStarts();
-    const lateForCont = duePaused.filter((t) => t.dueMs < contAtMs - TOLERANCE_MS && starts.get(t.taskId)!.atMs >= contAtMs);
+    const lateForCont = duePaused.filter(
+      (t) => t.dueMs < contAtMs - TOLERANCE_MS && starts.get(t.taskId)!.atMs >= contAtMs,
+    );
     expect(lateForCont.map((t) => t.taskId)).toEqual([]);
   });
 });

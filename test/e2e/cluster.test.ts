@@ -32,7 +32,11 @@ describe('a cluster of node processes', () => {
     const type = uniqueType('routing');
     const tasks = [
       ...Array.from({ length: 30 }, (_, i) => ({ task_type: type, payload: { i } })),
-      ...Array.from({ length: 30 }, (_, i) => ({ task_type: type, payload: { i: 30 + i }, schedule: { type: 'delayed', delay_seconds: 1 } })),
+      ...Array.from({ length: 30 }, (_, i) => ({
+        task_type: type,
+        payload: { i: 30 + i },
+        schedule: { type: 'delayed', delay_seconds: 1 },
+      })),
     ];
     const submitted = await submitBatch(cluster, a, tasks);
     const onB = submitted.filter((t) => ownedByB.includes(t.partition));
@@ -40,28 +44,49 @@ describe('a cluster of node processes', () => {
 
     const worker = new TestWorker(cluster, { types: [type], targets: [c], loops: 2 }).start();
     try {
-      await worker.waitFor(submitted.map((t) => t.taskId), 30_000);
+      await worker.waitFor(
+        submitted.map((t) => t.taskId),
+        30_000,
+      );
     } finally {
       await worker.stop();
     }
     const counts = worker.counts();
     expect(duplicates(counts)).toEqual([]);
-    expect(missing(counts, submitted.map((t) => t.taskId))).toEqual([]);
+    expect(
+      missing(
+        counts,
+        submitted.map((t) => t.taskId),
+      ),
+    ).toEqual([]);
     expect(new Set(worker.assignments.map((x) => x.node))).toEqual(new Set([c]));
     expect(worker.refused).toEqual([]);
 
     // Every node answers for every task, whichever node owns it.
     for (const node of [a, b, c]) {
-      const answers = await Promise.all(submitted.map((t) => cluster.api<{ status: string }>(node, 'GET', `/api/tasks/${t.taskId}`)));
-      const notDone = answers.flatMap((r, i) => (r.status === 200 && r.body.status === 'succeeded' ? [] : [`${submitted[i]!.taskId}: ${r.status} ${JSON.stringify(r.body)}`]));
+      const answers = await Promise.all(
+        submitted.map((t) => cluster.api<{ status: string }>(node, 'GET', `/api/tasks/${t.taskId}`)),
+      );
+      const notDone = answers.flatMap((r, i) =>
+        r.status === 200 && r.body.status === 'succeeded'
+          ? []
+          : [`${submitted[i]!.taskId}: ${r.status} ${JSON.stringify(r.body)}`],
+      );
       expect(notDone, `as ${node} answers`).toEqual([]);
     }
     // Nothing more to hand out, on any node.
     for (const node of [a, b, c]) {
-      const extra = await cluster.api<{ tasks: unknown[] }>(node, 'POST', '/api/workers/poll', { worker_id: 'w', task_types: [type], max_tasks: 10, wait_ms: 200 });
+      const extra = await cluster.api<{ tasks: unknown[] }>(node, 'POST', '/api/workers/poll', {
+        worker_id: 'w',
+        task_types: [type],
+        max_tasks: 10,
+        wait_ms: 200,
+      });
       expect(extra.body.tasks).toEqual([]);
     }
-    console.log(`[cluster] routing: ${submitted.length} tasks submitted through ${a}, ${onB.length} on partitions of ${b}, all run once through ${c}`);
+    console.log(
+      `[cluster] routing: ${submitted.length} tasks submitted through ${a}, ${onB.length} on partitions of ${b}, all run once through ${c}`,
+    );
   });
 
   it('rebalances partitions to a fourth node while tasks fall due every 50 ms, running each once', async () => {
@@ -90,18 +115,29 @@ describe('a cluster of node processes', () => {
           `n4 owns ${onN4} of ${cluster.partitions} partitions (${ring.statuses[0]!.ring.spread}); ${dueAfterJoin} of ${submitted.length} tasks were due after it listened`,
       );
       expect(onN4).toBeGreaterThan(0);
-      await worker.waitFor(submitted.map((t) => t.taskId), 30_000).catch((error: unknown) => {
-        const moved = ring.statuses[0]!.partitions
-          .filter((p) => p.owner === 'n4')
-          .map((p) => `${p.partition} (from ${beforeJoin.partitions.find((x) => x.partition === p.partition)!.owner}, epoch ${p.epoch})`);
-        throw new Error(`partitions moved to n4: ${moved.join(', ')}; ${String(error)}`);
-      });
+      await worker
+        .waitFor(
+          submitted.map((t) => t.taskId),
+          30_000,
+        )
+        .catch((error: unknown) => {
+          const moved = ring.statuses[0]!.partitions.filter((p) => p.owner === 'n4').map(
+            (p) =>
+              `${p.partition} (from ${beforeJoin.partitions.find((x) => x.partition === p.partition)!.owner}, epoch ${p.epoch})`,
+          );
+          throw new Error(`partitions moved to n4: ${moved.join(', ')}; ${String(error)}`);
+        });
       await sleep(500); // real time is the subject: node processes; late duplicates would come within a poll or two
     } finally {
       await worker.stop();
     }
     const counts = worker.counts();
-    expect(missing(counts, submitted.map((t) => t.taskId))).toEqual([]);
+    expect(
+      missing(
+        counts,
+        submitted.map((t) => t.taskId),
+      ),
+    ).toEqual([]);
     expect(duplicates(counts)).toEqual([]);
     expect(worker.refused).toEqual([]);
     const lag = lagStats(worker, submitted);
@@ -157,17 +193,27 @@ describe('a cluster of node processes', () => {
       }
       const row = after.nodes.find((n) => n.node_id === leaving);
       expect(row?.live ?? false).toBe(false);
-      await worker.waitFor(submitted.map((t) => t.taskId), 30_000);
+      await worker.waitFor(
+        submitted.map((t) => t.taskId),
+        30_000,
+      );
       await sleep(500); // real time is the subject: node processes; late duplicates would come within a poll or two
     } finally {
       await worker.stop();
     }
     const ran = worker.counts();
-    expect(missing(ran, submitted.map((t) => t.taskId))).toEqual([]);
+    expect(
+      missing(
+        ran,
+        submitted.map((t) => t.taskId),
+      ),
+    ).toEqual([]);
     expect(duplicates(ran)).toEqual([]);
     expect(worker.refused).toEqual([]);
     const onLeaving = submitted.filter((t) => itsPartitions.includes(t.partition));
     const lag = lagStats(worker, onLeaving);
-    console.log(`[cluster] leave: ${submitted.length} tasks each run once; on the leaving node's partitions (${onLeaving.length}) start − due max ${lag.max} ms`);
+    console.log(
+      `[cluster] leave: ${submitted.length} tasks each run once; on the leaving node's partitions (${onLeaving.length}) start − due max ${lag.max} ms`,
+    );
   });
 });

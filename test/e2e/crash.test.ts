@@ -4,7 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { api, type BackendName } from '../support/nodes.js';
-import { dropTestStores, kill9, nodeArgs, requireBuiltCli, startProcess, type NodeProcess } from '../support/processes.js';
+import {
+  dropTestStores,
+  kill9,
+  nodeArgs,
+  requireBuiltCli,
+  startProcess,
+  type NodeProcess,
+} from '../support/processes.js';
 
 /**
  * A real crash: the node runs as its own process (the built CLI) and is killed with SIGKILL
@@ -35,7 +42,11 @@ describe.each(['postgres', 'embedded'] as BackendName[])('a node killed with SIG
     const batch = {
       tasks: [
         ...Array.from({ length: 10 }, (_, i) => ({ task_type: 'crash.t', payload: { i } })),
-        ...Array.from({ length: 10 }, (_, i) => ({ task_type: 'crash.t', payload: { i: 10 + i }, schedule: { type: 'delayed', due_time: dueSoon } })),
+        ...Array.from({ length: 10 }, (_, i) => ({
+          task_type: 'crash.t',
+          payload: { i: 10 + i },
+          schedule: { type: 'delayed', due_time: dueSoon },
+        })),
       ],
     };
     const submitted = await api<{ tasks: { task_id: string }[] }>(first.url, 'POST', '/api/tasks/batch', batch);
@@ -48,9 +59,17 @@ describe.each(['postgres', 'embedded'] as BackendName[])('a node killed with SIG
     const handedOut: string[] = [];
     const deadline = Date.now() + 30_000;
     while (handedOut.length < ids.length && Date.now() < deadline) {
-      const polled = await api<{ tasks: { task_id: string; lease_token: string; attempt: number }[] }>(second.url, 'POST', '/api/workers/poll', {
-        worker_id: 'w', task_types: ['crash.t'], max_tasks: 100, wait_ms: 2000,
-      });
+      const polled = await api<{ tasks: { task_id: string; lease_token: string; attempt: number }[] }>(
+        second.url,
+        'POST',
+        '/api/workers/poll',
+        {
+          worker_id: 'w',
+          task_types: ['crash.t'],
+          max_tasks: 100,
+          wait_ms: 2000,
+        },
+      );
       for (const t of polled.body.tasks) {
         expect(t.attempt).toBe(1);
         handedOut.push(t.task_id);
@@ -58,7 +77,12 @@ describe.each(['postgres', 'embedded'] as BackendName[])('a node killed with SIG
     }
     expect(handedOut.sort()).toEqual(ids);
     // Nothing more comes: each was handed out once.
-    const extra = await api<{ tasks: unknown[] }>(second.url, 'POST', '/api/workers/poll', { worker_id: 'w', task_types: ['crash.t'], max_tasks: 100, wait_ms: 500 });
+    const extra = await api<{ tasks: unknown[] }>(second.url, 'POST', '/api/workers/poll', {
+      worker_id: 'w',
+      task_types: ['crash.t'],
+      max_tasks: 100,
+      wait_ms: 500,
+    });
     expect(extra.body.tasks).toEqual([]);
   });
 
@@ -69,10 +93,19 @@ describe.each(['postgres', 'embedded'] as BackendName[])('a node killed with SIG
     const work = async (url: string, ms: number): Promise<void> => {
       const until = Date.now() + ms;
       while (Date.now() < until) {
-        const polled = await api<Polled>(url, 'POST', '/api/workers/poll', { worker_id: 'w', task_types: ['crash.cron'], max_tasks: 100, wait_ms: 200 });
+        const polled = await api<Polled>(url, 'POST', '/api/workers/poll', {
+          worker_id: 'w',
+          task_types: ['crash.cron'],
+          max_tasks: 100,
+          wait_ms: 200,
+        });
         if (polled.body.tasks.length === 0) continue;
         handedOut.push(...polled.body.tasks.map((t) => t.task_id));
-        const results = polled.body.tasks.map((t) => ({ task_id: t.task_id, lease_token: t.lease_token, status: 'succeeded' }));
+        const results = polled.body.tasks.map((t) => ({
+          task_id: t.task_id,
+          lease_token: t.lease_token,
+          status: 'succeeded',
+        }));
         await api(url, 'POST', '/api/workers/complete', { results });
       }
     };
@@ -93,7 +126,9 @@ describe.each(['postgres', 'embedded'] as BackendName[])('a node killed with SIG
     await work(second.url, 1_000);
 
     const listed = await api<{ tasks: { task_id: string; status: string; fire_time?: string }[] }>(
-      second.url, 'GET', '/api/tasks?task_type=crash.cron&limit=1000',
+      second.url,
+      'GET',
+      '/api/tasks?task_type=crash.cron&limit=1000',
     );
     const instances = listed.body.tasks.filter((t) => t.fire_time !== undefined);
     const fires = instances.map((t) => Date.parse(t.fire_time!)).sort((a, b) => a - b);
@@ -102,7 +137,10 @@ describe.each(['postgres', 'embedded'] as BackendName[])('a node killed with SIG
     expect(new Set(fires).size).toBe(fires.length);
     for (let i = 1; i < fires.length; i++) expect(fires[i]! - fires[i - 1]!).toBe(1_000);
     // Every instance that was not cancelled by the DELETE was handed out, and only once.
-    const ran = instances.filter((t) => t.status !== 'cancelled').map((t) => t.task_id).sort();
+    const ran = instances
+      .filter((t) => t.status !== 'cancelled')
+      .map((t) => t.task_id)
+      .sort();
     expect(handedOut.slice().sort()).toEqual(ran);
   });
 });

@@ -26,7 +26,8 @@ const STEP_MS = 5 * MINUTE;
 /** An instant written as local time with its offset, as the ADR speaks of it. */
 const at = (iso: string): number => Date.parse(iso);
 /** `n` instants `everyMinutes` apart from `iso`. */
-const every = (iso: string, n: number, everyMinutes: number): number[] => Array.from({ length: n }, (_, i) => at(iso) + i * everyMinutes * MINUTE);
+const every = (iso: string, n: number, everyMinutes: number): number[] =>
+  Array.from({ length: n }, (_, i) => at(iso) + i * everyMinutes * MINUTE);
 
 interface InstanceRow extends Record<string, unknown> {
   id: string;
@@ -43,7 +44,11 @@ describe.each(BACKENDS)('cron schedules through a DST change on %s', (backend: B
 
   /** A node on `clock` whose schedules write their next instance right at a fire. */
   const start = async (clock: FakeClock): Promise<TestCluster> => {
-    c = await startTestNode(backend, { logLevel: process.env.TEST_LOG ?? 'silent', cronAdvanceSpreadSeconds: 0, cronMisfireThresholdSeconds: 3_600 }, { clock });
+    c = await startTestNode(
+      backend,
+      { logLevel: process.env.TEST_LOG ?? 'silent', cronAdvanceSpreadSeconds: 0, cronMisfireThresholdSeconds: 3_600 },
+      { clock },
+    );
     return c;
   };
   const submitCron = async (type: string, cronExpression: string): Promise<string> => {
@@ -86,12 +91,17 @@ describe.each(BACKENDS)('cron schedules through a DST change on %s', (backend: B
     await eventually(
       async () => {
         await clock.advance(0);
-        const polled = await api<{ tasks: { task_id: string; lease_token: string }[] }>(c!.url, 'POST', '/api/workers/poll', {
-          worker_id: 'w-dst',
-          task_types: [type],
-          max_tasks: 100,
-          wait_ms: 0,
-        });
+        const polled = await api<{ tasks: { task_id: string; lease_token: string }[] }>(
+          c!.url,
+          'POST',
+          '/api/workers/poll',
+          {
+            worker_id: 'w-dst',
+            task_types: [type],
+            max_tasks: 100,
+            wait_ms: 0,
+          },
+        );
         const got = polled.body.tasks;
         handed.push(...got.map((t) => t.task_id));
         if (got.length > 0) {
@@ -113,15 +123,30 @@ describe.each(BACKENDS)('cron schedules through a DST change on %s', (backend: B
   const runThrough = async (fromIso: string, untilIso: string, expected: Record<string, number[]>): Promise<void> => {
     const clock = new FakeClock(at(fromIso));
     await start(clock);
-    const schedules = Object.entries(expected).map(([expression, fireTimes], i) => ({ expression, fireTimes, type: `cron.dst.${i}`, id: '' }));
+    const schedules = Object.entries(expected).map(([expression, fireTimes], i) => ({
+      expression,
+      fireTimes,
+      type: `cron.dst.${i}`,
+      id: '',
+    }));
     for (const s of schedules) s.id = await submitCron(s.type, s.expression);
-    await stepUntil(schedules.map((s) => s.id), clock, at(untilIso));
+    await stepUntil(
+      schedules.map((s) => s.id),
+      clock,
+      at(untilIso),
+    );
 
     const iso = (ms: number): string => new Date(ms).toISOString();
     for (const { expression, fireTimes, type, id } of schedules) {
       const rows = await instances(id);
-      expect(rows.map((r) => iso(Number(r.fire_ms))), expression).toEqual(fireTimes.map(iso));
-      expect(rows.filter((r) => Number(r.due_ms) !== Number(r.fire_ms)), expression).toEqual([]);
+      expect(
+        rows.map((r) => iso(Number(r.fire_ms))),
+        expression,
+      ).toEqual(fireTimes.map(iso));
+      expect(
+        rows.filter((r) => Number(r.due_ms) !== Number(r.fire_ms)),
+        expression,
+      ).toEqual([]);
       const fired = rows.filter((r) => Number(r.fire_ms) <= clock.now()).map((r) => r.id);
       const handed = await handOut(type, fired.length, clock);
       expect(handed.sort(), expression).toEqual(fired.sort());

@@ -55,7 +55,11 @@ describe.each(BACKENDS)('cron schedules on %s', (backend: BackendName) => {
     c = await startTestNode(backend, { ...quiet, ...options }, { clock });
     return c;
   };
-  const submitCron = async (type: string, schedule: Record<string, unknown>, extra: Record<string, unknown> = {}): Promise<string> => {
+  const submitCron = async (
+    type: string,
+    schedule: Record<string, unknown>,
+    extra: Record<string, unknown> = {},
+  ): Promise<string> => {
     const r = await api<{ task_id: string; status: string }>(c!.url, 'POST', '/api/tasks', {
       task_type: type,
       schedule: { type: 'cron', ...schedule },
@@ -65,23 +69,28 @@ describe.each(BACKENDS)('cron schedules on %s', (backend: BackendName) => {
     expect(r.body.status).toBe('active');
     return r.body.task_id;
   };
-  const getTask = async (id: string): Promise<TaskJson> => (await api<TaskJson>(c!.url, 'GET', `/api/tasks/${id}`)).body;
+  const getTask = async (id: string): Promise<TaskJson> =>
+    (await api<TaskJson>(c!.url, 'GET', `/api/tasks/${id}`)).body;
   /**
    * Waits until the schedule's actor has handled every fire time up to now: its one future
    * instance (due after now, jitter included) exists.
    */
   const caughtUp = async (id: string, clock: FakeClock): Promise<TaskJson> =>
-    eventually(async () => {
-      await clock.advance(0);
-      const t = await getTask(id);
-      if (t.status !== 'active') return t;
-      const [row] = await c!.sql<{ n: number }>(
-        `SELECT count(*)::int AS n FROM tasks
+    eventually(
+      async () => {
+        await clock.advance(0);
+        const t = await getTask(id);
+        if (t.status !== 'active') return t;
+        const [row] = await c!.sql<{ n: number }>(
+          `SELECT count(*)::int AS n FROM tasks
          WHERE schedule_id = $1 AND status IN ('pending', 'blocked') AND due_time > to_timestamp($2::float8 / 1000)`,
-        [id, clock.now()],
-      );
-      return row!.n > 0 ? t : undefined;
-    }, 20_000, `schedule ${id} to catch up`);
+          [id, clock.now()],
+        );
+        return row!.n > 0 ? t : undefined;
+      },
+      20_000,
+      `schedule ${id} to catch up`,
+    );
   /** Moves time in steps, letting the schedules catch up after each. */
   const step = async (ids: string[], clock: FakeClock, stepMs: number, steps: number): Promise<void> => {
     for (let i = 0; i < steps; i++) {
@@ -95,9 +104,16 @@ describe.each(BACKENDS)('cron schedules on %s', (backend: BackendName) => {
    */
   const drain = async (type: string, clock: FakeClock, complete = true): Promise<Polled['tasks']> => {
     const all: Polled['tasks'] = [];
-    for (let quiet = false; ; ) {
+    for (let quiet = false; ;) {
       await clock.advance(0);
-      const got = (await api<Polled>(c!.url, 'POST', '/api/workers/poll', { worker_id: 'w', task_types: [type], max_tasks: 100, wait_ms: 0 })).body.tasks;
+      const got = (
+        await api<Polled>(c!.url, 'POST', '/api/workers/poll', {
+          worker_id: 'w',
+          task_types: [type],
+          max_tasks: 100,
+          wait_ms: 0,
+        })
+      ).body.tasks;
       if (got.length === 0) {
         if (quiet) break;
         await quiescent(c!.node, { clock, allowReady: true, allowLeases: true });
@@ -132,7 +148,12 @@ describe.each(BACKENDS)('cron schedules on %s', (backend: BackendName) => {
     const perSecond = await submitCron('cron.sec', { cron_expression: '* * * * * *' });
     const perMinute = await submitCron('cron.min', { cron_expression: '* * * * *' });
     const first = await getTask(perSecond);
-    expect(first).toMatchObject({ status: 'active', cron_expression: '* * * * * *', timezone: 'UTC', last_fired_at: null });
+    expect(first).toMatchObject({
+      status: 'active',
+      cron_expression: '* * * * * *',
+      timezone: 'UTC',
+      last_fired_at: null,
+    });
     expect(Date.parse(first.next_due_time!)).toBe(t0 + 500);
 
     const handed: string[] = [];
@@ -153,19 +174,27 @@ describe.each(BACKENDS)('cron schedules on %s', (backend: BackendName) => {
     await caughtUp(perMinute, clock);
     const minutes = await drain('cron.min', clock);
     expect(minutes.length).toBe(2);
-    expect(fireTimes(await instances(perMinute))).toEqual([Date.UTC(2026, 10, 30, 12, 1), Date.UTC(2026, 10, 30, 12, 2), Date.UTC(2026, 10, 30, 12, 3)]);
+    expect(fireTimes(await instances(perMinute))).toEqual([
+      Date.UTC(2026, 10, 30, 12, 1),
+      Date.UTC(2026, 10, 30, 12, 2),
+      Date.UTC(2026, 10, 30, 12, 3),
+    ]);
     const after = await getTask(perSecond);
     expect(after.last_fired_at).toBe(new Date(t0 + 500 + 149 * SECOND).toISOString());
 
     // The history of a schedule is its instances' executions, newest first, paginated.
     const page1 = await api<{ executions: { task_id: string; status: string }[]; next_token: string | null }>(
-      c!.url, 'GET', `/api/tasks/${perSecond}/history?limit=100`,
+      c!.url,
+      'GET',
+      `/api/tasks/${perSecond}/history?limit=100`,
     );
     expect(page1.status).toBe(200);
     expect(page1.body.executions).toHaveLength(100);
     expect(page1.body.executions[0]!.task_id).toBe(fired.at(-1)!.id);
     const page2 = await api<{ executions: { task_id: string }[]; next_token: string | null }>(
-      c!.url, 'GET', `/api/tasks/${perSecond}/history?limit=100&next_token=${page1.body.next_token}`,
+      c!.url,
+      'GET',
+      `/api/tasks/${perSecond}/history?limit=100&next_token=${page1.body.next_token}`,
     );
     expect(page2.body.executions).toHaveLength(50);
     expect(page2.body.next_token).toBeNull();
@@ -256,7 +285,8 @@ describe.each(BACKENDS)('cron schedules on %s', (backend: BackendName) => {
     expect(skipped[0]!.last_error).toMatch(/^misfire: skipped/);
     // fire_all: every missed time once, then 09:10.
     expect(fireTimes(await instances(all))).toEqual([...tenMinutes(6, 10, 18), Date.UTC(2026, 10, 30, 9, 10)]);
-    for (const id of [once, skip, all]) expect(Date.parse((await getTask(id)).next_due_time!)).toBe(Date.UTC(2026, 10, 30, 9, 10));
+    for (const id of [once, skip, all])
+      expect(Date.parse((await getTask(id)).next_due_time!)).toBe(Date.UTC(2026, 10, 30, 9, 10));
   });
 
   it('caps fire_all at the configured limit, keeping the latest fire times', async () => {
@@ -281,7 +311,11 @@ describe.each(BACKENDS)('cron schedules on %s', (backend: BackendName) => {
   it('skips fire times while the previous instance still runs (overlap_policy skip)', async () => {
     const clock = new FakeClock(Date.UTC(2026, 10, 30, 15, 0, 0, 200));
     await start(clock);
-    const id = await submitCron('cron.overlap', { cron_expression: '* * * * * *', overlap_policy: 'skip' }, { timeout_seconds: 300 });
+    const id = await submitCron(
+      'cron.overlap',
+      { cron_expression: '* * * * * *', overlap_policy: 'skip' },
+      { timeout_seconds: 300 },
+    );
     await step([id], clock, SECOND, 1);
     const [long] = await drain('cron.overlap', clock, false);
     expect(long).toBeDefined();
@@ -293,7 +327,9 @@ describe.each(BACKENDS)('cron schedules on %s', (backend: BackendName) => {
     expect(rows[1]!.last_error).toMatch(/previous instance .* still running/);
     expect(rows.at(-1)!.status).toBe('blocked');
 
-    await api(c!.url, 'POST', '/api/workers/complete', { results: [{ task_id: long!.task_id, lease_token: long!.lease_token, status: 'succeeded' }] });
+    await api(c!.url, 'POST', '/api/workers/complete', {
+      results: [{ task_id: long!.task_id, lease_token: long!.lease_token, status: 'succeeded' }],
+    });
     await step([id], clock, SECOND, 1);
     const next = await drain('cron.overlap', clock);
     expect(next.map((t) => t.task_id)).toEqual([rows.at(-1)!.id]);
@@ -307,7 +343,11 @@ describe.each(BACKENDS)('cron schedules on %s', (backend: BackendName) => {
     expect((await drain('cron.end', clock)).length).toBe(3);
     expect(fireTimes(await instances(id))).toEqual([1, 2, 3].map((s) => Date.UTC(2026, 10, 30, 20, 0, s)));
     const ended = await getTask(id);
-    expect(ended).toMatchObject({ status: 'succeeded', next_due_time: null, last_fired_at: '2026-11-30T20:00:03.000Z' });
+    expect(ended).toMatchObject({
+      status: 'succeeded',
+      next_due_time: null,
+      last_fired_at: '2026-11-30T20:00:03.000Z',
+    });
     await clock.advance(5 * SECOND);
     expect(await drain('cron.end', clock)).toEqual([]);
     // Its actor left memory; pausing or deleting it now is a 409.
@@ -341,7 +381,8 @@ describe.each(BACKENDS)('cron schedules on %s', (backend: BackendName) => {
     const clock = new FakeClock(Date.UTC(2026, 10, 30, 18, 0, 5));
     await start(clock);
     const ids: string[] = [];
-    for (let i = 0; i < 20; i++) ids.push(await submitCron('cron.jitter', { cron_expression: '* * * * *', jitter_seconds: 30 }));
+    for (let i = 0; i < 20; i++)
+      ids.push(await submitCron('cron.jitter', { cron_expression: '* * * * *', jitter_seconds: 30 }));
     await step(ids, clock, 30 * SECOND, 7);
     const offsets: number[] = [];
     for (const id of ids) for (const r of await instances(id)) offsets.push(Number(r.due_ms) - Number(r.fire_ms));
@@ -398,18 +439,50 @@ describe('cron validation', () => {
       [{ schedule: { type: 'cron', cron_expression: '61 * * * *' } }, 'invalid_cron', 'schedule.cron_expression'],
       [{ schedule: { type: 'cron', cron_expression: '* * *' } }, 'invalid_cron', 'schedule.cron_expression'],
       [{ schedule: { type: 'cron', cron_expression: '0 0 30 2 *' } }, 'invalid_cron', 'schedule.cron_expression'],
-      [{ schedule: { type: 'cron', cron_expression: '* * * * *', timezone: 'Mars/Olympus' } }, 'unknown_timezone', 'schedule.timezone'],
-      [{ schedule: { type: 'cron', cron_expression: '*/5 * * * *', jitter_seconds: 300 } }, 'validation_failed', 'schedule.jitter_seconds'],
-      [{ schedule: { type: 'cron', cron_expression: '* * * * * *', jitter_seconds: 2 } }, 'validation_failed', 'schedule.jitter_seconds'],
-      [{ schedule: { type: 'cron', cron_expression: '* * * * *', end_time: '2001-01-01T00:00:00Z' } }, 'validation_failed', 'schedule.end_time'],
-      [{ schedule: { type: 'cron', cron_expression: '* * * * *', misfire_policy: 'sometimes' } }, 'validation_failed', 'schedule.misfire_policy'],
-      [{ schedule: { type: 'cron', cron_expression: '* * * * *' }, dependencies: ['0192f3a4-5b6c-7d8e-9f00-112233445566'] }, 'validation_failed', 'dependencies'],
+      [
+        { schedule: { type: 'cron', cron_expression: '* * * * *', timezone: 'Mars/Olympus' } },
+        'unknown_timezone',
+        'schedule.timezone',
+      ],
+      [
+        { schedule: { type: 'cron', cron_expression: '*/5 * * * *', jitter_seconds: 300 } },
+        'validation_failed',
+        'schedule.jitter_seconds',
+      ],
+      [
+        { schedule: { type: 'cron', cron_expression: '* * * * * *', jitter_seconds: 2 } },
+        'validation_failed',
+        'schedule.jitter_seconds',
+      ],
+      [
+        { schedule: { type: 'cron', cron_expression: '* * * * *', end_time: '2001-01-01T00:00:00Z' } },
+        'validation_failed',
+        'schedule.end_time',
+      ],
+      [
+        { schedule: { type: 'cron', cron_expression: '* * * * *', misfire_policy: 'sometimes' } },
+        'validation_failed',
+        'schedule.misfire_policy',
+      ],
+      [
+        {
+          schedule: { type: 'cron', cron_expression: '* * * * *' },
+          dependencies: ['0192f3a4-5b6c-7d8e-9f00-112233445566'],
+        },
+        'validation_failed',
+        'dependencies',
+      ],
     ];
     for (const [body, code, field] of cases) {
-      const r = await api<{ error: { code: string; message: string; details: { field?: string } } }>(c.url, 'POST', '/api/tasks', {
-        task_type: 'cron.bad',
-        ...body,
-      });
+      const r = await api<{ error: { code: string; message: string; details: { field?: string } } }>(
+        c.url,
+        'POST',
+        '/api/tasks',
+        {
+          task_type: 'cron.bad',
+          ...body,
+        },
+      );
       expect(r.status, JSON.stringify(body)).toBe(400);
       expect(r.body.error.code, JSON.stringify(r.body)).toBe(code);
       expect(r.body.error.message.startsWith(field), r.body.error.message).toBe(true);

@@ -8,7 +8,14 @@ import { SqlTaskStore } from '../../src/store/task-store.js';
 import { decodeLeaseToken } from '../../src/domain/lease-token.js';
 import { dagClient, idsOf } from '../support/dags.js';
 import { BACKENDS, TEST_POSTGRES_URL, api, type BackendName } from '../support/nodes.js';
-import { dropTestStores, kill9, nodeArgs, requireBuiltCli, startProcess, type NodeProcess } from '../support/processes.js';
+import {
+  dropTestStores,
+  kill9,
+  nodeArgs,
+  requireBuiltCli,
+  startProcess,
+  type NodeProcess,
+} from '../support/processes.js';
 import { uniqueType } from '../support/tasks.js';
 
 /**
@@ -59,11 +66,17 @@ describe.each(SIGKILL_BACKENDS)('DAGs across a SIGKILL of the node process, on %
       ],
     });
     expect(submitted.status).toBe(201);
-    const dependents = submitted.body.tasks.filter((t) => t.ref.startsWith('x')).map((t) => t.task_id).sort();
+    const dependents = submitted.body.tasks
+      .filter((t) => t.ref.startsWith('x'))
+      .map((t) => t.task_id)
+      .sort();
     const roots = await w1.take([type], 2);
     const p = roots.find((t) => t.payload === 'p')!;
     const p2 = roots.find((t) => t.payload === 'p2')!;
-    const answered = await api(first.url, 'POST', `/api/tasks/${p.task_id}/complete`, { lease_token: p.lease_token, status: 'succeeded' });
+    const answered = await api(first.url, 'POST', `/api/tasks/${p.task_id}/complete`, {
+      lease_token: p.lease_token,
+      status: 'succeeded',
+    });
     expect(answered.status).toBe(200);
     await kill9(first);
 
@@ -71,7 +84,15 @@ describe.each(SIGKILL_BACKENDS)('DAGs across a SIGKILL of the node process, on %
       const db = openPostgres({ url: TEST_POSTGRES_URL, schema, poolSize: 1 });
       try {
         const [written] = await new SqlTaskStore(db).complete(
-          [{ taskId: p2.task_id, version: decodeLeaseToken(p2.lease_token), outcome: 'succeeded', error: null, retryable: true }],
+          [
+            {
+              taskId: p2.task_id,
+              version: decodeLeaseToken(p2.lease_token),
+              outcome: 'succeeded',
+              error: null,
+              retryable: true,
+            },
+          ],
           Date.now(),
           { baseMs: 1000, maxMs: 1000 },
         );

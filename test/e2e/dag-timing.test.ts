@@ -7,7 +7,6 @@ import { BACKENDS, api, startTestNode, type BackendName, type TestCluster } from
 import { eventually, quiescent } from '../support/waits.js';
 import { uniqueType } from '../support/tasks.js';
 
-
 const quiet = { logLevel: process.env.TEST_LOG ?? 'silent' };
 
 /**
@@ -20,7 +19,11 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
   let w: DagClient;
   const clock = new FakeClock();
   beforeAll(async () => {
-    c = await startTestNode(backend, { ...quiet, dagSweepSeconds: 1, dagIdlePassivationSeconds: 5, cronAdvanceSpreadSeconds: 0 }, { clock });
+    c = await startTestNode(
+      backend,
+      { ...quiet, dagSweepSeconds: 1, dagIdlePassivationSeconds: 5, cronAdvanceSpreadSeconds: 0 },
+      { clock },
+    );
     w = dagClient(() => c.url);
   });
   afterAll(async () => {
@@ -35,15 +38,24 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
   /** Polls until `n` tasks came (time does not move). */
   const takeNow = async (types: string[], n: number): Promise<Polled[]> => {
     const got: Polled[] = [];
-    await eventually(async () => {
-      got.push(...(await pollNow(types, n - got.length)));
-      return got.length >= n ? true : undefined;
-    }, 30_000, `${n} tasks of ${types.join(', ')}`);
+    await eventually(
+      async () => {
+        got.push(...(await pollNow(types, n - got.length)));
+        return got.length >= n ? true : undefined;
+      },
+      30_000,
+      `${n} tasks of ${types.join(', ')}`,
+    );
     expect(got).toHaveLength(n);
     return got;
   };
   /** Moves time in steps of `stepMs` until `check` holds. */
-  const advanceUntil = async <T>(stepMs: number, maxMs: number, check: () => Promise<T | undefined>, what: string): Promise<T> => {
+  const advanceUntil = async <T>(
+    stepMs: number,
+    maxMs: number,
+    check: () => Promise<T | undefined>,
+    what: string,
+  ): Promise<T> => {
     const start = clock.now();
     for (;;) {
       const value = await check();
@@ -94,10 +106,15 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
     expect(await pollNow([type])).toEqual([]);
     expect((await w.task(id.late!)).status).toBe('pending');
     await clock.advance(1);
-    const [l] = await advanceUntil(10, 10_000, async () => {
-      const got = await pollNow([type]);
-      return got.length > 0 ? got : undefined;
-    }, 'the late task');
+    const [l] = await advanceUntil(
+      10,
+      10_000,
+      async () => {
+        const got = await pollNow([type]);
+        return got.length > 0 ? got : undefined;
+      },
+      'the late task',
+    );
     expect(l!.task_id).toBe(id.late);
     expect(ms((await w.task(id.late!)).started_at)).toBeGreaterThanOrEqual(t0 + 60_000);
     await w.complete([l!]);
@@ -114,7 +131,15 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
     const id = idsOf(submitted.body);
     const [p] = await takeNow([type], 1);
     const [transition] = await c.node.backend.tasks.complete(
-      [{ taskId: id.p!, version: decodeLeaseToken(p!.lease_token), outcome: 'succeeded', error: null, retryable: true }],
+      [
+        {
+          taskId: id.p!,
+          version: decodeLeaseToken(p!.lease_token),
+          outcome: 'succeeded',
+          error: null,
+          retryable: true,
+        },
+      ],
       clock.now(),
       { baseMs: 1000, maxMs: 1000 },
     );
@@ -127,7 +152,12 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
     const type = uniqueType('replay');
     const [replayed, swept] = [counter('wheelhouse_dag_events_replayed_total'), sweptCount()];
     const { d } = await completedBehindTheBack(type);
-    await advanceUntil(1000, 20_000, async () => ((await w.task(d)).status === 'blocked' ? undefined : true), 'the replay');
+    await advanceUntil(
+      1000,
+      20_000,
+      async () => ((await w.task(d)).status === 'blocked' ? undefined : true),
+      'the replay',
+    );
     const [task] = await takeNow([type], 1);
     expect(task!.task_id).toBe(d);
     await w.complete([task!]);
@@ -141,7 +171,12 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
     const [replayed, swept] = [counter('wheelhouse_dag_events_replayed_total'), sweptCount()];
     const { p, d } = await completedBehindTheBack(type);
     await c.sql('DELETE FROM dag_events WHERE predecessor_id = $1', [p]);
-    await advanceUntil(1000, 20_000, async () => ((await w.task(d)).status === 'blocked' ? undefined : true), 'the sweep');
+    await advanceUntil(
+      1000,
+      20_000,
+      async () => ((await w.task(d)).status === 'blocked' ? undefined : true),
+      'the sweep',
+    );
     const [task] = await takeNow([type], 1);
     expect(task).toMatchObject({ task_id: d, attempt: 1 });
     await w.complete([task!]);
@@ -162,24 +197,33 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
     const scheduleId = schedule.body.task_id;
     /** The schedule's waiting instance. */
     const nextInstance = (after: string | null): Promise<string> =>
-      eventually(async () => {
-        await clock.advance(0);
-        const rows = await c.sql<{ id: string }>(
-          "SELECT id::text FROM tasks WHERE schedule_id = $1 AND status IN ('pending', 'blocked') ORDER BY fire_time",
-          [scheduleId],
-        );
-        const id = rows[0]?.id;
-        return id !== undefined && id !== after ? id : undefined;
-      }, 30_000, 'the next instance');
+      eventually(
+        async () => {
+          await clock.advance(0);
+          const rows = await c.sql<{ id: string }>(
+            "SELECT id::text FROM tasks WHERE schedule_id = $1 AND status IN ('pending', 'blocked') ORDER BY fire_time",
+            [scheduleId],
+          );
+          const id = rows[0]?.id;
+          return id !== undefined && id !== after ? id : undefined;
+        },
+        30_000,
+        'the next instance',
+      );
 
     const i1 = await nextInstance(null);
     const d1 = await w.submitTask({ task_type: `${type}.dep`, dependencies: [i1] });
     expect(d1.body.status).toBe('blocked');
     await clock.advance(Math.ceil((clock.now() + 1) / 60_000) * 60_000 - clock.now());
-    const [fired] = await advanceUntil(100, 10_000, async () => {
-      const got = await pollNow([type]);
-      return got.length > 0 ? got : undefined;
-    }, 'the first instance');
+    const [fired] = await advanceUntil(
+      100,
+      10_000,
+      async () => {
+        const got = await pollNow([type]);
+        return got.length > 0 ? got : undefined;
+      },
+      'the first instance',
+    );
     expect(fired!.task_id).toBe(i1);
     await w.complete([fired!]);
     const [dep] = await takeNow([`${type}.dep`], 1);
@@ -193,10 +237,15 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
     expect((await w.cancel(scheduleId)).status).toBe(200);
     expect((await w.task(i2)).status).toBe('cancelled');
     // Not on the live path: the outbox replay takes it to the dependent within seconds.
-    const cancelled = await advanceUntil(1000, 20_000, async () => {
-      const t = await w.task(d2.body.task_id);
-      return t.status === 'blocked' ? undefined : t;
-    }, 'the replay');
+    const cancelled = await advanceUntil(
+      1000,
+      20_000,
+      async () => {
+        const t = await w.task(d2.body.task_id);
+        return t.status === 'blocked' ? undefined : t;
+      },
+      'the replay',
+    );
     expect(cancelled).toMatchObject({ status: 'cancelled', last_error: `predecessor ${i2} cancelled` });
     expect(sweptCount() - swept).toBe(0);
     expect(await pollNow([`${type}.dep`])).toEqual([]);
@@ -216,7 +265,12 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
     expect(submitted.status).toBe(201);
     const dagId = submitted.body.dag_id;
     const satisfied = async (k: number): Promise<number> =>
-      (await c.sql<{ n: number }>('SELECT count(*)::int AS n FROM tasks WHERE dag_id = $1 AND deps_total = 2 AND deps_satisfied = $2', [dagId, k]))[0]!.n;
+      (
+        await c.sql<{ n: number }>(
+          'SELECT count(*)::int AS n FROM tasks WHERE dag_id = $1 AND deps_total = 2 AND deps_satisfied = $2',
+          [dagId, k],
+        )
+      )[0]!.n;
     // Submitted and waiting: no actor at all.
     expect(actors()).toBe(0);
 
@@ -228,10 +282,14 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
     await clock.advance(4000);
     expect(actors()).toBe(n);
     await clock.advance(1000);
-    await eventually(async () => {
-      await clock.advance(0);
-      return actors() === 0 ? true : undefined;
-    }, 30_000, 'the idle DAG actors to passivate');
+    await eventually(
+      async () => {
+        await clock.advance(0);
+        return actors() === 0 ? true : undefined;
+      },
+      30_000,
+      'the idle DAG actors to passivate',
+    );
     expect(await satisfied(1)).toBe(n);
 
     // The second root: every leaf is released, its actor stops at once (no idle time needed).

@@ -40,7 +40,9 @@ const graphArb: fc.Arbitrary<Graph> = fc
   )
   .chain((raw) =>
     fc.record({
-      nodes: fc.constant(raw.map((r, i) => ({ preds: i === 0 ? [] : [...new Set(r.picks.map((p) => p % i))], fail: r.fail }))),
+      nodes: fc.constant(
+        raw.map((r, i) => ({ preds: i === 0 ? [] : [...new Set(r.picks.map((p) => p % i))], fail: r.fail })),
+      ),
       shuffle: fc.nat(),
     }),
   );
@@ -123,7 +125,8 @@ describe.each(BACKENDS)('random DAGs on %s', (backend: BackendName) => {
     const handedOut = new Set<number>();
     const deadline = Date.now() + 120_000;
     for (;;) {
-      if (Date.now() > deadline) throw new Error(`the graph did not finish: ${handedOut.size} of ${nodes.length} handed out`);
+      if (Date.now() > deadline)
+        throw new Error(`the graph did not finish: ${handedOut.size} of ${nodes.length} handed out`);
       const tasks = await w.poll([type], 100, 200);
       if (tasks.length === 0) {
         if ((await w.dag(submitted.body.dag_id)).status !== 'running') break;
@@ -137,7 +140,10 @@ describe.each(BACKENDS)('random DAGs on %s', (backend: BackendName) => {
         handedOut.add(i);
         expect(t.attempt).toBe(1);
         const early = nodes[i]!.preds.filter((p) => !succeeded.has(p));
-        expect(early, `n${i} handed out before its predecessors ${early.map((p) => `n${p}`).join(', ')} succeeded`).toEqual([]);
+        expect(
+          early,
+          `n${i} handed out before its predecessors ${early.map((p) => `n${p}`).join(', ')} succeeded`,
+        ).toEqual([]);
         (nodes[i]!.fail ? bad : ok).push(t);
       }
       await w.complete(bad, 'failed', { error: 'told to fail', retryable: false });
@@ -182,9 +188,13 @@ describe.each(BACKENDS)('random DAGs on %s', (backend: BackendName) => {
       { numRuns: RUNS, endOnFailure: true },
     );
     // Every dependent took its events in.
-    await eventually(async () => {
-      const [row] = await c.sql<{ n: number }>('SELECT count(*)::int AS n FROM dag_events');
-      return row!.n === 0 ? true : undefined;
-    }, 30_000, 'the outbox to empty');
+    await eventually(
+      async () => {
+        const [row] = await c.sql<{ n: number }>('SELECT count(*)::int AS n FROM dag_events');
+        return row!.n === 0 ? true : undefined;
+      },
+      30_000,
+      'the outbox to empty',
+    );
   });
 });

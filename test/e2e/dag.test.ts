@@ -22,7 +22,12 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
   let c: TestCluster;
   let w: DagClient;
   beforeAll(async () => {
-    c = await startTestNode(backend, { ...quiet, builtinExecutors: true, retryBaseSeconds: 0.05, retryMaxSeconds: 0.2 });
+    c = await startTestNode(backend, {
+      ...quiet,
+      builtinExecutors: true,
+      retryBaseSeconds: 0.05,
+      retryMaxSeconds: 0.2,
+    });
     w = dagClient(() => c.url);
   });
   afterAll(async () => {
@@ -66,7 +71,13 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
     const dagId = submitted.body.dag_id;
 
     const d0 = await w.task(id.d!);
-    expect(d0).toMatchObject({ status: 'blocked', dependencies: [id.b, id.c].sort(), dependencies_satisfied: 0, dag_id: dagId, ref: 'd' });
+    expect(d0).toMatchObject({
+      status: 'blocked',
+      dependencies: [id.b, id.c].sort(),
+      dependencies_satisfied: 0,
+      dag_id: dagId,
+      ref: 'd',
+    });
     const graph0 = await w.dag(dagId);
     expect(graph0.status).toBe('running');
     expect(graph0.tasks.map((t) => [t.ref, t.task_id, t.depends_on])).toEqual([
@@ -76,7 +87,11 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
       ['d', id.d, ['b', 'c']],
     ]);
     expect(graph0.tasks[0]!.status).toMatch(/^(pending|ready)$/);
-    const blocked = await api<{ tasks: { task_id: string }[] }>(c.url, 'GET', `/api/tasks?status=blocked&task_type=${type}`);
+    const blocked = await api<{ tasks: { task_id: string }[] }>(
+      c.url,
+      'GET',
+      `/api/tasks?status=blocked&task_type=${type}`,
+    );
     expect(blocked.body.tasks.map((t) => t.task_id).sort()).toEqual([id.b, id.c, id.d].sort());
     expect(graph0.tasks.slice(1).map((t) => t.status)).toEqual(['blocked', 'blocked', 'blocked']);
 
@@ -91,7 +106,11 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
     const cTask = branches.find((t) => t.task_id === id.c)!;
     await w.complete([b]);
     // One of two predecessors counted: still blocked, not handed out.
-    await eventually(async () => ((await w.task(id.d!)).dependencies_satisfied === 1 ? true : undefined), 30_000, 'd to count b');
+    await eventually(
+      async () => ((await w.task(id.d!)).dependencies_satisfied === 1 ? true : undefined),
+      30_000,
+      'd to count b',
+    );
     expect((await w.task(id.d!)).status).toBe('blocked');
     expect(await w.poll([type], 10, 200)).toEqual([]);
 
@@ -103,7 +122,9 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
     const done = await w.waitDagDone(dagId);
     expect(done.status).toBe('succeeded');
     const byRef = Object.fromEntries(done.tasks.map((t) => [t.ref, t]));
-    expect(ms(byRef.d!.started_at)).toBeGreaterThanOrEqual(Math.max(ms(byRef.b!.completed_at), ms(byRef.c!.completed_at)));
+    expect(ms(byRef.d!.started_at)).toBeGreaterThanOrEqual(
+      Math.max(ms(byRef.b!.completed_at), ms(byRef.c!.completed_at)),
+    );
     expect(ms(byRef.b!.started_at)).toBeGreaterThanOrEqual(ms(byRef.a!.completed_at));
     expect(await w.task(id.d!)).toMatchObject({ status: 'succeeded', dependencies_satisfied: 2, attempts: 1 });
   });
@@ -112,10 +133,19 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
     const submitted = (): number => c.node.metrics.value('wheelhouse_tasks_submitted_total');
     const before = submitted();
     const type = uniqueType('counted');
-    const graph = await w.submitDag({ tasks: [{ ref: 'a', task_type: type }, { ref: 'b', task_type: type, depends_on: ['a'] }, { ref: 'c', task_type: type, depends_on: ['b'] }] });
+    const graph = await w.submitDag({
+      tasks: [
+        { ref: 'a', task_type: type },
+        { ref: 'b', task_type: type, depends_on: ['a'] },
+        { ref: 'c', task_type: type, depends_on: ['b'] },
+      ],
+    });
     expect(submitted()).toBe(before + 3);
     expect(graph.status).toBe(201);
-    const one = await api<{ status: string }>(c.url, 'POST', '/api/tasks', { task_type: type, dependencies: [idsOf(graph.body)['c']] });
+    const one = await api<{ status: string }>(c.url, 'POST', '/api/tasks', {
+      task_type: type,
+      dependencies: [idsOf(graph.body)['c']],
+    });
     expect(one.body.status).toBe('blocked');
     expect(submitted()).toBe(before + 4);
   });
@@ -182,8 +212,16 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
 
     const d = await w.waitStatus(id.d!, 'cancelled');
     expect(await w.task(id.a!)).toMatchObject({ status: 'failed', attempts: 1, last_error: 'bad input' });
-    expect(await w.task(id.b!)).toMatchObject({ status: 'cancelled', attempts: 0, last_error: `predecessor ${id.a} failed` });
-    expect(await w.task(id.c!)).toMatchObject({ status: 'cancelled', attempts: 0, last_error: `predecessor ${id.b} cancelled` });
+    expect(await w.task(id.b!)).toMatchObject({
+      status: 'cancelled',
+      attempts: 0,
+      last_error: `predecessor ${id.a} failed`,
+    });
+    expect(await w.task(id.c!)).toMatchObject({
+      status: 'cancelled',
+      attempts: 0,
+      last_error: `predecessor ${id.b} cancelled`,
+    });
     expect(d).toMatchObject({ attempts: 0, last_error: `predecessor ${id.c} cancelled`, started_at: null });
     expect(d.completed_at).not.toBeNull();
 
@@ -238,7 +276,10 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
     // A pending root (due in an hour): its chain, three levels.
     expect((await w.cancel(id.later!)).status).toBe(200);
     expect(await w.waitStatus(id.q2!, 'cancelled')).toMatchObject({ last_error: `predecessor ${id.q1} cancelled` });
-    expect(await w.task(id.q0!)).toMatchObject({ status: 'cancelled', last_error: `predecessor ${id.later} cancelled` });
+    expect(await w.task(id.q0!)).toMatchObject({
+      status: 'cancelled',
+      last_error: `predecessor ${id.later} cancelled`,
+    });
 
     // A running one: cancel is requested; its report then records cancelled, and the dependent follows.
     const taken = await w.take([type], 2);
@@ -271,7 +312,11 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
     const id = idsOf(submitted.body);
     const two = await w.take([type], 2);
     await w.complete(two.filter((t) => t.payload === 'ok'));
-    await w.complete(two.filter((t) => t.payload === 'bad'), 'failed', { error: 'x', retryable: false });
+    await w.complete(
+      two.filter((t) => t.payload === 'bad'),
+      'failed',
+      { error: 'x', retryable: false },
+    );
     expect((await w.cancel(id.gone!)).status).toBe(200);
 
     const onOk = await w.submitTask({ task_type: type, dependencies: [id.ok] });
@@ -284,7 +329,10 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
     const onBad = await w.submitTask({ task_type: type, dependencies: [id.ok, id.bad] });
     expect(onBad.status).toBe(201);
     expect(onBad.body.status).toBe('cancelled');
-    expect(await w.task(onBad.body.task_id)).toMatchObject({ status: 'cancelled', last_error: `predecessor ${id.bad} failed` });
+    expect(await w.task(onBad.body.task_id)).toMatchObject({
+      status: 'cancelled',
+      last_error: `predecessor ${id.bad} failed`,
+    });
     const onGone = await w.submitTask({ task_type: type, dependencies: [id.gone] });
     expect(onGone.body.status).toBe('cancelled');
     expect((await w.task(onGone.body.task_id)).last_error).toBe(`predecessor ${id.gone} cancelled`);
@@ -298,7 +346,10 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
     });
     expect(twice.status).toBe(201);
     expect(twice.body.tasks.map((t) => t.status)).toEqual(['pending', 'cancelled']);
-    expect(await w.task(twice.body.tasks[0]!.task_id)).toMatchObject({ dependencies: [id.ok], dependencies_satisfied: 1 });
+    expect(await w.task(twice.body.tasks[0]!.task_id)).toMatchObject({
+      dependencies: [id.ok],
+      dependencies_satisfied: 1,
+    });
     const [again] = await w.take([type], 1);
     expect(again!.task_id).toBe(twice.body.tasks[0]!.task_id);
     await w.complete([again!]);
@@ -356,7 +407,10 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
       } else {
         // Running when cancelled: its report ends it.
         await w.complete([taken!]);
-        for (const id of ids) expect(await w.waitStatus(id, 'cancelled')).toMatchObject({ last_error: `predecessor ${p.body.task_id} cancelled` });
+        for (const id of ids)
+          expect(await w.waitStatus(id, 'cancelled')).toMatchObject({
+            last_error: `predecessor ${p.body.task_id} cancelled`,
+          });
       }
       expect(await w.poll([`${type}.dep`], 100, 200)).toEqual([]);
     }
@@ -364,32 +418,141 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
 
   it('refuses cycles, unknown refs and ids, duplicate refs and invalid tasks with 400, writing nothing', async () => {
     const type = uniqueType('refuse');
-    const [existing] = (await w.submitDag({ tasks: [{ ref: 'e', task_type: type, schedule: { type: 'delayed', delay_seconds: 3600 } }] })).body.tasks;
+    const [existing] = (
+      await w.submitDag({ tasks: [{ ref: 'e', task_type: type, schedule: { type: 'delayed', delay_seconds: 3600 } }] })
+    ).body.tasks;
     const cron = await w.submitTask({ task_type: type, schedule: { type: 'cron', cron_expression: '0 0 1 1 *' } });
     expect(cron.status).toBe(201);
     const unknownId = '01a22a51-78a4-791b-b49b-95e4238cdce3';
     // Nothing moves while the rows are counted: the schedule has its instance, the outbox is empty.
-    await eventually(async () => {
-      const [row] = await c.sql<{ n: number }>('SELECT count(*)::int AS n FROM tasks WHERE schedule_id = $1', [cron.body.task_id]);
-      return row!.n > 0 && (await rowCounts(c)).events === 0 ? true : undefined;
-    }, 30_000, 'the node to settle');
+    await eventually(
+      async () => {
+        const [row] = await c.sql<{ n: number }>('SELECT count(*)::int AS n FROM tasks WHERE schedule_id = $1', [
+          cron.body.task_id,
+        ]);
+        return row!.n > 0 && (await rowCounts(c)).events === 0 ? true : undefined;
+      },
+      30_000,
+      'the node to settle',
+    );
     const before = await rowCounts(c);
 
     const cases: [string, string, unknown, string][] = [
-      ['cycle', '/api/dags', { tasks: [{ ref: 'a', task_type: type, depends_on: ['c'] }, { ref: 'b', task_type: type, depends_on: ['a'] }, { ref: 'c', task_type: type, depends_on: ['b'] }] }, 'dependency_cycle'],
-      ['self', '/api/dags', { tasks: [{ ref: 'a', task_type: type }, { ref: 'b', task_type: type, depends_on: ['a', 'b'] }] }, 'dependency_cycle'],
-      ['unknown ref', '/api/dags', { tasks: [{ ref: 'a', task_type: type }, { ref: 'b', task_type: type, depends_on: ['nope'] }] }, 'unknown_dependency'],
-      ['unknown id', '/api/dags', { idempotency_key: `k-${type}`, tasks: [{ ref: 'a', task_type: type }, { ref: 'b', task_type: type, depends_on: ['a', unknownId] }] }, 'unknown_dependency'],
-      ['duplicate ref', '/api/dags', { tasks: [{ ref: 'a', task_type: type }, { ref: 'a', task_type: type }] }, 'validation_failed'],
-      ['invalid task', '/api/dags', { tasks: [{ ref: 'a', task_type: type }, { ref: 'b', task_type: type, priority: 12, depends_on: ['a'] }] }, 'validation_failed'],
-      ['cron in a graph', '/api/dags', { tasks: [{ ref: 'a', task_type: type, schedule: { type: 'cron', cron_expression: '* * * * *' } }] }, 'validation_failed'],
-      ['cron predecessor', '/api/dags', { tasks: [{ ref: 'a', task_type: type, depends_on: [cron.body.task_id] }] }, 'validation_failed'],
-      ['dependencies in a graph', '/api/dags', { tasks: [{ ref: 'a', task_type: type, dependencies: [existing!.task_id] }] }, 'validation_failed'],
+      [
+        'cycle',
+        '/api/dags',
+        {
+          tasks: [
+            { ref: 'a', task_type: type, depends_on: ['c'] },
+            { ref: 'b', task_type: type, depends_on: ['a'] },
+            { ref: 'c', task_type: type, depends_on: ['b'] },
+          ],
+        },
+        'dependency_cycle',
+      ],
+      [
+        'self',
+        '/api/dags',
+        {
+          tasks: [
+            { ref: 'a', task_type: type },
+            { ref: 'b', task_type: type, depends_on: ['a', 'b'] },
+          ],
+        },
+        'dependency_cycle',
+      ],
+      [
+        'unknown ref',
+        '/api/dags',
+        {
+          tasks: [
+            { ref: 'a', task_type: type },
+            { ref: 'b', task_type: type, depends_on: ['nope'] },
+          ],
+        },
+        'unknown_dependency',
+      ],
+      [
+        'unknown id',
+        '/api/dags',
+        {
+          idempotency_key: `k-${type}`,
+          tasks: [
+            { ref: 'a', task_type: type },
+            { ref: 'b', task_type: type, depends_on: ['a', unknownId] },
+          ],
+        },
+        'unknown_dependency',
+      ],
+      [
+        'duplicate ref',
+        '/api/dags',
+        {
+          tasks: [
+            { ref: 'a', task_type: type },
+            { ref: 'a', task_type: type },
+          ],
+        },
+        'validation_failed',
+      ],
+      [
+        'invalid task',
+        '/api/dags',
+        {
+          tasks: [
+            { ref: 'a', task_type: type },
+            { ref: 'b', task_type: type, priority: 12, depends_on: ['a'] },
+          ],
+        },
+        'validation_failed',
+      ],
+      [
+        'cron in a graph',
+        '/api/dags',
+        { tasks: [{ ref: 'a', task_type: type, schedule: { type: 'cron', cron_expression: '* * * * *' } }] },
+        'validation_failed',
+      ],
+      [
+        'cron predecessor',
+        '/api/dags',
+        { tasks: [{ ref: 'a', task_type: type, depends_on: [cron.body.task_id] }] },
+        'validation_failed',
+      ],
+      [
+        'dependencies in a graph',
+        '/api/dags',
+        { tasks: [{ ref: 'a', task_type: type, dependencies: [existing!.task_id] }] },
+        'validation_failed',
+      ],
       ['empty graph', '/api/dags', { tasks: [] }, 'validation_failed'],
-      ['task on unknown id', '/api/tasks', { task_type: type, dependencies: [existing!.task_id, unknownId] }, 'unknown_dependency'],
-      ['task on a cron schedule', '/api/tasks', { task_type: type, dependencies: [cron.body.task_id] }, 'validation_failed'],
-      ['cron task with dependencies', '/api/tasks', { task_type: type, schedule: { type: 'cron', cron_expression: '* * * * *' }, dependencies: [existing!.task_id] }, 'validation_failed'],
-      ['batch with an unknown id', '/api/tasks/batch', { tasks: [{ task_type: type }, { task_type: type, dependencies: [unknownId] }] }, 'unknown_dependency'],
+      [
+        'task on unknown id',
+        '/api/tasks',
+        { task_type: type, dependencies: [existing!.task_id, unknownId] },
+        'unknown_dependency',
+      ],
+      [
+        'task on a cron schedule',
+        '/api/tasks',
+        { task_type: type, dependencies: [cron.body.task_id] },
+        'validation_failed',
+      ],
+      [
+        'cron task with dependencies',
+        '/api/tasks',
+        {
+          task_type: type,
+          schedule: { type: 'cron', cron_expression: '* * * * *' },
+          dependencies: [existing!.task_id],
+        },
+        'validation_failed',
+      ],
+      [
+        'batch with an unknown id',
+        '/api/tasks/batch',
+        { tasks: [{ task_type: type }, { task_type: type, dependencies: [unknownId] }] },
+        'unknown_dependency',
+      ],
     ];
     for (const [what, path, body, code] of cases) {
       const r = await api<{ error: { code: string; message: string } }>(c.url, 'POST', path, body);
@@ -398,7 +561,10 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
     expect(await rowCounts(c)).toEqual(before);
     expect((await w.task(existing!.task_id)).status).toBe('pending');
     // The refused graph did not keep its idempotency key.
-    const valid = await w.submitDag({ idempotency_key: `k-${type}`, tasks: [{ ref: 'a', task_type: type, schedule: { type: 'delayed', delay_seconds: 3600 } }] });
+    const valid = await w.submitDag({
+      idempotency_key: `k-${type}`,
+      tasks: [{ ref: 'a', task_type: type, schedule: { type: 'delayed', delay_seconds: 3600 } }],
+    });
     expect(valid.status).toBe(201);
     expect((await api(c.url, 'DELETE', `/api/tasks/${cron.body.task_id}`)).status).toBe(200);
   });
@@ -409,7 +575,12 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
     const body = {
       idempotency_key: key,
       tasks: [
-        { ref: 'extract', task_type: type, payload: { day: 30, src: 'a' }, schedule: { type: 'delayed', delay_seconds: 3600 } },
+        {
+          ref: 'extract',
+          task_type: type,
+          payload: { day: 30, src: 'a' },
+          schedule: { type: 'delayed', delay_seconds: 3600 },
+        },
         { ref: 'transform', task_type: type, depends_on: ['extract'] },
         { ref: 'load', task_type: type, depends_on: ['transform'], schedule: { type: 'delayed', delay_seconds: 30 } },
       ],
@@ -430,7 +601,10 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
     expect(again.body.tasks.map((t) => [t.ref, t.task_id])).toEqual(first.body.tasks.map((t) => [t.ref, t.task_id]));
     expect(await rowCounts(c)).toEqual(before);
 
-    const other = await w.submitDag({ ...body, tasks: [{ ...body.tasks[0]!, payload: { day: 31, src: 'a' } }, ...body.tasks.slice(1)] });
+    const other = await w.submitDag({
+      ...body,
+      tasks: [{ ...body.tasks[0]!, payload: { day: 31, src: 'a' } }, ...body.tasks.slice(1)],
+    });
     expect(other.status).toBe(409);
     expect(other.body.error.code).toBe('idempotency_conflict');
     expect(await rowCounts(c)).toEqual(before);
@@ -454,7 +628,9 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
       return d.status === 'cancelled' ? d : undefined;
     });
     expect(cancelled.counts).toEqual({ cancelled: 3 });
-    expect(await w.waitStatus(own.body.task_id, 'cancelled')).toMatchObject({ last_error: `predecessor ${extract} cancelled` });
+    expect(await w.waitStatus(own.body.task_id, 'cancelled')).toMatchObject({
+      last_error: `predecessor ${extract} cancelled`,
+    });
     // A replay after the graph moved on answers its state now.
     const late = await w.submitDag(body);
     expect(late.status).toBe(200);
@@ -462,7 +638,11 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
   });
 
   it('answers 404 for an unknown graph and 400 for a malformed id', async () => {
-    const missing = await api<{ error: { code: string } }>(c.url, 'GET', '/api/dags/01a22a51-78a4-791b-b49b-95e4238cdce3');
+    const missing = await api<{ error: { code: string } }>(
+      c.url,
+      'GET',
+      '/api/dags/01a22a51-78a4-791b-b49b-95e4238cdce3',
+    );
     expect(missing.status).toBe(404);
     expect(missing.body.error.code).toBe('task_not_found');
     expect((await api(c.url, 'GET', '/api/dags/not-a-uuid')).status).toBe(400);
@@ -483,31 +663,53 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
     const p2 = roots.find((t) => t.payload === 'p2')!;
     // p1 succeeds; p2 keeps running.
     await w.complete([p1]);
-    await eventually(async () => ((await w.task(id.w!)).dependencies_satisfied === 1 ? true : undefined), 30_000, 'w to count p1');
+    await eventually(
+      async () => ((await w.task(id.w!)).dependencies_satisfied === 1 ? true : undefined),
+      30_000,
+      'w to count p1',
+    );
 
     const row = async () =>
-      (await c.sql<{ status: string; deps_satisfied: number; version: number }>('SELECT status, deps_satisfied, version FROM tasks WHERE id = $1', [id.w]))[0]!;
+      (
+        await c.sql<{ status: string; deps_satisfied: number; version: number }>(
+          'SELECT status, deps_satisfied, version FROM tasks WHERE id = $1',
+          [id.w],
+        )
+      )[0]!;
     const settled = await row();
     const actor = () => c.node.system.ref(DAG, id.w!);
     // The same event twice, one after the other, then five at once.
-    expect(await actor().ask({ type: 'predecessor_succeeded', predecessorIds: [id.p1!] })).toEqual({ status: 'unchanged' });
-    expect(await actor().ask({ type: 'predecessor_succeeded', predecessorIds: [id.p1!] })).toEqual({ status: 'unchanged' });
-    const burst = await Promise.all(Array.from({ length: 5 }, () => actor().ask({ type: 'predecessor_succeeded', predecessorIds: [id.p1!] })));
+    expect(await actor().ask({ type: 'predecessor_succeeded', predecessorIds: [id.p1!] })).toEqual({
+      status: 'unchanged',
+    });
+    expect(await actor().ask({ type: 'predecessor_succeeded', predecessorIds: [id.p1!] })).toEqual({
+      status: 'unchanged',
+    });
+    const burst = await Promise.all(
+      Array.from({ length: 5 }, () => actor().ask({ type: 'predecessor_succeeded', predecessorIds: [id.p1!] })),
+    );
     expect(burst).toEqual(Array(5).fill({ status: 'unchanged' }));
     // A message is a hint: one naming p2, which has not succeeded, counts nothing.
-    expect(await actor().ask({ type: 'predecessor_succeeded', predecessorIds: [id.p2!] })).toEqual({ status: 'unchanged' });
+    expect(await actor().ask({ type: 'predecessor_succeeded', predecessorIds: [id.p2!] })).toEqual({
+      status: 'unchanged',
+    });
     expect(await actor().ask({ type: 'reconcile' })).toEqual({ status: 'unchanged' });
     // The store's reconcile, twice and concurrently: nothing to change.
     expect(await c.node.backend.dags.reconcile([id.w!], Date.now())).toEqual([]);
     expect(await c.node.backend.dags.reconcile([id.w!], Date.now())).toEqual([]);
-    expect((await Promise.all([1, 2, 3].map(() => c.node.backend.dags.reconcile([id.w!], Date.now())))).flat()).toEqual([]);
+    expect((await Promise.all([1, 2, 3].map(() => c.node.backend.dags.reconcile([id.w!], Date.now())))).flat()).toEqual(
+      [],
+    );
     expect(await row()).toEqual(settled);
     expect(settled).toMatchObject({ status: 'blocked', deps_satisfied: 1 });
     const edges = await c.sql<{ predecessor_id: string; satisfied: boolean }>(
       'SELECT predecessor_id::text, satisfied FROM task_dependencies WHERE task_id = $1',
       [id.w],
     );
-    expect(Object.fromEntries(edges.map((e) => [e.predecessor_id, e.satisfied]))).toEqual({ [id.p1!]: true, [id.p2!]: false });
+    expect(Object.fromEntries(edges.map((e) => [e.predecessor_id, e.satisfied]))).toEqual({
+      [id.p1!]: true,
+      [id.p2!]: false,
+    });
     expect(await w.poll([type], 10, 200)).toEqual([]);
 
     // p2 succeeds; then w runs, once.
@@ -515,9 +717,13 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
     const [wTask] = await w.take([type], 1);
     expect(wTask).toMatchObject({ task_id: id.w, attempt: 1 });
     // Late duplicates of both events, while w runs and after it succeeded, change nothing.
-    expect(await actor().ask({ type: 'predecessor_succeeded', predecessorIds: [id.p1!, id.p2!] })).toEqual({ status: 'unchanged' });
+    expect(await actor().ask({ type: 'predecessor_succeeded', predecessorIds: [id.p1!, id.p2!] })).toEqual({
+      status: 'unchanged',
+    });
     await w.complete([wTask!]);
-    expect(await actor().ask({ type: 'predecessor_succeeded', predecessorIds: [id.p2!] })).toEqual({ status: 'unchanged' });
+    expect(await actor().ask({ type: 'predecessor_succeeded', predecessorIds: [id.p2!] })).toEqual({
+      status: 'unchanged',
+    });
     expect(await w.task(id.w!)).toMatchObject({ status: 'succeeded', attempts: 1, dependencies_satisfied: 2 });
     expect(await w.poll([type], 10, 200)).toEqual([]);
   });
@@ -580,7 +786,10 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
     expect(await w.task(id.e!)).toMatchObject({ status: 'succeeded', attempts: 1 });
     for (const ref of ['d', 'e']) {
       const history = await api<{ executions: { attempt: number }[] }>(c.url, 'GET', `/api/tasks/${id[ref]}/history`);
-      expect(history.body.executions.map((x) => x.attempt), ref).toEqual([1]);
+      expect(
+        history.body.executions.map((x) => x.attempt),
+        ref,
+      ).toEqual([1]);
     }
     expect((await w.dag(submitted.body.dag_id)).counts).toEqual({ succeeded: 4, cancelled: 3 });
   });

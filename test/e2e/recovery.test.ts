@@ -20,11 +20,22 @@ const MINUTE = 60_000;
  * this fires due timers again (`advance(0)`) between polls until something comes.
  */
 const pollNext = async (url: string, type: string, clock: FakeClock, complete = true): Promise<Polled['tasks']> => {
-  const tasks = await eventually(async () => {
-    await clock.advance(0);
-    const got = (await api<Polled>(url, 'POST', '/api/workers/poll', { worker_id: 'w', task_types: [type], max_tasks: 100, wait_ms: 0 })).body.tasks;
-    return got.length > 0 ? got : undefined;
-  }, 20_000, `a ${type} task`);
+  const tasks = await eventually(
+    async () => {
+      await clock.advance(0);
+      const got = (
+        await api<Polled>(url, 'POST', '/api/workers/poll', {
+          worker_id: 'w',
+          task_types: [type],
+          max_tasks: 100,
+          wait_ms: 0,
+        })
+      ).body.tasks;
+      return got.length > 0 ? got : undefined;
+    },
+    20_000,
+    `a ${type} task`,
+  );
   if (!complete) return tasks;
   // Complete them, so that no lease runs out later in the test and hands one out again.
   const results = tasks.map((t) => ({ task_id: t.task_id, lease_token: t.lease_token, status: 'succeeded' }));
@@ -35,10 +46,14 @@ const idsOf = (tasks: Polled['tasks']): string[] => tasks.map((t) => t.task_id).
 /** Nothing of `type` is ready: checked once the node has fallen quiet (no push, claim or lease in flight). */
 const expectNothingReady = async (c: TestCluster, clock: FakeClock, type: string): Promise<void> => {
   await quiescent(c.node, { clock, allowReady: true });
-  const r = await api<Polled>(c.url, 'POST', '/api/workers/poll', { worker_id: 'w', task_types: [type], max_tasks: 100, wait_ms: 0 });
+  const r = await api<Polled>(c.url, 'POST', '/api/workers/poll', {
+    worker_id: 'w',
+    task_types: [type],
+    max_tasks: 100,
+    wait_ms: 0,
+  });
   expect(r.body.tasks).toEqual([]);
 };
-
 
 describe.each(BACKENDS)('recovery on %s', (backend) => {
   let c: TestCluster | undefined;
@@ -94,13 +109,18 @@ describe.each(BACKENDS)('recovery on %s', (backend) => {
   it('recovers a running task whose lease ran out while the process was down', async () => {
     const clock = new FakeClock(Date.UTC(2026, 10, 30, 9, 0, 0));
     c = await startTestNode(backend, { logLevel: process.env.TEST_LOG ?? 'silent' }, { clock });
-    const r = await api<{ task_id: string }>(c.url, 'POST', '/api/tasks', { task_type: 'rec.lease', timeout_seconds: 30 });
+    const r = await api<{ task_id: string }>(c.url, 'POST', '/api/tasks', {
+      task_type: 'rec.lease',
+      timeout_seconds: 30,
+    });
     expect(idsOf(await pollNext(c.url, 'rec.lease', clock, false))).toEqual([r.body.task_id]);
     const after = new FakeClock(clock.now() + 31_000);
     await c.restart({ clock: after });
     // The partition tells the lease on activation; its expiry sends the task back to pending.
     await after.advance(10_000);
-    expect(await pollNext(c.url, 'rec.lease', after)).toEqual([expect.objectContaining({ task_id: r.body.task_id, attempt: 2 })]);
+    expect(await pollNext(c.url, 'rec.lease', after)).toEqual([
+      expect.objectContaining({ task_id: r.body.task_id, attempt: 2 }),
+    ]);
   });
 });
 
@@ -116,10 +136,12 @@ describe('recovery when Redis is flushed', () => {
     c = await startTestNode('postgres', {}, { clock });
     const t0 = clock.now();
     const submit = async (delayMs: number): Promise<string> =>
-      (await api<{ task_id: string }>(c!.url, 'POST', '/api/tasks', {
-        task_type: 'rec.flush',
-        schedule: { type: 'delayed', due_time: new Date(t0 + delayMs).toISOString() },
-      })).body.task_id;
+      (
+        await api<{ task_id: string }>(c!.url, 'POST', '/api/tasks', {
+          task_type: 'rec.flush',
+          schedule: { type: 'delayed', due_time: new Date(t0 + delayMs).toISOString() },
+        })
+      ).body.task_id;
     const ready = await submit(0);
     const near = await submit(30_000);
     const far = await submit(10 * MINUTE);

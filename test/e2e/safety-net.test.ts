@@ -24,7 +24,8 @@ describe.each(BACKENDS)('the safety nets on %s', (backend: BackendName) => {
     c = undefined;
   });
 
-  const recovered = (node: TestCluster, kind: string): number => node.node.metrics.value('wheelhouse_safety_net_recovered_total', { kind });
+  const recovered = (node: TestCluster, kind: string): number =>
+    node.node.metrics.value('wheelhouse_safety_net_recovered_total', { kind });
 
   it('expires a lease that nothing else will, a grace after it ran out, and counts it', async () => {
     const clock = new FakeClock(START);
@@ -60,11 +61,15 @@ describe.each(BACKENDS)('the safety nets on %s', (backend: BackendName) => {
     const { ready } = node.node.backend;
     // The wheel fires it; then its ready entry vanishes behind the node's back (taken and
     // dropped, as a claim that refused and dropped the only entry would).
-    const taken = await eventually(async () => {
-      await clock.advance(0);
-      const got = await ready.take([type], 10, clock.now());
-      return got.length > 0 ? got : undefined;
-    }, 10_000, 'the task in its ready queue');
+    const taken = await eventually(
+      async () => {
+        await clock.advance(0);
+        const got = await ready.take([type], 10, clock.now());
+        return got.length > 0 ? got : undefined;
+      },
+      10_000,
+      'the task in its ready queue',
+    );
     await ready.ack(taken);
 
     const early = await pollOnFakeTime(() => node.url, clock, type, START + GRACE_MS - 100, 250);

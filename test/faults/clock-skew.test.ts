@@ -35,22 +35,36 @@ describe('a node whose clock runs 3 s ahead', () => {
     expect(onFast).toBeGreaterThan(0);
     const type = uniqueType('skew-fire');
     const base = Date.now() + 3_000;
-    const tasks = Array.from({ length: 160 }, (_, i) => ({ task_type: type, schedule: { type: 'delayed', due_time: new Date(base + i * 10).toISOString() } }));
+    const tasks = Array.from({ length: 160 }, (_, i) => ({
+      task_type: type,
+      schedule: { type: 'delayed', due_time: new Date(base + i * 10).toISOString() },
+    }));
     const submitted = await submitBatch(cluster, 'n1', tasks);
     // Claimed through the node with the right clock: entries fired by the fast one's wheels.
     const worker = new TestWorker(cluster, { types: [type], targets: ['n1'] }).start();
     try {
-      await worker.waitFor(submitted.map((t) => t.taskId), 20_000, 'every task');
+      await worker.waitFor(
+        submitted.map((t) => t.taskId),
+        20_000,
+        'every task',
+      );
     } finally {
       await worker.stop();
     }
     const counts = worker.counts();
-    expect(missing(counts, submitted.map((t) => t.taskId))).toEqual([]);
+    expect(
+      missing(
+        counts,
+        submitted.map((t) => t.taskId),
+      ),
+    ).toEqual([]);
     expect(duplicates(counts)).toEqual([]);
     const starts = worker.firstStarts();
     const early = submitted.filter((t) => starts.get(t.taskId)!.atMs < t.dueMs - 50);
     const lag = lagStats(worker, submitted);
-    console.log(`[skew] ${onFast} of 16 partitions on the fast node; start − due p50 ${lag.p50} ms, max ${lag.max} ms; ${early.length} early`);
+    console.log(
+      `[skew] ${onFast} of 16 partitions on the fast node; start − due p50 ${lag.p50} ms, max ${lag.max} ms; ${early.length} early`,
+    );
     expect(early).toEqual([]);
     expect(lag.max).toBeLessThanOrEqual(1_000);
   });
@@ -58,13 +72,22 @@ describe('a node whose clock runs 3 s ahead', () => {
   it('expires the leases it holds when they run out, not 3 s early', async () => {
     const type = uniqueType('skew-lease');
     const leaseMs = 4_000;
-    const submitted = await submitBatch(cluster, 'n1', Array.from({ length: 40 }, () => ({ task_type: type, timeout_seconds: leaseMs / 1000 })));
+    const submitted = await submitBatch(
+      cluster,
+      'n1',
+      Array.from({ length: 40 }, () => ({ task_type: type, timeout_seconds: leaseMs / 1000 })),
+    );
     const ids = submitted.map((t) => t.taskId);
     const onFast: string[] = [];
     for (const id of ids) if ((await cluster.ownerOfActor('lease', id)) === 'n2') onFast.push(id);
     expect(onFast.length).toBeGreaterThan(5);
     // Claimed through n1 by a worker that never reports; a second worker takes what comes back.
-    const vanishing = new TestWorker(cluster, { types: [type], targets: ['n1'], hold: () => true, workerId: 'w-holds' }).start();
+    const vanishing = new TestWorker(cluster, {
+      types: [type],
+      targets: ['n1'],
+      hold: () => true,
+      workerId: 'w-holds',
+    }).start();
     try {
       await vanishing.waitFor(ids, 15_000, 'first claims');
     } finally {
@@ -73,13 +96,19 @@ describe('a node whose clock runs 3 s ahead', () => {
     const claims = vanishing.firstStarts();
     const second = new TestWorker(cluster, { types: [type], targets: ['n1', 'n2'], workerId: 'w-next' }).start();
     try {
-      await eventually(() => (ids.every((id) => second.counts().has(id)) ? true : undefined), leaseMs + 10_000, 'every task handed out again');
+      await eventually(
+        () => (ids.every((id) => second.counts().has(id)) ? true : undefined),
+        leaseMs + 10_000,
+        'every task handed out again',
+      );
     } finally {
       await second.stop();
     }
     const again = second.firstStarts();
     const lags = onFast.map((id) => again.get(id)!.atMs - claims.get(id)!.atMs).sort((a, b) => a - b);
-    console.log(`[skew] ${onFast.length} leases on the fast node handed on ${lags[0]}…${lags.at(-1)} ms after their claim (lease ${leaseMs} ms)`);
+    console.log(
+      `[skew] ${onFast.length} leases on the fast node handed on ${lags[0]}…${lags.at(-1)} ms after their claim (lease ${leaseMs} ms)`,
+    );
     expect(lags[0]).toBeGreaterThanOrEqual(leaseMs - 250);
     expect(lags.at(-1)).toBeLessThanOrEqual(leaseMs + 2_000);
     expect(onFast.map((id) => again.get(id)!.attempt)).toEqual(onFast.map(() => 2));

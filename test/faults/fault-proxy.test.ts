@@ -80,7 +80,9 @@ describe('fault proxy between real clients and the shared servers', () => {
   });
 
   it('points URLs at itself and forwards a pg pool and an ioredis client', async () => {
-    expect(pgProxy.url('postgres://postgres@127.0.0.1:5432/test')).toBe(`postgres://postgres@127.0.0.1:${pgProxy.port}/test`);
+    expect(pgProxy.url('postgres://postgres@127.0.0.1:5432/test')).toBe(
+      `postgres://postgres@127.0.0.1:${pgProxy.port}/test`,
+    );
     expect(redisProxy.url('redis://127.0.0.1:6379')).toBe(`redis://127.0.0.1:${redisProxy.port}`);
 
     const { rows } = await pool().query<{ answer: number }>('SELECT 42 AS answer');
@@ -202,7 +204,8 @@ describe('fault proxy between real clients and the shared servers', () => {
     expect(pong).toBe('PONG');
     await windows;
     expect(closes).toEqual([]);
-    for (const proxy of [pgProxy, redisProxy]) expect(proxy.stats()).toMatchObject({ accepted: 1, dropped: 0, open: 1 });
+    for (const proxy of [pgProxy, redisProxy])
+      expect(proxy.stats()).toMatchObject({ accepted: 1, dropped: 0, open: 1 });
   });
 
   it('blackhole with release "drop" discards what was held and closes the connections', async () => {
@@ -214,7 +217,10 @@ describe('fault proxy between real clients and the shared servers', () => {
     await client.ping();
     const key = `${prefix}:never-arrives`;
 
-    const windows = Promise.all([pgProxy.blackhole(holdMs, { release: 'drop' }), redisProxy.blackhole(holdMs, { release: 'drop' })]);
+    const windows = Promise.all([
+      pgProxy.blackhole(holdMs, { release: 'drop' }),
+      redisProxy.blackhole(holdMs, { release: 'drop' }),
+    ]);
     const query = sql.query('SELECT 1');
     const set = client.set(key, 'held');
     await Promise.all([

@@ -40,7 +40,13 @@ describe('Redis losing data', () => {
     const clock = new FakeClock(START);
     c = await startTestNode(
       'postgres',
-      { redisUrl: server.url, partitions: 1, failureTimeoutSeconds: 60, safetyNetGraceSeconds: 60, logLevel: process.env.TEST_LOG ?? 'silent' },
+      {
+        redisUrl: server.url,
+        partitions: 1,
+        failureTimeoutSeconds: 60,
+        safetyNetGraceSeconds: 60,
+        logLevel: process.env.TEST_LOG ?? 'silent',
+      },
       { clock },
     );
     const node = c;

@@ -40,7 +40,12 @@ describe('store faults on one node', () => {
     return { node, clock, w: dagClient(() => node.url) };
   }
 
-  const submitAt = async (node: FaultyNode, type: string, dueMs: number, extra: Record<string, unknown> = {}): Promise<string> => {
+  const submitAt = async (
+    node: FaultyNode,
+    type: string,
+    dueMs: number,
+    extra: Record<string, unknown> = {},
+  ): Promise<string> => {
     const r = await api<{ task_id: string }>(node.url, 'POST', '/api/tasks', {
       task_type: type,
       schedule: { type: 'delayed', due_time: new Date(dueMs).toISOString() },
@@ -58,13 +63,19 @@ describe('store faults on one node', () => {
   const advanceWhileDown = async (clock: FakeClock, untilMs: number, store: FaultProxy): Promise<void> => {
     while (clock.now() < untilMs) await clock.advance(Math.min(1_000, untilMs - clock.now()));
     const refused = store.stats().refused;
-    await eventually(async () => (store.stats().refused >= refused + 3 ? true : undefined), 20_000, 'the node to be refused by the store');
+    await eventually(
+      async () => (store.stats().refused >= refused + 3 ? true : undefined),
+      20_000,
+      'the node to be refused by the store',
+    );
   };
 
-  const dutyFailures = (node: FaultyNode, duty: string): number => metric(node, 'wheelhouse_duty_failures_total', { duty });
+  const dutyFailures = (node: FaultyNode, duty: string): number =>
+    metric(node, 'wheelhouse_duty_failures_total', { duty });
 
   const expectNetsIdle = (node: FaultyNode): void => {
-    for (const kind of ['lease', 'pending']) expect(metric(node, 'wheelhouse_safety_net_recovered_total', { kind }), kind).toBe(0);
+    for (const kind of ['lease', 'pending'])
+      expect(metric(node, 'wheelhouse_safety_net_recovered_total', { kind }), kind).toBe(0);
   };
 
   it('re-arms a cascade that failed (its snapshot write, Postgres down): a far task fires at its due time', async () => {
@@ -111,7 +122,9 @@ describe('store faults on one node', () => {
     void node.redis.refuse();
     const far = await submitAt(node, type, START + 3 * MINUTE);
     const now = await submitAt(node, `${type}.now`, START);
-    expect((await node.sql<{ status: string }>('SELECT status FROM tasks WHERE id = $1', [far]))[0]?.status).toBe('pending');
+    expect((await node.sql<{ status: string }>('SELECT status FROM tasks WHERE id = $1', [far]))[0]?.status).toBe(
+      'pending',
+    );
     node.redis.restore();
     const immediate = await pollOnFakeTime(() => node.url, clock, `${type}.now`, START + 10_000);
     expect(immediate?.tasks.map((t) => t.task_id)).toEqual([now]);
@@ -129,7 +142,10 @@ describe('store faults on one node', () => {
     const r = await api<{ tasks: { task_id: string }[] }>(node.url, 'POST', '/api/tasks/batch', {
       tasks: [
         { task_type: type, schedule: { type: 'delayed', due_time: new Date(START + 2_000).toISOString() } },
-        { task_type: `${type}.far`, schedule: { type: 'delayed', due_time: new Date(START + 5 * MINUTE).toISOString() } },
+        {
+          task_type: `${type}.far`,
+          schedule: { type: 'delayed', due_time: new Date(START + 5 * MINUTE).toISOString() },
+        },
       ],
     });
     expect(r.status).toBe(201);
@@ -148,7 +164,9 @@ describe('store faults on one node', () => {
     // the current minute's, which the wheel loaded at activation.
     const task = makeTask({ taskType: type, dueMs: START + 5_000, partition: 0 });
     await node.node.backend.tasks.submit([task], START);
-    await node.node.backend.buckets.add(0, [{ taskId: task.id, taskType: type, priority: task.priority, dueMs: task.dueMs }]);
+    await node.node.backend.buckets.add(0, [
+      { taskId: task.id, taskType: type, priority: task.priority, dueMs: task.dueMs },
+    ]);
     const got = await pollOnFakeTime(() => node.url, clock, type, START + 30_000);
     expect(got?.tasks.map((t) => t.task_id)).toEqual([task.id]);
     expect(got!.atMs).toBeLessThanOrEqual(task.dueMs + 1_000);
@@ -167,10 +185,14 @@ describe('store faults on one node', () => {
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     expect(await node.sql('SELECT id FROM tasks WHERE task_type = $1', [type])).toEqual([]);
     node.pg.restore();
-    const accepted = await eventually(async () => {
-      const again = await api<{ task_id: string }>(node.url, 'POST', '/api/tasks', body);
-      return again.status === 201 ? again.body : undefined;
-    }, 10_000, 'the submit to succeed once Postgres is back');
+    const accepted = await eventually(
+      async () => {
+        const again = await api<{ task_id: string }>(node.url, 'POST', '/api/tasks', body);
+        return again.status === 201 ? again.body : undefined;
+      },
+      10_000,
+      'the submit to succeed once Postgres is back',
+    );
     expect(await node.sql('SELECT id FROM tasks WHERE task_type = $1', [type])).toEqual([{ id: accepted.task_id }]);
   });
 });

@@ -30,7 +30,9 @@ describe('a long-poll whose worker went away', () => {
     const inFlight = readyKeys(node.node.options.redisPrefix).inFlight;
     const w = dagClient(() => node.url);
     const type = uniqueType('gone');
-    const id = (await w.submitTask({ task_type: type, timeout_seconds: 30, schedule: { type: 'delayed', delay_seconds: 1.5 } })).body.task_id;
+    const id = (
+      await w.submitTask({ task_type: type, timeout_seconds: 30, schedule: { type: 'delayed', delay_seconds: 1.5 } })
+    ).body.task_id;
 
     const gone = new AbortController();
     const hungUp = fetch(`${node.url}/api/workers/poll`, {
@@ -41,7 +43,11 @@ describe('a long-poll whose worker went away', () => {
     }).catch((error: unknown) => error);
     node.pg.latency(800);
     // The entry is taken: the poll is claiming it now, slowly. The worker hangs up meanwhile.
-    await eventually(async () => ((await redis!.zcard(inFlight)) > 0 ? true : undefined), 10_000, 'the entry taken for the claim');
+    await eventually(
+      async () => ((await redis!.zcard(inFlight)) > 0 ? true : undefined),
+      10_000,
+      'the entry taken for the claim',
+    );
     gone.abort();
     expect(await hungUp).toBeInstanceOf(Error);
     node.pg.latency(0);
@@ -51,7 +57,11 @@ describe('a long-poll whose worker went away', () => {
     expect(next).toEqual([expect.objectContaining({ task_id: id, attempt: 1 })]);
     expect(Date.now() - startedMs).toBeLessThan(10_000);
     await w.complete(next);
-    const history = await api<{ executions: { attempt: number; status: string; worker_id: string }[] }>(node.url, 'GET', `/api/tasks/${id}/history`);
+    const history = await api<{ executions: { attempt: number; status: string; worker_id: string }[] }>(
+      node.url,
+      'GET',
+      `/api/tasks/${id}/history`,
+    );
     expect(history.body.executions.map((e) => [e.attempt, e.status, e.worker_id])).toEqual([[1, 'succeeded', 'w-dag']]);
   });
 });

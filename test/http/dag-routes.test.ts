@@ -35,12 +35,20 @@ describe('POST /api/dags', () => {
     const res = await post({
       tasks: [
         { ref: 'extract', task_type: 'etl.extract', payload: { day: 1 } },
-        { ref: 'load', task_type: 'etl.load', depends_on: ['extract', KNOWN_ID], schedule: { type: 'delayed', delay_seconds: 30 } },
+        {
+          ref: 'load',
+          task_type: 'etl.load',
+          depends_on: ['extract', KNOWN_ID],
+          schedule: { type: 'delayed', delay_seconds: 30 },
+        },
       ],
       idempotency_key: 'nightly',
     });
     expect(res.statusCode).toBe(201);
-    const body = res.json<{ dag_id: string; tasks: { ref: string; task_id: string; status: string; due_time: string }[] }>();
+    const body = res.json<{
+      dag_id: string;
+      tasks: { ref: string; task_id: string; status: string; due_time: string }[];
+    }>();
     expect(Object.keys(body).sort()).toEqual(['dag_id', 'tasks']);
     expect(body.tasks.map((t) => [t.ref, t.status])).toEqual([
       ['extract', 'pending'],
@@ -68,11 +76,19 @@ describe('POST /api/dags', () => {
   it('answers 200 for an idempotent replay', async () => {
     api.override('submitDag', async () => ({
       created: false,
-      dag: { dagId: KNOWN_ID, status: 'succeeded', counts: { succeeded: 1 }, tasks: [{ ref: 'a', record: record({ status: 'succeeded' }), status: 'succeeded', dependsOn: [] }] },
+      dag: {
+        dagId: KNOWN_ID,
+        status: 'succeeded',
+        counts: { succeeded: 1 },
+        tasks: [{ ref: 'a', record: record({ status: 'succeeded' }), status: 'succeeded', dependsOn: [] }],
+      },
     }));
     const res = await post({ tasks: [{ ref: 'a', task_type: 't' }], idempotency_key: 'k' });
     expect(res.statusCode).toBe(200);
-    expect(res.json()).toMatchObject({ dag_id: KNOWN_ID, tasks: [{ ref: 'a', task_id: KNOWN_ID, status: 'succeeded' }] });
+    expect(res.json()).toMatchObject({
+      dag_id: KNOWN_ID,
+      tasks: [{ ref: 'a', task_id: KNOWN_ID, status: 'succeeded' }],
+    });
   });
 
   it.each([
@@ -87,7 +103,10 @@ describe('POST /api/dags', () => {
     [{ tasks: [{ ref: 'a', task_type: 't', depends_on: [7] }] }, 'tasks[0].depends_on[0]'],
     [{ tasks: [{ ref: 'a', task_type: 't', dependencies: [KNOWN_ID] }] }, 'tasks[0].dependencies'],
     [{ tasks: [{ ref: 'a', task_type: 't', idempotency_key: 'x' }] }, 'tasks[0].idempotency_key'],
-    [{ tasks: [{ ref: 'a', task_type: 't', schedule: { type: 'cron', cron_expression: '* * * * *' } }] }, 'tasks[0].schedule.type'],
+    [
+      { tasks: [{ ref: 'a', task_type: 't', schedule: { type: 'cron', cron_expression: '* * * * *' } }] },
+      'tasks[0].schedule.type',
+    ],
     [{ tasks: [{ ref: 'a', task_type: 't', priority: 12 }] }, 'tasks[0].priority'],
     [{ tasks: [{ ref: 'a', task_type: 't' }], idempotency_key: '' }, 'idempotency_key'],
   ])('400 validation_failed for %j, and nothing reaches the scheduler', async (body, field) => {
@@ -101,7 +120,11 @@ describe('POST /api/dags', () => {
   });
 
   it('accepts a graph of the largest size in one request (past the single-task body limit)', async () => {
-    const tasks = Array.from({ length: MAX_DAG_TASKS }, (_, i) => ({ ref: `t${i}`, task_type: 't', depends_on: i === 0 ? [] : [`t${i - 1}`] }));
+    const tasks = Array.from({ length: MAX_DAG_TASKS }, (_, i) => ({
+      ref: `t${i}`,
+      task_type: 't',
+      depends_on: i === 0 ? [] : [`t${i - 1}`],
+    }));
     const res = await post({ tasks });
     expect(res.statusCode).toBe(201);
   });
@@ -127,7 +150,18 @@ describe('GET /api/dags/{id}', () => {
       ['b', 'blocked', ['a']],
     ]);
     expect(Object.keys(body.tasks[0]!).sort()).toEqual(
-      ['attempts', 'completed_at', 'depends_on', 'due_time', 'last_error', 'ref', 'started_at', 'status', 'task_id', 'task_type'].sort(),
+      [
+        'attempts',
+        'completed_at',
+        'depends_on',
+        'due_time',
+        'last_error',
+        'ref',
+        'started_at',
+        'status',
+        'task_id',
+        'task_type',
+      ].sort(),
     );
   });
 

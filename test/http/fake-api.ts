@@ -10,7 +10,21 @@ import { WheelhouseError } from '../../src/lib/errors.js';
 import { buildServer } from '../../src/http/server.js';
 import type { ExecutionRecord, SubmitResult, TaskRecord } from '../../src/domain/model.js';
 import type { TaskSpec, DagSpec } from '../../src/domain/specs.js';
-import type { Assignment, CompletionRequest, PollRequest, TaskListFilter, TasksApi, TaskView, SchedulesApi, DagsApi, WorkersApi, HealthApi, DagSubmitResult, DagNodeView, DagView } from '../../src/services/types.js';
+import type {
+  Assignment,
+  CompletionRequest,
+  PollRequest,
+  TaskListFilter,
+  TasksApi,
+  TaskView,
+  SchedulesApi,
+  DagsApi,
+  WorkersApi,
+  HealthApi,
+  DagSubmitResult,
+  DagNodeView,
+  DagView,
+} from '../../src/services/types.js';
 
 /** The fake's "now": 2026-11-30T12:00:00.000Z. */
 export const NOW_MS = Date.UTC(2026, 10, 30, 12, 0, 0, 0);
@@ -86,7 +100,15 @@ export class FakeApi implements AllApis {
       const status = s.type === 'cron' ? 'active' : spec.dependencies.length > 0 ? 'blocked' : 'pending';
       const id = `0192f3a4-5b6c-7d8e-9f00-${String(++this.seq).padStart(12, '0')}`;
       return {
-        task: record({ id, taskType: spec.taskType, status, scheduleType: s.type, dueMs, attempts: 0, startedMs: null }),
+        task: record({
+          id,
+          taskType: spec.taskType,
+          status,
+          scheduleType: s.type,
+          dueMs,
+          attempts: 0,
+          startedMs: null,
+        }),
         created: !(spec.idempotencyKey ?? '').startsWith('replay'),
       };
     });
@@ -97,7 +119,10 @@ export class FakeApi implements AllApis {
     if (this.overrides.submitDag) return this.overrides.submitDag(spec);
     const tasks = spec.tasks.map((t): DagNodeView => ({
       ref: t.ref,
-      record: record({ id: `0192f3a4-5b6c-7d8e-9f00-${String(++this.seq).padStart(12, '0')}`, status: t.dependsOn.length > 0 ? 'blocked' : 'pending' }),
+      record: record({
+        id: `0192f3a4-5b6c-7d8e-9f00-${String(++this.seq).padStart(12, '0')}`,
+        status: t.dependsOn.length > 0 ? 'blocked' : 'pending',
+      }),
       status: t.dependsOn.length > 0 ? 'blocked' : 'ready',
       dependsOn: t.dependsOn,
     }));
@@ -202,7 +227,10 @@ export class FakeApi implements AllApis {
 }
 
 /** A logger that keeps what was logged at warn and above. */
-export function captureLogger(): { logger: FastifyBaseLogger; entries: { level: string; obj: unknown; msg: unknown }[] } {
+export function captureLogger(): {
+  logger: FastifyBaseLogger;
+  entries: { level: string; obj: unknown; msg: unknown }[];
+} {
   const entries: { level: string; obj: unknown; msg: unknown }[] = [];
   const keep =
     (level: string) =>

@@ -70,7 +70,11 @@ describe('/docs', () => {
     const { app } = server();
     const res = await app.inject({ method: 'GET', url: '/docs/openapi.json' });
     expect(res.statusCode).toBe(200);
-    const doc = res.json<{ openapi: string; paths: Record<string, Record<string, unknown>>; components: Record<string, Record<string, unknown>> }>();
+    const doc = res.json<{
+      openapi: string;
+      paths: Record<string, Record<string, unknown>>;
+      components: Record<string, Record<string, unknown>>;
+    }>();
     expect(doc.openapi).toBe('3.1.0');
     const routes = Object.entries(doc.paths).flatMap(([path, ops]) =>
       Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`),

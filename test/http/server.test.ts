@@ -60,7 +60,12 @@ describe('body parsing', () => {
   it('415 unsupported_media_type for a body that is not application/json', async () => {
     const { app } = server();
     for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/xml']) {
-      const res = await app.inject({ method: 'POST', url: '/api/tasks', headers: { 'content-type': type }, payload: 'task_type=a' });
+      const res = await app.inject({
+        method: 'POST',
+        url: '/api/tasks',
+        headers: { 'content-type': type },
+        payload: 'task_type=a',
+      });
       expect(res.statusCode, type).toBe(415);
       expect(errorOf(res).code).toBe('unsupported_media_type');
     }
@@ -229,10 +234,18 @@ describe('bearer auth', () => {
     const { app } = server({ authToken: token });
     const headers = { authorization: `Bearer ${token}` };
     expect((await app.inject({ method: 'GET', url: `/api/tasks/${KNOWN_ID}`, headers })).statusCode).toBe(200);
-    expect((await app.inject({ method: 'POST', url: '/api/tasks', payload: { task_type: 'a' }, headers })).statusCode).toBe(201);
     expect(
-      (await app.inject({ method: 'POST', url: '/api/workers/poll', payload: { worker_id: 'w', task_types: ['a'] }, headers }))
-        .statusCode,
+      (await app.inject({ method: 'POST', url: '/api/tasks', payload: { task_type: 'a' }, headers })).statusCode,
+    ).toBe(201);
+    expect(
+      (
+        await app.inject({
+          method: 'POST',
+          url: '/api/workers/poll',
+          payload: { worker_id: 'w', task_types: ['a'] },
+          headers,
+        })
+      ).statusCode,
     ).toBe(200);
   });
 
@@ -243,7 +256,8 @@ describe('bearer auth', () => {
     });
     expect((await app.inject({ method: 'GET', url: '/admin/cluster' })).statusCode).toBe(401);
     expect(
-      (await app.inject({ method: 'GET', url: '/admin/cluster', headers: { authorization: `Bearer ${token}` } })).statusCode,
+      (await app.inject({ method: 'GET', url: '/admin/cluster', headers: { authorization: `Bearer ${token}` } }))
+        .statusCode,
     ).toBe(200);
   });
 

@@ -95,11 +95,26 @@ describe('POST /api/tasks', () => {
     [{ task_type: 't', schedule: { type: 'delayed', delay_seconds: 1, due_time: '2030-01-01T00:00:00Z' } }, 'schedule'],
     [{ task_type: 't', schedule: { type: 'delayed', delay_seconds: -5 } }, 'schedule.delay_seconds'],
     [{ task_type: 't', schedule: { type: 'delayed', due_time: 'next tuesday' } }, 'schedule.due_time'],
-    [{ task_type: 't', schedule: { type: 'cron', cron_expression: '0 0 * * *', jitter_seconds: -1 } }, 'schedule.jitter_seconds'],
-    [{ task_type: 't', schedule: { type: 'cron', cron_expression: '0 0 * * *', misfire_policy: 'x' } }, 'schedule.misfire_policy'],
-    [{ task_type: 't', schedule: { type: 'cron', cron_expression: '0 0 * * *', overlap_policy: 'x' } }, 'schedule.overlap_policy'],
-    [{ task_type: 't', schedule: { type: 'cron', cron_expression: '0 0 * * *', end_time: 'soon' } }, 'schedule.end_time'],
-    [{ task_type: 't', schedule: { type: 'cron', cron_expression: '0 0 * * *' }, dependencies: [KNOWN_ID] }, 'dependencies'],
+    [
+      { task_type: 't', schedule: { type: 'cron', cron_expression: '0 0 * * *', jitter_seconds: -1 } },
+      'schedule.jitter_seconds',
+    ],
+    [
+      { task_type: 't', schedule: { type: 'cron', cron_expression: '0 0 * * *', misfire_policy: 'x' } },
+      'schedule.misfire_policy',
+    ],
+    [
+      { task_type: 't', schedule: { type: 'cron', cron_expression: '0 0 * * *', overlap_policy: 'x' } },
+      'schedule.overlap_policy',
+    ],
+    [
+      { task_type: 't', schedule: { type: 'cron', cron_expression: '0 0 * * *', end_time: 'soon' } },
+      'schedule.end_time',
+    ],
+    [
+      { task_type: 't', schedule: { type: 'cron', cron_expression: '0 0 * * *' }, dependencies: [KNOWN_ID] },
+      'dependencies',
+    ],
   ])('400 validation_failed for %j', async (body, field) => {
     expectError(await post('/api/tasks', body), 400, 'validation_failed', field);
     expect(api.callsOf('submit')).toHaveLength(0);
@@ -180,7 +195,10 @@ describe('POST /api/tasks/batch', () => {
 
   it('takes 1000 tasks whose body is larger than a single task limit', async () => {
     await rebuild({ maxPayloadBytes: 4096 });
-    const tasks = Array.from({ length: 1000 }, (_, i) => ({ task_type: 'bench.noop', payload: { i, pad: 'x'.repeat(50) } }));
+    const tasks = Array.from({ length: 1000 }, (_, i) => ({
+      task_type: 'bench.noop',
+      payload: { i, pad: 'x'.repeat(50) },
+    }));
     const res = await post('/api/tasks/batch', { tasks });
     expect(res.statusCode).toBe(201);
     expect(res.json<{ tasks: unknown[] }>().tasks).toHaveLength(1000);
@@ -188,7 +206,9 @@ describe('POST /api/tasks/batch', () => {
 
   it('413s a task whose payload is over the limit, with its index', async () => {
     await rebuild({ maxPayloadBytes: 2048 });
-    const res = await post('/api/tasks/batch', { tasks: [{ task_type: 'a' }, { task_type: 'a', payload: 'x'.repeat(3000) }] });
+    const res = await post('/api/tasks/batch', {
+      tasks: [{ task_type: 'a' }, { task_type: 'a', payload: 'x'.repeat(3000) }],
+    });
     const error = expectError(res, 413, 'payload_too_large', 'tasks[1].payload');
     expect(error.details).toMatchObject({ index: 1, limit_bytes: 2048 });
   });
@@ -235,7 +255,14 @@ describe('GET /api/tasks/:id', () => {
         status: 'active',
         dueMs: NOW_MS + 3_600_000,
         schedule: {
-          definition: { cronExpression: '0 * * * *', timezone: 'Europe/Paris', jitterSeconds: 0, misfirePolicy: 'fire_once', overlapPolicy: 'allow', endMs: null },
+          definition: {
+            cronExpression: '0 * * * *',
+            timezone: 'Europe/Paris',
+            jitterSeconds: 0,
+            misfirePolicy: 'fire_once',
+            overlapPolicy: 'allow',
+            endMs: null,
+          },
           generation: 0,
         },
         lastFiredMs: NOW_MS - 60_000,
@@ -263,7 +290,9 @@ describe('GET /api/tasks/:id', () => {
     async (id) => {
       const res = await app.inject({ method: 'GET', url: `/api/tasks/${encodeURIComponent(id)}` });
       expect([400, 404]).toContain(res.statusCode);
-      expect(res.json<{ error: { code: string } }>().error.code).toMatch(/^(validation_failed|route_not_found|task_not_found)$/);
+      expect(res.json<{ error: { code: string } }>().error.code).toMatch(
+        /^(validation_failed|route_not_found|task_not_found)$/,
+      );
       expect(api.callsOf('getTask')).toHaveLength(0);
     },
   );
@@ -284,9 +313,14 @@ describe('GET /api/tasks/:id', () => {
 
 describe('GET /api/tasks', () => {
   it('passes the filter and answers tasks with next_token', async () => {
-    const res = await app.inject({ method: 'GET', url: '/api/tasks?status=ready&task_type=email.send&limit=10&next_token=abc' });
+    const res = await app.inject({
+      method: 'GET',
+      url: '/api/tasks?status=ready&task_type=email.send&limit=10&next_token=abc',
+    });
     expect(res.statusCode).toBe(200);
-    expect(api.callsOf('listTasks')[0]).toEqual([{ status: 'ready', taskType: 'email.send', limit: 10, nextToken: 'abc' }]);
+    expect(api.callsOf('listTasks')[0]).toEqual([
+      { status: 'ready', taskType: 'email.send', limit: 10, nextToken: 'abc' },
+    ]);
     const body = res.json<{ next_token: string; tasks: { task_id: string }[] }>();
     expect(body.next_token).toBe('page-2');
     expect(body.tasks[0]?.task_id).toBe(KNOWN_ID);
@@ -297,12 +331,17 @@ describe('GET /api/tasks', () => {
     expect(api.callsOf('listTasks')[0]).toEqual([{ limit: 50 }]);
   });
 
-  it.each(['status=finished', 'limit=0', 'limit=5000', 'limit=abc', 'task_type=a%20b', 'order=asc', 'status=ready&status=running'])(
-    '400 for ?%s',
-    async (q) => {
-      expectError(await app.inject({ method: 'GET', url: `/api/tasks?${q}` }), 400, 'validation_failed');
-    },
-  );
+  it.each([
+    'status=finished',
+    'limit=0',
+    'limit=5000',
+    'limit=abc',
+    'task_type=a%20b',
+    'order=asc',
+    'status=ready&status=running',
+  ])('400 for ?%s', async (q) => {
+    expectError(await app.inject({ method: 'GET', url: `/api/tasks?${q}` }), 400, 'validation_failed');
+  });
 });
 
 describe('DELETE /api/tasks/:id', () => {
@@ -360,6 +399,11 @@ describe('GET /api/tasks/:id/history', () => {
   it('defaults limit to 20 and checks it', async () => {
     await app.inject({ method: 'GET', url: `/api/tasks/${KNOWN_ID}/history` });
     expect(api.callsOf('history')[0]).toEqual([KNOWN_ID, 20, undefined]);
-    expectError(await app.inject({ method: 'GET', url: `/api/tasks/${KNOWN_ID}/history?limit=0` }), 400, 'validation_failed', 'query.limit');
+    expectError(
+      await app.inject({ method: 'GET', url: `/api/tasks/${KNOWN_ID}/history?limit=0` }),
+      400,
+      'validation_failed',
+      'query.limit',
+    );
   });
 });

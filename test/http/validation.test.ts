@@ -101,10 +101,23 @@ describe('validateTask', () => {
 
   it('treats null optional fields as left out', () => {
     const spec = validateTask(
-      task({ priority: null, max_retries: null, timeout_seconds: null, idempotency_key: null, dependencies: null, schedule: null }),
+      task({
+        priority: null,
+        max_retries: null,
+        timeout_seconds: null,
+        idempotency_key: null,
+        dependencies: null,
+        schedule: null,
+      }),
       defaults,
     );
-    expect(spec).toMatchObject({ priority: 5, maxRetries: 3, timeoutSeconds: 60, idempotencyKey: null, dependencies: [] });
+    expect(spec).toMatchObject({
+      priority: 5,
+      maxRetries: 3,
+      timeoutSeconds: 60,
+      idempotencyKey: null,
+      dependencies: [],
+    });
     expect(spec.schedule).toEqual({ type: 'immediate' });
   });
 
@@ -112,7 +125,9 @@ describe('validateTask', () => {
     for (const payload of [0, 'text', [1, 2], { a: { b: null } }, false]) {
       expect(validateTask(task({ payload }), defaults).payload).toEqual(payload);
     }
-    const error = caught(() => validateTask(task({ payload: 'é'.repeat(200) }), { timeoutSeconds: 60, maxPayloadBytes: 300 }));
+    const error = caught(() =>
+      validateTask(task({ payload: 'é'.repeat(200) }), { timeoutSeconds: 60, maxPayloadBytes: 300 }),
+    );
     expect(error.code).toBe('payload_too_large');
     expect(error.status).toBe(413);
     expect(error.details).toMatchObject({ field: 'payload', limit_bytes: 300 });
@@ -217,10 +232,20 @@ describe('validateTask', () => {
 
     it('reads the policies, jitter and end time', () => {
       const s = validateTask(
-        cron({ jitter_seconds: 30, misfire_policy: 'fire_all', overlap_policy: 'skip', end_time: '2027-01-01T00:00:00+01:00' }),
+        cron({
+          jitter_seconds: 30,
+          misfire_policy: 'fire_all',
+          overlap_policy: 'skip',
+          end_time: '2027-01-01T00:00:00+01:00',
+        }),
         defaults,
       ).schedule;
-      expect(s).toMatchObject({ jitterSeconds: 30, misfirePolicy: 'fire_all', overlapPolicy: 'skip', endMs: Date.UTC(2026, 11, 31, 23) });
+      expect(s).toMatchObject({
+        jitterSeconds: 30,
+        misfirePolicy: 'fire_all',
+        overlapPolicy: 'skip',
+        endMs: Date.UTC(2026, 11, 31, 23),
+      });
     });
 
     it('refuses dependencies on a cron task, and allows an empty list', () => {
@@ -236,11 +261,23 @@ describe('validateTask', () => {
     const keyed = (o: Record<string, unknown> = {}): Record<string, unknown> => task({ idempotency_key: 'k', ...o });
     it('does not depend on key order, in the task or in its payload', () => {
       const a = validateTask(
-        { task_type: 't', idempotency_key: 'k', payload: { x: 1, y: { b: 2, a: [1, { d: 1, c: 2 }] } }, priority: 2, schedule: { type: 'delayed', delay_seconds: 5 } },
+        {
+          task_type: 't',
+          idempotency_key: 'k',
+          payload: { x: 1, y: { b: 2, a: [1, { d: 1, c: 2 }] } },
+          priority: 2,
+          schedule: { type: 'delayed', delay_seconds: 5 },
+        },
         defaults,
       );
       const b = validateTask(
-        { schedule: { delay_seconds: 5, type: 'delayed' }, priority: 2, payload: { y: { a: [1, { c: 2, d: 1 }], b: 2 }, x: 1 }, task_type: 't', idempotency_key: 'k' },
+        {
+          schedule: { delay_seconds: 5, type: 'delayed' },
+          priority: 2,
+          payload: { y: { a: [1, { c: 2, d: 1 }], b: 2 }, x: 1 },
+          task_type: 't',
+          idempotency_key: 'k',
+        },
         defaults,
       );
       expect(a.requestHash).toBe(b.requestHash);
@@ -256,7 +293,10 @@ describe('validateTask', () => {
       const base = validateTask(keyed({ payload: { n: 1 } }), defaults).requestHash;
       expect(validateTask(keyed({ payload: { n: 2 } }), defaults).requestHash).not.toBe(base);
       expect(validateTask(keyed({ payload: { n: 1 }, priority: 4 }), defaults).requestHash).not.toBe(base);
-      expect(validateTask(keyed({ payload: { n: 1 }, schedule: { type: 'delayed', delay_seconds: 1 } }), defaults).requestHash).not.toBe(base);
+      expect(
+        validateTask(keyed({ payload: { n: 1 }, schedule: { type: 'delayed', delay_seconds: 1 } }), defaults)
+          .requestHash,
+      ).not.toBe(base);
       expect(validateTask(keyed({ payload: [1, 2] }), defaults).requestHash).not.toBe(
         validateTask(keyed({ payload: [2, 1] }), defaults).requestHash,
       );
@@ -304,7 +344,9 @@ describe('worker validators', () => {
       maxTasks: 1,
       waitMs: 20_000,
     });
-    expect(validatePoll({ worker_id: 'w', task_types: ['a'], wait_ms: 25_000 }, { pollMaxWaitMs: 5_000 }).waitMs).toBe(5_000);
+    expect(validatePoll({ worker_id: 'w', task_types: ['a'], wait_ms: 25_000 }, { pollMaxWaitMs: 5_000 }).waitMs).toBe(
+      5_000,
+    );
   });
 
   it.each([
@@ -335,9 +377,9 @@ describe('worker validators', () => {
     });
     expect(validateCompletion(ID, { lease_token: 't', status: 'succeeded', retryable: false }).retryable).toBe(false);
     expect(caught(() => validateCompletion(ID, { lease_token: 't', status: 'done' })).details.field).toBe('status');
-    expect(caught(() => validateCompletion(ID, { lease_token: 't', status: 'failed', retryable: 'no' })).details.field).toBe(
-      'retryable',
-    );
+    expect(
+      caught(() => validateCompletion(ID, { lease_token: 't', status: 'failed', retryable: 'no' })).details.field,
+    ).toBe('retryable');
   });
 
   it('cuts a long error to 4 KiB of UTF-8 without splitting a character', () => {
@@ -412,7 +454,14 @@ describe('helpers', () => {
     expect(parseIsoTime('2026-11-30T12:00:00')).toBe(Date.UTC(2026, 10, 30, 12));
     expect(parseIsoTime('2026-11-30')).toBe(Date.UTC(2026, 10, 30));
     expect(parseIsoTime('2028-02-29T00:00:00Z')).toBe(Date.UTC(2028, 1, 29));
-    for (const bad of ['2026-02-29T00:00:00Z', '2026-13-01', '2026-11-30T24:00:00Z', 'Nov 30 2026', '', '2026-11-30T12:00:00+25:00']) {
+    for (const bad of [
+      '2026-02-29T00:00:00Z',
+      '2026-13-01',
+      '2026-11-30T24:00:00Z',
+      'Nov 30 2026',
+      '',
+      '2026-11-30T12:00:00+25:00',
+    ]) {
       expect(parseIsoTime(bad), bad).toBeNull();
     }
   });

@@ -39,7 +39,12 @@ function aborted(signal: AbortSignal): Promise<void> {
 
 describe('POST /api/workers/poll', () => {
   it('answers claimed tasks in API.md shape', async () => {
-    const res = await post('/api/workers/poll', { worker_id: 'w-1', task_types: ['email.send'], max_tasks: 10, wait_ms: 1000 });
+    const res = await post('/api/workers/poll', {
+      worker_id: 'w-1',
+      task_types: ['email.send'],
+      max_tasks: 10,
+      wait_ms: 1000,
+    });
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual({
       tasks: [
@@ -159,7 +164,12 @@ describe('POST /api/tasks/:id/heartbeat', () => {
 
 describe('POST /api/tasks/:id/complete', () => {
   it('answers ok and passes the result', async () => {
-    const res = await post(`/api/tasks/${KNOWN_ID}/complete`, { lease_token: 'lt1.2', status: 'failed', error: 'boom', retryable: false });
+    const res = await post(`/api/tasks/${KNOWN_ID}/complete`, {
+      lease_token: 'lt1.2',
+      status: 'failed',
+      error: 'boom',
+      retryable: false,
+    });
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual({ ok: true });
     expect(api.callsOf('complete')[0]).toEqual([
@@ -220,13 +230,19 @@ describe('POST /api/workers/complete (batch extension)', () => {
     api.override('complete', async () => {
       throw new WheelhouseError('lease_not_held');
     });
-    const res = await post('/api/workers/complete', { results: [{ task_id: KNOWN_ID, lease_token: 'x', status: 'succeeded' }] });
+    const res = await post('/api/workers/complete', {
+      results: [{ task_id: KNOWN_ID, lease_token: 'x', status: 'succeeded' }],
+    });
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual({ results: [{ task_id: KNOWN_ID, ok: false }] });
   });
 
   it('takes 1000 results', async () => {
-    const results = Array.from({ length: 1000 }, () => ({ task_id: KNOWN_ID, lease_token: 'lt1.2', status: 'succeeded' }));
+    const results = Array.from({ length: 1000 }, () => ({
+      task_id: KNOWN_ID,
+      lease_token: 'lt1.2',
+      status: 'succeeded',
+    }));
     const res = await post('/api/workers/complete', { results });
     expect(res.statusCode).toBe(200);
     expect(res.json<{ results: unknown[] }>().results).toHaveLength(1000);

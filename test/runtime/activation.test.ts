@@ -21,7 +21,10 @@ function probe(): Probe {
   return { activations: 0, deactivations: [], gates: [], failures: [] };
 }
 
-function logBehavior(p: Probe, persistence: 'snapshot' | 'external' = 'external'): Behavior<string[], LogMessage, string[]> {
+function logBehavior(
+  p: Probe,
+  persistence: 'snapshot' | 'external' = 'external',
+): Behavior<string[], LogMessage, string[]> {
   return {
     kind: persistence === 'snapshot' ? LOG_SNAPSHOT : LOG,
     persistence,
@@ -162,15 +165,21 @@ describe('activation', () => {
   it('throws a clear error for a ref to an unregistered kind', () => {
     const { system } = testSystem();
     system.register(logBehavior(probe()));
-    expect(() => system.ref(defineKind('lease'), 't1')).toThrow("No actor kind 'lease' is registered on node node-a (registered: log).");
+    expect(() => system.ref(defineKind('lease'), 't1')).toThrow(
+      "No actor kind 'lease' is registered on node node-a (registered: log).",
+    );
   });
 
   it('refuses a duplicate kind and malformed behaviors', () => {
     const { system } = testSystem();
     system.register(logBehavior(probe()));
     expect(() => system.register(logBehavior(probe()))).toThrow("Actor kind 'log' is already registered.");
-    expect(() => system.register({ ...logBehavior(probe()), kind: defineKind<LogMessage>('x'), mailboxCapacity: 0 })).toThrow(/mailboxCapacity/);
-    expect(() => system.register({ ...logBehavior(probe()), kind: defineKind<LogMessage>('y'), idlePassivationMs: -1 })).toThrow(/idlePassivationMs/);
+    expect(() =>
+      system.register({ ...logBehavior(probe()), kind: defineKind<LogMessage>('x'), mailboxCapacity: 0 }),
+    ).toThrow(/mailboxCapacity/);
+    expect(() =>
+      system.register({ ...logBehavior(probe()), kind: defineKind<LogMessage>('y'), idlePassivationMs: -1 }),
+    ).toThrow(/idlePassivationMs/);
   });
 
   it('lists and inspects live actors with their bookkeeping', async () => {
@@ -184,7 +193,12 @@ describe('activation', () => {
     ref.tell({ type: 'push', item: 'x' });
     await ref.ask({ type: 'items' });
 
-    expect(system.list({ kind: 'log' }).map((a) => a.key).sort()).toEqual(['busy', 'idle']);
+    expect(
+      system
+        .list({ kind: 'log' })
+        .map((a) => a.key)
+        .sort(),
+    ).toEqual(['busy', 'idle']);
     expect(system.list({ limit: 1 })).toHaveLength(1);
     expect(system.list({ kind: 'other' })).toEqual([]);
     expect(system.inspect('log', 'idle')).toEqual({

@@ -24,7 +24,8 @@ function counterBehavior(activations: string[] = []): Behavior<{ n: number }, Co
     receive(state, message, ctx) {
       if (message.type === 'bump') return { n: state.n + 1 };
       if (message.type === 'count') ctx.reply(message, state.n);
-      if (message.type === 'write') throw new WheelhouseError('stale_epoch', `${ctx.key}: a newer owner fenced this write`);
+      if (message.type === 'write')
+        throw new WheelhouseError('stale_epoch', `${ctx.key}: a newer owner fenced this write`);
       return state;
     },
     deactivate: async (state, ctx, reason) => {
@@ -85,7 +86,13 @@ describe('routing in a cluster', () => {
     // sender retries against its own ring.
     placement.owner = 'node-a';
     const refused = await b.system
-      .acceptRemote({ kind: 'counter', key: 'k', message: { type: 'bump' }, deadlineMs: b.clock.now() + 1_000, ask: false })
+      .acceptRemote({
+        kind: 'counter',
+        key: 'k',
+        message: { type: 'bump' },
+        deadlineMs: b.clock.now() + 1_000,
+        ask: false,
+      })
       .catch((e: unknown) => e);
     expect(refused).toMatchObject({ code: 'not_ready', details: { owner: 'node-a' } });
   });
@@ -107,7 +114,11 @@ describe('routing in a cluster', () => {
     expect(a.system.handOff()).toBe(1);
     expect(b.system.handOff()).toBe(0);
     await a.system.passivate('counter', 'k');
-    expect(await snapshots.read('counter', 'k')).toMatchObject({ ownerNode: null, epoch: 1, state: { v: 1, state: { n: 2 } } });
+    expect(await snapshots.read('counter', 'k')).toMatchObject({
+      ownerNode: null,
+      epoch: 1,
+      state: { v: 1, state: { n: 2 } },
+    });
     // The next message goes to node b, which continues from the snapshot.
     expect(await ref.ask({ type: 'count' })).toBe(2);
     expect(b.system.inspect('counter', 'k')).toMatchObject({ node: 'node-b', epoch: 2 });

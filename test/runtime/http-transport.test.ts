@@ -288,7 +288,13 @@ describe('HttpTransport between real nodes', () => {
     expect(crashed).toMatchObject({ code: 'internal', message: 'boom' });
 
     const unknown = await caught(
-      a.transport.deliver('node-b', { kind: 'nope', key: 'b-1', message: { type: 'x' }, deadlineMs: Date.now() + 3_000, ask: true }),
+      a.transport.deliver('node-b', {
+        kind: 'nope',
+        key: 'b-1',
+        message: { type: 'x' },
+        deadlineMs: Date.now() + 3_000,
+        ask: true,
+      }),
     );
     expect(unknown).toMatchObject({ code: 'internal' });
     expect(unknown.message).toMatch(/No actor kind 'nope'/);
@@ -348,7 +354,13 @@ describe('HttpTransport between real nodes', () => {
   it('answers 400 naming the bad field of a malformed batch', async () => {
     newCluster();
     const b = await cluster.node('node-b');
-    const good = { kind: 'echo', key: 'b-1', message: { type: 'note', text: 'x' }, deadline: Date.now() + 1_000, ask: false };
+    const good = {
+      kind: 'echo',
+      key: 'b-1',
+      message: { type: 'note', text: 'x' },
+      deadline: Date.now() + 1_000,
+      ask: false,
+    };
     const cases: [unknown, string][] = [
       [[good], 'body'],
       [{ envelopes: [good] }, 'from'],
@@ -382,7 +394,15 @@ describe('HttpTransport between real nodes', () => {
     const a = await cluster.node('node-a');
     await cluster.node('node-b', { bodyLimitBytes: 2_048 });
     const big = { type: 'mirror', data: 'x'.repeat(10_000) };
-    const error = await caught(a.transport.deliver('node-b', { kind: 'echo', key: 'b-1', message: big, deadlineMs: Date.now() + 3_000, ask: true }));
+    const error = await caught(
+      a.transport.deliver('node-b', {
+        kind: 'echo',
+        key: 'b-1',
+        message: big,
+        deadlineMs: Date.now() + 3_000,
+        ask: true,
+      }),
+    );
     expect(error).toMatchObject({ code: 'internal' });
     expect(error.message).toMatch(/answered 413 payload_too_large/);
     expect(a.transport.stats().retries).toBe(0);
@@ -402,7 +422,13 @@ describe('HttpTransport between real nodes', () => {
         payload: {
           from: 'node-x',
           order: { stream: 'stream-1', seq, since: 0 },
-          envelopes: texts.map((text) => ({ kind: 'echo', key: 'b-1', message: { type: 'note', text }, deadline: Date.now() + 5_000, ask: false })),
+          envelopes: texts.map((text) => ({
+            kind: 'echo',
+            key: 'b-1',
+            message: { type: 'note', text },
+            deadline: Date.now() + 5_000,
+            ask: false,
+          })),
         },
       });
     const second = post(1, ['2', '3']);
@@ -424,7 +450,15 @@ describe('HttpTransport between real nodes', () => {
       payload: {
         from: 'node-x',
         order: { stream: 'stream-2', seq: 1, since: 0 },
-        envelopes: [{ kind: 'echo', key: 'b-1', message: { type: 'note', text: 'orphan' }, deadline: Date.now() + 5_000, ask: false }],
+        envelopes: [
+          {
+            kind: 'echo',
+            key: 'b-1',
+            message: { type: 'note', text: 'orphan' },
+            deadline: Date.now() + 5_000,
+            ask: false,
+          },
+        ],
       },
     });
     expect(response.statusCode).toBe(200);
@@ -484,7 +518,13 @@ describe('HttpTransport retries against the ring’s new owner', () => {
     const c = await cluster.node('node-c');
     await b.system.shutdown();
     cluster.route = () => 'node-c';
-    const tell = a.transport.deliver('node-b', { kind: 'echo', key: 'b-1', message: { type: 'note', text: 'n' }, deadlineMs: Date.now() + 3_000, ask: false });
+    const tell = a.transport.deliver('node-b', {
+      kind: 'echo',
+      key: 'b-1',
+      message: { type: 'note', text: 'n' },
+      deadlineMs: Date.now() + 3_000,
+      ask: false,
+    });
     const ask = a.transport.deliver('node-b', askEcho('hi'));
     expect(await ask).toBe('node-c: hi');
     expect(await tell).toBeUndefined();
@@ -526,7 +566,13 @@ describe('HttpTransport retries against the ring’s new owner', () => {
     expect(a.transport.stats().failed).toBe(1);
 
     cluster.addresses.delete('node-b');
-    const tell: TransportEnvelope = { kind: 'echo', key: 'b-1', message: { type: 'note', text: 'n' }, deadlineMs: Date.now() + 200, ask: false };
+    const tell: TransportEnvelope = {
+      kind: 'echo',
+      key: 'b-1',
+      message: { type: 'note', text: 'n' },
+      deadlineMs: Date.now() + 200,
+      ask: false,
+    };
     const unknown = await caught(a.transport.deliver('node-b', tell));
     expect(Date.now()).toBeGreaterThanOrEqual(tell.deadlineMs);
     expect(unknown.message).toMatch(/last error: node node-b has no known address/);
@@ -560,7 +606,12 @@ describe('peer helpers', () => {
 
     const key = 'b-x/ü 1';
     await b.transport.deliver('node-b', askEcho('wake', key)); // deliverLocal on node-b
-    expect(await inspectRemote(b.address, 'shared', 'echo', key)).toMatchObject({ kind: 'echo', key, node: 'node-b', state: null });
+    expect(await inspectRemote(b.address, 'shared', 'echo', key)).toMatchObject({
+      kind: 'echo',
+      key,
+      node: 'node-b',
+      state: null,
+    });
     expect(await inspectRemote(b.address, 'shared', 'echo', 'b-absent')).toBeNull();
     const refused = await caught(inspectRemote(b.address, 'wrong', 'echo', key));
     expect(refused).toMatchObject({ code: 'internal' });

@@ -134,7 +134,11 @@ describe.each(sqlBackends)('Membership on $name', ({ open }) => {
       // Each report is a change: no two consecutive ones are the same set.
       for (let i = 1; i < m.changes.length; i++) expect(same(m.changes[i - 1]!, m.changes[i]!)).toBe(false);
     }
-    expect(a!.membership.live.map((node) => node.address)).toEqual(['http://node-a:7000', 'http://node-b:7000', 'http://node-c:7000']);
+    expect(a!.membership.live.map((node) => node.address)).toEqual([
+      'http://node-a:7000',
+      'http://node-b:7000',
+      'http://node-c:7000',
+    ]);
     expect(await storeLiveIds()).toEqual(['node-a', 'node-b', 'node-c']);
   });
 
@@ -148,7 +152,10 @@ describe.each(sqlBackends)('Membership on $name', ({ open }) => {
     await waitUntil('a and c see b gone', () => allSee([a!, c!], ['node-a', 'node-c']));
     expect(a!.changes.at(-1)).toEqual(['node-a', 'node-c']);
     expect(c!.changes.at(-1)).toEqual(['node-a', 'node-c']);
-    expect((await store.all(FAILURE_TIMEOUT_MS)).find((node) => node.id === 'node-b')).toMatchObject({ state: 'left', live: false });
+    expect((await store.all(FAILURE_TIMEOUT_MS)).find((node) => node.id === 'node-b')).toMatchObject({
+      state: 'left',
+      live: false,
+    });
     await a!.membership.stop();
     await c!.membership.stop();
     expect(await storeLiveIds()).toEqual([]);
@@ -180,7 +187,9 @@ describe.each(sqlBackends)('Membership on $name', ({ open }) => {
     const [a, b] = await startAll(['node-a', 'node-b']);
     const before = (await store.live(FAILURE_TIMEOUT_MS)).find((node) => node.id === 'node-b')!;
     // The others declare b out (as if its heartbeat had aged past the timeout during a pause).
-    await testDb.db.query(`UPDATE cluster_nodes SET heartbeat_at = heartbeat_at - interval '1 hour' WHERE id = 'node-b'`);
+    await testDb.db.query(
+      `UPDATE cluster_nodes SET heartbeat_at = heartbeat_at - interval '1 hour' WHERE id = 'node-b'`,
+    );
     await waitUntil('b has rejoined', () => b!.declaredOut.length > 0);
     expect(b!.declaredOut[0]).toMatchObject({ id: 'node-b', state: 'live' });
     expect(b!.declaredOut[0]!.startedMs).toBeGreaterThan(before.startedMs);
@@ -194,7 +203,10 @@ describe.each(sqlBackends)('Membership on $name', ({ open }) => {
     const [a, b] = await startAll(['node-a', 'node-b']);
     await store.leave('node-b');
     await waitUntil('b has rejoined', () => b!.declaredOut.length > 0);
-    await waitUntil('both see both again', async () => allSee([a!, b!], ['node-a', 'node-b']) && same(await storeLiveIds(), ['node-a', 'node-b']));
+    await waitUntil(
+      'both see both again',
+      async () => allSee([a!, b!], ['node-a', 'node-b']) && same(await storeLiveIds(), ['node-a', 'node-b']),
+    );
     await a!.membership.stop();
     await b!.membership.stop();
   });
@@ -219,7 +231,8 @@ describe.each(sqlBackends)('Membership on $name', ({ open }) => {
     let failing = true;
     const flaky: MembershipStore = {
       join: (node) => store.join(node),
-      heartbeat: (id, timeoutMs) => (failing ? Promise.reject(new Error('store down')) : store.heartbeat(id, timeoutMs)),
+      heartbeat: (id, timeoutMs) =>
+        failing ? Promise.reject(new Error('store down')) : store.heartbeat(id, timeoutMs),
       leave: (id) => store.leave(id),
       live: (timeoutMs) => store.live(timeoutMs),
       all: (timeoutMs) => store.all(timeoutMs),
@@ -238,7 +251,10 @@ describe.each(sqlBackends)('Membership on $name', ({ open }) => {
     expect(errors[0]).toBe('heartbeat');
     failing = false;
     // Whether or not the outage outlasted the timeout (a rejoin then), the node ends up live.
-    await waitUntil('node-a is live again', async () => same(await storeLiveIds(), ['node-a']) && same(m.liveIds, ['node-a']));
+    await waitUntil(
+      'node-a is live again',
+      async () => same(await storeLiveIds(), ['node-a']) && same(m.liveIds, ['node-a']),
+    );
     expect(m.state).toBe('running');
     await m.stop();
   });

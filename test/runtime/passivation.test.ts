@@ -62,7 +62,12 @@ describe('passivation', () => {
     await clock.advance(1);
     expect(p.deactivations).toEqual(['passivated']);
     expect(system.list()).toEqual([]);
-    expect(await snapshots.read('visits', 'v1')).toMatchObject({ ownerNode: null, epoch: 1, version: 1, state: { v: 1, state: { visits: 2 } } });
+    expect(await snapshots.read('visits', 'v1')).toMatchObject({
+      ownerNode: null,
+      epoch: 1,
+      version: 1,
+      state: { v: 1, state: { visits: 2 } },
+    });
     expect(clock.pendingTimers).toBe(0);
 
     ref.tell({ type: 'visit' });
@@ -152,7 +157,9 @@ describe('fencing', () => {
     // node-a's instance tries to persist on its way out: refused; the new owner's row stands.
     await expect(a.system.passivate('visits', 'v1')).resolves.toBeUndefined();
     expect(p.deactivations).toEqual(['passivated']);
-    expect(a.errors.map((e) => [e.info.during, (e.error as { code?: string }).code])).toEqual([['deactivate', 'stale_epoch']]);
+    expect(a.errors.map((e) => [e.info.during, (e.error as { code?: string }).code])).toEqual([
+      ['deactivate', 'stale_epoch'],
+    ]);
     // The new owner's row is untouched: still node-b's, epoch 2.
     expect(await a.snapshots.read('visits', 'v1')).toMatchObject({ ownerNode: 'node-b', epoch: 2 });
     expect(a.snapshots.callsOf('release').map((c) => c.epoch)).toEqual([]); // a fenced node does not release
@@ -195,7 +202,11 @@ describe('fencing', () => {
     await flushMicrotasks();
     expect(deactivations).toEqual(['failed']);
     expect(system.list()).toEqual([]);
-    expect(await snapshots.read('saver', 's1')).toMatchObject({ ownerNode: 'node-b', epoch: 2, state: { v: 1, state: 1 } });
+    expect(await snapshots.read('saver', 's1')).toMatchObject({
+      ownerNode: 'node-b',
+      epoch: 2,
+      state: { v: 1, state: 1 },
+    });
     expect(errors).toEqual([]);
   });
 });

@@ -37,7 +37,13 @@ describe('placement and transport', () => {
         return b.system.acceptRemote(JSON.parse(JSON.stringify(envelope)) as TransportEnvelope);
       },
     };
-    const a = testSystem({ nodeId: 'node-a', placement: splitPlacement, transport, clock: b.clock, defaultAskTimeoutMs: 2_000 });
+    const a = testSystem({
+      nodeId: 'node-a',
+      placement: splitPlacement,
+      transport,
+      clock: b.clock,
+      defaultAskTimeoutMs: 2_000,
+    });
     a.system.register(echoBehavior());
 
     expect(await a.system.ref(ECHO, 'a-1').ask({ type: 'echo', text: 'hi' })).toBe('node-a: hi');
@@ -49,8 +55,20 @@ describe('placement and transport', () => {
     expect(notesB).toEqual(['ünïcødé ✓']);
     const now = a.clock.now();
     expect(sent).toEqual([
-      { nodeId: 'node-b', envelope: { kind: 'echo', key: 'b-1', message: { type: 'note', text: 'ünïcødé ✓' }, deadlineMs: now + 2_000, ask: false } },
-      { nodeId: 'node-b', envelope: { kind: 'echo', key: 'b-1', message: { type: 'echo', text: 'hi' }, deadlineMs: now + 750, ask: true } },
+      {
+        nodeId: 'node-b',
+        envelope: {
+          kind: 'echo',
+          key: 'b-1',
+          message: { type: 'note', text: 'ünïcødé ✓' },
+          deadlineMs: now + 2_000,
+          ask: false,
+        },
+      },
+      {
+        nodeId: 'node-b',
+        envelope: { kind: 'echo', key: 'b-1', message: { type: 'echo', text: 'hi' }, deadlineMs: now + 750, ask: true },
+      },
     ]);
     expect(a.system.list()).toHaveLength(1);
     expect(b.system.list().map((i) => i.key)).toEqual(['b-1']);
@@ -60,7 +78,9 @@ describe('placement and transport', () => {
     const { system } = testSystem({ placement: splitPlacement });
     system.register(echoBehavior());
     const ref = system.ref(ECHO, 'b-1');
-    expect(() => ref.tell({ type: 'note', text: 'x' })).toThrow(/No transport is configured, but echo\/b-1 is owned by node node-b/);
+    expect(() => ref.tell({ type: 'note', text: 'x' })).toThrow(
+      /No transport is configured, but echo\/b-1 is owned by node node-b/,
+    );
     await expect(ref.ask({ type: 'echo', text: 'x' })).rejects.toMatchObject({ code: 'internal' });
     await expect(system.ensureActive('echo', 'b-1')).rejects.toThrow(/owned by node node-b/);
   });
@@ -69,14 +89,18 @@ describe('placement and transport', () => {
     const never = new Promise<unknown>(() => {});
     const transport: Transport = {
       deliver: (_nodeId, envelope) =>
-        envelope.message && (envelope.message as EchoMessage).type === 'note' ? Promise.reject(new Error('connection refused')) : never,
+        envelope.message && (envelope.message as EchoMessage).type === 'note'
+          ? Promise.reject(new Error('connection refused'))
+          : never,
     };
     const { system, clock, errors } = testSystem({ placement: splitPlacement, transport });
     system.register(echoBehavior());
     const ref = system.ref(ECHO, 'b-1');
     ref.tell({ type: 'note', text: 'x' });
     await flushMicrotasks();
-    expect(errors.map((e) => e.info)).toEqual([{ kind: 'echo', key: 'b-1', during: 'deliver', messageType: 'note', droppedTells: 1 }]);
+    expect(errors.map((e) => e.info)).toEqual([
+      { kind: 'echo', key: 'b-1', during: 'deliver', messageType: 'note', droppedTells: 1 },
+    ]);
     const hung = ref.ask({ type: 'echo', text: 'x' }, 100);
     const check = expect(hung).rejects.toMatchObject({ code: 'ask_timeout' });
     await clock.advance(100);

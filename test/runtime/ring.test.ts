@@ -1,7 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isWheelhouseError } from '../../src/lib/errors.js';
-import { DEFAULT_VNODES_PER_NODE, formatSpread, moves, RingPlacement, type ActorAddress } from '../../src/runtime/ring.js';
+import {
+  DEFAULT_VNODES_PER_NODE,
+  formatSpread,
+  moves,
+  RingPlacement,
+  type ActorAddress,
+} from '../../src/runtime/ring.js';
 
 /**
  * Consistent-hash placement: every node computes the same owners from the same live set, the
@@ -59,7 +65,14 @@ describe('RingPlacement', () => {
     const ring = new RingPlacement(THREE);
     const spread = ring.spread('wheel', ['0']);
     expect([...spread.values()].sort()).toEqual([0, 0, 1]);
-    expect(formatSpread(new Map([['n1', 3], ['n2', 1]]))).toBe('n1 3, n2 1 (max/min 3/1)');
+    expect(
+      formatSpread(
+        new Map([
+          ['n1', 3],
+          ['n2', 1],
+        ]),
+      ),
+    ).toBe('n1 3, n2 1 (max/min 3/1)');
     expect(formatSpread(new Map())).toBe('(no nodes)');
   });
 
@@ -94,7 +107,11 @@ describe('RingPlacement', () => {
     const six = ['n1', 'n2', 'n3', 'n4', 'n5', 'n6'];
     const keys = Array.from({ length: 2_000 }, (_, i) => ({ kind: 'dag', key: String(i) }));
     for (const vnodesPerNode of [40, DEFAULT_VNODES_PER_NODE]) {
-      const moved = moves(new RingPlacement(six, { vnodesPerNode }), new RingPlacement([...six, 'n7'], { vnodesPerNode }), keys);
+      const moved = moves(
+        new RingPlacement(six, { vnodesPerNode }),
+        new RingPlacement([...six, 'n7'], { vnodesPerNode }),
+        keys,
+      );
       expect(moved.length).toBeGreaterThan(0);
       expect(moved.filter((m) => m.to !== 'n7')).toEqual([]);
     }
@@ -162,14 +179,27 @@ describe('RingPlacement (property: minimal movement)', () => {
 
   it('on remove, exactly the addresses of the node that left move, to nodes that stayed', () => {
     fc.assert(
-      fc.property(liveSet.filter((ids) => ids.length >= 2), fc.nat(), vnodes, addresses, (ids, pick, vnodesPerNode, addrs) => {
-        const leaving = ids[pick % ids.length] as string;
-        const before = new RingPlacement(ids, { vnodesPerNode });
-        const after = new RingPlacement(ids.filter((id) => id !== leaving), { vnodesPerNode });
-        const moved = moves(before, after, addrs);
-        expect(moved).toEqual(addrs.filter((a) => before.ownerOf(a.kind, a.key) === leaving).map((a) => ({ ...a, from: leaving, to: after.ownerOf(a.kind, a.key) })));
-        for (const move of moved) expect(move.to).not.toBe(leaving);
-      }),
+      fc.property(
+        liveSet.filter((ids) => ids.length >= 2),
+        fc.nat(),
+        vnodes,
+        addresses,
+        (ids, pick, vnodesPerNode, addrs) => {
+          const leaving = ids[pick % ids.length] as string;
+          const before = new RingPlacement(ids, { vnodesPerNode });
+          const after = new RingPlacement(
+            ids.filter((id) => id !== leaving),
+            { vnodesPerNode },
+          );
+          const moved = moves(before, after, addrs);
+          expect(moved).toEqual(
+            addrs
+              .filter((a) => before.ownerOf(a.kind, a.key) === leaving)
+              .map((a) => ({ ...a, from: leaving, to: after.ownerOf(a.kind, a.key) })),
+          );
+          for (const move of moved) expect(move.to).not.toBe(leaving);
+        },
+      ),
       { numRuns: 150 },
     );
   });
@@ -177,7 +207,7 @@ describe('RingPlacement (property: minimal movement)', () => {
   it('owners are live nodes and do not depend on the order of the live set', () => {
     fc.assert(
       fc.property(liveSet, vnodes, addresses, fc.nat(), (ids, vnodesPerNode, addrs, seed) => {
-        const shuffled = [...ids].sort((x, y) => (hashish(x, seed) - hashish(y, seed)) || (x < y ? -1 : 1));
+        const shuffled = [...ids].sort((x, y) => hashish(x, seed) - hashish(y, seed) || (x < y ? -1 : 1));
         const a = new RingPlacement(ids, { vnodesPerNode });
         const b = new RingPlacement(shuffled, { vnodesPerNode });
         expect(b.nodes()).toEqual(a.nodes());
@@ -235,16 +265,23 @@ describe('RingPlacement with bounded loads (the wheel partitions)', () => {
 
   it('moves the partitions of a node that leaves, and few others', () => {
     fc.assert(
-      fc.property(nodeIds.filter((ids) => ids.length >= 2), fc.nat(), (live, pick) => {
-        const leaving = live[pick % live.length]!;
-        const before = new RingPlacement(live, { bounded });
-        const after = new RingPlacement(live.filter((id) => id !== leaving), { bounded });
-        const moved = moves(before, after, wheel(PARTITIONS));
-        const theirs = PARTITIONS.filter((key) => before.ownerOf('wheel', key) === leaving);
-        for (const key of theirs) expect(moved.map((m) => m.key)).toContain(key);
-        // The room freed on the others lets a few that had spilled go back to their first choice.
-        expect(moved.length - theirs.length).toBeLessThanOrEqual(12);
-      }),
+      fc.property(
+        nodeIds.filter((ids) => ids.length >= 2),
+        fc.nat(),
+        (live, pick) => {
+          const leaving = live[pick % live.length]!;
+          const before = new RingPlacement(live, { bounded });
+          const after = new RingPlacement(
+            live.filter((id) => id !== leaving),
+            { bounded },
+          );
+          const moved = moves(before, after, wheel(PARTITIONS));
+          const theirs = PARTITIONS.filter((key) => before.ownerOf('wheel', key) === leaving);
+          for (const key of theirs) expect(moved.map((m) => m.key)).toContain(key);
+          // The room freed on the others lets a few that had spilled go back to their first choice.
+          expect(moved.length - theirs.length).toBeLessThanOrEqual(12);
+        },
+      ),
       { numRuns: 200 },
     );
   });

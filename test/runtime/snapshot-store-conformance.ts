@@ -27,7 +27,13 @@ export function describeSnapshotStoreConformance(
       withStore(async (store, kind) => {
         expect(await store.read(kind, 'k')).toBeNull();
         expect(await store.acquire(kind, 'k', 'node-a', NOW)).toEqual({ epoch: 1, version: 0, state: null });
-        expect(await store.read(kind, 'k')).toMatchObject({ kind, key: 'k', ownerNode: 'node-a', epoch: 1, version: 0 });
+        expect(await store.read(kind, 'k')).toMatchObject({
+          kind,
+          key: 'k',
+          ownerNode: 'node-a',
+          epoch: 1,
+          version: 0,
+        });
       }));
 
     it('saves under the held epoch, bumping the version; the next owner gets the last state', () =>

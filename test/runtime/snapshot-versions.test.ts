@@ -119,7 +119,9 @@ describe('versioned snapshots', () => {
 
     const error = await system.ensureActive(TALLY, 'bad').catch((e: unknown) => e);
     expect(isWheelhouseError(error, 'internal')).toBe(true);
-    expect((error as Error).message).toBe('tally/bad: its snapshot (version 2) cannot be decoded: not a tally: {"count":"many"}');
+    expect((error as Error).message).toBe(
+      'tally/bad: its snapshot (version 2) cannot be decoded: not a tally: {"count":"many"}',
+    );
     expect((error as { details: unknown }).details).toEqual({ address: 'tally/bad', version: 2, knownVersion: 2 });
     // `activate` never ran, the actor is not in memory, and ownership was given back.
     expect(activations).toEqual([]);
@@ -148,7 +150,9 @@ describe('versioned snapshots', () => {
     expect(() => system.register({ ...base, kind: defineKind<TallyMessage>('plain') })).toThrow(
       /persistence 'snapshot' needs a snapshot codec/,
     );
-    expect(() => system.register({ ...base, persistence: 'external' })).toThrow(/persistence 'external' keeps no snapshot/);
+    expect(() => system.register({ ...base, persistence: 'external' })).toThrow(
+      /persistence 'external' keeps no snapshot/,
+    );
     expect(() => defineKind('v0', { version: 0, decode: () => null })).toThrow(/positive integer/);
   });
 });

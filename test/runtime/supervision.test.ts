@@ -122,7 +122,9 @@ describe('an actor duty (a timer message)', () => {
 describe('retryDelayMs', () => {
   it('doubles from the base to the ceiling, scaled by 0.5…1', () => {
     const policy = { baseMs: 100, maxMs: 2_000 };
-    expect([1, 2, 3, 4, 5, 6, 50].map((n) => retryDelayMs(n, policy, () => 1))).toEqual([100, 200, 400, 800, 1_600, 2_000, 2_000]);
+    expect([1, 2, 3, 4, 5, 6, 50].map((n) => retryDelayMs(n, policy, () => 1))).toEqual([
+      100, 200, 400, 800, 1_600, 2_000, 2_000,
+    ]);
     expect(retryDelayMs(1, policy, () => 0)).toBe(50);
   });
 });

@@ -16,14 +16,20 @@ interface AlarmState {
   cancels: Map<string, Cancel>;
 }
 
-function alarmBehavior(deactivations: DeactivationReason[] = [], armOnActivate?: Arm): Behavior<AlarmState, AlarmMessage> {
+function alarmBehavior(
+  deactivations: DeactivationReason[] = [],
+  armOnActivate?: Arm,
+): Behavior<AlarmState, AlarmMessage> {
   return {
     kind: ALARM,
     persistence: 'external',
     async activate(ctx) {
       const state: AlarmState = { fired: [], cancels: new Map() };
       if (armOnActivate) {
-        state.cancels.set(armOnActivate.label, ctx.schedule(armOnActivate.delayMs, { type: 'fired', label: armOnActivate.label }));
+        state.cancels.set(
+          armOnActivate.label,
+          ctx.schedule(armOnActivate.delayMs, { type: 'fired', label: armOnActivate.label }),
+        );
       }
       return state;
     },
@@ -130,7 +136,11 @@ describe('shutdown', () => {
     await system.shutdown();
     expect(deactivations).toEqual(['shutdown', 'shutdown', 'shutdown']);
     expect(saved).toEqual(['shutdown']);
-    expect(await snapshots.read('saved', 's1')).toMatchObject({ ownerNode: null, version: 1, state: { v: 1, state: 7 } });
+    expect(await snapshots.read('saved', 's1')).toMatchObject({
+      ownerNode: null,
+      version: 1,
+      state: { v: 1, state: 7 },
+    });
     expect(system.list()).toEqual([]);
     expect(clock.pendingTimers).toBe(0);
   });

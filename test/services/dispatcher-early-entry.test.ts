@@ -31,8 +31,22 @@ describe.each(sqlBackends)('Dispatcher and entries fired early, on $name', ({ op
     const clock = new FakeClock(T0);
     const tasks = new SqlTaskStore(testDb.db);
     const ready = new MemoryReadyQueue();
-    const system = new ActorSystem({ nodeId: 'n1', clock, snapshots: new MemorySnapshotStore(), placement: new LocalPlacement('n1') });
-    system.register(workerLeaseBehavior({ tasks, backoff: BACKOFF, placement: { requeue: async () => undefined }, dependents: { transitions: () => undefined }, events: NO_EVENTS, onError: () => undefined }));
+    const system = new ActorSystem({
+      nodeId: 'n1',
+      clock,
+      snapshots: new MemorySnapshotStore(),
+      placement: new LocalPlacement('n1'),
+    });
+    system.register(
+      workerLeaseBehavior({
+        tasks,
+        backoff: BACKOFF,
+        placement: { requeue: async () => undefined },
+        dependents: { transitions: () => undefined },
+        events: NO_EVENTS,
+        onError: () => undefined,
+      }),
+    );
     const dispatcher = new Dispatcher({ tasks, ready, clock, system, pollMaxWaitMs: 0, events: NO_EVENTS });
     const poll = (type: string) => dispatcher.poll({ workerId: 'w', taskTypes: [type], maxTasks: 10, waitMs: 0 });
     return { clock, tasks, ready, dispatcher, poll };

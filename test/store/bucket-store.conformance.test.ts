@@ -17,7 +17,8 @@ describe.each(fastStoreBackends)('BucketStore on $name', (backend) => {
     stores = await backend.open();
   });
   /** The entries a take returns (the stamp has tests of its own below). */
-  const take = async (partition: number, untilMs: number): Promise<DueEntry[]> => (await stores.buckets.takeUntil(partition, untilMs)).entries;
+  const take = async (partition: number, untilMs: number): Promise<DueEntry[]> =>
+    (await stores.buckets.takeUntil(partition, untilMs)).entries;
   afterEach(async () => {
     await stores.close();
   });
@@ -47,7 +48,13 @@ describe.each(fastStoreBackends)('BucketStore on $name', (backend) => {
     ];
     await buckets.add(0, entries);
     const taken = await take(0, T0 + 4 * MINUTE);
-    expect(taken.map((e) => e.taskId)).toEqual(['task-000001', 'task-000002', 'task-000003', 'task-000004', 'task-000005']);
+    expect(taken.map((e) => e.taskId)).toEqual([
+      'task-000001',
+      'task-000002',
+      'task-000003',
+      'task-000004',
+      'task-000005',
+    ]);
     expect(await take(0, T0 + 5 * MINUTE)).toEqual([entry(6, T0 + 4 * MINUTE)]);
   });
 

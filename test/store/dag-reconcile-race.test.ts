@@ -48,7 +48,11 @@ describe.each(sqlBackends)('DagStore reconcile under concurrency on $name', ({ o
   const succeed = async (id: string, atMs: number): Promise<void> => {
     const [claimed] = await tasks.claim([id], 'w-race', atMs);
     if (claimed === undefined) throw new Error(`could not claim ${id}`);
-    const [transition] = await tasks.complete([{ taskId: id, version: claimed.version, outcome: 'succeeded', error: null, retryable: false }], atMs + 10, BACKOFF);
+    const [transition] = await tasks.complete(
+      [{ taskId: id, version: claimed.version, outcome: 'succeeded', error: null, retryable: false }],
+      atMs + 10,
+      BACKOFF,
+    );
     if (transition === undefined) throw new Error(`could not complete ${id}`);
   };
 
@@ -57,7 +61,8 @@ describe.each(sqlBackends)('DagStore reconcile under concurrency on $name', ({ o
    * together behind a lock on the task's edges (see the header); on PGlite, one by one.
    */
   const reconcileAtOnce = async (taskId: string, nowMs: number): Promise<DagOutcome[][]> => {
-    if (testDb.db.driver !== 'postgres') return Promise.all(Array.from({ length: RACERS }, () => dags.reconcile([taskId], nowMs)));
+    if (testDb.db.driver !== 'postgres')
+      return Promise.all(Array.from({ length: RACERS }, () => dags.reconcile([taskId], nowMs)));
     // A pool of its own, one connection per racer, named so that pg_stat_activity shows its sessions.
     const name = `dag_race_${randomBytes(4).toString('hex')}`;
     const url = new URL(TEST_POSTGRES_URL);
@@ -101,14 +106,24 @@ describe.each(sqlBackends)('DagStore reconcile under concurrency on $name', ({ o
       const outcomes = (await reconcileAtOnce(waiter.id, T0 + 3000)).flat();
       expect(outcomes.length, `round ${round}`).toBeGreaterThanOrEqual(1);
       expect(outcomes.length, `round ${round}`).toBeLessThanOrEqual(2);
-      expect(outcomes.every((o) => o.status === 'blocked'), `round ${round}: ${JSON.stringify(outcomes)}`).toBe(true);
+      expect(
+        outcomes.every((o) => o.status === 'blocked'),
+        `round ${round}: ${JSON.stringify(outcomes)}`,
+      ).toBe(true);
       expect(await tasks.get(waiter.id), `round ${round}`).toMatchObject({ status: 'blocked', depsSatisfied: 2 });
 
       // The last edge: exactly one run releases the task.
       await succeed(preds[2]!.id, T0 + 4000);
       const last = (await reconcileAtOnce(waiter.id, T0 + 5000)).flat();
-      expect(last.map((o) => o.status), `round ${round}`).toEqual(['pending']);
-      expect(await tasks.get(waiter.id), `round ${round}`).toMatchObject({ status: 'pending', depsSatisfied: 3, dueMs: T0 + 5000 });
+      expect(
+        last.map((o) => o.status),
+        `round ${round}`,
+      ).toEqual(['pending']);
+      expect(await tasks.get(waiter.id), `round ${round}`).toMatchObject({
+        status: 'pending',
+        depsSatisfied: 3,
+        dueMs: T0 + 5000,
+      });
     }
   });
 });

@@ -74,10 +74,21 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
     return { dagId, nodes: nodes.map((n) => makeTask({ dagId, ...n })) };
   };
   /** Claims `id` at `atMs` and reports `outcome`; answers the transition. */
-  const finish = async (id: string, outcome: 'succeeded' | 'failed', atMs = T0 + 1000, retryable = false): Promise<Transition> => {
+  const finish = async (
+    id: string,
+    outcome: 'succeeded' | 'failed',
+    atMs = T0 + 1000,
+    retryable = false,
+  ): Promise<Transition> => {
     const [claimed] = await tasks.claim([id], 'w-dag', atMs);
     if (claimed === undefined) throw new Error(`could not claim ${id}`);
-    const completion: Completion = { taskId: id, version: claimed.version, outcome, error: outcome === 'failed' ? 'boom' : null, retryable };
+    const completion: Completion = {
+      taskId: id,
+      version: claimed.version,
+      outcome,
+      error: outcome === 'failed' ? 'boom' : null,
+      retryable,
+    };
     const [transition] = await tasks.complete([completion], atMs + 10, BACKOFF);
     if (transition === undefined) throw new Error(`could not complete ${id}`);
     return transition;
@@ -104,9 +115,28 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
         [c, 'blocked'],
         [d, 'blocked'],
       ]);
-      expect(await get(a)).toMatchObject({ status: 'pending', depsTotal: 0, depsSatisfied: 0, hasDependents: true, dagId, dagRef: 'a' });
-      expect(await get(b)).toMatchObject({ status: 'blocked', depsTotal: 1, depsSatisfied: 0, hasDependents: true, dagRef: 'b' });
-      expect(await get(d)).toMatchObject({ status: 'blocked', depsTotal: 2, depsSatisfied: 0, hasDependents: false, dagRef: 'd' });
+      expect(await get(a)).toMatchObject({
+        status: 'pending',
+        depsTotal: 0,
+        depsSatisfied: 0,
+        hasDependents: true,
+        dagId,
+        dagRef: 'a',
+      });
+      expect(await get(b)).toMatchObject({
+        status: 'blocked',
+        depsTotal: 1,
+        depsSatisfied: 0,
+        hasDependents: true,
+        dagRef: 'b',
+      });
+      expect(await get(d)).toMatchObject({
+        status: 'blocked',
+        depsTotal: 2,
+        depsSatisfied: 0,
+        hasDependents: false,
+        dagRef: 'd',
+      });
       expect(await edges(d)).toEqual(sortIds([b, c]).map((id) => ({ predecessor_id: id, satisfied: false })));
       expect(await edges(a)).toEqual([]);
 
@@ -118,7 +148,12 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
         [c, [a]],
         [d, sortIds([b, c])],
       ]);
-      expect(await dags.predecessors([d, b, a])).toEqual(new Map([[b, [a]], [d, sortIds([b, c])]]));
+      expect(await dags.predecessors([d, b, a])).toEqual(
+        new Map([
+          [b, [a]],
+          [d, sortIds([b, c])],
+        ]),
+      );
       const waiting = await dags.dependents([a]);
       expect(waiting.map((w) => w.taskId).sort()).toEqual(sortIds([b, c]));
       const [onD] = await dags.dependents([b, c]);
@@ -153,7 +188,13 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
       const result = await dags.submitGraph(nodes, { id: dagId, idempotencyKey: null, requestHash: '' }, T0 + 5000);
       expect(result.tasks.map((t) => t.status)).toEqual(['pending', 'cancelled', 'cancelled', 'blocked', 'cancelled']);
 
-      expect(await get(onOk)).toMatchObject({ status: 'pending', depsTotal: 1, depsSatisfied: 1, lastError: null, completedMs: null });
+      expect(await get(onOk)).toMatchObject({
+        status: 'pending',
+        depsTotal: 1,
+        depsSatisfied: 1,
+        lastError: null,
+        completedMs: null,
+      });
       expect(await edges(onOk)).toEqual([{ predecessor_id: ok.id, satisfied: true }]);
       expect(await get(onBad)).toMatchObject({
         status: 'cancelled',
@@ -183,7 +224,14 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
       const cron = makeTask({
         scheduleType: 'cron',
         status: 'active',
-        schedule: { cronExpression: '* * * * *', timezone: 'UTC', jitterSeconds: 0, misfirePolicy: 'fire_once', overlapPolicy: 'allow', endMs: null },
+        schedule: {
+          cronExpression: '* * * * *',
+          timezone: 'UTC',
+          jitterSeconds: 0,
+          misfirePolicy: 'fire_once',
+          overlapPolicy: 'allow',
+          endMs: null,
+        },
       });
       await tasks.submit([cron], T0);
       const before = await counts();
@@ -192,10 +240,14 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
       const y = nextId();
       const key = { idempotencyKey: `dag-refused-${x}`, requestHash: 'h1' };
       const unknown = graphOf([{ id: x }, { id: y, dependsOn: [x, nextId()] }]);
-      expect(await errorCodeOf(dags.submitGraph(unknown.nodes, { id: unknown.dagId, ...key }, T0))).toBe('unknown_dependency');
+      expect(await errorCodeOf(dags.submitGraph(unknown.nodes, { id: unknown.dagId, ...key }, T0))).toBe(
+        'unknown_dependency',
+      );
 
       const onCron = graphOf([{ id: nextId(), dependsOn: [cron.id] }]);
-      expect(await errorCodeOf(dags.submitGraph(onCron.nodes, { id: onCron.dagId, ...key }, T0))).toBe('validation_failed');
+      expect(await errorCodeOf(dags.submitGraph(onCron.nodes, { id: onCron.dagId, ...key }, T0))).toBe(
+        'validation_failed',
+      );
 
       const selfId = nextId();
       const self = graphOf([{ id: selfId, dependsOn: [selfId] }]);
@@ -207,7 +259,9 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
         { id: c2, dependsOn: [c1] },
         { id: c3, dependsOn: [c2] },
       ]);
-      expect(await errorCodeOf(dags.submitGraph(cycle.nodes, { id: cycle.dagId, ...key }, T0))).toBe('dependency_cycle');
+      expect(await errorCodeOf(dags.submitGraph(cycle.nodes, { id: cycle.dagId, ...key }, T0))).toBe(
+        'dependency_cycle',
+      );
 
       // The same through TaskStore.submit (POST /api/tasks): an unknown id rejects the batch.
       const batch = [makeTask(), makeTask({ dependsOn: [nextId()] })];
@@ -227,19 +281,29 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
         return graphOf([{ id: root }, { dependsOn: [root] }]);
       };
       const first = pair();
-      const created = await dags.submitGraph(first.nodes, { id: first.dagId, idempotencyKey: key, requestHash: 'hash-1' }, T0);
+      const created = await dags.submitGraph(
+        first.nodes,
+        { id: first.dagId, idempotencyKey: key, requestHash: 'hash-1' },
+        T0,
+      );
       expect(created.created).toBe(true);
       const before = await counts();
 
       const replay = pair();
-      const again = await dags.submitGraph(replay.nodes, { id: replay.dagId, idempotencyKey: key, requestHash: 'hash-1' }, T0 + 1000);
+      const again = await dags.submitGraph(
+        replay.nodes,
+        { id: replay.dagId, idempotencyKey: key, requestHash: 'hash-1' },
+        T0 + 1000,
+      );
       expect(again).toEqual({ created: false, dagId: first.dagId, tasks: [] });
       expect(await counts()).toEqual(before);
 
       const other = graphOf([{ id: nextId() }]);
-      expect(await errorCodeOf(dags.submitGraph(other.nodes, { id: other.dagId, idempotencyKey: key, requestHash: 'hash-2' }, T0))).toBe(
-        'idempotency_conflict',
-      );
+      expect(
+        await errorCodeOf(
+          dags.submitGraph(other.nodes, { id: other.dagId, idempotencyKey: key, requestHash: 'hash-2' }, T0),
+        ),
+      ).toBe('idempotency_conflict');
       expect(await counts()).toEqual(before);
     });
   });
@@ -262,7 +326,9 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
 
       const mine = (events: { predecessorId: string }[]) => events.filter((e) => e.predecessorId === p.id);
       expect(mine(await dags.pendingEvents(T0 + 2010, 1000))).toEqual([]);
-      expect(mine(await dags.pendingEvents(T0 + 2011, 1000))).toEqual([{ predecessorId: p.id, status: 'succeeded', createdMs: T0 + 2010 }]);
+      expect(mine(await dags.pendingEvents(T0 + 2011, 1000))).toEqual([
+        { predecessorId: p.id, status: 'succeeded', createdMs: T0 + 2010 },
+      ]);
       await dags.clearEvents([p.id]);
       expect(await outbox([p.id])).toEqual([]);
     });
@@ -281,8 +347,14 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
       const expired = await tasks.expireLease(expiring.id, claimed!.version, T0 + 5000, BACKOFF);
       expect(expired).toMatchObject({ status: 'failed', notifyDependents: true });
 
-      expect(await tasks.cancel(pending.id, T0 + 6000)).toMatchObject({ kind: 'cancelled', task: { hasDependents: true } });
-      expect(await tasks.cancel(blocked.id, T0 + 6000)).toMatchObject({ kind: 'cancelled', task: { hasDependents: true } });
+      expect(await tasks.cancel(pending.id, T0 + 6000)).toMatchObject({
+        kind: 'cancelled',
+        task: { hasDependents: true },
+      });
+      expect(await tasks.cancel(blocked.id, T0 + 6000)).toMatchObject({
+        kind: 'cancelled',
+        task: { hasDependents: true },
+      });
 
       const [run] = await tasks.claim([running.id], 'w', T0);
       expect((await tasks.cancel(running.id, T0 + 6000)).kind).toBe('cancel_requested');
@@ -388,8 +460,12 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
       expect(await outbox([mid.id])).toEqual([{ predecessor_id: mid.id, status: 'cancelled' }]);
       expect(await dags.dependents([mid.id])).toEqual([{ taskId: low.id, predecessorIds: [mid.id] }]);
 
-      expect(await dags.reconcile([low.id], T0 + 4000)).toEqual([{ taskId: low.id, status: 'cancelled', due: null, notifyDependents: true }]);
-      expect(await dags.reconcile([leaf.id], T0 + 5000)).toEqual([{ taskId: leaf.id, status: 'cancelled', due: null, notifyDependents: false }]);
+      expect(await dags.reconcile([low.id], T0 + 4000)).toEqual([
+        { taskId: low.id, status: 'cancelled', due: null, notifyDependents: true },
+      ]);
+      expect(await dags.reconcile([leaf.id], T0 + 5000)).toEqual([
+        { taskId: leaf.id, status: 'cancelled', due: null, notifyDependents: false },
+      ]);
       expect(await get(leaf.id)).toMatchObject({ status: 'cancelled', lastError: `predecessor ${low.id} cancelled` });
       // A leaf nobody waits on writes no event; a second reconcile changes nothing.
       expect(await outbox([leaf.id])).toEqual([]);
@@ -412,12 +488,20 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
       await testDb.db.query("UPDATE tasks SET status = 'cancelled' WHERE status = 'blocked'");
       const done = async (id: string, atMs: number): Promise<void> => {
         const [c] = await tasks.claim([id], 'w', atMs);
-        await tasks.complete([{ taskId: id, version: c!.version, outcome: 'succeeded', error: null, retryable: true }], atMs, BACKOFF);
+        await tasks.complete(
+          [{ taskId: id, version: c!.version, outcome: 'succeeded', error: null, retryable: true }],
+          atMs,
+          BACKOFF,
+        );
       };
       const p = makeTask();
       const open2 = makeTask();
       await tasks.submit([p, open2], T0);
-      const waiters = [makeTask({ dependsOn: [p.id] }), makeTask({ dependsOn: [p.id] }), makeTask({ dependsOn: [open2.id] })];
+      const waiters = [
+        makeTask({ dependsOn: [p.id] }),
+        makeTask({ dependsOn: [p.id] }),
+        makeTask({ dependsOn: [open2.id] }),
+      ];
       await tasks.submit(waiters, T0);
       const stuckIds = sortIds([waiters[0]!.id, waiters[1]!.id]);
 
@@ -440,7 +524,12 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
       expect((await dags.stuck(null, 100, T0)).ids).toEqual([waiters[2]!.id]);
 
       const fixed = await dags.reconcile([...stuckIds, waiters[2]!.id], T0 + 60_000);
-      expect(fixed.filter((o) => o.status === 'pending').map((o) => o.taskId).sort()).toEqual(sortIds([...stuckIds, waiters[2]!.id]));
+      expect(
+        fixed
+          .filter((o) => o.status === 'pending')
+          .map((o) => o.taskId)
+          .sort(),
+      ).toEqual(sortIds([...stuckIds, waiters[2]!.id]));
       expect(await dags.stuck(null, 100, T0 + 120_000)).toEqual({ ids: [], next: null });
     });
   });

@@ -141,7 +141,7 @@ describe.each(backends)('fences on $name', (backend) => {
       expect(await buckets.stamps([2])).toEqual([3]);
     });
 
-    it('raises the partition\'s stamp with a fenced push and answers it; an unfenced push answers 0', async () => {
+    it("raises the partition's stamp with a fenced push and answers it; an unfenced push answers 0", async () => {
       const { buckets, ready, coalesced } = stores;
       await buckets.setIntact(6, 20);
       expect(await ready.push([entry(1, T0)], { partition: 6, epoch: 1 })).toBe(21);
@@ -200,7 +200,12 @@ describe.each(backends)('fences on $name', (backend) => {
       await ready.push([entry(3, T0, 'a')], { partition: 4, epoch: 4 });
       await ready.push([entry(4, T0, 'a')]);
       expect(heard).toEqual([['a', 'b'], ['a'], ['a']]);
-      expect(ids(await ready.take(['a', 'b'], 10, T0))).toEqual(['task-000001', 'task-000002', 'task-000003', 'task-000004']);
+      expect(ids(await ready.take(['a', 'b'], 10, T0))).toEqual([
+        'task-000001',
+        'task-000002',
+        'task-000003',
+        'task-000004',
+      ]);
     });
 
     it('allows a fenced push where no fence was raised, and looks at its own partition only', async () => {
@@ -219,18 +224,26 @@ describe.each(backends)('fences on $name', (backend) => {
       await ready.push([entry(2, T0)], { partition: 5, epoch: 1 });
       await buckets.fence(5, 4);
       expectStale(await rejection(buckets.add(5, [entry(3, T0)], 1)), { partition: 5, epoch: 1, fence: 4 });
-      expectStale(await rejection(ready.push([entry(4, T0)], { partition: 5, epoch: 1 })), { partition: 5, epoch: 1, fence: 4 });
+      expectStale(await rejection(ready.push([entry(4, T0)], { partition: 5, epoch: 1 })), {
+        partition: 5,
+        epoch: 1,
+        fence: 4,
+      });
       expect(ids(await ready.take(['email'], 10, T0))).toEqual(['task-000002']);
     });
 
-    it('raises the fence with every fenced write above it, so after a flush the owner\'s first write fences the stale writer out', async () => {
+    it("raises the fence with every fenced write above it, so after a flush the owner's first write fences the stale writer out", async () => {
       const { buckets, ready } = stores;
       await buckets.fence(5, 4);
       await stores.flush();
       await buckets.add(5, [entry(1, T0 + MINUTE)], 3); // the stale node, first after the flush
       await ready.push([entry(2, T0)], { partition: 5, epoch: 4 }); // the owner's next slot
       expectStale(await rejection(buckets.takeUntil(5, T0 + 2 * MINUTE, 3)), { partition: 5, epoch: 3, fence: 4 });
-      expectStale(await rejection(ready.push([entry(3, T0)], { partition: 5, epoch: 3 })), { partition: 5, epoch: 3, fence: 4 });
+      expectStale(await rejection(ready.push([entry(3, T0)], { partition: 5, epoch: 3 })), {
+        partition: 5,
+        epoch: 3,
+        fence: 4,
+      });
       expect(taken(await buckets.takeUntil(5, T0 + 2 * MINUTE, 5))).toEqual(['task-000001']);
       expectStale(await rejection(buckets.add(5, [entry(4, T0)], 4)), { partition: 5, epoch: 4, fence: 5 });
     });
@@ -274,7 +287,8 @@ describe.each(backends)('fences on $name', (backend) => {
         coalesced.push([entry(3, T0)], { partition: 1, epoch: -1 }),
       ]);
       expect(settled.map((s) => s.status)).toEqual(['fulfilled', 'rejected', 'rejected']);
-      for (const s of settled.slice(1)) expect(isWheelhouseError((s as PromiseRejectedResult).reason, 'internal')).toBe(true);
+      for (const s of settled.slice(1))
+        expect(isWheelhouseError((s as PromiseRejectedResult).reason, 'internal')).toBe(true);
       expect(ids(await coalesced.take(['email'], 10, T0))).toEqual(['task-000001']);
     });
 

@@ -16,7 +16,8 @@ describe.each(sqlBackends)('MembershipStore on $name', ({ open }) => {
   let n = 0;
   /** A prefix no other test uses: the table is shared by the file's tests. */
   const freshPrefix = () => `t${++n}-`;
-  const ids = (nodes: ClusterNode[], prefix: string) => nodes.map((node) => node.id).filter((id) => id.startsWith(prefix));
+  const ids = (nodes: ClusterNode[], prefix: string) =>
+    nodes.map((node) => node.id).filter((id) => id.startsWith(prefix));
 
   beforeAll(async () => {
     testDb = await open();
@@ -28,7 +29,10 @@ describe.each(sqlBackends)('MembershipStore on $name', ({ open }) => {
 
   /** Moves a node's last heartbeat `ms` into the past, as if it had stopped beating then. */
   async function ageHeartbeat(id: string, ms: number): Promise<void> {
-    await testDb.db.query(`UPDATE cluster_nodes SET heartbeat_at = heartbeat_at - $2::float8 * interval '1 millisecond' WHERE id = $1`, [id, ms]);
+    await testDb.db.query(
+      `UPDATE cluster_nodes SET heartbeat_at = heartbeat_at - $2::float8 * interval '1 millisecond' WHERE id = $1`,
+      [id, ms],
+    );
   }
 
   async function dbNowMs(): Promise<number> {
@@ -134,7 +138,10 @@ describe.each(sqlBackends)('MembershipStore on $name', ({ open }) => {
     await testDb.db.query(`UPDATE cluster_nodes SET state = 'leaving' WHERE id = $1`, [`${p}a`]);
     expect(ids(await store.live(TIMEOUT_MS), p)).toEqual([]);
     expect(await store.heartbeat(`${p}a`, TIMEOUT_MS)).toBe(true);
-    expect((await store.all(TIMEOUT_MS)).find((x) => x.id === `${p}a`)).toMatchObject({ state: 'leaving', live: false });
+    expect((await store.all(TIMEOUT_MS)).find((x) => x.id === `${p}a`)).toMatchObject({
+      state: 'leaving',
+      live: false,
+    });
     await store.leave(`${p}a`);
     expect((await store.all(TIMEOUT_MS)).find((x) => x.id === `${p}a`)).toMatchObject({ state: 'left' });
   });

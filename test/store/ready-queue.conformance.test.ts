@@ -61,7 +61,12 @@ describe.each(fastStoreBackends)('ReadyQueue on $name', (backend) => {
     it('serves oldest due first within a queue', async () => {
       const { ready } = stores;
       await ready.push([entry(4, NOW + 5), entry(3, NOW - 5), entry(1, NOW), entry(2, NOW)]);
-      expect(ids(await ready.take(['email'], 10, NOW))).toEqual(['task-000003', 'task-000001', 'task-000002', 'task-000004']);
+      expect(ids(await ready.take(['email'], 10, NOW))).toEqual([
+        'task-000003',
+        'task-000001',
+        'task-000002',
+        'task-000004',
+      ]);
     });
 
     it('orders by due time across task types of one priority, so no type starves', async () => {
@@ -69,7 +74,12 @@ describe.each(fastStoreBackends)('ReadyQueue on $name', (backend) => {
       const a = [1, 3, 5].map((n) => entry(n, NOW + n, 'a'));
       const b = [2, 4, 6].map((n) => entry(n, NOW + n, 'b'));
       await ready.push([...a, ...b]);
-      expect(ids(await ready.take(['a', 'b'], 4, NOW))).toEqual(['task-000001', 'task-000002', 'task-000003', 'task-000004']);
+      expect(ids(await ready.take(['a', 'b'], 4, NOW))).toEqual([
+        'task-000001',
+        'task-000002',
+        'task-000003',
+        'task-000004',
+      ]);
       expect(ids(await ready.take(['b', 'a'], 4, NOW))).toEqual(['task-000005', 'task-000006']);
     });
 
@@ -169,7 +179,12 @@ describe.each(fastStoreBackends)('ReadyQueue on $name', (backend) => {
   describe('depths and backlog', () => {
     it('reports depth and oldest ready age per type and priority', async () => {
       const { ready } = stores;
-      await ready.push([entry(1, NOW - 100, 'b', 5), entry(2, NOW - 50, 'b', 5), entry(3, NOW + 500, 'a', 0), entry(4, NOW - 7, 'b', 1)]);
+      await ready.push([
+        entry(1, NOW - 100, 'b', 5),
+        entry(2, NOW - 50, 'b', 5),
+        entry(3, NOW + 500, 'a', 0),
+        entry(4, NOW - 7, 'b', 1),
+      ]);
       expect(await ready.depths(NOW)).toEqual([
         { taskType: 'a', priority: 0, depth: 1, oldestReadyAgeMs: 0 },
         { taskType: 'b', priority: 1, depth: 1, oldestReadyAgeMs: 7 },
@@ -258,7 +273,9 @@ describe.each(fastStoreBackends)('ReadyQueue on $name', (backend) => {
       await ready.push([entry(1, NOW - 10), entry(2, NOW - 10)]);
       await ready.take(['email'], 1, NOW);
       // Same tasks, another type or priority (another queue), or another due time in flight.
-      expect(await ready.held([entry(1, NOW - 10, 'sms'), entry(2, NOW - 10, 'email', 1), entry(1, NOW - 9)])).toEqual(new Set());
+      expect(await ready.held([entry(1, NOW - 10, 'sms'), entry(2, NOW - 10, 'email', 1), entry(1, NOW - 9)])).toEqual(
+        new Set(),
+      );
     });
   });
 });

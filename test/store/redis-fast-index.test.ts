@@ -106,7 +106,10 @@ describe('the Redis fast index', () => {
     await buckets.setIntact(13, 1);
     const marker = `${test.prefix}:{p13}:intact`;
     const saved = await test.redis.dumpBuffer(marker);
-    const seen = await ready.push([{ taskId: 'c', taskType: 'x', priority: 1, dueMs: NOW }], { partition: 13, epoch: 1 });
+    const seen = await ready.push([{ taskId: 'c', taskType: 'x', priority: 1, dueMs: NOW }], {
+      partition: 13,
+      epoch: 1,
+    });
     expect(seen).toBe(2);
     // What a restart from an older snapshot, or a failover to a replica behind, does to the key:
     // the next write answers no more than the one before it did (a write always raises it).
@@ -208,7 +211,9 @@ describe('the Redis fast index', () => {
       await vi.waitFor(() => expect(heardB).toEqual([['x', 'y'], ['x']]), waitLong);
 
       await new RedisBucketStore(test.redis, test.prefix).fence(2, 9);
-      await expect(a.push([mail(6, 'stale')], { partition: 2, epoch: 1 })).rejects.toMatchObject({ code: 'stale_epoch' });
+      await expect(a.push([mail(6, 'stale')], { partition: 2, epoch: 1 })).rejects.toMatchObject({
+        code: 'stale_epoch',
+      });
       await a.push([mail(7, 'after')]);
       await vi.waitFor(() => expect(heardB).toEqual([['x', 'y'], ['x'], ['after']]), waitLong);
       expect(heardA).toEqual([['x', 'y'], ['x'], ['after']]);

@@ -8,7 +8,13 @@ import { instanceId, partitionOf } from '../../src/lib/ids.js';
 import { SqlScheduleStore } from '../../src/store/schedule-store.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
 import type { ClaimedTask, Completion, CronDefinition, ExecutionRecord, NewTask } from '../../src/domain/model.js';
-import type { NewInstance, ScheduleStore, ScheduleWrite, ScheduleWriteResult, TaskStore } from '../../src/store/types.js';
+import type {
+  NewInstance,
+  ScheduleStore,
+  ScheduleWrite,
+  ScheduleWriteResult,
+  TaskStore,
+} from '../../src/store/types.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
 import { BACKOFF, T0, makeTask, nextId, uniqueType } from '../support/tasks.js';
 
@@ -121,9 +127,10 @@ describe.each(sqlBackends)('ScheduleStore on $name', ({ open }) => {
   const statusOf = async (taskId: string): Promise<string | undefined> => (await tasks.get(taskId))?.status;
 
   async function instanceCount(scheduleId: string): Promise<number> {
-    const { rows } = await testDb.db.query<{ n: number }>('SELECT count(*)::int AS n FROM tasks WHERE schedule_id = $1', [
-      scheduleId,
-    ]);
+    const { rows } = await testDb.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM tasks WHERE schedule_id = $1',
+      [scheduleId],
+    );
     return rows[0]!.n;
   }
 
@@ -330,7 +337,10 @@ describe.each(sqlBackends)('ScheduleStore on $name', ({ open }) => {
       const original = await tasks.get(first.id);
       const next = instance(id, fire(2));
 
-      const again = await writeOne(write(id, 1, { instances: [{ ...first, dueMs: first.dueMs + 999 }, next] }), T0 + 50);
+      const again = await writeOne(
+        write(id, 1, { instances: [{ ...first, dueMs: first.dueMs + 999 }, next] }),
+        T0 + 50,
+      );
       expect(again.ok).toBe(true);
       expect(again.due.map((d) => d.taskId)).toEqual([next.id]);
       expect(await tasks.get(first.id)).toEqual(original);
@@ -365,7 +375,11 @@ describe.each(sqlBackends)('ScheduleStore on $name', ({ open }) => {
       const [a, b, c] = instances as [NewInstance, NewInstance, NewInstance];
       const one = await writeOne(write(id, 1, { cancel: { instanceId: a.id, reason: 'misfire: skipped' } }), T0 + 300);
       expect(one).toMatchObject({ ok: true, cancelled: 1 });
-      expect(await tasks.get(a.id)).toMatchObject({ status: 'cancelled', lastError: 'misfire: skipped', completedMs: T0 + 300 });
+      expect(await tasks.get(a.id)).toMatchObject({
+        status: 'cancelled',
+        lastError: 'misfire: skipped',
+        completedMs: T0 + 300,
+      });
       const held = await writeOne(write(id, 2, { cancel: { instanceId: b.id, reason: 'held' } }));
       expect(held.cancelled).toBe(1);
       expect(await statusOf(b.id)).toBe('cancelled');
@@ -386,10 +400,17 @@ describe.each(sqlBackends)('ScheduleStore on $name', ({ open }) => {
       const { instances: others } = await withInstances((s) => instance(s, fire(3)));
 
       const reason = 'the schedule was paused';
-      const result = await writeOne(write(id, 1, { status: 'paused', cancel: { instanceId: null, reason } }), fire(2) + 10);
+      const result = await writeOne(
+        write(id, 1, { status: 'paused', cancel: { instanceId: null, reason } }),
+        fire(2) + 10,
+      );
       expect(result).toMatchObject({ ok: true, cancelled: 2, due: [] });
       for (const i of [pending, held]) {
-        expect(await tasks.get(i.id)).toMatchObject({ status: 'cancelled', lastError: reason, completedMs: fire(2) + 10 });
+        expect(await tasks.get(i.id)).toMatchObject({
+          status: 'cancelled',
+          lastError: reason,
+          completedMs: fire(2) + 10,
+        });
       }
       expect(await statusOf(done.id)).toBe('succeeded');
       expect(await statusOf(running.id)).toBe('running');
@@ -401,7 +422,9 @@ describe.each(sqlBackends)('ScheduleStore on $name', ({ open }) => {
         fire(2) + 20,
       );
       expect(named[0]).toMatchObject({ ok: true, cancelled: 0 });
-      const foreign = await writeOne(write(id, 3, { status: 'paused', cancel: { instanceId: others[0]!.id, reason: 'x' } }));
+      const foreign = await writeOne(
+        write(id, 3, { status: 'paused', cancel: { instanceId: others[0]!.id, reason: 'x' } }),
+      );
       expect(foreign.cancelled).toBe(0);
       expect(await statusOf(running.id)).toBe('running');
       expect(await statusOf(others[0]!.id)).toBe('pending');
@@ -480,11 +503,7 @@ describe.each(sqlBackends)('ScheduleStore on $name', ({ open }) => {
       const r2 = await claimAt(retried.id, requeue!.requeued!.dueMs);
       const s1 = await claimAt(ok.id, fire(2));
       const f1 = await claimAt(broken.id, fire(3));
-      await tasks.complete(
-        [succeeded(r2), succeeded(s1), failed(f1, 'broken', false)],
-        fire(3) + 100,
-        BACKOFF,
-      );
+      await tasks.complete([succeeded(r2), succeeded(s1), failed(f1, 'broken', false)], fire(3) + 100, BACKOFF);
       await claimAt(running.id, fire(4));
 
       const { instances: foreign } = await withInstances((s) => instance(s, fire(2)));
@@ -505,9 +524,20 @@ describe.each(sqlBackends)('ScheduleStore on $name', ({ open }) => {
       const { id, expected } = await executedSchedule();
       const history = await schedules.history(id, 100);
       expect(brief(history)).toEqual(expected);
-      const runningAttempt = { dueMs: fire(4), startedMs: fire(4), completedMs: null, workerId: 'worker-1', error: null };
+      const runningAttempt = {
+        dueMs: fire(4),
+        startedMs: fire(4),
+        completedMs: null,
+        workerId: 'worker-1',
+        error: null,
+      };
       expect(history[0]).toMatchObject(runningAttempt);
-      expect(history[4]).toMatchObject({ dueMs: fire(1), startedMs: fire(1), completedMs: fire(1) + 100, error: 'flaky' });
+      expect(history[4]).toMatchObject({
+        dueMs: fire(1),
+        startedMs: fire(1),
+        completedMs: fire(1) + 100,
+        error: 'flaky',
+      });
       expect(history[1]!.error).toBe('broken');
       expect(await schedules.history(nextId(), 10)).toEqual([]);
       expect(await schedules.history(id, 0)).toEqual([]);
@@ -515,20 +545,23 @@ describe.each(sqlBackends)('ScheduleStore on $name', ({ open }) => {
 
     // Every page but the last is full: a short page is read as the end (`Scheduler.history`
     // hands out a next token only after a full one).
-    it.each([1, 2, 3, 5])('pages by %i with the last execution returned as `before`: no repeat, no gap', async (limit) => {
-      const { id, expected } = await executedSchedule();
-      const pages: unknown[][] = [];
-      let before: { taskId: string; attempt: number } | undefined;
-      for (let i = 0; i < 10; i++) {
-        const page = await schedules.history(id, limit, before);
-        if (page.length === 0) break;
-        pages.push(brief(page));
-        const last = page[page.length - 1]!;
-        before = { taskId: last.taskId, attempt: last.attempt };
-      }
-      const want: unknown[][] = [];
-      for (let i = 0; i < expected.length; i += limit) want.push(expected.slice(i, i + limit));
-      expect(pages).toEqual(want);
-    });
+    it.each([1, 2, 3, 5])(
+      'pages by %i with the last execution returned as `before`: no repeat, no gap',
+      async (limit) => {
+        const { id, expected } = await executedSchedule();
+        const pages: unknown[][] = [];
+        let before: { taskId: string; attempt: number } | undefined;
+        for (let i = 0; i < 10; i++) {
+          const page = await schedules.history(id, limit, before);
+          if (page.length === 0) break;
+          pages.push(brief(page));
+          const last = page[page.length - 1]!;
+          before = { taskId: last.taskId, attempt: last.attempt };
+        }
+        const want: unknown[][] = [];
+        for (let i = 0; i < expected.length; i += limit) want.push(expected.slice(i, i + limit));
+        expect(pages).toEqual(want);
+      },
+    );
   });
 });

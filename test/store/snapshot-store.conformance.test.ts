@@ -59,7 +59,15 @@ describe.each(sqlBackends)('SnapshotStore on $name', ({ name, open }) => {
   it('saves under the held epoch, bumping the version', async () => {
     const key = freshKey();
     const { epoch } = await store.acquire('wheel', key, 'node-a', T0);
-    const state = { cursorMs: T0, slots: [[1, 'a'], [2, 'b']], note: 'quote " and \\ and ✓', nothing: null };
+    const state = {
+      cursorMs: T0,
+      slots: [
+        [1, 'a'],
+        [2, 'b'],
+      ],
+      note: 'quote " and \\ and ✓',
+      nothing: null,
+    };
     expect(await store.save('wheel', key, epoch, state, T0 + 10)).toBe(1);
     expect(await store.save('wheel', key, epoch, { ...state, cursorMs: T0 + 10 }, T0 + 20)).toBe(2);
     expect(await store.read('wheel', key)).toMatchObject({

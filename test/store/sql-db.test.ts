@@ -135,7 +135,11 @@ describe('store_unavailable', () => {
   });
 
   it('is what a refused connection becomes, with Retry-After', async () => {
-    const db = openPostgres({ url: 'postgres://postgres@127.0.0.1:1/test', schema: 'wheelhouse', connectTimeoutMs: 2000 });
+    const db = openPostgres({
+      url: 'postgres://postgres@127.0.0.1:1/test',
+      schema: 'wheelhouse',
+      connectTimeoutMs: 2000,
+    });
     try {
       for (const attempt of [db.query('SELECT 1'), db.transaction(async (tx) => tx.query('SELECT 1'))]) {
         const error = await errorOf(attempt);

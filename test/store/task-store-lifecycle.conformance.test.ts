@@ -31,7 +31,13 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
     return claimed;
   }
 
-  const ok = (c: ClaimedTask): Completion => ({ taskId: c.id, version: c.version, outcome: 'succeeded', error: null, retryable: true });
+  const ok = (c: ClaimedTask): Completion => ({
+    taskId: c.id,
+    version: c.version,
+    outcome: 'succeeded',
+    error: null,
+    retryable: true,
+  });
   const failed = (c: ClaimedTask, retryable = true): Completion => ({
     taskId: c.id,
     version: c.version,
@@ -44,7 +50,13 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
     it('records a success: succeeded, completed, lease cleared, one execution row', async () => {
       const c = await running({}, T0 + 100);
       const [transition] = await store.complete([ok(c)], T0 + 2000, BACKOFF);
-      expect(transition).toEqual({ taskId: c.id, status: 'succeeded', version: c.version + 1, requeued: null, notifyDependents: false });
+      expect(transition).toEqual({
+        taskId: c.id,
+        status: 'succeeded',
+        version: c.version + 1,
+        requeued: null,
+        notifyDependents: false,
+      });
       expect(await store.get(c.id)).toMatchObject({
         status: 'succeeded',
         version: c.version + 1,
@@ -125,7 +137,13 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
       expect(t1!.status).toBe('pending');
       const [c2] = await store.claim([c1.id], 'w', T0 + 60_000);
       const [t2] = await store.complete([failed(c2!)], T0 + 60_010, BACKOFF);
-      expect(t2).toEqual({ taskId: c1.id, status: 'failed', version: c2!.version + 1, requeued: null, notifyDependents: false });
+      expect(t2).toEqual({
+        taskId: c1.id,
+        status: 'failed',
+        version: c2!.version + 1,
+        requeued: null,
+        notifyDependents: false,
+      });
       expect(await store.get(c1.id)).toMatchObject({ status: 'failed', completedMs: T0 + 60_010, lastError: 'boom 2' });
     });
 
@@ -197,7 +215,11 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
       expect(t).toMatchObject({ taskId: c.id, status: 'pending', version: c.version + 1 });
       expect(t!.requeued!.dueMs).toBeGreaterThanOrEqual(now + 500);
       expect(t!.requeued!.dueMs).toBeLessThanOrEqual(now + 1000);
-      expect(await store.get(c.id)).toMatchObject({ status: 'pending', lastError: 'lease expired', leaseExpiresMs: null });
+      expect(await store.get(c.id)).toMatchObject({
+        status: 'pending',
+        lastError: 'lease expired',
+        leaseExpiresMs: null,
+      });
       expect(await store.history(c.id, 10)).toMatchObject([
         { attempt: 1, status: 'timed_out', error: 'lease expired', completedMs: now },
       ]);
@@ -211,7 +233,13 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
     it('fails the task once its retries are spent', async () => {
       const c = await running({ maxRetries: 0 });
       const t = await store.expireLease(c.id, c.version, c.leaseExpiresMs + 5, BACKOFF);
-      expect(t).toEqual({ taskId: c.id, status: 'failed', version: c.version + 1, requeued: null, notifyDependents: false });
+      expect(t).toEqual({
+        taskId: c.id,
+        status: 'failed',
+        version: c.version + 1,
+        requeued: null,
+        notifyDependents: false,
+      });
       expect(await store.get(c.id)).toMatchObject({ status: 'failed', lastError: 'lease expired' });
     });
 
@@ -240,7 +268,12 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
         const result = await store.cancel(task.id, T0 + 50);
         expect(result.kind).toBe('cancelled');
         if (result.kind !== 'cancelled') continue;
-        expect(result.task).toMatchObject({ status: 'cancelled', version: 1, completedMs: T0 + 50, updatedMs: T0 + 50 });
+        expect(result.task).toMatchObject({
+          status: 'cancelled',
+          version: 1,
+          completedMs: T0 + 50,
+          updatedMs: T0 + 50,
+        });
         expect(await store.get(task.id)).toEqual(result.task);
       }
     });
@@ -321,7 +354,13 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
       const pending = makeTask();
       await store.submit([pending], T0);
       // pending → succeeded / failed: complete on a task never claimed.
-      expect(await store.complete([{ taskId: pending.id, version: 0, outcome: 'succeeded', error: null, retryable: true }], T0, BACKOFF)).toEqual([]);
+      expect(
+        await store.complete(
+          [{ taskId: pending.id, version: 0, outcome: 'succeeded', error: null, retryable: true }],
+          T0,
+          BACKOFF,
+        ),
+      ).toEqual([]);
       expect(await store.expireLease(pending.id, 0, T0 + 10 ** 9, BACKOFF)).toBeNull();
       expect(await store.heartbeat(pending.id, 0, T0)).toBeNull();
 
@@ -366,7 +405,9 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
       expect(first.map((e) => e.dueMs)).toEqual([T0 + 1000, T0 + 2000]);
       const next = await store.pendingInPartition(partition, first[1]!, T0 + 100_000, 2);
       expect(next.map((e) => e.dueMs)).toEqual([T0 + 3000, T0 + 4000]);
-      expect(await store.pendingInPartition(partition, { dueMs: T0 + 9000, taskId: tasks[5]!.id }, T0 + 100_000, 10)).toEqual([]);
+      expect(
+        await store.pendingInPartition(partition, { dueMs: T0 + 9000, taskId: tasks[5]!.id }, T0 + 100_000, 10),
+      ).toEqual([]);
       expect(await store.pendingInPartition(partition, null, T0 + 1000, 10)).toEqual([]);
     });
 
@@ -377,7 +418,12 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
       const seen: string[] = [];
       let after: { dueMs: number; taskId: string } | null = null;
       for (;;) {
-        const page: { dueMs: number; taskId: string }[] = await store.pendingInPartition(partition, after, T0 + 10_000, 7);
+        const page: { dueMs: number; taskId: string }[] = await store.pendingInPartition(
+          partition,
+          after,
+          T0 + 10_000,
+          7,
+        );
         seen.push(...page.map((e) => e.taskId));
         if (page.length < 7) break;
         after = page[page.length - 1]!;

@@ -36,7 +36,13 @@ describe.each(sqlBackends)('TaskStore on $name: recovery', ({ open }) => {
       expectLegal('running', 'pending');
       const released = await store.release([{ taskId: c.id, version: c.version }], T0 + 10);
       expect(released).toEqual([{ taskId: c.id, taskType: 'test.task', priority: 5, dueMs: T0 - 5_000 }]);
-      expect(await store.get(c.id)).toMatchObject({ status: 'pending', attempts: 0, version: c.version + 1, leaseExpiresMs: null, startedMs: null });
+      expect(await store.get(c.id)).toMatchObject({
+        status: 'pending',
+        attempts: 0,
+        version: c.version + 1,
+        leaseExpiresMs: null,
+        startedMs: null,
+      });
       expect(await store.heartbeat(c.id, c.version, T0 + 20)).toBeNull();
       expect(await store.history(c.id, 10)).toEqual([]);
       const [again] = await store.claim([c.id], 'worker-2', T0 + 30);
@@ -45,7 +51,11 @@ describe.each(sqlBackends)('TaskStore on $name: recovery', ({ open }) => {
 
     it('releases nothing at a version no longer held, or of a task whose cancel was requested', async () => {
       const moved = await running();
-      await store.complete([{ taskId: moved.id, version: moved.version, outcome: 'succeeded', error: null, retryable: true }], T0 + 5, BACKOFF);
+      await store.complete(
+        [{ taskId: moved.id, version: moved.version, outcome: 'succeeded', error: null, retryable: true }],
+        T0 + 5,
+        BACKOFF,
+      );
       const cancelling = await running();
       expect((await store.cancel(cancelling.id, T0 + 5)).kind).toBe('cancel_requested');
       const fine = await running();
@@ -78,7 +88,9 @@ describe.each(sqlBackends)('TaskStore on $name: recovery', ({ open }) => {
         { taskId: a.id, version: a.version, leaseExpiresMs: T0 + 10_000 },
       ]);
       expect(found.map((f) => f.taskId)).not.toContain(live.id);
-      expect((await store.expiredLeases([partition, 62], T0 + 20_000, 10)).map((f) => f.taskId)).toContain(elsewhere.id);
+      expect((await store.expiredLeases([partition, 62], T0 + 20_000, 10)).map((f) => f.taskId)).toContain(
+        elsewhere.id,
+      );
       expect(await store.expiredLeases([partition], T0 + 20_000, 1)).toHaveLength(1);
       expect(await store.expiredLeases([partition], T0 + 5_000, 10)).toEqual([]);
       expect(await store.expiredLeases([], T0 + 20_000, 10)).toEqual([]);

@@ -165,7 +165,12 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
     it('keeps input order when a batch mixes replays, keyed and plain tasks', async () => {
       const taskType = uniqueType('mixed');
       const [original] = await store.submit([keyed(taskType, 'k1', 'h1')], T0);
-      const batch = [makeTask({ taskType }), keyed(taskType, 'k1', 'h1'), keyed(taskType, 'k2', 'h2'), makeTask({ taskType })];
+      const batch = [
+        makeTask({ taskType }),
+        keyed(taskType, 'k1', 'h1'),
+        keyed(taskType, 'k2', 'h2'),
+        makeTask({ taskType }),
+      ];
       const results = await store.submit(batch, T0);
       expect(results.map((r) => r.created)).toEqual([true, false, true, true]);
       expect(results.map((r) => r.task.id)).toEqual([batch[0]!.id, original!.task.id, batch[2]!.id, batch[3]!.id]);
@@ -210,7 +215,11 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
       await store.submit([keyed(taskType, 'k1', 'h'), keyed(taskType, 'k2', 'h'), keyed(taskType, 'k3', 'h')], T0);
       const [late] = await store.submit([keyed(taskType, 'k4', 'h')], T0 + 1000);
       const keysOfType = async (): Promise<number> =>
-        (await testDb.db.query<{ n: number }>('SELECT count(*)::int AS n FROM idempotency_keys WHERE task_type = $1', [taskType])).rows[0]!.n;
+        (
+          await testDb.db.query<{ n: number }>('SELECT count(*)::int AS n FROM idempotency_keys WHERE task_type = $1', [
+            taskType,
+          ])
+        ).rows[0]!.n;
       expect(await store.purgeExpiredIdempotencyKeys(T0 + DAY_MS - 1, 100)).toBe(0);
       expect(await keysOfType()).toBe(4);
       // Other tests' keys may expire too; bounded batches remove at most `limit` each.

@@ -23,9 +23,16 @@ export interface Submitted {
 export async function submitBatch(cluster: ProcessCluster, via: string, tasks: unknown[]): Promise<Submitted[]> {
   const out: Submitted[] = [];
   for (let i = 0; i < tasks.length; i += 1000) {
-    const r = await cluster.api<{ tasks: { task_id: string; due_time: string }[] }>(via, 'POST', '/api/tasks/batch', { tasks: tasks.slice(i, i + 1000) }, 30_000);
+    const r = await cluster.api<{ tasks: { task_id: string; due_time: string }[] }>(
+      via,
+      'POST',
+      '/api/tasks/batch',
+      { tasks: tasks.slice(i, i + 1000) },
+      30_000,
+    );
     if (r.status !== 201) throw new Error(`batch submit through ${via}: ${r.status} ${JSON.stringify(r.body)}`);
-    for (const t of r.body.tasks) out.push({ taskId: t.task_id, dueMs: Date.parse(t.due_time), partition: cluster.partitionOf(t.task_id), via });
+    for (const t of r.body.tasks)
+      out.push({ taskId: t.task_id, dueMs: Date.parse(t.due_time), partition: cluster.partitionOf(t.task_id), via });
   }
   return out;
 }
@@ -128,7 +135,9 @@ export class TestWorker {
     ).catch(async (error: unknown) => {
       const lost = wanted.filter((id) => !this.counts().has(id));
       const detail = await describeTasks(this.cluster, lost).catch((e: unknown) => `(no detail: ${String(e)})`);
-      throw new Error(`${String(error)}: ${lost.length} of ${wanted.length} never handed out\n${detail}\n${this.cluster.tails()}`);
+      throw new Error(
+        `${String(error)}: ${lost.length} of ${wanted.length} never handed out\n${detail}\n${this.cluster.tails()}`,
+      );
     });
   }
 
@@ -136,9 +145,15 @@ export class TestWorker {
   async completeHeld(taskId: string, via: string): Promise<boolean> {
     const a = this.held.get(taskId);
     if (!a) throw new Error(`task ${taskId} is not held by this worker`);
-    const r = await this.cluster.api<{ results: { ok: boolean }[] }>(via, 'POST', '/api/workers/complete', {
-      results: [{ task_id: a.taskId, lease_token: a.leaseToken, status: 'succeeded' }],
-    }, 10_000);
+    const r = await this.cluster.api<{ results: { ok: boolean }[] }>(
+      via,
+      'POST',
+      '/api/workers/complete',
+      {
+        results: [{ task_id: a.taskId, lease_token: a.leaseToken, status: 'succeeded' }],
+      },
+      10_000,
+    );
     if (r.status !== 200) throw new Error(`complete through ${via}: ${r.status} ${JSON.stringify(r.body)}`);
     this.held.delete(taskId);
     return r.body.results[0]?.ok === true;
@@ -163,12 +178,18 @@ export class TestWorker {
       }
       let polled: { task_id: string; task_type: string; payload: unknown; attempt: number; lease_token: string }[];
       try {
-        const r = await this.cluster.api<{ tasks: typeof polled }>(target, 'POST', '/api/workers/poll', {
-          worker_id: this.options.workerId ?? 'w-test',
-          task_types: this.options.types,
-          max_tasks: this.options.maxTasks ?? 100,
-          wait_ms: waitMs,
-        }, waitMs + 5_000);
+        const r = await this.cluster.api<{ tasks: typeof polled }>(
+          target,
+          'POST',
+          '/api/workers/poll',
+          {
+            worker_id: this.options.workerId ?? 'w-test',
+            task_types: this.options.types,
+            max_tasks: this.options.maxTasks ?? 100,
+            wait_ms: waitMs,
+          },
+          waitMs + 5_000,
+        );
         if (r.status !== 200) throw new Error(`poll ${target}: ${r.status} ${JSON.stringify(r.body)}`);
         polled = r.body.tasks;
       } catch {
@@ -179,7 +200,15 @@ export class TestWorker {
       const atMs = Date.now();
       const toComplete: Assignment[] = [];
       for (const t of polled) {
-        const a: Assignment = { taskId: t.task_id, taskType: t.task_type, attempt: t.attempt, payload: t.payload, leaseToken: t.lease_token, node: target, atMs };
+        const a: Assignment = {
+          taskId: t.task_id,
+          taskType: t.task_type,
+          attempt: t.attempt,
+          payload: t.payload,
+          leaseToken: t.lease_token,
+          node: target,
+          atMs,
+        };
         this.assignments.push(a);
         if (this.options.hold?.(a)) this.held.set(a.taskId, a);
         else toComplete.push(a);
@@ -197,7 +226,13 @@ export class TestWorker {
         continue;
       }
       try {
-        const r = await this.cluster.api<{ results: { task_id: string; ok: boolean }[] }>(via, 'POST', '/api/workers/complete', { results }, 10_000);
+        const r = await this.cluster.api<{ results: { task_id: string; ok: boolean }[] }>(
+          via,
+          'POST',
+          '/api/workers/complete',
+          { results },
+          10_000,
+        );
         if (r.status !== 200) throw new Error(`complete through ${via}: ${r.status}`);
         for (const [i, res] of r.body.results.entries()) if (!res.ok) this.refused.push(batch[i]!);
         return;
@@ -228,7 +263,10 @@ export function missing(counts: Map<string, number>, ids: Iterable<string>): str
 }
 
 /** Largest and median start − due over `tasks`, ms. */
-export function lagStats(worker: TestWorker, tasks: Submitted[]): { max: number; p50: number; n: number; worst: Submitted | undefined } {
+export function lagStats(
+  worker: TestWorker,
+  tasks: Submitted[],
+): { max: number; p50: number; n: number; worst: Submitted | undefined } {
   const starts = worker.firstStarts();
   const lags: { lag: number; task: Submitted }[] = [];
   for (const t of tasks) {
@@ -275,7 +313,11 @@ export async function describeTasks(cluster: ProcessCluster, ids: string[], via?
           if (members.length > 0) where.push(`${key.slice(cluster.prefix.length + 1)} (as ${members[0]})`);
         }
       }
-      const actor = row ? await cluster.api<{ node?: string; epoch?: number; state?: unknown }>(node, 'GET', `/admin/actors/wheel/${p}`).catch(() => null) : null;
+      const actor = row
+        ? await cluster
+            .api<{ node?: string; epoch?: number; state?: unknown }>(node, 'GET', `/admin/actors/wheel/${p}`)
+            .catch(() => null)
+        : null;
       lines.push(
         `${id} partition ${p} (owner ${row?.owner ?? '?'}, held by ${row?.held_by ?? '?'} at epoch ${row?.epoch ?? '?'}, redis fence ${fences.get(p) ?? 'none'}): ` +
           `${String(t.status)} due ${String(t.due_time)} attempts ${String(t.attempts)}; in redis: ${where.join(', ') || 'nowhere'}; ` +

@@ -76,7 +76,13 @@ export interface RingWait {
 const REQUEST_TIMEOUT_MS = 3_000;
 
 /** Calls a node's API with JSON and a timeout (a paused node never answers). */
-export async function call<T = unknown>(url: string, method: string, path: string, body?: unknown, timeoutMs = REQUEST_TIMEOUT_MS): Promise<{ status: number; body: T }> {
+export async function call<T = unknown>(
+  url: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  timeoutMs = REQUEST_TIMEOUT_MS,
+): Promise<{ status: number; body: T }> {
   const res = await fetch(`${url}${path}`, {
     method,
     headers: body === undefined ? {} : { 'content-type': 'application/json' },
@@ -108,7 +114,8 @@ export function metricValue(text: string, name: string, labels: Record<string, s
     const m = /^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$/.exec(line);
     if (!m || m[1] !== name) continue;
     const have = new Map<string, string>();
-    for (const pair of (m[2] ?? '').matchAll(/([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) have.set(pair[1]!, pair[2]!);
+    for (const pair of (m[2] ?? '').matchAll(/([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"/g))
+      have.set(pair[1]!, pair[2]!);
     declared = true;
     if (Object.entries(labels).every(([k, v]) => have.get(k) === v)) sum += Number(m[3]);
   }
@@ -170,20 +177,34 @@ export class ProcessCluster {
   args(id: string): string[] {
     return [
       'node',
-      '--node-id', id,
-      '--port', '0',
-      '--host', '127.0.0.1',
-      '--postgres-url', TEST_POSTGRES_URL,
-      '--postgres-schema', this.schema,
-      '--redis-url', TEST_REDIS_URL,
-      '--redis-prefix', this.prefix,
-      '--cluster-secret', this.secret,
-      '--heartbeat-seconds', String(this.heartbeatSeconds),
-      '--failure-timeout-seconds', String(this.failureTimeoutSeconds),
-      '--partitions', String(this.partitions),
-      '--builtin-executors', 'false',
-      '--postgres-pool-size', '6',
-      '--log-level', 'warn',
+      '--node-id',
+      id,
+      '--port',
+      '0',
+      '--host',
+      '127.0.0.1',
+      '--postgres-url',
+      TEST_POSTGRES_URL,
+      '--postgres-schema',
+      this.schema,
+      '--redis-url',
+      TEST_REDIS_URL,
+      '--redis-prefix',
+      this.prefix,
+      '--cluster-secret',
+      this.secret,
+      '--heartbeat-seconds',
+      String(this.heartbeatSeconds),
+      '--failure-timeout-seconds',
+      String(this.failureTimeoutSeconds),
+      '--partitions',
+      String(this.partitions),
+      '--builtin-executors',
+      'false',
+      '--postgres-pool-size',
+      '6',
+      '--log-level',
+      'warn',
       ...this.extraArgs,
       ...(this.nodeArgs[id] ?? []),
     ];
@@ -227,7 +248,9 @@ export class ProcessCluster {
   }
 
   /** SIGTERM: a graceful leave. Resolves on exit with how long the exit took from the signal. */
-  async term(id: string): Promise<{ exitMs: number; code: number | null; signal: NodeJS.Signals | null; sentAtMs: number }> {
+  async term(
+    id: string,
+  ): Promise<{ exitMs: number; code: number | null; signal: NodeJS.Signals | null; sentAtMs: number }> {
     const node = this.node(id);
     const sentAtMs = Date.now();
     node.proc.child.kill('SIGTERM');
@@ -244,7 +267,13 @@ export class ProcessCluster {
   }
 
   /** Calls the API of node `id`. */
-  api<T = unknown>(id: string, method: string, path: string, body?: unknown, timeoutMs?: number): Promise<{ status: number; body: T }> {
+  api<T = unknown>(
+    id: string,
+    method: string,
+    path: string,
+    body?: unknown,
+    timeoutMs?: number,
+  ): Promise<{ status: number; body: T }> {
     return call<T>(this.node(id).url, method, path, body, timeoutMs);
   }
 
@@ -258,15 +287,22 @@ export class ProcessCluster {
     const start = Date.now();
     let roundStartMs = start;
     let last = 'no answer yet';
-    const statuses = await eventually(async () => {
-      roundStartMs = Date.now();
-      const statuses = await Promise.all(want.map((id) => this.status(id)));
-      const problem = ringProblem(want, statuses);
-      if (problem === null) return statuses;
-      last = problem;
-      return undefined;
-    }, timeoutMs, 'the ring', pollMs).catch((error: unknown) => {
-      throw new Error(`the ring did not settle on [${want.join(', ')}] within ${timeoutMs} ms: ${last} (${String(error)})\n${this.tails()}`);
+    const statuses = await eventually(
+      async () => {
+        roundStartMs = Date.now();
+        const statuses = await Promise.all(want.map((id) => this.status(id)));
+        const problem = ringProblem(want, statuses);
+        if (problem === null) return statuses;
+        last = problem;
+        return undefined;
+      },
+      timeoutMs,
+      'the ring',
+      pollMs,
+    ).catch((error: unknown) => {
+      throw new Error(
+        `the ring did not settle on [${want.join(', ')}] within ${timeoutMs} ms: ${last} (${String(error)})\n${this.tails()}`,
+      );
     });
     return { elapsedMs: Date.now() - start, roundStartMs, atMs: Date.now(), statuses };
   }
@@ -305,7 +341,10 @@ export class ProcessCluster {
   /** The tail of every node's output, for failure messages. */
   tails(chars = 4_000): string {
     return this.nodes
-      .map((n) => `--- ${n.id} (${n.alive ? (n.paused ? 'paused' : 'alive') : 'gone'}) ---\n${n.proc.output().slice(-chars)}`)
+      .map(
+        (n) =>
+          `--- ${n.id} (${n.alive ? (n.paused ? 'paused' : 'alive') : 'gone'}) ---\n${n.proc.output().slice(-chars)}`,
+      )
       .join('\n');
   }
 
@@ -332,9 +371,11 @@ function ringProblem(want: string[], statuses: ClusterStatusJson[]): string | nu
     if (ring.join(',') !== want.join(',')) return `${s.node_id} routes by [${ring.join(', ')}]`;
     for (const p of s.partitions) {
       if (!want.includes(p.owner)) return `${s.node_id}: partition ${p.partition} owned by ${p.owner}`;
-      if (p.held_by !== p.owner) return `${s.node_id}: partition ${p.partition} owned by ${p.owner}, held by ${p.held_by ?? 'nobody'}`;
+      if (p.held_by !== p.owner)
+        return `${s.node_id}: partition ${p.partition} owned by ${p.owner}, held by ${p.held_by ?? 'nobody'}`;
       const other = first?.partitions.find((x) => x.partition === p.partition);
-      if (other && other.owner !== p.owner) return `partition ${p.partition}: ${first!.node_id} says ${other.owner}, ${s.node_id} says ${p.owner}`;
+      if (other && other.owner !== p.owner)
+        return `partition ${p.partition}: ${first!.node_id} says ${other.owner}, ${s.node_id} says ${p.owner}`;
     }
   }
   return null;

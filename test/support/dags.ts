@@ -74,7 +74,8 @@ export interface DagTaskBody {
 export function dagClient(url: () => string) {
   const client = {
     submitDag: (body: unknown) => api<DagSubmitJson & ErrorJson>(url(), 'POST', '/api/dags', body),
-    submitTask: (body: unknown) => api<{ task_id: string; status: string; due_time: string } & ErrorJson>(url(), 'POST', '/api/tasks', body),
+    submitTask: (body: unknown) =>
+      api<{ task_id: string; status: string; due_time: string } & ErrorJson>(url(), 'POST', '/api/tasks', body),
     task: async (id: string): Promise<TaskJson> => {
       const r = await api<TaskJson>(url(), 'GET', `/api/tasks/${id}`);
       if (r.status !== 200) throw new Error(`GET /api/tasks/${id}: ${r.status} ${JSON.stringify(r.body)}`);
@@ -85,7 +86,8 @@ export function dagClient(url: () => string) {
       if (r.status !== 200) throw new Error(`GET /api/dags/${id}: ${r.status} ${JSON.stringify(r.body)}`);
       return r.body;
     },
-    cancel: (id: string) => api<{ ok: boolean; cancelled_instances: number } & ErrorJson>(url(), 'DELETE', `/api/tasks/${id}`),
+    cancel: (id: string) =>
+      api<{ ok: boolean; cancelled_instances: number } & ErrorJson>(url(), 'DELETE', `/api/tasks/${id}`),
     /** One long-poll. */
     poll: async (types: string[], max = 100, waitMs = 1000): Promise<Polled[]> => {
       const r = await api<{ tasks: Polled[] }>(url(), 'POST', '/api/workers/poll', {
@@ -98,11 +100,18 @@ export function dagClient(url: () => string) {
       return r.body.tasks;
     },
     /** Reports results in one batch; throws unless every lease was still held. */
-    complete: async (tasks: Polled[], status: 'succeeded' | 'failed' = 'succeeded', extra: { error?: string; retryable?: boolean } = {}) => {
+    complete: async (
+      tasks: Polled[],
+      status: 'succeeded' | 'failed' = 'succeeded',
+      extra: { error?: string; retryable?: boolean } = {},
+    ) => {
       if (tasks.length === 0) return;
       const results = tasks.map((t) => ({ task_id: t.task_id, lease_token: t.lease_token, status, ...extra }));
-      const r = await api<{ results: { task_id: string; ok: boolean }[] }>(url(), 'POST', '/api/workers/complete', { results });
-      if (r.status !== 200 || r.body.results.some((x) => !x.ok)) throw new Error(`complete: ${r.status} ${JSON.stringify(r.body)}`);
+      const r = await api<{ results: { task_id: string; ok: boolean }[] }>(url(), 'POST', '/api/workers/complete', {
+        results,
+      });
+      if (r.status !== 200 || r.body.results.some((x) => !x.ok))
+        throw new Error(`complete: ${r.status} ${JSON.stringify(r.body)}`);
     },
     /** Polls until exactly `n` tasks of these types were handed out (more in one answer fails). */
     take: async (types: string[], n: number, timeoutMs = 30_000): Promise<Polled[]> => {
@@ -117,17 +126,25 @@ export function dagClient(url: () => string) {
     /** Waits until the task shows `status`. */
     waitStatus: (id: string, status: string | string[], timeoutMs = 30_000): Promise<TaskJson> => {
       const wanted = Array.isArray(status) ? status : [status];
-      return eventually(async () => {
-        const t = await client.task(id);
-        return wanted.includes(t.status) ? t : undefined;
-      }, timeoutMs, `task ${id} to be ${wanted.join('|')}`);
+      return eventually(
+        async () => {
+          const t = await client.task(id);
+          return wanted.includes(t.status) ? t : undefined;
+        },
+        timeoutMs,
+        `task ${id} to be ${wanted.join('|')}`,
+      );
     },
     /** Waits until no task of the graph can run any more. */
     waitDagDone: (id: string, timeoutMs = 60_000): Promise<DagJson> =>
-      eventually(async () => {
-        const d = await client.dag(id);
-        return d.status === 'running' ? undefined : d;
-      }, timeoutMs, `graph ${id} to finish`),
+      eventually(
+        async () => {
+          const d = await client.dag(id);
+          return d.status === 'running' ? undefined : d;
+        },
+        timeoutMs,
+        `graph ${id} to finish`,
+      ),
   };
   return client;
 }
@@ -135,7 +152,9 @@ export function dagClient(url: () => string) {
 export type DagClient = ReturnType<typeof dagClient>;
 
 /** Rows of the tables a submission writes (all-or-nothing checks). */
-export async function rowCounts(c: TestCluster): Promise<{ tasks: number; edges: number; keys: number; events: number }> {
+export async function rowCounts(
+  c: TestCluster,
+): Promise<{ tasks: number; edges: number; keys: number; events: number }> {
   const [row] = await c.sql<{ tasks: number; edges: number; keys: number; events: number }>(
     `SELECT (SELECT count(*)::int FROM tasks) AS tasks, (SELECT count(*)::int FROM task_dependencies) AS edges,
             (SELECT count(*)::int FROM idempotency_keys) AS keys, (SELECT count(*)::int FROM dag_events) AS events`,

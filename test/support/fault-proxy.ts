@@ -226,7 +226,8 @@ class TcpFaultProxy implements FaultProxy {
     return new Promise((resolve) => {
       const window: Window = { kind, release, timer: undefined, resolve };
       // real time is the subject: a fault window lasts this long on the wall clock
-      if (Number.isFinite(durationMs)) window.timer = setTimeout(() => this.end(window), Math.min(durationMs, MAX_TIMER_MS));
+      if (Number.isFinite(durationMs))
+        window.timer = setTimeout(() => this.end(window), Math.min(durationMs, MAX_TIMER_MS));
       this.windows.add(window);
     });
   }

@@ -37,7 +37,12 @@ export async function startFaultyNode(
   try {
     node = await startTestNode(
       'postgres',
-      { logLevel: process.env.TEST_LOG ?? 'silent', ...options, postgresUrl: pg.url(TEST_POSTGRES_URL), redisUrl: redis.url(redisUrl) },
+      {
+        logLevel: process.env.TEST_LOG ?? 'silent',
+        ...options,
+        postgresUrl: pg.url(TEST_POSTGRES_URL),
+        redisUrl: redis.url(redisUrl),
+      },
       overrides,
     );
   } catch (error) {
@@ -71,7 +76,12 @@ export async function pollOnFakeTime(
   stepMs = 100,
 ): Promise<{ tasks: Polled[]; atMs: number } | null> {
   for (;;) {
-    const r = await api<{ tasks: Polled[] }>(url(), 'POST', '/api/workers/poll', { worker_id: 'w-fault', task_types: [type], max_tasks: 100, wait_ms: 0 });
+    const r = await api<{ tasks: Polled[] }>(url(), 'POST', '/api/workers/poll', {
+      worker_id: 'w-fault',
+      task_types: [type],
+      max_tasks: 100,
+      wait_ms: 0,
+    });
     if (r.status === 200 && r.body.tasks.length > 0) return { tasks: r.body.tasks, atMs: clock.now() };
     if (clock.now() >= untilMs) return null;
     await clock.advance(Math.min(stepMs, untilMs - clock.now()));

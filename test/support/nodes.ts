@@ -48,7 +48,13 @@ export async function startTestNode(
     builtinExecutors: false,
     partitions: 8,
     ...(backend === 'postgres'
-      ? { postgresUrl: TEST_POSTGRES_URL, postgresSchema: schema, redisUrl: TEST_REDIS_URL, redisPrefix: prefix, postgresPoolSize: 4 }
+      ? {
+          postgresUrl: TEST_POSTGRES_URL,
+          postgresSchema: schema,
+          redisUrl: TEST_REDIS_URL,
+          redisPrefix: prefix,
+          postgresPoolSize: 4,
+        }
       : { dataDir }),
     ...options,
   };

@@ -7,8 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { openPglite, openPostgres, type Db } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
 
-export const TEST_POSTGRES_URL =
-  process.env.WHEELHOUSE_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const TEST_POSTGRES_URL = process.env.WHEELHOUSE_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 /** A migrated database for one test file. */
 export interface TestDb {

@@ -26,9 +26,13 @@ export interface NodeProcess {
 /** Starts `node dist/src/cli.js <args>` on a free port; resolves once it listens. */
 export function startProcess(args: string[]): Promise<NodeProcess> {
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args, '--port', '0', '--log-level', 'warn', '--builtin-executors', 'false', '--partitions', '8'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [CLI, ...args, '--port', '0', '--log-level', 'warn', '--builtin-executors', 'false', '--partitions', '8'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let out = '';
     const onData = (chunk: Buffer): void => {
       out += chunk.toString('utf8');
@@ -58,7 +62,19 @@ export function kill9(proc: NodeProcess): Promise<void> {
  */
 export function nodeArgs(backend: BackendName, schema: string, prefix: string, dataDir: string): string[] {
   return backend === 'postgres'
-    ? ['node', '--node-id', `node-${prefix}`, '--postgres-url', TEST_POSTGRES_URL, '--postgres-schema', schema, '--redis-url', TEST_REDIS_URL, '--redis-prefix', prefix]
+    ? [
+        'node',
+        '--node-id',
+        `node-${prefix}`,
+        '--postgres-url',
+        TEST_POSTGRES_URL,
+        '--postgres-schema',
+        schema,
+        '--redis-url',
+        TEST_REDIS_URL,
+        '--redis-prefix',
+        prefix,
+      ]
     : ['dev', '--data-dir', dataDir];
 }
 
@@ -87,7 +103,11 @@ export interface CliProcess extends NodeProcess {
 /** Starts `node dist/src/cli.js <args>`; resolves once it prints `listening on <url>`. */
 export function startCliProcess(
   args: string[],
-  options: { tailChars?: number; startTimeoutMs?: number; /** Another build's cli.js. @default CLI */ cli?: string } = {},
+  options: {
+    tailChars?: number;
+    startTimeoutMs?: number;
+    /** Another build's cli.js. @default CLI */ cli?: string;
+  } = {},
 ): Promise<CliProcess> {
   const tailChars = options.tailChars ?? 256 * 1024;
   const child = spawn(process.execPath, [options.cli ?? CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });

@@ -70,7 +70,14 @@ async function freePort(): Promise<number> {
 
 /** Runs one command on a connection of its own, which gives up at the first close instead of reconnecting. */
 async function command(port: number, name: string, ...args: string[]): Promise<unknown> {
-  const client = new Redis({ host: HOST, port, lazyConnect: true, retryStrategy: () => null, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+  const client = new Redis({
+    host: HOST,
+    port,
+    lazyConnect: true,
+    retryStrategy: () => null,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+  });
   client.on('error', () => undefined);
   try {
     await client.connect();
@@ -141,7 +148,12 @@ class RedisServerProcess implements RedisServer {
       child.once('error', reject);
       child.once('exit', (code, signal) => {
         clearTimeout(timer);
-        if (!ready) reject(new Error(`redis-server on port ${this.port} exited with ${code ?? signal} before it was ready:\n${this.log}`));
+        if (!ready)
+          reject(
+            new Error(
+              `redis-server on port ${this.port} exited with ${code ?? signal} before it was ready:\n${this.log}`,
+            ),
+          );
       });
     });
   }
@@ -154,7 +166,8 @@ class RedisServerProcess implements RedisServer {
       await command(this.port, 'SHUTDOWN', ...mode);
     } catch (error) {
       // The server closes the connection instead of replying; only a reply is a failure.
-      if (error instanceof ReplyError) throw new Error(`redis-server on port ${this.port} refused to shut down`, { cause: error });
+      if (error instanceof ReplyError)
+        throw new Error(`redis-server on port ${this.port} refused to shut down`, { cause: error });
     }
     await exited(child);
   }

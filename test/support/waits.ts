@@ -37,7 +37,10 @@ export async function eventually<T>(
     } catch (error) {
       last = error;
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last === undefined ? '' : `: ${last instanceof Error ? last.message : inspect(last)}`}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}${last === undefined ? '' : `: ${last instanceof Error ? last.message : inspect(last)}`}`,
+      );
     await sleep(pollMs);
   }
 }
@@ -95,7 +98,11 @@ const NODE_EVENTS: Record<keyof NodeEvents, true> = {
 };
 
 /** Counts every event of `events` until the returned function is called. */
-function countEvents(events: TypedEvents<NodeEvents>): { count: () => number; last: () => string | null; stop: () => void } {
+function countEvents(events: TypedEvents<NodeEvents>): {
+  count: () => number;
+  last: () => string | null;
+  stop: () => void;
+} {
   let n = 0;
   let last: string | null = null;
   const offs = (Object.keys(NODE_EVENTS) as (keyof NodeEvents)[]).map((name) =>
@@ -130,7 +137,10 @@ export interface QuiescentOptions {
  * change means there is nothing left in motion. Fails after `timeoutMs`, saying what was
  * still going on.
  */
-export async function quiescent(node: Pick<WheelhouseNode, 'events' | 'backend' | 'system'>, options: QuiescentOptions = {}): Promise<void> {
+export async function quiescent(
+  node: Pick<WheelhouseNode, 'events' | 'backend' | 'system'>,
+  options: QuiescentOptions = {},
+): Promise<void> {
   const { intervalMs = 50, timeoutMs = 10_000, clock, allowReady = false, allowLeases = false } = options;
   const deadline = Date.now() + timeoutMs;
   const seen = countEvents(node.events);
@@ -145,7 +155,9 @@ export async function quiescent(node: Pick<WheelhouseNode, 'events' | 'backend' 
       if (Date.now() > deadline) {
         const busy = [
           seen.count() !== before ? `events still coming (last: ${seen.last()})` : null,
-          backlog > 0 ? `${backlog} ready (${JSON.stringify(await node.backend.ready.depths(clock?.now() ?? Date.now()))})` : null,
+          backlog > 0
+            ? `${backlog} ready (${JSON.stringify(await node.backend.ready.depths(clock?.now() ?? Date.now()))})`
+            : null,
           leases > 0 ? `${leases} lease actors` : null,
         ].filter((x) => x !== null);
         throw new Error(`the node did not fall quiet within ${timeoutMs} ms: ${busy.join('; ')}`);

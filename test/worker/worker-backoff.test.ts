@@ -9,7 +9,10 @@ import { eventually, sleep } from '../support/waits.js';
  * `Retry-After` on 429/503 is waited out, network errors back off, and nothing loops
  * tightly. (The real node cannot be made to answer 503 on cue.)
  */
-type Route = (req: IncomingMessage, body: unknown) => { status: number; body?: unknown; headers?: Record<string, string> } | null;
+type Route = (
+  req: IncomingMessage,
+  body: unknown,
+) => { status: number; body?: unknown; headers?: Record<string, string> } | null;
 
 let server: Server | undefined;
 let worker: Worker | undefined;
@@ -56,7 +59,12 @@ describe('worker SDK against a node that pushes back', () => {
       auth.push(req.headers.authorization);
       if (req.url === '/api/workers/poll') {
         pollTimes.push(Date.now());
-        if (pollTimes.length === 1) return { status: 503, headers: { 'retry-after': '0.3' }, body: { error: { code: 'store_unavailable', message: 'down' } } };
+        if (pollTimes.length === 1)
+          return {
+            status: 503,
+            headers: { 'retry-after': '0.3' },
+            body: { error: { code: 'store_unavailable', message: 'down' } },
+          };
         if (!handed) {
           handed = true;
           return { status: 200, body: { tasks: [TASK] } };
@@ -65,14 +73,25 @@ describe('worker SDK against a node that pushes back', () => {
       }
       if (req.url === '/api/workers/complete') {
         completeTimes.push(Date.now());
-        if (completeTimes.length === 1) return { status: 429, headers: { 'retry-after': '0.2' }, body: { error: { code: 'backlog_full', message: 'later' } } };
+        if (completeTimes.length === 1)
+          return {
+            status: 429,
+            headers: { 'retry-after': '0.2' },
+            body: { error: { code: 'backlog_full', message: 'later' } },
+          };
         const results = (body as { results: { task_id: string }[] }).results;
         return { status: 200, body: { results: results.map((r) => ({ task_id: r.task_id, ok: true })) } };
       }
       return { status: 404 };
     });
     const payloads: unknown[] = [];
-    worker = createWorker({ url, token: 's3cret', taskTypes: ['fake.type'], onError: () => undefined, handler: async ({ payload }) => void payloads.push(payload) });
+    worker = createWorker({
+      url,
+      token: 's3cret',
+      taskTypes: ['fake.type'],
+      onError: () => undefined,
+      handler: async ({ payload }) => void payloads.push(payload),
+    });
     worker.start();
     await eventually(() => (worker!.stats.reported >= 1 ? true : undefined), 5_000, 'the result reported', 10);
 
@@ -89,7 +108,12 @@ describe('worker SDK against a node that pushes back', () => {
     await new Promise<void>((resolve) => server!.close(() => resolve())); // nothing listens there now
     server = undefined;
     let errors = 0;
-    worker = createWorker({ url, taskTypes: ['fake.type'], onError: () => void errors++, handler: async () => undefined });
+    worker = createWorker({
+      url,
+      taskTypes: ['fake.type'],
+      onError: () => void errors++,
+      handler: async () => undefined,
+    });
     worker.start();
     await sleep(1_500); // real time is the subject: the window in which the backoff's attempts are counted
     // Backoff steps of 100, 200, 400, 800 ms (each halved at worst by jitter): at most ~6 tries in 1.5 s.
@@ -107,7 +131,10 @@ describe('worker SDK against a node that pushes back', () => {
       if (req.url === '/api/workers/poll') {
         if (handed) return null;
         handed = true;
-        return { status: 200, body: { tasks: [{ ...TASK, lease_expires_at: new Date(Date.now() - 10_000).toISOString() }] } };
+        return {
+          status: 200,
+          body: { tasks: [{ ...TASK, lease_expires_at: new Date(Date.now() - 10_000).toISOString() }] },
+        };
       }
       completes++;
       return { status: 503, headers: { 'retry-after': '0.1' } };

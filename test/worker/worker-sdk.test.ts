@@ -1,6 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNode, type WheelhouseNode } from '../../src/node/start.js';
-import { createWorker, PermanentTaskError, TaskCancelledError, type TaskContext, type Worker, type WorkerOptions } from '../../src/worker/index.js';
+import {
+  createWorker,
+  PermanentTaskError,
+  TaskCancelledError,
+  type TaskContext,
+  type Worker,
+  type WorkerOptions,
+} from '../../src/worker/index.js';
 import { api } from '../support/nodes.js';
 import { eventually, quiescent, sleep } from '../support/waits.js';
 

@@ -8,12 +8,16 @@ export const ref = (name: string): Json => ({ $ref: `#/components/schemas/${name
 export const time = { type: 'string', format: 'date-time', example: '2026-11-30T12:00:00.000Z' } satisfies Json;
 export const nullableTime: Json = { type: ['string', 'null'], format: 'date-time' };
 export const uuid = { type: 'string', format: 'uuid' } satisfies Json;
-export const taskIdParam: Json = { name: 'id', in: 'path', required: true, schema: uuid, description: 'Task id (UUID).' };
+export const taskIdParam: Json = {
+  name: 'id',
+  in: 'path',
+  required: true,
+  schema: uuid,
+  description: 'Task id (UUID).',
+};
 
 export const errors = (...statuses: number[]): Record<string, Json> =>
-  Object.fromEntries(
-    statuses.map((s) => [String(s), { $ref: `#/components/responses/E${s}` }] as const),
-  );
+  Object.fromEntries(statuses.map((s) => [String(s), { $ref: `#/components/responses/E${s}` }] as const));
 
 export const json = (schema: Json, description = 'OK'): Json => ({
   description,

@@ -1,5 +1,17 @@
 /** The document's paths, one entry per route; keep in step with the route plugins. */
-import { body, common, errors, json, nullableTime, ref, taskIdParam, taskStatus, time, uuid, type Json } from './builders.js';
+import {
+  body,
+  common,
+  errors,
+  json,
+  nullableTime,
+  ref,
+  taskIdParam,
+  taskStatus,
+  time,
+  uuid,
+  type Json,
+} from './builders.js';
 
 export const paths: Record<string, Record<string, Record<string, Json>>> = {
   '/api/tasks': {
@@ -17,7 +29,12 @@ export const paths: Record<string, Record<string, Record<string, Json>>> = {
       parameters: [
         { name: 'status', in: 'query', schema: taskStatus },
         { name: 'task_type', in: 'query', schema: { type: 'string' } },
-        { name: 'schedule_id', in: 'query', schema: { type: 'string', format: 'uuid' }, description: "A cron schedule's instances only." },
+        {
+          name: 'schedule_id',
+          in: 'query',
+          schema: { type: 'string', format: 'uuid' },
+          description: "A cron schedule's instances only.",
+        },
         { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000, default: 50 } },
         { name: 'next_token', in: 'query', schema: { type: 'string' } },
       ],
@@ -64,7 +81,10 @@ export const paths: Record<string, Record<string, Record<string, Json>>> = {
                 {
                   type: 'object',
                   required: ['ref'],
-                  properties: { ref: { type: 'string', minLength: 1, maxLength: 128 }, depends_on: { type: 'array', items: { type: 'string' } } },
+                  properties: {
+                    ref: { type: 'string', minLength: 1, maxLength: 128 },
+                    depends_on: { type: 'array', items: { type: 'string' } },
+                  },
                 },
               ],
             },
@@ -99,7 +119,11 @@ export const paths: Record<string, Record<string, Record<string, Json>>> = {
                   task_id: uuid,
                   task_type: { type: 'string' },
                   status: taskStatus,
-                  depends_on: { type: 'array', items: { type: 'string' }, description: 'Refs, or ids of tasks outside the graph.' },
+                  depends_on: {
+                    type: 'array',
+                    items: { type: 'string' },
+                    description: 'Refs, or ids of tasks outside the graph.',
+                  },
                   due_time: time,
                   started_at: nullableTime,
                   completed_at: nullableTime,
@@ -157,7 +181,10 @@ export const paths: Record<string, Record<string, Record<string, Json>>> = {
       responses: {
         '200': json({
           type: 'object',
-          properties: { executions: { type: 'array', items: ref('Execution') }, next_token: { type: ['string', 'null'] } },
+          properties: {
+            executions: { type: 'array', items: ref('Execution') },
+            next_token: { type: ['string', 'null'] },
+          },
         }),
         ...errors(400, 401, 403, 404, 503),
       },
@@ -217,7 +244,9 @@ export const paths: Record<string, Record<string, Record<string, Json>>> = {
             type: 'array',
             minItems: 1,
             maxItems: 1000,
-            items: { allOf: [ref('Completion'), { type: 'object', required: ['task_id'], properties: { task_id: uuid } }] },
+            items: {
+              allOf: [ref('Completion'), { type: 'object', required: ['task_id'], properties: { task_id: uuid } }],
+            },
           },
         },
       }),

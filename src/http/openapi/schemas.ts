@@ -99,7 +99,12 @@ export const schemas: Record<string, Json> = {
       idempotency_key: { type: 'string', minLength: 1, maxLength: 256 },
       priority: { type: 'integer', minimum: 0, maximum: 9, default: 5, description: 'Lower runs first.' },
       max_retries: { type: 'integer', minimum: 0, maximum: 100, default: 3 },
-      timeout_seconds: { type: 'integer', minimum: 1, maximum: 86400, description: 'Lease length; default from config (60).' },
+      timeout_seconds: {
+        type: 'integer',
+        minimum: 1,
+        maximum: 86400,
+        description: 'Lease length; default from config (60).',
+      },
     },
   },
   Submitted: {
@@ -141,7 +146,10 @@ export const schemas: Record<string, Json> = {
       idempotency_key: { type: ['string', 'null'] },
       cancel_requested: { type: 'boolean' },
       dependencies: { type: 'array', items: uuid, description: 'Predecessor ids.' },
-      dependencies_satisfied: { type: 'integer', description: 'Tasks with predecessors only: how many have succeeded.' },
+      dependencies_satisfied: {
+        type: 'integer',
+        description: 'Tasks with predecessors only: how many have succeeded.',
+      },
       dag_id: { ...uuid, description: "A graph's tasks only, as is ref." },
       ref: { type: 'string' },
       payload: {},

@@ -10,9 +10,6 @@ export { BODY, FieldPath, type JsonObject };
  * (`tasks[3].schedule.cron_expression: …`).
  */
 
-
-
-
 /** true for a JSON object (not an array, not null). */
 export function isObject(value: unknown): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -144,7 +141,7 @@ export function parseIsoTime(text: string): number | null {
   const second = Number(m[6] ?? 0);
   const ms = Number(((m[7] ?? '') + '000').slice(0, 3));
   if (month < 1 || month > 12 || hour > 23 || minute > 59 || second > 59) return null;
-  const leap = month === 2 && (year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0));
+  const leap = month === 2 && year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
   if (day < 1 || day > (DAYS_IN_MONTH[month - 1] ?? 31) + (leap ? 1 : 0)) return null;
   let offsetMinutes = 0;
   const offset = m[8];

@@ -123,9 +123,13 @@ export function validateTask(body: unknown, defaults: TaskDefaults, at: FieldPat
   if (defaults.maxPayloadBytes !== undefined && payloadJson.length > defaults.maxPayloadBytes / 3) {
     const bytes = Buffer.byteLength(payloadJson);
     if (bytes > defaults.maxPayloadBytes) {
-      at.at('payload').fail(`is ${bytes} bytes of JSON; the limit is ${defaults.maxPayloadBytes}`, 'payload_too_large', {
-        limit_bytes: defaults.maxPayloadBytes,
-      });
+      at.at('payload').fail(
+        `is ${bytes} bytes of JSON; the limit is ${defaults.maxPayloadBytes}`,
+        'payload_too_large',
+        {
+          limit_bytes: defaults.maxPayloadBytes,
+        },
+      );
     }
   }
 
@@ -182,16 +186,23 @@ export function validateDag(body: unknown, defaults: TaskDefaults): DagSpec {
   if (!Array.isArray(tasks)) at.fail('must be an array of tasks');
   if (tasks.length === 0) at.fail('must hold at least one task');
   if (tasks.length > MAX_DAG_TASKS) at.fail(`holds ${tasks.length} tasks; the most is ${MAX_DAG_TASKS}`);
-  const idempotencyKey = isAbsent(o.idempotency_key) ? null : readString(o.idempotency_key, BODY.at('idempotency_key'), IDEMPOTENCY_KEY);
+  const idempotencyKey = isAbsent(o.idempotency_key)
+    ? null
+    : readString(o.idempotency_key, BODY.at('idempotency_key'), IDEMPOTENCY_KEY);
   const out = new Array<DagTaskSpec>(tasks.length);
   for (let i = 0; i < tasks.length; i++) {
     const taskAt = new FieldPath(`tasks[${i}]`, i);
     const { ref, depends_on: dependsOn, ...task } = readObject(tasks[i], taskAt, 'a JSON object describing a task');
     if (task.dependencies !== undefined) taskAt.at('dependencies').fail('in a graph, name predecessors in depends_on');
-    if (task.idempotency_key !== undefined) taskAt.at('idempotency_key').fail("a graph's tasks share the graph's idempotency_key");
+    if (task.idempotency_key !== undefined)
+      taskAt.at('idempotency_key').fail("a graph's tasks share the graph's idempotency_key");
     const spec = validateTask(task, defaults, taskAt);
     if (spec.schedule.type === 'cron') taskAt.at('schedule.type').fail('a cron schedule cannot be part of a graph');
-    out[i] = { ref: readString(ref, taskAt.at('ref'), REF), dependsOn: readNames(dependsOn, taskAt.at('depends_on')), spec };
+    out[i] = {
+      ref: readString(ref, taskAt.at('ref'), REF),
+      dependsOn: readNames(dependsOn, taskAt.at('depends_on')),
+      spec,
+    };
   }
   return { tasks: out, idempotencyKey, requestHash: idempotencyKey === null ? '' : sha256Hex(canonicalJson(o)) };
 }
@@ -254,7 +265,11 @@ export function validateSchedule(value: unknown, at: FieldPath): ScheduleSpec {
       if (!hasDue && !hasDelay) at.fail('a delayed schedule needs due_time or delay_seconds');
       return hasDue
         ? { type, dueMs: readTime(o.due_time, at.at('due_time')), delaySeconds: null }
-        : { type, dueMs: null, delaySeconds: readNumber(o.delay_seconds, at.at('delay_seconds'), 0, MAX_DELAY_SECONDS) };
+        : {
+            type,
+            dueMs: null,
+            delaySeconds: readNumber(o.delay_seconds, at.at('delay_seconds'), 0, MAX_DELAY_SECONDS),
+          };
     }
     case 'cron':
       rejectUnknown(o, CRON_FIELDS, at);

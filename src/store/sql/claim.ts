@@ -112,7 +112,11 @@ const RELEASE = `
   RETURNING t.id, t.task_type, t.priority, ${msOf('t.due_time')} AS due_ms`;
 
 /** See `TaskStore.release`. */
-export async function releaseTasks(db: Db, claims: readonly { taskId: string; version: number }[], nowMs: number): Promise<DueEntry[]> {
+export async function releaseTasks(
+  db: Db,
+  claims: readonly { taskId: string; version: number }[],
+  nowMs: number,
+): Promise<DueEntry[]> {
   const valid = claims.filter((c) => validIds([c.taskId]).length === 1 && Number.isSafeInteger(c.version));
   if (valid.length === 0) return [];
   const { rows } = await db.query<DueRow>(

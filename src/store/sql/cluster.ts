@@ -74,12 +74,21 @@ interface NodeRow {
 }
 
 function toClusterNode(row: NodeRow): ClusterNode {
-  return { id: row.id, address: row.address, startedMs: row.started_ms, heartbeatMs: row.heartbeat_ms, state: row.state };
+  return {
+    id: row.id,
+    address: row.address,
+    startedMs: row.started_ms,
+    heartbeatMs: row.heartbeat_ms,
+    state: row.state,
+  };
 }
 
 function checkTimeout(failureTimeoutMs: number): void {
   if (!Number.isFinite(failureTimeoutMs) || failureTimeoutMs <= 0) {
-    throw new WheelhouseError('internal', `failureTimeoutMs must be a positive number of ms, got ${String(failureTimeoutMs)}.`);
+    throw new WheelhouseError(
+      'internal',
+      `failureTimeoutMs must be a positive number of ms, got ${String(failureTimeoutMs)}.`,
+    );
   }
 }
 
@@ -112,6 +121,10 @@ export async function liveNodes(db: Db, failureTimeoutMs: number): Promise<Clust
 /** See `MembershipStore.all`. */
 export async function allNodes(db: Db, failureTimeoutMs: number): Promise<ClusterNodeStatus[]> {
   checkTimeout(failureTimeoutMs);
-  const { rows } = await db.query<NodeRow & { live: boolean; heartbeat_age_ms: number }>(ALL, [failureTimeoutMs], 'wh_cluster_all');
+  const { rows } = await db.query<NodeRow & { live: boolean; heartbeat_age_ms: number }>(
+    ALL,
+    [failureTimeoutMs],
+    'wh_cluster_all',
+  );
   return rows.map((row) => ({ ...toClusterNode(row), live: row.live, heartbeatAgeMs: row.heartbeat_age_ms }));
 }

@@ -36,7 +36,6 @@ const RETRY_AFTER_EXPIRY = `NOT t.cancel_requested AND t.attempts <= t.max_retri
 /** Columns of the transition a statement reports, selected from its `done` CTE. */
 const TRANSITION_COLUMNS = `d.id, d.status, d.version, d.task_type, d.priority, ${msOf('d.due_time')} AS due_ms, d.has_dependents`;
 
-
 /** SQL: the result `r` (`ok`: the attempt succeeded) sends task `t` back to pending. */
 const RETRY_AFTER_RESULT = `NOT t.cancel_requested AND NOT r.ok AND r.retryable AND t.attempts <= t.max_retries`;
 

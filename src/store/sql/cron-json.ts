@@ -48,7 +48,8 @@ function readDefinition(json: Record<string, unknown>): CronDefinition {
     cronExpression: String(json.cron_expression),
     timezone: typeof json.timezone === 'string' ? json.timezone : 'UTC',
     jitterSeconds: typeof json.jitter_seconds === 'number' ? json.jitter_seconds : 0,
-    misfirePolicy: json.misfire_policy === 'skip' || json.misfire_policy === 'fire_all' ? json.misfire_policy : 'fire_once',
+    misfirePolicy:
+      json.misfire_policy === 'skip' || json.misfire_policy === 'fire_all' ? json.misfire_policy : 'fire_once',
     overlapPolicy: json.overlap_policy === 'skip' ? 'skip' : 'allow',
     endMs: typeof end === 'string' ? Date.parse(end) : null,
   };

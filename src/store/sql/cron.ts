@@ -73,7 +73,11 @@ const ACTIVE_SCHEDULE_IDS = `SELECT t.id ${ACTIVE_PAGE}`;
 
 export async function activeScheduleIds(db: Db, afterId: string | null, limit: number): Promise<string[]> {
   if (limit < 1) return [];
-  const { rows } = await db.query<{ id: string }>(ACTIVE_SCHEDULE_IDS, pageParams(afterId, limit), 'wh_active_schedule_ids');
+  const { rows } = await db.query<{ id: string }>(
+    ACTIVE_SCHEDULE_IDS,
+    pageParams(afterId, limit),
+    'wh_active_schedule_ids',
+  );
   return rows.map((r) => r.id);
 }
 
@@ -268,7 +272,14 @@ async function writeRound(tx: DbTx, writes: ScheduleWrite[], nowMs: number): Pro
   if (instances.length > 0) await insertInstances(tx, instances, nowMs, resultOf);
 
   return writes.map(
-    (w) => results.get(w.scheduleId.toLowerCase()) ?? { ok: false, version: w.version, due: [], skipped: false, cancelled: 0 },
+    (w) =>
+      results.get(w.scheduleId.toLowerCase()) ?? {
+        ok: false,
+        version: w.version,
+        due: [],
+        skipped: false,
+        cancelled: 0,
+      },
   );
 }
 
@@ -326,9 +337,15 @@ export async function scheduleHistory(
   );
   if (rows.length === 0) return [];
   // Every attempt of the page's instances (at most 101 each), filtered to the cursor here.
-  const executions = await historyOf(db, rows.map((r) => r.id), MAX_ATTEMPT, rows.length * 101);
+  const executions = await historyOf(
+    db,
+    rows.map((r) => r.id),
+    MAX_ATTEMPT,
+    rows.length * 101,
+  );
   const after = executions.filter(
-    (e) => cursor === undefined || e.taskId < cursor.taskId || (e.taskId === cursor.taskId && e.attempt < cursor.attempt),
+    (e) =>
+      cursor === undefined || e.taskId < cursor.taskId || (e.taskId === cursor.taskId && e.attempt < cursor.attempt),
   );
   return after.slice(0, max);
 }

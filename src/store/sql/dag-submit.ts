@@ -54,14 +54,22 @@ export async function insertWithDependencies(tx: DbTx, tasks: NewTask[], nowMs: 
         if (indexOf.has(id)) continue;
         const p = existing.get(id);
         if (p === undefined) {
-          throw new WheelhouseError('unknown_dependency', `no task has id ${id} (a dependency of the task at index ${index})`, {
-            details: { index, dependency: id },
-          });
+          throw new WheelhouseError(
+            'unknown_dependency',
+            `no task has id ${id} (a dependency of the task at index ${index})`,
+            {
+              details: { index, dependency: id },
+            },
+          );
         }
         if (p.scheduleType === 'cron') {
-          throw new WheelhouseError('validation_failed', `${id} is a cron schedule, which cannot be a dependency; depend on one of its instances instead`, {
-            details: { index, dependency: id },
-          });
+          throw new WheelhouseError(
+            'validation_failed',
+            `${id} is a cron schedule, which cannot be a dependency; depend on one of its instances instead`,
+            {
+              details: { index, dependency: id },
+            },
+          );
         }
       }
     });
@@ -101,7 +109,10 @@ function decide(
     for (const id of ids) {
       const j = indexOf.get(id);
       if (j === undefined) continue;
-      if (j === i) throw new WheelhouseError('dependency_cycle', `the task at index ${i} depends on itself`, { details: { index: i } });
+      if (j === i)
+        throw new WheelhouseError('dependency_cycle', `the task at index ${i} depends on itself`, {
+          details: { index: i },
+        });
       waiting[i]!++;
       dependentsOf[j]!.push(i);
     }
@@ -117,7 +128,8 @@ function decide(
       const j = indexOf.get(id);
       const status = j === undefined ? existing.get(id)!.status : columns[j]!.status;
       if (status === 'succeeded') satisfied++;
-      else if (lastError === null && (status === 'failed' || status === 'cancelled')) lastError = `predecessor ${id} ${status}`;
+      else if (lastError === null && (status === 'failed' || status === 'cancelled'))
+        lastError = `predecessor ${id} ${status}`;
     }
     columns[i] = {
       status: lastError !== null ? 'cancelled' : satisfied === ids.length ? tasks[i]!.status : 'blocked',

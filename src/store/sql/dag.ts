@@ -2,7 +2,18 @@ import { WheelhouseError } from '../../lib/errors.js';
 import { isRetryableConflict, type Db } from '../db.js';
 import type { NewTask, StoredStatus, TaskRecord } from '../../domain/model.js';
 import type { DagEvent, DagNodeRecord, DagOutcome } from '../dag-types.js';
-import { IDEMPOTENCY_WINDOW_MS, msOf, statusIs, taskColumns, toDueEntry, toTaskRecord, tsParam, validIds, type DueRow, type TaskRow } from './columns.js';
+import {
+  IDEMPOTENCY_WINDOW_MS,
+  msOf,
+  statusIs,
+  taskColumns,
+  toDueEntry,
+  toTaskRecord,
+  tsParam,
+  validIds,
+  type DueRow,
+  type TaskRow,
+} from './columns.js';
 import { dagEventsCte } from './outbox.js';
 import { hasExternalPredecessors, insertWithDependencies } from './dag-submit.js';
 import { CLAIM_KEYS } from './submit.js';
@@ -42,13 +53,22 @@ export async function submitGraph(
         'wh_claim_keys',
       );
       if (claimed.rows.length === 0) {
-        const { rows } = await tx.query<{ request_hash: string; task_id: string }>(READ_DAG_KEY, [DAG_KEY_TYPE, key], 'wh_read_dag_key');
+        const { rows } = await tx.query<{ request_hash: string; task_id: string }>(
+          READ_DAG_KEY,
+          [DAG_KEY_TYPE, key],
+          'wh_read_dag_key',
+        );
         const row = rows[0];
-        if (row === undefined) throw new WheelhouseError('internal', `idempotency key "${key}" vanished while it was read`);
+        if (row === undefined)
+          throw new WheelhouseError('internal', `idempotency key "${key}" vanished while it was read`);
         if (row.request_hash !== dag.requestHash) {
-          throw new WheelhouseError('idempotency_conflict', `idempotency key "${key}" was used before with a different graph`, {
-            details: { idempotency_key: key },
-          });
+          throw new WheelhouseError(
+            'idempotency_conflict',
+            `idempotency key "${key}" was used before with a different graph`,
+            {
+              details: { idempotency_key: key },
+            },
+          );
         }
         return { created: false, dagId: row.task_id, tasks: [] };
       }
@@ -65,10 +85,17 @@ const DEPENDENTS = `
   GROUP BY d.task_id`;
 
 /** See `DagStore.dependents`. */
-export async function dependents(db: Db, predecessorIds: string[]): Promise<{ taskId: string; predecessorIds: string[] }[]> {
+export async function dependents(
+  db: Db,
+  predecessorIds: string[],
+): Promise<{ taskId: string; predecessorIds: string[] }[]> {
   const ids = validIds(predecessorIds);
   if (ids.length === 0) return [];
-  const { rows } = await db.query<{ task_id: string; predecessor_ids: string[] }>(DEPENDENTS, [ids], 'wh_dag_dependents');
+  const { rows } = await db.query<{ task_id: string; predecessor_ids: string[] }>(
+    DEPENDENTS,
+    [ids],
+    'wh_dag_dependents',
+  );
   return rows.map((r) => ({ taskId: r.task_id, predecessorIds: r.predecessor_ids }));
 }
 
@@ -233,7 +260,11 @@ const PREDECESSORS = `
 export async function predecessors(db: Db, taskIds: string[]): Promise<Map<string, string[]>> {
   const ids = validIds(taskIds);
   if (ids.length === 0) return new Map();
-  const { rows } = await db.query<{ task_id: string; predecessor_id: string }>(PREDECESSORS, [ids], 'wh_dag_predecessors');
+  const { rows } = await db.query<{ task_id: string; predecessor_id: string }>(
+    PREDECESSORS,
+    [ids],
+    'wh_dag_predecessors',
+  );
   return groupEdges(rows);
 }
 

@@ -104,7 +104,21 @@ export async function insertTasks(
     keys[i] = t.idempotencyKey;
     records[i] = newRecord(t, dueMs, createdMs, g);
   }
-  const params: unknown[] = [ids, types, payloads, statuses, scheduleTypes, schedules, dues, priorities, maxRetries, timeouts, partitions, keys, nowMs];
+  const params: unknown[] = [
+    ids,
+    types,
+    payloads,
+    statuses,
+    scheduleTypes,
+    schedules,
+    dues,
+    priorities,
+    maxRetries,
+    timeouts,
+    partitions,
+    keys,
+    nowMs,
+  ];
   if (graph === undefined) {
     await db.query(INSERT_TASKS, params, 'wh_insert_tasks');
   } else {

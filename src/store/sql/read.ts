@@ -2,7 +2,17 @@ import { isUuid, nameUuid } from '../../lib/ids.js';
 import type { Db } from '../db.js';
 import type { DueEntry, ExecutionRecord, TaskRecord } from '../../domain/model.js';
 import type { ListFilter, PartitionCursor } from '../types.js';
-import { msOf, statusIs, taskColumns, toDueEntry, toTaskRecord, tsParam, validIds, type DueRow, type TaskRow } from './columns.js';
+import {
+  msOf,
+  statusIs,
+  taskColumns,
+  toDueEntry,
+  toTaskRecord,
+  tsParam,
+  validIds,
+  type DueRow,
+  type TaskRow,
+} from './columns.js';
 
 /**
  * Reading tasks: one task, listings, execution history, and the partition scans used to
@@ -122,7 +132,12 @@ export async function taskHistory(
  * Executions of several tasks (a cron schedule's instances), newest task first, each task's
  * attempts newest first; attempts below `beforeAttempt`, at most `limit`.
  */
-export async function historyOf(db: Db, taskIds: string[], beforeAttempt: number, limit: number): Promise<ExecutionRecord[]> {
+export async function historyOf(
+  db: Db,
+  taskIds: string[],
+  beforeAttempt: number,
+  limit: number,
+): Promise<ExecutionRecord[]> {
   const { rows } = await db.query<HistoryRow>(HISTORY, [taskIds, beforeAttempt, limit], 'wh_history');
   return rows.map((r) => ({
     executionId: nameUuid(`${r.task_id}:${r.attempt}`),

@@ -84,18 +84,21 @@ export async function submitTasks(db: Db, tasks: NewTask[], nowMs: number): Prom
 
   return db.transaction(async (tx) => {
     const leaders = [...leaderOf.values()].map((i) => tasks[i]!);
-    const claimed = leaders.length === 0 ? { rows: [] } : await tx.query<{ task_type: string; key: string }>(
-      CLAIM_KEYS,
-      [
-        leaders.map((t) => t.taskType),
-        leaders.map((t) => t.idempotencyKey),
-        leaders.map((t) => t.requestHash ?? ''),
-        leaders.map((t) => t.id),
-        nowMs + IDEMPOTENCY_WINDOW_MS,
-        nowMs,
-      ],
-      'wh_claim_keys',
-    );
+    const claimed =
+      leaders.length === 0
+        ? { rows: [] }
+        : await tx.query<{ task_type: string; key: string }>(
+            CLAIM_KEYS,
+            [
+              leaders.map((t) => t.taskType),
+              leaders.map((t) => t.idempotencyKey),
+              leaders.map((t) => t.requestHash ?? ''),
+              leaders.map((t) => t.id),
+              nowMs + IDEMPOTENCY_WINDOW_MS,
+              nowMs,
+            ],
+            'wh_claim_keys',
+          );
     const fresh = new Set(claimed.rows.map((r) => keyOf(r.task_type, r.key)));
 
     const results = new Array<SubmitResult | undefined>(tasks.length);
@@ -112,7 +115,10 @@ export async function submitTasks(db: Db, tasks: NewTask[], nowMs: number): Prom
         const index = leaderOf.get(k)!;
         const row = byKey.get(k);
         if (row === undefined) {
-          throw new WheelhouseError('internal', `idempotency key "${t.idempotencyKey}" names a task that does not exist`);
+          throw new WheelhouseError(
+            'internal',
+            `idempotency key "${t.idempotencyKey}" names a task that does not exist`,
+          );
         }
         if (row.request_hash !== (t.requestHash ?? '')) throw conflict(index, t.idempotencyKey!);
         results[index] = { task: toTaskRecord(row), created: false };
@@ -125,7 +131,9 @@ export async function submitTasks(db: Db, tasks: NewTask[], nowMs: number): Prom
     });
     if (toInsert.length > 0) {
       const rows = toInsert.map((i) => tasks[i]!);
-      const records = withDependencies ? await insertWithDependencies(tx, rows, nowMs) : await insertTasks(tx, rows, nowMs);
+      const records = withDependencies
+        ? await insertWithDependencies(tx, rows, nowMs)
+        : await insertTasks(tx, rows, nowMs);
       toInsert.forEach((i, j) => {
         results[i] = { task: records[j]!, created: true };
       });
