@@ -1,37 +1,48 @@
-import type { NodeEventSink } from '../domain/events.js';
-import type { BackoffPolicy } from '../domain/model.js';
 import type { ScheduleWrite, ScheduleWriteResult } from '../store/types.js';
-import type { CompiledOptions } from '../lib/config.js';
 import { WriteBatcher } from '../lib/write-batcher.js';
-import type { CronActivation } from '../actors/cron-activation.js';
+import { CronActivation } from '../actors/cron-activation.js';
+import { DagResolver } from '../actors/dag-resolver.js';
+import { WheelPlacement } from '../actors/wheel-placement.js';
 import { cronScheduleBehavior } from '../actors/cron-schedule.js';
 import { dagNodeBehavior } from '../actors/dag-node.js';
-import type { Dependents, Placing } from '../actors/ports.js';
 import { wheelPartitionBehavior } from '../actors/wheel-partition.js';
 import { workerLeaseBehavior } from '../actors/worker-lease.js';
-import type { Clock } from '../runtime/clock.js';
+import type { DutyFailure } from '../runtime/supervision.js';
 import type { ActorSystem } from '../runtime/system.js';
-import type { Backend } from '../store/backend.js';
 import type { DagOutcome } from '../store/dag-types.js';
 
-export interface ActorKindsDeps {
-  options: CompiledOptions;
-  backend: Backend;
-  clock: Clock;
-  backoff: BackoffPolicy;
-  placement: Placing;
-  dependents: Dependents;
+import type { NodeContext } from './context.js';
+
+/** How long a dependent's actor may take to take in a finished predecessor. */
+const DAG_ASK_MS = 60_000;
+
+/** What the actors use beside them, built once per node. */
+export interface ActorHelpers {
+  wheel: WheelPlacement;
+  resolver: DagResolver;
   activation: CronActivation;
-  events: NodeEventSink;
-  onError(error: unknown, context: string): void;
 }
 
 /**
- * Registers the four actor kinds of a node with their dependencies. Schedule writes and DAG
- * reconciles made by many actors in one event-loop turn go to Postgres together.
+ * Registers the four actor kinds of a node, with the helpers beside them: the wheel placement,
+ * the DAG resolver and the schedules' activation. Schedule writes and DAG reconciles made by
+ * many actors in one event-loop turn go to Postgres together.
  */
-export function registerActorKinds(system: ActorSystem, deps: ActorKindsDeps): void {
-  const { options, backend, clock, events, onError } = deps;
+export function registerActorKinds(
+  ctx: NodeContext,
+  system: ActorSystem,
+  onDutyFailure: (error: unknown, failure: DutyFailure) => void,
+): ActorHelpers {
+  const { options, backend, clock, events, onError } = ctx;
+  const wheel = new WheelPlacement({
+    system,
+    buckets: backend.buckets,
+    clock,
+    partitions: options.partitions,
+    onDutyFailure,
+  });
+  const resolver = new DagResolver({ dags: backend.dags, system, clock, askTimeoutMs: DAG_ASK_MS, events, onError });
+  const activation = new CronActivation(system);
   system.register(
     wheelPartitionBehavior({
       tasks: backend.tasks,
@@ -46,9 +57,9 @@ export function registerActorKinds(system: ActorSystem, deps: ActorKindsDeps): v
   system.register(
     workerLeaseBehavior({
       tasks: backend.tasks,
-      backoff: deps.backoff,
-      placement: deps.placement,
-      dependents: deps.dependents,
+      backoff: ctx.backoff,
+      placement: wheel,
+      dependents: resolver,
       events,
       onError,
     }),
@@ -60,12 +71,12 @@ export function registerActorKinds(system: ActorSystem, deps: ActorKindsDeps): v
     cronScheduleBehavior({
       schedules: backend.schedules,
       write: (w) => scheduleWrites.submit(w),
-      placement: deps.placement,
+      placement: wheel,
       partitions: options.partitions,
       misfireThresholdMs: options.cronMisfireThresholdMs,
       fireAllLimit: options.cronFireAllLimit,
       advanceSpreadMs: options.cronAdvanceSpreadMs,
-      preloaded: deps.activation,
+      preloaded: activation,
       events,
       onError,
     }),
@@ -77,10 +88,11 @@ export function registerActorKinds(system: ActorSystem, deps: ActorKindsDeps): v
   system.register(
     dagNodeBehavior({
       reconcile: (id) => reconciles.submit(id),
-      placement: deps.placement,
-      dependents: deps.dependents,
+      placement: wheel,
+      dependents: resolver,
       events,
       idlePassivationMs: options.dagIdlePassivationMs,
     }),
   );
+  return { wheel, resolver, activation };
 }

@@ -4,31 +4,23 @@ import type { NodeEvents } from '../domain/events.js';
 import { compileOptions, type CompiledOptions, type WheelhouseOptions } from '../lib/config.js';
 import { TypedEvents } from '../lib/events.js';
 import type { Metrics } from '../lib/metrics.js';
-import { CronActivation } from '../actors/cron-activation.js';
-import { DagResolver } from '../actors/dag-resolver.js';
 import { WHEEL } from '../actors/wheel-partition.js';
-import { WheelPlacement } from '../actors/wheel-placement.js';
 import { startNoopExecutor, type BuiltinExecutor } from '../executors/builtin.js';
 import { startHttpExecutor } from '../executors/http-executor.js';
 import { buildServer } from '../http/server.js';
-import { AlignedClock } from '../runtime/aligned-clock.js';
-import { offsetClock, systemClock, type Clock } from '../runtime/clock.js';
+import type { Clock } from '../runtime/clock.js';
 import type { Cluster } from '../runtime/cluster.js';
 import { LivePlacement } from '../runtime/ring.js';
 import { ActorSystem } from '../runtime/system.js';
-import { DagService } from '../services/dag-service.js';
-import { Dispatcher } from '../services/dispatcher.js';
 import { SafetyNet } from '../services/safety-net.js';
-import { ScheduleService } from '../services/schedule-service.js';
-import { Admission, TaskViews } from '../services/support.js';
-import { TaskService } from '../services/task-service.js';
 import type { Services } from '../services/types.js';
-import { WorkerService } from '../services/worker-service.js';
 import { openBackend, type Backend } from '../store/backend.js';
 import { registerActorKinds } from './actors.js';
 import { adminFace } from './admin.js';
+import { nodeClock, type NodeContext } from './context.js';
 import { nodeCluster } from './cluster.js';
 import { startLoops } from './loops.js';
+import { buildServices } from './services.js';
 import { nodeMetrics } from './metrics.js';
 import { Ownership } from './ownership.js';
 
@@ -54,11 +46,6 @@ export interface NodeOverrides {
   backend?: Backend;
 }
 
-/** How long a dependent's actor may take to take in a finished predecessor. */
-const DAG_ASK_MS = 60_000;
-/** Samples of the database's clock taken before a node starts, to align its own on it. */
-const CLOCK_SAMPLES_AT_START = 5;
-
 /** Starts a node: opens the stores (applying migrations), then `startOn`. */
 export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOverrides = {}): Promise<WheelhouseNode> {
   const options = compileOptions(input);
@@ -74,18 +61,20 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
 }
 
 /**
- * The composition root. Start order: clock, log, cluster and actor system, the actor kinds
- * and the services, ownership of the always-on actors, then the HTTP server, then the loops
- * and executors. Close order is the reverse (see `close`).
+ * The composition root. Start order: clock, log and events, cluster and actor system, the
+ * actor kinds and the services, ownership of the always-on actors, then the HTTP server, then
+ * the loops and executors. Close order is the reverse (see `close`).
  */
 async function startOn(options: CompiledOptions, backend: Backend, overrides: NodeOverrides): Promise<WheelhouseNode> {
-  const { clock, aligned } = await nodeClock(options, backend, overrides);
+  const { clock, aligned } = await nodeClock(options, backend, overrides.clock);
   const log = pino({ level: options.logLevel });
   const onError = (error: unknown, context: string): void => log.error({ err: error }, context);
-  for (const warning of backend.warnings) log.warn(warning);
-  if (aligned !== null)
-    log.info({ offsetMs: aligned.offsetMs, rttMs: aligned.rttMs }, "this node's clock is aligned on the database's");
   const events = new TypedEvents<NodeEvents>((error, name) => onError(error, `a listener of ${name}`));
+  const backoff = { baseMs: options.retryBaseMs, maxMs: options.retryMaxMs };
+  const ctx: NodeContext = { options, backend, clock, log, events, backoff, onError };
+  for (const warning of backend.warnings) log.warn(warning);
+  if (aligned)
+    log.info({ offsetMs: aligned.offsetMs, rttMs: aligned.rttMs }, "this node's clock is aligned on the database's");
   let started = false;
   let backlog = 0;
   let url = `http://${options.host}:${options.port}`;
@@ -95,124 +84,43 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   // no transport. Postgres + Redis nodes form one; the cluster delivers into the actor system
   // built after it, and ownership follows its ring.
   const ring = { bounded: new Map([[WHEEL.name, Array.from({ length: options.partitions }, (_, p) => String(p))]]) };
-  let system: ActorSystem | null = null;
   let ownership: Ownership | null = null;
   const cluster: Cluster | null =
     backend.kind !== 'postgres'
       ? null
       : nodeCluster({
-          options,
-          backend,
+          ...ctx,
           ring,
-          events,
-          log,
-          onError,
-          system: () => system!,
+          system: (): ActorSystem => actors,
           ownership: () => ownership!,
           onHandedOff: (n) => metrics.onHandedOff(n),
         });
-  const placement = cluster?.placement ?? new LivePlacement(options.nodeId, ring);
+  const placement: LivePlacement = cluster?.placement ?? new LivePlacement(options.nodeId, ring);
   const metrics = nodeMetrics(events, log, {
     backlog: () => backlog,
-    system: () => actors,
+    system: (): ActorSystem => actors,
     placement: () => placement,
     cluster: () => cluster,
     aligned,
   });
-  const actors = (system = new ActorSystem({
+  const actors: ActorSystem = new ActorSystem({
     nodeId: options.nodeId,
     clock,
     snapshots: backend.snapshots,
     placement,
     ...(cluster ? { transport: cluster.transport } : {}),
     onError: metrics.onActorError,
-  }));
-
-  const backoff = { baseMs: options.retryBaseMs, maxMs: options.retryMaxMs };
-  const wheel = new WheelPlacement({
-    system: actors,
-    buckets: backend.buckets,
-    clock,
-    partitions: options.partitions,
-    onDutyFailure: metrics.onDutyFailure,
   });
-  const resolver = new DagResolver({
-    dags: backend.dags,
+  const { wheel, resolver, activation } = registerActorKinds(ctx, actors, metrics.onDutyFailure);
+  const { services, dispatcher } = buildServices(ctx, {
     system: actors,
-    clock,
-    askTimeoutMs: DAG_ASK_MS,
-    events,
-    onError,
-  });
-  const activation = new CronActivation(actors);
-  registerActorKinds(actors, {
-    options,
-    backend,
-    clock,
-    backoff,
-    placement: wheel,
-    dependents: resolver,
+    wheel,
+    resolver,
     activation,
-    events,
-    onError,
-  });
-
-  const dispatcher = new Dispatcher({
-    tasks: backend.tasks,
-    ready: backend.ready,
-    clock,
-    system: actors,
-    pollMaxWaitMs: options.pollMaxWaitMs,
-    events,
-    onError,
+    backlog: () => backlog,
+    started: () => started,
   });
   const offPush = backend.ready.onPush((types) => dispatcher.notify(types));
-  const views = new TaskViews({ dags: backend.dags, clock });
-  const admission = new Admission({ backlog: () => backlog, readyBacklogLimit: options.readyBacklogLimit });
-  const schedules = new ScheduleService({ tasks: backend.tasks, system: actors, activation, views, onError });
-  const services: Services = {
-    tasks: new TaskService({
-      tasks: backend.tasks,
-      schedules: backend.schedules,
-      clock,
-      partitions: options.partitions,
-      admission,
-      views,
-      placement: wheel,
-      cron: schedules,
-      resolver,
-      events,
-    }),
-    schedules,
-    dags: new DagService({
-      dags: backend.dags,
-      clock,
-      partitions: options.partitions,
-      admission,
-      placement: wheel,
-      events,
-    }),
-    workers: new WorkerService({
-      tasks: backend.tasks,
-      clock,
-      system: actors,
-      dispatcher,
-      backoff,
-      placement: wheel,
-      resolver,
-      events,
-      onError,
-    }),
-    health: {
-      isReady: () =>
-        started
-          ? backend.ping().then(
-              () => true,
-              () => false,
-            )
-          : Promise.resolve(false),
-    },
-  };
 
   const owned = (ownership = new Ownership({
     system: actors,
@@ -235,20 +143,21 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     await cluster.prime();
   }
 
+  const admin = adminFace({
+    options,
+    backend,
+    clock,
+    system: actors,
+    cluster,
+    placement: () => placement,
+    url: () => url,
+  });
   const server = buildServer({
     services,
     options,
     logger: log,
     metrics: () => metrics.registry.render(),
-    extraPlugins: adminFace({
-      options,
-      backend,
-      clock,
-      system: actors,
-      cluster,
-      placement: () => placement,
-      url: () => url,
-    }),
+    extraPlugins: admin,
   });
   await server.listen({ host: options.host, port: options.port });
   const address = server.server.address();
@@ -325,21 +234,4 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
       return closing;
     },
   };
-}
-
-/**
- * A Postgres node reads time as the database does (docs/decisions/0007-…): whatever its own
- * clock says, it fires, claims and expires leases on the same time as every other node. A
- * clock given by a test is used as it is.
- */
-async function nodeClock(
-  options: CompiledOptions,
-  backend: Backend,
-  overrides: NodeOverrides,
-): Promise<{ clock: Clock; aligned: AlignedClock | null }> {
-  const own = overrides.clock ?? offsetClock(systemClock, options.testClockOffsetMs);
-  if (overrides.clock !== undefined || backend.kind !== 'postgres') return { clock: own, aligned: null };
-  const aligned = new AlignedClock(own, () => backend.databaseNowMs());
-  for (let i = 0; i < CLOCK_SAMPLES_AT_START; i++) await aligned.sample();
-  return { clock: aligned, aligned };
 }

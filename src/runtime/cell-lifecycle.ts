@@ -91,3 +91,18 @@ export function refuseUnhandled(
   const droppedTells = tellsIn(unhandled);
   if (droppedTells > 0 || !answered) host.report(error, { kind: cell.kind, key: cell.key, during, droppedTells });
 }
+
+/** The error of a cell whose activation a newer one fenced. */
+export function fencedError(
+  cell: { address: string; kind: string; key: string; epoch: number },
+  cause: unknown,
+): WheelhouseError {
+  return new WheelhouseError(
+    'stale_epoch',
+    `${cell.address} was fenced: a newer activation than epoch ${cell.epoch} owns it.`,
+    {
+      cause,
+      details: { kind: cell.kind, key: cell.key, epoch: cell.epoch },
+    },
+  );
+}

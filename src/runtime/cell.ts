@@ -10,7 +10,15 @@ import type {
 } from './actor.js';
 import type { Cancel, Clock } from './clock.js';
 import { CellTimers, type DutyCell } from './duties.js';
-import { checkedTransition, handOver, refuseUnhandled, signal, type CellPhase, type Signal } from './cell-lifecycle.js';
+import {
+  checkedTransition,
+  fencedError,
+  handOver,
+  refuseUnhandled,
+  signal,
+  type CellPhase,
+  type Signal,
+} from './cell-lifecycle.js';
 import { Mailbox, type MailboxHandler } from './mailbox.js';
 import { shuttingDownError, type CellHost } from './host.js';
 import { readSnapshot, wrapSnapshot, type AcquiredSnapshot } from './snapshots.js';
@@ -99,7 +107,7 @@ export class ActorCell<S, M extends Message, Snap = unknown>
         new WheelhouseError('internal', `${this.address} has persistence 'external'; it cannot snapshot.`),
       );
     }
-    if (this.fencedBy !== null) return Promise.reject(this.fencedError());
+    if (this.fencedBy !== null) return Promise.reject(fencedError(this, this.fencedBy));
     if (this.phase === 'deactivated') {
       return Promise.reject(new WheelhouseError('internal', `${this.address} has deactivated; it cannot snapshot.`));
     }
@@ -328,7 +336,7 @@ export class ActorCell<S, M extends Message, Snap = unknown>
     if (this.behavior.deactivate === undefined && !this.ownsSnapshot) this.finish();
     else void this.runDeactivate(reason);
     handOver(this.host, this, unhandled, reason, () =>
-      reason === 'shutdown' ? shuttingDownError() : this.fencedError(),
+      reason === 'shutdown' ? shuttingDownError() : fencedError(this, this.fencedBy),
     );
   }
 
@@ -378,23 +386,13 @@ export class ActorCell<S, M extends Message, Snap = unknown>
   }
 
   private cancelTimers(): void {
-    if (this.idleTimer !== null) {
-      this.idleTimer();
-      this.idleTimer = null;
-    }
+    this.idleTimer?.();
+    this.idleTimer = null;
     this.timers?.cancelAll();
   }
 
   private transition(next: CellPhase): void {
     this.phase = checkedTransition(this.address, this.phase, next);
-  }
-
-  private fencedError(): WheelhouseError {
-    return new WheelhouseError(
-      'stale_epoch',
-      `${this.address} was fenced: a newer activation than epoch ${this.epoch} owns it.`,
-      { cause: this.fencedBy, details: { kind: this.kind, key: this.key, epoch: this.epoch } },
-    );
   }
 }
 

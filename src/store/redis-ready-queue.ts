@@ -10,6 +10,7 @@
 import type { Redis } from 'ioredis';
 import { WheelhouseError } from '../lib/errors.js';
 import type { GroupingReadyQueue, PushFence, PushGroup } from './coalescing-ready-queue.js';
+import { planCalls, type Piece } from './push-plan.js';
 import { pushReady } from './lua/push-ready.js';
 import { readyBacklog } from './lua/ready-backlog.js';
 import { readyDepths } from './lua/ready-depths.js';
@@ -39,12 +40,6 @@ const COMMAND_CHUNK = 2_000;
 /** Most stale entries one requeue script moves, so one call never blocks Redis long. */
 const REQUEUE_BATCH = 1_000;
 
-/**
- * Most entries per push script, so one huge push neither builds one huge command nor holds
- * Redis for long; larger pushes take several calls, one after the other.
- */
-const PUSH_CALL_ENTRIES = 10_000;
-
 export interface RedisReadyQueueOptions {
   /**
    * Told of the failures no caller can be handed: errors of the subscriber connection
@@ -53,12 +48,6 @@ export interface RedisReadyQueueOptions {
    * long-poll's periodic recheck makes up for, so the default ignores them.
    */
   onError?: (error: unknown, context: string) => void;
-}
-
-/** A slice of one group's entries, written by one script call. */
-interface Piece {
-  group: number;
-  entries: DueEntry[];
 }
 
 /** What the script did with a piece: refused by a fence, or written (its partition's stamp then). */
@@ -369,32 +358,6 @@ export class RedisReadyQueue implements GroupingReadyQueue {
       return Number(reply[2 * i]) === 1 ? { refusedBy: value, stamp: 0 } : { refusedBy: null, stamp: value };
     });
   }
-}
-
-/**
- * Splits the groups into script calls of at most {@link PUSH_CALL_ENTRIES} entries, in
- * order; a group larger than what is left of a call continues in the next.
- */
-function planCalls(groups: readonly PushGroup[], valid: number[]): Piece[][] {
-  const calls: Piece[][] = [];
-  let call: Piece[] = [];
-  let room = PUSH_CALL_ENTRIES;
-  for (const g of valid) {
-    const entries = (groups[g] as PushGroup).entries;
-    for (let from = 0; from < entries.length;) {
-      const size = Math.min(room, entries.length - from);
-      call.push({ group: g, entries: size === entries.length ? entries : entries.slice(from, from + size) });
-      from += size;
-      room -= size;
-      if (room === 0) {
-        calls.push(call);
-        call = [];
-        room = PUSH_CALL_ENTRIES;
-      }
-    }
-  }
-  if (call.length > 0) calls.push(call);
-  return calls;
 }
 
 function asError(error: unknown): Error {

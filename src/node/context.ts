@@ -1,0 +1,41 @@
+import type { Logger } from 'pino';
+
+import type { NodeEvents } from '../domain/events.js';
+import type { BackoffPolicy } from '../domain/model.js';
+import type { CompiledOptions } from '../lib/config.js';
+import type { TypedEvents } from '../lib/events.js';
+import { AlignedClock } from '../runtime/aligned-clock.js';
+import { offsetClock, systemClock, type Clock } from '../runtime/clock.js';
+import type { Backend } from '../store/backend.js';
+
+/** What every part of a node is built with. */
+export interface NodeContext {
+  readonly options: CompiledOptions;
+  readonly backend: Backend;
+  /** The node's time: the database's on Postgres (see `nodeClock`). */
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly events: TypedEvents<NodeEvents>;
+  readonly backoff: BackoffPolicy;
+  onError(error: unknown, context: string): void;
+}
+
+/** Samples of the database's clock taken before a node starts, to align its own on it. */
+const CLOCK_SAMPLES_AT_START = 5;
+
+/**
+ * A Postgres node reads time as the database does (docs/decisions/0007-…): whatever its own
+ * clock says, it fires, claims and expires leases on the same time as every other node. A
+ * clock given by a test is used as it is.
+ */
+export async function nodeClock(
+  options: CompiledOptions,
+  backend: Backend,
+  given: Clock | undefined,
+): Promise<{ clock: Clock; aligned: AlignedClock | null }> {
+  const own = given ?? offsetClock(systemClock, options.testClockOffsetMs);
+  if (given !== undefined || backend.kind !== 'postgres') return { clock: own, aligned: null };
+  const aligned = new AlignedClock(own, () => backend.databaseNowMs());
+  for (let i = 0; i < CLOCK_SAMPLES_AT_START; i++) await aligned.sample();
+  return { clock: aligned, aligned };
+}

@@ -1,0 +1,79 @@
+import type { CronActivation } from '../actors/cron-activation.js';
+import type { DagResolver } from '../actors/dag-resolver.js';
+import type { WheelPlacement } from '../actors/wheel-placement.js';
+import type { ActorSystem } from '../runtime/system.js';
+import { DagService } from '../services/dag-service.js';
+import { Dispatcher } from '../services/dispatcher.js';
+import { ScheduleService } from '../services/schedule-service.js';
+import { Admission, TaskViews } from '../services/support.js';
+import { TaskService } from '../services/task-service.js';
+import type { Services } from '../services/types.js';
+import { WorkerService } from '../services/worker-service.js';
+
+import type { NodeContext } from './context.js';
+
+export interface ServiceDeps {
+  system: ActorSystem;
+  wheel: WheelPlacement;
+  resolver: DagResolver;
+  activation: CronActivation;
+  /** The ready backlog as last measured, for admission. */
+  backlog(): number;
+  /** Whether the node has finished starting (readiness). */
+  started(): boolean;
+}
+
+/** The services the HTTP face calls, and the dispatcher under the worker routes. */
+export function buildServices(ctx: NodeContext, deps: ServiceDeps): { services: Services; dispatcher: Dispatcher } {
+  const { options, backend, clock, events, onError } = ctx;
+  const { system, wheel, resolver, activation } = deps;
+  const { partitions } = options;
+  const dispatcher = new Dispatcher({
+    tasks: backend.tasks,
+    ready: backend.ready,
+    clock,
+    system,
+    pollMaxWaitMs: options.pollMaxWaitMs,
+    events,
+    onError,
+  });
+  const views = new TaskViews({ dags: backend.dags, clock });
+  const admission = new Admission({ backlog: deps.backlog, readyBacklogLimit: options.readyBacklogLimit });
+  const schedules = new ScheduleService({ tasks: backend.tasks, system, activation, views, onError });
+  const services: Services = {
+    tasks: new TaskService({
+      tasks: backend.tasks,
+      schedules: backend.schedules,
+      clock,
+      partitions,
+      admission,
+      views,
+      events,
+      placement: wheel,
+      cron: schedules,
+      resolver,
+    }),
+    schedules,
+    dags: new DagService({ dags: backend.dags, clock, partitions, admission, placement: wheel, events }),
+    workers: new WorkerService({
+      tasks: backend.tasks,
+      clock,
+      system,
+      dispatcher,
+      backoff: ctx.backoff,
+      placement: wheel,
+      resolver,
+      events,
+      onError,
+    }),
+    health: {
+      isReady: async () =>
+        deps.started() &&
+        (await backend.ping().then(
+          () => true,
+          () => false,
+        )),
+    },
+  };
+  return { services, dispatcher };
+}
