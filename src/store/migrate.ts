@@ -48,6 +48,26 @@ export function loadMigrations(dir: string = findMigrationsDir()): Migration[] {
   return migrations;
 }
 
+/**
+ * The database's schema has migrations this code does not know: a newer version of Wheelhouse
+ * migrated it. Running older code on it could misread or corrupt what the newer one wrote, so
+ * the node does not start (and `migrate` applies nothing).
+ */
+export class SchemaTooNewError extends Error {
+  constructor(
+    readonly schema: string,
+    readonly unknown: string[],
+    readonly newestKnown: string | null,
+  ) {
+    super(
+      `schema "${schema}" has migrations this version does not know (${unknown.join(', ')}; ` +
+        `the newest it knows is ${newestKnown ?? 'none'}): it was migrated by a newer Wheelhouse. ` +
+        'Run that version, or a newer one.',
+    );
+    this.name = 'SchemaTooNewError';
+  }
+}
+
 /** Key space of the advisory lock (the first of its two int4 keys): "wh" + "mg". */
 const MIGRATION_LOCK_CLASS = 0x7768_6d67;
 
@@ -77,8 +97,16 @@ export async function migrate(
          applied_at timestamptz NOT NULL DEFAULT now()
        )`,
     );
-    const { rows } = await tx.query<{ id: number }>('SELECT id FROM schema_migrations');
+    const { rows } = await tx.query<{ id: number; name: string }>('SELECT id, name FROM schema_migrations');
     const applied = new Set(rows.map((r) => r.id));
+    const newest = migrations[migrations.length - 1];
+    const ahead = rows.filter((r) => r.id > (newest?.id ?? 0)).sort((a, b) => a.id - b.id);
+    if (ahead.length > 0)
+      throw new SchemaTooNewError(
+        schema,
+        ahead.map((r) => r.name),
+        newest?.name ?? null,
+      );
     const done: string[] = [];
     for (const migration of migrations) {
       if (applied.has(migration.id)) continue;

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isWheelhouseError } from '../../src/lib/errors.js';
 import { isRetryableConflict, openPglite, openPostgres, type Db } from '../../src/store/db.js';
-import { findMigrationsDir, loadMigrations, migrate } from '../../src/store/migrate.js';
+import { findMigrationsDir, loadMigrations, migrate, SchemaTooNewError } from '../../src/store/migrate.js';
 import { TEST_POSTGRES_URL, sqlBackends, type TestDb } from '../support/postgres.js';
 
 /** Every migration file, in order: a new one is added here when it lands. */
@@ -95,6 +95,24 @@ describe('migrations', () => {
     } finally {
       await dbs[0]!.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
       await Promise.all(dbs.map((db) => db.close()));
+    }
+  });
+  it('refuse a schema that a newer version migrated, applying nothing', async () => {
+    const schema = `t_${randomBytes(6).toString('hex')}`;
+    const db = openPostgres({ url: TEST_POSTGRES_URL, schema, poolSize: 1 });
+    try {
+      await migrate(db);
+      const known = loadMigrations();
+      const future = { id: known.length + 1, name: '999999_from_the_future.sql', sql: 'SELECT 1' };
+      // A newer version applied one more migration.
+      expect(await migrate(db, schema, [...known, future])).toEqual([future.name]);
+      const error = await migrate(db).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(SchemaTooNewError);
+      expect((error as SchemaTooNewError).unknown).toEqual([future.name]);
+      expect((error as Error).message).toMatch(/migrated by a newer Wheelhouse/);
+    } finally {
+      await db.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await db.close();
     }
   });
 });
