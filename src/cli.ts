@@ -1,5 +1,7 @@
 #!/usr/bin/env node
-import { resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import {
   ConfigError,
   coerce,
@@ -21,6 +23,7 @@ Usage:
                             in-process buckets and queues, HTTP on 127.0.0.1:7070
   wheelhouse node [flags]   a node on Postgres + Redis (config/node.json, WHEELHOUSE_* env);
                             nodes on the same Postgres and Redis form one cluster
+  wheelhouse version        the version of this install (also --version)
   wheelhouse help           this text
 
 Flags (each option also reads WHEELHOUSE_<NAME> from the environment):
@@ -61,10 +64,27 @@ export function parseFlags(argv: string[]): { options: WheelhouseOptions; config
   return { options, configPath };
 }
 
+/** The version in the package.json above this module (src/ or dist/src/). */
+export function packageVersion(from: string = dirname(fileURLToPath(import.meta.url))): string {
+  for (let dir = from; ; dir = dirname(dir)) {
+    try {
+      const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'wheelhouse' && typeof pkg.version === 'string') return pkg.version;
+    } catch {
+      // no package.json here: look further up
+    }
+    if (dirname(dir) === dir) return 'unknown';
+  }
+}
+
 async function main(argv: string[]): Promise<void> {
   const [command = 'help', ...rest] = argv;
   if (command === 'help' || command === '--help' || command === '-h' || rest.includes('--help')) {
     process.stdout.write(HELP);
+    return;
+  }
+  if (command === 'version' || command === '--version' || command === '-v') {
+    process.stdout.write(`wheelhouse ${packageVersion()}\n`);
     return;
   }
   if (command !== 'dev' && command !== 'node') {
