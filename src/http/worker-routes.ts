@@ -34,6 +34,13 @@ interface IdParams {
   id: string;
 }
 
+/**
+ * Workers call these routes all the time (every poll, heartbeat and result), so their request
+ * lines would drown every other log line at `info`: they log from `warn` up. A failure the error
+ * handler logs (5xx) still shows; a routine 409 for a lost lease does not.
+ */
+const QUIET = { logLevel: 'warn' } as const;
+
 export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (app, opts) => {
   const { api } = opts;
   const limits = { pollMaxWaitMs: opts.pollMaxWaitMs };
@@ -44,7 +51,7 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (app,
   });
 
   /** Long-poll: answers once a task is claimed, or `{tasks: []}` after `wait_ms`, or when the server closes. */
-  app.post('/api/workers/poll', async (request, reply) => {
+  app.post('/api/workers/poll', QUIET, async (request, reply) => {
     const poll = validatePoll(request.body, limits);
     const controller = new AbortController();
     const stopWatching = abortOnDisconnect(reply, controller);
@@ -73,7 +80,7 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (app,
     return { tasks: assignments.map(assignmentJson) };
   });
 
-  app.post<{ Params: IdParams }>('/api/tasks/:id/heartbeat', async (request) => {
+  app.post<{ Params: IdParams }>('/api/tasks/:id/heartbeat', QUIET, async (request) => {
     const taskId = validateTaskId(request.params.id);
     const { leaseToken } = validateHeartbeat(request.body);
     const lease = await api.heartbeat(taskId, leaseToken);
@@ -81,7 +88,7 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (app,
   });
 
   /** One result; 409 `lease_not_held` when the lease was lost (the result is discarded). */
-  app.post<{ Params: IdParams }>('/api/tasks/:id/complete', async (request) => {
+  app.post<{ Params: IdParams }>('/api/tasks/:id/complete', QUIET, async (request) => {
     const taskId = validateTaskId(request.params.id);
     const completion = validateCompletion(taskId, request.body);
     const [result] = await api.complete([completion]);
@@ -92,7 +99,7 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (app,
   });
 
   /** The batch extension described above. */
-  app.post('/api/workers/complete', { bodyLimit: opts.batchBodyLimitBytes }, async (request) => {
+  app.post('/api/workers/complete', { ...QUIET, bodyLimit: opts.batchBodyLimitBytes }, async (request) => {
     const completions = validateCompletionBatch(request.body);
     let results: { taskId: string; ok: boolean }[];
     try {
