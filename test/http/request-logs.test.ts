@@ -5,6 +5,7 @@
  */
 import type { FastifyBaseLogger, FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
+import { WheelhouseError } from '../../src/lib/errors.js';
 import { FakeApi, KNOWN_ID, serverWith } from './fake-api.js';
 
 const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
@@ -19,7 +20,7 @@ interface Entry {
  * A logger that keeps what it would print, honouring its level and the level fastify gives a
  * route's child logger (`child(bindings, { level })`), as pino does.
  */
-function leveledLogger(): { logger: FastifyBaseLogger; entries: Entry[] } {
+function leveledLogger(level: Level = 'info'): { logger: FastifyBaseLogger; entries: Entry[] } {
   const entries: Entry[] = [];
   const make = (level: Level | 'silent'): FastifyBaseLogger => {
     const threshold = level === 'silent' ? LEVELS.length : LEVELS.indexOf(level);
@@ -40,12 +41,12 @@ function leveledLogger(): { logger: FastifyBaseLogger; entries: Entry[] } {
       child: (_bindings: unknown, options?: { level?: Level }) => make(options?.level ?? level),
     };
   };
-  return { logger: make('info'), entries };
+  return { logger: make(level), entries };
 }
 
 const apps: FastifyInstance[] = [];
-function server(api = new FakeApi()): { app: FastifyInstance; api: FakeApi; entries: Entry[] } {
-  const { logger, entries } = leveledLogger();
+function server(api = new FakeApi(), level: Level = 'info'): { app: FastifyInstance; api: FakeApi; entries: Entry[] } {
+  const { logger, entries } = leveledLogger(level);
   const { app } = serverWith({}, { api, logger });
   apps.push(app);
   return { app, api, entries };
@@ -88,5 +89,21 @@ describe('request log', () => {
     expect(res.statusCode).toBe(500);
     expect(infoLines(entries)).toEqual([]);
     expect(entries.some((e) => e.level === 'error')).toBe(true);
+  });
+
+  it('logs worker requests like any other at debug', async () => {
+    const { app, entries } = server(new FakeApi(), 'debug');
+    const res = await post(app, `/api/tasks/${KNOWN_ID}/heartbeat`, { lease_token: 'tok' });
+    expect(res.statusCode).toBe(200);
+    expect(infoLines(entries).map((e) => e.msg)).toEqual(['incoming request', 'request completed']);
+  });
+
+  it('does not make worker routes louder than a stricter server level', async () => {
+    const api = new FakeApi();
+    api.override('poll', () => Promise.reject(new WheelhouseError('store_unavailable')));
+    const { app, entries } = server(api, 'error');
+    const res = await post(app, '/api/workers/poll', { worker_id: 'w-1', task_types: ['a'], wait_ms: 10 });
+    expect(res.statusCode).toBe(503);
+    expect(entries).toEqual([]);
   });
 });
