@@ -104,6 +104,12 @@ async function main(argv: string[]): Promise<void> {
   process.stdout.write(
     `wheelhouse ${command}: node ${node.options.nodeId} listening on ${node.url} (${node.backend.kind} backend)\n`,
   );
+  if (command === 'dev') {
+    // For the person who just ran `npm start`: where to go next, without reading the JSON log.
+    process.stdout.write(
+      `  API:   ${node.url}/api/tasks\n  docs:  ${node.url}/docs\n  admin: ${node.url}/admin/cluster (also /admin/actors, /admin/queues)\n`,
+    );
+  }
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;

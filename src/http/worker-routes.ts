@@ -36,6 +36,11 @@ interface IdParams {
 
 export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (app, opts) => {
   const { api } = opts;
+  // Workers call these routes all the time (every poll, heartbeat and result): at `info` their
+  // request lines would drown every other line, so there they log from `warn` up. A failure the
+  // error handler logs still shows; a routine 409 for a lost lease does not. At `debug` or
+  // `trace` they log like any route, and a stricter level applies to them as to the rest.
+  const quiet = app.log.level === 'info' ? ({ logLevel: 'warn' } as const) : {};
   const limits = { pollMaxWaitMs: opts.pollMaxWaitMs };
   /** Polls in flight, aborted when the server closes so that shutdown does not wait out a 30 s poll. */
   const polls = new Set<AbortController>();
@@ -44,7 +49,7 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (app,
   });
 
   /** Long-poll: answers once a task is claimed, or `{tasks: []}` after `wait_ms`, or when the server closes. */
-  app.post('/api/workers/poll', async (request, reply) => {
+  app.post('/api/workers/poll', quiet, async (request, reply) => {
     const poll = validatePoll(request.body, limits);
     const controller = new AbortController();
     const stopWatching = abortOnDisconnect(reply, controller);
@@ -73,7 +78,7 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (app,
     return { tasks: assignments.map(assignmentJson) };
   });
 
-  app.post<{ Params: IdParams }>('/api/tasks/:id/heartbeat', async (request) => {
+  app.post<{ Params: IdParams }>('/api/tasks/:id/heartbeat', quiet, async (request) => {
     const taskId = validateTaskId(request.params.id);
     const { leaseToken } = validateHeartbeat(request.body);
     const lease = await api.heartbeat(taskId, leaseToken);
@@ -81,7 +86,7 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (app,
   });
 
   /** One result; 409 `lease_not_held` when the lease was lost (the result is discarded). */
-  app.post<{ Params: IdParams }>('/api/tasks/:id/complete', async (request) => {
+  app.post<{ Params: IdParams }>('/api/tasks/:id/complete', quiet, async (request) => {
     const taskId = validateTaskId(request.params.id);
     const completion = validateCompletion(taskId, request.body);
     const [result] = await api.complete([completion]);
@@ -92,7 +97,7 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (app,
   });
 
   /** The batch extension described above. */
-  app.post('/api/workers/complete', { bodyLimit: opts.batchBodyLimitBytes }, async (request) => {
+  app.post('/api/workers/complete', { ...quiet, bodyLimit: opts.batchBodyLimitBytes }, async (request) => {
     const completions = validateCompletionBatch(request.body);
     let results: { taskId: string; ok: boolean }[];
     try {
