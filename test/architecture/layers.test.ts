@@ -239,7 +239,7 @@ describe('the checks themselves', () => {
     expect(importSpecifiers(source).sort()).toEqual(['../b.js', './a.js', './c.js', './d.js', './e.js', './f.js']);
   });
 
-  it('flag an arrow up the layers and one from the SDK into the server', () => {
+  it('flag an arrow up the layers, one from an SDK into the server and one from the server into an SDK', () => {
     expect(
       wrongWay([
         { from: 'src/store/db.ts', to: 'src/actors/ports.ts' },
@@ -251,6 +251,8 @@ describe('the checks themselves', () => {
         { from: 'src/index.ts', to: 'src/node/start.ts' },
       ]),
     ).toEqual([
+      'src/client/client.ts → src/domain/model.ts (client may not import domain)',
+      'src/http/serialize.ts → src/client/types.ts (http may not import client)',
       'src/runtime/cell.ts → src/domain/model.ts (runtime may not import domain)',
       'src/store/db.ts → src/actors/ports.ts (store may not import actors)',
       'src/worker/worker.ts → src/http/server.ts (worker may not import http)',

@@ -230,9 +230,7 @@ describe('client with a bearer token', () => {
 });
 
 /** A loopback server whose answers the test scripts, one handler per request in order (the last repeats). */
-async function scripted(
-  handlers: ((req: IncomingMessage, res: ServerResponse) => void)[],
-): Promise<{
+async function scripted(handlers: ((req: IncomingMessage, res: ServerResponse) => void)[]): Promise<{
   url: string;
   requests: { method: string; url: string; auth: string | undefined }[];
   close(): Promise<void>;
