@@ -1,5 +1,5 @@
 /**
- * The library's two entry points: `wheelhouse` (src/index.ts) and `wheelhouse/worker`. The
+ * The library's entry points: `wheelhouse` (src/index.ts), `wheelhouse/worker` and `wheelhouse/client`. The
  * package's `exports` must name files the build emits, each with its type declarations, and
  * the main entry must give what an embedding application needs to start a node.
  */
@@ -43,7 +43,7 @@ describe('the main entry point', () => {
 
 describe('package.json', () => {
   it('maps each entry point to built JavaScript and its declarations, from one source file', () => {
-    expect(Object.keys(pkg.exports).sort()).toEqual(['.', './worker']);
+    expect(Object.keys(pkg.exports).sort()).toEqual(['.', './client', './worker']);
     for (const [name, target] of Object.entries(pkg.exports)) {
       expect(Object.keys(target), name).toEqual(['types', 'default']);
       expect(target.types, name).toBe(target.default.replace(/\.js$/, '.d.ts'));
@@ -51,6 +51,7 @@ describe('package.json', () => {
     }
     expect(pkg.exports['.']?.default).toBe('./dist/src/index.js');
     expect(pkg.exports['./worker']?.default).toBe('./dist/src/worker/index.js');
+    expect(pkg.exports['./client']?.default).toBe('./dist/src/client/index.js');
     expect(pkg.types).toBe(pkg.exports['.']?.types);
   });
 

@@ -6,8 +6,11 @@
  *   cli → node → (http, executors) → services → actors → store → runtime
  *
  * with domain/ and lib/ below everything that uses them: domain imports only domain and lib,
- * lib only lib. runtime/ knows nothing of tasks (runtime and lib only); worker/ is the SDK and
- * imports nothing of the server (worker and lib only), nor does the server import it.
+ * lib only lib. runtime/ knows nothing of tasks (runtime and lib only); worker/ and client/ are
+ * the SDKs and import nothing of the server (themselves and lib only), nor does the server
+ * import them. What an SDK reaches, followed import by import, stays in its folder and lib, and
+ * the lib files it reaches import no package but Node's own (`node:…`): nothing of the server
+ * comes in with them.
  * src/index.ts, the library's face, may import anything; nothing imports it or cli.ts.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -32,7 +35,11 @@ const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
   domain: ['lib'],
   lib: [],
   worker: ['lib'],
+  client: ['lib'],
 };
+
+/** The folders shipped as SDKs (`wheelhouse/worker`, `wheelhouse/client`): what they reach is checked file by file. */
+const SDKS: readonly string[] = ['worker', 'client'];
 
 /** One import arrow between two src files, as paths relative to the repository root. */
 interface Arrow {
@@ -75,6 +82,36 @@ function wrongWay(arrows: readonly Arrow[]): string[] {
     else if (a !== b && !allowed.includes(b)) out.push(`${from} → ${to} (${a} may not import ${b})`);
   }
   return out.sort();
+}
+
+/**
+ * For each SDK, the files it reaches (following relative imports) that lie outside its folder
+ * and lib, and the lib files it reaches that import a package other than Node's own.
+ * `packagesOf` gives a file's non-relative specifiers.
+ */
+function sdkLeaks(arrows: readonly Arrow[], packagesOf: (file: string) => readonly string[]): string[] {
+  const next = new Map<string, string[]>();
+  for (const { from, to } of arrows) next.set(from, [...(next.get(from) ?? []), to]);
+  const out: string[] = [];
+  for (const sdk of SDKS) {
+    const seen = new Set<string>();
+    const todo = [...next.keys(), ...arrows.map((a) => a.to)].filter((f) => layerOf(f) === sdk);
+    while (todo.length > 0) {
+      const file = todo.pop() as string;
+      if (seen.has(file)) continue;
+      seen.add(file);
+      for (const to of next.get(file) ?? []) todo.push(to);
+    }
+    for (const file of [...seen].sort()) {
+      const layer = layerOf(file);
+      if (layer !== sdk && layer !== 'lib') out.push(`${sdk} reaches ${file}`);
+      if (layer === 'lib') {
+        for (const pkg of packagesOf(file))
+          if (!pkg.startsWith('node:')) out.push(`${sdk} reaches ${file}, which imports ${pkg}`);
+      }
+    }
+  }
+  return out;
 }
 
 /** The strongly connected components with more than one file (or a file importing itself), by Tarjan. */
@@ -173,6 +210,14 @@ describe('the import graph of src/', () => {
     const wrong = wrongWay(arrows);
     expect(wrong, `${wrong.length} imports point the wrong way:\n${wrong.join('\n')}`).toEqual([]);
   });
+
+  it('keeps the SDKs apart from the server, however far their imports are followed', () => {
+    expect(files.filter((f) => layerOf(f) === 'client').length).toBeGreaterThan(0);
+    const packagesOf = (file: string): string[] =>
+      importSpecifiers(readFileSync(join(ROOT, file), 'utf8')).filter((s) => !s.startsWith('.'));
+    const leaks = sdkLeaks(arrows, packagesOf);
+    expect(leaks, leaks.join('\n')).toEqual([]);
+  });
 });
 
 describe('the checks themselves', () => {
@@ -194,19 +239,37 @@ describe('the checks themselves', () => {
     expect(importSpecifiers(source).sort()).toEqual(['../b.js', './a.js', './c.js', './d.js', './e.js', './f.js']);
   });
 
-  it('flag an arrow up the layers and one from the SDK into the server', () => {
+  it('flag an arrow up the layers, one from an SDK into the server and one from the server into an SDK', () => {
     expect(
       wrongWay([
         { from: 'src/store/db.ts', to: 'src/actors/ports.ts' },
         { from: 'src/runtime/cell.ts', to: 'src/domain/model.ts' },
         { from: 'src/worker/worker.ts', to: 'src/http/server.ts' },
+        { from: 'src/client/client.ts', to: 'src/domain/model.ts' },
+        { from: 'src/http/serialize.ts', to: 'src/client/types.ts' },
         { from: 'src/services/support.ts', to: 'src/store/db.ts' },
         { from: 'src/index.ts', to: 'src/node/start.ts' },
       ]),
     ).toEqual([
+      'src/client/client.ts → src/domain/model.ts (client may not import domain)',
+      'src/http/serialize.ts → src/client/types.ts (http may not import client)',
       'src/runtime/cell.ts → src/domain/model.ts (runtime may not import domain)',
       'src/store/db.ts → src/actors/ports.ts (store may not import actors)',
       'src/worker/worker.ts → src/http/server.ts (worker may not import http)',
+    ]);
+  });
+
+  it('follow an SDK through lib to what lib pulls in', () => {
+    const arrows = [
+      { from: 'src/client/client.ts', to: 'src/lib/ids.ts' },
+      { from: 'src/lib/ids.ts', to: 'src/lib/config.ts' },
+      { from: 'src/lib/config.ts', to: 'src/http/server.ts' },
+      { from: 'src/worker/worker.ts', to: 'src/worker/http.ts' },
+    ];
+    const packages: Record<string, string[]> = { 'src/lib/config.ts': ['node:fs', 'fastify'] };
+    expect(sdkLeaks(arrows, (file) => packages[file] ?? [])).toEqual([
+      'client reaches src/http/server.ts',
+      'client reaches src/lib/config.ts, which imports fastify',
     ]);
   });
 

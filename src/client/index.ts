@@ -1,0 +1,30 @@
+/**
+ * The Wheelhouse client (`wheelhouse/client`): submits, inspects and controls tasks over a
+ * node's HTTP API (API.md), with typed requests and answers in camelCase, typed errors per
+ * catalogue code, and retries where they are safe.
+ *
+ * ```ts
+ * import { createClient } from 'wheelhouse/client';
+ * const client = createClient({ url: 'http://127.0.0.1:7070' });
+ * const { taskId } = await client.submit({ taskType: 'email.send', payload: { to: 'a@example.com' } });
+ * await client.waitFor(taskId, ['succeeded', 'failed']);
+ * ```
+ */
+export { createClient, type WheelhouseClient } from './client.js';
+export {
+  API_ERROR_CODES,
+  AuthError,
+  BacklogFullError,
+  ConflictError,
+  NotFoundError,
+  PayloadTooLargeError,
+  TaskNotFoundError,
+  UnavailableError,
+  ValidationError,
+  WheelhouseApiError,
+  WheelhouseNetworkError,
+  WheelhouseTimeoutError,
+  isApiErrorCode,
+  type ApiErrorCode,
+} from './errors.js';
+export type * from './types.js';
