@@ -10,6 +10,8 @@ import {
   optionsFromFile,
   type WheelhouseOptions,
 } from './lib/config.js';
+import { CLIENT_HELP, isClientVerb, runClientVerb, UsageError } from './cli/verbs.js';
+import { WheelhouseApiError, WheelhouseNetworkError, WheelhouseTimeoutError } from './client/index.js';
 import { startNode } from './node/start.js';
 
 /**
@@ -80,11 +82,15 @@ export function packageVersion(from: string = dirname(fileURLToPath(import.meta.
 async function main(argv: string[]): Promise<void> {
   const [command = 'help', ...rest] = argv;
   if (command === 'help' || command === '--help' || command === '-h' || rest.includes('--help')) {
-    process.stdout.write(HELP);
+    process.stdout.write(`${HELP}\n${CLIENT_HELP}`);
     return;
   }
   if (command === 'version' || command === '--version' || command === '-v') {
     process.stdout.write(`wheelhouse ${packageVersion()}\n`);
+    return;
+  }
+  if (isClientVerb(command)) {
+    await runClientVerb(command, rest, (text) => process.stdout.write(text));
     return;
   }
   if (command !== 'dev' && command !== 'node') {
@@ -128,6 +134,18 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((error: unknown) => {
+  if (error instanceof UsageError) {
+    process.stderr.write(`wheelhouse: ${error.message}\n\n${CLIENT_HELP}`);
+    process.exit(2);
+  }
+  if (error instanceof WheelhouseApiError) {
+    process.stderr.write(`wheelhouse: ${error.status} ${error.code}: ${error.message}\n`);
+    process.exit(1);
+  }
+  if (error instanceof WheelhouseNetworkError || error instanceof WheelhouseTimeoutError) {
+    process.stderr.write(`wheelhouse: ${error.message}\n`);
+    process.exit(1);
+  }
   if (error instanceof ConfigError) {
     process.stderr.write(`wheelhouse: ${error.message}\n`);
     process.exit(2);
