@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import {
   ConfigError,
   coerce,
+  compileOptions,
   isOptionKey,
   optionsFromEnv,
   optionsFromFile,
@@ -13,6 +14,8 @@ import {
 import { CLIENT_HELP, isClientVerb, runClientVerb, UsageError } from './cli/verbs.js';
 import { WheelhouseApiError, WheelhouseNetworkError, WheelhouseTimeoutError } from './client/index.js';
 import { startNode } from './node/start.js';
+import { openPostgres } from './store/db.js';
+import { migrate, SchemaTooNewError } from './store/migrate.js';
 
 /**
  * `wheelhouse <command> [--flags]`: maps flags to options and calls the entry points.
@@ -25,6 +28,8 @@ Usage:
                             in-process buckets and queues, HTTP on 127.0.0.1:7070
   wheelhouse node [flags]   a node on Postgres + Redis (config/node.json, WHEELHOUSE_* env);
                             nodes on the same Postgres and Redis form one cluster
+  wheelhouse migrate [flags] apply the schema migrations to Postgres (--postgres-url,
+                            --postgres-schema) and exit; refuses a schema a newer version migrated
   wheelhouse version        the version of this install (also --version)
   wheelhouse help           this text
 
@@ -93,6 +98,23 @@ async function main(argv: string[]): Promise<void> {
     await runClientVerb(command, rest, (text) => process.stdout.write(text));
     return;
   }
+  if (command === 'migrate') {
+    const flags = parseFlags(rest);
+    const file = optionsFromFile(resolve(flags.configPath ?? 'config/node.json'), flags.configPath !== null);
+    const options = compileOptions({ ...file, ...optionsFromEnv(), ...flags.options, backend: 'postgres' });
+    const db = openPostgres({ url: options.postgresUrl, schema: options.postgresSchema, poolSize: 1 });
+    try {
+      const applied = await migrate(db, options.postgresSchema);
+      process.stdout.write(
+        applied.length === 0
+          ? `wheelhouse migrate: schema "${options.postgresSchema}" is up to date\n`
+          : `wheelhouse migrate: applied ${applied.join(', ')} to schema "${options.postgresSchema}"\n`,
+      );
+    } finally {
+      await db.close();
+    }
+    return;
+  }
   if (command !== 'dev' && command !== 'node') {
     process.stderr.write(`unknown command "${command}"\n\n${HELP}`);
     process.exitCode = 2;
@@ -143,6 +165,10 @@ main(process.argv.slice(2)).catch((error: unknown) => {
     process.exit(1);
   }
   if (error instanceof WheelhouseNetworkError || error instanceof WheelhouseTimeoutError) {
+    process.stderr.write(`wheelhouse: ${error.message}\n`);
+    process.exit(1);
+  }
+  if (error instanceof SchemaTooNewError) {
     process.stderr.write(`wheelhouse: ${error.message}\n`);
     process.exit(1);
   }

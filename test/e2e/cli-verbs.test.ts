@@ -3,14 +3,17 @@
  * real node on the embedded backend started in this process.
  */
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { startNode, type WheelhouseNode } from '../../src/node/start.js';
+import { TEST_POSTGRES_URL } from '../support/nodes.js';
 import { CLI, requireBuiltCli } from '../support/processes.js';
 
 const run = promisify(execFile);
@@ -102,5 +105,24 @@ describe('wheelhouse CLI verbs', () => {
     const invalid = await cli('submit', '--type', 'x', '--cron', 'not a cron');
     expect(invalid.code).toBe(1);
     expect(invalid.stderr).toMatch(/400 invalid_cron/);
+  });
+});
+
+describe('wheelhouse migrate', () => {
+  it('applies the migrations to a schema once, then finds it up to date', async () => {
+    const schema = `t_${randomBytes(6).toString('hex')}`;
+    const args = ['migrate', '--postgres-url', TEST_POSTGRES_URL, '--postgres-schema', schema];
+    try {
+      const first = await cli(...args);
+      expect(first.code).toBe(0);
+      expect(first.stdout).toMatch(/applied 000001_init\.sql, .* to schema/);
+      const second = await cli(...args);
+      expect(second.stdout).toMatch(/is up to date/);
+    } finally {
+      const client = new pg.Client({ connectionString: TEST_POSTGRES_URL });
+      await client.connect();
+      await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await client.end();
+    }
   });
 });
