@@ -9,5 +9,8 @@ export default defineConfig({
     // schema and key prefix (test/support/backends.ts), so files may run in parallel.
     fileParallelism: true,
     maxWorkers: 2,
+    // Every answer of every node a test starts is held to its route's response schema
+    // (src/http/validation/responses.ts): an off-schema answer is a 500 that fails the test.
+    env: { WHEELHOUSE_CHECK_RESPONSES: '1' },
   },
 });

@@ -24,7 +24,8 @@ export interface BenchNode {
   stop(): Promise<void>;
 }
 
-const CLI = resolve(import.meta.dirname, '../src/cli.js');
+// BENCH_CLI: another build's cli.js to run the nodes from (for before/after figures).
+const CLI = process.env.BENCH_CLI ? resolve(process.env.BENCH_CLI) : resolve(import.meta.dirname, '../src/cli.js');
 const OUTPUT_LINES_KEPT = 40;
 
 /** A fresh schema and key prefix for one node. */

@@ -1,7 +1,5 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { resolve } from 'node:path';
 import {
   ConfigError,
   coerce,
@@ -13,6 +11,7 @@ import {
 } from './lib/config.js';
 import { CLIENT_HELP, isClientVerb, runClientVerb, UsageError } from './cli/verbs.js';
 import { WheelhouseApiError, WheelhouseNetworkError, WheelhouseTimeoutError } from './client/index.js';
+import { packageVersion } from './lib/version.js';
 import { startNode } from './node/start.js';
 import { openPostgres } from './store/db.js';
 import { migrate, SchemaTooNewError } from './store/migrate.js';
@@ -71,18 +70,7 @@ export function parseFlags(argv: string[]): { options: WheelhouseOptions; config
   return { options, configPath };
 }
 
-/** The version in the package.json above this module (src/ or dist/src/). */
-export function packageVersion(from: string = dirname(fileURLToPath(import.meta.url))): string {
-  for (let dir = from; ; dir = dirname(dir)) {
-    try {
-      const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string };
-      if (pkg.name === 'wheelhouse' && typeof pkg.version === 'string') return pkg.version;
-    } catch {
-      // no package.json here: look further up
-    }
-    if (dirname(dir) === dir) return 'unknown';
-  }
-}
+export { packageVersion };
 
 async function main(argv: string[]): Promise<void> {
   const [command = 'help', ...rest] = argv;

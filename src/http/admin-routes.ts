@@ -1,7 +1,9 @@
 import type { FastifyPluginAsync } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { WheelhouseError } from '../lib/errors.js';
 import type { ActorInfo } from '../runtime/actor.js';
 import type { QueueDepth } from '../store/fast-index-types.js';
+import { adminRoutesSchemas as schemas } from './schemas/operations.js';
 
 /**
  * Operator routes: the cluster, the live actors (any actor by kind and key, with its state)
@@ -16,28 +18,26 @@ export interface AdminApi {
   queues(): Promise<QueueDepth[]>;
 }
 
-const NAME = /^[A-Za-z0-9_.:-]{1,128}$/;
-
 export function adminRoutes(admin: AdminApi): FastifyPluginAsync {
-  return async (app) => {
-    app.get('/admin/cluster', async () => admin.cluster());
+  return async (fastify) => {
+    const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+    app.get(
+      '/admin/cluster',
+      { schema: schemas.cluster },
+      async () => (await admin.cluster()) as Record<string, unknown>,
+    );
 
-    app.get('/admin/actors', async (request) => {
-      const query = request.query as Record<string, string | undefined>;
-      const unknown = Object.keys(query).filter((k) => !['kind', 'node', 'limit'].includes(k));
-      if (unknown.length > 0) throw invalid(unknown[0] as string, 'is not a known query parameter');
-      if (query.kind !== undefined && !NAME.test(query.kind)) throw invalid('kind', 'must be an actor kind');
-      const limit = query.limit === undefined ? 100 : Number(query.limit);
-      if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw invalid('limit', 'must be an integer 1–10000');
+    app.get('/admin/actors', { schema: schemas.actors }, async (request) => {
+      const { kind, node, limit = 100 } = request.query;
       const actors = admin
-        .listActors({ kind: query.kind, limit: query.node === undefined ? limit : Number.MAX_SAFE_INTEGER })
-        .filter((a) => query.node === undefined || a.node === query.node)
+        .listActors({ kind, limit: node === undefined ? limit : Number.MAX_SAFE_INTEGER })
+        .filter((a) => node === undefined || a.node === node)
         .slice(0, limit);
       return { actors };
     });
 
-    app.get('/admin/actors/:kind/:key', async (request) => {
-      const { kind, key } = request.params as { kind: string; key: string };
+    app.get('/admin/actors/:kind/:key', { schema: schemas.actor }, async (request) => {
+      const { kind, key } = request.params;
       const actor = await admin.inspectActor(kind, key);
       if (!actor) {
         throw new WheelhouseError('not_found', `no live actor (${kind}, ${key}) in the cluster`, {
@@ -47,7 +47,7 @@ export function adminRoutes(admin: AdminApi): FastifyPluginAsync {
       return actor;
     });
 
-    app.get('/admin/queues', async () => {
+    app.get('/admin/queues', { schema: schemas.queues }, async () => {
       const queues = await admin.queues();
       return {
         queues: queues.map((q) => ({
@@ -59,8 +59,4 @@ export function adminRoutes(admin: AdminApi): FastifyPluginAsync {
       };
     });
   };
-}
-
-function invalid(field: string, message: string): WheelhouseError {
-  return new WheelhouseError('validation_failed', `${field}: ${message}`, { details: { field } });
 }

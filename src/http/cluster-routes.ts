@@ -1,9 +1,12 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyPluginAsync, onRequestAsyncHookHandler } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Static } from 'typebox';
 import { WheelhouseError, isWheelhouseError } from '../lib/errors.js';
 import type { ActorInfo } from '../runtime/actor.js';
 import { ACTORS_PATH, CLUSTER_SECRET_HEADER, REFRESH_PATH, type BatchOrder } from '../runtime/cluster-wire.js';
 import type { TransportEnvelope } from '../runtime/router.js';
+import { ActorBatchRequest, clusterRoutesSchemas as schemas } from './schemas/operations.js';
 
 /**
  * The receiving side of the cluster transport (`src/runtime/http-transport.ts` sends): batches
@@ -48,7 +51,8 @@ export function clusterRoutes(options: ClusterRoutesOptions): FastifyPluginAsync
     }
   };
 
-  return async (app) => {
+  return async (fastify) => {
+    const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
     // Payloads are arbitrary user JSON, so this context parses with plain JSON.parse whatever
     // the host configured: keys such as `__proto__` are data here (JSON.parse makes them own
     // properties, which touch no prototype), and must round-trip.
@@ -75,23 +79,30 @@ export function clusterRoutes(options: ClusterRoutesOptions): FastifyPluginAsync
     // above only, or it would drown the node's own log at the default level.
     app.post(
       ACTORS_PATH,
-      { bodyLimit: options.bodyLimitBytes ?? DEFAULT_CLUSTER_BODY_LIMIT_BYTES, logLevel: 'warn' },
+      {
+        schema: schemas.actors,
+        bodyLimit: options.bodyLimitBytes ?? DEFAULT_CLUSTER_BODY_LIMIT_BYTES,
+        logLevel: 'warn',
+      },
       async (request, reply) => {
-        const batch = validBatch(request.body);
+        const batch = wireBatch(request.body);
         // Every envelope is accepted synchronously, in order, so tells reach mailboxes as sent.
         const replies = await arrivals.admit(batch.order, () => batch.envelopes.map(accept));
         const results = (await Promise.allSettled(replies)).map(resultJson);
-        return reply.type('application/json; charset=utf-8').send(`{"results":[${results.join(',')}]}`);
+        // Each result is already JSON (a reply is any value): the answer is written as text,
+        // which the serializer passes through; the schema documents its shape.
+        const text = `{"results":[${results.join(',')}]}`;
+        return reply.type('application/json; charset=utf-8').send(text as unknown as { results: unknown[] });
       },
     );
 
-    app.post(REFRESH_PATH, { logLevel: 'warn' }, async (_request, reply) => {
+    app.post(REFRESH_PATH, { schema: schemas.refresh, logLevel: 'warn' }, async (_request, reply) => {
       await options.onRefresh();
-      return reply.code(204).send();
+      return reply.code(204).send(null);
     });
 
-    app.get(`${ACTORS_PATH}/:kind/:key`, { logLevel: 'warn' }, async (request) => {
-      const { kind, key } = request.params as { kind: string; key: string };
+    app.get(`${ACTORS_PATH}/:kind/:key`, { schema: schemas.actor, logLevel: 'warn' }, async (request) => {
+      const { kind, key } = request.params;
       const actor = options.inspect(kind, key);
       if (actor === null) {
         throw new WheelhouseError('not_found', `No live actor ${kind}/${key} on this node.`, {
@@ -140,45 +151,27 @@ function sha256(text: string): Buffer {
   return createHash('sha256').update(text).digest();
 }
 
-/** The batch in a request body, or `validation_failed` naming the first bad field. */
-function validBatch(body: unknown): { order: BatchOrder | null; envelopes: TransportEnvelope[] } {
-  if (!isRecord(body)) throw invalid('body', 'must be a JSON object');
-  if (typeof body.from !== 'string' || body.from === '') throw invalid('from', 'must be the sending node id');
-  if (!Array.isArray(body.envelopes)) throw invalid('envelopes', 'must be an array');
-  const envelopes = body.envelopes.map((value: unknown, i) => validEnvelope(value, `envelopes[${i}]`));
-  return { order: body.order === undefined ? null : validOrder(body.order), envelopes };
-}
-
-function validEnvelope(value: unknown, at: string): TransportEnvelope {
-  if (!isRecord(value)) throw invalid(at, 'must be an object');
-  const { kind, key, message, deadline, ask } = value;
-  if (typeof kind !== 'string') throw invalid(`${at}.kind`, 'must be a string');
-  if (typeof key !== 'string') throw invalid(`${at}.key`, 'must be a string');
-  if (!isRecord(message)) throw invalid(`${at}.message`, 'must be an object');
-  if (typeof deadline !== 'number' || !Number.isFinite(deadline))
-    throw invalid(`${at}.deadline`, 'must be a finite number (Unix ms)');
-  if (typeof ask !== 'boolean') throw invalid(`${at}.ask`, 'must be a boolean');
-  return { kind, key, message, deadlineMs: deadline, ask };
-}
-
-function validOrder(value: unknown): BatchOrder {
-  if (!isRecord(value)) throw invalid('order', 'must be an object');
-  const { stream, seq, since } = value;
-  if (typeof stream !== 'string' || stream === '' || stream.length > 200)
-    throw invalid('order.stream', 'must be a string of 1–200 characters');
-  if (!Number.isSafeInteger(seq) || (seq as number) < 0) throw invalid('order.seq', 'must be a non-negative integer');
-  if (!Number.isSafeInteger(since) || (since as number) < 0 || (since as number) > (seq as number)) {
-    throw invalid('order.since', 'must be an integer from 0 to order.seq');
+/** A batch that matches `ActorBatchRequest` → its order and envelopes; `since` must not pass `seq`. */
+function wireBatch(body: Static<typeof ActorBatchRequest>): {
+  order: BatchOrder | null;
+  envelopes: TransportEnvelope[];
+} {
+  const { order } = body;
+  if (order !== undefined && order.since > order.seq) {
+    throw new WheelhouseError('validation_failed', 'order.since: must be an integer from 0 to order.seq', {
+      details: { field: 'order.since' },
+    });
   }
-  return { stream, seq: seq as number, since: since as number };
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function invalid(field: string, message: string): WheelhouseError {
-  return new WheelhouseError('validation_failed', `${field}: ${message}`, { details: { field } });
+  return {
+    order: order ?? null,
+    envelopes: body.envelopes.map((e) => ({
+      kind: e.kind,
+      key: e.key,
+      message: e.message,
+      deadlineMs: e.deadline,
+      ask: e.ask,
+    })),
+  };
 }
 
 /** One result as JSON text; a reply or error that cannot be serialized fails alone. */

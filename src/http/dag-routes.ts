@@ -1,7 +1,8 @@
 import type { FastifyPluginAsync } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { DagsApi } from '../services/types.js';
-import { validateDag, validateTaskId, type TaskDefaults } from './validation/tasks.js';
-import { BODY } from './validation/fields.js';
+import { taskRoutes as schemas } from './schemas/tasks.js';
+import { dagSpec, type TaskDefaults } from './validation/tasks.js';
 import { dagJson, dagSubmitJson } from './serialize.js';
 
 /**
@@ -15,17 +16,18 @@ export interface DagRoutesOptions {
   bodyLimitBytes: number;
 }
 
-export const dagRoutes: FastifyPluginAsync<DagRoutesOptions> = async (app, opts) => {
+export const dagRoutes: FastifyPluginAsync<DagRoutesOptions> = async (fastify, opts) => {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const { api, defaults } = opts;
 
   /** 201 with the graph's id and its tasks in request order; 200 for an idempotent replay. */
-  app.post('/api/dags', { bodyLimit: opts.bodyLimitBytes }, async (request, reply) => {
-    const result = await api.submitDag(validateDag(request.body, defaults));
+  app.post('/api/dags', { schema: schemas.submitDag, bodyLimit: opts.bodyLimitBytes }, async (request, reply) => {
+    const result = await api.submitDag(dagSpec(request.body, defaults));
     reply.code(result.created ? 201 : 200);
     return dagSubmitJson(result.dag);
   });
 
-  app.get<{ Params: { id: string } }>('/api/dags/:id', async (request) =>
-    dagJson(await api.getDag(validateTaskId(request.params.id, BODY.at('dag_id')))),
+  app.get('/api/dags/:dag_id', { schema: schemas.getDag }, async (request) =>
+    dagJson(await api.getDag(request.params.dag_id.toLowerCase())),
   );
 };

@@ -1,9 +1,17 @@
-import type { ExecutionRecord, SubmitResult, TaskStatus } from '../domain/model.js';
+import type { ExecutionRecord, SubmitResult } from '../domain/model.js';
 import type { Assignment, DagView, TaskView } from '../services/types.js';
+import type {
+  AssignmentJson,
+  DagJson,
+  DagSubmittedJson,
+  ExecutionJson,
+  SubmittedJson,
+  TaskJson,
+} from './schemas/index.js';
 
 /**
- * Domain records → the JSON shapes of API.md: snake_case names, times as ISO-8601 UTC with
- * milliseconds, `null` where a value is absent.
+ * Domain records → the JSON shapes of the route schemas (src/http/schemas/), typed by them:
+ * snake_case names, times as ISO-8601 UTC with milliseconds, `null` where a value is absent.
  */
 
 /** Unix milliseconds → `2026-11-30T12:00:00.000Z`; null stays null. */
@@ -11,56 +19,13 @@ export function iso(ms: number | null | undefined): string | null {
   return ms === null || ms === undefined || !Number.isFinite(ms) ? null : new Date(ms).toISOString();
 }
 
-/** One item of a submit answer. */
-export interface SubmitJson {
-  task_id: string;
-  status: string;
-  due_time: string | null;
-}
-
 /** `POST /api/tasks` (and each item of the batch): the stored status (`pending`, `blocked`, `active`). */
-export function submitJson(result: SubmitResult): SubmitJson {
+export function submitJson(result: SubmitResult): SubmittedJson {
   const t = result.task;
   return { task_id: t.id, status: t.status, due_time: iso(t.dueMs) };
 }
 
-/** `GET /api/tasks/{id}` and the items of `GET /api/tasks`. */
-export interface TaskJson {
-  task_id: string;
-  task_type: string;
-  status: TaskStatus;
-  schedule_type: string;
-  due_time: string | null;
-  created_at: string | null;
-  started_at: string | null;
-  completed_at: string | null;
-  attempts: number;
-  max_retries: number;
-  priority: number;
-  timeout_seconds: number;
-  last_error: string | null;
-  idempotency_key: string | null;
-  cancel_requested: boolean;
-  dependencies: string[];
-  payload: unknown;
-  /** Set on a task with predecessors: how many of them have succeeded. */
-  dependencies_satisfied?: number;
-  /** Set on a task submitted in a graph. */
-  dag_id?: string;
-  ref?: string | null;
-  cron_expression?: string | null;
-  timezone?: string | null;
-  jitter_seconds?: number | null;
-  misfire_policy?: string | null;
-  overlap_policy?: string | null;
-  end_time?: string | null;
-  next_due_time?: string | null;
-  last_fired_at?: string | null;
-  /** A cron instance: its schedule, and the nominal fire time (`due_time` adds the jitter). */
-  schedule_id?: string;
-  fire_time?: string | null;
-}
-
+/** `GET /api/tasks/{task_id}` and the items of `GET /api/tasks`. */
 export function taskJson(view: TaskView): TaskJson {
   const r = view.record;
   const out: TaskJson = {
@@ -106,17 +71,7 @@ export function taskJson(view: TaskView): TaskJson {
 }
 
 /** One execution in `GET /api/tasks/{id}/history`. */
-export function executionJson(e: ExecutionRecord): {
-  execution_id: string;
-  task_id: string;
-  attempt: number;
-  status: ExecutionRecord['status'];
-  due_time: string | null;
-  started_at: string | null;
-  completed_at: string | null;
-  worker_id: string | null;
-  error: string | null;
-} {
+export function executionJson(e: ExecutionRecord): ExecutionJson {
   return {
     execution_id: e.executionId,
     task_id: e.taskId,
@@ -131,15 +86,7 @@ export function executionJson(e: ExecutionRecord): {
 }
 
 /** One task handed to a worker by `POST /api/workers/poll`. */
-export function assignmentJson(a: Assignment): {
-  task_id: string;
-  task_type: string;
-  payload: unknown;
-  attempt: number;
-  lease_token: string;
-  lease_expires_at: string | null;
-  timeout_seconds: number;
-} {
+export function assignmentJson(a: Assignment): AssignmentJson {
   return {
     task_id: a.id,
     task_type: a.taskType,
@@ -152,10 +99,7 @@ export function assignmentJson(a: Assignment): {
 }
 
 /** `POST /api/dags`: the graph's id and its tasks in request order. */
-export function dagSubmitJson(dag: DagView): {
-  dag_id: string;
-  tasks: { ref: string; task_id: string; status: string; due_time: string | null }[];
-} {
+export function dagSubmitJson(dag: DagView): DagSubmittedJson {
   return {
     dag_id: dag.dagId,
     tasks: dag.tasks.map((t) => ({
@@ -168,7 +112,7 @@ export function dagSubmitJson(dag: DagView): {
 }
 
 /** `GET /api/dags/{dag_id}`: the graph, each task with its status and predecessors (refs, or ids outside the graph). */
-export function dagJson(dag: DagView): unknown {
+export function dagJson(dag: DagView): DagJson {
   return {
     dag_id: dag.dagId,
     status: dag.status,

@@ -8,11 +8,16 @@ import Fastify, {
 } from 'fastify';
 import type { CompiledOptions } from '../lib/config.js';
 import { WheelhouseError } from '../lib/errors.js';
+import { packageVersion } from '../lib/version.js';
 import type { Services } from '../services/types.js';
+import { registerDocs } from './docs.js';
 import { handleError, handleNotFound } from './errors.js';
 import { opsRoutes, type MetricsRenderer } from './ops-routes.js';
 import { dagRoutes } from './dag-routes.js';
 import { tasksRoutes } from './tasks-routes.js';
+import { serializerCompiler } from './serializer.js';
+import { validatorCompiler } from './validation/ajv.js';
+import { checkResponses } from './validation/responses.js';
 import { workerRoutes } from './worker-routes.js';
 
 /**
@@ -30,6 +35,11 @@ export interface BuildServerOptions {
   metrics?: MetricsRenderer;
   /** More route plugins (admin, actor transport, …), registered after the built-in ones. */
   extraPlugins?: readonly FastifyPluginAsync[];
+  /**
+   * Hold every answer to its route's response schema, answering 500 when one breaks it (for
+   * tests: the suite runs with `WHEELHOUSE_CHECK_RESPONSES=1`). @default the environment's
+   */
+  checkResponses?: boolean;
 }
 
 /**
@@ -75,6 +85,13 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
       );
     }
   });
+
+  // Requests are validated by the route schemas, through our Ajv: errors in the catalogue's
+  // words. Responses are serialized from the same schemas (fastify's default serializer).
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  if (input.checkResponses ?? process.env.WHEELHOUSE_CHECK_RESPONSES === '1') checkResponses(app);
+  registerDocs(app, packageVersion());
 
   app.setErrorHandler(handleError);
   app.setNotFoundHandler(handleNotFound);

@@ -1,19 +1,16 @@
 import type { FastifyPluginAsync } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { SchedulesApi, TasksApi } from '../services/types.js';
-import {
-  validateBatch,
-  validateHistoryQuery,
-  validateListQuery,
-  validateTask,
-  validateTaskId,
-  type TaskDefaults,
-} from './validation/tasks.js';
+import { taskRoutes as schemas } from './schemas/tasks.js';
+import { historyQuery, listQuery } from './validation/requests.js';
+import { batchSpecs, taskSpec, type TaskDefaults } from './validation/tasks.js';
 import { executionJson, submitJson, taskJson } from './serialize.js';
 
 /**
- * The task routes of API.md: submit (one or a batch), status, list, cancel, history.
- * Validation is `src/tasks/validate.ts`; errors go to the server's error handler. A malformed
- * task id in a path is a 400 naming `task_id`, never a 500.
+ * The task routes of API.md: submit (one or a batch), status, list, cancel, pause, resume,
+ * history. Each route's schema (src/http/schemas/tasks.ts) validates its request before the
+ * handler runs and serializes its answer; what a schema cannot say is checked in
+ * src/http/validation/tasks.ts. Errors go to the server's error handler.
  */
 
 export interface TasksRoutesOptions {
@@ -25,63 +22,59 @@ export interface TasksRoutesOptions {
   batchBodyLimitBytes: number;
 }
 
-interface IdParams {
-  id: string;
-}
-
-export const tasksRoutes: FastifyPluginAsync<TasksRoutesOptions> = async (app, opts) => {
+export const tasksRoutes: FastifyPluginAsync<TasksRoutesOptions> = async (fastify, opts) => {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const { api, defaults } = opts;
 
   /** Submit one task: 201, or 200 when an idempotency key matched an identical earlier request. */
-  app.post('/api/tasks', async (request, reply) => {
-    const spec = validateTask(request.body, defaults);
-    const results = await api.submit([spec]);
-    const result = results[0];
+  app.post('/api/tasks', { schema: schemas.submit }, async (request, reply) => {
+    const [result] = await api.submit([taskSpec(request.body, defaults)]);
     if (result === undefined) throw new Error('TasksApi.submit answered no result for one task');
     reply.code(result.created ? 201 : 200);
     return submitJson(result);
   });
 
   /** Submit up to 1 000 tasks, all or nothing: 201 with the tasks in request order. */
-  app.post('/api/tasks/batch', { bodyLimit: opts.batchBodyLimitBytes }, async (request, reply) => {
-    const specs = validateBatch(request.body, defaults);
-    const results = await api.submit(specs);
-    if (results.length !== specs.length) {
-      throw new Error(`TasksApi.submit answered ${results.length} results for ${specs.length} tasks`);
-    }
-    reply.code(201);
-    return { tasks: results.map(submitJson) };
-  });
+  app.post(
+    '/api/tasks/batch',
+    { schema: schemas.batch, bodyLimit: opts.batchBodyLimitBytes },
+    async (request, reply) => {
+      const specs = batchSpecs(request.body, defaults);
+      const results = await api.submit(specs);
+      if (results.length !== specs.length) {
+        throw new Error(`TasksApi.submit answered ${results.length} results for ${specs.length} tasks`);
+      }
+      reply.code(201);
+      return { tasks: results.map(submitJson) };
+    },
+  );
 
-  app.get<{ Params: IdParams }>('/api/tasks/:id', async (request) => {
-    const view = await api.getTask(validateTaskId(request.params.id));
-    return taskJson(view);
-  });
+  app.get('/api/tasks/:task_id', { schema: schemas.get }, async (request) =>
+    taskJson(await api.getTask(request.params.task_id.toLowerCase())),
+  );
 
   /** List, newest first, paginated by an opaque `next_token`. */
-  app.get('/api/tasks', async (request) => {
-    const q = validateListQuery(request.query);
-    const page = await api.listTasks(q);
+  app.get('/api/tasks', { schema: schemas.list }, async (request) => {
+    const page = await api.listTasks(listQuery(request.query));
     return { tasks: page.tasks.map(taskJson), next_token: page.nextToken };
   });
 
-  app.delete<{ Params: IdParams }>('/api/tasks/:id', async (request) => {
-    const { cancelledInstances } = await api.cancel(validateTaskId(request.params.id));
-    return { ok: true, cancelled_instances: cancelledInstances };
+  app.delete('/api/tasks/:task_id', { schema: schemas.cancel }, async (request) => {
+    const { cancelledInstances } = await api.cancel(request.params.task_id.toLowerCase());
+    return { ok: true as const, cancelled_instances: cancelledInstances };
   });
 
   /** Cron schedules: pause stops firing (the pending instance is cancelled); resume goes on from now. */
-  app.post<{ Params: IdParams }>('/api/tasks/:id/pause', async (request) =>
-    taskJson(await opts.schedules.pause(validateTaskId(request.params.id))),
+  app.post('/api/tasks/:task_id/pause', { schema: schemas.pause }, async (request) =>
+    taskJson(await opts.schedules.pause(request.params.task_id.toLowerCase())),
   );
-  app.post<{ Params: IdParams }>('/api/tasks/:id/resume', async (request) =>
-    taskJson(await opts.schedules.resume(validateTaskId(request.params.id))),
+  app.post('/api/tasks/:task_id/resume', { schema: schemas.resume }, async (request) =>
+    taskJson(await opts.schedules.resume(request.params.task_id.toLowerCase())),
   );
 
-  app.get<{ Params: IdParams }>('/api/tasks/:id/history', async (request) => {
-    const id = validateTaskId(request.params.id);
-    const q = validateHistoryQuery(request.query);
-    const page = await api.history(id, q.limit, q.nextToken);
+  app.get('/api/tasks/:task_id/history', { schema: schemas.history }, async (request) => {
+    const q = historyQuery(request.query);
+    const page = await api.history(request.params.task_id.toLowerCase(), q.limit, q.nextToken);
     return { executions: page.executions.map(executionJson), next_token: page.nextToken };
   });
 };

@@ -1,13 +1,9 @@
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { WheelhouseError } from '../lib/errors.js';
 import type { WorkersApi } from '../services/types.js';
-import {
-  validateCompletion,
-  validateCompletionBatch,
-  validateHeartbeat,
-  validatePoll,
-  validateTaskId,
-} from './validation/tasks.js';
+import { workerRoutesSchemas as schemas } from './schemas/workers.js';
+import { completionRequest, completionRequests, pollRequest } from './validation/requests.js';
 import { assignmentJson, iso } from './serialize.js';
 
 /**
@@ -30,11 +26,8 @@ export interface WorkerRoutesOptions {
   batchBodyLimitBytes: number;
 }
 
-interface IdParams {
-  id: string;
-}
-
-export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (app, opts) => {
+export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (fastify, opts) => {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const { api } = opts;
   // Workers call these routes all the time (every poll, heartbeat and result): at `info` their
   // request lines would drown every other line, so there they log from `warn` up. A failure the
@@ -49,8 +42,8 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (app,
   });
 
   /** Long-poll: answers once a task is claimed, or `{tasks: []}` after `wait_ms`, or when the server closes. */
-  app.post('/api/workers/poll', quiet, async (request, reply) => {
-    const poll = validatePoll(request.body, limits);
+  app.post('/api/workers/poll', { ...quiet, schema: schemas.poll }, async (request, reply) => {
+    const poll = pollRequest(request.body, limits);
     const controller = new AbortController();
     const stopWatching = abortOnDisconnect(reply, controller);
     polls.add(controller);
@@ -78,27 +71,25 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (app,
     return { tasks: assignments.map(assignmentJson) };
   });
 
-  app.post<{ Params: IdParams }>('/api/tasks/:id/heartbeat', quiet, async (request) => {
-    const taskId = validateTaskId(request.params.id);
-    const { leaseToken } = validateHeartbeat(request.body);
-    const lease = await api.heartbeat(taskId, leaseToken);
-    return { ok: true, lease_expires_at: iso(lease.leaseExpiresMs), cancel_requested: lease.cancelRequested };
+  app.post('/api/tasks/:task_id/heartbeat', { ...quiet, schema: schemas.heartbeat }, async (request) => {
+    const lease = await api.heartbeat(request.params.task_id.toLowerCase(), request.body.lease_token);
+    return { ok: true as const, lease_expires_at: iso(lease.leaseExpiresMs), cancel_requested: lease.cancelRequested };
   });
 
   /** One result; 409 `lease_not_held` when the lease was lost (the result is discarded). */
-  app.post<{ Params: IdParams }>('/api/tasks/:id/complete', quiet, async (request) => {
-    const taskId = validateTaskId(request.params.id);
-    const completion = validateCompletion(taskId, request.body);
-    const [result] = await api.complete([completion]);
+  app.post('/api/tasks/:task_id/complete', { ...quiet, schema: schemas.complete }, async (request) => {
+    const taskId = request.params.task_id.toLowerCase();
+    const [result] = await api.complete([completionRequest(taskId, request.body)]);
     if (!result?.ok) {
       throw new WheelhouseError('lease_not_held', undefined, { details: { task_id: taskId } });
     }
-    return { ok: true };
+    return { ok: true as const };
   });
 
   /** The batch extension described above. */
-  app.post('/api/workers/complete', { ...quiet, bodyLimit: opts.batchBodyLimitBytes }, async (request) => {
-    const completions = validateCompletionBatch(request.body);
+  const batchOptions = { ...quiet, schema: schemas.completeBatch, bodyLimit: opts.batchBodyLimitBytes };
+  app.post('/api/workers/complete', batchOptions, async (request) => {
+    const completions = completionRequests(request.body);
     let results: { taskId: string; ok: boolean }[];
     try {
       results = await api.complete(completions);

@@ -4,7 +4,7 @@
  * bodies, snake_case shapes) and nothing else. The end-to-end tests against the real
  * scheduler live elsewhere (test/e2e).
  */
-import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { compileOptions, type WheelhouseOptions } from '../../src/lib/config.js';
 import { WheelhouseError } from '../../src/lib/errors.js';
 import { buildServer } from '../../src/http/server.js';
@@ -255,7 +255,12 @@ export function captureLogger(): {
 /** A server over a fresh fake, with silent logs unless a logger is given. */
 export function serverWith(
   options: WheelhouseOptions = {},
-  extra: { api?: FakeApi; logger?: FastifyBaseLogger; metrics?: () => string } = {},
+  extra: {
+    api?: FakeApi;
+    logger?: FastifyBaseLogger;
+    metrics?: () => string;
+    extraPlugins?: readonly FastifyPluginAsync[];
+  } = {},
 ): { app: FastifyInstance; api: FakeApi } {
   const api = extra.api ?? new FakeApi();
   const app = buildServer({
@@ -263,6 +268,7 @@ export function serverWith(
     options: compileOptions({ logLevel: 'silent', builtinExecutors: false, ...options }),
     ...(extra.logger ? { logger: extra.logger } : {}),
     ...(extra.metrics ? { metrics: extra.metrics } : {}),
+    ...(extra.extraPlugins ? { extraPlugins: extra.extraPlugins } : {}),
   });
   return { app, api };
 }

@@ -83,12 +83,12 @@ describe('/docs', () => {
       'POST /api/tasks',
       'GET /api/tasks',
       'POST /api/tasks/batch',
-      'GET /api/tasks/{id}',
-      'DELETE /api/tasks/{id}',
-      'GET /api/tasks/{id}/history',
+      'GET /api/tasks/{task_id}',
+      'DELETE /api/tasks/{task_id}',
+      'GET /api/tasks/{task_id}/history',
       'POST /api/workers/poll',
-      'POST /api/tasks/{id}/heartbeat',
-      'POST /api/tasks/{id}/complete',
+      'POST /api/tasks/{task_id}/heartbeat',
+      'POST /api/tasks/{task_id}/complete',
       'POST /api/workers/complete',
       'GET /healthz',
       'GET /readyz',
@@ -103,12 +103,26 @@ describe('/docs', () => {
     }
   });
 
-  it('serves an HTML page linking the document and listing the routes', async () => {
+  it('serves Swagger UI from the node itself, with no script, style or font from elsewhere', async () => {
     const { app } = server();
     const res = await app.inject({ method: 'GET', url: '/docs' });
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toContain('text/html');
-    expect(res.body).toContain('href="/docs/openapi.json"');
-    expect(res.body).toContain('/api/workers/complete');
+    expect(res.body).toContain('swagger-ui');
+    expect(res.body).not.toMatch(/(src|href)="(https?:)?\/\//);
+    const assets = [...res.body.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1] as string);
+    expect(assets.length).toBeGreaterThan(3);
+    for (const asset of assets) {
+      const file = await app.inject({ method: 'GET', url: asset });
+      expect(file.statusCode, asset).toBe(200);
+      expect(file.body, asset).not.toMatch(
+        /(src|href|url)\(?["']?https?:\/\/(?!localhost)[a-z0-9.-]*(cdn|unpkg|jsdelivr|googleapis)/i,
+      );
+    }
+    // The page loads the document the node generates.
+    const init = await app.inject({ method: 'GET', url: '/docs/static/swagger-initializer.js' });
+    expect(init.body).toContain("resolveUrl('./json')");
+    const json = await app.inject({ method: 'GET', url: '/docs/json' });
+    expect(json.json<{ openapi: string }>().openapi).toBe('3.1.0');
   });
 });

@@ -1,29 +1,29 @@
-import { isUuid } from '../../lib/ids.js';
 import type { DagSpec, DagTaskSpec, ScheduleSpec, TaskSpec } from '../../domain/specs.js';
 import { cronRule } from '../../domain/cron-rule.js';
 import {
-  BODY,
-  FieldPath,
-  canonicalJson,
-  isAbsent,
-  readInteger,
-  readNumber,
-  readObject,
-  readOneOf,
-  readString,
-  readTaskType,
-  readTime,
-  rejectUnknown,
-  sha256Hex,
-} from './fields.js';
+  BatchRequest,
+  DagRequest,
+  TaskRequest,
+  type BatchRequestBody,
+  type DagRequestBody,
+  type ScheduleBody,
+  type TaskRequestBody,
+} from '../schemas/tasks.js';
+import { assertSchema } from './ajv.js';
+import { BODY, FieldPath, canonicalJson, parseIsoTime, sha256Hex } from './fields.js';
 
 /**
- * Request validation for task submission: a request body in, a `TaskSpec` out, or a
- * `WheelhouseError` (`validation_failed`, `invalid_cron`, `unknown_timezone`,
- * `payload_too_large`) whose message and `details.field` name the field
+ * Task submissions: a request body in, a `TaskSpec` out. The route schemas
+ * (src/http/schemas/tasks.ts) check the shape — types, bounds, unknown members — and this file
+ * the rest: ISO times, exactly one of `due_time` and `delay_seconds`, cron expressions, time
+ * zones, no dependencies on a cron task, the payload's size; then it fills the defaults and
+ * hashes a keyed request. Errors are `WheelhouseError`s (`validation_failed`, `invalid_cron`,
+ * `unknown_timezone`, `payload_too_large`) whose message and `details.field` name the field
  * (`tasks[3].schedule.cron_expression: …`) and, in a batch, `details.index` the task.
- * The rules are API.md's. Validators for the worker endpoints and query strings are in
- * `validate-requests.ts` and re-exported here.
+ *
+ * The routes get bodies fastify has already held to the schema and call `taskSpec`,
+ * `batchSpecs`, `dagSpec`; `validateTask`, `validateBatch` and `validateDag` do both steps,
+ * for callers with a body no route has checked.
  */
 
 export {
@@ -41,7 +41,8 @@ export {
   type ListQuery,
   type PollLimits,
 } from './requests.js';
-export { canonicalJson, isTaskType, parseIsoTime } from './fields.js';
+export { canonicalJson, parseIsoTime } from './fields.js';
+export { MAX_BATCH_TASKS, MAX_DAG_TASKS, MAX_DELAY_SECONDS } from '../schemas/tasks.js';
 
 /** Values that come from configuration rather than the request. */
 export interface TaskDefaults {
@@ -51,71 +52,36 @@ export interface TaskDefaults {
   maxPayloadBytes?: number;
 }
 
-/** Most tasks in one `POST /api/tasks/batch`. */
-export const MAX_BATCH_TASKS = 1000;
+/** Checks one submission body (`POST /api/tasks`) against its schema and makes it a `TaskSpec`. */
+export function validateTask(body: unknown, defaults: TaskDefaults): TaskSpec {
+  assertSchema(TaskRequest, body);
+  return taskSpec(body as TaskRequestBody, defaults);
+}
 
-/** Most tasks in one `POST /api/dags`. */
-export const MAX_DAG_TASKS = 10_000;
+/** Checks `POST /api/tasks/batch` (1–1000 tasks, all or nothing) and makes each a `TaskSpec`. */
+export function validateBatch(body: unknown, defaults: TaskDefaults): TaskSpec[] {
+  assertSchema(BatchRequest, body);
+  return batchSpecs(body as BatchRequestBody, defaults);
+}
 
-/** Longest `delay_seconds`: 100 years, so a due time always fits a Date. */
-export const MAX_DELAY_SECONDS = 100 * 365.25 * 86_400;
-
-const TASK_FIELDS: ReadonlySet<string> = new Set([
-  'task_type',
-  'payload',
-  'schedule',
-  'dependencies',
-  'idempotency_key',
-  'priority',
-  'max_retries',
-  'timeout_seconds',
-]);
-const BATCH_FIELDS: ReadonlySet<string> = new Set(['tasks']);
-const DAG_FIELDS: ReadonlySet<string> = new Set(['tasks', 'idempotency_key']);
-const REF = { min: 1, max: 128 };
-const IMMEDIATE_FIELDS: ReadonlySet<string> = new Set(['type']);
-const DELAYED_FIELDS: ReadonlySet<string> = new Set(['type', 'due_time', 'delay_seconds']);
-const CRON_FIELDS: ReadonlySet<string> = new Set([
-  'type',
-  'cron_expression',
-  'timezone',
-  'jitter_seconds',
-  'misfire_policy',
-  'overlap_policy',
-  'end_time',
-]);
-
-const IDEMPOTENCY_KEY = { min: 1, max: 256 };
-const TIMEZONE = { min: 1, max: 64 };
-const CRON_EXPRESSION = { min: 1, max: 256 };
-
-const SCHEDULE_TYPES = ['immediate', 'delayed', 'cron'] as const;
-const MISFIRE_POLICIES = ['fire_once', 'skip', 'fire_all'] as const;
-const OVERLAP_POLICIES = ['allow', 'skip'] as const;
+/** Checks `POST /api/dags` and makes it a `DagSpec`. */
+export function validateDag(body: unknown, defaults: TaskDefaults): DagSpec {
+  assertSchema(DagRequest, body);
+  return dagSpec(body as DagRequestBody, defaults);
+}
 
 /**
- * Validates one submission body (`POST /api/tasks`) into a `TaskSpec`. `at` is where the
- * task sits in a larger request (a batch passes `tasks[i]`).
+ * A task body that matches `TaskRequest` → a `TaskSpec`. `at` is where the task sits in a
+ * larger request (a batch passes `tasks[i]`).
  */
-export function validateTask(body: unknown, defaults: TaskDefaults, at: FieldPath = BODY): TaskSpec {
-  const o = readObject(body, at, 'a JSON object describing a task');
-  rejectUnknown(o, TASK_FIELDS, at);
-
-  const taskType = readTaskType(o.task_type, at.at('task_type'));
+export function taskSpec(o: TaskRequestBody, defaults: TaskDefaults, at: FieldPath = BODY): TaskSpec {
   const payload = o.payload === undefined ? null : o.payload;
-  const schedule = validateSchedule(o.schedule, at.at('schedule'));
-  const dependencies = validateDependencies(o.dependencies, at.at('dependencies'));
+  const schedule = scheduleSpec(o.schedule ?? null, at.at('schedule'));
+  const dependencies = uniqueIds(o.dependencies ?? null);
   if (schedule.type === 'cron' && dependencies.length > 0) {
     at.at('dependencies').fail('a cron task cannot have dependencies');
   }
-  const idempotencyKey = isAbsent(o.idempotency_key)
-    ? null
-    : readString(o.idempotency_key, at.at('idempotency_key'), IDEMPOTENCY_KEY);
-  const priority = isAbsent(o.priority) ? 5 : readInteger(o.priority, at.at('priority'), 0, 9);
-  const maxRetries = isAbsent(o.max_retries) ? 3 : readInteger(o.max_retries, at.at('max_retries'), 0, 100);
-  const timeoutSeconds = isAbsent(o.timeout_seconds)
-    ? defaults.timeoutSeconds
-    : readInteger(o.timeout_seconds, at.at('timeout_seconds'), 1, 86_400);
+  const idempotencyKey = o.idempotency_key ?? null;
 
   // The canonical (key-sorted) form is needed only to hash a request that carries an
   // idempotency key; the size check is the same on plain JSON, which is much cheaper.
@@ -134,14 +100,14 @@ export function validateTask(body: unknown, defaults: TaskDefaults, at: FieldPat
   }
 
   const spec: TaskSpec = {
-    taskType,
+    taskType: o.task_type,
     payload,
     schedule,
     dependencies,
     idempotencyKey,
-    priority,
-    maxRetries,
-    timeoutSeconds,
+    priority: o.priority ?? 5,
+    maxRetries: o.max_retries ?? 3,
+    timeoutSeconds: o.timeout_seconds ?? defaults.timeoutSeconds,
     requestHash: '',
   };
   // Only a replay needs the hash: without a key it stays empty and is never compared.
@@ -149,69 +115,33 @@ export function validateTask(body: unknown, defaults: TaskDefaults, at: FieldPat
   return spec;
 }
 
-/**
- * Validates `POST /api/tasks/batch` (`{tasks: [...]}`, 1–1000 tasks). One invalid task
- * rejects the whole batch; the error names it (`tasks[3].priority: …`, `details.index: 3`).
- */
-export function validateBatch(body: unknown, defaults: TaskDefaults): TaskSpec[] {
-  const o = readObject(body, BODY, 'a JSON object {"tasks": [...]}');
-  rejectUnknown(o, BATCH_FIELDS, BODY);
-  const tasks = o.tasks;
-  const at: FieldPath = BODY.at('tasks');
-  if (tasks === undefined) at.fail('is required');
-  if (!Array.isArray(tasks)) at.fail('must be an array of tasks');
-  if (tasks.length === 0) at.fail('must hold at least one task');
-  if (tasks.length > MAX_BATCH_TASKS) at.fail(`holds ${tasks.length} tasks; the most is ${MAX_BATCH_TASKS}`);
+/** A batch body that matches `BatchRequest` → its specs, a bad task named by index. */
+export function batchSpecs(body: BatchRequestBody, defaults: TaskDefaults): TaskSpec[] {
+  const { tasks } = body;
   const specs = new Array<TaskSpec>(tasks.length);
   for (let i = 0; i < tasks.length; i++) {
-    specs[i] = validateTask(tasks[i], defaults, new FieldPath(`tasks[${i}]`, i));
+    specs[i] = taskSpec(tasks[i] as TaskRequestBody, defaults, new FieldPath(`tasks[${i}]`, i));
   }
   return specs;
 }
 
 /**
- * Validates `POST /api/dags` (`{tasks: [...], idempotency_key?}`, 1–10 000 tasks). Each task
- * is a task of `POST /api/tasks` plus `ref` (its local name, required) and `depends_on`
- * (refs of this request or existing task ids), without `dependencies` (that is
- * `depends_on` here), without its own `idempotency_key` (the graph's covers it) and not a
- * cron schedule. The graph itself (duplicate refs, unknown refs, cycles) is checked by the
- * planner. The request hash, for a replay, is that of the whole body's canonical JSON.
+ * A graph body that matches `DagRequest` → a `DagSpec`. Each task is a task of
+ * `POST /api/tasks` plus `ref` and `depends_on` (refs of this request or existing task ids)
+ * and not a cron schedule; the graph itself (duplicate refs, unknown refs, cycles) is checked
+ * by the planner. The request hash, for a replay, is that of the whole body's canonical JSON.
  */
-export function validateDag(body: unknown, defaults: TaskDefaults): DagSpec {
-  const o = readObject(body, BODY, 'a JSON object {"tasks": [...]}');
-  rejectUnknown(o, DAG_FIELDS, BODY);
-  const at: FieldPath = BODY.at('tasks');
-  const tasks = o.tasks;
-  if (tasks === undefined) at.fail('is required');
-  if (!Array.isArray(tasks)) at.fail('must be an array of tasks');
-  if (tasks.length === 0) at.fail('must hold at least one task');
-  if (tasks.length > MAX_DAG_TASKS) at.fail(`holds ${tasks.length} tasks; the most is ${MAX_DAG_TASKS}`);
-  const idempotencyKey = isAbsent(o.idempotency_key)
-    ? null
-    : readString(o.idempotency_key, BODY.at('idempotency_key'), IDEMPOTENCY_KEY);
-  const out = new Array<DagTaskSpec>(tasks.length);
-  for (let i = 0; i < tasks.length; i++) {
+export function dagSpec(body: DagRequestBody, defaults: TaskDefaults): DagSpec {
+  const out = new Array<DagTaskSpec>(body.tasks.length);
+  for (let i = 0; i < body.tasks.length; i++) {
     const taskAt = new FieldPath(`tasks[${i}]`, i);
-    const { ref, depends_on: dependsOn, ...task } = readObject(tasks[i], taskAt, 'a JSON object describing a task');
-    if (task.dependencies !== undefined) taskAt.at('dependencies').fail('in a graph, name predecessors in depends_on');
-    if (task.idempotency_key !== undefined)
-      taskAt.at('idempotency_key').fail("a graph's tasks share the graph's idempotency_key");
-    const spec = validateTask(task, defaults, taskAt);
+    const { ref, depends_on: dependsOn, ...task } = body.tasks[i] as DagRequestBody['tasks'][number];
+    const spec = taskSpec(task, defaults, taskAt);
     if (spec.schedule.type === 'cron') taskAt.at('schedule.type').fail('a cron schedule cannot be part of a graph');
-    out[i] = {
-      ref: readString(ref, taskAt.at('ref'), REF),
-      dependsOn: readNames(dependsOn, taskAt.at('depends_on')),
-      spec,
-    };
+    out[i] = { ref, dependsOn: dependsOn ?? [], spec };
   }
-  return { tasks: out, idempotencyKey, requestHash: idempotencyKey === null ? '' : sha256Hex(canonicalJson(o)) };
-}
-
-/** `depends_on`: an array of strings (refs or ids; which, the planner decides). */
-function readNames(value: unknown, at: FieldPath): string[] {
-  if (isAbsent(value)) return [];
-  if (!Array.isArray(value)) at.fail('must be an array of refs or task ids');
-  return value.map((name: unknown, i) => readString(name, at.item(i), REF));
+  const idempotencyKey = body.idempotency_key ?? null;
+  return { tasks: out, idempotencyKey, requestHash: idempotencyKey === null ? '' : sha256Hex(canonicalJson(body)) };
 }
 
 /**
@@ -247,56 +177,45 @@ function scheduleTuple(s: ScheduleSpec): unknown[] {
   }
 }
 
-/** Validates a `schedule` member; left out means immediate. */
-export function validateSchedule(value: unknown, at: FieldPath): ScheduleSpec {
-  if (isAbsent(value)) return { type: 'immediate' };
-  const o = readObject(value, at);
-  if (o.type === undefined) at.at('type').fail(`is required (one of ${SCHEDULE_TYPES.join(', ')})`);
-  const type = readOneOf(o.type, at.at('type'), SCHEDULE_TYPES);
-  switch (type) {
+/** A `schedule` member that matches `Schedule` → a `ScheduleSpec`; left out means immediate. */
+export function scheduleSpec(o: ScheduleBody | null, at: FieldPath): ScheduleSpec {
+  if (o === null) return { type: 'immediate' };
+  switch (o.type) {
     case 'immediate':
-      rejectUnknown(o, IMMEDIATE_FIELDS, at);
-      return { type };
+      return { type: 'immediate' };
     case 'delayed': {
-      rejectUnknown(o, DELAYED_FIELDS, at);
-      const hasDue = !isAbsent(o.due_time);
-      const hasDelay = !isAbsent(o.delay_seconds);
-      if (hasDue && hasDelay) at.fail('give one of due_time or delay_seconds, not both');
-      if (!hasDue && !hasDelay) at.fail('a delayed schedule needs due_time or delay_seconds');
-      return hasDue
-        ? { type, dueMs: readTime(o.due_time, at.at('due_time')), delaySeconds: null }
-        : {
-            type,
-            dueMs: null,
-            delaySeconds: readNumber(o.delay_seconds, at.at('delay_seconds'), 0, MAX_DELAY_SECONDS),
-          };
+      const due = o.due_time ?? null;
+      const delay = o.delay_seconds ?? null;
+      if (due !== null && delay !== null) at.fail('give one of due_time or delay_seconds, not both');
+      if (due !== null) return { type: 'delayed', dueMs: readTime(due, at.at('due_time')), delaySeconds: null };
+      if (delay === null) at.fail('a delayed schedule needs due_time or delay_seconds');
+      return { type: 'delayed', dueMs: null, delaySeconds: delay };
     }
-    case 'cron':
-      rejectUnknown(o, CRON_FIELDS, at);
-      return validateCron(o, at);
+    case 'cron': {
+      const timezone =
+        o.timezone === undefined || o.timezone === null ? 'UTC' : checkTimezone(o.timezone, at.at('timezone'));
+      return {
+        type: 'cron',
+        cronExpression: checkCronExpression(o.cron_expression, at.at('cron_expression'), timezone),
+        timezone,
+        jitterSeconds: o.jitter_seconds ?? 0,
+        misfirePolicy: o.misfire_policy ?? 'fire_once',
+        overlapPolicy: o.overlap_policy ?? 'allow',
+        endMs: o.end_time === undefined || o.end_time === null ? null : readTime(o.end_time, at.at('end_time')),
+      };
+    }
   }
 }
 
-function validateCron(o: Record<string, unknown>, at: FieldPath): ScheduleSpec {
-  const timezone = isAbsent(o.timezone) ? 'UTC' : readTimezone(o.timezone, at.at('timezone'));
-  const exprAt: FieldPath = at.at('cron_expression');
-  if (isAbsent(o.cron_expression)) exprAt.fail('is required for a cron schedule');
-  const cronExpression = readCronExpression(o.cron_expression, exprAt, timezone);
-  return {
-    type: 'cron',
-    cronExpression,
-    timezone,
-    jitterSeconds: isAbsent(o.jitter_seconds)
-      ? 0
-      : readNumber(o.jitter_seconds, at.at('jitter_seconds'), 0, MAX_DELAY_SECONDS),
-    misfirePolicy: isAbsent(o.misfire_policy)
-      ? 'fire_once'
-      : readOneOf(o.misfire_policy, at.at('misfire_policy'), MISFIRE_POLICIES),
-    overlapPolicy: isAbsent(o.overlap_policy)
-      ? 'allow'
-      : readOneOf(o.overlap_policy, at.at('overlap_policy'), OVERLAP_POLICIES),
-    endMs: isAbsent(o.end_time) ? null : readTime(o.end_time, at.at('end_time')),
-  };
+/** An ISO-8601 time as Unix milliseconds; 400 naming the field when it does not parse. */
+function readTime(text: string, at: FieldPath): number {
+  const ms = parseIsoTime(text);
+  if (ms === null) {
+    at.fail(
+      `"${text.length > 60 ? `${text.slice(0, 60)}…` : text}" is not an ISO-8601 time such as 2026-11-30T12:00:00.000Z`,
+    );
+  }
+  return ms;
 }
 
 /**
@@ -314,8 +233,7 @@ function remember(cache: Set<string>, key: string): void {
 }
 
 /** An IANA time zone name that this runtime knows (`Europe/Paris`, `UTC`); else `unknown_timezone`. */
-export function readTimezone(value: unknown, at: FieldPath): string {
-  const name = readString(value, at, TIMEZONE);
+export function checkTimezone(name: string, at: FieldPath): string {
   if (knownTimezones.has(name)) return name;
   try {
     new Intl.DateTimeFormat('en-US', { timeZone: name });
@@ -332,8 +250,7 @@ export function readTimezone(value: unknown, at: FieldPath): string {
  * normalised to single spaces. Nicknames such as `@daily` are not part of the contract.
  * Anything else is `invalid_cron` carrying the parser's reason.
  */
-export function readCronExpression(value: unknown, at: FieldPath, timezone: string): string {
-  const raw = readString(value, at, CRON_EXPRESSION);
+export function checkCronExpression(raw: string, at: FieldPath, timezone: string): string {
   const fields = raw.trim().split(/\s+/);
   if (fields.length !== 5 && fields.length !== 6) {
     at.fail(
@@ -354,15 +271,9 @@ export function readCronExpression(value: unknown, at: FieldPath, timezone: stri
   return expression;
 }
 
-function validateDependencies(value: unknown, at: FieldPath): string[] {
-  if (isAbsent(value)) return [];
-  if (!Array.isArray(value)) at.fail('must be an array of task ids');
-  if (value.length === 0) return [];
-  const seen = new Set<string>();
-  for (let i = 0; i < value.length; i++) {
-    const id: unknown = value[i];
-    if (isUuid(id)) seen.add(id.toLowerCase());
-    else at.item(i).fail('must be a task id (a UUID)');
-  }
-  return [...seen];
+/** Task ids, lower-cased, each once. */
+function uniqueIds(ids: readonly string[] | null): string[] {
+  if (ids === null || ids.length === 0) return [];
+  if (ids.length === 1) return [(ids[0] as string).toLowerCase()];
+  return [...new Set(ids.map((id) => id.toLowerCase()))];
 }

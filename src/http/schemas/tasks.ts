@@ -1,0 +1,394 @@
+import Type, { type Static } from 'typebox';
+import {
+  COMMON_ERRORS,
+  Nullable,
+  NullableTime,
+  Ref,
+  StringEnum,
+  TaskStatus,
+  TaskType,
+  Time,
+  TimeInput,
+  Uuid,
+  errors,
+} from './common.js';
+
+/**
+ * The task and graph routes' schemas: what a client sends (`TaskRequest`, `BatchRequest`,
+ * `DagRequest`, the list and history queries) and what it gets back (`Task`, `Submitted`,
+ * `Execution`, `Dag`). What a schema cannot say is checked in code after it
+ * (src/http/validation/tasks.ts): cron expressions, time zones, ISO times, exactly one of
+ * `due_time` and `delay_seconds`, no dependencies on a cron task, the payload's size.
+ */
+
+/** Most tasks in one `POST /api/tasks/batch`. */
+export const MAX_BATCH_TASKS = 1000;
+
+/** Most tasks in one `POST /api/dags`. */
+export const MAX_DAG_TASKS = 10_000;
+
+/** Longest `delay_seconds`: 100 years, so a due time always fits a Date. */
+export const MAX_DELAY_SECONDS = 100 * 365.25 * 86_400;
+
+export const MISFIRE_POLICIES = ['fire_once', 'skip', 'fire_all'] as const;
+export const OVERLAP_POLICIES = ['allow', 'skip'] as const;
+export const SCHEDULE_TYPES = ['immediate', 'delayed', 'cron'] as const;
+
+const IdempotencyKey = Type.String({ minLength: 1, maxLength: 256 });
+
+const ImmediateSchedule = Type.Object({ type: Type.Literal('immediate') }, { additionalProperties: false });
+
+const DelayedSchedule = Type.Object(
+  {
+    type: Type.Literal('delayed'),
+    due_time: Type.Optional(Nullable(TimeInput)),
+    delay_seconds: Type.Optional(Nullable(Type.Number({ minimum: 0, maximum: MAX_DELAY_SECONDS }))),
+  },
+  {
+    additionalProperties: false,
+    description: 'Exactly one of due_time (a past time means due now) or delay_seconds.',
+  },
+);
+
+const CronSchedule = Type.Object(
+  {
+    type: Type.Literal('cron'),
+    cron_expression: Type.String({
+      minLength: 1,
+      maxLength: 256,
+      description: '5 fields (minute hour day-of-month month day-of-week), or 6 with seconds first. L and # accepted.',
+      examples: ['0 * * * *'],
+    }),
+    timezone: Type.Optional(
+      Nullable(Type.String({ minLength: 1, maxLength: 64, default: 'UTC', description: 'IANA name.' })),
+    ),
+    jitter_seconds: Type.Optional(Nullable(Type.Number({ minimum: 0, maximum: MAX_DELAY_SECONDS, default: 0 }))),
+    misfire_policy: Type.Optional(Nullable(StringEnum(MISFIRE_POLICIES, { default: 'fire_once' }))),
+    overlap_policy: Type.Optional(Nullable(StringEnum(OVERLAP_POLICIES, { default: 'allow' }))),
+    end_time: Type.Optional(Nullable(TimeInput)),
+  },
+  { additionalProperties: false },
+);
+
+/** When a task runs: now, at a time or after a delay, or on a cron schedule. Left out: now. */
+export const Schedule = Type.Unsafe<
+  Static<typeof ImmediateSchedule> | Static<typeof DelayedSchedule> | Static<typeof CronSchedule>
+>({
+  type: 'object',
+  required: ['type'],
+  oneOf: [ImmediateSchedule, DelayedSchedule, CronSchedule],
+  discriminator: { propertyName: 'type' },
+});
+export type ScheduleBody = Static<typeof Schedule>;
+
+/** The members every task has, in the order error messages list them: what and when … */
+const taskHead = {
+  task_type: TaskType,
+  payload: Type.Optional(Type.Unknown({ description: 'Any JSON value, up to the configured size (256 KiB).' })),
+  schedule: Type.Optional(Nullable(Ref<typeof Schedule>('Schedule'))),
+};
+
+/** … and how. */
+const taskTail = {
+  priority: Type.Optional(
+    Nullable(Type.Integer({ minimum: 0, maximum: 9, default: 5, description: 'Lower runs first.' })),
+  ),
+  max_retries: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: 100, default: 3 }))),
+  timeout_seconds: Type.Optional(
+    Nullable(Type.Integer({ minimum: 1, maximum: 86_400, description: 'Lease length; default from config (60).' })),
+  ),
+};
+
+/** `POST /api/tasks`, and each task of a batch. */
+export const TaskRequest = Type.Object(
+  {
+    ...taskHead,
+    dependencies: Type.Optional(
+      Nullable(Type.Array(Uuid, { description: 'Ids of tasks that must succeed first. Not on a cron task.' })),
+    ),
+    idempotency_key: Type.Optional(Nullable(IdempotencyKey)),
+    ...taskTail,
+  },
+  { additionalProperties: false },
+);
+export type TaskRequestBody = Static<typeof TaskRequest>;
+
+export const BatchRequest = Type.Object(
+  {
+    tasks: Type.Array(Ref<typeof TaskRequest>('TaskRequest'), { minItems: 1, maxItems: MAX_BATCH_TASKS }),
+  },
+  { additionalProperties: false },
+);
+export type BatchRequestBody = Static<typeof BatchRequest>;
+
+/** A task of a graph: a task without its own dependencies or idempotency key, plus `ref` and `depends_on`. */
+export const DagTaskRequest = Type.Object(
+  {
+    ref: Type.String({ minLength: 1, maxLength: 128, description: "The task's name in this request." }),
+    depends_on: Type.Optional(
+      Nullable(
+        Type.Array(Type.String({ minLength: 1, maxLength: 128 }), {
+          description: 'Refs of this request, or ids of existing tasks.',
+        }),
+      ),
+    ),
+    ...taskHead,
+    ...taskTail,
+  },
+  { additionalProperties: false },
+);
+export type DagTaskRequestBody = Static<typeof DagTaskRequest>;
+
+export const DagRequest = Type.Object(
+  {
+    tasks: Type.Array(DagTaskRequest, { minItems: 1, maxItems: MAX_DAG_TASKS }),
+    idempotency_key: Type.Optional(Nullable(IdempotencyKey)),
+  },
+  { additionalProperties: false },
+);
+export type DagRequestBody = Static<typeof DagRequest>;
+
+export const TaskIdParams = Type.Object({ task_id: Uuid }, { additionalProperties: false });
+export const DagIdParams = Type.Object({ dag_id: Uuid }, { additionalProperties: false });
+
+/** `GET /api/tasks`. An empty `next_token` means the first page. */
+export const ListQuery = Type.Object(
+  {
+    status: Type.Optional(TaskStatus),
+    task_type: Type.Optional(TaskType),
+    schedule_id: Type.Optional({ ...Uuid, description: "A cron schedule's instances only." }),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 50 })),
+    next_token: Type.Optional(Type.String({ maxLength: 1024 })),
+  },
+  { additionalProperties: false },
+);
+export type ListQueryJson = Static<typeof ListQuery>;
+
+export const HistoryQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 20 })),
+    next_token: Type.Optional(Type.String({ maxLength: 1024 })),
+  },
+  { additionalProperties: false },
+);
+export type HistoryQueryJson = Static<typeof HistoryQuery>;
+
+/** What a submit answers for each task: the stored status (`pending`, `blocked`, `active`, …). */
+export const Submitted = Type.Object(
+  { task_id: Uuid, status: TaskStatus, due_time: NullableTime },
+  { additionalProperties: false },
+);
+export type SubmittedJson = Static<typeof Submitted>;
+
+const optionalString = Type.Optional(Nullable(Type.String()));
+
+/** A task as `GET /api/tasks/{task_id}` shows it. */
+export const Task = Type.Object(
+  {
+    task_id: Uuid,
+    task_type: Type.String(),
+    status: TaskStatus,
+    schedule_type: StringEnum(SCHEDULE_TYPES),
+    due_time: NullableTime,
+    created_at: NullableTime,
+    started_at: NullableTime,
+    completed_at: NullableTime,
+    attempts: Type.Integer(),
+    max_retries: Type.Integer(),
+    priority: Type.Integer(),
+    timeout_seconds: Type.Integer(),
+    last_error: Nullable(Type.String()),
+    idempotency_key: Nullable(Type.String()),
+    cancel_requested: Type.Boolean(),
+    dependencies: Type.Array(Uuid, { description: 'Predecessor ids.' }),
+    payload: Type.Unknown(),
+    dependencies_satisfied: Type.Optional(
+      Type.Integer({ description: 'Tasks with predecessors only: how many have succeeded.' }),
+    ),
+    dag_id: Type.Optional({ ...Uuid, description: "A graph's tasks only, as is ref." }),
+    ref: optionalString,
+    cron_expression: Type.Optional(
+      Nullable(Type.String({ description: 'Cron tasks only, as are the fields down to last_fired_at.' })),
+    ),
+    timezone: optionalString,
+    jitter_seconds: Type.Optional(Nullable(Type.Number())),
+    misfire_policy: Type.Optional(Nullable(StringEnum(MISFIRE_POLICIES))),
+    overlap_policy: Type.Optional(Nullable(StringEnum(OVERLAP_POLICIES))),
+    end_time: Type.Optional(NullableTime),
+    next_due_time: Type.Optional(NullableTime),
+    last_fired_at: Type.Optional(NullableTime),
+    schedule_id: Type.Optional({ ...Uuid, description: 'Cron instances only: the schedule that made this task.' }),
+    fire_time: Type.Optional(
+      Nullable({ ...Time, description: 'Cron instances only: the nominal fire time; due_time adds the jitter.' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type TaskJson = Static<typeof Task>;
+
+export const EXECUTION_STATUSES = ['running', 'succeeded', 'failed', 'timed_out', 'cancelled'] as const;
+
+/** One attempt of a task, in `GET /api/tasks/{task_id}/history`. */
+export const Execution = Type.Object(
+  {
+    execution_id: Uuid,
+    task_id: Uuid,
+    attempt: Type.Integer(),
+    status: StringEnum(EXECUTION_STATUSES),
+    due_time: NullableTime,
+    started_at: NullableTime,
+    completed_at: NullableTime,
+    worker_id: Nullable(Type.String()),
+    error: Nullable(Type.String()),
+  },
+  { additionalProperties: false },
+);
+export type ExecutionJson = Static<typeof Execution>;
+
+export const DagSubmitted = Type.Object(
+  {
+    dag_id: Uuid,
+    tasks: Type.Array(
+      Type.Object(
+        { ref: Type.String(), task_id: Uuid, status: TaskStatus, due_time: NullableTime },
+        { additionalProperties: false },
+      ),
+      { description: 'In request order.' },
+    ),
+  },
+  { additionalProperties: false },
+);
+export type DagSubmittedJson = Static<typeof DagSubmitted>;
+
+export const DAG_STATUSES = ['running', 'succeeded', 'failed', 'cancelled'] as const;
+
+export const Dag = Type.Object(
+  {
+    dag_id: Uuid,
+    status: StringEnum(DAG_STATUSES),
+    counts: Type.Record(Type.String(), Type.Integer(), { description: 'Tasks by status.' }),
+    tasks: Type.Array(
+      Type.Object(
+        {
+          ref: Type.String(),
+          task_id: Uuid,
+          task_type: Type.String(),
+          status: TaskStatus,
+          depends_on: Type.Array(Type.String(), { description: 'Refs, or ids of tasks outside the graph.' }),
+          due_time: NullableTime,
+          started_at: NullableTime,
+          completed_at: NullableTime,
+          attempts: Type.Integer(),
+          last_error: Nullable(Type.String()),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type DagJson = Static<typeof Dag>;
+
+const NextToken = Nullable(Type.String({ description: 'Give it back for the next page; null on the last page.' }));
+
+export const TaskPage = Type.Object(
+  { tasks: Type.Array(Ref<typeof Task>('Task')), next_token: NextToken },
+  { additionalProperties: false },
+);
+
+export const HistoryPage = Type.Object(
+  { executions: Type.Array(Ref<typeof Execution>('Execution')), next_token: NextToken },
+  { additionalProperties: false },
+);
+
+/** The route schemas of src/http/tasks-routes.ts and dag-routes.ts. */
+export const taskRoutes = {
+  submit: {
+    tags: ['tasks'],
+    summary: 'Submit a task',
+    body: Ref<typeof TaskRequest>('TaskRequest'),
+    response: {
+      201: { ...Ref<typeof Submitted>('Submitted'), description: 'Created' },
+      200: {
+        ...Ref<typeof Submitted>('Submitted'),
+        description: 'Idempotent replay: the earlier task, nothing created',
+      },
+      ...errors(...COMMON_ERRORS, 409),
+    },
+  },
+  batch: {
+    tags: ['tasks'],
+    summary: 'Submit up to 1 000 tasks, all or nothing',
+    description: 'One invalid task rejects the batch with 400 and its details.index.',
+    body: BatchRequest,
+    response: {
+      201: Type.Object(
+        { tasks: Type.Array(Ref<typeof Submitted>('Submitted')) },
+        { additionalProperties: false, description: 'Created, in request order' },
+      ),
+      ...errors(...COMMON_ERRORS, 409),
+    },
+  },
+  get: {
+    tags: ['tasks'],
+    summary: 'Task status',
+    params: TaskIdParams,
+    response: { 200: Ref<typeof Task>('Task'), ...errors(400, 401, 403, 404, 500, 503) },
+  },
+  list: {
+    tags: ['tasks'],
+    summary: 'List tasks, newest first',
+    querystring: ListQuery,
+    response: { 200: TaskPage, ...errors(400, 401, 403, 500, 503) },
+  },
+  cancel: {
+    tags: ['tasks'],
+    summary: 'Cancel a task (a cron schedule: the schedule and its pending instance)',
+    params: TaskIdParams,
+    response: {
+      200: Type.Object(
+        { ok: Type.Literal(true), cancelled_instances: Type.Integer() },
+        { additionalProperties: false },
+      ),
+      ...errors(400, 401, 403, 404, 409, 500, 503),
+    },
+  },
+  pause: {
+    tags: ['schedules'],
+    summary: 'Pause a cron schedule: it stops firing and its pending instance is cancelled',
+    params: TaskIdParams,
+    response: { 200: Ref<typeof Task>('Task'), ...errors(400, 401, 403, 404, 409, 500, 503) },
+  },
+  resume: {
+    tags: ['schedules'],
+    summary: 'Resume a paused cron schedule from now (no catch-up of the paused time)',
+    params: TaskIdParams,
+    response: { 200: Ref<typeof Task>('Task'), ...errors(400, 401, 403, 404, 409, 500, 503) },
+  },
+  history: {
+    tags: ['tasks'],
+    summary: 'Execution history, newest first',
+    params: TaskIdParams,
+    querystring: HistoryQuery,
+    response: { 200: HistoryPage, ...errors(400, 401, 403, 404, 500, 503) },
+  },
+  submitDag: {
+    tags: ['dags'],
+    summary: 'Submit a graph of tasks, all or nothing',
+    description:
+      'Each task has a local `ref`; `depends_on` names refs of this request or existing task ids. A cycle, an ' +
+      'unknown ref or id, a duplicate ref or any invalid task is a 400 and creates nothing. Up to 10 000 tasks.',
+    body: DagRequest,
+    response: {
+      201: { ...DagSubmitted, description: 'Created' },
+      200: { ...DagSubmitted, description: 'Idempotent replay: the earlier graph, nothing created' },
+      ...errors(...COMMON_ERRORS, 409),
+    },
+  },
+  getDag: {
+    tags: ['dags'],
+    summary: 'A graph with the status of each task',
+    params: DagIdParams,
+    response: { 200: Dag, ...errors(400, 401, 403, 404, 500, 503) },
+  },
+} as const;

@@ -1,0 +1,126 @@
+import Type, { type Static } from 'typebox';
+import { COMMON_ERRORS, Nullable, Ok, Ref, StringEnum, TaskType, Time, Uuid, errors } from './common.js';
+import { TaskIdParams } from './tasks.js';
+
+/**
+ * The worker routes' schemas: long-poll, heartbeat, complete, and the batch completion
+ * extension. A worker's `error` text is cut to 4 KiB in code (src/http/validation/requests.ts),
+ * not refused.
+ */
+
+/** Longest long-poll the API accepts, ms. */
+export const MAX_WAIT_MS = 30_000;
+export const DEFAULT_WAIT_MS = 20_000;
+
+/** Most results in one `POST /api/workers/complete`. */
+export const MAX_BATCH_COMPLETIONS = 1000;
+
+export const OUTCOMES = ['succeeded', 'failed'] as const;
+
+export const PollRequest = Type.Object(
+  {
+    worker_id: Type.String({ minLength: 1, maxLength: 128 }),
+    task_types: Type.Array(TaskType, { minItems: 1, description: 'Task types this worker runs.' }),
+    max_tasks: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 1000, default: 1 }))),
+    wait_ms: Type.Optional(
+      Nullable(
+        Type.Integer({
+          minimum: 0,
+          maximum: MAX_WAIT_MS,
+          default: DEFAULT_WAIT_MS,
+          description: "How long to wait for a task; clamped to the node's maximum.",
+        }),
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type PollRequestBody = Static<typeof PollRequest>;
+
+const LeaseToken = Type.String({ minLength: 1, maxLength: 256 });
+
+export const HeartbeatRequest = Type.Object({ lease_token: LeaseToken }, { additionalProperties: false });
+export type HeartbeatRequestBody = Static<typeof HeartbeatRequest>;
+
+const completionFields = {
+  lease_token: LeaseToken,
+  status: StringEnum(OUTCOMES),
+  error: Type.Optional(Nullable(Type.String({ description: 'Cut to 4 KiB of UTF-8.' }))),
+  retryable: Type.Optional(Nullable(Type.Boolean({ default: true }))),
+};
+
+export const Completion = Type.Object(completionFields, { additionalProperties: false });
+export type CompletionBody = Static<typeof Completion>;
+
+export const CompletionBatch = Type.Object(
+  {
+    results: Type.Array(Type.Object({ task_id: Uuid, ...completionFields }, { additionalProperties: false }), {
+      minItems: 1,
+      maxItems: MAX_BATCH_COMPLETIONS,
+    }),
+  },
+  { additionalProperties: false },
+);
+export type CompletionBatchBody = Static<typeof CompletionBatch>;
+
+/** One task handed to a worker. */
+export const Assignment = Type.Object(
+  {
+    task_id: Uuid,
+    task_type: Type.String(),
+    payload: Type.Unknown(),
+    attempt: Type.Integer(),
+    lease_token: Type.String(),
+    lease_expires_at: Nullable(Time),
+    timeout_seconds: Type.Integer(),
+  },
+  { additionalProperties: false },
+);
+export type AssignmentJson = Static<typeof Assignment>;
+
+export const workerRoutesSchemas = {
+  poll: {
+    tags: ['workers'],
+    summary: 'Long-poll for due tasks',
+    body: PollRequest,
+    response: {
+      200: Type.Object({ tasks: Type.Array(Ref<typeof Assignment>('Assignment')) }, { additionalProperties: false }),
+      ...errors(...COMMON_ERRORS),
+    },
+  },
+  heartbeat: {
+    tags: ['workers'],
+    summary: 'Extend a lease',
+    params: TaskIdParams,
+    body: HeartbeatRequest,
+    response: {
+      200: Type.Object(
+        { ok: Type.Literal(true), lease_expires_at: Nullable(Time), cancel_requested: Type.Boolean() },
+        { additionalProperties: false },
+      ),
+      ...errors(...COMMON_ERRORS, 409),
+    },
+  },
+  complete: {
+    tags: ['workers'],
+    summary: 'Report a result',
+    params: TaskIdParams,
+    body: Completion,
+    response: { 200: Ok, ...errors(...COMMON_ERRORS, 409) },
+  },
+  completeBatch: {
+    tags: ['workers'],
+    summary: 'Report up to 1 000 results at once (extension)',
+    description: 'ok: false for a result whose lease is no longer held (that result is discarded).',
+    body: CompletionBatch,
+    response: {
+      200: Type.Object(
+        {
+          results: Type.Array(Type.Object({ task_id: Uuid, ok: Type.Boolean() }, { additionalProperties: false })),
+        },
+        { additionalProperties: false },
+      ),
+      ...errors(...COMMON_ERRORS),
+    },
+  },
+} as const;

@@ -1,0 +1,174 @@
+/**
+ * The route schemas are the contract: every route has one, and the OpenAPI document the node
+ * serves says exactly what the routes are. Built on the fake services (test/http/fake-api.ts)
+ * with the admin and node-to-node plugins a real node adds, so every route of a node is here.
+ * (That answers keep to their schemas is checked on every answer of the whole suite: vitest
+ * runs with WHEELHOUSE_CHECK_RESPONSES=1, see src/http/validation/responses.ts.)
+ */
+import type { FastifyInstance, RouteOptions } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { adminRoutes } from '../../src/http/admin-routes.js';
+import { clusterRoutes } from '../../src/http/cluster-routes.js';
+import { ERROR_CATALOGUE, ERROR_CODES } from '../../src/lib/errors.js';
+import { serverWith } from './fake-api.js';
+
+interface RouteSchema {
+  hide?: boolean;
+  body?: unknown;
+  params?: { properties?: Record<string, unknown> };
+  querystring?: unknown;
+  response?: Record<string, unknown>;
+}
+
+interface Operation {
+  parameters?: { in: string; name: string }[];
+  requestBody?: unknown;
+  responses: Record<string, { description: string; content?: Record<string, { schema: { $ref?: string } }> }>;
+}
+
+interface Document {
+  openapi: string;
+  paths: Record<string, Record<string, Operation>>;
+  components: { schemas: Record<string, unknown> };
+}
+
+/** Routes that take no body: they act on the task in their path, or on nothing. */
+const BODILESS_POSTS = new Set([
+  '/api/tasks/:task_id/pause',
+  '/api/tasks/:task_id/resume',
+  '/internal/cluster/refresh',
+]);
+
+let app: FastifyInstance;
+const routes: RouteOptions[] = [];
+let doc: Document;
+let docText: string;
+
+beforeAll(async () => {
+  ({ app } = serverWith(
+    {},
+    {
+      extraPlugins: [
+        adminRoutes({
+          cluster: async () => ({ nodes: [] }),
+          listActors: () => [],
+          inspectActor: async () => null,
+          queues: async () => [],
+        }),
+        clusterRoutes({ secret: null, accept: async () => undefined, onRefresh: () => undefined, inspect: () => null }),
+      ],
+    },
+  ));
+  app.addHook('onRoute', (route) => {
+    routes.push(route);
+  });
+  await app.ready();
+  const res = await app.inject({ method: 'GET', url: '/docs/openapi.json' });
+  expect(res.statusCode).toBe(200);
+  docText = res.body;
+  doc = res.json<Document>();
+});
+afterAll(async () => {
+  await app.close();
+});
+
+/** The routes of the node itself: not HEAD (fastify adds one per GET), not Swagger UI's files. */
+function ownRoutes(): { method: string; url: string; schema: RouteSchema | undefined }[] {
+  const out: { method: string; url: string; schema: RouteSchema | undefined }[] = [];
+  for (const route of routes) {
+    for (const method of [route.method].flat()) {
+      if (method === 'HEAD') continue;
+      if (route.url === '/docs' || (route.url.startsWith('/docs/') && route.url !== '/docs/openapi.json')) continue;
+      out.push({ method, url: route.url, schema: route.schema as RouteSchema | undefined });
+    }
+  }
+  return out;
+}
+
+describe('the route schemas', () => {
+  it('cover every route: a 2xx answer, each path parameter, and the body of a POST', () => {
+    const own = ownRoutes();
+    expect(own.length).toBeGreaterThan(20);
+    const problems: string[] = [];
+    for (const { method, url, schema } of own) {
+      const name = `${method} ${url}`;
+      if (schema === undefined) {
+        problems.push(`${name} has no schema`);
+        continue;
+      }
+      if (!Object.keys(schema.response ?? {}).some((status) => /^2\d\d$/.test(status))) {
+        problems.push(`${name} has no 2xx response schema`);
+      }
+      for (const [, param] of url.matchAll(/:([A-Za-z_]+)/g)) {
+        if (schema.params?.properties?.[param as string] === undefined) problems.push(`${name} leaves :${param} out`);
+      }
+      if (method === 'POST' && !BODILESS_POSTS.has(url) && schema.body === undefined) {
+        problems.push(`${name} has no body schema`);
+      }
+    }
+    expect(problems, problems.join('\n')).toEqual([]);
+  });
+});
+
+describe('the OpenAPI document', () => {
+  it('is OpenAPI 3.1 and lists exactly the routes that are not hidden', () => {
+    expect(doc.openapi).toBe('3.1.0');
+    const documented = Object.entries(doc.paths)
+      .flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`))
+      .sort();
+    const served = ownRoutes()
+      .filter((r) => r.schema?.hide !== true)
+      .map((r) => `${r.method} ${r.url.replace(/:([A-Za-z_]+)/g, '{$1}')}`)
+      .sort();
+    expect(documented).toEqual(served);
+    for (const route of ['POST /api/tasks', 'POST /api/workers/complete', 'GET /admin/actors/{kind}/{key}']) {
+      expect(documented).toContain(route);
+    }
+    expect(documented.some((r) => r.includes('/internal/'))).toBe(false);
+  });
+
+  it('names every path parameter and gives every POST with a body its request schema', () => {
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      const inPath = [...path.matchAll(/\{([a-z_]+)\}/g)].map((m) => m[1]);
+      for (const [method, op] of Object.entries(ops)) {
+        const declared = (op.parameters ?? []).filter((p) => p.in === 'path').map((p) => p.name);
+        expect(declared.sort(), `${method} ${path}`).toEqual([...inPath].sort());
+        if (method === 'post' && !BODILESS_POSTS.has(path.replace(/\{([a-z_]+)\}/g, ':$1'))) {
+          expect(op.requestBody, `${method} ${path}`).toBeDefined();
+        }
+      }
+    }
+  });
+
+  it('resolves every $ref to a component', () => {
+    const refs = [...docText.matchAll(/"\$ref":"#\/components\/schemas\/([^"]+)"/g)].map((m) => m[1] as string);
+    expect(refs.length).toBeGreaterThan(10);
+    for (const name of new Set(refs)) expect(doc.components.schemas[name], name).toBeDefined();
+    expect(docText).not.toMatch(/"\$ref":"(?!#\/components\/)/);
+    for (const name of ['Task', 'TaskRequest', 'Schedule', 'Error', 'Execution', 'Assignment', 'Submitted']) {
+      expect(doc.components.schemas[name], name).toBeDefined();
+    }
+  });
+
+  it('lists, under each error response, the codes of its status in the catalogue', () => {
+    const wrong: string[] = [];
+    let seen = 0;
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        for (const [status, response] of Object.entries(op.responses)) {
+          if (Number(status) < 400) continue;
+          seen++;
+          const listed = [...response.description.matchAll(/`([a-z_]+)`/g)].map((m) => m[1] as string);
+          const expected = ERROR_CODES.filter((code) => ERROR_CATALOGUE[code].status === Number(status));
+          if (listed.sort().join() !== [...expected].sort().join()) {
+            wrong.push(`${method} ${path} ${status} lists ${listed.join(', ')}`);
+          }
+          const schema = response.content?.['application/json']?.schema;
+          if (schema?.$ref !== '#/components/schemas/Error') wrong.push(`${method} ${path} ${status} is not an Error`);
+        }
+      }
+    }
+    expect(seen).toBeGreaterThan(50);
+    expect(wrong, wrong.join('\n')).toEqual([]);
+  });
+});
