@@ -23,7 +23,7 @@ export const serializerCompiler: FastifySerializerCompiler<TSchema> = ({ schema 
   if (serialize === undefined) {
     serialize = fastJson(schema as fastJson.Schema, {
       schema: external as Record<string, fastJson.Schema>,
-    }) as Serializer;
+    });
     compiled.set(key, serialize);
   }
   return serialize;
