@@ -11,7 +11,8 @@ import {
   optionsFromFile,
   type WheelhouseOptions,
 } from './lib/config.js';
-import { CLIENT_HELP, isClientVerb, runClientVerb, UsageError } from './cli/verbs.js';
+import { UsageError } from './cli/usage.js';
+import { CLIENT_HELP, isClientVerb, runClientVerb } from './cli/verbs.js';
 import { WheelhouseApiError, WheelhouseNetworkError, WheelhouseTimeoutError } from './client/index.js';
 import { startNode } from './node/start.js';
 import { openPostgres } from './store/db.js';
@@ -95,7 +96,7 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   if (isClientVerb(command)) {
-    await runClientVerb(command, rest, (text) => process.stdout.write(text));
+    process.exitCode = await runClientVerb(command, rest, (text) => process.stdout.write(text));
     return;
   }
   if (command === 'migrate') {
@@ -157,7 +158,8 @@ async function main(argv: string[]): Promise<void> {
 
 main(process.argv.slice(2)).catch((error: unknown) => {
   if (error instanceof UsageError) {
-    process.stderr.write(`wheelhouse: ${error.message}\n\n${CLIENT_HELP}`);
+    const usage = error.usage === undefined ? CLIENT_HELP : error.usage;
+    process.stderr.write(`wheelhouse: ${error.message}\n${usage === null ? '' : `\n${usage}`}`);
     process.exit(2);
   }
   if (error instanceof WheelhouseApiError) {
