@@ -13,6 +13,7 @@ import {
 } from './lib/config.js';
 import { UsageError } from './cli/usage.js';
 import { CLIENT_HELP, isClientVerb, runClientVerb } from './cli/verbs.js';
+import { runWorkerVerb, WORKER_HELP } from './cli/worker.js';
 import { WheelhouseApiError, WheelhouseNetworkError, WheelhouseTimeoutError } from './client/index.js';
 import { startNode } from './node/start.js';
 import { openPostgres } from './store/db.js';
@@ -88,7 +89,7 @@ export function packageVersion(from: string = dirname(fileURLToPath(import.meta.
 async function main(argv: string[]): Promise<void> {
   const [command = 'help', ...rest] = argv;
   if (command === 'help' || command === '--help' || command === '-h' || rest.includes('--help')) {
-    process.stdout.write(`${HELP}\n${CLIENT_HELP}`);
+    process.stdout.write(`${HELP}\n${CLIENT_HELP}\n${WORKER_HELP}`);
     return;
   }
   if (command === 'version' || command === '--version' || command === '-v') {
@@ -98,6 +99,9 @@ async function main(argv: string[]): Promise<void> {
   if (isClientVerb(command)) {
     process.exitCode = await runClientVerb(command, rest, (text) => process.stdout.write(text));
     return;
+  }
+  if (command === 'worker') {
+    process.exit(await runWorkerVerb(rest, (text) => process.stderr.write(text)));
   }
   if (command === 'migrate') {
     const flags = parseFlags(rest);
