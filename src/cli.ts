@@ -9,7 +9,9 @@ import {
   optionsFromFile,
   type WheelhouseOptions,
 } from './lib/config.js';
-import { CLIENT_HELP, isClientVerb, runClientVerb, UsageError } from './cli/verbs.js';
+import { UsageError } from './cli/usage.js';
+import { CLIENT_HELP, isClientVerb, runClientVerb } from './cli/verbs.js';
+import { runWorkerVerb, WORKER_HELP } from './cli/worker.js';
 import { WheelhouseApiError, WheelhouseNetworkError, WheelhouseTimeoutError } from './client/index.js';
 import { packageVersion } from './lib/version.js';
 import { startNode } from './node/start.js';
@@ -75,7 +77,7 @@ export { packageVersion };
 async function main(argv: string[]): Promise<void> {
   const [command = 'help', ...rest] = argv;
   if (command === 'help' || command === '--help' || command === '-h' || rest.includes('--help')) {
-    process.stdout.write(`${HELP}\n${CLIENT_HELP}`);
+    process.stdout.write(`${HELP}\n${CLIENT_HELP}\n${WORKER_HELP}`);
     return;
   }
   if (command === 'version' || command === '--version' || command === '-v') {
@@ -83,8 +85,11 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   if (isClientVerb(command)) {
-    await runClientVerb(command, rest, (text) => process.stdout.write(text));
+    process.exitCode = await runClientVerb(command, rest, (text) => process.stdout.write(text));
     return;
+  }
+  if (command === 'worker') {
+    process.exit(await runWorkerVerb(rest, (text) => process.stderr.write(text)));
   }
   if (command === 'migrate') {
     const flags = parseFlags(rest);
@@ -145,7 +150,8 @@ async function main(argv: string[]): Promise<void> {
 
 main(process.argv.slice(2)).catch((error: unknown) => {
   if (error instanceof UsageError) {
-    process.stderr.write(`wheelhouse: ${error.message}\n\n${CLIENT_HELP}`);
+    const usage = error.usage === undefined ? CLIENT_HELP : error.usage;
+    process.stderr.write(`wheelhouse: ${error.message}\n${usage === null ? '' : `\n${usage}`}`);
     process.exit(2);
   }
   if (error instanceof WheelhouseApiError) {

@@ -3,6 +3,9 @@ import { parseArgs } from 'node:util';
 
 import { createClient, type WheelhouseClient } from '../client/index.js';
 import type { Execution, NewDag, NewTask, Schedule, Task, TaskStatus } from '../client/types.js';
+import type { ProgressSink } from './progress.js';
+import { MAX_BATCH_TASKS, submitFile, summaryText } from './submit-file.js';
+import { intFlag, nodeConnection, UsageError } from './usage.js';
 
 /**
  * The verbs that talk to a running node through `wheelhouse/client`: submit, get, list,
@@ -19,6 +22,11 @@ export const CLIENT_HELP = `Talking to a node (--url, default $WHEELHOUSE_URL or
   wheelhouse submit --type <task_type> [--payload <json>] [--delay <s> | --at <iso> |
                     --cron <expr> [--timezone <tz>]] [--priority <0-9>] [--max-retries <n>]
                     [--idempotency-key <k>] [--wait]
+  wheelhouse submit --file <tasks.ndjson | -> [--ids] [--batch-size <n>] [--concurrency <n>]
+                    one POST /api/tasks body per line (- reads stdin), sent in batches of
+                    up to 1000, 4 in flight; progress on stderr, then a summary. A line that
+                    is not a task stops the run before its batch is sent (exit 1, naming the
+                    line); --ids prints {"line","taskId",…} per task created, as JSON lines
   wheelhouse get <task_id>
   wheelhouse list [--status <s>] [--type <task_type>] [--limit <n>]
   wheelhouse history <task_id>
@@ -27,26 +35,32 @@ export const CLIENT_HELP = `Talking to a node (--url, default $WHEELHOUSE_URL or
   wheelhouse dag submit <file.json> (a POST /api/dags body)
 `;
 
-/** Something the user typed that cannot be run: printed with the usage, exit code 2. */
-export class UsageError extends Error {}
-
 export function isClientVerb(command: string): command is ClientVerb {
   return (CLIENT_VERBS as readonly string[]).includes(command);
 }
 
-/** Runs one verb; writes to `out`. Throws `UsageError` for bad arguments, client errors as they are. */
+/** Where a verb reads and writes besides its output: progress and notes (stderr), and stdin for `--file -`. */
+export interface VerbStreams {
+  stderr: ProgressSink;
+  stdin: AsyncIterable<Buffer | string>;
+}
+
+/**
+ * Runs one verb; writes its output to `out` and resolves with the exit code (1 when
+ * `submit --file` did not submit every line). Throws `UsageError` for bad arguments, client
+ * errors as they are.
+ */
 export async function runClientVerb(
   verb: ClientVerb,
   argv: string[],
   out: (text: string) => void,
   env: NodeJS.ProcessEnv = process.env,
-): Promise<void> {
+  streams: VerbStreams = { stderr: process.stderr, stdin: process.stdin },
+): Promise<number> {
   const { values, positionals } = parse(argv);
-  const client = createClient({
-    url: values.url ?? env.WHEELHOUSE_URL ?? 'http://127.0.0.1:7070',
-    ...((values.token ?? env.WHEELHOUSE_AUTH_TOKEN) ? { token: values.token ?? env.WHEELHOUSE_AUTH_TOKEN } : {}),
-  });
   const json = values.json === true;
+  if (verb === 'submit' && values.file !== undefined) return submitFromFile(values, out, env, streams);
+  const client = createClient(nodeConnection(values, env));
   const print = (value: unknown, human: () => string): void =>
     out(json ? `${JSON.stringify(value, null, 2)}\n` : human());
   const id = (): string => {
@@ -65,22 +79,22 @@ export async function runClientVerb(
       } else {
         print(submitted, () => `${submitted.taskId}  ${submitted.status}  due ${submitted.dueTime ?? '-'}\n`);
       }
-      return;
+      return 0;
     }
     case 'get': {
       const task = await client.get(id());
       print(task, () => taskLines(task));
-      return;
+      return 0;
     }
     case 'list': {
-      const limit = values.limit === undefined ? 50 : positiveInt(values.limit, '--limit');
+      const limit = values.limit === undefined ? 50 : intFlag(values.limit, '--limit', 1);
       const page = await client.listPage({
         ...(values.status ? { status: values.status as TaskStatus } : {}),
         ...(values.type ? { taskType: values.type } : {}),
         limit,
       });
       print(page, () => table(['TASK ID', 'TYPE', 'STATUS', 'DUE', 'ATTEMPTS'], page.tasks.map(taskRow)));
-      return;
+      return 0;
     }
     case 'history': {
       const executions: Execution[] = [];
@@ -98,21 +112,22 @@ export async function runClientVerb(
           ]),
         ),
       );
-      return;
+      return 0;
     }
     case 'cancel': {
       const result = await client.cancel(id());
       print(result, () => `cancelled (${result.cancelledInstances} instance(s))\n`);
-      return;
+      return 0;
     }
     case 'pause':
     case 'resume': {
       const task = await (verb === 'pause' ? client.pause(id()) : client.resume(id()));
       print(task, () => taskLines(task));
-      return;
+      return 0;
     }
     case 'dag':
-      return dagSubmit(client, positionals, print);
+      await dagSubmit(client, positionals, print);
+      return 0;
   }
 }
 
@@ -139,6 +154,10 @@ function parse(argv: string[]) {
         wait: { type: 'boolean' },
         status: { type: 'string' },
         limit: { type: 'string' },
+        file: { type: 'string' },
+        ids: { type: 'boolean' },
+        'batch-size': { type: 'string' },
+        concurrency: { type: 'string' },
       },
     });
   } catch (error) {
@@ -146,7 +165,55 @@ function parse(argv: string[]) {
   }
 }
 
+/**
+ * `submit --file`: the summary goes to stdout (one JSON line with `--json`), unless `--ids`
+ * fills stdout with JSON lines and there is no `--json`: then the summary for people goes to
+ * stderr, so stdout stays JSON lines.
+ */
+async function submitFromFile(
+  values: Values,
+  out: (text: string) => void,
+  env: NodeJS.ProcessEnv,
+  streams: VerbStreams,
+): Promise<number> {
+  const taskFlags = [
+    'type',
+    'payload',
+    'delay',
+    'at',
+    'cron',
+    'timezone',
+    'priority',
+    'max-retries',
+    'idempotency-key',
+    'wait',
+  ] as const;
+  const mixed = taskFlags.filter((flag) => values[flag] !== undefined);
+  if (mixed.length > 0) {
+    throw new UsageError(`--file takes each task from its line: drop ${mixed.map((f) => `--${f}`).join(', ')}`);
+  }
+  const summary = await submitFile(
+    nodeConnection(values, env),
+    {
+      file: values.file as string,
+      batchSize:
+        values['batch-size'] === undefined
+          ? MAX_BATCH_TASKS
+          : intFlag(values['batch-size'], '--batch-size', 1, MAX_BATCH_TASKS),
+      concurrency: values.concurrency === undefined ? 4 : intFlag(values.concurrency, '--concurrency', 1, 64),
+      ids: values.ids === true,
+    },
+    { out, stderr: streams.stderr, stdin: streams.stdin },
+  );
+  if (values.json === true) out(`${JSON.stringify(summary)}\n`);
+  else if (values.ids === true) streams.stderr.write(summaryText(summary));
+  else out(summaryText(summary));
+  return summary.failures.length > 0 ? 1 : 0;
+}
+
 function newTask(values: Values): NewTask {
+  const fileFlags = (['ids', 'batch-size', 'concurrency'] as const).filter((flag) => values[flag] !== undefined);
+  if (fileFlags.length > 0) throw new UsageError(`${fileFlags.map((f) => `--${f}`).join(', ')} go with --file`);
   if (values.type === undefined) throw new UsageError('wheelhouse submit needs --type <task_type>');
   const schedules = [values.delay, values.at, values.cron].filter((v) => v !== undefined);
   if (schedules.length > 1) throw new UsageError('give at most one of --delay, --at and --cron');
@@ -245,11 +312,5 @@ export function table(headers: string[], rows: string[][]): string {
 function nonNegative(text: string, flag: string): number {
   const n = Number(text);
   if (!Number.isFinite(n) || n < 0) throw new UsageError(`${flag} must be a number ≥ 0, got "${text}"`);
-  return n;
-}
-
-function positiveInt(text: string, flag: string): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 1) throw new UsageError(`${flag} must be a whole number ≥ 1, got "${text}"`);
   return n;
 }

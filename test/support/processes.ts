@@ -150,3 +150,52 @@ export function startCliProcess(
     });
   });
 }
+
+/** How a CLI run ended and what it wrote. */
+export interface CliRun {
+  /** The exit code; null when a signal ended it. */
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs `node dist/src/cli.js <args>` to its end, with `stdin` piped in (nothing by default);
+ * resolves with its exit code and output, whatever the code.
+ */
+export function runCli(
+  args: string[],
+  options: { env?: NodeJS.ProcessEnv; cwd?: string; stdin?: string } = {},
+): Promise<CliRun> {
+  const child = spawnCli(args, options);
+  child.child.stdin?.end(options.stdin ?? '');
+  return child.exited().then(({ code }) => ({ code, stdout: child.stdout(), stderr: child.stderr() }));
+}
+
+/** A CLI process that runs until it is stopped (`wheelhouse worker`), with what it has written so far. */
+export interface RunningCli {
+  child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  /** Resolves when the process has exited (at once if it already has). */
+  exited(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Starts `node dist/src/cli.js <args>` with stdin a pipe; SIGKILLed when the test process exits. */
+export function spawnCli(args: string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): RunningCli {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+    env: options.env ?? process.env,
+    ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
+  });
+  killOnExit(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveExit) => {
+    // 'close', not 'exit': by then stdout and stderr have been read to their end.
+    child.once('close', (code, signal) => resolveExit({ code, signal }));
+  });
+  return { child, stdout: () => stdout, stderr: () => stderr, exited: () => exit };
+}

@@ -1,0 +1,41 @@
+/**
+ * What the verbs that talk to a node share: the error for something the user typed that
+ * cannot be run, and where the node is (`--url`, `--token` and their environment twins).
+ */
+
+/** Where a verb looks for a node when neither `--url` nor WHEELHOUSE_URL says: `wheelhouse dev`'s address. */
+export const DEFAULT_NODE_URL = 'http://127.0.0.1:7070';
+
+/**
+ * Something the user typed that cannot be run: printed, exit code 2. `usage` is the help
+ * printed after the message: undefined for the client verbs' help, null for none (the
+ * message says all there is, as for a handler module that is missing).
+ */
+export class UsageError extends Error {
+  readonly usage: string | null | undefined;
+  constructor(message: string, options: { usage?: string | null; cause?: unknown } = {}) {
+    super(message, { cause: options.cause });
+    this.name = 'UsageError';
+    this.usage = options.usage;
+  }
+}
+
+/** The node a verb talks to: `--url` or WHEELHOUSE_URL or the default, and `--token` or WHEELHOUSE_AUTH_TOKEN. */
+export function nodeConnection(
+  values: { url?: string | undefined; token?: string | undefined },
+  env: NodeJS.ProcessEnv,
+): { url: string; token?: string } {
+  const url = values.url ?? env.WHEELHOUSE_URL ?? DEFAULT_NODE_URL;
+  const token = values.token ?? env.WHEELHOUSE_AUTH_TOKEN;
+  return token ? { url, token } : { url };
+}
+
+/** `text` as a whole number of at least `min` (and at most `max`), or a `UsageError` naming `flag`. */
+export function intFlag(text: string, flag: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `≥ ${min}` : `from ${min} to ${max}`;
+    throw new UsageError(`${flag} must be a whole number ${range}, got "${text}"`);
+  }
+  return n;
+}
