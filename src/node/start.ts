@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { pino } from 'pino';
+import type { DestinationStream } from 'pino';
 import type { NodeEvents } from '../domain/events.js';
 import { compileOptions, type CompiledOptions, type WheelhouseOptions } from '../lib/config.js';
 import { TypedEvents } from '../lib/events.js';
@@ -19,6 +19,7 @@ import { registerActorKinds } from './actors.js';
 import { adminFace } from './admin.js';
 import { nodeClock, type NodeContext } from './context.js';
 import { nodeCluster } from './cluster.js';
+import { nodeLogger } from './logger.js';
 import { startLoops } from './loops.js';
 import { buildServices } from './services.js';
 import { nodeMetrics } from './metrics.js';
@@ -44,6 +45,11 @@ export interface NodeOverrides {
   clock?: Clock;
   /** An already-open backend (tests share one between restarts). */
   backend?: Backend;
+  /**
+   * Where the log lines go, in `options.logFormat` (tests read them). @default stdout; pretty
+   * lines are coloured only there, when it is a terminal
+   */
+  logDestination?: DestinationStream;
 }
 
 /** Starts a node: opens the stores (applying migrations), then `startOn`. */
@@ -67,7 +73,7 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
  */
 async function startOn(options: CompiledOptions, backend: Backend, overrides: NodeOverrides): Promise<WheelhouseNode> {
   const { clock, aligned } = await nodeClock(options, backend, overrides.clock);
-  const log = pino({ level: options.logLevel });
+  const log = nodeLogger(options, overrides.logDestination);
   const onError = (error: unknown, context: string): void => log.error({ err: error }, context);
   const events = new TypedEvents<NodeEvents>((error, name) => onError(error, `a listener of ${name}`));
   const backoff = { baseMs: options.retryBaseMs, maxMs: options.retryMaxMs };
@@ -230,6 +236,10 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
         await actors.shutdown();
         await cluster?.leave();
         if (!overrides.backend) await backend.close();
+        log.info({ nodeId: options.nodeId }, 'wheelhouse node stopped');
+        // The last lines reach their destination before `close` resolves: a caller may exit
+        // the process at once (the CLI does). Pretty lines are written synchronously anyway.
+        await new Promise<void>((resolve) => log.flush(() => resolve()));
       })();
       return closing;
     },
