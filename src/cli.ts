@@ -46,8 +46,11 @@ Flags (each option also reads WHEELHOUSE_<NAME> from the environment):
   --heartbeat-seconds <n>   membership heartbeat (default 1)
   --failure-timeout-seconds <n>
                             a node silent this long is out of the ring (default 5)
-  --<option> <value>        any option of src/config.ts in kebab-case, e.g. --partitions 64,
-                            --ready-backlog-limit 100000, --auth-token s3cret, --log-level warn
+  --log-level <level>       fatal, error, warn, info (default), debug, trace or silent
+  --log-format <format>     pretty (one readable line each; the default of dev) or json
+                            (one JSON object a line; the default of node)
+  --<option> <value>        any option of src/lib/config.ts in kebab-case, e.g. --partitions 64,
+                            --ready-backlog-limit 100000, --auth-token s3cret
 `;
 
 export function parseFlags(argv: string[]): { options: WheelhouseOptions; configPath: string | null } {
@@ -118,6 +121,8 @@ async function main(argv: string[]): Promise<void> {
   const flags = parseFlags(rest);
   const file = optionsFromFile(resolve(flags.configPath ?? `config/${command}.json`), flags.configPath !== null);
   const options: WheelhouseOptions = {
+    // A person runs `dev` at a terminal; `node` feeds a log collector. Any layer overrides it.
+    logFormat: command === 'dev' ? 'pretty' : 'json',
     ...file,
     ...optionsFromEnv(),
     ...flags.options,

@@ -15,6 +15,7 @@ export {
   ConfigError,
   type BackendKind,
   type CompiledOptions,
+  type LogFormat,
   type WheelhouseOptions,
 } from './lib/config.js';
 export { ERROR_CODES, isWheelhouseError, WheelhouseError, type ErrorCode, type ErrorOptions } from './lib/errors.js';

@@ -2,7 +2,7 @@ import { WHEEL } from './wheel-partition.js';
 import { partitionOf } from '../lib/ids.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Cancel, Clock } from '../runtime/clock.js';
-import { retryUntilDone, type DutyFailure } from '../runtime/supervision.js';
+import { retryUntilDone, type DutyFailure, type DutyFailuresEnded } from '../runtime/supervision.js';
 import type { DueEntry, Transition } from '../domain/model.js';
 import type { Placing } from './ports.js';
 import type { BucketStore } from '../store/fast-index-types.js';
@@ -15,6 +15,8 @@ export interface WheelPlacementDeps {
   partitions: number;
   /** A placement that failed goes on being tried; each failure is told here. */
   onDutyFailure(error: unknown, failure: DutyFailure): void;
+  /** A placement that had failed succeeded at last (or was stopped). @default ignored */
+  onDutyEnded?(ended: DutyFailuresEnded): void;
 }
 
 /** How long a placement waits for its partition to take the entries. */
@@ -35,6 +37,8 @@ const PLACEMENT_RETRY = { baseMs: 250, maxMs: 5_000 };
 export class WheelPlacement implements Placing {
   /** Placements being retried, cancelled at `stop`. */
   private readonly retries = new Set<Cancel>();
+  /** Numbers the placements retried, so that each is a subject of its own in the reports. */
+  private retried = 0;
 
   constructor(private readonly deps: WheelPlacementDeps) {}
 
@@ -101,16 +105,30 @@ export class WheelPlacement implements Placing {
 
   private retry(partition: number, list: DueEntry[], first: unknown): void {
     const duty = 'placement';
-    this.deps.onDutyFailure(first, { duty, attempt: 1, retryInMs: PLACEMENT_RETRY.baseMs });
+    const subject = `partition ${partition} #${++this.retried}`;
+    let failures = 1;
+    this.deps.onDutyFailure(first, { duty, subject, attempt: 1, retryInMs: PLACEMENT_RETRY.baseMs });
     const retry = retryUntilDone(
       this.deps.clock,
       duty,
       () => this.placeOnce(partition, list),
-      (error, failure) => this.deps.onDutyFailure(error, { ...failure, attempt: failure.attempt + 1 }),
+      (error, failure) => {
+        failures++;
+        this.deps.onDutyFailure(error, { ...failure, subject, attempt: failure.attempt + 1 });
+      },
       PLACEMENT_RETRY,
       PLACEMENT_RETRY.baseMs,
     );
-    this.retries.add(retry.cancel);
-    void retry.done.then(() => this.retries.delete(retry.cancel));
+    const ended = (outcome: DutyFailuresEnded['outcome']): void =>
+      this.deps.onDutyEnded?.({ duty, subject, failures, outcome });
+    const cancel = (): void => {
+      retry.cancel();
+      ended('abandoned');
+    };
+    this.retries.add(cancel);
+    void retry.done.then(() => {
+      this.retries.delete(cancel);
+      ended('recovered');
+    });
   }
 }

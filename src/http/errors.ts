@@ -67,22 +67,39 @@ export function sendError(reply: FastifyReply, error: WheelhouseError): FastifyR
  * error level and other 5xx at warn (but not `not_ready`, which readiness probes hit during
  * every start); client errors are not logged (the request log has them).
  */
-export function handleError(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  let mapped = toWheelhouseError(error);
-  if (mapped.code === 'internal') {
-    request.log.error({ err: error }, 'unexpected error answering a request');
-    // Hide the internal message; give the request id to find the log line.
-    mapped = new WheelhouseError('internal', undefined, { details: { request_id: request.id }, cause: error });
-  } else if (mapped.code === 'payload_too_large' && !('limit_bytes' in mapped.details)) {
-    const limit = request.routeOptions.bodyLimit;
-    mapped = new WheelhouseError('payload_too_large', `The request body is larger than the limit of ${limit} bytes.`, {
-      details: { ...mapped.details, limit_bytes: limit },
-      cause: error,
-    });
-  } else if (mapped.status >= 500 && mapped.code !== 'not_ready') {
-    request.log.warn({ err: error, code: mapped.code }, 'request failed: service unavailable');
-  }
-  return sendError(reply, mapped);
+export const handleError = errorHandler();
+
+/**
+ * The error handler, given how to tell a 503 the node has already explained: while a store is
+ * logged as lost (see `node/store-outages.ts`), the requests that fail because of it are
+ * logged at debug — the outage is one line, not one warning per poll of every worker.
+ */
+export function errorHandler(
+  explained: (error: unknown) => boolean = () => false,
+): (error: unknown, request: FastifyRequest, reply: FastifyReply) => FastifyReply {
+  return (error, request, reply) => {
+    let mapped = toWheelhouseError(error);
+    if (mapped.code === 'internal') {
+      request.log.error({ err: error }, 'unexpected error answering a request');
+      // Hide the internal message; give the request id to find the log line.
+      mapped = new WheelhouseError('internal', undefined, { details: { request_id: request.id }, cause: error });
+    } else if (mapped.code === 'payload_too_large' && !('limit_bytes' in mapped.details)) {
+      const limit = request.routeOptions.bodyLimit;
+      mapped = new WheelhouseError(
+        'payload_too_large',
+        `The request body is larger than the limit of ${limit} bytes.`,
+        {
+          details: { ...mapped.details, limit_bytes: limit },
+          cause: error,
+        },
+      );
+    } else if (mapped.status >= 500 && mapped.code !== 'not_ready') {
+      const fields = { err: error, code: mapped.code };
+      if (explained(mapped)) request.log.debug(fields, 'request failed: service unavailable');
+      else request.log.warn(fields, 'request failed: service unavailable');
+    }
+    return sendError(reply, mapped);
+  };
 }
 
 /** The not-found handler: `404 route_not_found` naming the method and path. */

@@ -11,7 +11,7 @@ import { WheelhouseError } from '../lib/errors.js';
 import { packageVersion } from '../lib/version.js';
 import type { Services } from '../services/types.js';
 import { registerDocs } from './docs.js';
-import { handleError, handleNotFound } from './errors.js';
+import { errorHandler, handleNotFound } from './errors.js';
 import { opsRoutes, type MetricsRenderer } from './ops-routes.js';
 import { dagRoutes } from './dag-routes.js';
 import { tasksRoutes } from './tasks-routes.js';
@@ -31,6 +31,11 @@ export interface BuildServerOptions {
   options: CompiledOptions;
   /** A logger to use; without one, fastify's pino at `options.logLevel`. */
   logger?: FastifyBaseLogger;
+  /**
+   * True when an error is a store outage the node has already logged: a request failing
+   * because of it is logged at debug, not warn. @default never
+   */
+  storeOutage?: (error: unknown) => boolean;
   /** Renders `/metrics`; without one a minimal process set is served. */
   metrics?: MetricsRenderer;
   /** More route plugins (admin, actor transport, …), registered after the built-in ones. */
@@ -54,6 +59,7 @@ export function batchBodyLimitBytes(options: CompiledOptions): number {
 /** Builds the server. Routes are registered when it is readied (`ready`, `listen`, `inject`). */
 export function buildServer(input: BuildServerOptions): FastifyInstance {
   const { services, options } = input;
+  const handleError = errorHandler(input.storeOutage);
   const app = Fastify({
     ...(input.logger ? { loggerInstance: input.logger } : { logger: { level: options.logLevel } }),
     bodyLimit: options.maxPayloadBytes,

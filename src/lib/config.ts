@@ -9,6 +9,9 @@ import { hostname } from 'node:os';
 
 export type BackendKind = 'embedded' | 'postgres';
 
+/** How log lines are written (see `WheelhouseOptions.logFormat`). */
+export type LogFormat = 'pretty' | 'json';
+
 /** Options as a user writes them, in any layer. All optional. */
 export interface WheelhouseOptions {
   /** This node's id in the cluster. @default `<hostname>-<pid>` */
@@ -113,6 +116,13 @@ export interface WheelhouseOptions {
   builtinExecutors?: boolean;
   /** `fatal` … `trace`, or `silent`. @default 'info' */
   logLevel?: string;
+  /**
+   * How log lines are written: `json`, one JSON object a line (for log collectors), or
+   * `pretty`, one short human-readable line each (time, level, message, a few fields),
+   * coloured when stdout is a terminal. `wheelhouse dev` defaults to `pretty`.
+   * @default 'json'
+   */
+  logFormat?: LogFormat;
 }
 
 /** Options after compilation: complete, in milliseconds, frozen. */
@@ -152,6 +162,7 @@ export interface CompiledOptions {
   readonly failureTimeoutMs: number;
   readonly builtinExecutors: boolean;
   readonly logLevel: string;
+  readonly logFormat: LogFormat;
 }
 
 export class ConfigError extends Error {
@@ -165,6 +176,7 @@ export class ConfigError extends Error {
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+const LOG_FORMATS: readonly LogFormat[] = ['pretty', 'json'];
 
 /** Fills defaults, validates and freezes. Throws `ConfigError` naming the first bad key. */
 export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions {
@@ -209,6 +221,7 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     failureTimeoutMs: num('failureTimeoutSeconds', o.failureTimeoutSeconds, 0.1, 600) * 1000,
     builtinExecutors: bool('builtinExecutors', o.builtinExecutors),
     logLevel: oneOf('logLevel', o.logLevel, LOG_LEVELS),
+    logFormat: oneOf('logFormat', o.logFormat, LOG_FORMATS),
   };
   if (compiled.heartbeatMs * 2 > compiled.failureTimeoutMs) {
     throw new ConfigError('heartbeatSeconds', 'must be at most half of failureTimeoutSeconds');
@@ -263,6 +276,7 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   failureTimeoutSeconds: 5,
   builtinExecutors: true,
   logLevel: 'info',
+  logFormat: 'json',
 };
 
 /** Environment variable for each option: `WHEELHOUSE_` + the key in SCREAMING_SNAKE. */

@@ -7,7 +7,7 @@ import { cronScheduleBehavior } from '../actors/cron-schedule.js';
 import { dagNodeBehavior } from '../actors/dag-node.js';
 import { wheelPartitionBehavior } from '../actors/wheel-partition.js';
 import { workerLeaseBehavior } from '../actors/worker-lease.js';
-import type { DutyFailure } from '../runtime/supervision.js';
+import type { DutyFailure, DutyFailuresEnded } from '../runtime/supervision.js';
 import type { ActorSystem } from '../runtime/system.js';
 import type { DagOutcome } from '../store/dag-types.js';
 
@@ -31,7 +31,10 @@ export interface ActorHelpers {
 export function registerActorKinds(
   ctx: NodeContext,
   system: ActorSystem,
-  onDutyFailure: (error: unknown, failure: DutyFailure) => void,
+  duties: {
+    onDutyFailure(error: unknown, failure: DutyFailure): void;
+    onDutyEnded(ended: DutyFailuresEnded): void;
+  },
 ): ActorHelpers {
   const { options, backend, clock, events, onError } = ctx;
   const wheel = new WheelPlacement({
@@ -39,7 +42,8 @@ export function registerActorKinds(
     buckets: backend.buckets,
     clock,
     partitions: options.partitions,
-    onDutyFailure,
+    onDutyFailure: duties.onDutyFailure,
+    onDutyEnded: duties.onDutyEnded,
   });
   const resolver = new DagResolver({ dags: backend.dags, system, clock, askTimeoutMs: DAG_ASK_MS, events, onError });
   const activation = new CronActivation(system);

@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { CompiledOptions } from '../lib/config.js';
 import type { AlignedClock } from '../runtime/aligned-clock.js';
 import type { Cancel, Clock } from '../runtime/clock.js';
-import { every, type DutyFailure } from '../runtime/supervision.js';
+import { DEFAULT_DUTY_RETRY, every, type DutyFailure, type DutyFailuresEnded } from '../runtime/supervision.js';
 import type { Backend } from '../store/backend.js';
 import type { DagResolver } from '../actors/dag-resolver.js';
 import type { Ownership } from './ownership.js';
@@ -41,6 +41,8 @@ export interface LoopDeps {
   log: FastifyBaseLogger;
   /** A duty failed: it runs again after `failure.retryInMs`. */
   onDutyFailure(error: unknown, failure: DutyFailure): void;
+  /** A duty that had failed succeeded (or was stopped). */
+  onDutyEnded(ended: DutyFailuresEnded): void;
 }
 
 /**
@@ -53,7 +55,7 @@ export interface LoopDeps {
 export function startLoops(deps: LoopDeps): Cancel[] {
   const { clock, options, backend, resolver, ownership, log } = deps;
   const loop = (duty: string, intervalMs: number, fn: () => Promise<void>): Cancel =>
-    every(clock, duty, intervalMs, fn, deps.onDutyFailure);
+    every(clock, duty, intervalMs, fn, deps.onDutyFailure, DEFAULT_DUTY_RETRY, deps.onDutyEnded);
   const loops = [
     loop('dag_replay', DAG_REPLAY_MS, async () => {
       const n = await resolver.replay();

@@ -9,11 +9,12 @@ import { LEASE } from '../actors/worker-lease.js';
 import { isWheelhouseError } from '../lib/errors.js';
 import type { AlignedClock } from '../runtime/aligned-clock.js';
 import type { Cluster } from '../runtime/cluster.js';
-import type { ActorErrorInfo } from '../runtime/host.js';
+import type { ActorDutyEnded, ActorErrorInfo } from '../runtime/host.js';
 import type { LivePlacement } from '../runtime/ring.js';
-import type { DutyFailure } from '../runtime/supervision.js';
+import type { DutyFailure, DutyFailuresEnded } from '../runtime/supervision.js';
 import type { ActorSystem } from '../runtime/system.js';
 import { droppedTells } from './cluster.js';
+import type { DutyLog } from './duty-log.js';
 
 /** What the node's metrics read when `/metrics` is scraped. */
 export interface MetricSources {
@@ -24,13 +25,25 @@ export interface MetricSources {
   aligned: AlignedClock | null;
 }
 
+/** Where the reports that are also log lines go. */
+export interface MetricReports {
+  /** The failing duties, logged once per run of failures (see `DutyLog`). */
+  duties: DutyLog;
+  /** Any other error, logged. */
+  onError(error: unknown, context: string): void;
+}
+
 /** The node's metrics, and the reports that are both a log line and a count. */
 export interface NodeMetrics {
   readonly registry: Metrics;
   /** A duty failed and runs again after `failure.retryInMs`. */
   onDutyFailure(error: unknown, failure: DutyFailure): void;
+  /** A duty that had failed succeeded, or was stopped. */
+  onDutyEnded(ended: DutyFailuresEnded): void;
   /** An actor's failure: a dropped tell, a fenced activation, a failed duty, or an error. */
   onActorError(error: unknown, info: ActorErrorInfo): void;
+  /** An actor's duty that had failed succeeded, or its actor left. */
+  onActorDutyEnded(ended: ActorDutyEnded): void;
   /** An activation fenced while it started: another node took the actor. */
   onFenced(kind: string, key: string): void;
   onHandedOff(count: number): void;
@@ -44,9 +57,10 @@ export function nodeMetrics(
   events: TypedEvents<NodeEvents>,
   log: FastifyBaseLogger,
   sources: MetricSources,
+  reports: MetricReports,
 ): NodeMetrics {
   const metrics = new Metrics();
-  const onError = (error: unknown, context: string): void => log.error({ err: error }, context);
+  const { duties, onError } = reports;
 
   const submitted = metrics.counter('wheelhouse_tasks_submitted_total', 'Tasks written by submissions.');
   const claimed = metrics.counter('wheelhouse_tasks_claimed_total', 'Tasks claimed by workers.');
@@ -135,14 +149,14 @@ export function nodeMetrics(
 
   const onDutyFailure = (error: unknown, failure: DutyFailure): void => {
     dutyFailures(1, { duty: failure.duty });
-    log.warn(
-      { err: error, ...failure },
-      `duty ${failure.duty} failed (${failure.attempt} in a row); again in ${failure.retryInMs} ms`,
-    );
+    duties.failed(error, failure);
   };
   return {
     registry: metrics,
     onDutyFailure,
+    onDutyEnded: (ended) => duties.ended(ended),
+    onActorDutyEnded: ({ kind, key, messageType, failures, outcome }) =>
+      duties.ended({ duty: `${kind}.${messageType}`, subject: `${kind}/${key}`, failures, outcome }),
     onActorError(error, info) {
       if (dropped(error, info)) return;
       if (isWheelhouseError(error, 'stale_epoch')) {
@@ -151,6 +165,7 @@ export function nodeMetrics(
       } else if (info.attempt !== undefined && info.retryInMs !== undefined) {
         onDutyFailure(error, {
           duty: `${info.kind}.${info.messageType ?? 'message'}`,
+          subject: `${info.kind}/${info.key}`,
           attempt: info.attempt,
           retryInMs: info.retryInMs,
         });

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { pino } from 'pino';
+import type { DestinationStream } from 'pino';
 import type { NodeEvents } from '../domain/events.js';
 import { compileOptions, type CompiledOptions, type WheelhouseOptions } from '../lib/config.js';
 import { TypedEvents } from '../lib/events.js';
@@ -19,10 +19,13 @@ import { registerActorKinds } from './actors.js';
 import { adminFace } from './admin.js';
 import { nodeClock, type NodeContext } from './context.js';
 import { nodeCluster } from './cluster.js';
+import { DutyLog } from './duty-log.js';
+import { nodeLogger } from './logger.js';
 import { startLoops } from './loops.js';
 import { buildServices } from './services.js';
 import { nodeMetrics } from './metrics.js';
 import { Ownership } from './ownership.js';
+import { watchStoreOutages } from './store-outages.js';
 
 /** A running node: the HTTP API, the actor host and the background loops. */
 export interface WheelhouseNode {
@@ -44,6 +47,11 @@ export interface NodeOverrides {
   clock?: Clock;
   /** An already-open backend (tests share one between restarts). */
   backend?: Backend;
+  /**
+   * Where the log lines go, in `options.logFormat` (tests read them). @default stdout; pretty
+   * lines are coloured only there, when it is a terminal
+   */
+  logDestination?: DestinationStream;
 }
 
 /** Starts a node: opens the stores (applying migrations), then `startOn`. */
@@ -67,8 +75,14 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
  */
 async function startOn(options: CompiledOptions, backend: Backend, overrides: NodeOverrides): Promise<WheelhouseNode> {
   const { clock, aligned } = await nodeClock(options, backend, overrides.clock);
-  const log = pino({ level: options.logLevel });
-  const onError = (error: unknown, context: string): void => log.error({ err: error }, context);
+  const log = nodeLogger(options, overrides.logDestination);
+  // A store that is lost is logged once, with what it stops (`store-outages.ts`); the
+  // failures it causes meanwhile go to debug instead of one error line each.
+  const outages = watchStoreOutages(backend.health, log);
+  const onError = (error: unknown, context: string): void => {
+    if (outages.explains(error)) log.debug({ err: error }, context);
+    else log.error({ err: error }, context);
+  };
   const events = new TypedEvents<NodeEvents>((error, name) => onError(error, `a listener of ${name}`));
   const backoff = { baseMs: options.retryBaseMs, maxMs: options.retryMaxMs };
   const ctx: NodeContext = { options, backend, clock, log, events, backoff, onError };
@@ -96,13 +110,18 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
           onHandedOff: (n) => metrics.onHandedOff(n),
         });
   const placement: LivePlacement = cluster?.placement ?? new LivePlacement(options.nodeId, ring);
-  const metrics = nodeMetrics(events, log, {
-    backlog: () => backlog,
-    system: (): ActorSystem => actors,
-    placement: () => placement,
-    cluster: () => cluster,
-    aligned,
-  });
+  const metrics = nodeMetrics(
+    events,
+    log,
+    {
+      backlog: () => backlog,
+      system: (): ActorSystem => actors,
+      placement: () => placement,
+      cluster: () => cluster,
+      aligned,
+    },
+    { duties: new DutyLog(log, (error) => outages.explains(error)), onError },
+  );
   const actors: ActorSystem = new ActorSystem({
     nodeId: options.nodeId,
     clock,
@@ -110,8 +129,9 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     placement,
     ...(cluster ? { transport: cluster.transport } : {}),
     onError: metrics.onActorError,
+    onDutyEnded: metrics.onActorDutyEnded,
   });
-  const { wheel, resolver, activation } = registerActorKinds(ctx, actors, metrics.onDutyFailure);
+  const { wheel, resolver, activation } = registerActorKinds(ctx, actors, metrics);
   const { services, dispatcher } = buildServices(ctx, {
     system: actors,
     wheel,
@@ -156,6 +176,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     services,
     options,
     logger: log,
+    storeOutage: (error) => outages.explains(error),
     metrics: () => metrics.registry.render(),
     extraPlugins: admin,
   });
@@ -193,6 +214,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     safetyNet,
     log,
     onDutyFailure: metrics.onDutyFailure,
+    onDutyEnded: metrics.onDutyEnded,
     mayOwn: () => cluster === null || cluster.mayOwn,
     setBacklog: (n) => void (backlog = n),
   });
@@ -229,7 +251,12 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
         // node leaves the ring and tells the others, who take over at once.
         await actors.shutdown();
         await cluster?.leave();
+        outages.stop();
         if (!overrides.backend) await backend.close();
+        log.info({ nodeId: options.nodeId }, 'wheelhouse node stopped');
+        // The last lines reach their destination before `close` resolves: a caller may exit
+        // the process at once (the CLI does). Pretty lines are written synchronously anyway.
+        await new Promise<void>((resolve) => log.flush(() => resolve()));
       })();
       return closing;
     },

@@ -38,7 +38,7 @@ export class CellTimers<M extends Message> implements TimerTarget<Message> {
   private failures: Map<string, number> | null = null;
 
   constructor(
-    private readonly host: Pick<CellHost, 'timers' | 'dutyRetry' | 'report'>,
+    private readonly host: Pick<CellHost, 'timers' | 'dutyRetry' | 'report' | 'dutyEnded'>,
     private readonly cell: DutyCell<M>,
   ) {}
 
@@ -60,11 +60,15 @@ export class CellTimers<M extends Message> implements TimerTarget<Message> {
     this.current = this.posted?.delete(message) === true ? message : null;
   }
 
-  /** The message's handler succeeded: a duty's count of failures starts again. */
+  /** The message's handler succeeded: a duty's count of failures starts again, and a run of them is over. */
   succeeded(): void {
     if (this.current === null) return;
-    this.failures?.delete(this.current.type);
+    const type = this.current.type;
     this.current = null;
+    const failures = this.failures?.get(type);
+    if (failures === undefined) return;
+    this.failures!.delete(type);
+    this.ended(type, failures, 'recovered');
   }
 
   /** The message's handler failed: whether it was a duty. */
@@ -85,11 +89,19 @@ export class CellTimers<M extends Message> implements TimerTarget<Message> {
     return { attempt, retryInMs };
   }
 
-  /** Cancels every timer; messages already posted are no longer duties. */
+  /** Cancels every timer; messages already posted are no longer duties, and failing ones are given up. */
   cancelAll(): void {
     for (const entry of this.entries) this.host.timers.cancel(entry);
     this.entries = [];
     this.posted = null;
+    const failing = this.failures;
+    this.failures = null;
+    for (const [type, failures] of failing ?? []) this.ended(type, failures, 'abandoned');
+  }
+
+  private ended(messageType: string, failures: number, outcome: 'recovered' | 'abandoned'): void {
+    const { kind, key } = this.cell;
+    this.host.dutyEnded({ kind, key, messageType, failures, outcome });
   }
 
   private cancel(entry: TimerEntry<Message>): void {

@@ -26,6 +26,19 @@ export interface ActorErrorInfo {
   retryInMs?: number;
 }
 
+/**
+ * A run of failures of an actor's duty (one of its timer messages) is over: it succeeded, or
+ * the actor left with it still failing.
+ */
+export interface ActorDutyEnded {
+  kind: string;
+  key: string;
+  messageType: string;
+  /** Failures in a row before it ended. */
+  failures: number;
+  outcome: 'recovered' | 'abandoned';
+}
+
 /** What a cell needs from the system that hosts it. */
 export interface CellHost {
   readonly nodeId: string;
@@ -39,6 +52,8 @@ export interface CellHost {
   ref<M extends Message>(kind: string, key: string): ActorRef<M>;
   /** Hands an error to the system's `onError` hook. */
   report(error: unknown, info: ActorErrorInfo): void;
+  /** Hands the end of a duty's failures to the system's `onDutyEnded` hook. */
+  dutyEnded(ended: ActorDutyEnded): void;
   /** Routes a message that a stopped instance accepted but did not handle. */
   redeliver(kind: string, key: string, message: Message, ask: PendingAsk | null): void;
   /** The cell has left memory; forget it unless a successor already took its place. */

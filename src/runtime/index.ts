@@ -29,7 +29,7 @@ export {
   type SnapshotRow,
   type SnapshotStore,
 } from './snapshots.js';
-export type { ActorErrorInfo, ActorErrorPhase } from './host.js';
+export type { ActorDutyEnded, ActorErrorInfo, ActorErrorPhase } from './host.js';
 export { DEFAULT_MAILBOX_CAPACITY } from './mailbox.js';
 export type { TransportEnvelope } from './router.js';
 export { ActorSystem, DEFAULT_ASK_TIMEOUT_MS, DEFAULT_LIST_LIMIT, type ActorSystemOptions } from './system.js';

@@ -2,7 +2,7 @@ import { WheelhouseError } from '../lib/errors.js';
 import type { ActorRef, ActorSystemApi, Behavior, Message, ReplyFor } from './actor.js';
 import { PendingAsk, validAskTimeoutMs } from './ask.js';
 import { ActorCell } from './cell.js';
-import { shuttingDownError, type ActorErrorInfo, type CellHost } from './host.js';
+import { shuttingDownError, type ActorDutyEnded, type ActorErrorInfo, type CellHost } from './host.js';
 import type { Clock } from './clock.js';
 import { TimerQueue } from './timer-queue.js';
 import type { Placement, Transport } from './placement.js';
@@ -34,6 +34,7 @@ export interface RouterOptions {
   defaultAskTimeoutMs: number;
   dutyRetry: RetryPolicy;
   report(error: unknown, info: ActorErrorInfo): void;
+  dutyEnded(ended: ActorDutyEnded): void;
 }
 
 /**
@@ -55,6 +56,7 @@ export class Router implements CellHost {
   private readonly placement: Placement;
   private readonly transport: Transport | undefined;
   private readonly reportHook: RouterOptions['report'];
+  private readonly dutyEndedHook: RouterOptions['dutyEnded'];
 
   constructor(options: RouterOptions) {
     this.system = options.system;
@@ -67,6 +69,7 @@ export class Router implements CellHost {
     this.defaultAskTimeoutMs = options.defaultAskTimeoutMs;
     this.dutyRetry = options.dutyRetry;
     this.reportHook = options.report;
+    this.dutyEndedHook = options.dutyEnded;
   }
 
   /** The registration of `kind`; throws a clear error if there is none. */
@@ -244,6 +247,14 @@ export class Router implements CellHost {
       this.reportHook(error, info);
     } catch (hookError) {
       console.error('wheelhouse: the actor onError hook threw', hookError, 'while reporting', error, info);
+    }
+  }
+
+  dutyEnded(ended: ActorDutyEnded): void {
+    try {
+      this.dutyEndedHook(ended);
+    } catch (hookError) {
+      console.error('wheelhouse: the actor onDutyEnded hook threw', hookError, 'while reporting', ended);
     }
   }
 

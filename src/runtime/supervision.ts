@@ -5,7 +5,9 @@ import type { Cancel, Clock } from './clock.js';
  * progress (a wheel's tick and cascade, a lease's expiry, a cron schedule's next fire, the
  * outbox replay, the safety nets). A duty never stops silently: after a failure it runs
  * again after a backoff, and every failure is reported with how many in a row there have
- * been and when the next try comes.
+ * been and when the next try comes; the end of a run of failures is reported too (it
+ * succeeded, or it was given up), so that whoever logs them can say "failing" once and
+ * "recovered after n failures" once instead of a line per retry.
  *
  * Two shapes live here: {@link every}, a periodic duty, and {@link retryUntilDone}, a
  * one-shot duty that must eventually succeed. The third, an actor's timer messages, is
@@ -33,6 +35,22 @@ export interface DutyFailure {
   attempt: number;
   /** When the duty runs again, ms from now. */
   retryInMs: number;
+  /**
+   * Which one of the duties of that name, when there are several at once (the actor
+   * `kind/key` of an actor's duty, a placement's batch). Absent for a node's single loop.
+   */
+  subject?: string;
+}
+
+/** A run of failures of one duty is over. */
+export interface DutyFailuresEnded {
+  duty: string;
+  /** As in {@link DutyFailure}. */
+  subject?: string;
+  /** Failures in a row before it ended. */
+  failures: number;
+  /** `recovered`: it ran and succeeded; `abandoned`: it was stopped first (its actor left, the node stops). */
+  outcome: 'recovered' | 'abandoned';
 }
 
 /**
@@ -49,8 +67,8 @@ export function retryDelayMs(attempt: number, policy: RetryPolicy, random: () =>
 /**
  * Runs `fn` every `intervalMs` on `clock`, never two runs at once (the next is armed when one
  * ends). After a failure the next run comes sooner — after a backoff of at most the interval —
- * and `onFailure` hears of it; the first success goes back to the interval. Returns a stop
- * function.
+ * and `onFailure` hears of it; the first success goes back to the interval, and `onEnded`
+ * hears that the failures are over (so does a stop while failing). Returns a stop function.
  */
 export function every(
   clock: Clock,
@@ -59,6 +77,7 @@ export function every(
   fn: () => Promise<void>,
   onFailure: (error: unknown, failure: DutyFailure) => void,
   policy: RetryPolicy = DEFAULT_DUTY_RETRY,
+  onEnded: (ended: DutyFailuresEnded) => void = () => undefined,
 ): Cancel {
   let stopped = false;
   let failures = 0;
@@ -72,6 +91,7 @@ export function every(
     invoke(fn)
       .then(
         () => {
+          if (failures > 0 && !stopped) onEnded({ duty, failures, outcome: 'recovered' });
           failures = 0;
         },
         (error: unknown) => {
@@ -84,6 +104,7 @@ export function every(
   };
   arm(intervalMs);
   return () => {
+    if (!stopped && failures > 0) onEnded({ duty, failures, outcome: 'abandoned' });
     stopped = true;
     cancel();
   };
@@ -92,7 +113,8 @@ export function every(
 /**
  * Runs `fn` after `firstDelayMs` (0: now) and, while it fails, again after a growing backoff,
  * until it succeeds or the returned function cancels it. `onFailure` hears of every
- * failure. `done` resolves when it succeeded (never when cancelled).
+ * failure; a success after failures is told to `onEnded`. `done` resolves when it succeeded
+ * (never when cancelled).
  */
 export function retryUntilDone(
   clock: Clock,
@@ -101,6 +123,7 @@ export function retryUntilDone(
   onFailure: (error: unknown, failure: DutyFailure) => void,
   policy: RetryPolicy = DEFAULT_DUTY_RETRY,
   firstDelayMs = 0,
+  onEnded: (ended: DutyFailuresEnded) => void = () => undefined,
 ): { cancel: Cancel; done: Promise<void> } {
   let stopped = false;
   let failures = 0;
@@ -109,17 +132,25 @@ export function retryUntilDone(
   const done = new Promise<void>((resolve) => (resolveDone = resolve));
   const run = (): void => {
     if (stopped) return;
-    invoke(fn).then(resolveDone, (error: unknown) => {
-      failures++;
-      const retryInMs = retryDelayMs(failures, policy);
-      onFailure(error, { duty, attempt: failures, retryInMs });
-      if (!stopped) cancelTimer = clock.setTimer(retryInMs, run);
-    });
+    invoke(fn).then(
+      () => {
+        if (failures > 0 && !stopped) onEnded({ duty, failures, outcome: 'recovered' });
+        failures = 0;
+        resolveDone();
+      },
+      (error: unknown) => {
+        failures++;
+        const retryInMs = retryDelayMs(failures, policy);
+        onFailure(error, { duty, attempt: failures, retryInMs });
+        if (!stopped) cancelTimer = clock.setTimer(retryInMs, run);
+      },
+    );
   };
   if (firstDelayMs > 0) cancelTimer = clock.setTimer(firstDelayMs, run);
   else run();
   return {
     cancel: () => {
+      if (!stopped && failures > 0) onEnded({ duty, failures, outcome: 'abandoned' });
       stopped = true;
       cancelTimer();
     },

@@ -11,7 +11,7 @@ import {
 } from './actor.js';
 import { validAskTimeoutMs } from './ask.js';
 import type { ActorCell } from './cell.js';
-import { shuttingDownError, type ActorErrorInfo } from './host.js';
+import { shuttingDownError, type ActorDutyEnded, type ActorErrorInfo } from './host.js';
 import type { Clock } from './clock.js';
 import type { Placement, Transport } from './placement.js';
 import { Router, type KindEntry, type TransportEnvelope } from './router.js';
@@ -42,6 +42,11 @@ export interface ActorSystemOptions {
    * failed, a message was dropped. @default logs to the console
    */
   onError?: (error: unknown, info: ActorErrorInfo) => void;
+  /**
+   * A duty that had failed (reported to `onError` with its `attempt`) succeeded, or its actor
+   * left with it still failing: the run of failures is over. @default ignores it
+   */
+  onDutyEnded?: (ended: ActorDutyEnded) => void;
 }
 
 /** Ask timeout when neither the caller nor the options name one, ms. */
@@ -80,6 +85,7 @@ export class ActorSystem implements ActorSystemApi {
       ),
       dutyRetry: options.dutyRetry ?? DEFAULT_DUTY_RETRY,
       report: onError,
+      dutyEnded: options.onDutyEnded ?? (() => undefined),
     });
   }
 

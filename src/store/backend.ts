@@ -1,5 +1,6 @@
 import type { BackendKind, CompiledOptions } from '../lib/config.js';
 import type { SnapshotStore } from '../runtime/snapshots.js';
+import { ConnectionHealth } from './connection-health.js';
 import { openPglite, openPostgres, type Db } from './db.js';
 import { CoalescingReadyQueue } from './coalescing-ready-queue.js';
 import { PartitionMarks } from './fences.js';
@@ -37,6 +38,11 @@ export interface Backend {
   databaseNowMs(): Promise<number>;
   /** What the node should warn about at start (a store setting that is allowed but not advised). */
   readonly warnings: readonly string[];
+  /**
+   * The stores reached over the network, each telling when it is lost and when it is back:
+   * Postgres and Redis; none on the embedded backend, which has no connection to lose.
+   */
+  readonly health: readonly ConnectionHealth[];
   close(): Promise<void>;
 }
 
@@ -66,6 +72,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
       },
       databaseNowMs: () => databaseNowMs(db),
       warnings: [],
+      health: [],
       close: async () => {
         await ready.close();
         await db.close();
@@ -74,11 +81,16 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
   }
   // Every connection of this node carries its id, so pg_stat_activity tells whose it is.
   const applicationName = `wheelhouse ${options.nodeId}`;
+  // One for the three pools: the database is lost when a statement of any of them cannot
+  // reach it, and back when one gets an answer.
+  const postgresHealth = new ConnectionHealth('postgres');
+  const redisHealth = new ConnectionHealth('redis');
   const db = openPostgres({
     url: options.postgresUrl,
     schema: options.postgresSchema,
     poolSize: Math.max(1, Math.ceil(options.postgresPoolSize / 2)),
     applicationName,
+    health: postgresHealth,
   });
   // Claims, heartbeats and results commit asynchronously on a pool of their own:
   // docs/decisions/0003-asynchronous-commit-for-claims.md.
@@ -88,6 +100,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     poolSize: Math.max(1, Math.floor(options.postgresPoolSize / 2)),
     asynchronousCommit: true,
     applicationName,
+    health: postgresHealth,
   });
   // Heartbeats get a connection of their own: queued behind a burst of submissions for longer
   // than the failure timeout, they would put a busy but healthy node out of the ring.
@@ -96,6 +109,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     schema: options.postgresSchema,
     poolSize: 1,
     applicationName,
+    health: postgresHealth,
   });
   try {
     await migrate(db, options.postgresSchema);
@@ -103,7 +117,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     await Promise.allSettled([db.close(), leasesDb.close(), membershipDb.close()]);
     throw error;
   }
-  const redis = openRedis({ url: options.redisUrl, prefix: options.redisPrefix });
+  const redis = openRedis({ url: options.redisUrl, prefix: options.redisPrefix, health: redisHealth });
   let warning: string | null;
   try {
     warning = await checkEvictionPolicy(redis);
@@ -112,6 +126,9 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     await Promise.allSettled([db.close(), leasesDb.close(), membershipDb.close()]);
     throw error;
   }
+  // The ready queues' subscriber connection is not watched: losing it alone delays a wake-up
+  // of a long poll by at most its one-second recheck, and when Redis goes away the client
+  // above tells of it.
   const ready = new CoalescingReadyQueue(new RedisReadyQueue(redis, options.redisPrefix));
   return {
     kind: 'postgres',
@@ -129,7 +146,11 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     // The membership connection: it carries one heartbeat a second, so a sample rarely waits.
     databaseNowMs: () => databaseNowMs(membershipDb),
     warnings: warning === null ? [] : [warning],
+    health: [postgresHealth, redisHealth],
     close: async () => {
+      // Closing ends every connection: that is not an outage.
+      postgresHealth.close();
+      redisHealth.close();
       // The ready queue first: it writes what is still waiting to be pushed, then closes its
       // subscriber connection, before the client it writes through goes.
       await ready.close();

@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
 import { WheelhouseError } from '../lib/errors.js';
+import type { ConnectionHealth } from './connection-health.js';
 
 /**
  * A small database abstraction with two real drivers: `pg` against a Postgres server and
@@ -66,6 +67,11 @@ export interface PostgresDbOptions {
   asynchronousCommit?: boolean;
   /** `application_name` of the connections, so `pg_stat_activity` tells whose they are. @default 'wheelhouse' */
   applicationName?: string;
+  /**
+   * Told whether each statement reached the server, so that it can tell when the database is
+   * lost and when it is back. Several pools of one node share one. @default none
+   */
+  health?: ConnectionHealth;
 }
 
 /** Options of {@link openPglite}. */
@@ -110,36 +116,55 @@ export function openPostgres(options: PostgresDbOptions): Db {
     types,
   });
   // Without a listener an idle client's error would be an unhandled 'error' event and end
-  // the process. The pool drops that client by itself; there is nothing else to do.
+  // the process. The pool drops that client by itself. Whether the server is gone is for the
+  // next statement to tell (`health`): an idle connection also closes when the server ends
+  // idle sessions, which loses nothing.
   pool.on('error', (error) => options.onIdleError?.(error));
-  return new PostgresDb(pool, options.schema);
+  return new PostgresDb(pool, options.schema, options.health);
 }
 
 type PgQueryable = pg.Pool | pg.PoolClient;
 
-async function pgQuery<R>(
-  on: PgQueryable,
-  text: string,
-  params: readonly unknown[] | undefined,
-  name: string | undefined,
-): Promise<DbResult<R>> {
+/**
+ * Runs one round trip to the server, telling `health` whether it reached it: a connection
+ * failure marks the database lost, any answer (a result, or an error the server raised)
+ * marks it reachable. Failures map with {@link toStoreError}.
+ */
+async function reaching<T>(health: ConnectionHealth | undefined, run: () => Promise<T>): Promise<T> {
+  const generation = health?.begin();
   try {
-    const config: pg.QueryConfig = { text, values: params as unknown[] | undefined };
-    if (name !== undefined) config.name = name;
-    const result = await on.query(config);
-    return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
+    const value = await run();
+    health?.up(generation);
+    return value;
   } catch (error) {
+    if (health !== undefined) {
+      if (isConnectionLoss(error)) health.down(error, generation);
+      else if (!isUnavailableError(error)) health.up(generation);
+    }
     throw toStoreError(error);
   }
 }
 
+function pgQuery<R>(
+  on: PgQueryable,
+  text: string,
+  params: readonly unknown[] | undefined,
+  name: string | undefined,
+  health: ConnectionHealth | undefined,
+): Promise<DbResult<R>> {
+  return reaching(health, async () => {
+    const config: pg.QueryConfig = { text, values: params as unknown[] | undefined };
+    if (name !== undefined) config.name = name;
+    const result = await on.query(config);
+    return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
+  });
+}
+
 /** A script of several statements goes over the simple query protocol: no parameters, many results. */
-async function pgExec(on: PgQueryable, script: string): Promise<void> {
-  try {
+function pgExec(on: PgQueryable, script: string, health: ConnectionHealth | undefined): Promise<void> {
+  return reaching(health, async () => {
     await on.query(script);
-  } catch (error) {
-    throw toStoreError(error);
-  }
+  });
 }
 
 class PostgresDb implements Db {
@@ -148,26 +173,24 @@ class PostgresDb implements Db {
   constructor(
     private readonly pool: pg.Pool,
     readonly schema: string,
+    private readonly health: ConnectionHealth | undefined,
   ) {}
 
   query<R = Record<string, unknown>>(text: string, params?: readonly unknown[], name?: string): Promise<DbResult<R>> {
-    return pgQuery<R>(this.pool, text, params, name);
+    return pgQuery<R>(this.pool, text, params, name, this.health);
   }
 
   exec(script: string): Promise<void> {
-    return pgExec(this.pool, script);
+    return pgExec(this.pool, script, this.health);
   }
 
   async transaction<T>(fn: (tx: DbTx) => Promise<T>): Promise<T> {
-    let client: pg.PoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch (error) {
-      throw toStoreError(error);
-    }
+    const health = this.health;
+    const client = await reaching(health, () => this.pool.connect());
     const tx: DbTx = {
-      query: <R>(text: string, params?: readonly unknown[], name?: string) => pgQuery<R>(client, text, params, name),
-      exec: (script: string) => pgExec(client, script),
+      query: <R>(text: string, params?: readonly unknown[], name?: string) =>
+        pgQuery<R>(client, text, params, name, health),
+      exec: (script: string) => pgExec(client, script, health),
     };
     // A connection that dies while checked out emits 'error' on the client (besides failing
     // the query in flight); unheard, that event would end the process. Hear it, and destroy
@@ -178,9 +201,9 @@ class PostgresDb implements Db {
     };
     client.on('error', onError);
     try {
-      await pgQuery(client, 'BEGIN', undefined, undefined);
+      await pgQuery(client, 'BEGIN', undefined, undefined, health);
       const value = await fn(tx);
-      await pgQuery(client, 'COMMIT', undefined, undefined);
+      await pgQuery(client, 'COMMIT', undefined, undefined, health);
       return value;
     } catch (error) {
       try {
@@ -307,6 +330,23 @@ const UNAVAILABLE_MESSAGES = [
   'Cannot use a pool after calling end on the pool',
   'PGlite is closed',
 ];
+
+/**
+ * Unavailable, but not a lost connection: a pool whose connections are all busy for longer
+ * than the connect timeout (the server answers; the node is saturated), or a pool this node
+ * closed.
+ */
+const NOT_CONNECTION_LOSS = [
+  'timeout exceeded when trying to connect',
+  'Cannot use a pool after calling end on the pool',
+];
+
+/** True when `error` means a connection to the server failed or could not be made. */
+export function isConnectionLoss(error: unknown): boolean {
+  if (!isUnavailableError(error)) return false;
+  const message = error instanceof Error ? error.message : '';
+  return !NOT_CONNECTION_LOSS.some((m) => message.includes(m));
+}
 
 /** True when `error` means the database cannot be reached (rather than a bad statement). */
 export function isUnavailableError(error: unknown): boolean {

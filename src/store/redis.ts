@@ -4,6 +4,7 @@
  */
 import { Redis } from 'ioredis';
 import { WheelhouseError } from '../lib/errors.js';
+import type { ConnectionHealth } from './connection-health.js';
 
 /** How to reach Redis. */
 export interface RedisOptions {
@@ -36,6 +37,8 @@ export interface RedisOptions {
    * `store_unavailable` on their own, so the default ignores these reports.
    */
   onError?: (error: Error) => void;
+  /** Told when the connection is lost and when it is ready again (see {@link watchRedis}). @default none */
+  health?: ConnectionHealth;
 }
 
 /** Longest wait between reconnection attempts, ms. */
@@ -60,7 +63,29 @@ export function openRedis(options: RedisOptions): Redis {
   });
   const onError = options.onError ?? (() => undefined);
   redis.on('error', onError);
+  if (options.health !== undefined) watchRedis(redis, options.health);
   return redis;
+}
+
+/**
+ * Tells `health` when `redis` loses its connection and when it is ready again. ioredis reports a lost connection as `close` then `reconnecting` (with the
+ * `error` that caused it, if any, just before), and again for each failed attempt; `ready`
+ * when it is back. Only `reconnecting` marks it lost: a connection this node closes on
+ * purpose (`quit`, `disconnect`) closes and ends without reconnecting, and the retry strategy
+ * of {@link openRedis} never gives up, so `end` means a close on purpose.
+ */
+function watchRedis(redis: Redis, health: ConnectionHealth): void {
+  let lastError: unknown = null;
+  redis.on('error', (error: Error) => {
+    lastError = error;
+  });
+  redis.on('reconnecting', () => {
+    health.down(lastError ?? new Error('connection closed'));
+  });
+  redis.on('ready', () => {
+    lastError = null;
+    health.up();
+  });
 }
 
 /** Throws when a key prefix cannot be used: empty, or holding a hash-tag brace. */

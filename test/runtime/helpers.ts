@@ -1,6 +1,6 @@
 import type { Behavior, Message, SnapshotCodec } from '../../src/runtime/actor.js';
 import { FakeClock } from '../../src/runtime/clock.js';
-import type { ActorErrorInfo } from '../../src/runtime/host.js';
+import type { ActorDutyEnded, ActorErrorInfo } from '../../src/runtime/host.js';
 import { LocalPlacement, type Placement, type Transport } from '../../src/runtime/placement.js';
 import { ActorSystem } from '../../src/runtime/system.js';
 import { MemorySnapshotStore } from './memory-snapshots.js';
@@ -33,6 +33,8 @@ export interface TestSystem {
   snapshots: MemorySnapshotStore;
   /** Everything the `onError` hook received. */
   errors: { error: unknown; info: ActorErrorInfo }[];
+  /** Everything the `onDutyEnded` hook received. */
+  dutiesEnded: ActorDutyEnded[];
 }
 
 export interface TestSystemOptions {
@@ -51,6 +53,7 @@ export function testSystem(options: TestSystemOptions = {}): TestSystem {
   const clock = options.clock ?? new FakeClock();
   const snapshots = options.snapshots ?? new MemorySnapshotStore();
   const errors: TestSystem['errors'] = [];
+  const dutiesEnded: ActorDutyEnded[] = [];
   const system = new ActorSystem({
     nodeId,
     clock,
@@ -59,8 +62,9 @@ export function testSystem(options: TestSystemOptions = {}): TestSystem {
     transport: options.transport,
     defaultAskTimeoutMs: options.defaultAskTimeoutMs,
     onError: (error, info) => errors.push({ error, info }),
+    onDutyEnded: (ended) => dutiesEnded.push(ended),
   });
-  return { system, clock, snapshots, errors };
+  return { system, clock, snapshots, errors, dutiesEnded };
 }
 
 /** Registers a behavior given as a literal, keeping its types. */

@@ -1,13 +1,20 @@
 import { describe, expect, it } from 'vitest';
 import { defineKind, type Ask, type Behavior } from '../../src/runtime/actor.js';
 import { FakeClock } from '../../src/runtime/clock.js';
-import { every, retryDelayMs, retryUntilDone, type DutyFailure } from '../../src/runtime/supervision.js';
+import {
+  every,
+  retryDelayMs,
+  retryUntilDone,
+  type DutyFailure,
+  type DutyFailuresEnded,
+} from '../../src/runtime/supervision.js';
 import { flushMicrotasks, testSystem } from './helpers.js';
 
 /**
  * A duty never stops silently: an actor's timer message whose handler fails is delivered again
  * with backoff, a periodic node duty comes back sooner after a failure, a one-shot duty retries
- * until it succeeds — and every failure is reported with its count.
+ * until it succeeds — and every failure is reported with its count, and the end of a run of
+ * failures once (so that a log can say "failing" and "recovered" instead of a line per retry).
  */
 type Start = { type: 'start'; delayMs: number };
 type Work = { type: 'work' };
@@ -69,6 +76,31 @@ describe('an actor duty (a timer message)', () => {
       ['work', 3],
     ]);
     expect(errors.every((e) => typeof e.info.retryInMs === 'number')).toBe(true);
+  });
+
+  it('reports the end of its failures once, when it succeeds', async () => {
+    const clock = new FakeClock(0);
+    const failures = { left: 3 };
+    const { system, dutiesEnded } = testSystem({ clock });
+    system.register(flakyWorker(failures, clock));
+    system.ref(FLAKY, 'r').tell({ type: 'start', delayMs: 100 });
+    await clock.advance(0);
+    await clock.advance(10_000);
+    expect(dutiesEnded).toEqual([{ kind: 'flaky', key: 'r', messageType: 'work', failures: 3, outcome: 'recovered' }]);
+  });
+
+  it('reports a duty still failing when its actor leaves as abandoned', async () => {
+    const clock = new FakeClock(0);
+    const failures = { left: 100 };
+    const { system, dutiesEnded } = testSystem({ clock });
+    system.register(flakyWorker(failures, clock));
+    system.ref(FLAKY, 'x').tell({ type: 'start', delayMs: 10 });
+    await clock.advance(0);
+    await clock.advance(1_000);
+    expect(dutiesEnded).toEqual([]);
+    await system.passivate('flaky', 'x');
+    expect(dutiesEnded).toEqual([expect.objectContaining({ key: 'x', messageType: 'work', outcome: 'abandoned' })]);
+    expect(dutiesEnded[0]!.failures).toBeGreaterThanOrEqual(3);
   });
 
   it('starts its backoff again after a success', async () => {
@@ -160,6 +192,32 @@ describe('every (a periodic node duty)', () => {
     await clock.advance(20_000);
     expect(runs).toHaveLength(before);
   });
+
+  it('reports the end of its failures: recovered at the first success, abandoned when stopped while failing', async () => {
+    const clock = new FakeClock(0);
+    const ended: DutyFailuresEnded[] = [];
+    let fail = 2;
+    const stop = every(
+      clock,
+      'sweep',
+      1_000,
+      async () => {
+        if (fail-- > 0) throw new Error('down');
+      },
+      () => undefined,
+      undefined,
+      (e) => ended.push(e),
+    );
+    await clock.advance(10_000);
+    expect(ended).toEqual([{ duty: 'sweep', failures: 2, outcome: 'recovered' }]);
+    fail = 1_000;
+    await clock.advance(2_000);
+    stop();
+    expect(ended).toHaveLength(2);
+    expect(ended[1]).toEqual(expect.objectContaining({ duty: 'sweep', outcome: 'abandoned' }));
+    stop();
+    expect(ended).toHaveLength(2);
+  });
 });
 
 describe('retryUntilDone (a one-shot duty)', () => {
@@ -183,6 +241,39 @@ describe('retryUntilDone (a one-shot duty)', () => {
     expect(finished).toBe(true);
     expect(calls).toBe(4);
     expect(failed).toEqual([1, 2, 3]);
+  });
+
+  it('reports the end of its failures when it succeeds, and when cancelled while failing', async () => {
+    const clock = new FakeClock(0);
+    const ended: DutyFailuresEnded[] = [];
+    let calls = 0;
+    retryUntilDone(
+      clock,
+      'place',
+      async () => {
+        if (++calls < 3) throw new Error('unreachable');
+      },
+      () => undefined,
+      undefined,
+      0,
+      (e) => ended.push(e),
+    );
+    const failing = retryUntilDone(
+      clock,
+      'place-forever',
+      async () => {
+        throw new Error('unreachable');
+      },
+      () => undefined,
+      undefined,
+      0,
+      (e) => ended.push(e),
+    );
+    await clock.advance(0);
+    await clock.advance(10_000);
+    expect(ended).toEqual([{ duty: 'place', failures: 2, outcome: 'recovered' }]);
+    failing.cancel();
+    expect(ended[1]).toEqual(expect.objectContaining({ duty: 'place-forever', outcome: 'abandoned' }));
   });
 
   it('stops retrying when cancelled', async () => {
