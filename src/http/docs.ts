@@ -1,19 +1,18 @@
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
-import { SHARED_SCHEMAS } from './schemas/index.js';
 
 /**
  * The OpenAPI 3.1 document, generated from the route schemas by @fastify/swagger, and Swagger UI
  * on `/docs` to read it and try requests, served from the node (its files come with the
- * package: no CDN). Shared schemas become `components.schemas` under their `$id`.
+ * package: no CDN). The shared schemas (added by `useRouteSchemas`) become `components.schemas`
+ * under their `$id`.
  */
 
 export const DOCS_PREFIX = '/docs';
 
 /** Registers the document's generator and the UI; call before the route plugins. */
 export function registerDocs(app: FastifyInstance, version: string): void {
-  for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   void app.register(fastifySwagger, {
     openapi: {
       openapi: '3.1.0',

@@ -11,6 +11,7 @@ import { WheelhouseError } from '../lib/errors.js';
 import { packageVersion } from '../lib/version.js';
 import type { Services } from '../services/types.js';
 import { registerDocs } from './docs.js';
+import { SHARED_SCHEMAS } from './schemas/index.js';
 import { errorHandler, handleNotFound } from './errors.js';
 import { opsRoutes, type MetricsRenderer } from './ops-routes.js';
 import { dagRoutes } from './dag-routes.js';
@@ -92,11 +93,7 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
     }
   });
 
-  // Requests are validated by the route schemas, through our Ajv: errors in the catalogue's
-  // words. Responses are serialized from the same schemas (fastify's default serializer).
-  app.setValidatorCompiler(validatorCompiler);
-  app.setSerializerCompiler(serializerCompiler);
-  if (input.checkResponses ?? process.env.WHEELHOUSE_CHECK_RESPONSES === '1') checkResponses(app);
+  useRouteSchemas(app, input.checkResponses);
   registerDocs(app, packageVersion());
 
   app.setErrorHandler(handleError);
@@ -129,6 +126,19 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
   });
   for (const plugin of input.extraPlugins ?? []) void app.register(plugin);
   return app;
+}
+
+/**
+ * What the route plugins need of the server they are registered on: the shared schemas they
+ * refer to by name, requests validated through our Ajv (errors in the catalogue's words),
+ * answers serialized from their schemas, and — when `check` or `WHEELHOUSE_CHECK_RESPONSES=1` —
+ * every answer held to its schema.
+ */
+export function useRouteSchemas(app: FastifyInstance, check?: boolean): void {
+  for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  if (check ?? process.env.WHEELHOUSE_CHECK_RESPONSES === '1') checkResponses(app);
 }
 
 /**

@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WheelhouseError } from '../../src/lib/errors.js';
 import { clusterRoutes } from '../../src/http/cluster-routes.js';
 import { handleError } from '../../src/http/errors.js';
+import { useRouteSchemas } from '../../src/http/server.js';
 import { defineKind, type Ask, type Behavior } from '../../src/runtime/actor.js';
 import { FakeClock, systemClock, type Clock } from '../../src/runtime/clock.js';
 import { inspectRemote, notifyRefresh } from '../../src/runtime/cluster-wire.js';
@@ -144,6 +145,7 @@ class TestCluster {
     node.system.register(behavior);
 
     const app = Fastify();
+    useRouteSchemas(app);
     app.setErrorHandler(handleError);
     app.addHook('onRequest', (_request, _reply, done) => {
       node.requests += 1;
