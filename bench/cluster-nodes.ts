@@ -44,7 +44,7 @@ export async function startBenchCluster(
   count: number,
   { heartbeatSeconds = 1, failureTimeoutSeconds = 5, extraFlags = [] }: ClusterOptions = {},
 ): Promise<BenchCluster> {
-  const secret = randomBytes(12).toString('hex');
+  const secret = randomBytes(24).toString('hex');
   const ids = Array.from({ length: count }, (_, i) => `n${i + 1}`);
   const settled = await Promise.allSettled(
     ids.map(async (nodeId): Promise<ClusterNode> => {

@@ -40,8 +40,13 @@ Flags (each option also reads WHEELHOUSE_<NAME> from the environment):
   --data-dir <dir>          embedded data directory (default ./.wheelhouse)
   --postgres-url <url>      default postgres://postgres@127.0.0.1:5432/test
   --redis-url <url>         default redis://127.0.0.1:6379
-  --cluster-secret <s>      shared by every node of a cluster (node-to-node requests);
-                            without one, only loopback peers are accepted
+  --admin-token-file <path> the bootstrap admin key, read from a file (or WHEELHOUSE_ADMIN_TOKEN);
+                            with it every route but /healthz, /readyz and /docs needs an API key
+  --insecure                let a node listen beyond loopback without an admin key
+  --cluster-secret-file <path>  the cluster secret (32 bytes or more) from a file (or
+                            WHEELHOUSE_CLUSTER_SECRET); without one a node takes no node-to-node
+                            request
+  --cluster-secret <s>      the same, on the command line (ps shows it: prefer the file)
   --advertise-url <url>     where other nodes reach this one (default http://<host>:<port>)
   --heartbeat-seconds <n>   membership heartbeat (default 1)
   --failure-timeout-seconds <n>
@@ -50,7 +55,7 @@ Flags (each option also reads WHEELHOUSE_<NAME> from the environment):
   --log-format <format>     pretty (one readable line each; the default of dev) or json
                             (one JSON object a line; the default of node)
   --<option> <value>        any option of src/lib/config.ts in kebab-case, e.g. --partitions 64,
-                            --ready-backlog-limit 100000, --auth-token s3cret
+                            --ready-backlog-limit 100000
 `;
 
 export function parseFlags(argv: string[]): { options: WheelhouseOptions; configPath: string | null } {
@@ -60,6 +65,11 @@ export function parseFlags(argv: string[]): { options: WheelhouseOptions; config
     const arg = argv[i] as string;
     if (!arg.startsWith('--')) throw new ConfigError(arg, 'unexpected argument (flags start with --)');
     const [name, inline] = arg.slice(2).split('=', 2) as [string, string | undefined];
+    // A switch: `--insecure` alone means true.
+    if (name === 'insecure' && inline === undefined && (argv[i + 1] === undefined || argv[i + 1]?.startsWith('--'))) {
+      options.insecure = true;
+      continue;
+    }
     const value = inline ?? argv[++i];
     if (value === undefined) throw new ConfigError(name, 'needs a value');
     if (name === 'config') {

@@ -3,7 +3,8 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { WheelhouseError } from '../lib/errors.js';
 import type { ActorInfo } from '../runtime/actor.js';
 import type { QueueDepth } from '../store/fast-index-types.js';
-import { adminRoutesSchemas as schemas } from './schemas/operations.js';
+import type { ApiKeysApi, ApiKeyView } from '../services/api-keys.js';
+import { adminRoutesSchemas as schemas, tokenRoutesSchemas as tokens, type ApiKeyJson } from './schemas/operations.js';
 
 /**
  * Operator routes: the cluster, the live actors (any actor by kind and key, with its state)
@@ -16,6 +17,29 @@ export interface AdminApi {
   /** One actor, from whichever node holds it (the ring's owner is asked when this node does not). */
   inspectActor(kind: string, key: string): Promise<ActorInfo | null>;
   queues(): Promise<QueueDepth[]>;
+}
+
+/** `/admin/tokens`: make, list and revoke API keys. */
+export function tokenRoutes(keys: ApiKeysApi): FastifyPluginAsync {
+  return async (fastify) => {
+    const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+    app.post('/admin/tokens', { schema: tokens.create }, async (request, reply) => {
+      const made = await keys.create(request.body.name, request.body.scopes);
+      request.log.info({ tokenId: made.keyId, name: made.name, scopes: made.scopes }, 'API key made');
+      reply.code(201);
+      return { ...keyJson(made), token: made.secret };
+    });
+    app.get('/admin/tokens', { schema: tokens.list }, async () => ({ tokens: (await keys.list()).map(keyJson) }));
+    app.delete('/admin/tokens/:token_id', { schema: tokens.revoke }, async (request) => {
+      await keys.revoke(request.params.token_id.toLowerCase());
+      request.log.info({ tokenId: request.params.token_id }, 'API key revoked');
+      return { ok: true as const };
+    });
+  };
+}
+
+function keyJson(key: ApiKeyView): ApiKeyJson {
+  return { token_id: key.keyId, name: key.name, scopes: key.scopes, created_at: new Date(key.createdMs).toISOString() };
 }
 
 export function adminRoutes(admin: AdminApi): FastifyPluginAsync {

@@ -11,11 +11,11 @@ import { ActorBatchRequest, clusterRoutesSchemas as schemas } from './schemas/op
 /**
  * The receiving side of the cluster transport (`src/runtime/http-transport.ts` sends): batches
  * of actor messages from other nodes, the membership refresh a peer calls when it joins or
- * leaves, and a look at one local actor. Every route here needs the cluster secret, or — with
- * none configured — a loopback peer.
+ * leaves, and a look at one local actor. Every route here needs the cluster secret: with none
+ * configured they refuse every request, loopback included.
  */
 export interface ClusterRoutesOptions {
-  /** The secret peers send in `x-wheelhouse-cluster-secret`; null accepts loopback peers only. */
+  /** The secret peers send in `x-wheelhouse-cluster-secret`; null refuses every request. */
   secret: string | null;
   /** Hands one envelope to a local mailbox: the reply of an ask, undefined for a tell. */
   accept(envelope: TransportEnvelope): Promise<unknown>;
@@ -117,16 +117,16 @@ export function clusterRoutes(options: ClusterRoutesOptions): FastifyPluginAsync
 /**
  * With a secret: the header must match it (401 `unauthorized` without one, 403 `forbidden` with
  * a wrong one), compared in constant time over sha256 digests of equal length. Without one:
- * loopback peers only.
+ * nothing, from any address (401).
  */
 function clusterAuth(secret: string | null): onRequestAsyncHookHandler {
   if (secret === null) {
-    return async (request) => {
-      const peer = request.socket.remoteAddress;
-      if (isLoopback(peer)) return;
+    // No secret, no peers: a loopback caller is not a peer either (the HTTP executor, a
+    // program on the same machine), so nothing is accepted, from any address.
+    return async () => {
       throw new WheelhouseError(
-        'forbidden',
-        `Node-to-node requests from ${peer ?? 'an unknown address'} are refused: without a clusterSecret only loopback peers are accepted. Set the same clusterSecret on every node.`,
+        'unauthorized',
+        'This node has no clusterSecret and takes no node-to-node requests. Give every node of the cluster the same clusterSecret.',
       );
     };
   }
@@ -140,11 +140,6 @@ function clusterAuth(secret: string | null): onRequestAsyncHookHandler {
       throw new WheelhouseError('forbidden', `The cluster secret does not match this node's clusterSecret.`);
     }
   };
-}
-
-function isLoopback(address: string | undefined): boolean {
-  if (address === undefined) return false;
-  return address === '::1' || /^(::ffff:)?127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/i.test(address);
 }
 
 function sha256(text: string): Buffer {

@@ -34,10 +34,15 @@ export function registerDocs(app: FastifyInstance, version: string): void {
       ],
       components: {
         securitySchemes: {
-          bearer: { type: 'http', scheme: 'bearer', description: 'Only when the node has an auth token.' },
+          bearer: {
+            type: 'http',
+            scheme: 'bearer',
+            description:
+              'An API key. Each route names the scope it needs (submit, read, work or admin). Needed once the ' +
+              'node has an admin key or any key was made; a node without either asks for none.',
+          },
         },
       },
-      security: [{}, { bearer: [] }],
     },
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),

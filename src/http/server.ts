@@ -1,15 +1,10 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
-import Fastify, {
-  type FastifyBaseLogger,
-  type FastifyInstance,
-  type FastifyPluginAsync,
-  type FastifyRequest,
-  type onRequestAsyncHookHandler,
-} from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyPluginAsync } from 'fastify';
 import type { CompiledOptions } from '../lib/config.js';
 import { WheelhouseError } from '../lib/errors.js';
 import { packageVersion } from '../lib/version.js';
 import type { Services } from '../services/types.js';
+import { tokenRoutes } from './admin-routes.js';
+import { keyAuth } from './auth.js';
 import { registerDocs } from './docs.js';
 import { SHARED_SCHEMAS } from './schemas/index.js';
 import { errorHandler, handleNotFound } from './errors.js';
@@ -107,9 +102,10 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
   app.addHook('onRequest', (_request, _reply, done) => {
     done(closing ? new WheelhouseError('not_ready', 'The node is shutting down.') : undefined);
   });
-  if (options.authToken !== null) app.addHook('onRequest', bearerAuth(options.authToken));
+  app.addHook('onRequest', keyAuth(services.keys));
 
   const batchLimit = batchBodyLimitBytes(options);
+  void app.register(tokenRoutes(services.keys));
   void app.register(opsRoutes, { api: services.health, ...(input.metrics ? { metrics: input.metrics } : {}) });
   const defaults = { timeoutSeconds: options.defaultTimeoutSeconds, maxPayloadBytes: options.maxPayloadBytes };
   void app.register(tasksRoutes, {
@@ -139,33 +135,4 @@ export function useRouteSchemas(app: FastifyInstance, check?: boolean): void {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   if (check ?? process.env.WHEELHOUSE_CHECK_RESPONSES === '1') checkResponses(app);
-}
-
-/**
- * Bearer auth on `/api` and `/admin`: 401 `unauthorized` without a bearer token, 403
- * `forbidden` with a wrong one. Compared in constant time (both sides hashed to equal length
- * first). The raw path and the matched route pattern are both checked, so an odd spelling of a
- * protected path cannot reach its route without the token.
- */
-function bearerAuth(token: string): onRequestAsyncHookHandler {
-  const expected = sha256(token);
-  return async (request: FastifyRequest) => {
-    if (!isProtected(request.url.split('?', 1)[0] ?? '') && !isProtected(request.routeOptions.url ?? '')) return;
-    const header = request.headers.authorization;
-    const match = typeof header === 'string' ? /^Bearer +(\S+) *$/i.exec(header) : null;
-    if (!match?.[1]) {
-      throw new WheelhouseError('unauthorized', 'Send Authorization: Bearer <token>.');
-    }
-    if (!timingSafeEqual(sha256(match[1]), expected)) {
-      throw new WheelhouseError('forbidden', 'The bearer token is not valid for this node.');
-    }
-  };
-}
-
-function isProtected(path: string): boolean {
-  return path === '/api' || path.startsWith('/api/') || path === '/admin' || path.startsWith('/admin/');
-}
-
-function sha256(text: string): Buffer {
-  return createHash('sha256').update(text).digest();
 }

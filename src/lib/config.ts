@@ -98,14 +98,30 @@ export interface WheelhouseOptions {
    * database does). @default 0
    */
   testClockOffsetSeconds?: number;
-  /** Bearer token required on /api and /admin routes; null disables auth. @default null */
+  /**
+   * The bootstrap admin key: a bearer secret with every scope (docs/security.md). With it, or
+   * once any key was made through `/admin/tokens`, every route but the open ones needs a key.
+   * Better given as a file (`adminTokenFile`) or the environment (WHEELHOUSE_ADMIN_TOKEN) than a
+   * flag, which `ps` shows. @default null
+   */
+  adminToken?: string | null;
+  /** A file holding the admin key (whitespace around it is dropped). @default null */
+  adminTokenFile?: string | null;
+  /** The admin key's former name: the same option. @deprecated use adminToken. @default null */
   authToken?: string | null;
   /**
-   * Shared secret that authenticates messages between nodes (`/internal/*`). Every node of a
-   * cluster needs the same one. null: node-to-node requests are accepted from loopback
-   * addresses only, which is enough for nodes on one machine. @default null
+   * Let `wheelhouse node` listen on an address other than loopback without an admin key.
+   * @default false
+   */
+  insecure?: boolean;
+  /**
+   * Shared secret that authenticates messages between nodes (`/internal/*`), at least 32
+   * bytes. Every node of a cluster needs the same one; without it a node refuses every
+   * node-to-node request, from any address, and so runs alone. @default null
    */
   clusterSecret?: string | null;
+  /** A file holding the cluster secret. @default null */
+  clusterSecretFile?: string | null;
   /** The URL other nodes reach this one at. null: `http://<host>:<port>` once listening. @default null */
   advertiseUrl?: string | null;
   /** Interval between membership heartbeats, seconds (at most half the failure timeout). @default 1 */
@@ -155,7 +171,10 @@ export interface CompiledOptions {
   readonly safetyNetMs: number;
   readonly safetyNetGraceMs: number;
   readonly testClockOffsetMs: number;
-  readonly authToken: string | null;
+  /** The bootstrap admin key (`adminToken`, `adminTokenFile` or the deprecated `authToken`). */
+  readonly adminToken: string | null;
+  readonly insecure: boolean;
+  /** `clusterSecret` or the contents of `clusterSecretFile`. */
   readonly clusterSecret: string | null;
   readonly advertiseUrl: string | null;
   readonly heartbeatMs: number;
@@ -177,6 +196,29 @@ export class ConfigError extends Error {
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const LOG_FORMATS: readonly LogFormat[] = ['pretty', 'json'];
+
+/**
+ * A secret from its option or from a file, at least `minBytes` long. An empty one is an error,
+ * not "no secret": an unset variable that expanded to nothing must not turn auth off.
+ */
+function secret(key: string, value: string | null, file: string | null, minBytes: number): string | null {
+  if (value !== null && file !== null) throw new ConfigError(key, `give ${key} or ${key}File, not both`);
+  let text = value;
+  if (file !== null) {
+    try {
+      text = readFileSync(str(`${key}File`, file), 'utf8').trim();
+    } catch (error) {
+      throw new ConfigError(`${key}File`, `cannot read ${file}: ${(error as Error).message}`);
+    }
+  }
+  if (text === null) return null;
+  if (typeof text !== 'string') throw new ConfigError(key, 'must be a string');
+  if (text.length === 0) throw new ConfigError(key, 'is empty; leave it unset for none');
+  if (Buffer.byteLength(text) < minBytes) {
+    throw new ConfigError(key, `must be at least ${minBytes} bytes (it is ${Buffer.byteLength(text)})`);
+  }
+  return text;
+}
 
 /** Fills defaults, validates and freezes. Throws `ConfigError` naming the first bad key. */
 export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions {
@@ -214,8 +256,9 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     safetyNetMs: num('safetyNetSeconds', o.safetyNetSeconds, 0.05, 3600) * 1000,
     safetyNetGraceMs: num('safetyNetGraceSeconds', o.safetyNetGraceSeconds, 0.05, 86_400) * 1000,
     testClockOffsetMs: Math.round(num('testClockOffsetSeconds', o.testClockOffsetSeconds, -86_400, 86_400) * 1000),
-    authToken: o.authToken === null ? null : str('authToken', o.authToken),
-    clusterSecret: o.clusterSecret === null ? null : str('clusterSecret', o.clusterSecret),
+    adminToken: secret('adminToken', o.adminToken ?? o.authToken, o.adminTokenFile, 16),
+    insecure: bool('insecure', o.insecure),
+    clusterSecret: secret('clusterSecret', o.clusterSecret, o.clusterSecretFile, 32),
     advertiseUrl: o.advertiseUrl === null ? null : str('advertiseUrl', o.advertiseUrl, /^https?:\/\/[^\s/]+$/),
     heartbeatMs: num('heartbeatSeconds', o.heartbeatSeconds, 0.05, 60) * 1000,
     failureTimeoutMs: num('failureTimeoutSeconds', o.failureTimeoutSeconds, 0.1, 600) * 1000,
@@ -269,8 +312,12 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   safetyNetSeconds: 5,
   safetyNetGraceSeconds: 10,
   testClockOffsetSeconds: 0,
+  adminToken: null,
+  adminTokenFile: null,
   authToken: null,
+  insecure: false,
   clusterSecret: null,
+  clusterSecretFile: null,
   advertiseUrl: null,
   heartbeatSeconds: 1,
   failureTimeoutSeconds: 5,

@@ -50,11 +50,16 @@ export function adminFace(deps: AdminFaceDeps): FastifyPluginAsync[] {
       },
       queues: () => backend.ready.depths(deps.clock.now()),
     }),
-    clusterRoutes({
-      secret: options.clusterSecret,
-      accept: (envelope) => system.acceptRemote(envelope),
-      onRefresh: () => cluster?.refresh(),
-      inspect: (kind, key) => system.inspect(kind, key),
-    }),
+    // The embedded backend is a cluster of one: it has no node-to-node routes at all.
+    ...(cluster === null
+      ? []
+      : [
+          clusterRoutes({
+            secret: options.clusterSecret,
+            accept: (envelope) => system.acceptRemote(envelope),
+            onRefresh: () => cluster.refresh(),
+            inspect: (kind, key) => system.inspect(kind, key),
+          }),
+        ]),
   ];
 }

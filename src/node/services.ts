@@ -2,6 +2,7 @@ import type { CronActivation } from '../actors/cron-activation.js';
 import type { DagResolver } from '../actors/dag-resolver.js';
 import type { WheelPlacement } from '../actors/wheel-placement.js';
 import type { ActorSystem } from '../runtime/system.js';
+import { ApiKeys } from '../services/api-keys.js';
 import { DagService } from '../services/dag-service.js';
 import { Dispatcher } from '../services/dispatcher.js';
 import { ScheduleService } from '../services/schedule-service.js';
@@ -24,7 +25,10 @@ export interface ServiceDeps {
 }
 
 /** The services the HTTP face calls, and the dispatcher under the worker routes. */
-export function buildServices(ctx: NodeContext, deps: ServiceDeps): { services: Services; dispatcher: Dispatcher } {
+export function buildServices(
+  ctx: NodeContext,
+  deps: ServiceDeps,
+): { services: Services & { keys: ApiKeys }; dispatcher: Dispatcher } {
   const { options, backend, clock, events, onError } = ctx;
   const { system, wheel, resolver, activation } = deps;
   const { partitions } = options;
@@ -40,7 +44,7 @@ export function buildServices(ctx: NodeContext, deps: ServiceDeps): { services: 
   const views = new TaskViews({ dags: backend.dags, clock });
   const admission = new Admission({ backlog: deps.backlog, readyBacklogLimit: options.readyBacklogLimit });
   const schedules = new ScheduleService({ tasks: backend.tasks, system, activation, views, onError });
-  const services: Services = {
+  const services: Services & { keys: ApiKeys } = {
     tasks: new TaskService({
       tasks: backend.tasks,
       schedules: backend.schedules,
@@ -66,6 +70,7 @@ export function buildServices(ctx: NodeContext, deps: ServiceDeps): { services: 
       events,
       onError,
     }),
+    keys: new ApiKeys({ store: backend.apiKeys, adminSecret: options.adminToken }),
     health: {
       isReady: async () =>
         deps.started() &&

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import type { NodeEvents } from '../domain/events.js';
-import { compileOptions, type CompiledOptions, type WheelhouseOptions } from '../lib/config.js';
+import { ConfigError, compileOptions, type CompiledOptions, type WheelhouseOptions } from '../lib/config.js';
 import { TypedEvents } from '../lib/events.js';
 import type { Metrics } from '../lib/metrics.js';
 import { WHEEL } from '../actors/wheel-partition.js';
@@ -57,6 +57,7 @@ export interface NodeOverrides {
 /** Starts a node: opens the stores (applying migrations), then `startOn`. */
 export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOverrides = {}): Promise<WheelhouseNode> {
   const options = compileOptions(input);
+  checkExposure(options);
   if (overrides.backend) return startOn(options, overrides.backend, overrides);
   // A backend opened here is closed again if the node cannot start: no pools left open.
   const backend = await openBackend(options);
@@ -65,6 +66,30 @@ export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOv
   } catch (error) {
     await backend.close().catch(() => undefined);
     throw error;
+  }
+}
+
+/**
+ * A node that other machines can reach must ask for keys: listening beyond loopback needs an
+ * admin key unless `insecure` says otherwise, and a cluster node on every address (`0.0.0.0`)
+ * needs `advertiseUrl`, or its peers would be told to dial an address that is not one.
+ */
+export function checkExposure(options: CompiledOptions): void {
+  const loopback = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|localhost)$/i.test(options.host);
+  if (!loopback && options.adminToken === null && !options.insecure) {
+    throw new ConfigError(
+      'host',
+      `${options.host} is not a loopback address, and this node has no admin key: anyone who reaches it could ` +
+        'submit, cancel and read every task. Set WHEELHOUSE_ADMIN_TOKEN or --admin-token-file (docs/security.md), ' +
+        'or pass --insecure to accept that.',
+    );
+  }
+  const everywhere = options.host === '0.0.0.0' || options.host === '::';
+  if (everywhere && options.backend === 'postgres' && options.advertiseUrl === null) {
+    throw new ConfigError(
+      'advertiseUrl',
+      `with --host ${options.host} the other nodes need the URL that reaches this one: set --advertise-url`,
+    );
   }
 }
 
@@ -163,6 +188,8 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     await cluster.prime();
   }
 
+  // The keys are known before the first request is taken.
+  await services.keys.start((error) => onError(error, 're-reading the API keys'));
   const admin = adminFace({
     options,
     backend,
@@ -185,7 +212,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   url = `http://${options.host}:${typeof address === 'object' && address ? address.port : options.port}`;
   if (cluster !== null) {
     if (options.clusterSecret === null)
-      log.warn('clusterSecret is not set: node-to-node requests are accepted from loopback addresses only');
+      log.warn('clusterSecret is not set: this node refuses node-to-node requests and can only run alone');
     await cluster.start(options.advertiseUrl ?? url);
     await owned.activateOwnedSchedules();
     await owned.takeOwnership();
@@ -245,6 +272,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
         wheel.stop();
         dispatcher.stop();
         offPush();
+        services.keys.stop();
         await Promise.all(executors.map((e) => e.stop()));
         await server.close();
         // Hand-off: every actor takes its final snapshot and releases its ownership, then the

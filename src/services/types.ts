@@ -1,3 +1,4 @@
+import type { ApiKeysApi } from './api-keys.js';
 import type { ClaimedTask, ExecutionRecord, SubmitResult, TaskRecord, TaskStatus } from '../domain/model.js';
 import type { DagSpec, TaskSpec } from '../domain/specs.js';
 
@@ -119,4 +120,6 @@ export interface Services {
   dags: DagsApi;
   workers: WorkersApi;
   health: HealthApi;
+  /** API keys: who may call which route. */
+  keys: ApiKeysApi;
 }

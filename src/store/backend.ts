@@ -11,6 +11,7 @@ import { RedisBucketStore } from './redis-buckets.js';
 import { RedisReadyQueue } from './redis-ready-queue.js';
 import { checkEvictionPolicy, openRedis } from './redis.js';
 import { SqlDagStore } from './dag-store.js';
+import { SqlApiKeyStore, type ApiKeyStore } from './api-key-store.js';
 import { SqlMembershipStore } from './membership-store.js';
 import { SqlScheduleStore } from './schedule-store.js';
 import { SqlSnapshotStore } from './snapshot-store.js';
@@ -32,6 +33,8 @@ export interface Backend {
   readonly ready: ReadyQueue;
   /** Cluster membership (`cluster_nodes`). */
   readonly membership: MembershipStore;
+  /** API keys (`api_keys`). */
+  readonly apiKeys: ApiKeyStore;
   /** Resolves when every store answers. */
   ping(): Promise<void>;
   /** The database's clock now, Unix ms: what nodes align their clocks on (`AlignedClock`). */
@@ -67,6 +70,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
       buckets: new MemoryBucketStore(marks),
       ready,
       membership: new SqlMembershipStore(db),
+      apiKeys: new SqlApiKeyStore(db),
       ping: async () => {
         await db.query('SELECT 1');
       },
@@ -140,6 +144,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     buckets: new RedisBucketStore(redis, options.redisPrefix),
     ready,
     membership: new SqlMembershipStore(membershipDb),
+    apiKeys: new SqlApiKeyStore(membershipDb),
     ping: async () => {
       await Promise.all([db.query('SELECT 1'), redis.ping()]);
     },

@@ -14,6 +14,7 @@ import { serverWith } from './fake-api.js';
 
 interface RouteSchema {
   hide?: boolean;
+  security?: Record<string, string[]>[];
   body?: unknown;
   params?: { properties?: Record<string, unknown> };
   querystring?: unknown;
@@ -32,6 +33,8 @@ interface Document {
   components: { schemas: Record<string, unknown> };
 }
 
+const ADMIN = 'the-admin-key-of-this-test';
+
 /** Routes that take no body: they act on the task in their path, or on nothing. */
 const BODILESS_POSTS = new Set([
   '/api/tasks/:task_id/pause',
@@ -46,7 +49,7 @@ let docText: string;
 
 beforeAll(async () => {
   ({ app } = serverWith(
-    {},
+    { adminToken: ADMIN },
     {
       extraPlugins: [
         adminRoutes({
@@ -170,5 +173,72 @@ describe('the OpenAPI document', () => {
     }
     expect(seen).toBeGreaterThan(50);
     expect(wrong, wrong.join('\n')).toEqual([]);
+  });
+});
+
+describe('the scopes', () => {
+  const SCOPES = ['submit', 'read', 'work', 'admin'];
+
+  /** The scope each route's schema names: `open`, `cluster` or one of SCOPES. */
+  function scopeOf(schema: RouteSchema | undefined): string | undefined {
+    const security = schema?.security;
+    if (security === undefined) return undefined;
+    if (security.length === 0) return 'open';
+    const first = security[0] ?? {};
+    return 'cluster' in first ? 'cluster' : first.bearer?.[0];
+  }
+
+  it('are named by every route, so a new route cannot be left unguarded', () => {
+    const unnamed = ownRoutes()
+      .filter((r) => !['open', 'cluster', ...SCOPES].includes(scopeOf(r.schema) ?? ''))
+      .map((r) => `${r.method} ${r.url}`);
+    expect(unnamed, unnamed.join('\n')).toEqual([]);
+    const open = ownRoutes()
+      .filter((r) => scopeOf(r.schema) === 'open')
+      .map((r) => `${r.method} ${r.url}`)
+      .sort();
+    expect(open).toEqual(['GET /docs/openapi.json', 'GET /healthz', 'GET /readyz']);
+  });
+
+  it('answer 401 without a key, 403 with a key of another scope, and let the right scope through', async () => {
+    const keys: Record<string, string> = {};
+    for (const scope of SCOPES) {
+      const made = await app.inject({
+        method: 'POST',
+        url: '/admin/tokens',
+        headers: { authorization: `Bearer ${ADMIN}` },
+        payload: { name: `only ${scope}`, scopes: [scope] },
+      });
+      expect(made.statusCode).toBe(201);
+      keys[scope] = made.json<{ token: string }>().token;
+    }
+    const table: string[] = [];
+    let checked = 0;
+    for (const route of ownRoutes()) {
+      const needed = scopeOf(route.schema) as string;
+      if (needed === 'open' || needed === 'cluster') continue;
+      const url = route.url
+        .replace(/:(task_id|dag_id|token_id)/g, '0192f3a4-5b6c-7d8e-9f00-112233445566')
+        .replace(':kind', 'wheel')
+        .replace(':key', '1');
+      const send = (secret?: string) =>
+        app.inject({
+          method: route.method as 'GET',
+          url,
+          ...(secret === undefined ? {} : { headers: { authorization: `Bearer ${secret}` } }),
+          ...(route.method === 'GET' || route.method === 'DELETE' ? {} : { payload: {} }),
+        });
+      const none = await send();
+      if (none.statusCode !== 401) table.push(`${route.method} ${route.url} without a key: ${none.statusCode}`);
+      for (const scope of SCOPES) {
+        const status = (await send(keys[scope])).statusCode;
+        const expected = scope === needed ? 'through' : 403;
+        const got = status === 401 || status === 403 ? status : 'through';
+        if (got !== expected) table.push(`${route.method} ${route.url} with a ${scope} key: ${status}`);
+      }
+      checked++;
+    }
+    expect(checked).toBeGreaterThan(15);
+    expect(table, table.join('\n')).toEqual([]);
   });
 });

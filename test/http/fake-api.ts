@@ -8,6 +8,8 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyPluginAsync } from 'fas
 import { compileOptions, type WheelhouseOptions } from '../../src/lib/config.js';
 import { WheelhouseError } from '../../src/lib/errors.js';
 import { buildServer } from '../../src/http/server.js';
+import { ApiKeys } from '../../src/services/api-keys.js';
+import type { ApiKeyRecord, ApiKeyStore } from '../../src/store/api-key-store.js';
 import type { ExecutionRecord, SubmitResult, TaskRecord } from '../../src/domain/model.js';
 import type { TaskSpec, DagSpec } from '../../src/domain/specs.js';
 import type {
@@ -263,12 +265,35 @@ export function serverWith(
   } = {},
 ): { app: FastifyInstance; api: FakeApi } {
   const api = extra.api ?? new FakeApi();
+  const compiled = compileOptions({ logLevel: 'silent', builtinExecutors: false, ...options });
+  const keys = new ApiKeys({ store: new ListKeyStore(), adminSecret: compiled.adminToken });
   const app = buildServer({
-    services: { tasks: api, schedules: api, dags: api, workers: api, health: api },
-    options: compileOptions({ logLevel: 'silent', builtinExecutors: false, ...options }),
+    services: { tasks: api, schedules: api, dags: api, workers: api, health: api, keys },
+    options: compiled,
     ...(extra.logger ? { logger: extra.logger } : {}),
     ...(extra.metrics ? { metrics: extra.metrics } : {}),
     ...(extra.extraPlugins ? { extraPlugins: extra.extraPlugins } : {}),
   });
   return { app, api };
+}
+
+/** The keys of a fake server, in a list (the SQL store is tested through real nodes). */
+class ListKeyStore implements ApiKeyStore {
+  private readonly keys: (ApiKeyRecord & { revoked: boolean })[] = [];
+
+  async insert(key: Omit<ApiKeyRecord, 'createdMs'>): Promise<ApiKeyRecord> {
+    const stored = { ...key, createdMs: Date.now(), revoked: false };
+    this.keys.push(stored);
+    return stored;
+  }
+
+  async live(): Promise<ApiKeyRecord[]> {
+    return this.keys.filter((k) => !k.revoked);
+  }
+
+  async revoke(keyId: string): Promise<boolean> {
+    const key = this.keys.find((k) => k.keyId === keyId && !k.revoked);
+    if (key !== undefined) key.revoked = true;
+    return key !== undefined;
+  }
 }

@@ -202,11 +202,12 @@ describe('errors from the service', () => {
   });
 });
 
-describe('bearer auth', () => {
-  const token = 's3cret-token';
+describe('API keys', () => {
+  const admin = 'an-admin-key-of-some-length';
+  const bearer = (secret: string) => ({ authorization: `Bearer ${secret}` });
 
-  it('401 without a token, with WWW-Authenticate', async () => {
-    const { app, api } = server({ authToken: token });
+  it('401 without a key, with WWW-Authenticate', async () => {
+    const { app, api } = server({ adminToken: admin });
     for (const headers of [{}, { authorization: 'Basic czNjcmV0' }, { authorization: 'Bearer ' }]) {
       const res = await app.inject({ method: 'POST', url: '/api/tasks', payload: { task_type: 'a' }, headers });
       expect(res.statusCode).toBe(401);
@@ -216,59 +217,121 @@ describe('bearer auth', () => {
     expect(api.calls).toHaveLength(0);
   });
 
-  it('403 with a wrong token', async () => {
-    const { app, api } = server({ authToken: token });
-    for (const wrong of ['s3cret-tokeN', 's3cret', `${token}x`]) {
-      const res = await app.inject({
-        method: 'GET',
-        url: `/api/tasks/${KNOWN_ID}`,
-        headers: { authorization: `Bearer ${wrong}` },
-      });
-      expect(res.statusCode).toBe(403);
-      expect(errorOf(res).code).toBe('forbidden');
+  it('401 with a key the cluster does not know, whatever its shape', async () => {
+    const { app, api } = server({ adminToken: admin });
+    for (const wrong of [`${admin}x`, admin.toUpperCase(), 'whk_guess', 'x'.repeat(400)]) {
+      const res = await app.inject({ method: 'GET', url: `/api/tasks/${KNOWN_ID}`, headers: bearer(wrong) });
+      expect(res.statusCode, wrong).toBe(401);
+      expect(errorOf(res).code).toBe('unauthorized');
     }
     expect(api.calls).toHaveLength(0);
   });
 
-  it('lets the right token through, on every /api route', async () => {
-    const { app } = server({ authToken: token });
-    const headers = { authorization: `Bearer ${token}` };
+  it('takes the deprecated authToken as the admin key', async () => {
+    const { app } = server({ authToken: admin });
+    expect((await app.inject({ method: 'GET', url: `/api/tasks/${KNOWN_ID}` })).statusCode).toBe(401);
+    const res = await app.inject({ method: 'GET', url: `/api/tasks/${KNOWN_ID}`, headers: bearer(admin) });
+    expect(res.statusCode).toBe(200);
+  });
+
+  it('lets the admin key through on every scope', async () => {
+    const { app } = server({ adminToken: admin });
+    const headers = bearer(admin);
     expect((await app.inject({ method: 'GET', url: `/api/tasks/${KNOWN_ID}`, headers })).statusCode).toBe(200);
     expect(
       (await app.inject({ method: 'POST', url: '/api/tasks', payload: { task_type: 'a' }, headers })).statusCode,
     ).toBe(201);
-    expect(
-      (
-        await app.inject({
-          method: 'POST',
-          url: '/api/workers/poll',
-          payload: { worker_id: 'w', task_types: ['a'] },
-          headers,
-        })
-      ).statusCode,
-    ).toBe(200);
+    const poll = { worker_id: 'w', task_types: ['a'], wait_ms: 0 };
+    expect((await app.inject({ method: 'POST', url: '/api/workers/poll', payload: poll, headers })).statusCode).toBe(
+      200,
+    );
+    expect((await app.inject({ method: 'GET', url: '/metrics', headers })).statusCode).toBe(200);
   });
 
-  it('protects /admin routes added as extra plugins', async () => {
-    const { app } = server({ authToken: token });
-    await app.register(async (a) => {
-      a.get('/admin/cluster', async () => ({ nodes: [] }));
+  it('makes a key with scopes, shows its secret once, and revokes it', async () => {
+    const { app, api } = server({ adminToken: admin });
+    const made = await app.inject({
+      method: 'POST',
+      url: '/admin/tokens',
+      headers: bearer(admin),
+      payload: { name: 'dashboards', scopes: ['read'] },
     });
-    expect((await app.inject({ method: 'GET', url: '/admin/cluster' })).statusCode).toBe(401);
-    expect(
-      (await app.inject({ method: 'GET', url: '/admin/cluster', headers: { authorization: `Bearer ${token}` } }))
-        .statusCode,
-    ).toBe(200);
+    expect(made.statusCode).toBe(201);
+    const key = made.json<{ token_id: string; name: string; scopes: string[]; token: string }>();
+    expect(key).toMatchObject({ name: 'dashboards', scopes: ['read'] });
+    expect(key.token).toMatch(/^whk_[A-Za-z0-9_-]{43}$/);
+
+    const listed = await app.inject({ method: 'GET', url: '/admin/tokens', headers: bearer(admin) });
+    expect(listed.json<{ tokens: { token_id: string }[] }>().tokens.map((t) => t.token_id)).toEqual([key.token_id]);
+    expect(listed.body).not.toContain(key.token);
+
+    const read = await app.inject({ method: 'GET', url: `/api/tasks/${KNOWN_ID}`, headers: bearer(key.token) });
+    expect(read.statusCode).toBe(200);
+    const submit = await app.inject({
+      method: 'POST',
+      url: '/api/tasks',
+      payload: { task_type: 'a' },
+      headers: bearer(key.token),
+    });
+    expect(submit.statusCode).toBe(403);
+    expect(errorOf(submit)).toMatchObject({ code: 'forbidden', details: { scope: 'submit' } });
+    expect(api.callsOf('submit')).toHaveLength(0);
+    const admin403 = await app.inject({ method: 'GET', url: '/admin/tokens', headers: bearer(key.token) });
+    expect(admin403.statusCode).toBe(403);
+
+    const revoked = await app.inject({
+      method: 'DELETE',
+      url: `/admin/tokens/${key.token_id}`,
+      headers: bearer(admin),
+    });
+    expect(revoked.statusCode).toBe(200);
+    const after = await app.inject({ method: 'GET', url: `/api/tasks/${KNOWN_ID}`, headers: bearer(key.token) });
+    expect(after.statusCode).toBe(401);
+    const again = await app.inject({
+      method: 'DELETE',
+      url: `/admin/tokens/${key.token_id}`,
+      headers: bearer(admin),
+    });
+    expect(again.statusCode).toBe(404);
   });
 
-  it('leaves /healthz, /readyz, /metrics and /docs open', async () => {
-    const { app } = server({ authToken: token });
-    for (const url of ['/healthz', '/readyz', '/metrics', '/docs', '/docs/openapi.json']) {
-      expect((await app.inject({ method: 'GET', url })).statusCode, url).toBe(200);
+  it('refuses a key request with no scope or an unknown one', async () => {
+    const { app } = server({ adminToken: admin });
+    for (const scopes of [[], ['root'], ['read', 'read']]) {
+      const res = await app.inject({
+        method: 'POST',
+        url: '/admin/tokens',
+        headers: bearer(admin),
+        payload: { name: 'k', scopes },
+      });
+      expect(res.statusCode, JSON.stringify(scopes)).toBe(400);
+      expect(errorOf(res).details.field).toMatch(/^scopes/);
     }
   });
 
-  it('asks for nothing when auth is off', async () => {
+  it('closes /admin routes added as extra plugins without a scope', async () => {
+    const { app } = server({ adminToken: admin });
+    await app.register(async (a) => {
+      a.get('/admin/extra', async () => ({ ok: true }));
+    });
+    expect((await app.inject({ method: 'GET', url: '/admin/extra' })).statusCode).toBe(401);
+    expect((await app.inject({ method: 'GET', url: '/admin/extra', headers: bearer(admin) })).statusCode).toBe(200);
+  });
+
+  it('leaves /healthz, /readyz and /docs open, and closes /metrics', async () => {
+    const { app } = server({ adminToken: admin });
+    for (const url of ['/healthz', '/readyz', '/docs', '/docs/openapi.json']) {
+      expect((await app.inject({ method: 'GET', url })).statusCode, url).toBe(200);
+    }
+    expect((await app.inject({ method: 'GET', url: '/metrics' })).statusCode).toBe(401);
+  });
+
+  it('refuses an empty or short admin key at configuration', () => {
+    expect(() => server({ adminToken: '' })).toThrow(/adminToken: is empty/);
+    expect(() => server({ adminToken: 'short' })).toThrow(/at least 16 bytes/);
+  });
+
+  it('asks for nothing when no key is configured', async () => {
     const { app } = server();
     expect((await app.inject({ method: 'GET', url: `/api/tasks/${KNOWN_ID}` })).statusCode).toBe(200);
   });

@@ -144,7 +144,7 @@ export class ProcessCluster {
     const label = (options.label ?? 'cluster').toLowerCase().replace(/[^a-z0-9_]/g, '_');
     this.schema = `cl_${label}_${suffix}`;
     this.prefix = `cl${label}${suffix}`;
-    this.secret = randomBytes(12).toString('hex');
+    this.secret = randomBytes(24).toString('hex');
     this.partitions = options.partitions ?? 16;
     this.heartbeatSeconds = options.heartbeatSeconds ?? 0.5;
     this.failureTimeoutSeconds = options.failureTimeoutSeconds ?? 2;

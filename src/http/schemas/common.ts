@@ -1,5 +1,6 @@
 import Type, { type Static, type TSchema, type TUnsafe } from 'typebox';
 import { ERROR_CATALOGUE, ERROR_CODES, type ErrorCode } from '../../lib/errors.js';
+import type { Scope } from '../../services/api-keys.js';
 
 /**
  * The building blocks of the route schemas: the one description of the HTTP contract. Fastify
@@ -140,3 +141,15 @@ export function errors(...statuses: number[]): Record<string, TSchema> {
 
 /** The error answers almost every API route can give. */
 export const COMMON_ERRORS = [400, 401, 403, 413, 415, 429, 500, 503] as const;
+
+/**
+ * The scope a route needs, as OpenAPI writes it (`security: [{bearer: ['read']}]`, role names of
+ * a bearer scheme). The server's auth hook reads it from the same place, so the document and the
+ * check cannot disagree, and test/http/scopes.test.ts fails on a route that names none.
+ */
+export function needs(scope: Scope): { security: { bearer: Scope[] }[] } {
+  return { security: [{ bearer: [scope] }] };
+}
+
+/** A route anyone may call, with or without a key. */
+export const OPEN = { security: [] as { bearer: Scope[] }[] };

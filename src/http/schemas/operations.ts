@@ -1,5 +1,9 @@
-import Type from 'typebox';
-import { Ok, errors } from './common.js';
+import Type, { type Static } from 'typebox';
+import { SCOPES } from '../../services/api-keys.js';
+import { OPEN, Ok, StringEnum, Time, Uuid, errors, needs } from './common.js';
+
+/** Node-to-node routes: the cluster secret, checked by their own hook, not an API key. */
+const CLUSTER = { security: [{ cluster: [] as string[] }] };
 
 /**
  * Schemas of the operations, admin and node-to-node routes. The admin answers are described
@@ -48,24 +52,24 @@ const text = (description: string, type: string) => ({
 });
 
 export const opsRoutesSchemas = {
-  healthz: { tags: ['operations'], summary: 'Liveness', security: [], response: { 200: Ok } },
+  healthz: { tags: ['operations'], summary: 'Liveness', ...OPEN, response: { 200: Ok } },
   readyz: {
     tags: ['operations'],
     summary: 'Readiness: the node reaches its stores',
-    security: [],
+    ...OPEN,
     response: { 200: Ok, ...errors(503) },
   },
   metrics: {
     tags: ['operations'],
     summary: 'Prometheus metrics',
-    security: [],
+    ...needs('admin'),
     produces: ['text/plain'],
     response: { 200: text('Prometheus text exposition 0.0.4', 'text/plain') },
   },
   document: {
     tags: ['operations'],
     summary: 'This OpenAPI document',
-    security: [],
+    ...OPEN,
     response: { 200: Plain('The OpenAPI 3.1 document.') },
   },
 } as const;
@@ -73,11 +77,13 @@ export const opsRoutesSchemas = {
 export const adminRoutesSchemas = {
   cluster: {
     tags: ['admin'],
+    ...needs('admin'),
     summary: 'Nodes, liveness, ring spread and the owner of each wheel partition',
     response: { 200: Plain('The cluster as this node sees it.'), ...errors(401, 403, 500, 503) },
   },
   actors: {
     tags: ['admin'],
+    ...needs('admin'),
     summary: 'Live actors on this node',
     querystring: Type.Object(
       {
@@ -94,12 +100,14 @@ export const adminRoutesSchemas = {
   },
   actor: {
     tags: ['admin'],
+    ...needs('admin'),
     summary: 'One actor with its state, wherever in the cluster it lives',
     params: ActorParams,
     response: { 200: ActorInfoSchema, ...errors(400, 401, 403, 404, 500, 503) },
   },
   queues: {
     tags: ['admin'],
+    ...needs('admin'),
     summary: 'Ready-queue depth and oldest age by task type and priority',
     response: {
       200: Type.Object(
@@ -120,6 +128,60 @@ export const adminRoutesSchemas = {
       ),
       ...errors(401, 403, 500, 503),
     },
+  },
+} as const;
+
+const ScopeName = StringEnum(SCOPES);
+
+export const ApiKey = Type.Object(
+  {
+    token_id: Uuid,
+    name: Type.String(),
+    scopes: Type.Array(ScopeName),
+    created_at: Time,
+  },
+  { additionalProperties: false },
+);
+export type ApiKeyJson = Static<typeof ApiKey>;
+
+export const tokenRoutesSchemas = {
+  create: {
+    tags: ['admin'],
+    summary: 'Make an API key; its secret is in this answer only',
+    ...needs('admin'),
+    body: Type.Object(
+      {
+        name: Type.String({ minLength: 1, maxLength: 128, description: 'What the key is for.' }),
+        scopes: Type.Array(ScopeName, { minItems: 1, maxItems: SCOPES.length, uniqueItems: true }),
+      },
+      { additionalProperties: false },
+    ),
+    response: {
+      201: Type.Object(
+        {
+          ...ApiKey.properties,
+          token: Type.String({ description: 'The secret, for `Authorization: Bearer`. Shown once, stored as a hash.' }),
+        },
+        { additionalProperties: false },
+      ),
+      ...errors(400, 401, 403, 413, 415, 500, 503),
+    },
+  },
+  list: {
+    tags: ['admin'],
+    summary: 'The live API keys, without their secrets',
+    ...needs('admin'),
+    response: {
+      200: Type.Object({ tokens: Type.Array(ApiKey) }, { additionalProperties: false }),
+      ...errors(401, 403, 500, 503),
+    },
+  },
+  revoke: {
+    tags: ['admin'],
+    summary: 'Revoke an API key: refused on every node within a second',
+    ...needs('admin'),
+    params: Type.Object({ token_id: Uuid }, { additionalProperties: false }),
+    response: { 200: Ok, ...errors(400, 401, 403, 404, 500, 503) },
   },
 } as const;
 
@@ -155,6 +217,7 @@ export const ActorBatchRequest = Type.Object(
 export const clusterRoutesSchemas = {
   actors: {
     hide: true,
+    ...CLUSTER,
     summary: 'A batch of actor messages from a peer',
     body: ActorBatchRequest,
     response: {
@@ -164,11 +227,13 @@ export const clusterRoutesSchemas = {
   },
   refresh: {
     hide: true,
+    ...CLUSTER,
     summary: 'A peer joined or left: re-read membership',
     response: { 204: Type.Null({ description: 'Re-read.' }), ...errors(401, 403, 500, 503) },
   },
   actor: {
     hide: true,
+    ...CLUSTER,
     summary: 'One live actor of this node',
     params: ActorParams,
     response: { 200: ActorInfoSchema, ...errors(400, 401, 403, 404, 500) },

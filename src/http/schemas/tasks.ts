@@ -11,6 +11,7 @@ import {
   TimeInput,
   Uuid,
   errors,
+  needs,
 } from './common.js';
 
 /**
@@ -304,6 +305,7 @@ export const HistoryPage = Type.Object(
 /** The route schemas of src/http/tasks-routes.ts and dag-routes.ts. */
 export const taskRoutes = {
   submit: {
+    ...needs('submit'),
     tags: ['tasks'],
     summary: 'Submit a task',
     body: Ref<typeof TaskRequest>('TaskRequest'),
@@ -317,6 +319,7 @@ export const taskRoutes = {
     },
   },
   batch: {
+    ...needs('submit'),
     tags: ['tasks'],
     summary: 'Submit up to 1 000 tasks, all or nothing',
     description: 'One invalid task rejects the batch with 400 and its details.index.',
@@ -330,18 +333,21 @@ export const taskRoutes = {
     },
   },
   get: {
+    ...needs('read'),
     tags: ['tasks'],
     summary: 'Task status',
     params: TaskIdParams,
     response: { 200: Ref<typeof Task>('Task'), ...errors(400, 401, 403, 404, 500, 503) },
   },
   list: {
+    ...needs('read'),
     tags: ['tasks'],
     summary: 'List tasks, newest first',
     querystring: ListQuery,
     response: { 200: TaskPage, ...errors(400, 401, 403, 500, 503) },
   },
   cancel: {
+    ...needs('submit'),
     tags: ['tasks'],
     summary: 'Cancel a task (a cron schedule: the schedule and its pending instance)',
     params: TaskIdParams,
@@ -354,18 +360,21 @@ export const taskRoutes = {
     },
   },
   pause: {
+    ...needs('submit'),
     tags: ['schedules'],
     summary: 'Pause a cron schedule: it stops firing and its pending instance is cancelled',
     params: TaskIdParams,
     response: { 200: Ref<typeof Task>('Task'), ...errors(400, 401, 403, 404, 409, 500, 503) },
   },
   resume: {
+    ...needs('submit'),
     tags: ['schedules'],
     summary: 'Resume a paused cron schedule from now (no catch-up of the paused time)',
     params: TaskIdParams,
     response: { 200: Ref<typeof Task>('Task'), ...errors(400, 401, 403, 404, 409, 500, 503) },
   },
   history: {
+    ...needs('read'),
     tags: ['tasks'],
     summary: 'Execution history, newest first',
     params: TaskIdParams,
@@ -373,6 +382,7 @@ export const taskRoutes = {
     response: { 200: HistoryPage, ...errors(400, 401, 403, 404, 500, 503) },
   },
   submitDag: {
+    ...needs('submit'),
     tags: ['dags'],
     summary: 'Submit a graph of tasks, all or nothing',
     description:
@@ -386,6 +396,7 @@ export const taskRoutes = {
     },
   },
   getDag: {
+    ...needs('read'),
     tags: ['dags'],
     summary: 'A graph with the status of each task',
     params: DagIdParams,

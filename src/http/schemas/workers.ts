@@ -1,5 +1,5 @@
 import Type, { type Static } from 'typebox';
-import { COMMON_ERRORS, Nullable, Ok, Ref, StringEnum, TaskType, Time, Uuid, errors } from './common.js';
+import { COMMON_ERRORS, Nullable, Ok, Ref, StringEnum, TaskType, Time, Uuid, errors, needs } from './common.js';
 import { TaskIdParams } from './tasks.js';
 
 /**
@@ -80,6 +80,7 @@ export type AssignmentJson = Static<typeof Assignment>;
 
 export const workerRoutesSchemas = {
   poll: {
+    ...needs('work'),
     tags: ['workers'],
     summary: 'Long-poll for due tasks',
     body: PollRequest,
@@ -89,6 +90,7 @@ export const workerRoutesSchemas = {
     },
   },
   heartbeat: {
+    ...needs('work'),
     tags: ['workers'],
     summary: 'Extend a lease',
     params: TaskIdParams,
@@ -102,6 +104,7 @@ export const workerRoutesSchemas = {
     },
   },
   complete: {
+    ...needs('work'),
     tags: ['workers'],
     summary: 'Report a result',
     params: TaskIdParams,
@@ -109,6 +112,7 @@ export const workerRoutesSchemas = {
     response: { 200: Ok, ...errors(...COMMON_ERRORS, 409) },
   },
   completeBatch: {
+    ...needs('work'),
     tags: ['workers'],
     summary: 'Report up to 1 000 results at once (extension)',
     description: 'ok: false for a result whose lease is no longer held (that result is discarded).',
