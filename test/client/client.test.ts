@@ -207,7 +207,7 @@ describe('client with a bearer token', () => {
       dataDir: 'memory://',
       port: 0,
       logLevel: 'silent',
-      authToken: 'open-sesame',
+      adminToken: 'open-sesame-admin-key',
     });
   });
 
@@ -216,7 +216,7 @@ describe('client with a bearer token', () => {
   });
 
   it('is let in with the token and refused without it', async () => {
-    const withToken = createClient({ url: secured.url, token: 'open-sesame' });
+    const withToken = createClient({ url: secured.url, token: 'open-sesame-admin-key' });
     const { taskId } = await withToken.submit({ taskType: 'wheelhouse.noop' });
     expect((await withToken.get(taskId)).taskId).toBe(taskId);
 
@@ -225,7 +225,7 @@ describe('client with a bearer token', () => {
     expect(anonymous).toMatchObject({ status: 401, code: 'unauthorized' });
 
     const wrong = await rejectionOf(createClient({ url: secured.url, token: 'nope' }).get(taskId));
-    expect(wrong).toMatchObject({ status: 403, code: 'forbidden' });
+    expect(wrong).toMatchObject({ status: 401, code: 'unauthorized' });
   });
 });
 
