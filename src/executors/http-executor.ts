@@ -10,8 +10,9 @@ import { DestinationRefusedError, guardedDispatcher } from './guarded-dispatcher
  * on 2xx — what Cloud Tasks and Cloud Scheduler users expect.
  *
  * Payload: `{ "url": "https://…", "method"?: "POST", "headers"?: {…}, "body"?: any,
- * "timeout_ms"?: number }`. A JSON `body` is sent as JSON; a string as is. Outcomes: 2xx →
- * succeeded; 408, 429, 5xx, a timeout or a network error → failed and retried (with backoff,
+ * "timeout_ms"?: number }`. A JSON `body` is sent as JSON; a string as is. Outcomes, decided
+ * by the status (whatever becomes of the body after it): 2xx → succeeded; 408, 429, 5xx, no
+ * answer by the deadline or a network error → failed and retried (with backoff,
  * while retries last); any other status (a redirect included: none is followed), a
  * destination the policy refuses, or a payload that is not a valid request → failed for good
  * at once.
@@ -91,8 +92,10 @@ async function callOnce(
       body: spec.body,
       signal,
     });
+    // The status decides; the body is read (within the cap and the deadline) for its first
+    // bytes and so the connection can be reused.
     const status = response.statusCode;
-    const head = await readHead(response.body, limits.maxResponseBytes);
+    const head = await readHead(response.body, { ...limits, timeoutMs }, signal);
     if (status >= 200 && status < 300) return { outcome: 'succeeded', error: null, retryable: true };
     if (status >= 300 && status < 400) {
       const location = response.headers.location;
@@ -100,15 +103,17 @@ async function callOnce(
       return failedForGood(`HTTP ${status}: a redirect${to}, not followed (the executor follows none)`);
     }
     const retryable = status === 408 || status === 429 || status >= 500;
-    return { outcome: 'failed', error: `HTTP ${status}: ${describeBody(head, limits.maxResponseBytes)}`, retryable };
+    const body = describeBody(head);
+    return { outcome: 'failed', error: body === '' ? `HTTP ${status}` : `HTTP ${status}: ${body}`, retryable };
   } catch (error) {
     const refused = refusalIn(error);
     if (refused !== null) return failedForGood(refused.message);
     if (signal.aborted) return { outcome: 'failed', error: `timed out after ${timeoutMs} ms`, retryable: true };
-    const message = error instanceof Error ? error.message : String(error);
+    const message = clip(messageOf(error));
     // undici refuses what cannot be sent (a header with a line break in it): a payload error.
-    if ((error as { code?: unknown }).code === 'UND_ERR_INVALID_ARG') return failedForGood(`payload: ${clip(message)}`);
-    return { outcome: 'failed', error: `request failed: ${clip(message)}`, retryable: true };
+    if (error instanceof Error && (error as { code?: unknown }).code === 'UND_ERR_INVALID_ARG')
+      return failedForGood(`payload: ${message}`);
+    return { outcome: 'failed', error: `request failed: ${message}`, retryable: true };
   }
 }
 
@@ -129,40 +134,55 @@ interface BodyHead {
   bytes: Buffer;
   /** Bytes read in all (past the cap: the first chunk past it). */
   readBytes: number;
-  /** The body went on past the cap: the connection was closed there. */
-  cut: boolean;
+  /** Why the body was not read to its end (the connection was closed there), or null. */
+  cut: string | null;
 }
 
 /**
- * Reads a body up to `maxBytes`, keeping only its first bytes; past the cap it stops and
- * destroys the body, which closes the connection (a keep-alive connection cannot be reused
- * with part of an answer unread). A small body is read to its end, so its connection can be
- * reused.
+ * Reads a body up to `maxBytes`, keeping only its first bytes. Past the cap, at the call's
+ * deadline, or on an error, it stops and destroys the body, which closes the connection (a
+ * keep-alive connection cannot be reused with part of an answer unread). A small body is read
+ * to its end, so its connection can be reused. Never throws: the status has decided the
+ * outcome already.
  */
-async function readHead(body: Dispatcher.ResponseData['body'], maxBytes: number): Promise<BodyHead> {
+async function readHead(
+  body: Dispatcher.ResponseData['body'],
+  limits: { timeoutMs: number; maxResponseBytes: number },
+  signal: AbortSignal,
+): Promise<BodyHead> {
   const kept: Buffer[] = [];
   let keptBytes = 0;
   let readBytes = 0;
-  for await (const chunk of body as AsyncIterable<Buffer>) {
-    readBytes += chunk.length;
-    if (keptBytes < SUMMARY_BYTES) {
-      const part = chunk.subarray(0, SUMMARY_BYTES - keptBytes);
-      kept.push(part);
-      keptBytes += part.length;
+  const head = (cut: string | null): BodyHead => ({ bytes: Buffer.concat(kept), readBytes, cut });
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      readBytes += chunk.length;
+      if (keptBytes < SUMMARY_BYTES) {
+        const part = chunk.subarray(0, SUMMARY_BYTES - keptBytes);
+        kept.push(part);
+        keptBytes += part.length;
+      }
+      if (readBytes > limits.maxResponseBytes) {
+        body.destroy();
+        return head(`cut at ${limits.maxResponseBytes} bytes`);
+      }
     }
-    if (readBytes > maxBytes) {
-      body.destroy();
-      return { bytes: Buffer.concat(kept), readBytes, cut: true };
-    }
+    return head(null);
+  } catch (error) {
+    body.destroy();
+    return head(signal.aborted ? `cut at the deadline, ${limits.timeoutMs} ms` : `cut: ${clip(messageOf(error))}`);
   }
-  return { bytes: Buffer.concat(kept), readBytes, cut: false };
 }
 
 /** The start of a body, on one line, and whether it went on. */
-function describeBody(head: BodyHead, maxBytes: number): string {
+function describeBody(head: BodyHead): string {
   const text = oneLine(head.bytes.toString('utf8'));
-  const more = head.cut ? ` … (cut at ${maxBytes} bytes)` : head.readBytes > head.bytes.length ? ' …' : '';
-  return `${text}${more}`;
+  const more = head.cut !== null ? ` … (${head.cut})` : head.readBytes > head.bytes.length ? ' …' : '';
+  return `${text}${more}`.trim();
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 /** A message on one line, at most SUMMARY_BYTES characters. */

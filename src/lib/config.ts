@@ -126,7 +126,10 @@ export interface WheelhouseOptions {
    * listens on loopback, defaults to `127.0.0.0/8,::1`. @default [] (public addresses only)
    */
   httpExecutorAllow?: string | readonly string[];
-  /** The most bytes of an answer's body the HTTP executor reads; past them it closes the connection. @default 65536 (64 KiB) */
+  /**
+   * The most bytes of an answer's body the HTTP executor reads; past them it closes the
+   * connection. @default 65536 (64 KiB)
+   */
   httpExecutorMaxResponseBytes?: number;
   /**
    * The longest an HTTP task's call may take in all — waiting for a connection, connecting,
@@ -134,7 +137,10 @@ export interface WheelhouseOptions {
    * ends a second before the task's lease. @default 60
    */
   httpExecutorTimeoutSeconds?: number;
-  /** Connections the HTTP executor holds open at once to one destination (scheme, host, port); more calls wait their turn. @default 8 */
+  /**
+   * Connections the HTTP executor holds open at once to one destination (scheme, host,
+   * port); more calls to it wait their turn, within their deadline. @default 8
+   */
   httpExecutorConnectionsPerDestination?: number;
   /** `fatal` … `trace`, or `silent`. @default 'info' */
   logLevel?: string;
