@@ -4,6 +4,7 @@ import {
   ConfigError,
   coerce,
   compileOptions,
+  devHttpExecutorAllow,
   isOptionKey,
   optionsFromEnv,
   optionsFromFile,
@@ -54,6 +55,10 @@ Flags (each option also reads WHEELHOUSE_<NAME> from the environment):
   --log-level <level>       fatal, error, warn, info (default), debug, trace or silent
   --log-format <format>     pretty (one readable line each; the default of dev) or json
                             (one JSON object a line; the default of node)
+  --http-executor-allow <list>
+                            what wheelhouse.http tasks may call besides public addresses:
+                            CIDRs and host names, comma-separated (default none; dev on
+                            loopback: 127.0.0.0/8,::1)
   --<option> <value>        any option of src/lib/config.ts in kebab-case, e.g. --partitions 64,
                             --ready-backlog-limit 100000
 `;
@@ -130,12 +135,13 @@ async function main(argv: string[]): Promise<void> {
   }
   const flags = parseFlags(rest);
   const file = optionsFromFile(resolve(flags.configPath ?? `config/${command}.json`), flags.configPath !== null);
+  const layers: WheelhouseOptions = { ...file, ...optionsFromEnv(), ...flags.options };
   const options: WheelhouseOptions = {
     // A person runs `dev` at a terminal; `node` feeds a log collector. Any layer overrides it.
     logFormat: command === 'dev' ? 'pretty' : 'json',
-    ...file,
-    ...optionsFromEnv(),
-    ...flags.options,
+    // `dev` on loopback lets its HTTP tasks call this machine's loopback (a local hook under test).
+    ...(command === 'dev' ? { httpExecutorAllow: devHttpExecutorAllow(layers.host) } : {}),
+    ...layers,
     backend: command === 'dev' ? 'embedded' : 'postgres',
   };
   const { startNode } = await import('./node/start.js');

@@ -1,57 +1,198 @@
-import { request } from 'undici';
+import { request, type Dispatcher } from 'undici';
+import type { CompiledOptions } from '../lib/config.js';
 import type { Assignment, WorkersApi } from '../services/types.js';
 import { startBuiltinExecutor, type BuiltinExecutor, type ExecutorOutcome } from './builtin.js';
+import { DestinationPolicy } from './destination-policy.js';
+import { DestinationRefusedError, guardedDispatcher } from './guarded-dispatcher.js';
 
 /**
  * The built-in `wheelhouse.http` executor: calls a URL with the task's payload and succeeds
  * on 2xx — what Cloud Tasks and Cloud Scheduler users expect.
  *
  * Payload: `{ "url": "https://…", "method"?: "POST", "headers"?: {…}, "body"?: any,
- * "timeout_ms"?: number }`. A JSON `body` is sent as JSON; a string as is. Outcomes: 2xx →
- * succeeded; 408, 429, 5xx or a network error → failed and retried (with backoff, while
- * retries last); any other status, or a payload that is not a valid request → failed for
- * good at once.
+ * "timeout_ms"?: number }`. A JSON `body` is sent as JSON; a string as is. Outcomes, decided
+ * by the status (whatever becomes of the body after it): 2xx → succeeded; 408, 429, 5xx, no
+ * answer by the deadline or a network error → failed and retried (with backoff,
+ * while retries last); any other status (a redirect included: none is followed), a
+ * destination the policy refuses, or a payload that is not a valid request → failed for good
+ * at once.
+ *
+ * What a task may make the node do is bounded: it connects to public addresses only unless
+ * `httpExecutorAllow` says otherwise (destination-policy.ts, checked on each connection as it
+ * is made: guarded-dispatcher.ts); it reads at most `httpExecutorMaxResponseBytes` of an
+ * answer and closes the connection past them; the call as a whole takes at most
+ * `httpExecutorTimeoutMs`; it holds at most `httpExecutorConnectionsPerDestination`
+ * connections to one destination; and what it reports in `last_error` is a short summary.
  */
 export const HTTP_TASK_TYPE = 'wheelhouse.http';
 
+/** The options the executor reads. */
+export type HttpExecutorOptions = Pick<
+  CompiledOptions,
+  | 'nodeId'
+  | 'httpExecutorAllow'
+  | 'httpExecutorMaxResponseBytes'
+  | 'httpExecutorTimeoutMs'
+  | 'httpExecutorConnectionsPerDestination'
+>;
+
 /** Requests in flight at once. */
 const CONCURRENCY = 64;
-/** The response body kept in an error message. */
-const ERROR_BODY_BYTES = 512;
+/** The bytes of an answer's body, and the characters of an error, kept in `last_error`. */
+const SUMMARY_BYTES = 200;
+/** The shortest call, whatever the lease and the payload say, ms. */
+const MIN_TIMEOUT_MS = 100;
 const METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD']);
 
-export function startHttpExecutor(api: WorkersApi, nodeId: string, onError: (error: unknown) => void): BuiltinExecutor {
-  return startBuiltinExecutor(api, nodeId, {
+export function startHttpExecutor(
+  api: WorkersApi,
+  options: HttpExecutorOptions,
+  onError: (error: unknown) => void,
+): BuiltinExecutor {
+  const dispatcher = guardedDispatcher(new DestinationPolicy(options.httpExecutorAllow), {
+    connectionsPerDestination: options.httpExecutorConnectionsPerDestination,
+    connectTimeoutMs: options.httpExecutorTimeoutMs,
+  });
+  const limits = { timeoutMs: options.httpExecutorTimeoutMs, maxResponseBytes: options.httpExecutorMaxResponseBytes };
+  const executor = startBuiltinExecutor(api, options.nodeId, {
     taskType: HTTP_TASK_TYPE,
     concurrency: CONCURRENCY,
-    run: callOnce,
+    run: (task) => callOnce(task, dispatcher, limits),
     onError,
   });
+  return {
+    async stop() {
+      await executor.stop();
+      // Every call has finished and been reported: only idle connections are left.
+      await dispatcher.destroy();
+    },
+  };
 }
 
-async function callOnce(task: Assignment): Promise<ExecutorOutcome> {
+async function callOnce(
+  task: Assignment,
+  dispatcher: Dispatcher,
+  limits: { timeoutMs: number; maxResponseBytes: number },
+): Promise<ExecutorOutcome> {
   const spec = readSpec(task.payload);
-  if (typeof spec === 'string') return { outcome: 'failed', error: `payload: ${spec}`, retryable: false };
+  if (typeof spec === 'string') return failedForGood(`payload: ${spec}`);
   // Finish well inside the lease, so no heartbeat is needed.
   const leaseMs = task.timeoutSeconds * 1000;
-  const timeoutMs = Math.max(100, Math.min(spec.timeoutMs ?? leaseMs, leaseMs - 1_000));
+  const timeoutMs = Math.max(
+    MIN_TIMEOUT_MS,
+    Math.min(spec.timeoutMs ?? limits.timeoutMs, limits.timeoutMs, leaseMs - 1_000),
+  );
+  // One deadline for the whole call: waiting for a connection, connecting, the answer, its body.
+  const signal = AbortSignal.timeout(timeoutMs);
   try {
     const response = await request(spec.url, {
-      method: spec.method as 'POST',
+      dispatcher,
+      method: spec.method,
       headers: spec.headers,
       body: spec.body,
-      headersTimeout: timeoutMs,
-      bodyTimeout: timeoutMs,
-      signal: AbortSignal.timeout(timeoutMs),
+      signal,
     });
-    const text = await response.body.text();
+    // The status decides; the body is read (within the cap and the deadline) for its first
+    // bytes and so the connection can be reused.
     const status = response.statusCode;
+    const head = await readHead(response.body, { ...limits, timeoutMs }, signal);
     if (status >= 200 && status < 300) return { outcome: 'succeeded', error: null, retryable: true };
+    if (status >= 300 && status < 400) {
+      const location = response.headers.location;
+      const to = typeof location === 'string' ? ` to ${clip(location)}` : '';
+      return failedForGood(`HTTP ${status}: a redirect${to}, not followed (the executor follows none)`);
+    }
     const retryable = status === 408 || status === 429 || status >= 500;
-    return { outcome: 'failed', error: `HTTP ${status}: ${text.slice(0, ERROR_BODY_BYTES)}`, retryable };
+    const body = describeBody(head);
+    return { outcome: 'failed', error: body === '' ? `HTTP ${status}` : `HTTP ${status}: ${body}`, retryable };
   } catch (error) {
-    return { outcome: 'failed', error: `request failed: ${(error as Error).message}`, retryable: true };
+    const refused = refusalIn(error);
+    if (refused !== null) return failedForGood(refused.message);
+    if (signal.aborted) return { outcome: 'failed', error: `timed out after ${timeoutMs} ms`, retryable: true };
+    const message = clip(messageOf(error));
+    // undici refuses what cannot be sent (a header with a line break in it): a payload error.
+    if (error instanceof Error && (error as { code?: unknown }).code === 'UND_ERR_INVALID_ARG')
+      return failedForGood(`payload: ${message}`);
+    return { outcome: 'failed', error: `request failed: ${message}`, retryable: true };
   }
+}
+
+function failedForGood(error: string): ExecutorOutcome {
+  return { outcome: 'failed', error, retryable: false };
+}
+
+/** The policy's refusal, as the error itself or its cause (undici may wrap a connection's error). */
+function refusalIn(error: unknown): DestinationRefusedError | null {
+  for (let e = error, depth = 0; e instanceof Error && depth < 3; e = e.cause, depth++) {
+    if (e instanceof DestinationRefusedError) return e;
+  }
+  return null;
+}
+
+interface BodyHead {
+  /** The first bytes, at most SUMMARY_BYTES. */
+  bytes: Buffer;
+  /** Bytes read in all (past the cap: the first chunk past it). */
+  readBytes: number;
+  /** Why the body was not read to its end (the connection was closed there), or null. */
+  cut: string | null;
+}
+
+/**
+ * Reads a body up to `maxBytes`, keeping only its first bytes. Past the cap, at the call's
+ * deadline, or on an error, it stops and destroys the body, which closes the connection (a
+ * keep-alive connection cannot be reused with part of an answer unread). A small body is read
+ * to its end, so its connection can be reused. Never throws: the status has decided the
+ * outcome already.
+ */
+async function readHead(
+  body: Dispatcher.ResponseData['body'],
+  limits: { timeoutMs: number; maxResponseBytes: number },
+  signal: AbortSignal,
+): Promise<BodyHead> {
+  const kept: Buffer[] = [];
+  let keptBytes = 0;
+  let readBytes = 0;
+  const head = (cut: string | null): BodyHead => ({ bytes: Buffer.concat(kept), readBytes, cut });
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      readBytes += chunk.length;
+      if (keptBytes < SUMMARY_BYTES) {
+        const part = chunk.subarray(0, SUMMARY_BYTES - keptBytes);
+        kept.push(part);
+        keptBytes += part.length;
+      }
+      if (readBytes > limits.maxResponseBytes) {
+        body.destroy();
+        return head(`cut at ${limits.maxResponseBytes} bytes`);
+      }
+    }
+    return head(null);
+  } catch (error) {
+    body.destroy();
+    return head(signal.aborted ? `cut at the deadline, ${limits.timeoutMs} ms` : `cut: ${clip(messageOf(error))}`);
+  }
+}
+
+/** The start of a body, on one line, and whether it went on. */
+function describeBody(head: BodyHead): string {
+  const text = oneLine(head.bytes.toString('utf8'));
+  const more = head.cut !== null ? ` … (${head.cut})` : head.readBytes > head.bytes.length ? ' …' : '';
+  return `${text}${more}`.trim();
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** A message on one line, at most SUMMARY_BYTES characters. */
+function clip(text: string): string {
+  const line = oneLine(text);
+  return line.length > SUMMARY_BYTES ? `${line.slice(0, SUMMARY_BYTES)} …` : line;
+}
+
+function oneLine(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim();
 }
 
 interface HttpSpec {
@@ -71,7 +212,7 @@ function readSpec(payload: unknown): HttpSpec | string {
   try {
     url = new URL(p.url);
   } catch {
-    return `url "${p.url}" is not a URL`;
+    return `url "${clip(p.url)}" is not a URL`;
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'url must be http or https';
   const method = p.method === undefined ? 'POST' : typeof p.method === 'string' ? p.method.toUpperCase() : '';

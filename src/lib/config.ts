@@ -1,5 +1,6 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { isLoopbackHost, parseDestinationPattern } from './address-patterns.js';
 
 /**
  * Options → compiled options. `compileOptions` fills defaults, converts durations to
@@ -128,8 +129,35 @@ export interface WheelhouseOptions {
   heartbeatSeconds?: number;
   /** A node whose last heartbeat is older than this is out of the ring, seconds. @default 5 */
   failureTimeoutSeconds?: number;
-  /** Run the built-in `noop` executor in this node. @default true */
+  /** Run the built-in executors (`wheelhouse.noop`, `wheelhouse.http`) in this node. @default true */
   builtinExecutors?: boolean;
+  // The HTTP executor (`wheelhouse.http`): where its tasks may send the node, and how much a call may take.
+  /**
+   * What the HTTP executor may connect to besides public addresses: CIDRs (`10.0.0.0/8`,
+   * `fd00::/8`), addresses (`127.0.0.1`), host names (`hooks.internal`; whatever they resolve
+   * to) and `*.` names (`*.svc.cluster.local`: the subdomains). A list in a config file,
+   * comma-separated in the environment and on the command line. Anything else that is not a
+   * public address — loopback, private, link-local (the cloud metadata address among them),
+   * multicast, CGNAT, reserved — is refused, after DNS resolution. `wheelhouse dev`, while it
+   * listens on loopback, defaults to `127.0.0.0/8,::1`. @default [] (public addresses only)
+   */
+  httpExecutorAllow?: string | readonly string[];
+  /**
+   * The most bytes of an answer's body the HTTP executor reads; past them it closes the
+   * connection. @default 65536 (64 KiB)
+   */
+  httpExecutorMaxResponseBytes?: number;
+  /**
+   * The longest an HTTP task's call may take in all — waiting for a connection, connecting,
+   * the answer and its body — in seconds. A payload's `timeout_ms` may shorten it, and it
+   * ends a second before the task's lease. @default 60
+   */
+  httpExecutorTimeoutSeconds?: number;
+  /**
+   * Connections the HTTP executor holds open at once to one destination (scheme, host,
+   * port); more calls to it wait their turn, within their deadline. @default 8
+   */
+  httpExecutorConnectionsPerDestination?: number;
   /** `fatal` … `trace`, or `silent`. @default 'info' */
   logLevel?: string;
   /**
@@ -180,6 +208,10 @@ export interface CompiledOptions {
   readonly heartbeatMs: number;
   readonly failureTimeoutMs: number;
   readonly builtinExecutors: boolean;
+  readonly httpExecutorAllow: readonly string[];
+  readonly httpExecutorMaxResponseBytes: number;
+  readonly httpExecutorTimeoutMs: number;
+  readonly httpExecutorConnectionsPerDestination: number;
   readonly logLevel: string;
   readonly logFormat: LogFormat;
 }
@@ -263,6 +295,20 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     heartbeatMs: num('heartbeatSeconds', o.heartbeatSeconds, 0.05, 60) * 1000,
     failureTimeoutMs: num('failureTimeoutSeconds', o.failureTimeoutSeconds, 0.1, 600) * 1000,
     builtinExecutors: bool('builtinExecutors', o.builtinExecutors),
+    httpExecutorAllow: destinations('httpExecutorAllow', o.httpExecutorAllow),
+    httpExecutorMaxResponseBytes: int(
+      'httpExecutorMaxResponseBytes',
+      o.httpExecutorMaxResponseBytes,
+      1024,
+      64 * 1024 * 1024,
+    ),
+    httpExecutorTimeoutMs: num('httpExecutorTimeoutSeconds', o.httpExecutorTimeoutSeconds, 0.1, 86_400) * 1000,
+    httpExecutorConnectionsPerDestination: int(
+      'httpExecutorConnectionsPerDestination',
+      o.httpExecutorConnectionsPerDestination,
+      1,
+      1000,
+    ),
     logLevel: oneOf('logLevel', o.logLevel, LOG_LEVELS),
     logFormat: oneOf('logFormat', o.logFormat, LOG_FORMATS),
   };
@@ -322,6 +368,10 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   heartbeatSeconds: 1,
   failureTimeoutSeconds: 5,
   builtinExecutors: true,
+  httpExecutorAllow: [],
+  httpExecutorMaxResponseBytes: 64 * 1024,
+  httpExecutorTimeoutSeconds: 60,
+  httpExecutorConnectionsPerDestination: 8,
   logLevel: 'info',
   logFormat: 'json',
 };
@@ -409,6 +459,30 @@ function int(key: string, value: unknown, min: number, max: number): number {
 function bool(key: string, value: unknown): boolean {
   if (typeof value !== 'boolean') throw new ConfigError(key, 'must be true or false');
   return value;
+}
+
+/**
+ * An allow-list of destinations (see `httpExecutorAllow`): a list, or one string of entries
+ * separated by commas or spaces (as the environment and flags give it), each checked.
+ */
+function destinations(key: string, value: unknown): readonly string[] {
+  const entries = typeof value === 'string' ? value.split(/[\s,]+/).filter((e) => e !== '') : value;
+  if (!Array.isArray(entries)) throw new ConfigError(key, 'must be a list of CIDRs and host names');
+  for (const entry of entries as unknown[]) {
+    if (typeof entry !== 'string' || parseDestinationPattern(entry) === null) {
+      throw new ConfigError(key, `${JSON.stringify(entry)} is not a CIDR, an IP address or a host name`);
+    }
+  }
+  return Object.freeze([...(entries as string[])]);
+}
+
+/**
+ * `wheelhouse dev`'s default for `httpExecutorAllow`, given the address it listens on: loopback
+ * while that is loopback — who can submit tasks then is on this machine, and reaches its
+ * loopback services anyway — and nothing more than `wheelhouse node` otherwise.
+ */
+export function devHttpExecutorAllow(host: string | undefined): readonly string[] {
+  return isLoopbackHost(host ?? DEFAULTS.host) ? ['127.0.0.0/8', '::1'] : [];
 }
 
 function oneOf<T extends string>(key: string, value: unknown, allowed: readonly T[]): T {

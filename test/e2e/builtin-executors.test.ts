@@ -6,8 +6,9 @@ import { eventually } from '../support/waits.js';
 
 /**
  * The built-in executors inside a node: `wheelhouse.noop` (the README's quick start) and
- * `wheelhouse.http` against a real HTTP server on loopback — 2xx succeeds, 5xx is retried
- * then fails, other 4xx and bad payloads fail at once.
+ * `wheelhouse.http` against a real HTTP server on loopback (which the node's allow-list opens:
+ * by default it calls public addresses only, see http-executor-limits.test.ts) — 2xx succeeds,
+ * 5xx is retried then fails, other 4xx and bad payloads fail at once.
  */
 describe('the built-in executors', () => {
   let c: TestCluster;
@@ -32,7 +33,12 @@ describe('the built-in executors', () => {
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     target = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    c = await startTestNode('postgres', { builtinExecutors: true, retryBaseSeconds: 0.05, retryMaxSeconds: 0.1 });
+    c = await startTestNode('postgres', {
+      builtinExecutors: true,
+      httpExecutorAllow: ['127.0.0.1'],
+      retryBaseSeconds: 0.05,
+      retryMaxSeconds: 0.1,
+    });
   });
   afterAll(async () => {
     await c?.cleanup();
@@ -115,7 +121,7 @@ describe.each(BACKENDS)('a built-in executor with a slow task among fast ones, o
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     target = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     // One partition: tasks due at one instant are pushed, and polled, together.
-    c = await startTestNode(backend, { builtinExecutors: true, partitions: 1 });
+    c = await startTestNode(backend, { builtinExecutors: true, httpExecutorAllow: ['127.0.0.1'], partitions: 1 });
   });
   afterAll(async () => {
     for (const answer of releaseSlow) answer();
