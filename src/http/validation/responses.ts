@@ -17,6 +17,7 @@ export function checkResponses(app: FastifyInstance): void {
     allErrors: false,
     discriminator: true,
     allowUnionTypes: true,
+    formats: { uuid: true, 'date-time': true },
     schemas: SHARED_SCHEMAS.map((s) => ({ ...s })),
   });
   const compiled = new WeakMap<object, ValidateFunction>();
