@@ -5,6 +5,7 @@ import { Pool, request } from 'undici';
 import { alive, startBenchNode, type BenchNode } from './node-process.js';
 import { BATCH_SIZE, type SubmitOutcome } from './submit.js';
 import { sleep } from './time.js';
+import { authHeaders } from './auth.js';
 
 /**
  * Several `wheelhouse node` processes forming one cluster on one Postgres schema and one
@@ -84,7 +85,11 @@ export interface ClusterView {
 }
 
 export async function clusterView(url: string, timeoutMs = 2_000): Promise<ClusterView> {
-  const res = await request(`${url}/admin/cluster`, { headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+  const res = await request(`${url}/admin/cluster`, {
+    headers: authHeaders(),
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+  });
   if (res.statusCode !== 200)
     throw new Error(`GET ${url}/admin/cluster answered ${res.statusCode}: ${(await res.body.text()).slice(0, 300)}`);
   return (await res.body.json()) as ClusterView;
@@ -168,7 +173,7 @@ export async function submitSpread(
         const res = await (pools[via] as Pool).request({
           path: '/api/tasks/batch',
           method: 'POST',
-          headers: { 'content-type': 'application/json' },
+          headers: { 'content-type': 'application/json', ...authHeaders() },
           body,
         });
         const text = await res.body.text();
@@ -199,7 +204,7 @@ export async function submitSpread(
 
 /** A node's /metrics as `name{labels}` → value (label order as the node writes it). */
 export async function scrapeMetrics(url: string): Promise<Map<string, number>> {
-  const res = await request(`${url}/metrics`, { headersTimeout: 5_000, bodyTimeout: 5_000 });
+  const res = await request(`${url}/metrics`, { headers: authHeaders(), headersTimeout: 5_000, bodyTimeout: 5_000 });
   const text = await res.body.text();
   const out = new Map<string, number>();
   for (const line of text.split('\n')) {

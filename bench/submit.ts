@@ -1,5 +1,6 @@
 import { Pool } from 'undici';
 import { sleep } from './time.js';
+import { authHeaders } from './auth.js';
 
 /**
  * Bulk submission as producers do it: `POST /api/tasks/batch`, 1 000 tasks a request, a few
@@ -16,7 +17,7 @@ export interface SubmitOutcome {
 
 export const BATCH_SIZE = 1000;
 
-const JSON_HEADERS = { 'content-type': 'application/json' };
+const JSON_HEADERS = { 'content-type': 'application/json', ...authHeaders() };
 
 export interface SubmitOptions {
   /** Batch requests in flight at once. @default 4 */

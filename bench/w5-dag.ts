@@ -6,6 +6,7 @@ import { submitDags, type DagAnswer } from './submit.js';
 import { sleep, waitFor } from './time.js';
 import { WorkerFleet } from './worker-process.js';
 import { workerTraffic, type RunContext, type RunFigures, type Workload } from './workload.js';
+import { authHeaders } from './auth.js';
 
 /**
  * W5: dependent tasks (POST /api/dags). Part A: many small independent diamonds. Part B: one
@@ -484,7 +485,7 @@ async function call<T>(
 ): Promise<T> {
   const res = await request(`${url}${path}`, {
     method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    headers: body === undefined ? authHeaders() : { 'content-type': 'application/json', ...authHeaders() },
     body: body === undefined ? undefined : JSON.stringify(body),
     headersTimeout: 60_000,
     bodyTimeout: 60_000,

@@ -7,6 +7,7 @@ import { createWorker, type Worker } from '../src/worker/index.js';
 import type { BenchWorkerConfig, FromWorker, PerUrlStats, StartRecord, ToWorker, WorkerResult } from './protocol.js';
 import { PROGRESS_EVERY_MS } from './protocol.js';
 import { rssKiB } from './rss.js';
+import { BENCH_ADMIN_TOKEN } from './auth.js';
 
 const config = JSON.parse(process.argv[2] ?? '{}') as BenchWorkerConfig;
 const send = (message: FromWorker, then?: () => void): void => {
@@ -27,6 +28,7 @@ const spread = config.urls !== undefined;
 const workers: Worker[] = urls.map((url, via) =>
   createWorker({
     url,
+    ...(BENCH_ADMIN_TOKEN === undefined ? {} : { token: BENCH_ADMIN_TOKEN }),
     ...(spread ? { workerId: `bench-${process.pid}-${via}` } : {}),
     taskTypes: [config.taskType],
     concurrency: spread ? Math.ceil(config.concurrency / urls.length) : config.concurrency,
