@@ -1,4 +1,4 @@
--- 000005_api_keys: API keys with scopes (docs/security.md).
+-- 000006_api_keys: API keys with scopes (docs/security.md).
 --
 -- A key is shown once, when it is made (`POST /admin/tokens`), and only its sha256 is kept:
 -- the secret is 256 random bits, so a plain hash cannot be searched back to it. `scopes` is a
