@@ -20,11 +20,13 @@ import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './co
  * the given ids. A task not yet due, blocked, running or finished is
  * left out the same way. `attempts + 1` is the number of the attempt starting now.
  *
- * `$4` holds a lease token digest per id, in the same order, and the join with the unnest
- * pairs each row with its own. `id = ANY($1)` stays, so the primary-key lookup of the ids is
- * still on offer to the planner; whichever side drives the join, the rows are locked in key
- * order (the sorted array, a primary-key scan, a merge) or in the physical order of one scan,
- * as before. `c.n` is the id's position in `$1`: the index of its token, without a map.
+ * `$4` is the ids' lease token digests end to end, 32 bytes each in the order of `$1`: one
+ * binary parameter, where an array of 1 000 `bytea` travels as hex text, encoded and parsed
+ * (measured: about half of what the digests add to a claim of 1 000). The join with the unnest pairs each row
+ * with its position `c.n`, and so with its digest and its token, without a map. `id = ANY($1)`
+ * stays, so the primary-key lookup of the ids is still on offer to the planner; whichever side
+ * drives the join, the rows are locked in key order (the sorted array, a primary-key scan, a
+ * merge) or in the physical order of one scan, as before.
  */
 const CLAIM = `
   UPDATE tasks t
@@ -35,8 +37,8 @@ const CLAIM = `
       updated_at = ${tsParam(3)},
       lease_expires_at = ${tsParam(3)} + t.timeout_seconds * interval '1 second',
       worker_id = $2,
-      lease_token_hash = c.token_hash
-  FROM unnest($1::uuid[], $4::bytea[]) WITH ORDINALITY AS c(id, token_hash, n)
+      lease_token_hash = substring($4::bytea FROM (c.n::int4 - 1) * ${LEASE_DIGEST_BYTES} + 1 FOR ${LEASE_DIGEST_BYTES})
+  FROM unnest($1::uuid[]) WITH ORDINALITY AS c(id, n)
   WHERE t.id = ANY($1::uuid[])
     AND t.id = c.id
     AND ${statusIs('t', 'pending')}
@@ -62,7 +64,8 @@ export async function claimTasks(db: Db, ids: string[], workerId: string, nowMs:
   const wanted = validIds(ids).sort();
   if (wanted.length === 0) return [];
   const tokens = mintLeaseTokens(wanted.length);
-  const { rows } = await db.query<ClaimRow>(CLAIM, [wanted, workerId, nowMs, tokens.map((t) => t.digest)], 'wh_claim');
+  const digests = Buffer.concat(tokens.map((t) => t.digest));
+  const { rows } = await db.query<ClaimRow>(CLAIM, [wanted, workerId, nowMs, digests], 'wh_claim');
   return rows.map((r) => ({
     id: r.id,
     taskType: r.task_type,

@@ -41,16 +41,18 @@ const TRANSITION_COLUMNS = `d.id, d.status, d.version, d.task_type, d.priority, 
 const RETRY_AFTER_RESULT = `NOT t.cancel_requested AND NOT r.ok AND r.retryable AND t.attempts <= t.max_retries`;
 
 /**
- * `$1` ids, `$2` lease token digests, `$3` ok flags, `$4` errors, `$5` retryable
- * flags, `$6` now, `$7`/`$8` backoff base/max ms. The new status, in order: cancel requested
+ * `$1` ids, `$2` lease token digests end to end (32 bytes each, one binary parameter, as for
+ * the claim), `$3` ok flags, `$4` errors, `$5` retryable flags, `$6` now, `$7`/`$8` backoff
+ * base/max ms. The new status, in order: cancel requested
  * → cancelled; success → succeeded; retryable failure with retries left → pending after the
  * backoff (attempts counts the attempt that just ended, so `max_retries` failures may be
  * retried); otherwise failed.
  */
 const COMPLETE = `
   WITH r AS (
-    SELECT * FROM unnest($1::uuid[], $2::bytea[], $3::bool[], $4::text[], $5::bool[])
-                  AS r(id, token_hash, ok, error, retryable)
+    SELECT r.id, r.ok, r.error, r.retryable,
+           substring($2::bytea FROM (r.n::int4 - 1) * ${LEASE_DIGEST_BYTES} + 1 FOR ${LEASE_DIGEST_BYTES}) AS token_hash
+    FROM unnest($1::uuid[], $3::bool[], $4::text[], $5::bool[]) WITH ORDINALITY AS r(id, ok, error, retryable, n)
   ),
   done AS (
     UPDATE tasks t
@@ -124,7 +126,7 @@ export async function completeTasks(
     COMPLETE,
     [
       batch.map((c) => c.taskId),
-      batch.map((c) => c.tokenDigest),
+      Buffer.concat(batch.map((c) => c.tokenDigest)),
       batch.map((c) => c.outcome === 'succeeded'),
       batch.map((c) => c.error),
       batch.map((c) => c.retryable),
