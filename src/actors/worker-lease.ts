@@ -1,3 +1,4 @@
+import { timingSafeEqual } from 'node:crypto';
 import type { Cancel } from '../runtime/clock.js';
 import { defineKind, type Ask, type Behavior } from '../runtime/actor.js';
 import type { BackoffPolicy, Transition } from '../domain/model.js';
@@ -10,18 +11,28 @@ import type { Dependents, Placing } from './ports.js';
  * expiry, extends it on heartbeats, and when it runs out sends the task back to `pending`
  * (attempt + 1, after a backoff) or to `failed` once retries are spent.
  *
- * Its durable state is the task row itself (`version`, `lease_expires_at`), so it takes no
- * snapshot: on activation after a restart it is told the lease by its partition, or reads
- * the row. Every write it makes is a compare-and-set on the version it was granted, so a
- * lease that lost a race (the task completed, or was handed on) changes nothing.
+ * Its durable state is the task row itself (`version`, `lease_expires_at`, the token digest),
+ * so it takes no snapshot: on activation after a restart it is told the lease by its
+ * partition, or reads the row. Every write it makes is a compare-and-set on the version it
+ * was granted, or on the token digest, so a lease that lost a race (the task completed, or
+ * was handed on) changes nothing.
+ *
+ * A heartbeat carries the digest of the token the worker presented. The actor reads the
+ * lease's own digest from the row at the first heartbeat (most tasks end before one, and a
+ * claim does not send digests between nodes) and compares the two in constant time: a wrong
+ * token is refused without touching the database or the lease, so a guessed token can
+ * neither extend a lease nor end it.
  */
 export const LEASE = defineKind<LeaseMessage>('lease');
 
 export type LeaseMessage =
   /** The task was claimed at `version`; the lease runs until `leaseExpiresMs`. */
   | { type: 'granted'; version: number; leaseExpiresMs: number }
-  /** Extend the lease held at `version`. null: it is no longer held. */
-  | Ask<{ type: 'heartbeat'; version: number }, { leaseExpiresMs: number; cancelRequested: boolean } | null>
+  /**
+   * Extend the lease whose token has this digest (hex, so that it crosses between nodes as
+   * JSON). null: no lease of this task is held with that token.
+   */
+  | Ask<{ type: 'heartbeat'; tokenDigest: string }, { leaseExpiresMs: number; cancelRequested: boolean } | null>
   /** The result was recorded (or the task otherwise left `running`): the lease is over. */
   | { type: 'released'; version: number }
   | { type: 'expire' };
@@ -30,6 +41,8 @@ export interface LeaseState {
   /** null until granted or read from the task row. */
   version: number | null;
   leaseExpiresMs: number;
+  /** The digest of the lease's token at `version`; null until read from the row. */
+  tokenDigest: Uint8Array | null;
   cancelTimer: Cancel | null;
 }
 
@@ -70,7 +83,7 @@ export function workerLeaseBehavior(deps: LeaseDeps): Behavior<LeaseState, Lease
 
     // Activation does no I/O: a claim creates ~30 000 leases a second. A lease woken by a
     // heartbeat after a restart reads its row on demand (see `load`).
-    activate: async () => ({ version: null, leaseExpiresMs: 0, cancelTimer: null }),
+    activate: async () => ({ version: null, leaseExpiresMs: 0, tokenDigest: null, cancelTimer: null }),
 
     async receive(state, message, ctx) {
       const arm = (): void => {
@@ -78,10 +91,11 @@ export function workerLeaseBehavior(deps: LeaseDeps): Behavior<LeaseState, Lease
         state.cancelTimer = ctx.schedule(state.leaseExpiresMs - ctx.clock.now(), { type: 'expire' });
       };
       const load = async (): Promise<boolean> => {
-        const task = await deps.tasks.get(ctx.key);
-        if (!task || task.status !== 'running' || task.leaseExpiresMs === null) return false;
-        state.version = task.version;
-        state.leaseExpiresMs = task.leaseExpiresMs;
+        const lease = await deps.tasks.runningLease(ctx.key);
+        if (!lease) return false;
+        state.version = lease.version;
+        state.leaseExpiresMs = lease.leaseExpiresMs;
+        state.tokenDigest = lease.tokenDigest;
         arm();
         return true;
       };
@@ -89,22 +103,26 @@ export function workerLeaseBehavior(deps: LeaseDeps): Behavior<LeaseState, Lease
       switch (message.type) {
         case 'granted':
           if (state.version !== null && state.version > message.version) return state;
+          if (state.version !== message.version) state.tokenDigest = null;
           state.version = message.version;
           state.leaseExpiresMs = message.leaseExpiresMs;
           arm();
           return state;
 
         case 'heartbeat': {
-          if (state.version === null && !(await load())) {
+          if ((state.version === null || state.tokenDigest === null) && !(await load())) {
             ctx.reply(message, null);
             ctx.stop();
             return state;
           }
-          if (state.version !== message.version) {
+          const presented = Buffer.from(message.tokenDigest, 'hex');
+          const held = state.tokenDigest;
+          if (held === null || presented.length !== held.length || !timingSafeEqual(presented, held)) {
+            // Not this lease's token: the lease itself is untouched.
             ctx.reply(message, null);
             return state;
           }
-          const extended = await deps.tasks.heartbeat(ctx.key, message.version, ctx.clock.now());
+          const extended = await deps.tasks.heartbeat(ctx.key, presented, ctx.clock.now());
           if (!extended) {
             ctx.reply(message, null);
             state.cancelTimer?.();
@@ -142,6 +160,7 @@ export function workerLeaseBehavior(deps: LeaseDeps): Behavior<LeaseState, Lease
           }
           // Not expired in the row (extended elsewhere) or no longer running: re-read.
           state.version = null;
+          state.tokenDigest = null;
           if (!(await load())) ctx.stop();
           return state;
         }

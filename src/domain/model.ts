@@ -100,8 +100,10 @@ export interface ClaimedTask {
   taskType: string;
   payload: unknown;
   attempt: number;
-  /** The task's version after the claim: the lease token. */
+  /** The task's version after the claim: what the lease actor and the hand-back compare. */
   version: number;
+  /** The attempt's secret, for the worker that claimed it (see `src/domain/lease-token.ts`). */
+  leaseToken: string;
   leaseExpiresMs: number;
   timeoutSeconds: number;
   partition: number;
@@ -109,8 +111,8 @@ export interface ClaimedTask {
 
 export interface Completion {
   taskId: string;
-  /** The version the lease was granted at. */
-  version: number;
+  /** The digest of the lease token the result came with (`leaseTokenDigest`). */
+  tokenDigest: Uint8Array;
   outcome: 'succeeded' | 'failed';
   error: string | null;
   /** false: fail for good now, whatever retries are left. */

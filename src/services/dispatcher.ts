@@ -6,7 +6,6 @@ import type { NodeEventSink } from '../domain/events.js';
 import type { TaskStore } from '../store/types.js';
 import type { ReadyQueue } from '../store/fast-index-types.js';
 import type { Assignment, PollRequest } from './types.js';
-import { encodeLeaseToken } from '../domain/lease-token.js';
 
 /**
  * Hands due tasks to workers that ask for them (pull). A poll takes entries from the ready
@@ -143,12 +142,12 @@ export class Dispatcher {
       for (const entry of early) this.pushWhenDue(entry);
       if (claimed.length === 0) continue; // stale entries (cancelled, already claimed): look again
       this.deps.events.emit('task:claimed', { workerId: request.workerId, taskIds: claimed.map((t) => t.id) });
-      return claimed.map((task) => {
+      for (const task of claimed) {
         system
           .ref(LEASE, task.id)
           .tell({ type: 'granted', version: task.version, leaseExpiresMs: task.leaseExpiresMs });
-        return { ...task, leaseToken: encodeLeaseToken(task.version) };
-      });
+      }
+      return claimed;
     }
   }
 

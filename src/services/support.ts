@@ -17,13 +17,15 @@ export function badToken(): WheelhouseError {
   });
 }
 
+/**
+ * One answer for every way a report can miss its lease (the lease ran out, the task finished,
+ * the token is not the lease's): which of them it was is not said to whoever holds the token.
+ */
 export function leaseNotHeld(taskId: string): WheelhouseError {
   return new WheelhouseError(
     'lease_not_held',
-    'the lease is no longer held: it expired and the task was handed on, or the task finished',
-    {
-      details: { task_id: taskId },
-    },
+    'no lease of this task is held with this token: it expired and the task was handed on, the task finished, or the token is not the one the poll handed out',
+    { details: { task_id: taskId } },
   );
 }
 

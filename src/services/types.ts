@@ -48,10 +48,8 @@ export interface PollRequest {
   waitMs: number;
 }
 
-/** A claimed task with its lease, as a worker receives it. */
-export interface Assignment extends ClaimedTask {
-  leaseToken: string;
-}
+/** A claimed task with its lease and lease token, as a worker receives it. */
+export type Assignment = ClaimedTask;
 
 /**
  * What the HTTP layer asks of the services, one interface per route group. Every failure is a

@@ -1,7 +1,6 @@
 import type { NodeEventSink } from '../domain/events.js';
-import type { BackoffPolicy } from '../domain/model.js';
-import { decodeLeaseToken } from '../domain/lease-token.js';
-import { isWheelhouseError } from '../lib/errors.js';
+import type { BackoffPolicy, Completion } from '../domain/model.js';
+import { leaseTokenDigest } from '../domain/lease-token.js';
 import type { DagResolver } from '../actors/dag-resolver.js';
 import type { WheelPlacement } from '../actors/wheel-placement.js';
 import { LEASE } from '../actors/worker-lease.js';
@@ -53,41 +52,47 @@ export class WorkerService implements WorkersApi {
     }
   }
 
+  /**
+   * A token of any other shape is refused here; one of the right shape goes, as its digest,
+   * to the lease actor, which holds the lease's own digest.
+   */
   async heartbeat(taskId: string, leaseToken: string): Promise<{ leaseExpiresMs: number; cancelRequested: boolean }> {
-    const version = decodeLeaseToken(leaseToken);
-    const extended = await this.lease(taskId).ask({ type: 'heartbeat', version });
+    const digest = leaseTokenDigest(leaseToken);
+    if (digest === null) throw leaseNotHeld(taskId);
+    const extended = await this.lease(taskId).ask({ type: 'heartbeat', tokenDigest: digest.toString('hex') });
     if (!extended) throw leaseNotHeld(taskId);
     return extended;
   }
 
+  /**
+   * A result whose token has another shape is left out (`ok: false`), and so is a second result
+   * for the same task; the rest go to the store as digests, where each is a compare-and-set on
+   * the lease's digest: a wrong token fails its own result and no other.
+   */
   async complete(results: CompletionRequest[]): Promise<{ taskId: string; ok: boolean }[]> {
-    const valid: { taskId: string; version: number; request: CompletionRequest }[] = [];
+    const completions: Completion[] = [];
+    /** The results sent to the store, by task id. */
+    const sent = new Map<string, CompletionRequest>();
     for (const request of results) {
-      try {
-        valid.push({ taskId: request.taskId, version: decodeLeaseToken(request.leaseToken), request });
-      } catch (error) {
-        if (!isWheelhouseError(error, 'lease_not_held')) throw error;
-      }
+      const tokenDigest = leaseTokenDigest(request.leaseToken);
+      if (tokenDigest === null || sent.has(request.taskId)) continue;
+      sent.set(request.taskId, request);
+      completions.push({
+        taskId: request.taskId,
+        tokenDigest,
+        outcome: request.outcome,
+        error: request.error,
+        retryable: request.retryable,
+      });
     }
-    const transitions = await this.deps.tasks.complete(
-      valid.map((v) => ({
-        taskId: v.taskId,
-        version: v.version,
-        outcome: v.request.outcome,
-        error: v.request.error,
-        retryable: v.request.retryable,
-      })),
-      this.deps.clock.now(),
-      this.deps.backoff,
-    );
+    const transitions = await this.deps.tasks.complete(completions, this.deps.clock.now(), this.deps.backoff);
     const done = new Set(transitions.map((t) => t.taskId));
-    for (const v of valid) {
-      if (done.has(v.taskId)) this.lease(v.taskId).tell({ type: 'released', version: v.version });
-    }
+    // A result bumps the version once: the lease was granted at the one before.
+    for (const t of transitions) this.lease(t.taskId).tell({ type: 'released', version: t.version - 1 });
     this.deps.resolver.transitions(transitions);
     await this.deps.placement.requeue(transitions);
     if (transitions.length > 0) this.deps.events.emit('task:completed', { transitions });
-    return results.map((r) => ({ taskId: r.taskId, ok: done.has(r.taskId) }));
+    return results.map((r) => ({ taskId: r.taskId, ok: sent.get(r.taskId) === r && done.has(r.taskId) }));
   }
 
   private lease(taskId: string) {

@@ -1,6 +1,6 @@
 import type { Db } from './db.js';
 import { cancelTask } from './sql/cancel.js';
-import { claimTasks, expiredLeases, heartbeatTask, releaseTasks } from './sql/claim.js';
+import { claimTasks, expiredLeases, heartbeatTask, releaseTasks, runningLease } from './sql/claim.js';
 import { completeTasks, expireLease } from './sql/complete.js';
 import {
   getTask,
@@ -22,7 +22,7 @@ import type {
   TaskRecord,
   Transition,
 } from '../domain/model.js';
-import type { CancelResult, ListFilter, PartitionCursor, TaskStore } from './types.js';
+import type { CancelResult, ListFilter, PartitionCursor, RunningLease, TaskStore } from './types.js';
 
 /**
  * The task store over SQL: the same statements on Postgres (`pg`) and PGlite. Each method
@@ -67,10 +67,14 @@ export class SqlTaskStore implements TaskStore {
 
   heartbeat(
     taskId: string,
-    version: number,
+    tokenDigest: Uint8Array,
     nowMs: number,
   ): Promise<{ leaseExpiresMs: number; cancelRequested: boolean } | null> {
-    return heartbeatTask(this.leases, taskId, version, nowMs);
+    return heartbeatTask(this.leases, taskId, tokenDigest, nowMs);
+  }
+
+  runningLease(taskId: string): Promise<RunningLease | null> {
+    return runningLease(this.db, taskId);
   }
 
   complete(results: Completion[], nowMs: number, backoff: BackoffPolicy): Promise<Transition[]> {

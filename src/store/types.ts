@@ -34,6 +34,14 @@ export interface ListFilter {
   beforeId?: string;
 }
 
+/** A running task's lease as stored. */
+export interface RunningLease {
+  version: number;
+  leaseExpiresMs: number;
+  /** null for a claim made before lease tokens were random (matches no token). */
+  tokenDigest: Uint8Array | null;
+}
+
 export type CancelResult =
   | { kind: 'cancelled'; task: TaskRecord }
   | { kind: 'cancel_requested'; task: TaskRecord }
@@ -58,19 +66,25 @@ export interface TaskStore {
   list(filter: ListFilter, nowMs: number): Promise<TaskRecord[]>;
   /**
    * Claims in one statement: each id that is `pending` and due becomes `running` with
-   * attempts + 1, version + 1 and a lease of its timeout. Ids that are not claimable are
-   * left out of the answer.
+   * attempts + 1, version + 1, a lease of its timeout, `workerId`, and a new lease token
+   * (`ClaimedTask.leaseToken`) of which only the digest is stored. Ids that are not
+   * claimable are left out of the answer.
    */
   claim(ids: string[], workerId: string, nowMs: number): Promise<ClaimedTask[]>;
-  /** Extends a lease held at `version`. null when it is no longer held. */
+  /**
+   * Extends the lease of a running task whose token has digest `tokenDigest`. null when it
+   * is not running or the digest is not its lease's.
+   */
   heartbeat(
     taskId: string,
-    version: number,
+    tokenDigest: Uint8Array,
     nowMs: number,
   ): Promise<{ leaseExpiresMs: number; cancelRequested: boolean } | null>;
+  /** The lease of a running task, with its token digest: what a lease actor starts from. null when not running. */
+  runningLease(taskId: string): Promise<RunningLease | null>;
   /**
-   * Records results in one statement, each a compare-and-set on (`running`, version), and
-   * writes one execution row per result. A failure with retries left goes back to `pending`
+   * Records results in one statement, each a compare-and-set on (`running`, token digest),
+   * and writes one execution row per result. A failure with retries left goes back to `pending`
    * after a backoff; a task with cancel requested ends `cancelled`. Results whose lease is
    * no longer held are left out of the answer.
    */
@@ -114,7 +128,7 @@ export interface TaskStore {
   /**
    * Hands back claims no worker received (a long-poll that went away): each task still
    * `running` at that version goes back to `pending` as if unclaimed — attempt not counted,
-   * due time kept, version + 1 (the lease token dies). A task whose cancel was requested is
+   * due time kept, version + 1, the token digest cleared (the lease token dies). A task whose cancel was requested is
    * left to its lease. Answers the due entries of the tasks released.
    */
   release(claims: readonly { taskId: string; version: number }[], nowMs: number): Promise<DueEntry[]>;

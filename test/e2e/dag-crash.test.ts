@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgres } from '../../src/store/db.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
-import { decodeLeaseToken } from '../../src/domain/lease-token.js';
 import { dagClient, idsOf } from '../support/dags.js';
 import { BACKENDS, TEST_POSTGRES_URL, api, type BackendName } from '../support/nodes.js';
 import {
@@ -16,7 +15,7 @@ import {
   startProcess,
   type NodeProcess,
 } from '../support/processes.js';
-import { uniqueType } from '../support/tasks.js';
+import { tokenDigest, uniqueType } from '../support/tasks.js';
 
 /**
  * The crash between the steps with a real process: the node runs as the built CLI and is
@@ -87,7 +86,7 @@ describe.each(SIGKILL_BACKENDS)('DAGs across a SIGKILL of the node process, on %
           [
             {
               taskId: p2.task_id,
-              version: decodeLeaseToken(p2.lease_token),
+              tokenDigest: tokenDigest(p2.lease_token),
               outcome: 'succeeded',
               error: null,
               retryable: true,

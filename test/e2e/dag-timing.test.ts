@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DAG } from '../../src/actors/dag-node.js';
 import { FakeClock } from '../../src/runtime/clock.js';
-import { decodeLeaseToken } from '../../src/domain/lease-token.js';
 import { dagClient, idsOf, ms, rowCounts, type DagClient, type Polled } from '../support/dags.js';
 import { BACKENDS, api, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
 import { eventually, quiescent } from '../support/waits.js';
-import { uniqueType } from '../support/tasks.js';
+import { tokenDigest, uniqueType } from '../support/tasks.js';
 
 const quiet = { logLevel: process.env.TEST_LOG ?? 'silent' };
 
@@ -134,7 +133,7 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
       [
         {
           taskId: id.p!,
-          version: decodeLeaseToken(p!.lease_token),
+          tokenDigest: tokenDigest(p!.lease_token),
           outcome: 'succeeded',
           error: null,
           retryable: true,

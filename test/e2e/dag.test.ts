@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DAG } from '../../src/actors/dag-node.js';
 import { ConfigError, compileOptions } from '../../src/lib/config.js';
-import { decodeLeaseToken } from '../../src/domain/lease-token.js';
 import { chain, dagClient, idsOf, ms, rowCounts, type DagClient, type Polled } from '../support/dags.js';
 import { BACKENDS, api, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
 import { eventually, sleep } from '../support/waits.js';
-import { uniqueType } from '../support/tasks.js';
+import { tokenDigest, uniqueType } from '../support/tasks.js';
 
 /**
  * Task dependencies end to end, through a real node on each backend: graphs submitted with
@@ -756,7 +755,7 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
     // p's result is written by the store directly — the statement a completion runs, outbox
     // row included — and the node stops before anything tells d.
     const [transition] = await c.node.backend.tasks.complete(
-      [{ taskId: id.p!, version: decodeLeaseToken(p.lease_token), outcome: 'succeeded', error: null, retryable: true }],
+      [{ taskId: id.p!, tokenDigest: tokenDigest(p.lease_token), outcome: 'succeeded', error: null, retryable: true }],
       Date.now(),
       { baseMs: 50, maxMs: 200 },
     );

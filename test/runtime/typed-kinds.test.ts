@@ -67,7 +67,7 @@ function compileOnly(ctx: ActorContext<PingMessage>, system: ActorSystem, ping: 
   system.ref(LEASE, 't1').tell({ type: 'tick' });
   void asOther;
   void system.ref(OTHER, 'o1');
-  expectTypeOf(system.ref(LEASE, 't1').ask({ type: 'heartbeat', version: 1 })).toEqualTypeOf<
+  expectTypeOf(system.ref(LEASE, 't1').ask({ type: 'heartbeat', tokenDigest: '00' })).toEqualTypeOf<
     Promise<{ leaseExpiresMs: number; cancelRequested: boolean } | null>
   >();
 

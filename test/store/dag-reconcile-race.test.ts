@@ -23,7 +23,7 @@ import { SqlTaskStore } from '../../src/store/task-store.js';
 import type { TaskStore } from '../../src/store/types.js';
 import { eventually } from '../support/waits.js';
 import { TEST_POSTGRES_URL, sqlBackends, type TestDb } from '../support/postgres.js';
-import { BACKOFF, T0, makeTask } from '../support/tasks.js';
+import { BACKOFF, T0, makeTask, tokenDigest } from '../support/tasks.js';
 
 /** Reconciles started at once in each round. */
 const RACERS = 6;
@@ -49,7 +49,15 @@ describe.each(sqlBackends)('DagStore reconcile under concurrency on $name', ({ o
     const [claimed] = await tasks.claim([id], 'w-race', atMs);
     if (claimed === undefined) throw new Error(`could not claim ${id}`);
     const [transition] = await tasks.complete(
-      [{ taskId: id, version: claimed.version, outcome: 'succeeded', error: null, retryable: false }],
+      [
+        {
+          taskId: id,
+          tokenDigest: tokenDigest(claimed.leaseToken),
+          outcome: 'succeeded',
+          error: null,
+          retryable: false,
+        },
+      ],
       atMs + 10,
       BACKOFF,
     );

@@ -16,7 +16,7 @@ import type { Completion, NewTask, Transition } from '../../src/domain/model.js'
 import type { TaskStore } from '../../src/store/types.js';
 import type { DagStore } from '../../src/store/dag-types.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
-import { BACKOFF, T0, makeTask, nextId } from '../support/tasks.js';
+import { BACKOFF, T0, makeTask, nextId, tokenDigest } from '../support/tasks.js';
 
 /** Rejection of a promise as a WheelhouseError code (fails the test otherwise). */
 async function errorCodeOf(promise: Promise<unknown>): Promise<string> {
@@ -84,7 +84,7 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
     if (claimed === undefined) throw new Error(`could not claim ${id}`);
     const completion: Completion = {
       taskId: id,
-      version: claimed.version,
+      tokenDigest: tokenDigest(claimed.leaseToken),
       outcome,
       error: outcome === 'failed' ? 'boom' : null,
       retryable,
@@ -360,7 +360,15 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
       expect((await tasks.cancel(running.id, T0 + 6000)).kind).toBe('cancel_requested');
       expect(await outbox([running.id])).toEqual([]);
       const [ended] = await tasks.complete(
-        [{ taskId: running.id, version: run!.version, outcome: 'succeeded', error: null, retryable: true }],
+        [
+          {
+            taskId: running.id,
+            tokenDigest: tokenDigest(run!.leaseToken),
+            outcome: 'succeeded',
+            error: null,
+            retryable: true,
+          },
+        ],
         T0 + 7000,
         BACKOFF,
       );
@@ -489,7 +497,7 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
       const done = async (id: string, atMs: number): Promise<void> => {
         const [c] = await tasks.claim([id], 'w', atMs);
         await tasks.complete(
-          [{ taskId: id, version: c!.version, outcome: 'succeeded', error: null, retryable: true }],
+          [{ taskId: id, tokenDigest: tokenDigest(c!.leaseToken), outcome: 'succeeded', error: null, retryable: true }],
           atMs,
           BACKOFF,
         );

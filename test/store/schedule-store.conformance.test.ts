@@ -16,7 +16,7 @@ import type {
   TaskStore,
 } from '../../src/store/types.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
-import { BACKOFF, T0, makeTask, nextId, uniqueType } from '../support/tasks.js';
+import { BACKOFF, T0, makeTask, nextId, tokenDigest, uniqueType } from '../support/tasks.js';
 
 const MINUTE_MS = 60_000;
 
@@ -111,14 +111,14 @@ describe.each(sqlBackends)('ScheduleStore on $name', ({ open }) => {
 
   const succeeded = (c: ClaimedTask): Completion => ({
     taskId: c.id,
-    version: c.version,
+    tokenDigest: tokenDigest(c.leaseToken),
     outcome: 'succeeded',
     error: null,
     retryable: true,
   });
   const failed = (c: ClaimedTask, error: string, retryable: boolean): Completion => ({
     taskId: c.id,
-    version: c.version,
+    tokenDigest: tokenDigest(c.leaseToken),
     outcome: 'failed',
     error,
     retryable,

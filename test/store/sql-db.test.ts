@@ -15,7 +15,13 @@ import { findMigrationsDir, loadMigrations, migrate, SchemaTooNewError } from '.
 import { TEST_POSTGRES_URL, sqlBackends, type TestDb } from '../support/postgres.js';
 
 /** Every migration file, in order: a new one is added here when it lands. */
-const ALL_MIGRATIONS = ['000001_init.sql', '000002_cron.sql', '000003_dags.sql', '000004_cluster.sql'];
+const ALL_MIGRATIONS = [
+  '000001_init.sql',
+  '000002_cron.sql',
+  '000003_dags.sql',
+  '000004_cluster.sql',
+  '000005_lease_tokens.sql',
+];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 

@@ -8,7 +8,7 @@ import { SqlTaskStore } from '../../src/store/task-store.js';
 import type { ClaimedTask, Completion, NewTask } from '../../src/domain/model.js';
 import type { TaskStore } from '../../src/store/types.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
-import { BACKOFF, T0, expectLegal, makeTask, makeTasks, nextId } from '../support/tasks.js';
+import { BACKOFF, T0, expectLegal, makeTask, makeTasks, nextId, tokenDigest } from '../support/tasks.js';
 
 describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
   let testDb: TestDb;
@@ -33,14 +33,14 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
 
   const ok = (c: ClaimedTask): Completion => ({
     taskId: c.id,
-    version: c.version,
+    tokenDigest: tokenDigest(c.leaseToken),
     outcome: 'succeeded',
     error: null,
     retryable: true,
   });
   const failed = (c: ClaimedTask, retryable = true): Completion => ({
     taskId: c.id,
-    version: c.version,
+    tokenDigest: tokenDigest(c.leaseToken),
     outcome: 'failed',
     error: `boom ${c.attempt}`,
     retryable,
@@ -173,9 +173,10 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
 
     it('leaves out results whose lease is no longer held, and writes no execution for them', async () => {
       const c = await running();
-      const stale = { ...ok(c), version: c.version - 1 };
-      const future = { ...ok(c), version: c.version + 1 };
-      expect(await store.complete([stale, future, ok({ ...c, id: nextId() })], T0 + 5, BACKOFF)).toEqual([]);
+      const other = await running();
+      const othersToken = { ...ok(c), tokenDigest: tokenDigest(other.leaseToken) };
+      const noLeases = { ...ok(c), tokenDigest: Buffer.alloc(32) };
+      expect(await store.complete([othersToken, noLeases, ok({ ...c, id: nextId() })], T0 + 5, BACKOFF)).toEqual([]);
       expect((await store.get(c.id))!.status).toBe('running');
       expect(await store.history(c.id, 10)).toHaveLength(1); // only the running attempt
       // The lease holder still can.
@@ -224,7 +225,7 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
         { attempt: 1, status: 'timed_out', error: 'lease expired', completedMs: now },
       ]);
       // The worker that lost the lease is refused.
-      expect(await store.heartbeat(c.id, c.version, now + 1)).toBeNull();
+      expect(await store.heartbeat(c.id, tokenDigest(c.leaseToken), now + 1)).toBeNull();
       expect(await store.complete([ok(c)], now + 1, BACKOFF)).toEqual([]);
       const [again] = await store.claim([c.id], 'w2', t!.requeued!.dueMs);
       expect(again).toMatchObject({ attempt: 2, version: c.version + 2 });
@@ -254,7 +255,7 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
     it('refuses a stale version and a lease a heartbeat extended', async () => {
       const c = await running({ timeoutSeconds: 30 });
       expect(await store.expireLease(c.id, c.version - 1, c.leaseExpiresMs, BACKOFF)).toBeNull();
-      await store.heartbeat(c.id, c.version, c.leaseExpiresMs - 1000);
+      await store.heartbeat(c.id, tokenDigest(c.leaseToken), c.leaseExpiresMs - 1000);
       expect(await store.expireLease(c.id, c.version, c.leaseExpiresMs, BACKOFF)).toBeNull();
     });
   });
@@ -286,7 +287,7 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
         expect(result.task).toMatchObject({ status: 'running', cancelRequested: true, version: c.version });
       }
       expect((await store.cancel(c.id, T0 + 60)).kind).toBe('cancel_requested');
-      expect(await store.heartbeat(c.id, c.version, T0 + 70)).toMatchObject({ cancelRequested: true });
+      expect(await store.heartbeat(c.id, tokenDigest(c.leaseToken), T0 + 70)).toMatchObject({ cancelRequested: true });
     });
 
     it('reports a finished task unchanged, and an unknown one as not found', async () => {
@@ -356,13 +357,13 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
       // pending → succeeded / failed: complete on a task never claimed.
       expect(
         await store.complete(
-          [{ taskId: pending.id, version: 0, outcome: 'succeeded', error: null, retryable: true }],
+          [{ taskId: pending.id, tokenDigest: Buffer.alloc(32), outcome: 'succeeded', error: null, retryable: true }],
           T0,
           BACKOFF,
         ),
       ).toEqual([]);
       expect(await store.expireLease(pending.id, 0, T0 + 10 ** 9, BACKOFF)).toBeNull();
-      expect(await store.heartbeat(pending.id, 0, T0)).toBeNull();
+      expect(await store.heartbeat(pending.id, Buffer.alloc(32), T0)).toBeNull();
 
       // pending → running, then running → running is not a claim.
       const [c] = await store.claim([pending.id], 'w', T0);

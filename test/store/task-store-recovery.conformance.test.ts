@@ -8,7 +8,7 @@ import { SqlTaskStore } from '../../src/store/task-store.js';
 import type { ClaimedTask, NewTask } from '../../src/domain/model.js';
 import type { TaskStore } from '../../src/store/types.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
-import { BACKOFF, T0, expectLegal, makeTask, makeTasks } from '../support/tasks.js';
+import { BACKOFF, T0, expectLegal, makeTask, makeTasks, tokenDigest } from '../support/tasks.js';
 
 describe.each(sqlBackends)('TaskStore on $name: recovery', ({ open }) => {
   let testDb: TestDb;
@@ -43,7 +43,7 @@ describe.each(sqlBackends)('TaskStore on $name: recovery', ({ open }) => {
         leaseExpiresMs: null,
         startedMs: null,
       });
-      expect(await store.heartbeat(c.id, c.version, T0 + 20)).toBeNull();
+      expect(await store.heartbeat(c.id, tokenDigest(c.leaseToken), T0 + 20)).toBeNull();
       expect(await store.history(c.id, 10)).toEqual([]);
       const [again] = await store.claim([c.id], 'worker-2', T0 + 30);
       expect(again).toMatchObject({ attempt: 1, version: c.version + 2 });
@@ -52,7 +52,15 @@ describe.each(sqlBackends)('TaskStore on $name: recovery', ({ open }) => {
     it('releases nothing at a version no longer held, or of a task whose cancel was requested', async () => {
       const moved = await running();
       await store.complete(
-        [{ taskId: moved.id, version: moved.version, outcome: 'succeeded', error: null, retryable: true }],
+        [
+          {
+            taskId: moved.id,
+            tokenDigest: tokenDigest(moved.leaseToken),
+            outcome: 'succeeded',
+            error: null,
+            retryable: true,
+          },
+        ],
         T0 + 5,
         BACKOFF,
       );

@@ -9,7 +9,7 @@ import { SqlTaskStore } from '../../src/store/task-store.js';
 import type { NewTask } from '../../src/domain/model.js';
 import type { TaskStore } from '../../src/store/types.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
-import { T0, makeTask, makeTasks, nextId, uniqueType } from '../support/tasks.js';
+import { T0, makeTask, makeTasks, nextId, tokenDigest, uniqueType } from '../support/tasks.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -272,6 +272,7 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
         payload: { job: 1 },
         attempt: 1,
         version: 1,
+        leaseToken: expect.stringMatching(/^lt2\.[0-9a-f]{32}$/) as string,
         leaseExpiresMs: T0 + 500 + 45_000,
         timeoutSeconds: 45,
         partition: task.partition,
@@ -330,28 +331,33 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
       const task = makeTask({ timeoutSeconds: 20 });
       await store.submit([task], T0);
       const [claimed] = await store.claim([task.id], 'w', T0);
-      expect(await store.heartbeat(task.id, claimed!.version, T0 + 5000)).toEqual({
+      expect(await store.heartbeat(task.id, tokenDigest(claimed!.leaseToken), T0 + 5000)).toEqual({
         leaseExpiresMs: T0 + 25_000,
         cancelRequested: false,
       });
       expect((await store.get(task.id))!.version).toBe(claimed!.version);
       await store.cancel(task.id, T0 + 6000);
-      expect(await store.heartbeat(task.id, claimed!.version, T0 + 7000)).toEqual({
+      expect(await store.heartbeat(task.id, tokenDigest(claimed!.leaseToken), T0 + 7000)).toEqual({
         leaseExpiresMs: T0 + 27_000,
         cancelRequested: true,
       });
     });
 
-    it('answers null for a stale version, a task not running, or an unknown task', async () => {
+    it("answers null for another lease's token, a task not running, or an unknown task", async () => {
       const task = makeTask();
+      const other = makeTask();
       const pending = makeTask();
-      await store.submit([task, pending], T0);
-      const [claimed] = await store.claim([task.id], 'w', T0);
-      expect(await store.heartbeat(task.id, claimed!.version - 1, T0)).toBeNull();
-      expect(await store.heartbeat(task.id, claimed!.version + 1, T0)).toBeNull();
-      expect(await store.heartbeat(pending.id, 0, T0)).toBeNull();
-      expect(await store.heartbeat(nextId(), 1, T0)).toBeNull();
-      expect(await store.heartbeat('bad', 1, T0)).toBeNull();
+      await store.submit([task, other, pending], T0);
+      const [claimed, otherClaimed] = await store.claim([task.id, other.id], 'w', T0);
+      const [mine, theirs] = claimed!.id === task.id ? [claimed!, otherClaimed!] : [otherClaimed!, claimed!];
+      const before = await store.get(task.id);
+      expect(await store.heartbeat(task.id, tokenDigest(theirs.leaseToken), T0 + 1000)).toBeNull();
+      expect(await store.heartbeat(task.id, Buffer.alloc(32), T0 + 1000)).toBeNull();
+      expect(await store.heartbeat(task.id, Buffer.alloc(3), T0 + 1000)).toBeNull();
+      expect(await store.get(task.id)).toEqual(before);
+      expect(await store.heartbeat(pending.id, tokenDigest(mine.leaseToken), T0)).toBeNull();
+      expect(await store.heartbeat(nextId(), tokenDigest(mine.leaseToken), T0)).toBeNull();
+      expect(await store.heartbeat('bad', tokenDigest(mine.leaseToken), T0)).toBeNull();
     });
   });
 });

@@ -3,6 +3,7 @@
  */
 import { partitionOf, uuidv7 } from '../../src/lib/ids.js';
 import { canTransition } from '../../src/domain/lifecycle.js';
+import { leaseTokenDigest } from '../../src/domain/lease-token.js';
 import type { BackoffPolicy, NewTask, StoredStatus } from '../../src/domain/model.js';
 
 /** The tests' "now": 2026-11-30T12:00:00Z. Stores take time as an argument, never the wall clock. */
@@ -51,4 +52,11 @@ export function uniqueType(label: string): string {
 /** Throws unless `from → to` is an edge of the state machine (or no change). */
 export function expectLegal(from: StoredStatus, to: StoredStatus): void {
   if (from !== to && !canTransition(from, to)) throw new Error(`illegal transition ${from} → ${to}`);
+}
+
+/** The digest a heartbeat or result carries for a lease token this version issued. */
+export function tokenDigest(leaseToken: string): Buffer {
+  const digest = leaseTokenDigest(leaseToken);
+  if (digest === null) throw new Error(`not a lease token: ${leaseToken}`);
+  return digest;
 }

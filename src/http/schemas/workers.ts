@@ -37,7 +37,11 @@ export const PollRequest = Type.Object(
 );
 export type PollRequestBody = Static<typeof PollRequest>;
 
-const LeaseToken = Type.String({ minLength: 1, maxLength: 256 });
+/**
+ * Not bounded here: a token of any length or shape that is not the lease's is 409
+ * `lease_not_held`, like any other wrong token (the body limit bounds its size).
+ */
+const LeaseToken = Type.String({ description: 'The lease token the poll handed out with the task.' });
 
 export const HeartbeatRequest = Type.Object({ lease_token: LeaseToken }, { additionalProperties: false });
 export type HeartbeatRequestBody = Static<typeof HeartbeatRequest>;

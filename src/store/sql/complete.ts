@@ -1,4 +1,5 @@
 import type { Db } from '../db.js';
+import { LEASE_DIGEST_BYTES } from '../../domain/lease-token.js';
 import type { BackoffPolicy, Completion, Transition } from '../../domain/model.js';
 import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './columns.js';
 import { dagEventsCte, isFinal } from './outbox.js';
@@ -40,16 +41,18 @@ const TRANSITION_COLUMNS = `d.id, d.status, d.version, d.task_type, d.priority, 
 const RETRY_AFTER_RESULT = `NOT t.cancel_requested AND NOT r.ok AND r.retryable AND t.attempts <= t.max_retries`;
 
 /**
- * `$1` ids, `$2` versions (the lease tokens), `$3` ok flags, `$4` errors, `$5` retryable
- * flags, `$6` now, `$7`/`$8` backoff base/max ms. The new status, in order: cancel requested
+ * `$1` ids, `$2` lease token digests end to end (32 bytes each, one binary parameter, as for
+ * the claim), `$3` ok flags, `$4` errors, `$5` retryable flags, `$6` now, `$7`/`$8` backoff
+ * base/max ms. The new status, in order: cancel requested
  * → cancelled; success → succeeded; retryable failure with retries left → pending after the
  * backoff (attempts counts the attempt that just ended, so `max_retries` failures may be
  * retried); otherwise failed.
  */
 const COMPLETE = `
   WITH r AS (
-    SELECT * FROM unnest($1::uuid[], $2::int4[], $3::bool[], $4::text[], $5::bool[])
-                  AS r(id, version, ok, error, retryable)
+    SELECT r.id, r.ok, r.error, r.retryable,
+           substring($2::bytea FROM (r.n::int4 - 1) * ${LEASE_DIGEST_BYTES} + 1 FOR ${LEASE_DIGEST_BYTES}) AS token_hash
+    FROM unnest($1::uuid[], $3::bool[], $4::text[], $5::bool[]) WITH ORDINALITY AS r(id, ok, error, retryable, n)
   ),
   done AS (
     UPDATE tasks t
@@ -63,9 +66,10 @@ const COMPLETE = `
         completed_at = CASE WHEN ${RETRY_AFTER_RESULT} THEN NULL ELSE ${tsParam(6)} END,
         last_error = CASE WHEN r.ok THEN t.last_error ELSE r.error END,
         lease_expires_at = NULL,
+        lease_token_hash = NULL,
         updated_at = ${tsParam(6)}
     FROM r JOIN tasks o ON o.id = r.id
-    WHERE t.id = r.id AND ${statusIs('t', 'running')} AND t.version = r.version
+    WHERE t.id = r.id AND ${statusIs('t', 'running')} AND t.lease_token_hash = r.token_hash
     RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.attempts,
               t.started_at, t.worker_id, t.has_dependents, o.due_time AS attempt_due_time, r.ok, r.error
   ),
@@ -113,7 +117,7 @@ export async function completeTasks(
   const seen = new Set<string>();
   const batch = results.filter((c) => {
     const id = validIds([c.taskId])[0];
-    if (id === undefined || !Number.isSafeInteger(c.version) || seen.has(id)) return false;
+    if (id === undefined || c.tokenDigest.length !== LEASE_DIGEST_BYTES || seen.has(id)) return false;
     seen.add(id);
     return true;
   });
@@ -122,7 +126,7 @@ export async function completeTasks(
     COMPLETE,
     [
       batch.map((c) => c.taskId),
-      batch.map((c) => c.version),
+      Buffer.concat(batch.map((c) => c.tokenDigest)),
       batch.map((c) => c.outcome === 'succeeded'),
       batch.map((c) => c.error),
       batch.map((c) => c.retryable),
@@ -152,6 +156,7 @@ const EXPIRE_LEASE = `
         completed_at = CASE WHEN ${RETRY_AFTER_EXPIRY} THEN NULL ELSE ${tsParam(3)} END,
         last_error = 'lease expired',
         lease_expires_at = NULL,
+        lease_token_hash = NULL,
         updated_at = ${tsParam(3)}
     FROM tasks o
     WHERE o.id = $1 AND t.id = $1 AND ${statusIs('t', 'running')} AND t.version = $2
