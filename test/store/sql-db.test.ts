@@ -21,6 +21,7 @@ const ALL_MIGRATIONS = [
   '000003_dags.sql',
   '000004_cluster.sql',
   '000005_lease_tokens.sql',
+  '000006_api_keys.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
