@@ -4,6 +4,7 @@ import { createWriteStream } from 'node:fs';
 import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { request } from 'undici';
+import { BENCH_ADMIN_TOKEN } from './auth.js';
 import { trackChild, waitForExit } from './children.js';
 import { RssSampler, rssKiB } from './rss.js';
 import { sleep } from './time.js';
@@ -84,6 +85,13 @@ export async function startBenchNode(
   }
   const url = `http://127.0.0.1:${port}`;
   await waitReady(url, child, () => lines.join('\n'));
+  if (BENCH_ADMIN_TOKEN !== undefined) {
+    // The figure is only worth something if the node really asks for keys.
+    const res = await request(`${url}/api/tasks`);
+    await res.body.dump();
+    if (res.statusCode !== 401)
+      throw new Error(`BENCH_ADMIN_TOKEN is set but ${url} answered ${res.statusCode} without a key`);
+  }
   const rss = new RssSampler(child.pid as number);
   return {
     url,
