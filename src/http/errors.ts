@@ -93,13 +93,35 @@ export function errorHandler(
           cause: error,
         },
       );
-    } else if (mapped.status >= 500 && mapped.code !== 'not_ready') {
-      const fields = { err: error, code: mapped.code };
-      if (explained(mapped)) request.log.debug(fields, 'request failed: service unavailable');
-      else request.log.warn(fields, 'request failed: service unavailable');
+    } else if (mapped.status >= 500) {
+      if (mapped.code !== 'not_ready') {
+        const fields = { err: error, code: mapped.code };
+        if (explained(mapped)) request.log.debug(fields, 'request failed: service unavailable');
+        else request.log.warn(fields, 'request failed: service unavailable');
+      }
+      mapped = unavailable(mapped, request.id);
     }
     return sendError(reply, mapped);
   };
+}
+
+/**
+ * A 503 as the client sees it: what is unavailable, not where. The message inside names hosts,
+ * ports, node ids and actor keys (`Redis is unavailable (take): connect ECONNREFUSED
+ * 10.0.0.7:6379`): that goes to the log, and the client gets the catalogue's sentence (the store
+ * named, for `store_unavailable`), the request id to find the log line, and `Retry-After`.
+ */
+function unavailable(error: WheelhouseError, requestId: string): WheelhouseError {
+  const store = /^redis/i.test(error.message) ? 'Redis' : /database|postgres/i.test(error.message) ? 'database' : null;
+  const message =
+    error.code === 'store_unavailable' && store !== null
+      ? `The node cannot reach its ${store === 'Redis' ? 'Redis' : 'database'} right now.`
+      : undefined;
+  return new WheelhouseError(error.code, message, {
+    details: { request_id: requestId },
+    cause: error,
+    ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }),
+  });
 }
 
 /** The not-found handler: `404 route_not_found` naming the method and path. */

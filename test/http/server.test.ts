@@ -158,9 +158,35 @@ describe('errors from the service', () => {
     const { app } = server({}, { api });
     const res = await app.inject({ method: 'GET', url: `/api/tasks/${KNOWN_ID}` });
     expect(res.statusCode).toBe(ERROR_CATALOGUE[code].status);
-    expect(errorOf(res)).toEqual({ code, message: `it went ${code}`, details: { why: code } });
     const status = ERROR_CATALOGUE[code].status;
+    if (status === 503) {
+      // What is unavailable, not where: the catalogue's sentence and a request id, not the inner text.
+      expect(errorOf(res)).toEqual({
+        code,
+        message: ERROR_CATALOGUE[code].message,
+        details: { request_id: expect.any(String) as string },
+      });
+    } else {
+      expect(errorOf(res)).toEqual({ code, message: `it went ${code}`, details: { why: code } });
+    }
     expect(res.headers['retry-after']).toBe(status === 429 || status === 503 ? '3' : undefined);
+  });
+
+  it('names the store of a 503, never its address', async () => {
+    const api = new FakeApi().override('getTask', async () => {
+      throw new WheelhouseError(
+        'store_unavailable',
+        'Redis is unavailable (take): connect ECONNREFUSED 10.0.0.7:6379',
+        {
+          details: { host: '10.0.0.7' },
+        },
+      );
+    });
+    const { app } = server({}, { api });
+    const res = await app.inject({ method: 'GET', url: `/api/tasks/${KNOWN_ID}` });
+    expect(res.statusCode).toBe(503);
+    expect(errorOf(res).message).toBe('The node cannot reach its Redis right now.');
+    expect(res.body).not.toContain('10.0.0.7');
   });
 
   it('defaults Retry-After to 1 second', async () => {
