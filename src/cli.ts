@@ -157,9 +157,19 @@ async function main(argv: string[]): Promise<void> {
   }
   let stopping = false;
   const stop = (signal: string): void => {
-    if (stopping) return;
+    if (stopping) {
+      // A second signal: the operator will not wait. Leases and snapshots not handed off are
+      // recovered as after a crash.
+      process.stderr.write(`wheelhouse: ${signal} again, exiting now\n`);
+      process.exit(130);
+    }
     stopping = true;
-    process.stdout.write(`wheelhouse: ${signal}, shutting down\n`);
+    const graceMs = node.options.shutdownGraceMs;
+    process.stdout.write(`wheelhouse: ${signal}, shutting down (at most ${graceMs / 1000} s; again to exit now)\n`);
+    setTimeout(() => {
+      process.stderr.write(`wheelhouse: shutdown took longer than ${graceMs / 1000} s, exiting\n`);
+      process.exit(1);
+    }, graceMs).unref();
     node.close().then(
       () => process.exit(0),
       (error: unknown) => {

@@ -123,6 +123,12 @@ export interface WheelhouseOptions {
   clusterSecret?: string | null;
   /** A file holding the cluster secret. @default null */
   clusterSecretFile?: string | null;
+  /**
+   * How long a stopping node may take (in-flight requests, final snapshots, leaving the ring)
+   * before the process exits anyway, seconds. A second SIGTERM or SIGINT exits at once.
+   * @default 30
+   */
+  shutdownGraceSeconds?: number;
   /** The URL other nodes reach this one at. null: `http://<host>:<port>` once listening. @default null */
   advertiseUrl?: string | null;
   /** Interval between membership heartbeats, seconds (at most half the failure timeout). @default 1 */
@@ -204,6 +210,7 @@ export interface CompiledOptions {
   readonly insecure: boolean;
   /** `clusterSecret` or the contents of `clusterSecretFile`. */
   readonly clusterSecret: string | null;
+  readonly shutdownGraceMs: number;
   readonly advertiseUrl: string | null;
   readonly heartbeatMs: number;
   readonly failureTimeoutMs: number;
@@ -291,6 +298,7 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     adminToken: secret('adminToken', o.adminToken ?? o.authToken, o.adminTokenFile, 16),
     insecure: bool('insecure', o.insecure),
     clusterSecret: secret('clusterSecret', o.clusterSecret, o.clusterSecretFile, 32),
+    shutdownGraceMs: num('shutdownGraceSeconds', o.shutdownGraceSeconds, 0.1, 3600) * 1000,
     advertiseUrl: o.advertiseUrl === null ? null : str('advertiseUrl', o.advertiseUrl, /^https?:\/\/[^\s/]+$/),
     heartbeatMs: num('heartbeatSeconds', o.heartbeatSeconds, 0.05, 60) * 1000,
     failureTimeoutMs: num('failureTimeoutSeconds', o.failureTimeoutSeconds, 0.1, 600) * 1000,
@@ -364,6 +372,7 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   insecure: false,
   clusterSecret: null,
   clusterSecretFile: null,
+  shutdownGraceSeconds: 30,
   advertiseUrl: null,
   heartbeatSeconds: 1,
   failureTimeoutSeconds: 5,
