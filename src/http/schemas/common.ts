@@ -44,6 +44,17 @@ export const Uuid = Type.String({ format: 'uuid', pattern: UUID_PATTERN, 'x-hint
 
 export const TASK_TYPE_PATTERN = '^[A-Za-z0-9_.:-]+$';
 
+/**
+ * Text Postgres stores (`text`, `jsonb`) cannot hold U+0000: a string field that reaches a
+ * column matches this, so that a NUL is a 400 naming the field rather than the store's error.
+ */
+export const NO_NUL_PATTERN = '^[^\\u0000]*$';
+
+/** A string without U+0000, 1–`maxLength` characters. */
+export function StoredText(maxLength: number, options: Record<string, unknown> = {}) {
+  return Type.String({ minLength: 1, maxLength, pattern: NO_NUL_PATTERN, 'x-hint': 'not contain U+0000', ...options });
+}
+
 /** A task type: 1–128 characters of letters, digits and `_ . : -`. */
 export const TaskType = Type.String({
   minLength: 1,
@@ -110,7 +121,7 @@ const ERROR_SUMMARY: Record<number, string> = {
   409: 'Idempotency conflict, lease no longer held, or task already finished.',
   413: 'Body larger than the configured limit.',
   415: 'Body is not application/json.',
-  429: 'Ready backlog past its limit. Carries Retry-After.',
+  429: 'Ready backlog past its limit, or (a poll) the node holds as many long-polls as it allows. Carries Retry-After.',
   500: 'A bug: the answer carries a request id to find the log line.',
   503: 'Store unreachable or node not ready. Carries Retry-After.',
 };
