@@ -52,6 +52,11 @@ export function buildServices(ctx: NodeContext, deps: ServiceDeps): { services: 
       placement: wheel,
       cron: schedules,
       resolver,
+      limits: {
+        listScanRows: options.listScanRows,
+        maxPageBytes: options.maxPageBytes,
+        cronCheckBudgetMs: options.cronCheckBudgetMs,
+      },
     }),
     schedules,
     dags: new DagService({ dags: backend.dags, clock, partitions, admission, placement: wheel, events }),
