@@ -275,10 +275,10 @@ describe('dependencies per task (maxDependencies)', () => {
   });
 });
 
-describe('text the store cannot hold (U+0000)', () => {
+describe('text the store cannot hold (U+0000, lone surrogates)', () => {
   it('refuses a NUL in a payload string or key, naming payload', async () => {
     const { app, api } = server();
-    for (const payload of ['a\u0000b', { 'k\u0000': 1 }, [{ deep: ['\u0000'] }]]) {
+    for (const payload of ['a\u0000b', { 'k\u0000': 1 }, [{ deep: ['\u0000'] }], 'lone \ud800', { '\udc00': 1 }]) {
       for (const key of [{}, { idempotency_key: 'k' }]) {
         const res = await app.inject({
           method: 'POST',
@@ -289,20 +289,19 @@ describe('text the store cannot hold (U+0000)', () => {
         expect(errorOf(res).details.field).toBe('payload');
       }
     }
-    // A backslash and the text `u0000` is no NUL.
-    const text = await app.inject({
-      method: 'POST',
-      url: '/api/tasks',
-      payload: { task_type: 'a', payload: '\\u0000' },
-    });
-    expect(text.statusCode).toBe(201);
-    expect(api.callsOf('submit')).toHaveLength(1);
+    // A backslash and the text `u0000` is no NUL; a surrogate pair is one character.
+    for (const payload of ['\\u0000', '\\ud800', '\ud83d\ude00']) {
+      const text = await app.inject({ method: 'POST', url: '/api/tasks', payload: { task_type: 'a', payload } });
+      expect(text.statusCode).toBe(201);
+    }
+    expect(api.callsOf('submit')).toHaveLength(3);
   });
 
   it('refuses a NUL in the fields that reach a text column, naming each', async () => {
     const { app } = server();
     const cases: [string, string, unknown, string][] = [
       ['POST', '/api/tasks', { task_type: 'a', idempotency_key: 'k\u0000' }, 'idempotency_key'],
+      ['POST', '/api/tasks', { task_type: 'a', idempotency_key: '\ud800' }, 'idempotency_key'],
       ['POST', '/api/workers/poll', { worker_id: 'w\u0000', task_types: ['a'], wait_ms: 0 }, 'worker_id'],
       ['POST', '/api/dags', { tasks: [{ ref: 'a\u0000', task_type: 'a' }] }, 'tasks[0].ref'],
       [

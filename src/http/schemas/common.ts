@@ -1,4 +1,4 @@
-import Type, { type Static, type TSchema, type TUnsafe } from 'typebox';
+import Type, { type Static, type TSchema, type TString, type TUnsafe } from 'typebox';
 import { ERROR_CATALOGUE, ERROR_CODES, type ErrorCode } from '../../lib/errors.js';
 
 /**
@@ -45,14 +45,23 @@ export const Uuid = Type.String({ format: 'uuid', pattern: UUID_PATTERN, 'x-hint
 export const TASK_TYPE_PATTERN = '^[A-Za-z0-9_.:-]+$';
 
 /**
- * Text Postgres stores (`text`, `jsonb`) cannot hold U+0000: a string field that reaches a
- * column matches this, so that a NUL is a 400 naming the field rather than the store's error.
+ * Text Postgres stores (`text`, `jsonb`) is UTF-8 without U+0000: a NUL is refused, and a lone
+ * surrogate (not UTF-8) is stored as U+FFFD, so an idempotency key holding one did not read
+ * back as itself. A string field that reaches a column matches this (Ajv reads patterns as
+ * Unicode: a surrogate pair is one code point, outside the excluded range), so either is a
+ * 400 naming the field rather than the store's error.
  */
-export const NO_NUL_PATTERN = '^[^\\u0000]*$';
+export const STORED_TEXT_PATTERN = '^[^\\u0000\\ud800-\\udfff]*$';
 
-/** A string without U+0000, 1–`maxLength` characters. */
-export function StoredText(maxLength: number, options: Record<string, unknown> = {}) {
-  return Type.String({ minLength: 1, maxLength, pattern: NO_NUL_PATTERN, 'x-hint': 'not contain U+0000', ...options });
+/** A string Postgres stores as sent (no U+0000, no lone surrogate), 1–`maxLength` characters. */
+export function StoredText(maxLength: number, options: Record<string, unknown> = {}): TString {
+  return Type.String({
+    minLength: 1,
+    maxLength,
+    pattern: STORED_TEXT_PATTERN,
+    'x-hint': 'be text without U+0000 or unpaired surrogates',
+    ...options,
+  });
 }
 
 /** A task type: 1–128 characters of letters, digits and `_ . : -`. */

@@ -102,8 +102,10 @@ export function taskSpec(o: TaskRequestBody, defaults: TaskDefaults, at: FieldPa
     }
   }
 
-  if (holdsNul(payloadJson)) {
-    at.at('payload').fail('holds U+0000 in a string or a key, which the store (Postgres jsonb) cannot keep');
+  if (unstorable(payloadJson)) {
+    at.at('payload').fail(
+      'holds U+0000 or an unpaired surrogate in a string or a key, which the store (Postgres jsonb) cannot keep',
+    );
   }
 
   const spec: TaskSpec = {
@@ -152,11 +154,15 @@ export function dagSpec(body: DagRequestBody, defaults: TaskDefaults): DagSpec {
   return { tasks: out, idempotencyKey, requestHash: idempotencyKey === null ? '' : sha256Hex(canonicalJson(body)) };
 }
 
-/** An escaped U+0000 (`\\u0000` not itself after an escaping backslash) in JSON text. */
-const ESCAPED_NUL = /(?<!\\)(?:\\\\)*\\u0000/;
+/**
+ * What `JSON.stringify` writes as an escape and Postgres jsonb refuses: U+0000 (`\\u0000`)
+ * and a lone surrogate (`\\ud800`; a pair is written as itself), each not after an escaping
+ * backslash.
+ */
+const UNSTORABLE_ESCAPE = /(?<!\\)(?:\\\\)*\\u(?:0000|[dD][89abcdefABCDEF][0-9a-fA-F]{2})/;
 
-function holdsNul(json: string): boolean {
-  return json.includes('\\u0000') && ESCAPED_NUL.test(json);
+function unstorable(json: string): boolean {
+  return json.includes('\\u') && UNSTORABLE_ESCAPE.test(json);
 }
 
 /**
