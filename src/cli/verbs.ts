@@ -88,11 +88,24 @@ export async function runClientVerb(
     }
     case 'list': {
       const limit = values.limit === undefined ? 50 : intFlag(values.limit, '--limit', 1);
-      const page = await client.listPage({
+      const filter = {
         ...(values.status ? { status: values.status as TaskStatus } : {}),
         ...(values.type ? { taskType: values.type } : {}),
-        limit,
-      });
+      };
+      // A page can be short, even empty, and still have a next one (it stops at the node's
+      // page bytes, and a filter walks a bounded stretch a page): go on until `limit` tasks.
+      const tasks: Task[] = [];
+      let nextToken: string | null = null;
+      do {
+        const next = await client.listPage({
+          ...filter,
+          limit: limit - tasks.length,
+          ...(nextToken === null ? {} : { nextToken }),
+        });
+        tasks.push(...next.tasks);
+        nextToken = next.nextToken;
+      } while (nextToken !== null && tasks.length < limit);
+      const page = { tasks, nextToken };
       print(page, () => table(['TASK ID', 'TYPE', 'STATUS', 'DUE', 'ATTEMPTS'], page.tasks.map(taskRow)));
       return 0;
     }

@@ -30,6 +30,7 @@ export const API_ERROR_CODES = [
   'task_finished',
   'invalid_transition',
   'backlog_full',
+  'too_many_polls',
   'store_unavailable',
   'not_ready',
   'ask_timeout',

@@ -1,5 +1,6 @@
 import { CronExpressionParser, type CronExpression } from 'cron-parser';
 import { WheelhouseError } from '../lib/errors.js';
+import type { CronBudget } from './cron-budget.js';
 
 /**
  * The cron resolver: when a cron schedule fires. Expressions have 5 fields (minute hour
@@ -40,8 +41,11 @@ export interface CronRule {
   readonly expression: string;
   /** The IANA zone the expression is read in (`Europe/Berlin`, `UTC`). */
   readonly timezone: string;
-  /** The first fire time strictly after `afterMs`, or null if there is none before the year 275760. */
-  nextAfter(afterMs: number): number | null;
+  /**
+   * The first fire time strictly after `afterMs`, or null if there is none before the year
+   * 275760. With a `budget`, throws `CronBudgetExceeded` once it is spent.
+   */
+  nextAfter(afterMs: number, budget?: CronBudget): number | null;
   /**
    * The fire times in `(afterMs, untilMs]`, oldest first, but at most `max` of them: the
    * latest `max`. `truncated` says that earlier fires in the range were left out; they are not
@@ -54,8 +58,9 @@ export interface CronRule {
    * The smallest gap between consecutive fire times among the next `samples` fires after
    * `fromMs`, ms; Infinity when fewer than two fires exist. A DST transition can make one gap
    * shorter than the expression's usual spacing, and that gap counts. `samples` defaults to 100.
+   * With a `budget`, throws `CronBudgetExceeded` once it is spent.
    */
-  minIntervalMs(fromMs: number, samples?: number): number;
+  minIntervalMs(fromMs: number, samples?: number, budget?: CronBudget): number;
 }
 
 const DAY_MS = 86_400_000;
@@ -159,11 +164,11 @@ class ZonedCronRule implements CronRule {
     this.#clock = clock;
   }
 
-  nextAfter(afterMs: number): number | null {
+  nextAfter(afterMs: number, budget?: CronBudget): number | null {
     checkTime(afterMs, 'afterMs');
     const last = this.#last;
     if (afterMs >= last.fromMs && (last.nextMs === null || afterMs < last.nextMs)) return last.nextMs;
-    const nextMs = this.#next(afterMs);
+    const nextMs = this.#next(afterMs, budget);
     this.#last = { fromMs: afterMs, nextMs };
     return nextMs;
   }
@@ -195,15 +200,15 @@ class ZonedCronRule implements CronRule {
     return { times: times.reverse(), truncated };
   }
 
-  minIntervalMs(fromMs: number, samples = 100): number {
-    const first = this.nextAfter(fromMs);
+  minIntervalMs(fromMs: number, samples = 100, budget?: CronBudget): number {
+    const first = this.nextAfter(fromMs, budget);
     const last = this.#lastInterval;
     if (first === last.firstMs && samples === last.samples) return last.intervalMs;
     // Fire times are whole seconds, so no gap is under a second: stop when one is found.
     let intervalMs = Infinity;
     let previous = first;
     for (let i = 1; i < samples && previous !== null && intervalMs > 1000; i++) {
-      const next = this.#next(previous);
+      const next = this.#next(previous, budget);
       if (next !== null) intervalMs = Math.min(intervalMs, next - previous);
       previous = next;
     }
@@ -211,12 +216,15 @@ class ZonedCronRule implements CronRule {
     return intervalMs;
   }
 
-  #next(afterMs: number): number | null {
+  #next(afterMs: number, budget?: CronBudget): number | null {
     // Wall-clock times after `afterMs`'s own, except that in the second pass of a repeated hour
     // the rest of the hour fired in the first pass: go on from where the repetition ends.
     const repeatEnd = this.#clock.repeatEndWall(afterMs);
     let cursor = repeatEnd === null ? this.#clock.wallOf(afterMs) : repeatEnd - 1;
     for (;;) {
+      // One step is at most cron-parser's own loop limit (10 000 increments): the budget is
+      // checked between steps.
+      budget?.check();
       const wall = this.#step(cursor, 'next');
       if (wall === null) return null;
       const at = this.#clock.instantOf(wall);

@@ -1,6 +1,7 @@
 import { WheelhouseError } from '../lib/errors.js';
 import { partitionOf } from '../lib/ids.js';
 import type { CronDefinition, NewTask, ScheduleRecord, TaskRecord } from './model.js';
+import { CronBudgetExceeded, type CronBudget } from './cron-budget.js';
 import { cronRule } from './cron-rule.js';
 import type { TaskSpec } from './specs.js';
 
@@ -14,7 +15,14 @@ import type { TaskSpec } from './specs.js';
  * The row for `spec` with id `id`. `index` is the task's position in its request, for the
  * errors of a schedule that cannot fire.
  */
-export function newTask(spec: TaskSpec, id: string, now: number, index: number, partitions: number): NewTask {
+export function newTask(
+  spec: TaskSpec,
+  id: string,
+  now: number,
+  index: number,
+  partitions: number,
+  budget?: CronBudget,
+): NewTask {
   const cron = spec.schedule.type === 'cron' ? cronDefinition(spec.schedule) : null;
   return {
     id,
@@ -23,7 +31,7 @@ export function newTask(spec: TaskSpec, id: string, now: number, index: number, 
     scheduleType: spec.schedule.type,
     schedule: cron,
     status: cron === null ? 'pending' : 'active',
-    dueMs: cron === null ? dueTime(spec, now) : firstFire(cron, now, index),
+    dueMs: cron === null ? dueTime(spec, now) : firstFire(cron, now, index, budget),
     priority: spec.priority,
     maxRetries: spec.maxRetries,
     timeoutSeconds: spec.timeoutSeconds,
@@ -53,12 +61,28 @@ const JITTER_SAMPLES = 100;
 
 /**
  * A new schedule's first fire time after `nowMs`. Refuses a schedule that would never fire
- * (no fire time before `end_time`) and a jitter that is not smaller than the shortest
- * interval between fire times: a jittered instance could then run after the next one.
+ * (no fire time before `end_time`), a jitter that is not smaller than the shortest interval
+ * between fire times (a jittered instance could then run after the next one), and — with a
+ * `budget` — a rule whose fire times are not found before the budget is spent.
  */
-function firstFire(cron: CronDefinition, nowMs: number, index: number): number {
+function firstFire(cron: CronDefinition, nowMs: number, index: number, budget?: CronBudget): number {
+  try {
+    return checkedFirstFire(cron, nowMs, index, budget);
+  } catch (error) {
+    if (!(error instanceof CronBudgetExceeded)) throw error;
+    throw new WheelhouseError(
+      'invalid_cron',
+      `schedule.cron_expression: the fire times of "${cron.cronExpression}" were not found within the ` +
+        `${error.budgetMs} ms a request's cron checks may take (cronCheckBudgetSeconds): the rule fires too ` +
+        'rarely to check, or the request holds too many schedules to check at once',
+      { cause: error, details: { field: 'schedule.cron_expression', index, budget_ms: error.budgetMs } },
+    );
+  }
+}
+
+function checkedFirstFire(cron: CronDefinition, nowMs: number, index: number, budget?: CronBudget): number {
   const rule = cronRule(cron.cronExpression, cron.timezone);
-  const first = rule.nextAfter(nowMs);
+  const first = rule.nextAfter(nowMs, budget);
   if (first === null) {
     throw new WheelhouseError(
       'invalid_cron',
@@ -78,7 +102,7 @@ function firstFire(cron: CronDefinition, nowMs: number, index: number): number {
     );
   }
   if (cron.jitterSeconds > 0) {
-    const interval = rule.minIntervalMs(nowMs, JITTER_SAMPLES);
+    const interval = rule.minIntervalMs(nowMs, JITTER_SAMPLES, budget);
     if (cron.jitterSeconds * 1000 >= interval) {
       throw new WheelhouseError(
         'validation_failed',

@@ -6,6 +6,7 @@ import { WheelhouseError, isWheelhouseError } from '../lib/errors.js';
 import type { ActorInfo } from '../runtime/actor.js';
 import { ACTORS_PATH, CLUSTER_SECRET_HEADER, REFRESH_PATH, type BatchOrder } from '../runtime/cluster-wire.js';
 import type { TransportEnvelope } from '../runtime/router.js';
+import { parseJsonBody } from './json-body.js';
 import { ActorBatchRequest, clusterRoutesSchemas as schemas } from './schemas/operations.js';
 
 /**
@@ -26,7 +27,12 @@ export interface ClusterRoutesOptions {
   inspect(kind: string, key: string): ActorInfo | null;
   /** Body limit of `POST /internal/actors`, bytes. @default 64 MiB */
   bodyLimitBytes?: number;
+  /** Deepest nesting of a request body. @default 128 */
+  maxJsonDepth?: number;
 }
+
+/** Default nesting bound of a batch: an envelope of a message holding a value nested as deep as the API allows. */
+export const DEFAULT_CLUSTER_JSON_DEPTH = 128;
 
 /** Default body limit of a batch, bytes: 1 000 envelopes of large payloads fit. */
 export const DEFAULT_CLUSTER_BODY_LIMIT_BYTES = 64 * 1024 * 1024;
@@ -55,22 +61,15 @@ export function clusterRoutes(options: ClusterRoutesOptions): FastifyPluginAsync
     const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
     // Payloads are arbitrary user JSON, so this context parses with plain JSON.parse whatever
     // the host configured: keys such as `__proto__` are data here (JSON.parse makes them own
-    // properties, which touch no prototype), and must round-trip.
+    // properties, which touch no prototype), and must round-trip. Nesting is bounded as on the
+    // API (src/http/json-body.ts), with room for the envelope around a message.
+    const maxDepth = options.maxJsonDepth ?? DEFAULT_CLUSTER_JSON_DEPTH;
     app.removeAllContentTypeParsers();
     app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
-      const text = body as string;
-      if (text.trim().length === 0) {
-        done(null, undefined);
-        return;
-      }
       try {
-        done(null, JSON.parse(text));
+        done(null, parseJsonBody(body as string, maxDepth));
       } catch (error) {
-        const reason = (error as Error).message;
-        done(
-          new WheelhouseError('malformed_json', `The request body is not valid JSON: ${reason}`, { cause: error }),
-          undefined,
-        );
+        done(error as Error, undefined);
       }
     });
     app.addHook('onRequest', clusterAuth(options.secret));

@@ -6,6 +6,7 @@ import type { Services } from '../services/types.js';
 import { tokenRoutes } from './admin-routes.js';
 import { keyAuth } from './auth.js';
 import { registerDocs } from './docs.js';
+import { parseJsonBody } from './json-body.js';
 import { SHARED_SCHEMAS } from './schemas/index.js';
 import { errorHandler, handleNotFound } from './errors.js';
 import { opsRoutes, type MetricsRenderer } from './ops-routes.js';
@@ -66,25 +67,16 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
   }) as unknown as FastifyInstance;
 
   // Bodies are JSON only. Our own parser so that an empty body is "no body" (DELETE and
-  // heartbeat clients often send the header without one) and a parse error is the catalogue's
-  // `malformed_json` carrying the parser's reason. JSON.parse does not touch prototypes, and
-  // every validator copies known fields out, so `__proto__` members are inert.
+  // heartbeat clients often send the header without one), a parse error is the catalogue's
+  // `malformed_json` carrying the parser's reason, and nesting past `maxJsonDepth` is a 400
+  // before anything recurses over it (src/http/json-body.ts). JSON.parse does not touch
+  // prototypes, and every validator copies known fields out, so `__proto__` members are inert.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
-    const text = body as string;
-    if (text.length === 0 || text.trim().length === 0) {
-      done(null, undefined);
-      return;
-    }
     try {
-      done(null, JSON.parse(text));
+      done(null, parseJsonBody(body as string, options.maxJsonDepth));
     } catch (error) {
-      done(
-        new WheelhouseError('malformed_json', `The request body is not valid JSON: ${(error as Error).message}`, {
-          cause: error,
-        }),
-        undefined,
-      );
+      done(error as Error, undefined);
     }
   });
 
@@ -107,7 +99,11 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
   const batchLimit = batchBodyLimitBytes(options);
   void app.register(tokenRoutes(services.keys));
   void app.register(opsRoutes, { api: services.health, ...(input.metrics ? { metrics: input.metrics } : {}) });
-  const defaults = { timeoutSeconds: options.defaultTimeoutSeconds, maxPayloadBytes: options.maxPayloadBytes };
+  const defaults = {
+    timeoutSeconds: options.defaultTimeoutSeconds,
+    maxPayloadBytes: options.maxPayloadBytes,
+    maxDependencies: options.maxDependencies,
+  };
   void app.register(tasksRoutes, {
     api: services.tasks,
     schedules: services.schedules,
@@ -118,6 +114,9 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
   void app.register(workerRoutes, {
     api: services.workers,
     pollMaxWaitMs: options.pollMaxWaitMs,
+    pollMaxTaskTypes: options.pollMaxTaskTypes,
+    pollMaxConcurrent: options.pollMaxConcurrent,
+    maxPageBytes: options.maxPageBytes,
     batchBodyLimitBytes: batchLimit,
   });
   for (const plugin of input.extraPlugins ?? []) void app.register(plugin);

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { WheelhouseError } from '../lib/errors.js';
-import type { WorkersApi } from '../services/types.js';
+import type { Assignment, WorkersApi } from '../services/types.js';
 import { workerRoutesSchemas as schemas } from './schemas/workers.js';
 import { completionRequest, completionRequests, pollRequest } from './validation/requests.js';
 import { assignmentJson, iso } from './serialize.js';
@@ -22,6 +22,12 @@ export interface WorkerRoutesOptions {
   api: WorkersApi;
   /** Longest long-poll this node allows, ms. */
   pollMaxWaitMs: number;
+  /** Most task types in one poll. @default the schema's ceiling */
+  pollMaxTaskTypes?: number;
+  /** Long-polls held at once; one more is a 429 `too_many_polls`. @default unbounded */
+  pollMaxConcurrent?: number;
+  /** A poll answer stops adding tasks past this many bytes of JSON (it always holds one). @default unbounded */
+  maxPageBytes?: number;
   /** Body limit of `POST /api/workers/complete`, bytes. */
   batchBodyLimitBytes: number;
 }
@@ -34,16 +40,32 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (fast
   // error handler logs still shows; a routine 409 for a lost lease does not. At `debug` or
   // `trace` they log like any route, and a stricter level applies to them as to the rest.
   const quiet = app.log.level === 'info' ? ({ logLevel: 'warn' } as const) : {};
-  const limits = { pollMaxWaitMs: opts.pollMaxWaitMs };
+  const limits = {
+    pollMaxWaitMs: opts.pollMaxWaitMs,
+    ...(opts.pollMaxTaskTypes === undefined ? {} : { pollMaxTaskTypes: opts.pollMaxTaskTypes }),
+  };
+  const maxPolls = opts.pollMaxConcurrent ?? Infinity;
+  const maxPageBytes = opts.maxPageBytes ?? Infinity;
   /** Polls in flight, aborted when the server closes so that shutdown does not wait out a 30 s poll. */
   const polls = new Set<AbortController>();
   app.addHook('preClose', async () => {
     for (const controller of polls) controller.abort();
   });
 
-  /** Long-poll: answers once a task is claimed, or `{tasks: []}` after `wait_ms`, or when the server closes. */
+  /**
+   * Long-poll: answers once a task is claimed, or `{tasks: []}` after `wait_ms`, or when the
+   * server closes. Past `pollMaxConcurrent` polls in flight, 429 `too_many_polls` at once: each
+   * waiting poll holds a connection and is woken by every push of its types.
+   */
   app.post('/api/workers/poll', { ...quiet, schema: schemas.poll }, async (request, reply) => {
     const poll = pollRequest(request.body, limits);
+    if (polls.size >= maxPolls) {
+      throw new WheelhouseError(
+        'too_many_polls',
+        `this node holds ${polls.size} long-polls, the most it allows (pollMaxConcurrent); retry later or poll another node`,
+        { retryAfterSeconds: 1, details: { limit: maxPolls } },
+      );
+    }
     const controller = new AbortController();
     const stopWatching = abortOnDisconnect(reply, controller);
     polls.add(controller);
@@ -60,6 +82,13 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (fast
       // than let them wait out a lease nobody holds. Nothing more can be written to it.
       await api.release(assignments);
       return { tasks: [] };
+    }
+    const [page, over] = withinPageBytes(assignments, maxPageBytes);
+    if (over.length > 0) {
+      // Past the page's bytes: handed back at once (the attempt not counted), as for a worker
+      // gone away; the next poll gets them.
+      await api.release(over);
+      assignments = page;
     }
     if (assignments.length > 0) {
       const claimed = assignments;
@@ -105,6 +134,25 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (fast
     return { results: results.map((r) => ({ task_id: r.taskId, ok: r.ok })) };
   });
 };
+
+/** What an assignment adds to a poll answer besides its payload, bytes: ids, type, token, times. */
+const ASSIGNMENT_BYTES = 320;
+
+/**
+ * The assignments that fit in `maxBytes` of answer (at least the first), and the rest. A payload
+ * counts as its JSON; measured only when the page could pass the bound.
+ */
+function withinPageBytes(assignments: Assignment[], maxBytes: number): [Assignment[], Assignment[]] {
+  if (assignments.length <= 1 || maxBytes === Infinity) return [assignments, []];
+  let bytes = 0;
+  for (let i = 0; i < assignments.length; i++) {
+    const payload = (assignments[i] as Assignment).payload;
+    bytes +=
+      ASSIGNMENT_BYTES + (payload === null || payload === undefined ? 4 : Buffer.byteLength(JSON.stringify(payload)));
+    if (bytes > maxBytes && i > 0) return [assignments.slice(0, i), assignments.slice(i)];
+  }
+  return [assignments, []];
+}
 
 /**
  * Aborts `controller` if the client goes away before the answer is written. The response's

@@ -50,6 +50,36 @@ export interface WheelhouseOptions {
   maxPayloadBytes?: number;
   /** Ready backlog past which submissions get 429. @default 1000000 */
   readyBacklogLimit?: number;
+  // Bounds on the work one request can cause: each is answered with a 4xx of the catalogue (or,
+  // for a page, a page that stops early), never with a node held up for everyone else.
+  /** Most task types one poll may name (`task_types`); more is a 400. At most 1000. @default 100 */
+  pollMaxTaskTypes?: number;
+  /** Long-polls this node holds at once; one more is answered 429 `too_many_polls` with Retry-After. @default 1000 */
+  pollMaxConcurrent?: number;
+  /** Most dependencies of one task (`dependencies`, or a graph task's `depends_on`); more is a 400. @default 1000 */
+  maxDependencies?: number;
+  /**
+   * A list page or a poll answer stops adding tasks once their JSON passes this many bytes (it
+   * always holds one); a list page then carries `next_token`. @default 8388608 (8 MiB)
+   */
+  maxPageBytes?: number;
+  /** Deepest nesting of arrays and objects in a request body; deeper is a 400. @default 64 */
+  maxJsonDepth?: number;
+  /**
+   * Rows one list page walks (newest first) when it filters by status or task type, which have
+   * no index of their own: the page stops there, with a `next_token` to go on. @default 10000
+   */
+  listScanRows?: number;
+  /** Statement timeout of a listing on Postgres, seconds (past it: 503). @default 5 */
+  listTimeoutSeconds?: number;
+  /** Postgres connections of the listings' own pool, besides `postgresPoolSize`. @default 2 */
+  listPoolSize?: number;
+  /**
+   * Time the cron checks of one submission may take (first fire time, jitter against the
+   * shortest interval), seconds: a rule whose fire times are not found within it is a 400
+   * `invalid_cron`. @default 0.5
+   */
+  cronCheckBudgetSeconds?: number;
   /** First retry delay, seconds. @default 1 */
   retryBaseSeconds?: number;
   /** Longest retry delay, seconds. @default 3600 */
@@ -193,6 +223,15 @@ export interface CompiledOptions {
   readonly defaultTimeoutSeconds: number;
   readonly maxPayloadBytes: number;
   readonly readyBacklogLimit: number;
+  readonly pollMaxTaskTypes: number;
+  readonly pollMaxConcurrent: number;
+  readonly maxDependencies: number;
+  readonly maxPageBytes: number;
+  readonly maxJsonDepth: number;
+  readonly listScanRows: number;
+  readonly listTimeoutMs: number;
+  readonly listPoolSize: number;
+  readonly cronCheckBudgetMs: number;
   readonly retryBaseMs: number;
   readonly retryMaxMs: number;
   readonly pollMaxWaitMs: number;
@@ -232,6 +271,14 @@ export class ConfigError extends Error {
     this.name = 'ConfigError';
   }
 }
+
+/**
+ * The ceilings of the per-request bounds: what the route schemas hold every request to, whatever
+ * the configuration (which may only set the bound lower).
+ */
+export const MAX_POLL_TASK_TYPES = 1000;
+export const MAX_DEPENDENCIES = 10_000;
+export const MAX_JSON_DEPTH = 1000;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const LOG_FORMATS: readonly LogFormat[] = ['pretty', 'json'];
@@ -283,6 +330,15 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     defaultTimeoutSeconds: int('defaultTimeoutSeconds', o.defaultTimeoutSeconds, 1, 86_400),
     maxPayloadBytes: int('maxPayloadBytes', o.maxPayloadBytes, 1024, 64 * 1024 * 1024),
     readyBacklogLimit: int('readyBacklogLimit', o.readyBacklogLimit, 1, Number.MAX_SAFE_INTEGER),
+    pollMaxTaskTypes: int('pollMaxTaskTypes', o.pollMaxTaskTypes, 1, MAX_POLL_TASK_TYPES),
+    pollMaxConcurrent: int('pollMaxConcurrent', o.pollMaxConcurrent, 1, 1_000_000),
+    maxDependencies: int('maxDependencies', o.maxDependencies, 1, MAX_DEPENDENCIES),
+    maxPageBytes: int('maxPageBytes', o.maxPageBytes, 1024, 1024 * 1024 * 1024),
+    maxJsonDepth: int('maxJsonDepth', o.maxJsonDepth, 2, MAX_JSON_DEPTH),
+    listScanRows: int('listScanRows', o.listScanRows, 100, 10_000_000),
+    listTimeoutMs: num('listTimeoutSeconds', o.listTimeoutSeconds, 0.01, 3600) * 1000,
+    listPoolSize: int('listPoolSize', o.listPoolSize, 1, 100),
+    cronCheckBudgetMs: num('cronCheckBudgetSeconds', o.cronCheckBudgetSeconds, 0.001, 60) * 1000,
     retryBaseMs: num('retryBaseSeconds', o.retryBaseSeconds, 0, 86_400) * 1000,
     retryMaxMs: num('retryMaxSeconds', o.retryMaxSeconds, 0, 7 * 86_400) * 1000,
     pollMaxWaitMs: num('pollMaxWaitSeconds', o.pollMaxWaitSeconds, 0, 300) * 1000,
@@ -354,6 +410,15 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   defaultTimeoutSeconds: 60,
   maxPayloadBytes: 256 * 1024,
   readyBacklogLimit: 1_000_000,
+  pollMaxTaskTypes: 100,
+  pollMaxConcurrent: 1000,
+  maxDependencies: 1000,
+  maxPageBytes: 8 * 1024 * 1024,
+  maxJsonDepth: 64,
+  listScanRows: 10_000,
+  listTimeoutSeconds: 5,
+  listPoolSize: 2,
+  cronCheckBudgetSeconds: 0.5,
   retryBaseSeconds: 1,
   retryMaxSeconds: 3600,
   pollMaxWaitSeconds: 30,

@@ -25,6 +25,7 @@ export const ERROR_CATALOGUE = {
   task_finished: { status: 409, message: 'The task has already finished.' },
   invalid_transition: { status: 409, message: 'The task cannot make that transition.' },
   backlog_full: { status: 429, message: 'The ready backlog is past its limit; retry later.' },
+  too_many_polls: { status: 429, message: 'This node holds as many long-polls as it allows; retry later.' },
   store_unavailable: { status: 503, message: 'The node cannot reach its store right now.' },
   not_ready: { status: 503, message: 'The node has not finished starting.' },
   ask_timeout: { status: 503, message: 'An actor did not answer in time.' },

@@ -59,6 +59,8 @@ export function adminFace(deps: AdminFaceDeps): FastifyPluginAsync[] {
             accept: (envelope) => system.acceptRemote(envelope),
             onRefresh: () => cluster.refresh(),
             inspect: (kind, key) => system.inspect(kind, key),
+            // A message wraps what the API accepted in a few levels of envelope.
+            maxJsonDepth: options.maxJsonDepth + 16,
           }),
         ]),
   ];

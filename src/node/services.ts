@@ -56,6 +56,11 @@ export function buildServices(
       placement: wheel,
       cron: schedules,
       resolver,
+      limits: {
+        listScanRows: options.listScanRows,
+        maxPageBytes: options.maxPageBytes,
+        cronCheckBudgetMs: options.cronCheckBudgetMs,
+      },
     }),
     schedules,
     dags: new DagService({ dags: backend.dags, clock, partitions, admission, placement: wheel, events }),

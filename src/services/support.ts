@@ -37,9 +37,13 @@ export function encodeToken(value: string): string {
   return Buffer.from(value, 'utf8').toString('base64url');
 }
 
+/**
+ * A page token back to what `encodeToken` encoded. A token it could not have made (not
+ * base64url, not UTF-8, empty, too long) is a 400: the value never reaches a statement.
+ */
 export function decodeToken(token: string, field: string): string {
   const value = Buffer.from(token, 'base64url').toString('utf8');
-  if (value.length === 0 || value.length > 64) {
+  if (value.length === 0 || value.length > 64 || encodeToken(value) !== token) {
     throw new WheelhouseError('validation_failed', `${field}: not a token this endpoint issued`, {
       details: { field },
     });

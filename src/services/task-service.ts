@@ -1,5 +1,6 @@
 import type { NodeEventSink } from '../domain/events.js';
 import type { SubmitResult } from '../domain/model.js';
+import { cronBudget } from '../domain/cron-budget.js';
 import { newTask, scheduleRecord } from '../domain/new-task.js';
 import type { TaskSpec } from '../domain/specs.js';
 import { isUuid, uuidv7 } from '../lib/ids.js';
@@ -7,6 +8,7 @@ import { WheelhouseError } from '../lib/errors.js';
 import type { DagResolver } from '../actors/dag-resolver.js';
 import type { WheelPlacement } from '../actors/wheel-placement.js';
 import type { Clock } from '../runtime/clock.js';
+import { MAX_ATTEMPT } from '../store/sql/read.js';
 import type { ScheduleStore, TaskStore } from '../store/types.js';
 import type { ScheduleService } from './schedule-service.js';
 import { badToken, decodeToken, dueEntry, encodeToken, notFound, type Admission, type TaskViews } from './support.js';
@@ -23,6 +25,18 @@ export interface TaskServiceDeps {
   cron: Pick<ScheduleService, 'activate' | 'cancel'>;
   resolver: Pick<DagResolver, 'finished'>;
   events: NodeEventSink;
+  /** What bounds one request's work (from configuration). @default unbounded */
+  limits?: Partial<TaskLimits>;
+}
+
+/** What bounds the work of one request. */
+export interface TaskLimits {
+  /** Rows a filtered list page walks. */
+  listScanRows: number;
+  /** Bytes of JSON after which a list page stops. */
+  maxPageBytes: number;
+  /** Time the cron checks of one submission may take, ms. */
+  cronCheckBudgetMs: number;
 }
 
 /**
@@ -36,7 +50,8 @@ export class TaskService implements TasksApi {
   async submit(specs: TaskSpec[]): Promise<SubmitResult[]> {
     this.deps.admission.admit();
     const now = this.deps.clock.now();
-    const rows = specs.map((spec, index) => newTask(spec, uuidv7(now), now, index, this.deps.partitions));
+    const budget = cronBudget(this.deps.limits?.cronCheckBudgetMs);
+    const rows = specs.map((spec, index) => newTask(spec, uuidv7(now), now, index, this.deps.partitions, budget));
     const results = await this.deps.tasks.submit(rows, now);
     const created = results.filter((r) => r.created);
     const due = created.filter((r) => r.task.status === 'pending');
@@ -58,20 +73,23 @@ export class TaskService implements TasksApi {
 
   async listTasks(filter: TaskListFilter): Promise<{ tasks: TaskView[]; nextToken: string | null }> {
     const beforeId = filter.nextToken === undefined ? undefined : decodeToken(filter.nextToken, 'next_token');
-    const records = await this.deps.tasks.list(
+    if (beforeId !== undefined && !isUuid(beforeId)) throw badToken();
+    const limits = this.deps.limits;
+    const page = await this.deps.tasks.list(
       {
         status: filter.status,
         taskType: filter.taskType,
         scheduleId: filter.scheduleId,
         limit: filter.limit,
         beforeId,
+        ...(limits?.listScanRows === undefined ? {} : { scanRows: limits.listScanRows }),
+        ...(limits?.maxPageBytes === undefined ? {} : { maxBytes: limits.maxPageBytes }),
       },
       this.deps.clock.now(),
     );
-    const last = records[records.length - 1];
     return {
-      tasks: await this.deps.views.of(records),
-      nextToken: records.length === filter.limit && last ? encodeToken(last.id) : null,
+      tasks: await this.deps.views.of(page.tasks),
+      nextToken: page.nextBeforeId === null ? null : encodeToken(page.nextBeforeId),
     };
   }
 
@@ -100,9 +118,12 @@ export class TaskService implements TasksApi {
     if (!task) throw notFound(taskId);
     if (task.scheduleType === 'cron') {
       // A schedule's history is its instances' executions; the token names the last one.
-      const [instance, attempt] = token === undefined ? [] : token.split(':');
-      const before = token === undefined ? undefined : { taskId: instance ?? '', attempt: Number(attempt) };
-      if (before !== undefined && !(isUuid(before.taskId) && Number.isSafeInteger(before.attempt))) throw badToken();
+      let before: { taskId: string; attempt: number } | undefined;
+      if (token !== undefined) {
+        const [instance = '', attempt = ''] = token.split(':');
+        if (!isUuid(instance)) throw badToken();
+        before = { taskId: instance, attempt: attemptOf(attempt) };
+      }
       const executions = await this.deps.schedules.history(task.id, limit, before);
       const last = executions[executions.length - 1];
       return {
@@ -110,10 +131,20 @@ export class TaskService implements TasksApi {
         nextToken: executions.length === limit && last ? encodeToken(`${last.taskId}:${last.attempt}`) : null,
       };
     }
-    const before = token === undefined ? undefined : Number(token);
-    if (before !== undefined && !Number.isSafeInteger(before)) throw badToken();
+    const before = token === undefined ? undefined : attemptOf(token);
     const executions = await this.deps.tasks.history(taskId, limit, before);
     const last = executions[executions.length - 1];
     return { executions, nextToken: executions.length === limit && last ? encodeToken(String(last.attempt)) : null };
   }
+}
+
+/**
+ * An attempt number from a history token: digits, at most an attempt column can hold (a
+ * Postgres integer). Anything else is a token this endpoint did not issue: 400.
+ */
+function attemptOf(text: string): number {
+  if (!/^\d{1,10}$/.test(text)) throw badToken();
+  const attempt = Number(text);
+  if (attempt > MAX_ATTEMPT) throw badToken();
+  return attempt;
 }

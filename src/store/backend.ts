@@ -25,6 +25,8 @@ import type { DagStore } from './dag-types.js';
 export interface Backend {
   readonly kind: BackendKind;
   readonly db: Db;
+  /** Where listings run: on Postgres a pool of their own with a statement timeout; else `db`. */
+  readonly listings: Db;
   readonly tasks: TaskStore;
   readonly schedules: ScheduleStore;
   readonly dags: DagStore;
@@ -51,7 +53,9 @@ export interface Backend {
 
 /**
  * Opens the configured backend and applies migrations: Postgres + Redis, or the embedded
- * default (PGlite under `dataDir`, in-process buckets and ready queues).
+ * default (PGlite under `dataDir`, in-process buckets and ready queues). PGlite is one
+ * connection: listings share it, with no statement timeout (none fires in PGlite); what one
+ * listing reads is bounded by `listScanRows` and `maxPageBytes` on either backend.
  */
 export async function openBackend(options: CompiledOptions): Promise<Backend> {
   if (options.backend === 'embedded') {
@@ -63,6 +67,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     return {
       kind: 'embedded',
       db,
+      listings: db,
       tasks: new SqlTaskStore(db),
       schedules: new SqlScheduleStore(db),
       dags: new SqlDagStore(db),
@@ -85,7 +90,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
   }
   // Every connection of this node carries its id, so pg_stat_activity tells whose it is.
   const applicationName = `wheelhouse ${options.nodeId}`;
-  // One for the three pools: the database is lost when a statement of any of them cannot
+  // One for the four pools: the database is lost when a statement of any of them cannot
   // reach it, and back when one gets an answer.
   const postgresHealth = new ConnectionHealth('postgres');
   const redisHealth = new ConnectionHealth('redis');
@@ -115,10 +120,21 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     applicationName,
     health: postgresHealth,
   });
+  // Listings on a pool of their own, with a statement timeout: a slow one neither waits behind
+  // submissions nor holds their connections (src/store/sql/list.ts bounds what one page reads).
+  const listDb = openPostgres({
+    url: options.postgresUrl,
+    schema: options.postgresSchema,
+    poolSize: options.listPoolSize,
+    statementTimeoutMs: options.listTimeoutMs,
+    applicationName,
+    health: postgresHealth,
+  });
+  const pools = [db, leasesDb, membershipDb, listDb];
   try {
     await migrate(db, options.postgresSchema);
   } catch (error) {
-    await Promise.allSettled([db.close(), leasesDb.close(), membershipDb.close()]);
+    await Promise.allSettled(pools.map((p) => p.close()));
     throw error;
   }
   const redis = openRedis({ url: options.redisUrl, prefix: options.redisPrefix, health: redisHealth });
@@ -127,7 +143,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     warning = await checkEvictionPolicy(redis);
   } catch (error) {
     redis.disconnect();
-    await Promise.allSettled([db.close(), leasesDb.close(), membershipDb.close()]);
+    await Promise.allSettled(pools.map((p) => p.close()));
     throw error;
   }
   // The ready queues' subscriber connection is not watched: losing it alone delays a wake-up
@@ -137,7 +153,8 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
   return {
     kind: 'postgres',
     db,
-    tasks: new SqlTaskStore(db, leasesDb),
+    listings: listDb,
+    tasks: new SqlTaskStore(db, leasesDb, listDb),
     schedules: new SqlScheduleStore(db),
     dags: new SqlDagStore(db, leasesDb),
     snapshots: new SqlSnapshotStore(db),
@@ -159,7 +176,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
       // The ready queue first: it writes what is still waiting to be pushed, then closes its
       // subscriber connection, before the client it writes through goes.
       await ready.close();
-      await Promise.allSettled([db.close(), leasesDb.close(), membershipDb.close(), redis.quit()]);
+      await Promise.allSettled([...pools.map((p) => p.close()), redis.quit()]);
     },
   };
 }

@@ -65,6 +65,11 @@ export interface PostgresDbOptions {
    * @default false
    */
   asynchronousCommit?: boolean;
+  /**
+   * Postgres cancels a statement of these connections that runs longer (`statement_timeout`),
+   * ms; the error is `store_unavailable`. @default none
+   */
+  statementTimeoutMs?: number;
   /** `application_name` of the connections, so `pg_stat_activity` tells whose they are. @default 'wheelhouse' */
   applicationName?: string;
   /**
@@ -112,7 +117,13 @@ export function openPostgres(options: PostgresDbOptions): Db {
     connectionTimeoutMillis: options.connectTimeoutMs ?? 5000,
     application_name: options.applicationName ?? 'wheelhouse',
     // Every connection runs in the Wheelhouse schema, so SQL never names it.
-    options: `-c search_path=${options.schema}${options.asynchronousCommit ? ' -c synchronous_commit=off' : ''}`,
+    options: [
+      `-c search_path=${options.schema}`,
+      ...(options.asynchronousCommit ? ['-c synchronous_commit=off'] : []),
+      ...(options.statementTimeoutMs === undefined
+        ? []
+        : [`-c statement_timeout=${Math.max(1, Math.round(options.statementTimeoutMs))}`]),
+    ].join(' '),
     types,
   });
   // Without a listener an idle client's error would be an unhandled 'error' event and end
@@ -361,6 +372,9 @@ export function isUnavailableError(error: unknown): boolean {
   return false;
 }
 
+/** `query_canceled`: here, a statement past the pool's `statement_timeout`. */
+const STATEMENT_TIMEOUT_SQLSTATE = '57014';
+
 /** SQLSTATEs of a transaction Postgres aborted to resolve a conflict: trying again may succeed. */
 const CONFLICT_SQLSTATES = new Set(['40P01', '40001']);
 
@@ -373,11 +387,19 @@ export function isRetryableConflict(error: unknown): boolean {
 
 /**
  * Maps a driver error to what the stores throw: `store_unavailable` (HTTP 503 with
- * Retry-After) when the database cannot be reached or aborted the statement as a conflict
- * (a deadlock: retrying is the answer, not a 500), the error itself otherwise.
+ * Retry-After) when the database cannot be reached, aborted the statement as a conflict
+ * (a deadlock: retrying is the answer, not a 500) or cancelled it at the pool's statement
+ * timeout, the error itself otherwise.
  */
 export function toStoreError(error: unknown, opening = false): unknown {
   if (error instanceof WheelhouseError) return error;
+  if ((error as { code?: unknown } | null)?.code === STATEMENT_TIMEOUT_SQLSTATE) {
+    return new WheelhouseError(
+      'store_unavailable',
+      'the statement ran past its time limit and was cancelled; retry later, or narrow the request',
+      { cause: error, retryAfterSeconds: 1 },
+    );
+  }
   if (isRetryableConflict(error)) {
     return new WheelhouseError(
       'store_unavailable',

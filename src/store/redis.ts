@@ -97,17 +97,28 @@ export function assertPrefix(prefix: string): void {
   }
 }
 
-/** Server replies that mean "not now" rather than "wrong" (OOM: full under noeviction, until memory frees). */
-const UNAVAILABLE_REPLY = /^(LOADING|BUSY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|NOREPLICAS|OOM)\b/;
+/** Error codes of replies that mean "not now" rather than "wrong" (OOM: full under noeviction, until memory frees). */
+const UNAVAILABLE_CODES = 'LOADING|BUSY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|NOREPLICAS|OOM';
+const UNAVAILABLE_REPLY = new RegExp(`^(?:${UNAVAILABLE_CODES})\\b`);
+/**
+ * An error a script's command met, as Redis before 7 wraps it:
+ * `ERR Error running script (call to f_…): @user_script:95: … -OOM command not allowed …`.
+ * Redis 7 answers the inner error's own code (`OOM command not allowed … script: …`).
+ */
+const UNAVAILABLE_IN_SCRIPT = new RegExp(`^ERR Error running script\\b[^]*?-(?:${UNAVAILABLE_CODES})\\b`);
 
 /**
  * True when a Redis failure means the store cannot be reached or cannot answer now: a
- * connection error, a timeout, exhausted retries, or a server that is loading or busy.
+ * connection error, a timeout, exhausted retries, or a server that is loading, busy or out of
+ * memory — also when a script or a MULTI met that (a MULTI's `EXECABORT` carries the errors of
+ * the commands it refused).
  */
 export function isRedisUnavailable(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
-  if (error.name === 'ReplyError') return UNAVAILABLE_REPLY.test(error.message);
-  return true;
+  if (error.name !== 'ReplyError') return true;
+  if (UNAVAILABLE_REPLY.test(error.message) || UNAVAILABLE_IN_SCRIPT.test(error.message)) return true;
+  const previous = (error as { previousErrors?: unknown }).previousErrors;
+  return error.message.startsWith('EXECABORT') && Array.isArray(previous) && previous.some(isRedisUnavailable);
 }
 
 /**

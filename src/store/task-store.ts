@@ -2,14 +2,8 @@ import type { Db } from './db.js';
 import { cancelTask } from './sql/cancel.js';
 import { claimTasks, expiredLeases, heartbeatTask, releaseTasks, runningLease } from './sql/claim.js';
 import { completeTasks, expireLease } from './sql/complete.js';
-import {
-  getTask,
-  listTasks,
-  pendingDueTimes,
-  pendingInPartition,
-  runningInPartitions,
-  taskHistory,
-} from './sql/read.js';
+import { listTasks } from './sql/list.js';
+import { getTask, pendingDueTimes, pendingInPartition, runningInPartitions, taskHistory } from './sql/read.js';
 import { purgeExpiredIdempotencyKeys, submitTasks } from './sql/submit.js';
 import type {
   BackoffPolicy,
@@ -22,7 +16,7 @@ import type {
   TaskRecord,
   Transition,
 } from '../domain/model.js';
-import type { CancelResult, ListFilter, PartitionCursor, RunningLease, TaskStore } from './types.js';
+import type { CancelResult, ListFilter, PartitionCursor, RunningLease, TaskListPage, TaskStore } from './types.js';
 
 /**
  * The task store over SQL: the same statements on Postgres (`pg`) and PGlite. Each method
@@ -39,10 +33,13 @@ export class SqlTaskStore implements TaskStore {
    * @param db the durable connection: submissions, cancels, reads
    * @param leases where claims, heartbeats and results are written; may commit
    *   asynchronously (see `PostgresDbOptions.asynchronousCommit`). @default db
+   * @param listings where listings run: a pool of their own with a statement timeout, so a
+   *   slow listing neither waits behind submissions nor holds their connections. @default db
    */
   constructor(
     private readonly db: Db,
     private readonly leases: Db = db,
+    private readonly listings: Db = db,
   ) {}
 
   submit(tasks: NewTask[], nowMs: number): Promise<SubmitResult[]> {
@@ -57,8 +54,8 @@ export class SqlTaskStore implements TaskStore {
     return getTask(this.db, id);
   }
 
-  list(filter: ListFilter, nowMs: number): Promise<TaskRecord[]> {
-    return listTasks(this.db, filter, nowMs);
+  list(filter: ListFilter, nowMs: number): Promise<TaskListPage> {
+    return listTasks(this.listings, filter, nowMs);
   }
 
   claim(ids: string[], workerId: string, nowMs: number): Promise<ClaimedTask[]> {

@@ -32,6 +32,20 @@ export interface ListFilter {
   limit: number;
   /** Exclusive: list tasks older than this id (ids are time-ordered UUID v7). */
   beforeId?: string;
+  /** With a status or task-type filter: the most rows of the index walk one page reads. @default all */
+  scanRows?: number;
+  /** The page stops once its tasks pass this many bytes of JSON (it keeps at least one). @default unbounded */
+  maxBytes?: number;
+}
+
+/** One page of a listing. */
+export interface TaskListPage {
+  tasks: TaskRecord[];
+  /**
+   * Where the next page starts (exclusive), or null when this one reached the end. Set when the
+   * page is full, stopped at its bytes, or walked its `scanRows` with fewer matches.
+   */
+  nextBeforeId: string | null;
 }
 
 /** A running task's lease as stored. */
@@ -63,7 +77,8 @@ export interface TaskStore {
    */
   purgeExpiredIdempotencyKeys(nowMs: number, limit: number): Promise<number>;
   get(id: string): Promise<TaskRecord | null>;
-  list(filter: ListFilter, nowMs: number): Promise<TaskRecord[]>;
+  /** A page newest first (see src/store/sql/list.ts for what bounds it). */
+  list(filter: ListFilter, nowMs: number): Promise<TaskListPage>;
   /**
    * Claims in one statement: each id that is `pending` and due becomes `running` with
    * attempts + 1, version + 1, a lease of its timeout, `workerId`, and a new lease token

@@ -109,14 +109,14 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
       await store.submit([makeTask()], T0);
       const newestFirst = tasks.map((t) => t.id).reverse();
 
-      const first = await store.list({ taskType, limit: 2 }, T0);
+      const { tasks: first } = await store.list({ taskType, limit: 2 }, T0);
       expect(first.map((t) => t.id)).toEqual(newestFirst.slice(0, 2));
-      const second = await store.list({ taskType, limit: 2, beforeId: first[1]!.id }, T0);
+      const { tasks: second } = await store.list({ taskType, limit: 2, beforeId: first[1]!.id }, T0);
       expect(second.map((t) => t.id)).toEqual(newestFirst.slice(2, 4));
-      const rest = await store.list({ taskType, limit: 10, beforeId: second[1]!.id }, T0);
+      const { tasks: rest } = await store.list({ taskType, limit: 10, beforeId: second[1]!.id }, T0);
       expect(rest.map((t) => t.id)).toEqual(newestFirst.slice(4));
 
-      const unfiltered = await store.list({ limit: 3 }, T0);
+      const { tasks: unfiltered } = await store.list({ limit: 3 }, T0);
       expect(unfiltered).toHaveLength(3);
       expect(unfiltered.map((t) => t.id)).toEqual([...unfiltered.map((t) => t.id)].sort().reverse());
     });
@@ -130,7 +130,7 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
       await store.submit([due, dueNow, later, blocked], T0);
 
       const ids = async (status: 'ready' | 'pending' | 'blocked', nowMs: number) =>
-        (await store.list({ taskType, status, limit: 10 }, nowMs)).map((t) => t.id).sort();
+        (await store.list({ taskType, status, limit: 10 }, nowMs)).tasks.map((t) => t.id).sort();
       expect(await ids('ready', T0)).toEqual([due.id, dueNow.id].sort());
       expect(await ids('pending', T0)).toEqual([later.id]);
       expect(await ids('blocked', T0)).toEqual([blocked.id]);
@@ -143,7 +143,7 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
       const [a, b] = makeTasks(2, { taskType });
       await store.submit([a!, b!], T0);
       await store.claim([a!.id], 'w1', T0);
-      const running = await store.list({ taskType, status: 'running', limit: 10 }, T0);
+      const { tasks: running } = await store.list({ taskType, status: 'running', limit: 10 }, T0);
       expect(running.map((t) => t.id)).toEqual([a!.id]);
     });
   });

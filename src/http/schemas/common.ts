@@ -1,4 +1,4 @@
-import Type, { type Static, type TSchema, type TUnsafe } from 'typebox';
+import Type, { type Static, type TSchema, type TString, type TUnsafe } from 'typebox';
 import { ERROR_CATALOGUE, ERROR_CODES, type ErrorCode } from '../../lib/errors.js';
 import type { Scope } from '../../services/api-keys.js';
 
@@ -44,6 +44,26 @@ export const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a
 export const Uuid = Type.String({ format: 'uuid', pattern: UUID_PATTERN, 'x-hint': 'be a task id (a UUID)' });
 
 export const TASK_TYPE_PATTERN = '^[A-Za-z0-9_.:-]+$';
+
+/**
+ * Text Postgres stores (`text`, `jsonb`) is UTF-8 without U+0000: a NUL is refused, and a lone
+ * surrogate (not UTF-8) is stored as U+FFFD, so an idempotency key holding one did not read
+ * back as itself. A string field that reaches a column matches this (Ajv reads patterns as
+ * Unicode: a surrogate pair is one code point, outside the excluded range), so either is a
+ * 400 naming the field rather than the store's error.
+ */
+export const STORED_TEXT_PATTERN = '^[^\\u0000\\ud800-\\udfff]*$';
+
+/** A string Postgres stores as sent (no U+0000, no lone surrogate), 1–`maxLength` characters. */
+export function StoredText(maxLength: number, options: Record<string, unknown> = {}): TString {
+  return Type.String({
+    minLength: 1,
+    maxLength,
+    pattern: STORED_TEXT_PATTERN,
+    'x-hint': 'be text without U+0000 or unpaired surrogates',
+    ...options,
+  });
+}
 
 /** A task type: 1–128 characters of letters, digits and `_ . : -`. */
 export const TaskType = Type.String({
@@ -111,7 +131,7 @@ const ERROR_SUMMARY: Record<number, string> = {
   409: 'Idempotency conflict, lease no longer held, or task already finished.',
   413: 'Body larger than the configured limit.',
   415: 'Body is not application/json.',
-  429: 'Ready backlog past its limit. Carries Retry-After.',
+  429: 'Ready backlog past its limit, or (a poll) the node holds as many long-polls as it allows. Carries Retry-After.',
   500: 'A bug: the answer carries a request id to find the log line.',
   503: 'Store unreachable or node not ready. Carries Retry-After.',
 };

@@ -1,9 +1,11 @@
 import Type, { type Static } from 'typebox';
+import { MAX_DEPENDENCIES } from '../../lib/config.js';
 import {
   COMMON_ERRORS,
   Nullable,
   NullableTime,
   Ref,
+  StoredText,
   StringEnum,
   TaskStatus,
   TaskType,
@@ -35,7 +37,7 @@ export const MISFIRE_POLICIES = ['fire_once', 'skip', 'fire_all'] as const;
 export const OVERLAP_POLICIES = ['allow', 'skip'] as const;
 export const SCHEDULE_TYPES = ['immediate', 'delayed', 'cron'] as const;
 
-const IdempotencyKey = Type.String({ minLength: 1, maxLength: 256 });
+const IdempotencyKey = StoredText(256);
 
 const ImmediateSchedule = Type.Object({ type: Type.Literal('immediate') }, { additionalProperties: false });
 
@@ -105,7 +107,13 @@ export const TaskRequest = Type.Object(
   {
     ...taskHead,
     dependencies: Type.Optional(
-      Nullable(Type.Array(Uuid, { description: 'Ids of tasks that must succeed first. Not on a cron task.' })),
+      Nullable(
+        Type.Array(Uuid, {
+          maxItems: MAX_DEPENDENCIES,
+          description:
+            'Ids of tasks that must succeed first (at most `maxDependencies`, 1 000 by default). Not on a cron task.',
+        }),
+      ),
     ),
     idempotency_key: Type.Optional(Nullable(IdempotencyKey)),
     ...taskTail,
@@ -125,11 +133,12 @@ export type BatchRequestBody = Static<typeof BatchRequest>;
 /** A task of a graph: a task without its own dependencies or idempotency key, plus `ref` and `depends_on`. */
 export const DagTaskRequest = Type.Object(
   {
-    ref: Type.String({ minLength: 1, maxLength: 128, description: "The task's name in this request." }),
+    ref: StoredText(128, { description: "The task's name in this request." }),
     depends_on: Type.Optional(
       Nullable(
-        Type.Array(Type.String({ minLength: 1, maxLength: 128 }), {
-          description: 'Refs of this request, or ids of existing tasks.',
+        Type.Array(StoredText(128), {
+          maxItems: MAX_DEPENDENCIES,
+          description: 'Refs of this request, or ids of existing tasks (at most `maxDependencies`, 1 000 by default).',
         }),
       ),
     ),

@@ -1,5 +1,18 @@
 import Type, { type Static } from 'typebox';
-import { COMMON_ERRORS, Nullable, Ok, Ref, StringEnum, TaskType, Time, Uuid, errors, needs } from './common.js';
+import { MAX_POLL_TASK_TYPES } from '../../lib/config.js';
+import {
+  COMMON_ERRORS,
+  Nullable,
+  Ok,
+  Ref,
+  StoredText,
+  StringEnum,
+  TaskType,
+  Time,
+  Uuid,
+  errors,
+  needs,
+} from './common.js';
 import { TaskIdParams } from './tasks.js';
 
 /**
@@ -19,8 +32,12 @@ export const OUTCOMES = ['succeeded', 'failed'] as const;
 
 export const PollRequest = Type.Object(
   {
-    worker_id: Type.String({ minLength: 1, maxLength: 128 }),
-    task_types: Type.Array(TaskType, { minItems: 1, description: 'Task types this worker runs.' }),
+    worker_id: StoredText(128),
+    task_types: Type.Array(TaskType, {
+      minItems: 1,
+      maxItems: MAX_POLL_TASK_TYPES,
+      description: 'Task types this worker runs: at most `pollMaxTaskTypes` (100 by default).',
+    }),
     max_tasks: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 1000, default: 1 }))),
     wait_ms: Type.Optional(
       Nullable(

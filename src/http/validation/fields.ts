@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto';
 import { BODY, FieldPath, type JsonObject } from '../../domain/field-path.js';
+import { WheelhouseError } from '../../lib/errors.js';
 
 export { BODY, FieldPath, type JsonObject };
 
@@ -49,17 +50,32 @@ export function parseIsoTime(text: string): number | null {
 /**
  * JSON with object keys sorted at every level, so two bodies that differ only in key order
  * serialise identically. Otherwise as `JSON.stringify` (undefined members are dropped,
- * non-finite numbers become null).
+ * non-finite numbers become null). It recurses: a value nested deeper than
+ * `CANONICAL_MAX_DEPTH` is the catalogue's `validation_failed`, not a stack overflow (bodies
+ * that reach it through the routes are already held to `maxJsonDepth`; callers of the
+ * validators with a value of their own are not).
  */
 export function canonicalJson(value: unknown): string {
+  return canonical(value, 0);
+}
+
+/** Deepest nesting `canonicalJson` writes. */
+export const CANONICAL_MAX_DEPTH = 1000;
+
+function canonical(value: unknown, depth: number): string {
   if (value === null || typeof value !== 'object') {
     return JSON.stringify(value) ?? 'null';
+  }
+  if (depth >= CANONICAL_MAX_DEPTH) {
+    throw new WheelhouseError('validation_failed', `body: nests deeper than ${CANONICAL_MAX_DEPTH} levels`, {
+      details: { field: 'body', max_depth: CANONICAL_MAX_DEPTH },
+    });
   }
   if (Array.isArray(value)) {
     let out = '[';
     for (let i = 0; i < value.length; i++) {
       if (i > 0) out += ',';
-      out += canonicalJson(value[i]);
+      out += canonical(value[i], depth + 1);
     }
     return out + ']';
   }
@@ -73,7 +89,7 @@ export function canonicalJson(value: unknown): string {
     if (member === undefined || typeof member === 'function') continue;
     if (!first) out += ',';
     first = false;
-    out += JSON.stringify(key) + ':' + canonicalJson(member);
+    out += JSON.stringify(key) + ':' + canonical(member, depth + 1);
   }
   return out + '}';
 }

@@ -15,7 +15,7 @@ import {
   type PollRequestBody,
 } from '../schemas/workers.js';
 import { assertSchema } from './ajv.js';
-import { truncateUtf8 } from './fields.js';
+import { BODY, truncateUtf8 } from './fields.js';
 
 export { MAX_BATCH_COMPLETIONS } from '../schemas/workers.js';
 
@@ -35,6 +35,8 @@ export const MAX_ERROR_BYTES = 4096;
 export interface PollLimits {
   /** Longest long-poll this node allows, ms; a longer `wait_ms` is clamped to it. */
   pollMaxWaitMs: number;
+  /** Most task types one poll may name; more is a 400. @default unbounded but for the schema's ceiling */
+  pollMaxTaskTypes?: number;
 }
 
 /** `GET /api/tasks` query, validated. */
@@ -66,8 +68,22 @@ export function validatePoll(body: unknown, limits: PollLimits): PollRequest {
   return pollRequest(body as PollRequestBody, limits);
 }
 
-/** A poll body → `PollRequest`: task types once each, `wait_ms` clamped to the node's maximum. */
+/**
+ * A poll body → `PollRequest`: task types once each, `wait_ms` clamped to the node's maximum.
+ * More task types than `pollMaxTaskTypes` is a 400: each names a ready queue that every take
+ * (and every wake-up of a waiting poll) looks at.
+ */
 export function pollRequest(o: PollRequestBody, limits: PollLimits): PollRequest {
+  const maxTypes = limits.pollMaxTaskTypes;
+  if (maxTypes !== undefined && o.task_types.length > maxTypes) {
+    BODY.at('task_types').fail(
+      `holds ${o.task_types.length} items; the most is ${maxTypes} (pollMaxTaskTypes)`,
+      'validation_failed',
+      {
+        limit: maxTypes,
+      },
+    );
+  }
   return {
     workerId: o.worker_id,
     taskTypes: [...new Set(o.task_types)],
@@ -86,15 +102,22 @@ export function validateCompletion(taskId: string, body: unknown): CompletionReq
   return completionRequest(taskId, body as CompletionBody);
 }
 
-/** A completion body → `CompletionRequest`: `error` cut to 4 KiB, `retryable` true unless said. */
+/**
+ * A completion body → `CompletionRequest`: `error` cut to 4 KiB with any U+0000 (which Postgres
+ * text cannot hold) made U+FFFD, `retryable` true unless said.
+ */
 export function completionRequest(taskId: string, o: CompletionBody): CompletionRequest {
   return {
     taskId,
     leaseToken: o.lease_token,
     outcome: o.status,
-    error: o.error === undefined || o.error === null ? null : truncateUtf8(o.error, MAX_ERROR_BYTES),
+    error: o.error === undefined || o.error === null ? null : truncateUtf8(withoutNul(o.error), MAX_ERROR_BYTES),
     retryable: o.retryable ?? true,
   };
+}
+
+function withoutNul(text: string): string {
+  return text.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text;
 }
 
 export function validateCompletionBatch(body: unknown): CompletionRequest[] {

@@ -50,6 +50,8 @@ export interface TaskDefaults {
   timeoutSeconds: number;
   /** Largest accepted `payload`, bytes of JSON. Unchecked when left out. */
   maxPayloadBytes?: number;
+  /** Most `dependencies` of a task (`depends_on` of a graph's task). Unchecked when left out. */
+  maxDependencies?: number;
 }
 
 /** Checks one submission body (`POST /api/tasks`) against its schema and makes it a `TaskSpec`. */
@@ -77,6 +79,7 @@ export function validateDag(body: unknown, defaults: TaskDefaults): DagSpec {
 export function taskSpec(o: TaskRequestBody, defaults: TaskDefaults, at: FieldPath = BODY): TaskSpec {
   const payload = o.payload === undefined ? null : o.payload;
   const schedule = scheduleSpec(o.schedule ?? null, at.at('schedule'));
+  checkDependencyCount(o.dependencies?.length ?? 0, at.at('dependencies'), defaults);
   const dependencies = uniqueIds(o.dependencies ?? null);
   if (schedule.type === 'cron' && dependencies.length > 0) {
     at.at('dependencies').fail('a cron task cannot have dependencies');
@@ -97,6 +100,12 @@ export function taskSpec(o: TaskRequestBody, defaults: TaskDefaults, at: FieldPa
         },
       );
     }
+  }
+
+  if (unstorable(payloadJson)) {
+    at.at('payload').fail(
+      'holds U+0000 or an unpaired surrogate in a string or a key, which the store (Postgres jsonb) cannot keep',
+    );
   }
 
   const spec: TaskSpec = {
@@ -136,12 +145,35 @@ export function dagSpec(body: DagRequestBody, defaults: TaskDefaults): DagSpec {
   for (let i = 0; i < body.tasks.length; i++) {
     const taskAt = new FieldPath(`tasks[${i}]`, i);
     const { ref, depends_on: dependsOn, ...task } = body.tasks[i] as DagRequestBody['tasks'][number];
+    checkDependencyCount(dependsOn?.length ?? 0, taskAt.at('depends_on'), defaults);
     const spec = taskSpec(task, defaults, taskAt);
     if (spec.schedule.type === 'cron') taskAt.at('schedule.type').fail('a cron schedule cannot be part of a graph');
     out[i] = { ref, dependsOn: dependsOn ?? [], spec };
   }
   const idempotencyKey = body.idempotency_key ?? null;
   return { tasks: out, idempotencyKey, requestHash: idempotencyKey === null ? '' : sha256Hex(canonicalJson(body)) };
+}
+
+/**
+ * What `JSON.stringify` writes as an escape and Postgres jsonb refuses: U+0000 (`\\u0000`)
+ * and a lone surrogate (`\\ud800`; a pair is written as itself), each not after an escaping
+ * backslash.
+ */
+const UNSTORABLE_ESCAPE = /(?<!\\)(?:\\\\)*\\u(?:0000|[dD][89abcdefABCDEF][0-9a-fA-F]{2})/;
+
+function unstorable(json: string): boolean {
+  return json.includes('\\u') && UNSTORABLE_ESCAPE.test(json);
+}
+
+/**
+ * At most `maxDependencies` predecessors a task: a submit reads and locks each one, and a task
+ * with a hundred thousand would hold the store for everyone else.
+ */
+function checkDependencyCount(count: number, at: FieldPath, defaults: TaskDefaults): void {
+  const max = defaults.maxDependencies;
+  if (max !== undefined && count > max) {
+    at.fail(`holds ${count} items; the most is ${max} (maxDependencies)`, 'validation_failed', { limit: max });
+  }
 }
 
 /**

@@ -1,7 +1,7 @@
 import { isUuid, nameUuid } from '../../lib/ids.js';
 import type { Db } from '../db.js';
 import type { DueEntry, ExecutionRecord, TaskRecord } from '../../domain/model.js';
-import type { ListFilter, PartitionCursor } from '../types.js';
+import type { PartitionCursor } from '../types.js';
 import {
   msOf,
   statusIs,
@@ -29,45 +29,8 @@ export async function getTask(db: Db, id: string): Promise<TaskRecord | null> {
   return row === undefined ? null : toTaskRecord(row);
 }
 
-/** The largest `limit` a listing honours. */
+/** The largest `limit` a history page honours. */
 const MAX_LIST = 1000;
-
-/**
- * Lists newest first: `ORDER BY id DESC` (UUID v7 ids sort by creation time), paging with
- * `id < beforeId`. This walks the primary key backwards, filtering as it goes: there is no
- * (status, id) index, because every status change would write it — on the hot path of
- * claim and complete — for the sake of a listing. `ready` and `pending` are both stored `pending` and are
- * told apart by the due time. A task-type filter is applied to the rows walked (no index
- * of its own: each index write-amplifies the hot path).
- */
-export async function listTasks(db: Db, filter: ListFilter, nowMs: number): Promise<TaskRecord[]> {
-  const limit = Math.max(0, Math.min(MAX_LIST, Math.floor(filter.limit)));
-  if (limit === 0) return [];
-  const where: string[] = [];
-  const params: unknown[] = [];
-  const param = (value: unknown): number => params.push(value);
-  if (filter.status === 'ready') {
-    where.push(`t.status = 'pending' AND t.due_time <= ${tsParam(param(nowMs))}`);
-  } else if (filter.status === 'pending') {
-    where.push(`t.status = 'pending' AND t.due_time > ${tsParam(param(nowMs))}`);
-  } else if (filter.status !== undefined) {
-    where.push(`t.status = $${param(filter.status)}`);
-  }
-  if (filter.taskType !== undefined) where.push(`t.task_type = $${param(filter.taskType)}`);
-  if (filter.scheduleId !== undefined) {
-    if (!isUuid(filter.scheduleId)) return [];
-    where.push(`t.schedule_id = $${param(filter.scheduleId)}::uuid`);
-  }
-  if (filter.beforeId !== undefined) {
-    if (!isUuid(filter.beforeId)) return [];
-    where.push(`t.id < $${param(filter.beforeId)}::uuid`);
-  }
-  const text = `SELECT ${taskColumns('t')} FROM tasks t
-    ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
-    ORDER BY t.id DESC LIMIT $${param(limit)}`;
-  const { rows } = await db.query<TaskRow>(text, params);
-  return rows.map(toTaskRecord);
-}
 
 /**
  * Executions newest first. The running attempt has no row yet, and the attempt that ended
@@ -125,7 +88,10 @@ export async function taskHistory(
 ): Promise<ExecutionRecord[]> {
   const max = Math.max(0, Math.min(MAX_LIST, Math.floor(limit)));
   if (!isUuid(taskId) || max === 0) return [];
-  return historyOf(db, [taskId], beforeAttempt === undefined ? MAX_ATTEMPT : Math.floor(beforeAttempt), max);
+  // An attempt is a Postgres integer: a bound past it would fail the statement, and means "all".
+  const before = beforeAttempt === undefined ? MAX_ATTEMPT : Math.min(MAX_ATTEMPT, Math.floor(beforeAttempt));
+  if (!(before >= 0)) return [];
+  return historyOf(db, [taskId], before, max);
 }
 
 /**
