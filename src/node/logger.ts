@@ -14,12 +14,25 @@ import type { CompiledOptions } from '../lib/config.js';
  * after `close()` — a transport's worker would have to be flushed and ended first.
  */
 export function nodeLogger(options: Pick<CompiledOptions, 'logLevel' | 'logFormat'>, to?: DestinationStream): Logger {
-  const level = options.logLevel;
-  if (options.logFormat === 'json') return to === undefined ? pino({ level }) : pino({ level }, to);
+  const settings = { level: options.logLevel, redact: SECRETS };
+  if (options.logFormat === 'json') return to === undefined ? pino(settings) : pino(settings, to);
   const out = to ?? pino.destination({ dest: 1, sync: true });
   const colorize = to === undefined && process.stdout.isTTY && isColorSupported;
-  return pino({ level }, prettyStream(out, colorize));
+  return pino(settings, prettyStream(out, colorize));
 }
+
+/**
+ * Never written to a log, whatever logs a request or a body (docs/security.md): API keys, the
+ * cluster secret, lease tokens.
+ */
+const SECRETS = [
+  'req.headers.authorization',
+  'req.headers["x-wheelhouse-cluster-secret"]',
+  'headers.authorization',
+  'headers["x-wheelhouse-cluster-secret"]',
+  'lease_token',
+  '*.lease_token',
+];
 
 /** Request fields fastify logs: shown in the message, not as an object. */
 interface RequestFields {

@@ -19,6 +19,20 @@ describe('nodeLogger', () => {
     expect(JSON.parse(text[0]!)).toEqual(expect.objectContaining({ level: 30, msg: 'started', count: 3 }));
   });
 
+  it('never writes a key, the cluster secret or a lease token, in either format', () => {
+    for (const logFormat of ['json', 'pretty'] as const) {
+      const { to, text } = written();
+      const log = nodeLogger({ logLevel: 'info', logFormat }, to);
+      log.info(
+        { req: { headers: { authorization: 'Bearer whk_secret1', 'x-wheelhouse-cluster-secret': 'secret2' } } },
+        'in',
+      );
+      log.info({ body: { lease_token: 'lt2.secret3' }, lease_token: 'lt2.secret4' }, 'body');
+      const all = text.join('');
+      for (const secret of ['secret1', 'secret2', 'secret3', 'secret4']) expect(all, logFormat).not.toContain(secret);
+    }
+  });
+
   it('writes one readable line a record in pretty', () => {
     const { to, text } = written();
     const log = nodeLogger({ logLevel: 'info', logFormat: 'pretty' }, to);
