@@ -21,12 +21,15 @@ const SEED = Number(process.env.WHEELHOUSE_FUZZ_SEED ?? 1_402_2026);
 /** Requests per route and backend: about 2 500 per backend in all. */
 const RUNS_PER_ROUTE = 110;
 const CLUSTER_SECRET = 'fuzz-cluster-secret-of-32-bytes-or-more';
+/** The node asks for keys: most requests carry this one, the rest none or a wrong one. */
+const ADMIN_KEY = 'fuzz-admin-key-of-16-bytes-or-more';
+const AUTH = { authorization: `Bearer ${ADMIN_KEY}` };
 
 describe.each(BACKENDS)('fuzzing every route on %s', (backend) => {
   let node: TestCluster;
   let server: FastifyInstance;
   let routes: FuzzRoute[];
-  const known: Known = { taskIds: [], leaseTokens: [], clusterSecret: CLUSTER_SECRET };
+  const known: Known = { taskIds: [], leaseTokens: [], clusterSecret: CLUSTER_SECRET, adminKey: ADMIN_KEY };
 
   beforeAll(async () => {
     node = await startTestNode(backend, {
@@ -34,26 +37,40 @@ describe.each(BACKENDS)('fuzzing every route on %s', (backend) => {
       pollMaxWaitSeconds: 0,
       cronCheckBudgetSeconds: 0.05,
       clusterSecret: CLUSTER_SECRET,
+      adminToken: ADMIN_KEY,
     });
     server = node.node.server;
     routes = await routeTable();
     // Things for the generated requests to name: a plain task, a schedule, a graph, a running task.
-    const plain = await api<{ task_id: string }>(node.url, 'POST', '/api/tasks', { task_type: 'fuzz' });
-    const cron = await api<{ task_id: string }>(node.url, 'POST', '/api/tasks', {
-      task_type: 'fuzz',
-      schedule: { type: 'cron', cron_expression: '0 0 1 1 *' },
-    });
-    const dag = await api<{ dag_id: string; tasks: { task_id: string }[] }>(node.url, 'POST', '/api/dags', {
-      tasks: [
-        { ref: 'a', task_type: 'fuzz.other' },
-        { ref: 'b', task_type: 'fuzz.other', depends_on: ['a'] },
-      ],
-    });
+    const plain = await api<{ task_id: string }>(node.url, 'POST', '/api/tasks', { task_type: 'fuzz' }, AUTH);
+    const cron = await api<{ task_id: string }>(
+      node.url,
+      'POST',
+      '/api/tasks',
+      {
+        task_type: 'fuzz',
+        schedule: { type: 'cron', cron_expression: '0 0 1 1 *' },
+      },
+      AUTH,
+    );
+    const dag = await api<{ dag_id: string; tasks: { task_id: string }[] }>(
+      node.url,
+      'POST',
+      '/api/dags',
+      {
+        tasks: [
+          { ref: 'a', task_type: 'fuzz.other' },
+          { ref: 'b', task_type: 'fuzz.other', depends_on: ['a'] },
+        ],
+      },
+      AUTH,
+    );
     const polled = await api<{ tasks: { task_id: string; lease_token: string }[] }>(
       node.url,
       'POST',
       '/api/workers/poll',
       { worker_id: 'fuzz', task_types: ['fuzz'], max_tasks: 1, wait_ms: 0 },
+      AUTH,
     );
     known.taskIds.push(plain.body.task_id, cron.body.task_id, dag.body.dag_id, ...dag.body.tasks.map((t) => t.task_id));
     known.leaseTokens.push(...polled.body.tasks.map((t) => t.lease_token));

@@ -81,6 +81,8 @@ export interface Known {
   taskIds: string[];
   leaseTokens: string[];
   clusterSecret: string | null;
+  /** A key the node knows (with every scope), sent on most requests; null when it asks for none. */
+  adminKey: string | null;
 }
 
 const CRON = [
@@ -314,7 +316,13 @@ function headersArb(known: Known): fc.Arbitrary<Record<string, string>> {
     .record(
       {
         type: fc.oneof({ weight: 6, arbitrary: fc.constant('application/json') }, fc.constantFrom(...CONTENT_TYPES)),
-        auth: fc.constantFrom(undefined, 'Bearer x', 'Bearer', 'Basic YTpi', 'Bearer ' + 'a'.repeat(5000)),
+        auth: fc.oneof(
+          { weight: known.adminKey === null ? 0 : 8, arbitrary: fc.constant(`Bearer ${known.adminKey ?? ''}`) },
+          {
+            weight: 1,
+            arbitrary: fc.constantFrom(undefined, 'Bearer x', 'Bearer', 'Basic YTpi', 'Bearer ' + 'a'.repeat(5000)),
+          },
+        ),
         secret: fc.constantFrom(undefined, 'wrong', ...(known.clusterSecret === null ? [] : [known.clusterSecret])),
         accept: fc.constantFrom(undefined, 'application/json', 'text/html', '*/*'),
         encoding: fc.constantFrom(undefined, undefined, undefined, 'gzip', 'identity', 'br'),
