@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { DagsApi } from '../services/types.js';
-import { taskRoutes as schemas } from './schemas/tasks.js';
+import { taskRoutes as schemas } from './schemas/task-routes.js';
 import { dagSpec, type TaskDefaults } from './validation/tasks.js';
 import { dagJson, dagSubmitJson } from './serialize.js';
 

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { SchedulesApi, TasksApi } from '../services/types.js';
-import { taskRoutes as schemas } from './schemas/tasks.js';
+import { taskRoutes as schemas } from './schemas/task-routes.js';
 import { historyQuery, listQuery } from './validation/requests.js';
 import { batchSpecs, taskSpec, type TaskDefaults } from './validation/tasks.js';
 import { executionJson, submitJson, taskJson } from './serialize.js';

@@ -5,6 +5,7 @@ import { Assignment } from './workers.js';
 
 export * from './common.js';
 export * from './tasks.js';
+export * from './task-routes.js';
 export * from './workers.js';
 export * from './operations.js';
 
