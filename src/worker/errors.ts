@@ -30,3 +30,14 @@ export class PermanentTaskError extends Error {
     this.name = 'PermanentTaskError';
   }
 }
+
+/** `stop({ timeoutMs })` ran out of grace while the task still ran: it is reported failed and retryable. */
+export class WorkerStoppedError extends Error {
+  constructor(
+    readonly taskId: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`worker stopped: task ${taskId} was aborted after the stop grace of ${timeoutMs} ms`);
+    this.name = 'WorkerStoppedError';
+  }
+}

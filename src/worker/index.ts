@@ -1,14 +1,27 @@
 /**
  * The Wheelhouse worker SDK (`wheelhouse/worker`): runs tasks from a Wheelhouse cluster in
- * your own process, over the HTTP worker endpoints (long-poll, heartbeat, complete).
+ * your own process, over the worker channel (one WebSocket per worker, tasks pushed up to the
+ * credit it grants) or, with `transport: 'http'`, over the HTTP worker endpoints (long-poll,
+ * heartbeat, complete).
  *
  * ```ts
  * import { createWorker } from 'wheelhouse/worker';
- * const worker = createWorker({ url: 'http://127.0.0.1:7070', taskTypes: ['email.send'], handler });
+ * const worker = createWorker({ urls: ['http://10.0.0.1:7070', 'http://10.0.0.2:7070'], taskTypes: ['email.send'], handler });
  * worker.start();
  * ```
  */
 export { createWorker } from './worker.js';
-export { LeaseLostError, PermanentTaskError, TaskCancelledError } from './errors.js';
+export { LeaseLostError, PermanentTaskError, TaskCancelledError, WorkerStoppedError } from './errors.js';
 export { NodeAnswerError } from './http.js';
-export type { CompletionBatchOptions, TaskContext, TaskHandler, Worker, WorkerOptions, WorkerStats } from './types.js';
+export { ChannelError } from './channel-wire.js';
+export { UpgradeRefusedError } from './channel-socket.js';
+export type {
+  CompletionBatchOptions,
+  StopOptions,
+  TaskContext,
+  TaskHandler,
+  Worker,
+  WorkerOptions,
+  WorkerStats,
+  WorkerTransport,
+} from './types.js';

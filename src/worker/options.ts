@@ -1,10 +1,14 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { TaskHandler, WorkerOptions } from './types.js';
+import type { TaskHandler, WorkerOptions, WorkerTransport } from './types.js';
 
 /** Options after defaults and checks: complete, in milliseconds, frozen. */
 export interface CompiledWorkerOptions {
+  /** The first of `urls`: the node the HTTP transport talks to. */
   readonly url: string;
+  /** Every node the channel may connect to, `url` first, without repeats. */
+  readonly urls: readonly string[];
+  readonly transport: WorkerTransport;
   readonly workerId: string;
   readonly taskTypes: readonly string[];
   readonly concurrency: number;
@@ -34,7 +38,14 @@ const TASK_TYPE = /^[A-Za-z0-9_.:-]{1,128}$/;
 
 /** Fills defaults and validates; throws a `TypeError` naming the bad option. */
 export function compileWorkerOptions(o: WorkerOptions): CompiledWorkerOptions {
-  if (typeof o.url !== 'string' || !URL.canParse(o.url)) bad('url', 'must be an absolute http(s) URL');
+  if (o.url !== undefined && !isHttpUrl(o.url)) bad('url', 'must be an absolute http(s) URL');
+  const listed: unknown = o.urls ?? [];
+  if (!Array.isArray(listed)) bad('urls', 'must be an array of URLs');
+  for (const u of o.urls ?? []) if (!isHttpUrl(u)) bad('urls', `"${String(u)}" is not an absolute http(s) URL`);
+  const urls = [...new Set([...(o.url === undefined ? [] : [o.url]), ...(o.urls ?? [])])];
+  if (urls.length === 0) bad('url', 'or urls must name at least one node');
+  const transport = o.transport ?? 'channel';
+  if (transport !== 'channel' && transport !== 'http') bad('transport', 'must be "channel" or "http"');
   if (!Array.isArray(o.taskTypes) || o.taskTypes.length === 0) bad('taskTypes', 'must list at least one task type');
   for (const t of o.taskTypes)
     if (typeof t !== 'string' || !TASK_TYPE.test(t)) bad('taskTypes', `"${String(t)}" is not a task type`);
@@ -45,7 +56,9 @@ export function compileWorkerOptions(o: WorkerOptions): CompiledWorkerOptions {
   const batch = o.batchCompletions ?? true;
   const tuned = typeof batch === 'object' ? batch : {};
   return Object.freeze({
-    url: o.url,
+    url: urls[0]!,
+    urls: Object.freeze(urls),
+    transport,
     workerId,
     taskTypes: Object.freeze([...new Set(o.taskTypes)]),
     concurrency: int('concurrency', o.concurrency, 10, 1, 1_000_000),
@@ -73,6 +86,20 @@ export function compileWorkerOptions(o: WorkerOptions): CompiledWorkerOptions {
     connections: int('connections', o.connections, 8, 2, 1_000),
     onError: o.onError ?? writeToStderr,
   });
+}
+
+function isHttpUrl(u: unknown): boolean {
+  if (typeof u !== 'string' || !URL.canParse(u)) return false;
+  const { protocol } = new URL(u);
+  return protocol === 'http:' || protocol === 'https:';
+}
+
+/** Reads `stop()`'s grace: undefined (no limit) or whole ms ≥ 0. */
+export function stopTimeoutMs(timeoutMs: number | undefined): number | undefined {
+  if (timeoutMs === undefined) return undefined;
+  if (!Number.isFinite(timeoutMs) || timeoutMs < 0)
+    throw new TypeError('worker.stop: timeoutMs must be a number of ms ≥ 0');
+  return Math.min(Math.floor(timeoutMs), 2 ** 31 - 1);
 }
 
 function defaultWorkerId(): string {

@@ -17,6 +17,10 @@ export interface TaskContext {
    * lease ran out and the task was handed on) or reported `cancel_requested`. The reason is
    * a `LeaseLostError` or a `TaskCancelledError`. A handler that does long work should pass
    * it on (to `fetch`, to child processes) or check it between steps.
+   *
+   * On the channel transport the node pushes `cancel` and `lease_lost` instead of answering
+   * heartbeats, with the same reasons. `stop({ timeoutMs })` aborts the handlers still running
+   * after the grace with a `WorkerStoppedError`.
    */
   readonly signal: AbortSignal;
 }
@@ -34,10 +38,33 @@ export interface CompletionBatchOptions {
   maxRequestsInFlight?: number;
 }
 
+/**
+ * How the worker talks to the cluster. `channel`: one WebSocket to a node
+ * (`GET /api/workers/connect`), tasks pushed up to the credit the worker grants, results and
+ * progress back on the same socket, one keep-alive for all leases. `http`: the long-poll,
+ * heartbeat and complete endpoints, as workers in other languages use them.
+ */
+export type WorkerTransport = 'channel' | 'http';
+
 /** Options of `createWorker`. */
 export interface WorkerOptions {
-  /** Base URL of any node, e.g. `http://127.0.0.1:7070`. A path prefix is kept. */
-  url: string;
+  /**
+   * Base URL of a node, e.g. `http://127.0.0.1:7070`. A path prefix is kept. Give `url`,
+   * `urls` or both (then `url` is tried first).
+   */
+  url?: string;
+  /**
+   * Base URLs of several nodes of the cluster. The channel connects to the first that answers
+   * and, when its socket is lost, to the next one, with backoff. The HTTP transport uses the
+   * first.
+   */
+  urls?: readonly string[];
+  /**
+   * `channel` (a WebSocket, the default) or `http` (long-poll). A node too old to offer the
+   * channel answers its upgrade with 404: the worker then falls back to HTTP by itself, once,
+   * and says so through `onError`. @default 'channel'
+   */
+  transport?: WorkerTransport;
   /** This worker's id as the cluster records it (1–128 characters). @default `<hostname>-<pid>-<random>` */
   workerId?: string;
   /** The task types this worker runs (at least one). */
@@ -49,7 +76,8 @@ export interface WorkerOptions {
   /** Bearer token, sent when the node has auth enabled. @default none */
   token?: string;
   /**
-   * How often each running task is heartbeated, ms. @default a third of the lease
+   * HTTP transport: how often each running task is heartbeated, ms (on the channel the node
+   * keeps every lease alive while the socket lives). @default a third of the lease
    * (computed from each lease's expiry, so it follows the task's `timeout_seconds`)
    */
   heartbeatEveryMs?: number;
@@ -90,26 +118,43 @@ export interface WorkerStats {
   discarded: number;
   /** Results waiting to be sent or in flight. */
   unreported: number;
-  /** Heartbeats answered 409: the task was taken away from this worker. */
+  /** Leases the node took away from this worker (a heartbeat answered 409, or a `lease_lost` frame). */
   leasesLost: number;
-  /** Poll requests answered. */
+  /** Poll requests answered (HTTP transport). */
   polls: number;
-  /** Completion requests answered (batched or single). */
+  /** Completion requests answered, batched or single (HTTP transport). */
   completionRequests: number;
+  /** `results` frames sent, resends after a reconnect included (channel). */
+  resultFrames: number;
+  /** Sockets the node welcomed after the first one: reconnects, to the same node or another (channel). */
+  reconnects: number;
+}
+
+/** Options of `Worker.stop`. */
+export interface StopOptions {
+  /**
+   * How long running handlers may go on after `stop` is called, ms. Past it their signals are
+   * aborted with a `WorkerStoppedError` and they are reported as failed and retryable (so the
+   * task runs again elsewhere) without waiting for them any longer. @default no limit
+   */
+  timeoutMs?: number;
 }
 
 /** A worker created by `createWorker`. */
 export interface Worker {
-  /** The id the worker polls with. */
+  /** The id the worker polls or connects with. */
   readonly workerId: string;
-  /** Starts polling. Calling it again while running does nothing; a stopped worker cannot restart. */
+  /** Starts connecting (or polling). Calling it again while running does nothing; a stopped worker cannot restart. */
   start(): void;
   /**
-   * Stops gracefully: no new polls (the one waiting is abandoned), every running handler is
-   * left to finish and its result is reported, then connections close. Resolves when all
-   * that is done. Idempotent.
+   * Stops gracefully: no new tasks (on the channel a `goodbye` frame; over HTTP the waiting
+   * poll is abandoned), every running handler is left to finish — or, past
+   * `options.timeoutMs`, aborted and reported as failed and retryable — and its result is
+   * reported, then connections close. Resolves when all that is done (on the channel: the
+   * results are acknowledged, or the socket is gone). Idempotent: a second call returns the
+   * first call's promise.
    */
-  stop(): Promise<void>;
+  stop(options?: StopOptions): Promise<void>;
   /** A snapshot of the worker's counters. */
   readonly stats: WorkerStats;
 }

@@ -1,15 +1,17 @@
 import { backoffMs, sleep } from './backoff.js';
+import { createChannelWorker } from './channel-worker.js';
 import { CompletionReporter } from './completions.js';
 import { LeaseLostError, TaskCancelledError } from './errors.js';
 import { keepLeaseAlive, type TrackedLease } from './heartbeats.js';
 import { NodeAnswerError, NodeClient } from './http.js';
 import { Notifier } from './notifier.js';
-import { compileWorkerOptions, MAX_TASKS_PER_REQUEST } from './options.js';
+import { compileWorkerOptions, MAX_TASKS_PER_REQUEST, stopTimeoutMs, type CompiledWorkerOptions } from './options.js';
+import { abortAfterGrace, runToOutcome } from './task-run.js';
 import type { Worker, WorkerOptions, WorkerStats } from './types.js';
 import { readPolledTasks, type WirePolledTask } from './wire.js';
 
 /**
- * The worker: pollers that long-poll for at most as many tasks as there are free slots
+ * The HTTP worker: pollers that long-poll for at most as many tasks as there are free slots
  * (credit-based flow control, so a thundering herd waits in the node's ready queue and not
  * in worker memory), a handler call per task with its lease heartbeated, and a reporter
  * that sends results back in batches.
@@ -17,8 +19,6 @@ import { readPolledTasks, type WirePolledTask } from './wire.js';
 
 type WorkerState = 'idle' | 'running' | 'stopping' | 'stopped';
 
-/** Most of an error message sent to the node (it keeps 4 KiB). */
-const MAX_ERROR_CHARS = 4096;
 /** A result is still worth delivering this long after its lease's last known expiry, ms. */
 const DELIVERY_GRACE_MS = 5_000;
 /** An empty poll answer faster than this did not wait on the node: back off before the next one. */
@@ -29,8 +29,9 @@ const EMPTY_POLL_MAX_STEP = 3;
 const UNREPORTED_PER_SLOT = 2;
 
 /**
- * Creates a worker that runs `taskTypes` tasks from the node at `url` with `handler`.
- * Nothing happens until `start()`.
+ * Creates a worker that runs `taskTypes` tasks from the node at `url` (or the nodes of `urls`)
+ * with `handler`: over a WebSocket channel by default (`channel-worker.ts`), or over the HTTP
+ * worker endpoints with `transport: 'http'`. Nothing happens until `start()`.
  *
  * @example
  * ```ts
@@ -46,10 +47,17 @@ const UNREPORTED_PER_SLOT = 2;
  */
 export function createWorker(options: WorkerOptions): Worker {
   const o = compileWorkerOptions(options);
+  return o.transport === 'channel' ? createChannelWorker(o, createHttpWorker) : createHttpWorker(o);
+}
+
+/** The worker over the HTTP endpoints, at `o.url`. */
+export function createHttpWorker(o: CompiledWorkerOptions): Worker {
   const client = new NodeClient(o.url, o.token, o.connections);
   const changed = new Notifier();
   const pollAbort = new AbortController();
   const handlers = new Set<Promise<void>>();
+  /** Running tasks' controllers, by task id: what `stop({ timeoutMs })` aborts. */
+  const controllers = new Map<string, AbortController>();
   const counters = {
     started: 0,
     succeeded: 0,
@@ -59,6 +67,8 @@ export function createWorker(options: WorkerOptions): Worker {
     leasesLost: 0,
     polls: 0,
     completionRequests: 0,
+    resultFrames: 0,
+    reconnects: 0,
   };
   let state: WorkerState = 'idle';
   let running = 0;
@@ -131,6 +141,7 @@ export function createWorker(options: WorkerOptions): Worker {
     running++;
     counters.started++;
     const controller = new AbortController();
+    controllers.set(task.task_id, controller);
     const lease: TrackedLease = {
       taskId: task.task_id,
       leaseToken: task.lease_token,
@@ -150,24 +161,18 @@ export function createWorker(options: WorkerOptions): Worker {
       },
     });
     const run = (async () => {
-      let outcome: { status: 'succeeded' } | { status: 'failed'; error: string; retryable: boolean };
-      try {
-        await o.handler({
-          taskId: task.task_id,
-          taskType: task.task_type,
-          payload: task.payload ?? null,
-          attempt: task.attempt,
-          signal: controller.signal,
-        });
-        counters.succeeded++;
-        outcome = { status: 'succeeded' };
-      } catch (error) {
-        counters.failed++;
-        outcome = { status: 'failed', error: messageOf(error), retryable: !isPermanent(error) };
-      } finally {
-        stopHeartbeats();
-        running--;
-      }
+      const outcome = await runToOutcome(o.handler, {
+        taskId: task.task_id,
+        taskType: task.task_type,
+        payload: task.payload ?? null,
+        attempt: task.attempt,
+        signal: controller.signal,
+      });
+      if (outcome.status === 'succeeded') counters.succeeded++;
+      else counters.failed++;
+      stopHeartbeats();
+      controllers.delete(task.task_id);
+      running--;
       if (lease.lost) {
         // The node has handed the task on; it would refuse this result with 409.
         counters.discarded++;
@@ -192,13 +197,16 @@ export function createWorker(options: WorkerOptions): Worker {
         pollLoop().catch((error: unknown) => o.onError(error, 'poll loop stopped')),
       );
     },
-    stop() {
+    stop(options = {}) {
+      const graceMs = stopTimeoutMs(options.timeoutMs);
       stopping ??= (async () => {
         state = 'stopping';
         pollAbort.abort();
         changed.notify();
+        const disarm = graceMs === undefined ? undefined : abortAfterGrace(controllers, graceMs);
         await Promise.all(pollers);
         while (handlers.size > 0) await Promise.all(handlers);
+        disarm?.();
         await reporter.drain();
         await client.close();
         state = 'stopped';
@@ -209,14 +217,4 @@ export function createWorker(options: WorkerOptions): Worker {
       return { ...counters, running, unreported: reporter.unreported };
     },
   };
-}
-
-function messageOf(error: unknown): string {
-  const text = error instanceof Error ? error.message || error.name : String(error);
-  return text.length > MAX_ERROR_CHARS ? text.slice(0, MAX_ERROR_CHARS) : text;
-}
-
-/** An error that says `retryable: false` fails the task for good. */
-function isPermanent(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && (error as { retryable?: unknown }).retryable === false;
 }

@@ -5,7 +5,7 @@ import { createWorker, type Worker } from '../../src/worker/index.js';
 import { eventually, sleep } from '../support/waits.js';
 
 /**
- * How the SDK treats a node that pushes back or is gone, against a scripted fake node:
+ * How the SDK's HTTP transport treats a node that pushes back or is gone, against a scripted fake node:
  * `Retry-After` on 429/503 is waited out, network errors back off, and nothing loops
  * tightly. (The real node cannot be made to answer 503 on cue.)
  */
@@ -87,6 +87,7 @@ describe('worker SDK against a node that pushes back', () => {
     const payloads: unknown[] = [];
     worker = createWorker({
       url,
+      transport: 'http',
       token: 's3cret',
       taskTypes: ['fake.type'],
       onError: () => undefined,
@@ -110,6 +111,7 @@ describe('worker SDK against a node that pushes back', () => {
     let errors = 0;
     worker = createWorker({
       url,
+      transport: 'http',
       taskTypes: ['fake.type'],
       onError: () => void errors++,
       handler: async () => undefined,
@@ -139,7 +141,13 @@ describe('worker SDK against a node that pushes back', () => {
       completes++;
       return { status: 503, headers: { 'retry-after': '0.1' } };
     });
-    worker = createWorker({ url, taskTypes: ['fake.type'], onError: () => undefined, handler: async () => undefined });
+    worker = createWorker({
+      url,
+      transport: 'http',
+      taskTypes: ['fake.type'],
+      onError: () => undefined,
+      handler: async () => undefined,
+    });
     worker.start();
     await eventually(() => (worker!.stats.started >= 1 ? true : undefined), 5_000, 'the handler to start', 10);
     await worker.stop();

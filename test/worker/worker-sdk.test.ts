@@ -4,6 +4,7 @@ import {
   createWorker,
   PermanentTaskError,
   TaskCancelledError,
+  WorkerStoppedError,
   type TaskContext,
   type Worker,
   type WorkerOptions,
@@ -12,7 +13,7 @@ import { api } from '../support/nodes.js';
 import { eventually, quiescent, sleep } from '../support/waits.js';
 
 /**
- * The worker SDK end to end against a real node (embedded backend, in process): tasks run
+ * The worker SDK's HTTP transport end to end against a real node (embedded backend, in process): tasks run
  * and are reported, heartbeats outlive a short lease, failures retry then fail, completions
  * batch, cancellation aborts the handler, and stop() lets running work finish.
  */
@@ -44,7 +45,7 @@ afterAll(async () => {
 });
 
 function worker(options: Omit<WorkerOptions, 'url'>): Worker {
-  const w = createWorker({ url: node.url, pollWaitMs: 2_000, onError: () => undefined, ...options });
+  const w = createWorker({ url: node.url, transport: 'http', pollWaitMs: 2_000, onError: () => undefined, ...options });
   workers.push(w);
   w.start();
   return w;
@@ -234,5 +235,30 @@ describe('worker SDK', () => {
     expect(claims).not.toContain(later);
     expect(['pending', 'ready']).toContain((await getTask(later!)).status);
     expect(w.stats.started).toBe(1);
+  });
+
+  it('stop({ timeoutMs }) aborts a handler still running after the grace and reports it failed and retryable', async () => {
+    const started = gate();
+    let reason: unknown;
+    const w = worker({
+      taskTypes: ['sdk.stuck'],
+      handler: async ({ signal }) => {
+        started.open();
+        signal.addEventListener('abort', () => void (reason = signal.reason as unknown), { once: true });
+        await new Promise(() => undefined); // never settles, even when aborted
+      },
+    });
+    const [id] = await submit([{ task_type: 'sdk.stuck', max_retries: 2 }]);
+    await started.promise;
+    const stopAt = Date.now();
+    await w.stop({ timeoutMs: 200 });
+
+    expect(Date.now() - stopAt).toBeGreaterThanOrEqual(195);
+    expect(reason).toBeInstanceOf(WorkerStoppedError);
+    expect(w.stats).toMatchObject({ running: 0, failed: 1, reported: 1, unreported: 0 });
+    // Failed with retries left: back to the queue for another worker, the stop named as the error.
+    const task = await getTask(id!);
+    expect(['pending', 'ready']).toContain(task.status);
+    expect(task.last_error).toMatch(/stop grace of 200 ms/);
   });
 });
