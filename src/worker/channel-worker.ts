@@ -35,8 +35,9 @@ import { ProtocolError, type WirePolledTask, type WireResult } from './wire.js';
  *
  * Stop: `goodbye` (no more tasks), running handlers finish (or are aborted after
  * `timeoutMs`), their results go out, and the worker waits for the acks while the socket
- * lives. It does not reconnect once stopping: results that could not be delivered are
- * counted as discarded and the node hands their tasks on when their leases run out.
+ * lives (and the node acknowledges something at least every 10 s). It does not reconnect
+ * once stopping: results that could not be delivered are counted as discarded, and the node
+ * hands their tasks on when their leases run out.
  */
 
 type ChannelState = 'idle' | 'running' | 'stopping' | 'stopped';
@@ -53,6 +54,8 @@ interface RunningTask {
 const DEFAULT_HEARTBEAT_MS = 5_000;
 /** Results awaiting acknowledgement allowed per slot before credit is held back. */
 const UNREPORTED_PER_SLOT = 2;
+/** While stopping, how long the worker waits for an ack before it gives the node up, ms. */
+const ACK_PATIENCE_MS = 10_000;
 const OPEN = 1; // WebSocket.OPEN, without a value import of the class here
 
 /** Creates the channel worker; `httpWorker` builds the HTTP one it falls back to against a node without the channel. */
@@ -364,20 +367,27 @@ export function createChannelWorker(
         const disarm = graceMs === undefined ? undefined : abortAfterGrace(controllers, graceMs);
         // Tasks pushed before the node read `goodbye` still arrive and run: loop until none runs
         // and every result is acknowledged, or the socket is gone.
+        let lastAckMs = Date.now();
         for (;;) {
           while (handlers.size > 0) await Promise.all(handlers);
           flush();
           if (unreported() === 0 || socket === null) break;
-          await changed.wait();
+          if (Date.now() - lastAckMs >= ACK_PATIENCE_MS) break; // a node that no longer answers
+          const before = unreported();
+          const patience = new AbortController();
+          await Promise.race([changed.wait(), sleep(ACK_PATIENCE_MS, patience.signal)]);
+          patience.abort();
+          if (unreported() < before) lastAckMs = Date.now();
         }
         disarm?.();
         if (unreported() > 0) {
+          // Undelivered: the node hands these tasks on when their leases run out.
           const dropped = unreported();
           counters.discarded += dropped;
           outbox.clear();
           unacked.clear();
           o.onError(
-            new Error(`${dropped} result(s) dropped: the channel closed before the node acknowledged them`),
+            new Error(`${dropped} result(s) dropped: the node did not acknowledge them before the channel closed`),
             'stopping',
           );
         }

@@ -1,0 +1,509 @@
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocketServer, type WebSocket } from 'ws';
+import {
+  createWorker,
+  LeaseLostError,
+  TaskCancelledError,
+  WorkerStoppedError,
+  type TaskContext,
+  type Worker,
+  type WorkerOptions,
+} from '../../src/worker/index.js';
+import { eventually, sleep } from '../support/waits.js';
+
+/**
+ * The SDK's side of the worker channel, against a scripted fake node (a `ws` server in the
+ * test): what `hello` says, that the SDK never runs more tasks than the credit it granted and
+ * grants a slot again with its result, that results finishing together share a frame, cancel
+ * and lease_lost, resume and resend after a reconnect, the second URL when the first refuses,
+ * the HTTP fallback on 404, and stop({ timeoutMs }). The real node's side is in
+ * test/e2e/worker-channel.test.ts.
+ */
+
+type Frame = Record<string, unknown> & { type: string };
+
+/** One socket as the fake node sees it: the frames the worker sent, by type, in order. */
+class FakeConnection {
+  private readonly queues = new Map<string, Frame[]>();
+  private readonly waiters: { type: string; resolve: (f: Frame) => void }[] = [];
+  readonly all: Frame[] = [];
+  /** Acknowledge every results frame as it comes (ok), instead of leaving it to the test. */
+  autoAck = false;
+
+  constructor(
+    readonly socket: WebSocket,
+    readonly request: IncomingMessage,
+  ) {
+    socket.on('message', (data: Buffer) => {
+      const frame = JSON.parse(data.toString()) as Frame;
+      this.all.push(frame);
+      if (this.autoAck && frame.type === 'results') this.ack(frame.results);
+      const waiter = this.waiters.findIndex((w) => w.type === frame.type);
+      if (waiter >= 0) return this.waiters.splice(waiter, 1)[0]!.resolve(frame);
+      const queue = this.queues.get(frame.type) ?? [];
+      queue.push(frame);
+      this.queues.set(frame.type, queue);
+    });
+  }
+
+  /** The next frame of `type` the worker sent (waits for it). */
+  next(type: string): Promise<Frame> {
+    const queued = this.queues.get(type)?.shift();
+    if (queued !== undefined) return Promise.resolve(queued);
+    return new Promise((resolve) => this.waiters.push({ type, resolve }));
+  }
+
+  /** Whether a frame of `type` is waiting unread. */
+  has(type: string): boolean {
+    return (this.queues.get(type)?.length ?? 0) > 0;
+  }
+
+  send(frame: Frame): void {
+    this.socket.send(JSON.stringify(frame));
+  }
+
+  welcome(extra: Record<string, unknown> = {}): void {
+    this.send({ type: 'welcome', node_id: 'fake', heartbeat_ms: 5_000, ...extra });
+  }
+
+  push(...tasks: Record<string, unknown>[]): void {
+    this.send({ type: 'tasks', tasks });
+  }
+
+  ack(results: unknown, ok = true): void {
+    const list = (results as { task_id: string }[]).map((r) => ({ task_id: r.task_id, ok }));
+    this.send({ type: 'acks', acks: list });
+  }
+}
+
+/** A node that speaks the channel (or refuses the upgrade with `refuseWith`). */
+class FakeNode {
+  private readonly wss = new WebSocketServer({ noServer: true });
+  private readonly pending: ((c: FakeConnection) => void)[] = [];
+  private readonly unclaimed: FakeConnection[] = [];
+  readonly connections: FakeConnection[] = [];
+  url = '';
+
+  constructor(
+    readonly server: Server,
+    private readonly refuseWith: number | null = null,
+  ) {
+    server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+      if (this.refuseWith !== null || request.url !== '/api/workers/connect') {
+        socket.end(`HTTP/1.1 ${this.refuseWith ?? 404} Refused\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+        return;
+      }
+      this.wss.handleUpgrade(request, socket, head, (ws) => {
+        const connection = new FakeConnection(ws, request);
+        this.connections.push(connection);
+        const waiter = this.pending.shift();
+        if (waiter) waiter(connection);
+        else this.unclaimed.push(connection);
+      });
+    });
+  }
+
+  /** The next socket a worker opens. */
+  accept(): Promise<FakeConnection> {
+    const ready = this.unclaimed.shift();
+    if (ready) return Promise.resolve(ready);
+    return new Promise((resolve) => this.pending.push(resolve));
+  }
+
+  async close(): Promise<void> {
+    for (const client of this.wss.clients) client.terminate();
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+const nodes: FakeNode[] = [];
+const workers: Worker[] = [];
+
+afterEach(async () => {
+  // Nodes first: a worker whose socket is gone stops without waiting for acks.
+  await Promise.all(nodes.splice(0).map((n) => n.close()));
+  await Promise.all(workers.splice(0).map((w) => w.stop({ timeoutMs: 0 })));
+});
+
+async function fakeNode(options: { refuseWith?: number; http?: Parameters<typeof createServer>[1] } = {}) {
+  const server = createServer(options.http ?? ((_req, res) => res.writeHead(404).end()));
+  const node = new FakeNode(server, options.refuseWith ?? null);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  node.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  nodes.push(node);
+  return node;
+}
+
+function worker(options: Partial<WorkerOptions> & Pick<WorkerOptions, 'handler'>): Worker {
+  const w = createWorker({ taskTypes: ['fake.type'], workerId: 'w-1', onError: () => undefined, ...options });
+  workers.push(w);
+  w.start();
+  return w;
+}
+
+let taskSeq = 0;
+function task(extra: Record<string, unknown> = {}): Record<string, unknown> & { task_id: string } {
+  taskSeq++;
+  return {
+    task_id: `0190d4a0-0000-7000-8000-${String(taskSeq).padStart(12, '0')}`,
+    task_type: 'fake.type',
+    payload: { n: taskSeq },
+    attempt: 1,
+    lease_token: `tok-${taskSeq}`,
+    lease_expires_at: new Date(Date.now() + 60_000).toISOString(),
+    ...extra,
+  };
+}
+
+/** A promise with its resolve function, for handlers the test releases. */
+function gate(): { promise: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const promise = new Promise<void>((resolve) => (open = resolve));
+  return { promise, open };
+}
+
+async function until(check: () => boolean, what: string): Promise<void> {
+  await eventually(() => (check() ? true : undefined), 5_000, what, 5);
+}
+
+/** Handlers that hold until released by task id. */
+function heldHandlers() {
+  const gates = new Map<string, ReturnType<typeof gate>>();
+  const contexts = new Map<string, TaskContext>();
+  let running = 0;
+  let maxRunning = 0;
+  return {
+    contexts,
+    get maxRunning() {
+      return maxRunning;
+    },
+    release(taskId: string) {
+      const g = gates.get(taskId) ?? gate();
+      gates.set(taskId, g);
+      g.open();
+    },
+    handler: async (t: TaskContext): Promise<void> => {
+      contexts.set(t.taskId, t);
+      running++;
+      maxRunning = Math.max(maxRunning, running);
+      const g = gates.get(t.taskId) ?? gate();
+      gates.set(t.taskId, g);
+      try {
+        await g.promise;
+      } finally {
+        running--;
+      }
+    },
+  };
+}
+
+describe('worker SDK on the channel', () => {
+  it('says hello with its id, task types, free slots as credits and the token, and resumes nothing at first', async () => {
+    const node = await fakeNode();
+    worker({
+      url: node.url,
+      token: 's3cret',
+      concurrency: 7,
+      taskTypes: ['a.b', 'c.d'],
+      handler: async () => undefined,
+    });
+    const conn = await node.accept();
+    expect(conn.request.headers.authorization).toBe('Bearer s3cret');
+    expect(await conn.next('hello')).toEqual({
+      type: 'hello',
+      worker_id: 'w-1',
+      task_types: ['a.b', 'c.d'],
+      credits: 7,
+      resume: [],
+    });
+  });
+
+  it('never runs more tasks than the credit it granted, and grants a slot again with its result', async () => {
+    const node = await fakeNode();
+    const held = heldHandlers();
+    const errors: string[] = [];
+    const w = worker({
+      url: node.url,
+      concurrency: 3,
+      handler: held.handler,
+      onError: (e) => void errors.push((e as Error).message),
+    });
+    const conn = await node.accept();
+    expect((await conn.next('hello')).credits).toBe(3);
+    conn.welcome();
+    const [t1, t2, t3, t4] = [task(), task(), task(), task()];
+    conn.push(t1, t2, t3, t4); // one more than granted
+    await until(() => w.stats.started === 3, 'three handlers');
+    // The fourth is not run: it goes straight back as failed and retryable.
+    const refused = await conn.next('results');
+    expect(refused.results).toEqual([
+      expect.objectContaining({ task_id: t4.task_id, lease_token: t4.lease_token, status: 'failed', retryable: true }),
+    ]);
+    expect(errors.some((m) => m.includes('beyond the credit'))).toBe(true);
+    expect(conn.has('credit')).toBe(false); // every slot is still taken
+    conn.ack(refused.results);
+
+    held.release(t2.task_id);
+    const done = await conn.next('results');
+    expect(done.results).toEqual([{ task_id: t2.task_id, lease_token: t2.lease_token, status: 'succeeded' }]);
+    expect(await conn.next('credit')).toEqual({ type: 'credit', n: 1 });
+    conn.ack(done.results);
+
+    const t5 = task();
+    conn.push(t5);
+    await until(() => w.stats.started === 4, 'the fifth task, on the regranted credit');
+    expect(held.maxRunning).toBe(3);
+    conn.autoAck = true;
+    for (const t of [t1, t3, t5]) held.release(t.task_id);
+    await until(() => w.stats.reported === 5, 'the results acknowledged');
+    // Four handlers ran and succeeded; the refused task's result was the fifth.
+    expect(w.stats).toMatchObject({ started: 4, succeeded: 4, failed: 0, running: 0, polls: 0 });
+  });
+
+  it('sends the results of tasks that finish together in one frame, with their credit, and counts the acks', async () => {
+    const node = await fakeNode();
+    const all = gate();
+    const w = worker({ url: node.url, concurrency: 20, handler: () => all.promise });
+    const conn = await node.accept();
+    await conn.next('hello');
+    conn.welcome();
+    const tasks = Array.from({ length: 20 }, () => task());
+    conn.push(...tasks.slice(0, 12));
+    conn.push(...tasks.slice(12));
+    await until(() => w.stats.running === 20, 'twenty handlers');
+    all.open();
+    const frame = await conn.next('results');
+    expect((frame.results as unknown[]).length).toBe(20);
+    expect(await conn.next('credit')).toEqual({ type: 'credit', n: 20 });
+    const results = frame.results as { task_id: string }[];
+    conn.send({
+      type: 'acks',
+      acks: results.map((r, i) => ({
+        task_id: r.task_id,
+        ok: i > 0,
+        ...(i === 0 ? { error: { code: 'lease_lost', message: 'gone' } } : {}),
+      })),
+    });
+    await until(() => w.stats.unreported === 0, 'the acks');
+    expect(w.stats).toMatchObject({ reported: 19, discarded: 1, resultFrames: 1 });
+  });
+
+  it('aborts a cancelled task with TaskCancelledError and reports it; a lost lease aborts with LeaseLostError and its result is dropped', async () => {
+    const node = await fakeNode();
+    const reasons = new Map<string, unknown>();
+    const w = worker({
+      url: node.url,
+      handler: async ({ taskId, signal }) => {
+        await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+        reasons.set(taskId, signal.reason);
+        throw signal.reason;
+      },
+    });
+    const conn = await node.accept();
+    await conn.next('hello');
+    conn.welcome();
+    const [cancelled, lost] = [task(), task()];
+    conn.push(cancelled, lost);
+    await until(() => w.stats.running === 2, 'both running');
+    conn.send({ type: 'cancel', task_ids: [cancelled.task_id] });
+    const frame = await conn.next('results');
+    expect(frame.results).toEqual([
+      expect.objectContaining({
+        task_id: cancelled.task_id,
+        status: 'failed',
+        error: expect.stringMatching(/cancelled/) as unknown,
+      }),
+    ]);
+    expect(reasons.get(cancelled.task_id)).toBeInstanceOf(TaskCancelledError);
+
+    conn.send({ type: 'lease_lost', task_ids: [lost.task_id] });
+    await until(() => w.stats.running === 0, 'the lost task to wind down');
+    expect(reasons.get(lost.task_id)).toBeInstanceOf(LeaseLostError);
+    expect(w.stats).toMatchObject({ leasesLost: 1, discarded: 1 });
+    // Its slot comes back as credit, but no result goes with it.
+    await conn.next('credit');
+    expect(conn.all.filter((f) => f.type === 'results')).toHaveLength(1);
+  });
+
+  it('after a lost socket, resumes its leases on the next one, resends unacknowledged results and counts refused ones as discarded', async () => {
+    const node = await fakeNode();
+    const held = heldHandlers();
+    const w = worker({ url: node.url, concurrency: 4, handler: held.handler });
+    const first = await node.accept();
+    await first.next('hello');
+    first.welcome();
+    const [finished, runningTask, forgotten] = [task(), task(), task()];
+    first.push(finished, runningTask, forgotten);
+    await until(() => w.stats.running === 3, 'three running');
+    held.release(finished.task_id);
+    const sent = await first.next('results'); // never acknowledged on this socket
+    expect(sent.results).toEqual([expect.objectContaining({ task_id: finished.task_id })]);
+    first.socket.terminate();
+
+    const second = await node.accept();
+    const hello = await second.next('hello');
+    expect(hello.credits).toBe(2); // two slots still taken by the running tasks
+    expect(new Set((hello.resume as { task_id: string; lease_token: string }[]).map((l) => l.task_id))).toEqual(
+      new Set([finished.task_id, runningTask.task_id, forgotten.task_id]),
+    );
+    expect(hello.resume).toContainEqual({ task_id: runningTask.task_id, lease_token: runningTask.lease_token });
+    // The node kept two of the leases: the third's task is aborted as lost.
+    second.welcome({ resumed: [finished.task_id, runningTask.task_id] });
+    await until(() => held.contexts.get(forgotten.task_id)?.signal.aborted === true, 'the forgotten lease lost');
+    expect(held.contexts.get(forgotten.task_id)?.signal.reason).toBeInstanceOf(LeaseLostError);
+
+    const resent = await second.next('results');
+    expect(resent.results).toEqual(sent.results);
+    second.ack(resent.results, false); // too late for this one after all
+    held.release(runningTask.task_id);
+    held.release(forgotten.task_id);
+    const later = await second.next('results');
+    expect(later.results).toEqual([expect.objectContaining({ task_id: runningTask.task_id, status: 'succeeded' })]);
+    second.ack(later.results);
+    await until(() => w.stats.unreported === 0 && w.stats.running === 0, 'everything settled');
+    expect(w.stats).toMatchObject({ reconnects: 1, reported: 1, discarded: 2, leasesLost: 1 });
+  });
+
+  it('connects to the next URL of the list when the first refuses', async () => {
+    const gone = await fakeNode();
+    const goneUrl = gone.url;
+    await gone.close();
+    nodes.splice(nodes.indexOf(gone), 1);
+    const node = await fakeNode();
+    const contexts: string[] = [];
+    worker({
+      urls: [goneUrl, node.url],
+      handler: async () => undefined,
+      onError: (_e, context) => void contexts.push(context),
+    });
+    const conn = await node.accept();
+    await conn.next('hello');
+    expect(contexts).toContain(`connecting to ${goneUrl}`);
+  });
+
+  it('after an error frame and a close, reports the error and reconnects', async () => {
+    const node = await fakeNode();
+    const messages: string[] = [];
+    const w = worker({ url: node.url, handler: async () => undefined, onError: (e) => void messages.push(String(e)) });
+    const first = await node.accept();
+    await first.next('hello');
+    first.welcome();
+    first.send({ type: 'error', error: { code: 'unauthorized', message: 'no such key' } });
+    first.socket.close();
+    const second = await node.accept();
+    await second.next('hello');
+    second.welcome();
+    expect(messages.some((m) => m.includes('unauthorized: no such key'))).toBe(true);
+    await until(() => w.stats.reconnects === 1, 'the second welcome counted as a reconnect');
+  });
+
+  it('falls back to HTTP long-poll once, with one onError line, when the node answers the upgrade with 404', async () => {
+    let handed = false;
+    const completed: unknown[] = [];
+    const node = await fakeNode({
+      refuseWith: 404,
+      http: (req, res) => {
+        let raw = '';
+        req.on('data', (c: Buffer) => (raw += c.toString()));
+        req.on('end', () => {
+          if (req.url === '/api/workers/poll') {
+            if (handed) return; // a long-poll with nothing more to give
+            handed = true;
+            return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ tasks: [task()] }));
+          }
+          if (req.url === '/api/workers/complete') {
+            const results = (JSON.parse(raw) as { results: { task_id: string }[] }).results;
+            completed.push(...results);
+            return res
+              .writeHead(200, { 'content-type': 'application/json' })
+              .end(JSON.stringify({ results: results.map((r) => ({ task_id: r.task_id, ok: true })) }));
+          }
+          res.writeHead(404).end();
+        });
+      },
+    });
+    const errors: string[] = [];
+    const w = worker({ url: node.url, handler: async () => undefined, onError: (e) => void errors.push(String(e)) });
+    await until(() => w.stats.reported === 1, 'the task run over HTTP');
+    expect(completed).toHaveLength(1);
+    expect(w.stats.polls).toBeGreaterThanOrEqual(1);
+    expect(node.connections).toHaveLength(0);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatch(/404.*falls back to HTTP/);
+  });
+
+  it('stop({ timeoutMs }) says goodbye, lets a quick handler finish, aborts a stuck one after the grace, and resolves once both results are acknowledged', async () => {
+    const node = await fakeNode();
+    const held = heldHandlers();
+    let stuckReason: unknown;
+    const w = worker({
+      url: node.url,
+      concurrency: 2,
+      handler: async (t) => {
+        if (t.payload === 'stuck') {
+          t.signal.addEventListener('abort', () => void (stuckReason = t.signal.reason as unknown), { once: true });
+          return new Promise(() => undefined); // ignores its signal and never settles
+        }
+        return held.handler(t);
+      },
+    });
+    const conn = await node.accept();
+    await conn.next('hello');
+    conn.welcome();
+    const [quick, stuck] = [task(), task({ payload: 'stuck' })];
+    conn.push(quick, stuck);
+    await until(() => w.stats.running === 2, 'both running');
+
+    let stopped = false;
+    const stopAt = Date.now();
+    const stopping = w.stop({ timeoutMs: 300 }).then(() => (stopped = true));
+    await conn.next('goodbye');
+    held.release(quick.task_id);
+    const first = await conn.next('results');
+    expect(first.results).toEqual([expect.objectContaining({ task_id: quick.task_id, status: 'succeeded' })]);
+    const second = await conn.next('results');
+    expect(Date.now() - stopAt).toBeGreaterThanOrEqual(295);
+    expect(second.results).toEqual([
+      expect.objectContaining({
+        task_id: stuck.task_id,
+        status: 'failed',
+        retryable: true,
+        error: expect.stringMatching(/stop grace of 300 ms/) as unknown,
+      }),
+    ]);
+    expect(stuckReason).toBeInstanceOf(WorkerStoppedError);
+    expect(conn.has('credit')).toBe(false); // no credit granted once stopping
+    conn.ack(first.results);
+    await until(() => w.stats.unreported === 1, 'the first ack');
+    expect(stopped).toBe(false); // still waiting for the second ack
+    conn.ack(second.results);
+    await stopping;
+    expect(w.stats).toMatchObject({ succeeded: 1, failed: 1, reported: 2, running: 0, unreported: 0 });
+  });
+
+  it('stop() without a grace waits for running handlers', async () => {
+    const node = await fakeNode();
+    const held = heldHandlers();
+    const w = worker({ url: node.url, handler: held.handler });
+    const conn = await node.accept();
+    await conn.next('hello');
+    conn.welcome();
+    const t = task();
+    conn.push(t);
+    await until(() => w.stats.running === 1, 'running');
+    let stopped = false;
+    const stopping = w.stop().then(() => (stopped = true));
+    await conn.next('goodbye');
+    await sleep(100); // real time: a window in which a stop that did not wait would resolve
+    expect(stopped).toBe(false);
+    expect(held.contexts.get(t.task_id)?.signal.aborted).toBe(false);
+    held.release(t.task_id);
+    conn.ack((await conn.next('results')).results);
+    await stopping;
+    expect(w.stats).toMatchObject({ reported: 1, running: 0 });
+  });
+});
