@@ -2,27 +2,40 @@ import { constants } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 
-import { createWorker, LeaseLostError, type TaskContext, type Worker, type WorkerStats } from '../worker/index.js';
+import {
+  createWorker,
+  LeaseLostError,
+  type TaskContext,
+  type Worker,
+  type WorkerStats,
+  type WorkerTransport,
+} from '../worker/index.js';
 import { loadHandlers, type ModuleHandler } from './handler-module.js';
 import { intFlag, nodeConnection, UsageError } from './usage.js';
 
 /**
  * `wheelhouse worker --handler ./tasks.js`: the worker SDK (`createWorker`) in a process of
- * its own, running the handlers a module exports (`handler-module.ts` says its shape). One
- * line per task outcome on stderr — for people, or JSON lines with `--json` — and a graceful
- * stop on SIGINT or SIGTERM: no new tasks, the running ones finish and their results are
- * reported (the SDK's `stop`). A second signal exits at once; the tasks still running are
+ * its own, running the handlers a module exports (`handler-module.ts` says its shape), over the
+ * worker channel (or HTTP long-poll with `--transport http`; `--url` may list several nodes,
+ * comma-separated, for the channel to reconnect to). One line per task outcome on stderr —
+ * for people, or JSON lines with `--json` — and a graceful stop on SIGINT or SIGTERM: no new
+ * tasks, the running ones finish (within `--stop-grace` seconds when given) and their results
+ * are reported (the SDK's `stop`). A second signal exits at once; the tasks still running are
  * handed to another worker when their leases run out.
  */
 
 export const WORKER_HELP = `Running tasks (the worker SDK in a process of its own):
   wheelhouse worker --handler <module> [--types <a,b>] [--concurrency <n>] [--worker-id <id>]
-                    [--url <url>] [--token <t>] [--json]
+                    [--url <url>[,<url>…]] [--token <t>] [--transport channel|http]
+                    [--stop-grace <seconds>] [--json]
                     the module exports its handlers by task type:
                     export default { 'email.send': async (payload, task) => result, … }
                     (or a named export "handlers"); --types narrows which it runs.
+                    Tasks come over the worker channel (one WebSocket; several --url
+                    nodes to reconnect to), or long-poll with --transport http.
                     One line per task on stderr (--json: JSON lines); Ctrl-C or SIGTERM
-                    lets running tasks finish, a second one exits at once.
+                    lets running tasks finish (--stop-grace: then aborts them and reports
+                    them failed, to run again), a second one exits at once.
 `;
 
 /** Where the worker's log lines go: stderr. */
@@ -41,12 +54,20 @@ export async function runWorkerVerb(
   const taskTypes = selectTypes(handlers, values.types, values.handler);
   const concurrency = values.concurrency === undefined ? undefined : intFlag(values.concurrency, '--concurrency', 1);
   const { url, token } = nodeConnection(values, env);
+  const urls = url
+    .split(',')
+    .map((u) => u.trim())
+    .filter((u) => u.length > 0);
+  const transport = transportFlag(values.transport);
+  const stopGraceMs =
+    values['stop-grace'] === undefined ? undefined : intFlag(values['stop-grace'], '--stop-grace', 0, 86_400) * 1000;
   const write = values.json === true ? jsonLine(log) : humanLine(log);
 
   let worker: Worker;
   try {
     worker = createWorker({
-      url,
+      urls,
+      transport,
       ...(token !== undefined ? { token } : {}),
       ...(values['worker-id'] !== undefined ? { workerId: values['worker-id'] } : {}),
       ...(concurrency !== undefined ? { concurrency } : {}),
@@ -63,7 +84,8 @@ export async function runWorkerVerb(
   write({
     event: 'started',
     workerId: worker.workerId,
-    url,
+    url: urls.join(','),
+    transport,
     taskTypes,
     concurrency: concurrency ?? null,
     handler: values.handler,
@@ -77,7 +99,7 @@ export async function runWorkerVerb(
       }
       stopping = true;
       write({ event: 'stopping', signal, running: worker.stats.running, now: false });
-      worker.stop().then(
+      worker.stop({ timeoutMs: stopGraceMs }).then(
         () => {
           write({ event: 'stopped', ...worker.stats });
           resolveExit(0);
@@ -105,11 +127,18 @@ function parse(argv: string[]) {
         url: { type: 'string' },
         token: { type: 'string' },
         json: { type: 'boolean' },
+        transport: { type: 'string' },
+        'stop-grace': { type: 'string' },
       },
     }).values;
   } catch (error) {
     throw new UsageError((error as Error).message, { usage: WORKER_HELP, cause: error });
   }
+}
+
+function transportFlag(value: string | undefined): WorkerTransport {
+  if (value === undefined || value === 'channel' || value === 'http') return value ?? 'channel';
+  throw new UsageError(`--transport must be channel or http, got "${value}"`, { usage: WORKER_HELP });
 }
 
 /** The module's task types, or those of `--types` (each must have a handler). */
@@ -184,6 +213,7 @@ type LogEvent =
       event: 'started';
       workerId: string;
       url: string;
+      transport: WorkerTransport;
       taskTypes: string[];
       concurrency: number | null;
       handler: string;
@@ -222,7 +252,8 @@ function humanLine(log: LogSink): (event: LogEvent) => void {
       }
       case 'started':
         return log(
-          `wheelhouse worker: ${event.workerId} polling ${event.url} for ${event.taskTypes.join(', ')} ` +
+          `wheelhouse worker: ${event.workerId} taking ${event.taskTypes.join(', ')} from ${event.url} ` +
+            `over ${event.transport === 'channel' ? 'the worker channel' : 'HTTP long-poll'} ` +
             `(handlers from ${event.handler}${event.concurrency === null ? '' : `, concurrency ${event.concurrency}`})\n`,
         );
       case 'stopping':

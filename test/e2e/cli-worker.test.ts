@@ -117,8 +117,10 @@ describe('wheelhouse worker', () => {
         env: env(),
       },
     );
-    await eventually(() => (worker.stderr().includes('polling') ? true : undefined), 20_000, 'the worker to start');
-    expect(worker.stderr()).toMatch(/polling http:\/\/\S+ for cli\.echo \(handlers from .*tasks\.mjs, concurrency 2\)/);
+    await eventually(() => (worker.stderr().includes('taking') ? true : undefined), 20_000, 'the worker to start');
+    expect(worker.stderr()).toMatch(
+      /taking cli\.echo from http:\/\/\S+ over the worker channel \(handlers from .*tasks\.mjs, concurrency 2\)/,
+    );
     const { taskId } = await client.submit({ taskType: 'cli.echo', payload: 'hi' });
     await client.waitFor(taskId, 'succeeded', { timeoutMs: 20_000 });
     await eventually(() => (worker.stderr().includes(taskId) ? true : undefined), 5_000, 'the log line');
