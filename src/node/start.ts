@@ -157,7 +157,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     onDutyEnded: metrics.onActorDutyEnded,
   });
   const { wheel, resolver, activation } = registerActorKinds(ctx, actors, metrics);
-  const { services, dispatcher } = buildServices(ctx, {
+  const { services, dispatcher, channel } = buildServices(ctx, {
     system: actors,
     wheel,
     resolver,
@@ -206,6 +206,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     storeOutage: (error) => outages.explains(error),
     metrics: () => metrics.registry.render(),
     extraPlugins: admin,
+    channel,
   });
   await server.listen({ host: options.host, port: options.port });
   const address = server.server.address();
@@ -271,6 +272,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
         resolver.stop();
         wheel.stop();
         dispatcher.stop();
+        channel.stop();
         offPush();
         services.keys.stop();
         await Promise.all(executors.map((e) => e.stop()));
