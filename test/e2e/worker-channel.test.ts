@@ -265,4 +265,19 @@ describe.each(BACKENDS)('the worker channel on %s', (backend) => {
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe('validation_failed');
   });
+
+  // Last: it restarts the node.
+  it('closes its sockets with 1001 when the node shuts down, and their leases resume on the next node', async () => {
+    const type = uniqueType('shutdown');
+    const [id] = await submit(type, 1, { timeout_seconds: 30 });
+    const { worker } = await hello(type, 1);
+    const [task] = await worker.received(1);
+    await c.restart();
+    expect((await worker.closed).code).toBe(1001);
+    const { worker: again, welcome } = await hello(type, 0, {
+      resume: [{ task_id: id, lease_token: task!.lease_token }],
+    });
+    expect(welcome.resumed).toEqual([id]);
+    expect((await again.results([{ task_id: id!, lease_token: task!.lease_token }]))[0]?.ok).toBe(true);
+  });
 });
