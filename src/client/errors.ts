@@ -31,6 +31,7 @@ export const API_ERROR_CODES = [
   'invalid_transition',
   'backlog_full',
   'too_many_polls',
+  'too_many_sockets',
   'store_unavailable',
   'not_ready',
   'ask_timeout',

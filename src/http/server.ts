@@ -15,6 +15,8 @@ import { tasksRoutes } from './tasks-routes.js';
 import { serializerCompiler } from './serializer.js';
 import { validatorCompiler } from './validation/ajv.js';
 import { checkResponses } from './validation/responses.js';
+import type { WorkerChannelApi } from '../services/worker-channel.js';
+import { workerChannelRoutes } from './worker-channel-routes.js';
 import { workerRoutes } from './worker-routes.js';
 
 /**
@@ -35,6 +37,8 @@ export interface BuildServerOptions {
   storeOutage?: (error: unknown) => boolean;
   /** Renders `/metrics`; without one a minimal process set is served. */
   metrics?: MetricsRenderer;
+  /** The worker channel behind `GET /api/workers/connect`; without one the route is not served. */
+  channel?: WorkerChannelApi;
   /** More route plugins (admin, actor transport, …), registered after the built-in ones. */
   extraPlugins?: readonly FastifyPluginAsync[];
   /**
@@ -119,6 +123,15 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
     maxPageBytes: options.maxPageBytes,
     batchBodyLimitBytes: batchLimit,
   });
+  if (input.channel !== undefined) {
+    void app.register(workerChannelRoutes, {
+      api: input.channel,
+      maxTaskTypes: options.pollMaxTaskTypes,
+      maxSockets: options.workerSocketsMax,
+      maxFrameBytes: options.workerFrameMaxBytes,
+      maxJsonDepth: options.maxJsonDepth,
+    });
+  }
   for (const plugin of input.extraPlugins ?? []) void app.register(plugin);
   return app;
 }

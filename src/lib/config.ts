@@ -56,6 +56,15 @@ export interface WheelhouseOptions {
   pollMaxTaskTypes?: number;
   /** Long-polls this node holds at once; one more is answered 429 `too_many_polls` with Retry-After. @default 1000 */
   pollMaxConcurrent?: number;
+  /**
+   * How often the node pings each worker socket (a socket that misses a pong is closed) and
+   * says so in `welcome.heartbeat_ms`. @default 5
+   */
+  workerHeartbeatSeconds?: number;
+  /** Worker sockets this node holds at once; one more is refused with `too_many_sockets`. @default 10000 */
+  workerSocketsMax?: number;
+  /** Largest frame a worker may send, bytes; a larger one closes its socket. @default 16777216 (16 MiB) */
+  workerFrameMaxBytes?: number;
   /** Most dependencies of one task (`dependencies`, or a graph task's `depends_on`); more is a 400. @default 1000 */
   maxDependencies?: number;
   /**
@@ -225,6 +234,9 @@ export interface CompiledOptions {
   readonly readyBacklogLimit: number;
   readonly pollMaxTaskTypes: number;
   readonly pollMaxConcurrent: number;
+  readonly workerHeartbeatMs: number;
+  readonly workerSocketsMax: number;
+  readonly workerFrameMaxBytes: number;
   readonly maxDependencies: number;
   readonly maxPageBytes: number;
   readonly maxJsonDepth: number;
@@ -332,6 +344,9 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     readyBacklogLimit: int('readyBacklogLimit', o.readyBacklogLimit, 1, Number.MAX_SAFE_INTEGER),
     pollMaxTaskTypes: int('pollMaxTaskTypes', o.pollMaxTaskTypes, 1, MAX_POLL_TASK_TYPES),
     pollMaxConcurrent: int('pollMaxConcurrent', o.pollMaxConcurrent, 1, 1_000_000),
+    workerHeartbeatMs: num('workerHeartbeatSeconds', o.workerHeartbeatSeconds, 0.05, 600) * 1000,
+    workerSocketsMax: int('workerSocketsMax', o.workerSocketsMax, 1, 1_000_000),
+    workerFrameMaxBytes: int('workerFrameMaxBytes', o.workerFrameMaxBytes, 1024, 1024 * 1024 * 1024),
     maxDependencies: int('maxDependencies', o.maxDependencies, 1, MAX_DEPENDENCIES),
     maxPageBytes: int('maxPageBytes', o.maxPageBytes, 1024, 1024 * 1024 * 1024),
     maxJsonDepth: int('maxJsonDepth', o.maxJsonDepth, 2, MAX_JSON_DEPTH),
@@ -412,6 +427,9 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   readyBacklogLimit: 1_000_000,
   pollMaxTaskTypes: 100,
   pollMaxConcurrent: 1000,
+  workerHeartbeatSeconds: 5,
+  workerSocketsMax: 10_000,
+  workerFrameMaxBytes: 16 * 1024 * 1024,
   maxDependencies: 1000,
   maxPageBytes: 8 * 1024 * 1024,
   maxJsonDepth: 64,

@@ -26,6 +26,10 @@ export const ERROR_CATALOGUE = {
   invalid_transition: { status: 409, message: 'The task cannot make that transition.' },
   backlog_full: { status: 429, message: 'The ready backlog is past its limit; retry later.' },
   too_many_polls: { status: 429, message: 'This node holds as many long-polls as it allows; retry later.' },
+  too_many_sockets: {
+    status: 429,
+    message: 'This node holds as many worker sockets as it allows; connect later or elsewhere.',
+  },
   store_unavailable: { status: 503, message: 'The node cannot reach its store right now.' },
   not_ready: { status: 503, message: 'The node has not finished starting.' },
   ask_timeout: { status: 503, message: 'An actor did not answer in time.' },

@@ -10,6 +10,8 @@ import { Admission, TaskViews } from '../services/support.js';
 import { TaskService } from '../services/task-service.js';
 import type { Services } from '../services/types.js';
 import { WorkerService } from '../services/worker-service.js';
+import { WorkerChannel } from '../services/worker-channel.js';
+import { workerBehavior, workerSocketsBehavior } from '../actors/worker.js';
 
 import type { NodeContext } from './context.js';
 
@@ -28,7 +30,7 @@ export interface ServiceDeps {
 export function buildServices(
   ctx: NodeContext,
   deps: ServiceDeps,
-): { services: Services & { keys: ApiKeys }; dispatcher: Dispatcher } {
+): { services: Services & { keys: ApiKeys }; dispatcher: Dispatcher; channel: WorkerChannel } {
   const { options, backend, clock, events, onError } = ctx;
   const { system, wheel, resolver, activation } = deps;
   const { partitions } = options;
@@ -41,6 +43,31 @@ export function buildServices(
     events,
     onError,
   });
+  const workers = new WorkerService({
+    tasks: backend.tasks,
+    clock,
+    system,
+    dispatcher,
+    backoff: ctx.backoff,
+    placement: wheel,
+    resolver,
+    events,
+    onError,
+  });
+  // The worker channel, and the two actor kinds through which the cluster reaches its sockets:
+  // `worker` (placed by the ring) and `worker-sockets` (pinned to this node), registered here
+  // because the second hands messages to the channel.
+  const channel = new WorkerChannel({
+    nodeId: options.nodeId,
+    workers,
+    dispatcher,
+    system,
+    clock,
+    heartbeatMs: options.workerHeartbeatMs,
+    onError,
+  });
+  system.register(workerBehavior({ idlePassivationMs: Math.max(60_000, 3 * options.workerHeartbeatMs) }));
+  system.register(workerSocketsBehavior(channel));
   const views = new TaskViews({ dags: backend.dags, clock });
   const admission = new Admission({ backlog: deps.backlog, readyBacklogLimit: options.readyBacklogLimit });
   const schedules = new ScheduleService({ tasks: backend.tasks, system, activation, views, onError });
@@ -56,6 +83,7 @@ export function buildServices(
       placement: wheel,
       cron: schedules,
       resolver,
+      system,
       limits: {
         listScanRows: options.listScanRows,
         maxPageBytes: options.maxPageBytes,
@@ -64,17 +92,7 @@ export function buildServices(
     }),
     schedules,
     dags: new DagService({ dags: backend.dags, clock, partitions, admission, placement: wheel, events }),
-    workers: new WorkerService({
-      tasks: backend.tasks,
-      clock,
-      system,
-      dispatcher,
-      backoff: ctx.backoff,
-      placement: wheel,
-      resolver,
-      events,
-      onError,
-    }),
+    workers,
     keys: new ApiKeys({ store: backend.apiKeys, adminSecret: options.adminToken }),
     health: {
       isReady: async () =>
@@ -85,5 +103,5 @@ export function buildServices(
         )),
     },
   };
-  return { services, dispatcher };
+  return { services, dispatcher, channel };
 }

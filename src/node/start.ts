@@ -5,6 +5,7 @@ import { ConfigError, compileOptions, type CompiledOptions, type WheelhouseOptio
 import { TypedEvents } from '../lib/events.js';
 import type { Metrics } from '../lib/metrics.js';
 import { WHEEL } from '../actors/wheel-partition.js';
+import { WORKER_SOCKETS } from '../actors/worker.js';
 import { startNoopExecutor, type BuiltinExecutor } from '../executors/builtin.js';
 import { startHttpExecutor } from '../executors/http-executor.js';
 import { buildServer } from '../http/server.js';
@@ -122,7 +123,11 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   // embedded backend is one process by construction: a cluster of one, with no membership and
   // no transport. Postgres + Redis nodes form one; the cluster delivers into the actor system
   // built after it, and ownership follows its ring.
-  const ring = { bounded: new Map([[WHEEL.name, Array.from({ length: options.partitions }, (_, p) => String(p))]]) };
+  // The sockets of a node are reached through an actor pinned to it (src/actors/worker.ts).
+  const ring = {
+    bounded: new Map([[WHEEL.name, Array.from({ length: options.partitions }, (_, p) => String(p))]]),
+    pinned: new Set([WORKER_SOCKETS.name]),
+  };
   let ownership: Ownership | null = null;
   const cluster: Cluster | null =
     backend.kind !== 'postgres'
@@ -157,7 +162,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     onDutyEnded: metrics.onActorDutyEnded,
   });
   const { wheel, resolver, activation } = registerActorKinds(ctx, actors, metrics);
-  const { services, dispatcher } = buildServices(ctx, {
+  const { services, dispatcher, channel } = buildServices(ctx, {
     system: actors,
     wheel,
     resolver,
@@ -206,6 +211,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     storeOutage: (error) => outages.explains(error),
     metrics: () => metrics.registry.render(),
     extraPlugins: admin,
+    channel,
   });
   await server.listen({ host: options.host, port: options.port });
   const address = server.server.address();
@@ -271,6 +277,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
         resolver.stop();
         wheel.stop();
         dispatcher.stop();
+        channel.stop();
         offPush();
         services.keys.stop();
         await Promise.all(executors.map((e) => e.stop()));

@@ -39,6 +39,12 @@ export interface RingPlacementOptions {
   bounded?: ReadonlyMap<string, readonly string[]>;
   /** @default 1.1 (`DEFAULT_BOUNDED_LOAD_FACTOR`) */
   boundedLoadFactor?: number;
+  /**
+   * Kinds pinned to a node: the key of each of their actors is a node id, and that node owns
+   * it, live or not (a message for a node that is gone fails like any to an unreachable node).
+   * For an actor that stands for something held by one process, such as its sockets.
+   */
+  pinned?: ReadonlySet<string>;
 }
 
 /**
@@ -83,6 +89,7 @@ export class RingPlacement implements Placement {
   private readonly ring: HashRing;
   /** kind → key → owner, for the bounded kinds. */
   private readonly assigned = new Map<string, Map<string, string>>();
+  private readonly pinned: ReadonlySet<string>;
 
   constructor(liveNodeIds: Iterable<string>, options: RingPlacementOptions = {}) {
     const vnodesPerNode = options.vnodesPerNode ?? DEFAULT_VNODES_PER_NODE;
@@ -97,6 +104,7 @@ export class RingPlacement implements Placement {
     }
     if (ids.includes('')) throw new WheelhouseError('internal', 'A live node id is empty.');
     this.vnodesPerNode = vnodesPerNode;
+    this.pinned = options.pinned ?? new Set();
     this.liveNodeIds = Object.freeze(ids);
     // Each member names its vnode count and 'vnode count' is 0, which makes hashring place
     // exactly that many. Left to its default, hashring computes floor(1/n · vnodes · n),
@@ -144,6 +152,7 @@ export class RingPlacement implements Placement {
    * ids is pure cost: it was 3–4 % of a node's CPU in W1 (profiled).
    */
   ownerOf(kind: string, key: string): string {
+    if (this.pinned.size > 0 && this.pinned.has(kind)) return key;
     if (this.liveNodeIds.length === 1) {
       checkKind(kind); // refused with one node as with more
       return this.liveNodeIds[0]!;

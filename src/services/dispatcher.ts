@@ -7,6 +7,9 @@ import type { TaskStore } from '../store/types.js';
 import type { ReadyQueue } from '../store/fast-index-types.js';
 import type { Assignment, PollRequest } from './types.js';
 
+/** One claim for one worker: up to `maxTasks` ready tasks of its types. */
+export type ClaimRequest = Pick<PollRequest, 'workerId' | 'taskTypes' | 'maxTasks'>;
+
 /**
  * Hands due tasks to workers that ask for them (pull). A poll takes entries from the ready
  * queues, claims them in one compare-and-set statement, and starts a lease actor per claimed
@@ -33,7 +36,7 @@ interface Waiter {
  * A waiting poll re-checks the queues at least this often, for pushes this node did not see
  * (another node's partition, entries put back by `requeueStale`).
  */
-const RECHECK_MS = 1_000;
+export const RECHECK_MS = 1_000;
 
 /**
  * How far a ready entry's due time may be ahead of this node's clock and still be claimed, ms:
@@ -63,6 +66,8 @@ export class Dispatcher {
   private readonly putBacks = new Set<Cancel>();
   /** Bumped on every push this node sees, so a poll that found nothing knows whether to look again. */
   private pushSeq = 0;
+  /** Told of every push, after the waiting polls (the worker channel). */
+  private readonly pushListeners = new Set<(taskTypes: ReadonlySet<string>) => void>();
 
   constructor(private readonly deps: DispatcherDeps) {}
 
@@ -72,9 +77,16 @@ export class Dispatcher {
     this.putBacks.clear();
   }
 
-  /** Tells waiting polls that entries of these task types were pushed. */
+  /** Calls `listener` on every push this node sees, with its task types. Returns a function that stops. */
+  onPush(listener: (taskTypes: ReadonlySet<string>) => void): () => void {
+    this.pushListeners.add(listener);
+    return () => this.pushListeners.delete(listener);
+  }
+
+  /** Tells waiting polls (and the push listeners) that entries of these task types were pushed. */
   notify(taskTypes: ReadonlySet<string>): void {
     this.pushSeq++;
+    for (const listener of this.pushListeners) listener(taskTypes);
     for (const waiter of this.waiters) {
       for (const type of waiter.taskTypes) {
         if (taskTypes.has(type)) {
@@ -94,7 +106,7 @@ export class Dispatcher {
       // lease nobody holds.
       if (signal?.aborted) return [];
       const seq = this.pushSeq;
-      const claimed = await this.claim(request, signal);
+      const claimed = await this.claimReady(request, signal);
       if (claimed.length > 0) return claimed;
       const remaining = deadline - clock.now();
       if (remaining <= 0 || signal?.aborted) return [];
@@ -109,8 +121,10 @@ export class Dispatcher {
    * this clock — its wheel fired it on a clock further ahead than the claim tolerates. It is
    * the task's only entry, so it is put back in its queue when it falls due here (and stays
    * in flight until then, so `requeueStale` puts it back should this node die first).
+   *
+   * The step both long-polls and the worker channel take; [] when nothing is ready.
    */
-  private async claim(request: PollRequest, signal?: AbortSignal): Promise<Assignment[]> {
+  async claimReady(request: ClaimRequest, signal?: AbortSignal): Promise<Assignment[]> {
     const { tasks, ready, clock, system } = this.deps;
     for (;;) {
       const entries = await ready.take(request.taskTypes, request.maxTasks, clock.now());

@@ -7,6 +7,8 @@ import { isUuid, uuidv7 } from '../lib/ids.js';
 import { WheelhouseError } from '../lib/errors.js';
 import type { DagResolver } from '../actors/dag-resolver.js';
 import type { WheelPlacement } from '../actors/wheel-placement.js';
+import { WORKER } from '../actors/worker.js';
+import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Clock } from '../runtime/clock.js';
 import { MAX_ATTEMPT } from '../store/sql/read.js';
 import type { ScheduleStore, TaskStore } from '../store/types.js';
@@ -25,6 +27,8 @@ export interface TaskServiceDeps {
   cron: Pick<ScheduleService, 'activate' | 'cancel'>;
   resolver: Pick<DagResolver, 'finished'>;
   events: NodeEventSink;
+  /** Reaches the worker actors: a cancel of a running task is pushed to its worker's socket. */
+  system?: Pick<ActorSystemApi, 'ref'>;
   /** What bounds one request's work (from configuration). @default unbounded */
   limits?: Partial<TaskLimits>;
 }
@@ -108,7 +112,22 @@ export class TaskService implements TasksApi {
         if (result.task.hasDependents) this.deps.resolver.finished([{ predecessorId: taskId, status: 'cancelled' }]);
         return { cancelledInstances: 1 };
       case 'cancel_requested':
+        this.pushCancel(result.task.workerId, taskId);
         return { cancelledInstances: 1 };
+    }
+  }
+
+  /**
+   * Tells the worker running the task, through its actor, wherever its socket is. A worker on
+   * the HTTP routes (or one whose socket is gone) has no socket: it hears of the cancel from
+   * its next heartbeat, as every worker also does.
+   */
+  private pushCancel(workerId: string | null, taskId: string): void {
+    if (workerId === null || this.deps.system === undefined) return;
+    try {
+      this.deps.system.ref(WORKER, workerId).tell({ type: 'push', push: { type: 'cancel', taskIds: [taskId] } });
+    } catch {
+      // A full mailbox or a node shutting down: the heartbeat still answers cancel_requested.
     }
   }
 

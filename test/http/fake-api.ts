@@ -9,6 +9,7 @@ import { compileOptions, type WheelhouseOptions } from '../../src/lib/config.js'
 import { WheelhouseError } from '../../src/lib/errors.js';
 import { buildServer } from '../../src/http/server.js';
 import { ApiKeys } from '../../src/services/api-keys.js';
+import type { WorkerChannelApi } from '../../src/services/worker-channel.js';
 import type { ApiKeyRecord, ApiKeyStore } from '../../src/store/api-key-store.js';
 import type { ExecutionRecord, SubmitResult, TaskRecord } from '../../src/domain/model.js';
 import type { TaskSpec, DagSpec } from '../../src/domain/specs.js';
@@ -254,6 +255,15 @@ export function captureLogger(): {
   return { logger, entries };
 }
 
+/** A worker channel that takes no worker: the route is served (auth, schema), its sockets refused. */
+const closedChannel: WorkerChannelApi = {
+  heartbeatMs: 5_000,
+  open: () => Promise.reject(new WheelhouseError('not_ready', 'this test server runs no worker channel')),
+  credit: () => undefined,
+  closed: () => undefined,
+  stop: () => undefined,
+};
+
 /** A server over a fresh fake, with silent logs unless a logger is given. */
 export function serverWith(
   options: WheelhouseOptions = {},
@@ -269,6 +279,7 @@ export function serverWith(
   const keys = new ApiKeys({ store: new ListKeyStore(), adminSecret: compiled.adminToken });
   const app = buildServer({
     services: { tasks: api, schedules: api, dags: api, workers: api, health: api, keys },
+    channel: closedChannel,
     options: compiled,
     ...(extra.logger ? { logger: extra.logger } : {}),
     ...(extra.metrics ? { metrics: extra.metrics } : {}),

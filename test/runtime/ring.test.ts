@@ -4,6 +4,7 @@ import { isWheelhouseError } from '../../src/lib/errors.js';
 import {
   DEFAULT_VNODES_PER_NODE,
   formatSpread,
+  LivePlacement,
   moves,
   RingPlacement,
   type ActorAddress,
@@ -284,5 +285,28 @@ describe('RingPlacement with bounded loads (the wheel partitions)', () => {
       ),
       { numRuns: 200 },
     );
+  });
+});
+
+describe('RingPlacement with pinned kinds', () => {
+  it('places an actor of a pinned kind on the node its key names, whatever the ring says, and others as before', () => {
+    const ids = ['n1', 'n2', 'n3'];
+    const plain = new RingPlacement(ids);
+    const pinned = new RingPlacement(ids, { pinned: new Set(['sockets']) });
+    for (const id of ids) expect(pinned.ownerOf('sockets', id)).toBe(id);
+    // Without the rule the ring would send some of them elsewhere: the rule is what places them.
+    expect(ids.some((id) => plain.ownerOf('sockets', id) !== id)).toBe(true);
+    // A node no longer live keeps its pinned actor (a message to it fails like any to a dead node).
+    expect(new RingPlacement(['n1'], { pinned: new Set(['sockets']) }).ownerOf('sockets', 'n2')).toBe('n2');
+    for (let i = 0; i < 200; i++) expect(pinned.ownerOf('lease', `t${i}`)).toBe(plain.ownerOf('lease', `t${i}`));
+  });
+
+  it('keeps a pinned actor on its node while the live set changes', () => {
+    const live = new LivePlacement('n2', { pinned: new Set(['sockets']) });
+    for (const set of [['n1', 'n2'], ['n1', 'n2', 'n3', 'n4'], ['n3']]) {
+      live.update(set);
+      expect(live.ownerOf('sockets', 'n2')).toBe('n2');
+      expect(live.ownerOf('sockets', 'n3')).toBe('n3');
+    }
   });
 });

@@ -1,0 +1,260 @@
+import { randomUUID } from 'node:crypto';
+import { WORKER, type LocalSockets, type WorkerMessage, type WorkerPush } from '../actors/worker.js';
+import { isWheelhouseError } from '../lib/errors.js';
+import type { ActorSystemApi } from '../runtime/actor.js';
+import type { Cancel, Clock } from '../runtime/clock.js';
+import { RECHECK_MS, type Dispatcher } from './dispatcher.js';
+import type { WorkersApi } from './types.js';
+import { CLOSE, WorkerSession, type ChannelSocket } from './worker-session.js';
+
+export { CLOSE, type ChannelAck, type ChannelSocket, type NodeFrame } from './worker-session.js';
+
+/**
+ * The worker channel of one node: the WebSocket sessions of the workers connected here
+ * (API.md, "Workers as remote actors"). The node pushes claimed tasks to each within the credits
+ * it granted; the claims of every session that has credit and may have something ready are
+ * started together, once per event-loop turn, when a push lands (the dispatcher's `notify`),
+ * when credit arrives, and on a periodic recheck for pushes this node did not see.
+ *
+ * Each session announces itself to the worker's actor (`("worker", worker_id)`, placed by the
+ * ring) on hello and every heartbeat, so that a cancel or a lost lease sent to that actor from
+ * any node reaches the socket here (src/actors/worker.ts).
+ */
+
+/** What a worker says first. */
+export interface ChannelHello {
+  workerId: string;
+  taskTypes: string[];
+  credits: number;
+  /** Leases it still holds from a previous socket. */
+  resume: { taskId: string; leaseToken: string }[];
+}
+
+/** Most tasks one claim of a session takes (the long-poll's `max_tasks` bound). */
+export const MAX_CLAIM = 1_000;
+
+/** Credits a session can hold at once; more granted is kept at this. */
+export const MAX_CREDITS = 1_000_000;
+
+export interface WorkerChannelDeps {
+  nodeId: string;
+  workers: Pick<WorkersApi, 'heartbeat' | 'complete' | 'release'>;
+  dispatcher: Pick<Dispatcher, 'claimReady' | 'onPush'>;
+  system: ActorSystemApi;
+  clock: Clock;
+  /** How often a session pings its socket and announces itself to its actor, ms. */
+  heartbeatMs: number;
+  onError(error: unknown, context: string): void;
+}
+
+/** What the HTTP face asks of the channel. */
+export interface WorkerChannelApi {
+  readonly heartbeatMs: number;
+  /** Verifies the resumed leases, sends `welcome`, and starts pushing tasks. */
+  open(hello: ChannelHello, socket: ChannelSocket): Promise<WorkerSession>;
+  /** `credit`: `n` more tasks may be sent. */
+  credit(session: WorkerSession, n: number): void;
+  /** The socket closed (either side): its leases are left to run out, or to be resumed. */
+  closed(session: WorkerSession): void;
+  /** Stops claiming; the HTTP face then closes the sockets. */
+  stop(): void;
+}
+
+export class WorkerChannel implements WorkerChannelApi, LocalSockets {
+  readonly heartbeatMs: number;
+  private readonly sessions = new Set<WorkerSession>();
+  /** The newest session of each worker connected here. */
+  private readonly byWorker = new Map<string, WorkerSession>();
+  /** Sessions by task type, for pushes. */
+  private readonly byType = new Map<string, Set<WorkerSession>>();
+  private turnScheduled = false;
+  private stopped = false;
+  private readonly timers: Cancel[] = [];
+  private readonly offPush: () => void;
+
+  constructor(private readonly deps: WorkerChannelDeps) {
+    this.heartbeatMs = deps.heartbeatMs;
+    this.offPush = deps.dispatcher.onPush((types) => this.pushed(types));
+    this.every(RECHECK_MS, () => {
+      for (const session of this.sessions) session.wanting = true;
+      this.scheduleTurn();
+    });
+    this.every(deps.heartbeatMs, () => {
+      for (const session of this.byWorker.values()) this.announce(session);
+    });
+  }
+
+  /** Sessions open here now. */
+  get size(): number {
+    return this.sessions.size;
+  }
+
+  async open(hello: ChannelHello, socket: ChannelSocket): Promise<WorkerSession> {
+    const session = new WorkerSession(randomUUID(), hello.workerId, hello.taskTypes, socket, {
+      workers: this.deps.workers,
+      clock: this.deps.clock,
+      onError: this.deps.onError,
+    });
+    const resumed = await this.resume(session, hello.resume);
+    const previous = this.byWorker.get(hello.workerId);
+    if (previous !== undefined && previous !== session) {
+      for (const taskId of resumed) previous.drop(taskId);
+      previous.close(CLOSE.replaced, 'a newer socket of this worker took its place');
+    }
+    this.sessions.add(session);
+    this.byWorker.set(hello.workerId, session);
+    for (const type of session.taskTypes) {
+      let set = this.byType.get(type);
+      if (set === undefined) this.byType.set(type, (set = new Set()));
+      set.add(session);
+    }
+    session.send({ type: 'welcome', nodeId: this.deps.nodeId, heartbeatMs: this.heartbeatMs, resumed });
+    this.announce(session);
+    this.credit(session, hello.credits);
+    return session;
+  }
+
+  credit(session: WorkerSession, n: number): void {
+    if (session.state === 'closed') return;
+    session.credits = Math.min(MAX_CREDITS, session.credits + n);
+    session.wanting = true;
+    this.scheduleTurn();
+  }
+
+  closed(session: WorkerSession): void {
+    session.closed();
+    this.sessions.delete(session);
+    for (const type of session.taskTypes) {
+      const set = this.byType.get(type);
+      set?.delete(session);
+      if (set?.size === 0) this.byType.delete(type);
+    }
+    if (this.byWorker.get(session.workerId) === session) {
+      this.byWorker.delete(session.workerId);
+      this.tellWorker(session.workerId, { type: 'detached', nodeId: this.deps.nodeId, sessionId: session.id });
+    }
+  }
+
+  /** From the worker's actor, through this node's `worker-sockets` actor. */
+  deliver(workerId: string, push: WorkerPush): boolean {
+    const session = this.byWorker.get(workerId);
+    if (session === undefined) return false;
+    session.push(push);
+    return true;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.offPush();
+    for (const cancel of this.timers) cancel();
+  }
+
+  /** Keeps the leases that are still the worker's (each verified by a heartbeat). */
+  private async resume(session: WorkerSession, leases: ChannelHello['resume']): Promise<string[]> {
+    const seen = new Set<string>();
+    const unique = leases.filter((l) => !seen.has(l.taskId) && seen.add(l.taskId));
+    const answers = await Promise.all(
+      unique.map((l) =>
+        this.deps.workers.heartbeat(l.taskId, l.leaseToken).then(
+          (extended) => ({ l, extended }),
+          (error: unknown) => {
+            if (!isWheelhouseError(error, 'lease_not_held'))
+              this.deps.onError(error, `resuming the lease of task ${l.taskId}`);
+            return { l, extended: null };
+          },
+        ),
+      ),
+    );
+    const kept: string[] = [];
+    for (const { l, extended } of answers) {
+      if (extended === null) continue;
+      session.hold(l.taskId, l.leaseToken, extended.leaseExpiresMs);
+      kept.push(l.taskId);
+    }
+    return kept;
+  }
+
+  private pushed(types: ReadonlySet<string>): void {
+    let any = false;
+    for (const type of types) {
+      for (const session of this.byType.get(type) ?? []) {
+        session.wanting = true;
+        any = true;
+      }
+    }
+    if (any) this.scheduleTurn();
+  }
+
+  /** One turn: the claims of every session that can take tasks, started together. */
+  private scheduleTurn(): void {
+    if (this.turnScheduled || this.stopped) return;
+    this.turnScheduled = true;
+    setImmediate(() => {
+      this.turnScheduled = false;
+      if (this.stopped) return;
+      for (const session of this.sessions) if (session.claimable) void this.claimFor(session);
+    });
+  }
+
+  /**
+   * Claims up to the session's credits. The credits are taken before the claim, so the tasks in
+   * flight to a socket never pass what it granted; what the claim did not use is given back.
+   */
+  private async claimFor(session: WorkerSession): Promise<void> {
+    const want = Math.min(session.credits, MAX_CLAIM);
+    session.credits -= want;
+    session.claiming = true;
+    session.wanting = false;
+    let claimed: Awaited<ReturnType<Dispatcher['claimReady']>> = [];
+    try {
+      claimed = await this.deps.dispatcher.claimReady({
+        workerId: session.workerId,
+        taskTypes: [...session.taskTypes],
+        maxTasks: want,
+      });
+    } catch (error) {
+      this.deps.onError(error, `claiming tasks for worker ${session.workerId}`);
+    } finally {
+      session.claiming = false;
+    }
+    session.credits += want - claimed.length;
+    if (claimed.length > 0) {
+      if (session.state !== 'open') {
+        // Gone (or saying goodbye) while its tasks were being claimed: hand them back now
+        // rather than let them wait out a lease nobody holds.
+        await this.deps.workers.release(claimed);
+      } else {
+        for (const task of claimed) session.hold(task.id, task.leaseToken, task.leaseExpiresMs);
+        session.send({ type: 'tasks', tasks: claimed });
+        if (claimed.length === want) session.wanting = true; // there may be more
+      }
+    }
+    session.closeIfDrained();
+    if (session.claimable) this.scheduleTurn();
+  }
+
+  private announce(session: WorkerSession): void {
+    this.tellWorker(session.workerId, { type: 'attached', nodeId: this.deps.nodeId, sessionId: session.id });
+  }
+
+  private tellWorker(workerId: string, message: WorkerMessage): void {
+    try {
+      this.deps.system.ref(WORKER, workerId).tell(message);
+    } catch (error) {
+      // A full mailbox or a node shutting down: the next announcement says it again.
+      this.deps.onError(error, `telling the actor of worker ${workerId}`);
+    }
+  }
+
+  private every(periodMs: number, fn: () => void): void {
+    const index = this.timers.length;
+    const arm = (): void => {
+      this.timers[index] = this.deps.clock.setTimer(periodMs, () => {
+        if (this.stopped) return;
+        fn();
+        arm();
+      });
+    };
+    arm();
+  }
+}

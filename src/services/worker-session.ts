@@ -1,0 +1,301 @@
+import { timingSafeEqual } from 'node:crypto';
+import type { WorkerPush } from '../actors/worker.js';
+import { isWheelhouseError, type ErrorCode } from '../lib/errors.js';
+import type { Cancel, Clock } from '../runtime/clock.js';
+import type { Assignment, CompletionRequest, WorkersApi } from './types.js';
+
+/**
+ * One worker's socket on this node, as the services see it: the credits it granted, the leases
+ * it holds (pushed to it, or resumed), and the one heartbeat that keeps them all alive. The
+ * channel (worker-channel.ts) claims for it; the HTTP face turns its frames into calls here and
+ * its `NodeFrame`s into JSON.
+ */
+
+/** What the node sends a worker (camel-cased; the HTTP face writes the wire names). */
+export type NodeFrame =
+  | { type: 'welcome'; nodeId: string; heartbeatMs: number; resumed: string[] }
+  | { type: 'tasks'; tasks: Assignment[] }
+  | { type: 'acks'; acks: ChannelAck[] }
+  | { type: 'cancel'; taskIds: string[] }
+  | { type: 'lease_lost'; taskIds: string[] }
+  | { type: 'error'; code: ErrorCode; message: string };
+
+export interface ChannelAck {
+  taskId: string;
+  ok: boolean;
+  error?: { code: ErrorCode | 'lease_lost'; message: string };
+}
+
+/** The socket under a session: the HTTP face implements it over a WebSocket. */
+export interface ChannelSocket {
+  send(frame: NodeFrame): void;
+  /** Closes with a WebSocket close code; the session hears of it through `closed()`. */
+  close(code: number, reason: string): void;
+}
+
+/** A lease a session holds. */
+interface HeldLease {
+  token: Buffer;
+  leaseExpiresMs: number;
+  /** When the channel extends it next: a third of the way through what is left. */
+  refreshAtMs: number;
+  cancelSent: boolean;
+}
+
+export type SessionState = 'open' | 'draining' | 'closed';
+
+/** WebSocket close codes the node uses. */
+export const CLOSE = {
+  normal: 1000,
+  goingAway: 1001,
+  policy: 1008,
+  internal: 1011,
+  tryAgainLater: 1013,
+  /** A newer socket of the same worker took this one's place. */
+  replaced: 4001,
+} as const;
+
+export interface SessionDeps {
+  workers: Pick<WorkersApi, 'heartbeat' | 'complete'>;
+  clock: Clock;
+  onError(error: unknown, context: string): void;
+}
+
+/** Lease refreshes never come closer together than this, ms. */
+const MIN_REFRESH_MS = 50;
+/** A refresh that failed for a reason other than a lost lease is tried again this soon at most, ms. */
+const RETRY_REFRESH_MS = 1_000;
+
+export class WorkerSession {
+  state: SessionState = 'open';
+  /** Tasks the worker may still be sent. */
+  credits = 0;
+  /** A claim for this session is in flight. */
+  claiming = false;
+  /** Something may be ready for it: a push of its types, new credit, a recheck. */
+  wanting = true;
+  readonly taskTypes: ReadonlySet<string>;
+  private readonly held = new Map<string, HeldLease>();
+  private refreshTimer: Cancel | null = null;
+  private refreshing = false;
+
+  constructor(
+    readonly id: string,
+    readonly workerId: string,
+    taskTypes: readonly string[],
+    readonly socket: ChannelSocket,
+    private readonly deps: SessionDeps,
+  ) {
+    this.taskTypes = new Set(taskTypes);
+  }
+
+  get heldCount(): number {
+    return this.held.size;
+  }
+
+  /** Ready to be claimed for: open, with credit, no claim in flight, something may be ready. */
+  get claimable(): boolean {
+    return this.state === 'open' && this.credits > 0 && !this.claiming && this.wanting;
+  }
+
+  /** Keeps a lease (pushed or resumed) alive from now on. */
+  hold(taskId: string, leaseToken: string, leaseExpiresMs: number): void {
+    this.held.set(taskId, {
+      token: Buffer.from(leaseToken),
+      leaseExpiresMs,
+      refreshAtMs: this.refreshAt(leaseExpiresMs),
+      cancelSent: false,
+    });
+    this.armRefresh();
+  }
+
+  /** Stops keeping a lease (another socket of the worker resumed it). */
+  drop(taskId: string): boolean {
+    return this.held.delete(taskId);
+  }
+
+  holds(taskId: string): boolean {
+    return this.held.has(taskId);
+  }
+
+  send(frame: NodeFrame): void {
+    if (this.state === 'closed') return;
+    try {
+      this.socket.send(frame);
+    } catch (error) {
+      this.deps.onError(error, `sending a ${frame.type} frame to worker ${this.workerId}`);
+    }
+  }
+
+  close(code: number, reason: string): void {
+    if (this.state === 'closed') return;
+    try {
+      this.socket.close(code, reason);
+    } catch (error) {
+      this.deps.onError(error, `closing the socket of worker ${this.workerId}`);
+    }
+  }
+
+  /** The socket closed: nothing more is sent; the leases are left to run out (or be resumed). */
+  closed(): void {
+    this.state = 'closed';
+    this.refreshTimer?.();
+    this.refreshTimer = null;
+  }
+
+  /** `goodbye`: no more tasks; the socket closes once every lease is settled. */
+  goodbye(): void {
+    if (this.state !== 'open') return;
+    this.state = 'draining';
+    this.closeIfDrained();
+  }
+
+  closeIfDrained(): void {
+    if (this.state === 'draining' && this.held.size === 0 && !this.claiming)
+      this.close(CLOSE.normal, 'goodbye: every lease settled');
+  }
+
+  /** A push from the cluster (through the worker's actor): only for leases this socket holds. */
+  push(push: WorkerPush): void {
+    const taskIds = push.taskIds.filter((id) => this.held.has(id));
+    if (taskIds.length === 0) return;
+    if (push.type === 'cancel') {
+      const fresh = taskIds.filter((id) => !this.held.get(id)!.cancelSent);
+      for (const id of fresh) this.held.get(id)!.cancelSent = true;
+      if (fresh.length > 0) this.send({ type: 'cancel', taskIds: fresh });
+    } else {
+      for (const id of taskIds) this.held.delete(id);
+      this.send({ type: 'lease_lost', taskIds });
+      this.closeIfDrained();
+    }
+  }
+
+  /**
+   * `results`: each must name a lease pushed to (or resumed by) this socket, with its token;
+   * the others are refused without reaching the store. Answers one `acks` frame, in order.
+   */
+  async results(results: readonly CompletionRequest[]): Promise<void> {
+    const acks: ChannelAck[] = [];
+    const sent = new Map<string, CompletionRequest>();
+    const taken = new Map<string, HeldLease>();
+    for (const r of results) {
+      const lease = this.held.get(r.taskId);
+      if (lease === undefined || sent.has(r.taskId) || !sameToken(lease.token, r.leaseToken)) continue;
+      sent.set(r.taskId, r);
+      taken.set(r.taskId, lease);
+      this.held.delete(r.taskId); // no heartbeat for a lease whose result is on its way
+    }
+    let outcome = new Map<string, boolean>();
+    let failure: { code: ErrorCode; message: string } | null = null;
+    if (sent.size > 0) {
+      try {
+        const answers = await this.deps.workers.complete([...sent.values()]);
+        outcome = new Map(answers.map((a) => [a.taskId, a.ok]));
+      } catch (error) {
+        // Not recorded (the store is out, say): the leases are kept, and the worker may send again.
+        failure = isWheelhouseError(error)
+          ? { code: error.code, message: error.message }
+          : { code: 'internal', message: 'the results could not be recorded; send them again' };
+        if (!isWheelhouseError(error)) this.deps.onError(error, `recording results of worker ${this.workerId}`);
+        for (const [taskId, lease] of taken) if (this.state !== 'closed') this.held.set(taskId, lease);
+      }
+    }
+    for (const r of results) {
+      if (sent.get(r.taskId) !== r) {
+        acks.push({ taskId: r.taskId, ok: false, error: { code: 'lease_lost', message: notHeld(r.taskId) } });
+      } else if (failure !== null) {
+        acks.push({ taskId: r.taskId, ok: false, error: failure });
+      } else if (outcome.get(r.taskId) === true) {
+        acks.push({ taskId: r.taskId, ok: true });
+      } else {
+        acks.push({
+          taskId: r.taskId,
+          ok: false,
+          error: { code: 'lease_lost', message: 'the lease is no longer held: the result was discarded' },
+        });
+      }
+    }
+    this.send({ type: 'acks', acks });
+    this.armRefresh();
+    this.closeIfDrained();
+  }
+
+  /**
+   * The one heartbeat of the worker: every lease a third of the way through what is left of it
+   * is extended (concurrent heartbeats of the node share statements). A refused one is pushed
+   * as `lease_lost`, one whose cancel was requested as `cancel`.
+   */
+  private async refresh(): Promise<void> {
+    this.refreshTimer = null;
+    if (this.state === 'closed' || this.refreshing) return;
+    this.refreshing = true;
+    try {
+      const now = this.deps.clock.now();
+      const due = [...this.held].filter(([, lease]) => lease.refreshAtMs <= now + MIN_REFRESH_MS);
+      const answers = await Promise.all(
+        due.map(([taskId, lease]) =>
+          this.deps.workers.heartbeat(taskId, lease.token.toString()).then(
+            (extended) => ({ taskId, lease, extended, error: null }),
+            (error: unknown) => ({ taskId, lease, extended: null, error }),
+          ),
+        ),
+      );
+      const lost: string[] = [];
+      const cancel: string[] = [];
+      const after = this.deps.clock.now();
+      for (const { taskId, lease, extended, error } of answers) {
+        if (this.held.get(taskId) !== lease) continue; // settled or resumed elsewhere meanwhile
+        if (extended !== null) {
+          lease.leaseExpiresMs = extended.leaseExpiresMs;
+          lease.refreshAtMs = this.refreshAt(extended.leaseExpiresMs);
+          if (extended.cancelRequested && !lease.cancelSent) {
+            lease.cancelSent = true;
+            cancel.push(taskId);
+          }
+        } else if (isWheelhouseError(error, 'lease_not_held')) {
+          this.held.delete(taskId);
+          lost.push(taskId);
+        } else {
+          this.deps.onError(error, `extending the lease of task ${taskId} for worker ${this.workerId}`);
+          lease.refreshAtMs =
+            after + Math.min(RETRY_REFRESH_MS, Math.max(MIN_REFRESH_MS, (lease.leaseExpiresMs - after) / 3));
+        }
+      }
+      if (cancel.length > 0) this.send({ type: 'cancel', taskIds: cancel });
+      if (lost.length > 0) this.send({ type: 'lease_lost', taskIds: lost });
+    } finally {
+      this.refreshing = false;
+    }
+    this.armRefresh();
+    this.closeIfDrained();
+  }
+
+  /** Arms the refresh timer for the earliest lease due. */
+  private armRefresh(): void {
+    if (this.state === 'closed' || this.refreshing) return;
+    this.refreshTimer?.();
+    this.refreshTimer = null;
+    let earliest = Infinity;
+    for (const lease of this.held.values()) if (lease.refreshAtMs < earliest) earliest = lease.refreshAtMs;
+    if (earliest === Infinity) return;
+    this.refreshTimer = this.deps.clock.setTimer(Math.max(0, earliest - this.deps.clock.now()), () => {
+      this.refresh().catch((error: unknown) =>
+        this.deps.onError(error, `the lease heartbeat of worker ${this.workerId}`),
+      );
+    });
+  }
+
+  private refreshAt(leaseExpiresMs: number): number {
+    const now = this.deps.clock.now();
+    return now + Math.max(MIN_REFRESH_MS, (leaseExpiresMs - now) / 3);
+  }
+}
+
+function sameToken(held: Buffer, presented: string): boolean {
+  const bytes = Buffer.from(presented);
+  return bytes.length === held.length && timingSafeEqual(bytes, held);
+}
+
+function notHeld(taskId: string): string {
+  return `task ${taskId}: no lease with this token was pushed to this worker on this socket (or it was already reported)`;
+}
