@@ -1,5 +1,7 @@
 import WebSocket from 'ws';
 
+import { UpgradeRefusedError } from './errors.js';
+
 /**
  * Opening the worker channel's WebSocket to one node (`GET /api/workers/connect`), and telling
  * a node that refused the upgrade (with the HTTP status it answered: 404 means a node too old
@@ -10,17 +12,6 @@ import WebSocket from 'ws';
 const HANDSHAKE_TIMEOUT_MS = 10_000;
 /** Largest frame accepted from the node: a `tasks` frame of 1 000 tasks with 256 KiB payloads, and then some. */
 const MAX_FRAME_BYTES = 512 * 1024 * 1024;
-
-/** The node answered the upgrade with an HTTP status instead of switching protocols. */
-export class UpgradeRefusedError extends Error {
-  constructor(
-    readonly url: string,
-    readonly status: number,
-  ) {
-    super(`GET ${url} answered ${status} instead of upgrading to a WebSocket`);
-    this.name = 'UpgradeRefusedError';
-  }
-}
 
 /** `http://host:port/prefix` → `ws://host:port/prefix/api/workers/connect` (https → wss). */
 export function channelUrl(base: string): string {

@@ -2,8 +2,8 @@ import type WebSocket from 'ws';
 
 import { backoffMs, sleep } from './backoff.js';
 import { ChannelError, readNodeFrame, type NodeFrame, type WireLease, type WorkerFrame } from './channel-wire.js';
-import { openChannel, UpgradeRefusedError } from './channel-socket.js';
-import { LeaseLostError, TaskCancelledError } from './errors.js';
+import { openChannel } from './channel-socket.js';
+import { LeaseLostError, TaskCancelledError, UpgradeRefusedError } from './errors.js';
 import { Notifier } from './notifier.js';
 import { stopTimeoutMs, type CompiledWorkerOptions } from './options.js';
 import { abortAfterGrace, runToOutcome } from './task-run.js';

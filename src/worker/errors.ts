@@ -41,3 +41,14 @@ export class WorkerStoppedError extends Error {
     this.name = 'WorkerStoppedError';
   }
 }
+
+/** The node answered the upgrade with an HTTP status instead of switching protocols. */
+export class UpgradeRefusedError extends Error {
+  constructor(
+    readonly url: string,
+    readonly status: number,
+  ) {
+    super(`GET ${url} answered ${status} instead of upgrading to a WebSocket`);
+    this.name = 'UpgradeRefusedError';
+  }
+}

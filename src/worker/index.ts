@@ -11,10 +11,15 @@
  * ```
  */
 export { createWorker } from './worker.js';
-export { LeaseLostError, PermanentTaskError, TaskCancelledError, WorkerStoppedError } from './errors.js';
+export {
+  LeaseLostError,
+  PermanentTaskError,
+  TaskCancelledError,
+  UpgradeRefusedError,
+  WorkerStoppedError,
+} from './errors.js';
 export { NodeAnswerError } from './http.js';
 export { ChannelError } from './channel-wire.js';
-export { UpgradeRefusedError } from './channel-socket.js';
 export type {
   CompletionBatchOptions,
   StopOptions,
