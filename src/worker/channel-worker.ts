@@ -42,6 +42,13 @@ import { ProtocolError, type WirePolledTask, type WireResult } from './wire.js';
 
 type ChannelState = 'idle' | 'running' | 'stopping' | 'stopped';
 
+/** A result on its way: the wire object, and its JSON made once (resent as it is after a reconnect). */
+interface Outgoing {
+  readonly wire: WireResult;
+  readonly json: string;
+  readonly bytes: number;
+}
+
 /** A task this worker runs. */
 interface RunningTask {
   readonly leaseToken: string;
@@ -52,6 +59,11 @@ interface RunningTask {
 
 /** Ping period when the node's welcome names none, ms. */
 const DEFAULT_HEARTBEAT_MS = 5_000;
+/**
+ * Most bytes of results in one `results` frame: the node closes a socket whose frame is over
+ * its `workerFrameMaxBytes` (16 MiB by default), so large results are split over frames.
+ */
+const MAX_RESULTS_FRAME_BYTES = 8 * 1024 * 1024;
 /** Results awaiting acknowledgement allowed per slot before credit is held back. */
 const UNREPORTED_PER_SLOT = 2;
 /** While stopping, how long the worker waits for an ack before it gives the node up, ms. */
@@ -80,9 +92,9 @@ export function createChannelWorker(
   const controllers = new Map<string, AbortController>();
   const handlers = new Set<Promise<void>>();
   /** Results waiting to be sent, by task id. */
-  const outbox = new Map<string, WireResult>();
+  const outbox = new Map<string, Outgoing>();
   /** Results sent on the current socket and not acknowledged yet, by task id. */
-  const unacked = new Map<string, WireResult>();
+  const unacked = new Map<string, Outgoing>();
   const changed = new Notifier();
   const connectAbort = new AbortController();
 
@@ -205,8 +217,8 @@ export function createChannelWorker(
   function heldLeases(): WireLease[] {
     const leases = new Map<string, WireLease>();
     for (const [taskId, t] of running) if (!t.lost) leases.set(taskId, { task_id: taskId, lease_token: t.leaseToken });
-    for (const r of [...outbox.values(), ...unacked.values()])
-      leases.set(r.task_id, { task_id: r.task_id, lease_token: r.lease_token });
+    for (const { wire } of [...outbox.values(), ...unacked.values()])
+      leases.set(wire.task_id, { task_id: wire.task_id, lease_token: wire.lease_token });
     return [...leases.values()];
   }
 
@@ -241,13 +253,16 @@ export function createChannelWorker(
               new ProtocolError(`task ${task.task_id} was pushed beyond the credit granted: not run`),
               'channel',
             );
-            outbox.set(task.task_id, {
-              task_id: task.task_id,
-              lease_token: task.lease_token,
-              status: 'failed',
-              error: 'pushed to the worker beyond the credit it granted; not run',
-              retryable: true,
-            });
+            outbox.set(
+              task.task_id,
+              outgoing({
+                task_id: task.task_id,
+                lease_token: task.lease_token,
+                status: 'failed',
+                error: 'pushed to the worker beyond the credit it granted; not run',
+                retryable: true,
+              }),
+            );
             scheduleFlush();
           } else {
             outstanding--;
@@ -312,7 +327,7 @@ export function createChannelWorker(
       controllers.delete(task.task_id);
       // The node has handed a lost task on; it would refuse this result.
       if (entry.lost) counters.discarded++;
-      else outbox.set(task.task_id, { task_id: task.task_id, lease_token: task.lease_token, ...outcome });
+      else outbox.set(task.task_id, outgoing({ task_id: task.task_id, lease_token: task.lease_token, ...outcome }));
       scheduleFlush();
       changed.notify();
     })();
@@ -331,16 +346,24 @@ export function createChannelWorker(
     flushTimer = undefined;
     const ws = socket;
     if (ws === null || !welcomed || ws.readyState !== OPEN) return;
-    if (outbox.size > 0) {
-      const results = [...outbox.values()];
-      outbox.clear();
-      for (let i = 0; i < results.length; i += o.batch.maxBatchSize) {
-        const batch = results.slice(i, i + o.batch.maxBatchSize);
-        for (const r of batch) unacked.set(r.task_id, r);
-        send(ws, { type: 'results', results: batch });
-        counters.resultFrames++;
-      }
+    // Frames of at most `maxBatchSize` results and `MAX_RESULTS_FRAME_BYTES`, each result's JSON made once.
+    let parts: string[] = [];
+    let bytes = 0;
+    const sendFrame = (): void => {
+      if (ws.readyState === OPEN) ws.send(`{"type":"results","results":[${parts.join(',')}]}`, () => undefined);
+      counters.resultFrames++;
+      parts = [];
+      bytes = 0;
+    };
+    for (const [taskId, r] of outbox) {
+      if (parts.length === o.batch.maxBatchSize || (parts.length > 0 && bytes + r.bytes > MAX_RESULTS_FRAME_BYTES))
+        sendFrame();
+      parts.push(r.json);
+      bytes += r.bytes + 1;
+      unacked.set(taskId, r);
     }
+    outbox.clear();
+    if (parts.length > 0) sendFrame();
     const n = grantable();
     if (n > 0) {
       outstanding += n;
@@ -414,4 +437,9 @@ function text(data: WebSocket.RawData): string {
   if (Buffer.isBuffer(data)) return data.toString('utf8');
   if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
   return Buffer.from(data).toString('utf8');
+}
+
+function outgoing(wire: WireResult): Outgoing {
+  const json = JSON.stringify(wire);
+  return { wire, json, bytes: Buffer.byteLength(json) };
 }
