@@ -36,9 +36,9 @@ const MAX_LIST = 1000;
  * Executions newest first. The running attempt has no row yet, and the attempt that ended
  * the task has none either (completion writes rows only for attempts the task outlives), so
  * both are made up from the task row; so is the result, which only a succeeded attempt has
- * and a succeeded attempt always ends the task (execution rows hold none). Execution ids are not stored; each is derived from (task id, attempt) below, the
- * same for the running attempt and for its row once written. `$2` is the exclusive upper
- * bound on the attempt, for paging.
+ * and a succeeded attempt always ends the task (execution rows hold none). Execution ids are
+ * not stored; each is derived from (task id, attempt) below, the same for the running attempt
+ * and for its row once written. `$2` is the exclusive upper bound on the attempt, for paging.
  */
 const HISTORY = `
   SELECT h.* FROM (
