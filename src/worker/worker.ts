@@ -1,12 +1,12 @@
 import { backoffMs, sleep } from './backoff.js';
-import { CompletionReporter } from './completions.js';
-import { LeaseLostError, TaskCancelledError } from './errors.js';
+import { CompletionReporter, encodeWorkerJson } from './completions.js';
+import { LeaseLostError, PermanentTaskError, TaskCancelledError } from './errors.js';
 import { keepLeaseAlive, type TrackedLease } from './heartbeats.js';
 import { NodeAnswerError, NodeClient } from './http.js';
 import { Notifier } from './notifier.js';
 import { compileWorkerOptions, MAX_TASKS_PER_REQUEST } from './options.js';
 import type { Worker, WorkerOptions, WorkerStats } from './types.js';
-import { readPolledTasks, type WirePolledTask } from './wire.js';
+import { readPolledTasks, type WirePolledTask, type WireResult } from './wire.js';
 
 /**
  * The worker: pollers that long-poll for at most as many tasks as there are free slots
@@ -137,7 +137,7 @@ export function createWorker(options: WorkerOptions): Worker {
       leaseExpiresMs: Date.parse(task.lease_expires_at),
       lost: false,
     };
-    const stopHeartbeats = keepLeaseAlive(lease, {
+    const heartbeats = keepLeaseAlive(lease, {
       client,
       everyMs: o.heartbeatEveryMs,
       onError: o.onError,
@@ -149,23 +149,44 @@ export function createWorker(options: WorkerOptions): Worker {
         controller.abort(new TaskCancelledError(l.taskId));
       },
     });
-    const run = (async () => {
-      let outcome: { status: 'succeeded' } | { status: 'failed'; error: string; retryable: boolean };
+    const progress = (value: unknown): void => {
       try {
-        await o.handler({
+        const encoded = encodeWorkerJson(value, o.maxResultBytes);
+        if ('problem' in encoded) {
+          o.onError(new TypeError(`progress ${encoded.problem}`), `progress of task ${task.task_id}, dropped`);
+        } else {
+          // A copy: what the handler changes after this call is not sent.
+          heartbeats.progress(JSON.parse(encoded.json));
+        }
+      } catch (error) {
+        o.onError(error, `progress of task ${task.task_id}`);
+      }
+    };
+    const run = (async () => {
+      let outcome: Omit<WireResult, 'task_id' | 'lease_token'>;
+      let resultBytes = 0;
+      try {
+        const value = await o.handler({
           taskId: task.task_id,
           taskType: task.task_type,
           payload: task.payload ?? null,
           attempt: task.attempt,
           signal: controller.signal,
+          progress,
         });
-        counters.succeeded++;
         outcome = { status: 'succeeded' };
+        if (value !== undefined) {
+          const encoded = encodeWorkerJson(value, o.maxResultBytes);
+          if ('problem' in encoded) throw new PermanentTaskError(`the handler's result ${encoded.problem}`);
+          outcome.result = value;
+          resultBytes = encoded.bytes;
+        }
+        counters.succeeded++;
       } catch (error) {
         counters.failed++;
         outcome = { status: 'failed', error: messageOf(error), retryable: !isPermanent(error) };
       } finally {
-        stopHeartbeats();
+        heartbeats.stop();
         running--;
       }
       if (lease.lost) {
@@ -175,6 +196,7 @@ export function createWorker(options: WorkerOptions): Worker {
         reporter.add({
           wire: { task_id: task.task_id, lease_token: task.lease_token, ...outcome },
           deadlineMs: lease.leaseExpiresMs + DELIVERY_GRACE_MS,
+          resultBytes,
         });
       }
       changed.notify();
