@@ -19,8 +19,8 @@ import { UsageError } from './usage.js';
  *
  * A handler is called with the task's payload and the worker SDK's `TaskContext` (`taskId`,
  * `taskType`, `attempt`, `signal`); resolving succeeds the attempt, throwing fails it (an
- * error with `retryable = false` fails the task for good). What it resolves with is logged,
- * not stored: the API keeps no task results. `.js` is loaded as its package says (ES module
+ * error with `retryable = false` fails the task for good). What it resolves with is logged
+ * and stored as the task's result (any JSON up to the node's `maxResultBytes`). `.js` is loaded as its package says (ES module
  * or CommonJS), `.mjs` and `.cjs` as their names say; in CommonJS, `module.exports = {…}` or
  * `exports.handlers = {…}`.
  */

@@ -163,12 +163,15 @@ function selectTypes(handlers: ReadonlyMap<string, ModuleHandler>, types: string
   return wanted;
 }
 
-/** Runs the module's handler for one task and logs how it went; a failure is rethrown for the SDK to report. */
+/**
+ * Runs the module's handler for one task and logs how it went; what it resolves with is the
+ * task's result (the SDK stores it), a failure is rethrown for the SDK to report.
+ */
 async function runHandler(
   handlers: ReadonlyMap<string, ModuleHandler>,
   task: TaskContext,
   write: (event: LogEvent) => void,
-): Promise<void> {
+): Promise<unknown> {
   const handler = handlers.get(task.taskType);
   const startedMs = performance.now();
   const done = (fields: Partial<TaskEvent>): void =>
@@ -186,6 +189,7 @@ async function runHandler(
     if (handler === undefined) throw new Error(`no handler for ${task.taskType}`);
     const result = await handler(task.payload, task);
     done(result === undefined ? {} : { result });
+    return result;
   } catch (error) {
     const permanent = (error as { retryable?: unknown } | null)?.retryable === false;
     done({ outcome: 'failed', error: messageOf(error), ...(permanent ? { retryable: false } : {}) });

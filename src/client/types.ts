@@ -135,6 +135,12 @@ export interface Task {
   cancelRequested: boolean;
   dependencies: string[];
   payload: unknown;
+  /** What the succeeded attempt's worker returned (any JSON); null when none. */
+  result: unknown;
+  /** The latest progress a worker reported (any JSON); null when none. A retry clears it. */
+  progress: unknown;
+  /** When `progress` was recorded; null when none. */
+  progressAt: string | null;
   /** On a task with predecessors: how many have succeeded. */
   dependenciesSatisfied?: number;
   /** On a task submitted in a graph. */
@@ -184,6 +190,8 @@ export interface Execution {
   completedAt: string | null;
   workerId: string | null;
   error: string | null;
+  /** A succeeded attempt's result; null for any other attempt or when none. */
+  result: unknown;
 }
 
 export interface HistoryOptions {

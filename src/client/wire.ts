@@ -115,6 +115,9 @@ export function taskFromWire(body: unknown): Task {
     cancelRequested: o.cancel_requested === true,
     dependencies: strs(o.dependencies),
     payload: o.payload === undefined ? null : o.payload,
+    result: o.result === undefined ? null : o.result,
+    progress: o.progress === undefined ? null : o.progress,
+    progressAt: str(o.progress_at),
   };
   // The optional members are copied only when the node sent them, as it sends them.
   const optional: [keyof Task, string][] = [
@@ -149,6 +152,7 @@ export function executionFromWire(body: unknown): Execution {
     completedAt: str(o.completed_at),
     workerId: str(o.worker_id),
     error: str(o.error),
+    result: o.result === undefined ? null : o.result,
   };
 }
 

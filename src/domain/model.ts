@@ -79,6 +79,12 @@ export interface TaskRecord {
   depsSatisfied: number;
   /** Some task depends on this one. */
   hasDependents: boolean;
+  /** What the succeeded attempt's worker returned (any JSON); null when none. */
+  result: unknown;
+  /** The latest progress a worker reported (any JSON); null when none. A retry clears it. */
+  progress: unknown;
+  /** When `progress` was recorded (Unix ms); null when none. */
+  progressMs: number | null;
 }
 
 /** What the wheel and the ready queue need to know of a task: no payload. */
@@ -117,6 +123,17 @@ export interface Completion {
   error: string | null;
   /** false: fail for good now, whatever retries are left. */
   retryable: boolean;
+  /** A succeeded attempt's result (any JSON value); undefined: none. Ignored on a failure. */
+  result?: unknown;
+}
+
+/** The latest progress of a running attempt, as a worker reports it. */
+export interface ProgressUpdate {
+  taskId: string;
+  /** The digest of the lease token the update came with (`leaseTokenDigest`). */
+  tokenDigest: Uint8Array;
+  /** Any JSON value. */
+  progress: unknown;
 }
 
 /** What a completion, an expiry or a cancel did to a task. */
@@ -149,6 +166,8 @@ export interface ExecutionRecord {
   completedMs: number | null;
   workerId: string | null;
   error: string | null;
+  /** A succeeded attempt's result; null for any other attempt or when it returned none. */
+  result: unknown;
 }
 
 /** A cron schedule's definition, as stored in the schedule row's `schedule` column. */

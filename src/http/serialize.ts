@@ -46,6 +46,9 @@ export function taskJson(view: TaskView): TaskJson {
     cancel_requested: r.cancelRequested,
     dependencies: view.dependencies,
     payload: r.payload === undefined ? null : r.payload,
+    result: r.result ?? null,
+    progress: r.progress ?? null,
+    progress_at: iso(r.progressMs),
   };
   if (r.depsTotal > 0) out.dependencies_satisfied = r.depsSatisfied;
   if (r.dagId !== null) {
@@ -82,6 +85,7 @@ export function executionJson(e: ExecutionRecord): ExecutionJson {
     completed_at: iso(e.completedMs),
     worker_id: e.workerId,
     error: e.error,
+    result: e.result ?? null,
   };
 }
 

@@ -57,6 +57,14 @@ export function batchBodyLimitBytes(options: CompiledOptions): number {
   return Math.max(options.maxPayloadBytes, 16 * 1024 * 1024);
 }
 
+/**
+ * Body limit of the single heartbeat and complete routes, bytes: the server's, or room for a
+ * result (or progress) of `maxResultBytes` with the rest of the body if that is larger.
+ */
+export function resultBodyLimitBytes(options: CompiledOptions): number {
+  return Math.max(options.maxPayloadBytes, options.maxResultBytes + 64 * 1024);
+}
+
 /** Builds the server. Routes are registered when it is readied (`ready`, `listen`, `inject`). */
 export function buildServer(input: BuildServerOptions): FastifyInstance {
   const { services, options } = input;
@@ -122,6 +130,8 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
     pollMaxConcurrent: options.pollMaxConcurrent,
     maxPageBytes: options.maxPageBytes,
     batchBodyLimitBytes: batchLimit,
+    maxResultBytes: options.maxResultBytes,
+    resultBodyLimitBytes: resultBodyLimitBytes(options),
   });
   if (input.channel !== undefined) {
     void app.register(workerChannelRoutes, {

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { WheelhouseError } from '../lib/errors.js';
 import type { Assignment, WorkersApi } from '../services/types.js';
 import { workerRoutesSchemas as schemas } from './schemas/workers.js';
-import { completionRequest, completionRequests, pollRequest } from './validation/requests.js';
+import { completionRequest, completionRequests, heartbeatRequest, pollRequest } from './validation/requests.js';
 import { assignmentJson, iso } from './serialize.js';
 
 /**
@@ -16,6 +16,10 @@ import { assignmentJson, iso } from './serialize.js';
  * task. `ok: false` means that lease is no longer held and that result was discarded (the
  * single-task route answers 409 for the same case). One malformed item rejects the whole
  * request with 400 and its `details.index`; nothing is recorded.
+ *
+ * Results and progress (extensions): a completion may carry `result` (any JSON, stored with a
+ * task that succeeds) and a heartbeat `progress` (the task's latest progress), each held to
+ * `maxResultBytes`: over it is a 400 naming the field, and nothing of the request is recorded.
  */
 
 export interface WorkerRoutesOptions {
@@ -30,6 +34,13 @@ export interface WorkerRoutesOptions {
   maxPageBytes?: number;
   /** Body limit of `POST /api/workers/complete`, bytes. */
   batchBodyLimitBytes: number;
+  /** Largest `result` or `progress`, bytes of JSON. @default unchecked */
+  maxResultBytes?: number;
+  /**
+   * Body limit of the single heartbeat and complete routes, bytes, so that a result or progress
+   * of `maxResultBytes` fits. @default the server's body limit
+   */
+  resultBodyLimitBytes?: number;
 }
 
 export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (fastify, opts) => {
@@ -46,6 +57,8 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (fast
   };
   const maxPolls = opts.pollMaxConcurrent ?? Infinity;
   const maxPageBytes = opts.maxPageBytes ?? Infinity;
+  const resultLimits = opts.maxResultBytes === undefined ? {} : { maxResultBytes: opts.maxResultBytes };
+  const withResult = opts.resultBodyLimitBytes === undefined ? {} : { bodyLimit: opts.resultBodyLimitBytes };
   /** Polls in flight, aborted when the server closes so that shutdown does not wait out a 30 s poll. */
   const polls = new Set<AbortController>();
   app.addHook('preClose', async () => {
@@ -100,15 +113,25 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (fast
     return { tasks: assignments.map(assignmentJson) };
   });
 
-  app.post('/api/tasks/:task_id/heartbeat', { ...quiet, schema: schemas.heartbeat }, async (request) => {
-    const lease = await api.heartbeat(request.params.task_id.toLowerCase(), request.body.lease_token);
+  /**
+   * Extends the lease; with `progress`, then records it. The lease is checked by its actor and
+   * the progress by its own compare-and-set: one that loses the race with the end of the attempt
+   * is dropped, and the heartbeat that extended the lease still answers 200.
+   */
+  app.post('/api/tasks/:task_id/heartbeat', { ...quiet, ...withResult, schema: schemas.heartbeat }, async (request) => {
+    const taskId = request.params.task_id.toLowerCase();
+    const body = heartbeatRequest(request.body, resultLimits);
+    const lease = await api.heartbeat(taskId, body.leaseToken);
+    if (body.progress !== undefined) {
+      await api.progress([{ taskId, leaseToken: body.leaseToken, progress: body.progress }]);
+    }
     return { ok: true as const, lease_expires_at: iso(lease.leaseExpiresMs), cancel_requested: lease.cancelRequested };
   });
 
   /** One result; 409 `lease_not_held` when the lease was lost (the result is discarded). */
-  app.post('/api/tasks/:task_id/complete', { ...quiet, schema: schemas.complete }, async (request) => {
+  app.post('/api/tasks/:task_id/complete', { ...quiet, ...withResult, schema: schemas.complete }, async (request) => {
     const taskId = request.params.task_id.toLowerCase();
-    const [result] = await api.complete([completionRequest(taskId, request.body)]);
+    const [result] = await api.complete([completionRequest(taskId, request.body, resultLimits)]);
     if (!result?.ok) {
       throw new WheelhouseError('lease_not_held', undefined, { details: { task_id: taskId } });
     }
@@ -118,7 +141,7 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (fast
   /** The batch extension described above. */
   const batchOptions = { ...quiet, schema: schemas.completeBatch, bodyLimit: opts.batchBodyLimitBytes };
   app.post('/api/workers/complete', batchOptions, async (request) => {
-    const completions = completionRequests(request.body);
+    const completions = completionRequests(request.body, resultLimits);
     let results: { taskId: string; ok: boolean }[];
     try {
       results = await api.complete(completions);

@@ -48,6 +48,11 @@ export interface WheelhouseOptions {
   defaultTimeoutSeconds?: number;
   /** Largest accepted request body, bytes. @default 262144 (256 KiB) */
   maxPayloadBytes?: number;
+  /**
+   * Largest task result, and largest progress update, a worker may report: bytes of its JSON.
+   * More is a 400 naming the field. @default 65536 (64 KiB)
+   */
+  maxResultBytes?: number;
   /** Ready backlog past which submissions get 429. @default 1000000 */
   readyBacklogLimit?: number;
   // Bounds on the work one request can cause: each is answered with a 4xx of the catalogue (or,
@@ -231,6 +236,7 @@ export interface CompiledOptions {
   readonly nearWindowMs: number;
   readonly defaultTimeoutSeconds: number;
   readonly maxPayloadBytes: number;
+  readonly maxResultBytes: number;
   readonly readyBacklogLimit: number;
   readonly pollMaxTaskTypes: number;
   readonly pollMaxConcurrent: number;
@@ -341,6 +347,7 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     nearWindowMs: int('nearWindowSeconds', o.nearWindowSeconds, 1, 3600) * 1000,
     defaultTimeoutSeconds: int('defaultTimeoutSeconds', o.defaultTimeoutSeconds, 1, 86_400),
     maxPayloadBytes: int('maxPayloadBytes', o.maxPayloadBytes, 1024, 64 * 1024 * 1024),
+    maxResultBytes: int('maxResultBytes', o.maxResultBytes, 1024, 64 * 1024 * 1024),
     readyBacklogLimit: int('readyBacklogLimit', o.readyBacklogLimit, 1, Number.MAX_SAFE_INTEGER),
     pollMaxTaskTypes: int('pollMaxTaskTypes', o.pollMaxTaskTypes, 1, MAX_POLL_TASK_TYPES),
     pollMaxConcurrent: int('pollMaxConcurrent', o.pollMaxConcurrent, 1, 1_000_000),
@@ -424,6 +431,7 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   nearWindowSeconds: 60,
   defaultTimeoutSeconds: 60,
   maxPayloadBytes: 256 * 1024,
+  maxResultBytes: 64 * 1024,
   readyBacklogLimit: 1_000_000,
   pollMaxTaskTypes: 100,
   pollMaxConcurrent: 1000,

@@ -39,6 +39,11 @@ export interface CompletionRequest {
   outcome: 'succeeded' | 'failed';
   error: string | null;
   retryable: boolean;
+  /**
+   * A succeeded attempt's result: any JSON value, already held to `maxResultBytes` by the
+   * caller. undefined: none. Ignored on a failure.
+   */
+  result?: unknown;
 }
 
 export interface PollRequest {
@@ -104,6 +109,16 @@ export interface WorkersApi {
    * `ok: false` and discarded; the single-result route turns that into 409 `lease_not_held`.
    */
   complete(results: CompletionRequest[]): Promise<{ taskId: string; ok: boolean }[]>;
+  /**
+   * Records the latest progress of running tasks in one batch (any JSON, already held to
+   * `maxResultBytes` by the caller), each a compare-and-set on the running attempt's lease
+   * token; it does not extend the lease. `ok: false` for an update whose lease is not held, and
+   * for one that a later update of the same task in the batch replaced. Never throws for a
+   * lost lease.
+   */
+  progress(
+    updates: { taskId: string; leaseToken: string; progress: unknown }[],
+  ): Promise<{ taskId: string; ok: boolean }[]>;
 }
 
 export interface HealthApi {

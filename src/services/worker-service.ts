@@ -1,5 +1,5 @@
 import type { NodeEventSink } from '../domain/events.js';
-import type { BackoffPolicy, Completion } from '../domain/model.js';
+import type { BackoffPolicy, Completion, ProgressUpdate } from '../domain/model.js';
 import { leaseTokenDigest } from '../domain/lease-token.js';
 import type { DagResolver } from '../actors/dag-resolver.js';
 import type { WheelPlacement } from '../actors/wheel-placement.js';
@@ -83,6 +83,7 @@ export class WorkerService implements WorkersApi {
         outcome: request.outcome,
         error: request.error,
         retryable: request.retryable,
+        ...(request.result === undefined ? {} : { result: request.result }),
       });
     }
     const transitions = await this.deps.tasks.complete(completions, this.deps.clock.now(), this.deps.backoff);
@@ -93,6 +94,34 @@ export class WorkerService implements WorkersApi {
     await this.deps.placement.requeue(transitions);
     if (transitions.length > 0) this.deps.events.emit('task:completed', { transitions });
     return results.map((r) => ({ taskId: r.taskId, ok: sent.get(r.taskId) === r && done.has(r.taskId) }));
+  }
+
+  /**
+   * A token of another shape is left out (`ok: false`); of several updates for one task, the
+   * last goes to the store (the others are `ok: false`), where each is a compare-and-set on the
+   * lease's digest. Progress is written straight to the store, not through the lease actor: it
+   * changes nothing the lease decides.
+   */
+  async progress(
+    updates: { taskId: string; leaseToken: string; progress: unknown }[],
+  ): Promise<{ taskId: string; ok: boolean }[]> {
+    /** The update sent to the store, by task id, with its token's digest. */
+    const sent = new Map<string, { update: (typeof updates)[number]; tokenDigest: Uint8Array }>();
+    for (const update of updates) {
+      const tokenDigest = leaseTokenDigest(update.leaseToken);
+      if (tokenDigest !== null) sent.set(update.taskId, { update, tokenDigest });
+    }
+    const batch: ProgressUpdate[] = [...sent].map(([taskId, { update, tokenDigest }]) => ({
+      taskId,
+      tokenDigest,
+      progress: update.progress,
+    }));
+    const written =
+      batch.length === 0 ? new Set<string>() : await this.deps.tasks.progress(batch, this.deps.clock.now());
+    return updates.map((u) => ({
+      taskId: u.taskId,
+      ok: sent.get(u.taskId)?.update === u && written.has(u.taskId.toLowerCase()),
+    }));
   }
 
   private lease(taskId: string) {

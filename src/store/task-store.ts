@@ -3,6 +3,7 @@ import { cancelTask } from './sql/cancel.js';
 import { claimTasks, expiredLeases, heartbeatTask, releaseTasks, runningLease } from './sql/claim.js';
 import { completeTasks, expireLease } from './sql/complete.js';
 import { listTasks } from './sql/list.js';
+import { recordProgress } from './sql/progress.js';
 import { getTask, pendingDueTimes, pendingInPartition, runningInPartitions, taskHistory } from './sql/read.js';
 import { purgeExpiredIdempotencyKeys, submitTasks } from './sql/submit.js';
 import type {
@@ -12,6 +13,7 @@ import type {
   DueEntry,
   ExecutionRecord,
   NewTask,
+  ProgressUpdate,
   SubmitResult,
   TaskRecord,
   Transition,
@@ -76,6 +78,10 @@ export class SqlTaskStore implements TaskStore {
 
   complete(results: Completion[], nowMs: number, backoff: BackoffPolicy): Promise<Transition[]> {
     return completeTasks(this.leases, results, nowMs, backoff);
+  }
+
+  progress(updates: readonly ProgressUpdate[], nowMs: number): Promise<Set<string>> {
+    return recordProgress(this.leases, updates, nowMs);
   }
 
   expireLease(taskId: string, version: number, nowMs: number, backoff: BackoffPolicy): Promise<Transition | null> {

@@ -10,6 +10,7 @@ import type {
   DueEntry,
   ExecutionRecord,
   NewTask,
+  ProgressUpdate,
   ScheduleRecord,
   ScheduleStatus,
   SubmitResult,
@@ -99,11 +100,18 @@ export interface TaskStore {
   runningLease(taskId: string): Promise<RunningLease | null>;
   /**
    * Records results in one statement, each a compare-and-set on (`running`, token digest),
-   * and writes one execution row per result. A failure with retries left goes back to `pending`
+   * and writes one execution row per result. A success's `result` is stored with the task
+   * (kept only when it ends `succeeded`); a retry clears the attempt's progress. A failure with retries left goes back to `pending`
    * after a backoff; a task with cancel requested ends `cancelled`. Results whose lease is
    * no longer held are left out of the answer.
    */
   complete(results: Completion[], nowMs: number, backoff: BackoffPolicy): Promise<Transition[]>;
+  /**
+   * Records the latest progress of running attempts in one statement, each a compare-and-set on
+   * (`running`, token digest); of several updates for one task the last is written. Answers the
+   * (lower-case) ids whose progress was written. The lease is left as it is.
+   */
+  progress(updates: readonly ProgressUpdate[], nowMs: number): Promise<Set<string>>;
   /** Ends a lease that ran out: back to `pending` (backoff) or `failed`. null if not held or not yet expired. */
   expireLease(taskId: string, version: number, nowMs: number, backoff: BackoffPolicy): Promise<Transition | null>;
   /** Cancels a pending/blocked task at once, or marks a running one. */

@@ -12,12 +12,19 @@ export interface WireLease {
   lease_token: string;
 }
 
+/** The latest progress of a running task. */
+export interface WireProgress {
+  task_id: string;
+  lease_token: string;
+  progress: unknown;
+}
+
 /** Worker → node. */
 export type WorkerFrame =
   | { type: 'hello'; worker_id: string; task_types: readonly string[]; credits: number; resume: WireLease[] }
   | { type: 'credit'; n: number }
   | { type: 'results'; results: WireResult[] }
-  | { type: 'progress'; updates: { task_id: string; lease_token: string; progress: unknown }[] }
+  | { type: 'progress'; updates: WireProgress[] }
   | { type: 'goodbye' };
 
 /** One entry of an `acks` frame. */

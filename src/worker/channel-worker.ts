@@ -1,12 +1,19 @@
 import type WebSocket from 'ws';
 
 import { backoffMs, sleep } from './backoff.js';
-import { ChannelError, readNodeFrame, type NodeFrame, type WireLease, type WorkerFrame } from './channel-wire.js';
+import {
+  ChannelError,
+  readNodeFrame,
+  type NodeFrame,
+  type WireLease,
+  type WireProgress,
+  type WorkerFrame,
+} from './channel-wire.js';
 import { openChannel } from './channel-socket.js';
 import { LeaseLostError, TaskCancelledError, UpgradeRefusedError } from './errors.js';
 import { Notifier } from './notifier.js';
 import { stopTimeoutMs, type CompiledWorkerOptions } from './options.js';
-import { abortAfterGrace, runToOutcome } from './task-run.js';
+import { abortAfterGrace, progressSender, runToOutcome } from './task-run.js';
 import type { Worker, WorkerStats } from './types.js';
 import { ProtocolError, type WirePolledTask, type WireResult } from './wire.js';
 
@@ -23,7 +30,8 @@ import { ProtocolError, type WirePolledTask, type WireResult } from './wire.js';
  * not handed ever more tasks whose results would pile up here.
  *
  * Results of tasks that finish within `batchCompletions.lingerMs` of each other share one
- * `results` frame. No heartbeats: the node keeps every lease of the worker alive while the
+ * `results` frame; `ctx.progress` values wait 250 ms, the latest of each task winning, and
+ * share a `progress` frame. No heartbeats: the node keeps every lease of the worker alive while the
  * socket lives, and the worker pings it to notice a node that went away without closing.
  *
  * Reconnect: a lost socket is replaced by one to the next node of `urls`, with backoff. Its
@@ -64,6 +72,8 @@ const DEFAULT_HEARTBEAT_MS = 5_000;
  * its `workerFrameMaxBytes` (16 MiB by default), so large results are split over frames.
  */
 const MAX_RESULTS_FRAME_BYTES = 8 * 1024 * 1024;
+/** A progress value waits this long for later ones to replace it before it is sent, ms. */
+const PROGRESS_LINGER_MS = 250;
 /** Results awaiting acknowledgement allowed per slot before credit is held back. */
 const UNREPORTED_PER_SLOT = 2;
 /** While stopping, how long the worker waits for an ack before it gives the node up, ms. */
@@ -95,6 +105,9 @@ export function createChannelWorker(
   const outbox = new Map<string, Outgoing>();
   /** Results sent on the current socket and not acknowledged yet, by task id. */
   const unacked = new Map<string, Outgoing>();
+  /** The latest progress of running tasks, not sent yet, by task id. */
+  const progressOutbox = new Map<string, WireProgress>();
+  let progressTimer: NodeJS.Timeout | undefined;
   const changed = new Notifier();
   const connectAbort = new AbortController();
 
@@ -243,6 +256,7 @@ export function createChannelWorker(
         }
         if (state === 'stopping') send(ws, { type: 'goodbye' });
         flush();
+        flushProgress();
         return;
       case 'tasks':
         for (const task of frame.tasks) {
@@ -303,6 +317,7 @@ export function createChannelWorker(
   function loseLease(taskId: string, t: RunningTask): void {
     if (t.lost) return;
     t.lost = true;
+    progressOutbox.delete(taskId);
     counters.leasesLost++;
     t.controller.abort(new LeaseLostError(taskId));
   }
@@ -313,18 +328,29 @@ export function createChannelWorker(
     running.set(task.task_id, entry);
     controllers.set(task.task_id, controller);
     counters.started++;
+    const progress = progressSender(task.task_id, o, (value) => {
+      if (entry.lost || !running.has(task.task_id)) return;
+      progressOutbox.set(task.task_id, { task_id: task.task_id, lease_token: task.lease_token, progress: value });
+      progressTimer ??= setTimeout(flushProgress, PROGRESS_LINGER_MS);
+    });
     const run = (async () => {
-      const outcome = await runToOutcome(o.handler, {
-        taskId: task.task_id,
-        taskType: task.task_type,
-        payload: task.payload ?? null,
-        attempt: task.attempt,
-        signal: controller.signal,
-      });
+      const { outcome } = await runToOutcome(
+        o.handler,
+        {
+          taskId: task.task_id,
+          taskType: task.task_type,
+          payload: task.payload ?? null,
+          attempt: task.attempt,
+          signal: controller.signal,
+          progress,
+        },
+        o.maxResultBytes,
+      );
       if (outcome.status === 'succeeded') counters.succeeded++;
       else counters.failed++;
       running.delete(task.task_id);
       controllers.delete(task.task_id);
+      progressOutbox.delete(task.task_id); // the result says more
       // The node has handed a lost task on; it would refuse this result.
       if (entry.lost) counters.discarded++;
       else outbox.set(task.task_id, outgoing({ task_id: task.task_id, lease_token: task.lease_token, ...outcome }));
@@ -333,6 +359,19 @@ export function createChannelWorker(
     })();
     handlers.add(run);
     void run.finally(() => handlers.delete(run));
+  }
+
+  /** Sends the latest progress of each running task that reported some, in frames of at most `maxBatchSize`. */
+  function flushProgress(): void {
+    clearTimeout(progressTimer);
+    progressTimer = undefined;
+    const ws = socket;
+    // Not connected: the latest values wait for the next welcome.
+    if (ws === null || !welcomed || ws.readyState !== OPEN || progressOutbox.size === 0) return;
+    const updates = [...progressOutbox.values()];
+    progressOutbox.clear();
+    for (let i = 0; i < updates.length; i += o.batch.maxBatchSize)
+      send(ws, { type: 'progress', updates: updates.slice(i, i + o.batch.maxBatchSize) });
   }
 
   function scheduleFlush(): void {
@@ -421,6 +460,7 @@ export function createChannelWorker(
           await closed;
         }
         await connecting;
+        clearTimeout(progressTimer);
         state = 'stopped';
       })();
       return stopping;

@@ -20,7 +20,43 @@ export interface PendingResult {
   readonly wire: WireResult;
   /** Give up delivering after this time (Unix ms). */
   readonly deadlineMs: number;
+  /** Bytes of the result's JSON (0 without one), so that a batch stays well inside the node's body limit. */
+  readonly resultBytes: number;
 }
+
+/**
+ * Most bytes of results in one batch request: the node takes 16 MiB or more on that route, so
+ * a thousand large results are split over several requests rather than refused together.
+ */
+const MAX_BATCH_RESULT_BYTES = 8 * 1024 * 1024;
+
+/**
+ * A worker's JSON value (a result, a progress value) as the node will take it: its JSON text
+ * and size, or why it cannot be sent — it does not serialise (a BigInt, a cycle, a function),
+ * it is over `maxBytes`, or it holds text Postgres cannot keep (U+0000, an unpaired surrogate).
+ * The node would refuse the last two with a 400, and in a batch that refuses every result in it.
+ */
+export function encodeWorkerJson(
+  value: unknown,
+  maxBytes: number,
+): { json: string; bytes: number } | { problem: string } {
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(value);
+  } catch (error) {
+    return { problem: `is not JSON (${error instanceof Error ? error.message : String(error)})` };
+  }
+  if (json === undefined) return { problem: `is not JSON (${typeof value})` };
+  const bytes = Buffer.byteLength(json);
+  if (bytes > maxBytes) return { problem: `is ${bytes} bytes of JSON; the limit is ${maxBytes} (maxResultBytes)` };
+  if (json.includes('\\u') && UNSTORABLE_ESCAPE.test(json)) {
+    return { problem: 'holds U+0000 or an unpaired surrogate, which the node cannot store' };
+  }
+  return { json, bytes };
+}
+
+/** What `JSON.stringify` writes as an escape and Postgres jsonb refuses: U+0000 and a lone surrogate. */
+const UNSTORABLE_ESCAPE = /(?<!\\)(?:\\\\)*\\u(?:0000|[dD][89abcdefABCDEF][0-9a-fA-F]{2})/;
 
 export interface ReporterDeps {
   client: NodeClient;
@@ -67,7 +103,7 @@ export class CompletionReporter {
     this.lingerTimer = undefined;
     const { maxBatchSize, maxRequestsInFlight } = this.deps.options;
     while (this.buffer.length > 0 && this.inFlight < maxRequestsInFlight) {
-      const batch = this.buffer.splice(0, maxBatchSize);
+      const batch = this.buffer.splice(0, batchLength(this.buffer, maxBatchSize));
       this.inFlight++;
       this.sending += batch.length;
       void this.deliver(batch).finally(() => {
@@ -143,6 +179,17 @@ export class CompletionReporter {
     this.idleWaiters = [];
     for (const resolve of waiters) resolve();
   }
+}
+
+/** How many of the first results make one batch: at most `maxBatchSize`, and their results within the bytes (at least one). */
+function batchLength(buffer: readonly PendingResult[], maxBatchSize: number): number {
+  let bytes = 0;
+  const n = Math.min(buffer.length, maxBatchSize);
+  for (let i = 0; i < n; i++) {
+    bytes += (buffer[i] as PendingResult).resultBytes;
+    if (bytes > MAX_BATCH_RESULT_BYTES && i > 0) return i;
+  }
+  return n;
 }
 
 function ok(answer: NodeAnswer): boolean {

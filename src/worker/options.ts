@@ -20,6 +20,8 @@ export interface CompiledWorkerOptions {
   readonly pollWaitMs: number;
   readonly pollers: number;
   readonly connections: number;
+  /** Bytes of JSON. */
+  readonly maxResultBytes: number;
   readonly onError: (error: unknown, context: string) => void;
 }
 
@@ -84,6 +86,7 @@ export function compileWorkerOptions(o: WorkerOptions): CompiledWorkerOptions {
     pollWaitMs: int('pollWaitMs', o.pollWaitMs, 20_000, 0, MAX_POLL_WAIT_MS),
     pollers: int('pollers', o.pollers, 1, 1, 16),
     connections: int('connections', o.connections, 8, 2, 1_000),
+    maxResultBytes: int('maxResultBytes', o.maxResultBytes, 64 * 1024, 1, 64 * 1024 * 1024),
     onError: o.onError ?? writeToStderr,
   });
 }

@@ -1,36 +1,42 @@
-import { WorkerStoppedError } from './errors.js';
+import { encodeWorkerJson } from './completions.js';
+import { PermanentTaskError, WorkerStoppedError } from './errors.js';
 import type { TaskContext, TaskHandler } from './types.js';
+import type { WireResult } from './wire.js';
 
 /**
  * One handler call, from start to the outcome the worker reports, shared by both transports.
  * The outcome is the handler's unless `stop({ timeoutMs })` runs out of grace first: then the
  * task's signal is aborted with a `WorkerStoppedError` and the outcome is "failed, retryable"
  * at once, whether or not the handler heeds its signal (a handler that never settles must not
- * hold the worker's stop forever).
+ * hold the worker's stop forever). The handler's value becomes the result; one that cannot be
+ * stored (not JSON, too large) fails the attempt for good, saying why.
  */
 
-/** What the worker reports for one attempt. */
-export type TaskOutcome = { status: 'succeeded' } | { status: 'failed'; error: string; retryable: boolean };
+/** What the worker reports for one attempt, and the bytes of its result's JSON (0 without one). */
+export interface TaskOutcome {
+  outcome: Omit<WireResult, 'task_id' | 'lease_token'>;
+  resultBytes: number;
+}
 
 /** Most of an error message sent to the node (it keeps 4 KiB). */
 const MAX_ERROR_CHARS = 4096;
 
 /** Calls `handler` and resolves with its outcome; never rejects. */
-export function runToOutcome(handler: TaskHandler, task: TaskContext): Promise<TaskOutcome> {
+export function runToOutcome(handler: TaskHandler, task: TaskContext, maxResultBytes: number): Promise<TaskOutcome> {
   return new Promise((resolve) => {
     const { signal } = task;
     const onAbort = (): void => {
       if (signal.reason instanceof WorkerStoppedError) resolve(failed(signal.reason));
     };
     signal.addEventListener('abort', onAbort, { once: true });
-    let call: Promise<void>;
+    let call: Promise<unknown>;
     try {
       call = Promise.resolve(handler(task));
     } catch (error) {
       call = Promise.reject(error);
     }
     call.then(
-      () => resolve({ status: 'succeeded' }),
+      (value) => resolve(succeeded(value, maxResultBytes)),
       (error: unknown) => resolve(failed(error)),
     );
     void call.finally(() => signal.removeEventListener('abort', onAbort)).catch(() => undefined);
@@ -48,8 +54,39 @@ export function abortAfterGrace(running: ReadonlyMap<string, AbortController>, t
   return () => clearTimeout(timer);
 }
 
+/**
+ * `ctx.progress` of one task: checks the value as the node will take it and hands a copy to
+ * `deliver` (what the handler changes after the call is not sent); never throws — a value
+ * that cannot be sent is reported to `onError` and dropped.
+ */
+export function progressSender(
+  taskId: string,
+  o: { maxResultBytes: number; onError: (error: unknown, context: string) => void },
+  deliver: (value: unknown) => void,
+): (value: unknown) => void {
+  return (value) => {
+    try {
+      const encoded = encodeWorkerJson(value, o.maxResultBytes);
+      if ('problem' in encoded) {
+        o.onError(new TypeError(`progress ${encoded.problem}`), `progress of task ${taskId}, dropped`);
+      } else {
+        deliver(JSON.parse(encoded.json));
+      }
+    } catch (error) {
+      o.onError(error, `progress of task ${taskId}`);
+    }
+  };
+}
+
+function succeeded(value: unknown, maxResultBytes: number): TaskOutcome {
+  if (value === undefined) return { outcome: { status: 'succeeded' }, resultBytes: 0 };
+  const encoded = encodeWorkerJson(value, maxResultBytes);
+  if ('problem' in encoded) return failed(new PermanentTaskError(`the handler's result ${encoded.problem}`));
+  return { outcome: { status: 'succeeded', result: value }, resultBytes: encoded.bytes };
+}
+
 function failed(error: unknown): TaskOutcome {
-  return { status: 'failed', error: messageOf(error), retryable: !isPermanent(error) };
+  return { outcome: { status: 'failed', error: messageOf(error), retryable: !isPermanent(error) }, resultBytes: 0 };
 }
 
 function messageOf(error: unknown): string {

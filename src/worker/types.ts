@@ -23,10 +23,22 @@ export interface TaskContext {
    * after the grace with a `WorkerStoppedError`.
    */
   readonly signal: AbortSignal;
+  /**
+   * Records the task's latest progress (any JSON value, up to `maxResultBytes`), shown by
+   * `GET /api/tasks/{id}`. It is sent with the lease's next heartbeat, brought forward to
+   * within a second; of several calls before then only the latest is sent. Never throws: a
+   * value that cannot be sent (not JSON, too large) is reported to `onError` and dropped.
+   */
+  progress(value: unknown): void;
 }
 
-/** The user's code for a task. Resolving means success; throwing means failure. */
-export type TaskHandler = (task: TaskContext) => Promise<void>;
+/**
+ * The user's code for a task. Resolving means success, and the resolved value (any JSON
+ * value up to `maxResultBytes`; `undefined` for none) is stored as the task's result;
+ * throwing means failure. A value that cannot be stored (not JSON, too large) fails the
+ * attempt for good, with an error that says why.
+ */
+export type TaskHandler = (task: TaskContext) => Promise<unknown>;
 
 /** How completions are coalesced into `POST /api/workers/complete` requests. */
 export interface CompletionBatchOptions {
@@ -73,6 +85,11 @@ export interface WorkerOptions {
   concurrency?: number;
   /** Runs one task. */
   handler: TaskHandler;
+  /**
+   * Largest result, and largest progress value, this worker sends: bytes of JSON. Match the
+   * node's `maxResultBytes` if it was changed: a larger one is refused by the node. @default 65536 (64 KiB)
+   */
+  maxResultBytes?: number;
   /** Bearer token, sent when the node has auth enabled. @default none */
   token?: string;
   /**

@@ -20,6 +20,8 @@ export interface WireResult {
   status: 'succeeded' | 'failed';
   error?: string;
   retryable?: boolean;
+  /** A success's result; left out for none. */
+  result?: unknown;
 }
 
 export function readPolledTasks(body: unknown): WirePolledTask[] {

@@ -6,7 +6,7 @@ import { keepLeaseAlive, type TrackedLease } from './heartbeats.js';
 import { NodeAnswerError, NodeClient } from './http.js';
 import { Notifier } from './notifier.js';
 import { compileWorkerOptions, MAX_TASKS_PER_REQUEST, stopTimeoutMs, type CompiledWorkerOptions } from './options.js';
-import { abortAfterGrace, runToOutcome } from './task-run.js';
+import { abortAfterGrace, progressSender, runToOutcome } from './task-run.js';
 import type { Worker, WorkerOptions, WorkerStats } from './types.js';
 import { readPolledTasks, type WirePolledTask } from './wire.js';
 
@@ -148,7 +148,7 @@ export function createHttpWorker(o: CompiledWorkerOptions): Worker {
       leaseExpiresMs: Date.parse(task.lease_expires_at),
       lost: false,
     };
-    const stopHeartbeats = keepLeaseAlive(lease, {
+    const heartbeats = keepLeaseAlive(lease, {
       client,
       everyMs: o.heartbeatEveryMs,
       onError: o.onError,
@@ -160,17 +160,23 @@ export function createHttpWorker(o: CompiledWorkerOptions): Worker {
         controller.abort(new TaskCancelledError(l.taskId));
       },
     });
+    const progress = progressSender(task.task_id, o, (value) => heartbeats.progress(value));
     const run = (async () => {
-      const outcome = await runToOutcome(o.handler, {
-        taskId: task.task_id,
-        taskType: task.task_type,
-        payload: task.payload ?? null,
-        attempt: task.attempt,
-        signal: controller.signal,
-      });
+      const { outcome, resultBytes } = await runToOutcome(
+        o.handler,
+        {
+          taskId: task.task_id,
+          taskType: task.task_type,
+          payload: task.payload ?? null,
+          attempt: task.attempt,
+          signal: controller.signal,
+          progress,
+        },
+        o.maxResultBytes,
+      );
       if (outcome.status === 'succeeded') counters.succeeded++;
       else counters.failed++;
-      stopHeartbeats();
+      heartbeats.stop();
       controllers.delete(task.task_id);
       running--;
       if (lease.lost) {
@@ -180,6 +186,7 @@ export function createHttpWorker(o: CompiledWorkerOptions): Worker {
         reporter.add({
           wire: { task_id: task.task_id, lease_token: task.lease_token, ...outcome },
           deadlineMs: lease.leaseExpiresMs + DELIVERY_GRACE_MS,
+          resultBytes,
         });
       }
       changed.notify();

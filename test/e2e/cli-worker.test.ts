@@ -82,7 +82,12 @@ describe('wheelhouse worker', () => {
     const { taskId } = await client.submit({ taskType: 'cli.echo', payload: { n: 7 } });
     await client.waitFor(taskId, 'succeeded', { timeoutMs: 20_000 });
     const got = await runCli(['get', taskId, '--json'], { env: env() });
-    expect(JSON.parse(got.stdout)).toMatchObject({ taskId, status: 'succeeded', attempts: 1 });
+    expect(JSON.parse(got.stdout)).toMatchObject({
+      taskId,
+      status: 'succeeded',
+      attempts: 1,
+      result: { echoed: { n: 7 }, attempt: 1 },
+    });
     const history = await client.historyPage(taskId);
     expect(history.executions[0]?.workerId).toBe('cli-worker-1');
     await eventually(() => events(worker).find((e) => e.taskId === taskId), 5_000, 'the log line of the task');

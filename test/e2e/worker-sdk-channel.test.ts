@@ -85,6 +85,32 @@ describe.each(BACKENDS)('the SDK worker on the channel, %s', (backend) => {
     expect(w.stats.resultFrames).toBeLessThan(50);
   });
 
+  // Skipped until the node's side of the channel stores them: its `results` frame handling
+  // (resultsOf in src/http/worker-channel-routes.ts) drops `result`, and its `progress` frame
+  // is checked but not stored yet. The SDK's side (what it sends) is covered by
+  // test/worker/worker-channel.test.ts; over HTTP both round-trip today.
+  it.skip('stores the handler value as the result and shows progress while the task runs', async () => {
+    const type = uniqueType('sdkresult');
+    let open!: () => void;
+    const released = new Promise<void>((resolve) => (open = resolve));
+    worker({
+      taskTypes: [type],
+      handler: async ({ payload, progress }) => {
+        progress({ done: 1, of: 2 });
+        await released;
+        return { echoed: payload };
+      },
+    });
+    const [id] = await submit(type, 1);
+    const task = async () =>
+      (await api<{ status: string; result: unknown; progress: unknown }>(c.url, 'GET', `/api/tasks/${id}`)).body;
+    await until(async () => (await task()).progress !== null, 'the progress shown');
+    expect(await task()).toMatchObject({ status: 'running', progress: { done: 1, of: 2 } });
+    open();
+    await until(async () => (await task()).status === 'succeeded', 'the task to succeed');
+    expect((await task()).result).toEqual({ echoed: { i: 0 } });
+  });
+
   it('after its socket is dropped mid-task, reconnects, resumes the lease, and the same attempt completes', async () => {
     const type = uniqueType('sdkdrop');
     const held = holding();

@@ -66,6 +66,9 @@ export function record(overrides: Partial<TaskRecord> = {}): TaskRecord {
     depsTotal: 0,
     depsSatisfied: 0,
     hasDependents: false,
+    result: null,
+    progress: null,
+    progressMs: null,
     ...overrides,
   };
 }
@@ -182,6 +185,7 @@ export class FakeApi implements AllApis {
       completedMs: NOW_MS - 1000,
       workerId: 'w-1',
       error: null,
+      result: null,
     };
     return { executions: [execution], nextToken: null };
   }
@@ -220,6 +224,14 @@ export class FakeApi implements AllApis {
     this.calls.push({ method: 'complete', args: [results] });
     if (this.overrides.complete) return this.overrides.complete(results);
     return results.map((r) => ({ taskId: r.taskId, ok: r.leaseToken !== 'lost' }));
+  }
+
+  async progress(
+    updates: { taskId: string; leaseToken: string; progress: unknown }[],
+  ): Promise<{ taskId: string; ok: boolean }[]> {
+    this.calls.push({ method: 'progress', args: [updates] });
+    if (this.overrides.progress) return this.overrides.progress(updates);
+    return updates.map((u) => ({ taskId: u.taskId, ok: u.leaseToken !== 'lost' }));
   }
 
   async isReady(): Promise<boolean> {

@@ -390,6 +390,7 @@ describe('GET /api/tasks/:id/history', () => {
           completed_at: new Date(NOW_MS - 1000).toISOString(),
           worker_id: 'w-1',
           error: null,
+          result: null,
         },
       ],
       next_token: null,

@@ -162,6 +162,100 @@ describe('POST /api/tasks/:id/heartbeat', () => {
   });
 });
 
+describe('results and progress (extensions)', () => {
+  it('a heartbeat with progress extends the lease first, then records the progress', async () => {
+    const res = await post(`/api/tasks/${KNOWN_ID}/heartbeat`, { lease_token: 'lt1.2', progress: { done: 3, of: 10 } });
+    expect(res.statusCode).toBe(200);
+    expect(api.calls.map((c) => c.method)).toEqual(['heartbeat', 'progress']);
+    expect(api.callsOf('progress')[0]).toEqual([
+      [{ taskId: KNOWN_ID, leaseToken: 'lt1.2', progress: { done: 3, of: 10 } }],
+    ]);
+  });
+
+  it('a heartbeat without progress records none; progress null is a value', async () => {
+    await post(`/api/tasks/${KNOWN_ID}/heartbeat`, { lease_token: 'lt1.2' });
+    expect(api.callsOf('progress')).toHaveLength(0);
+    await post(`/api/tasks/${KNOWN_ID}/heartbeat`, { lease_token: 'lt1.2', progress: null });
+    expect(api.callsOf('progress')[0]).toEqual([[{ taskId: KNOWN_ID, leaseToken: 'lt1.2', progress: null }]]);
+  });
+
+  it('a heartbeat whose lease is lost records no progress', async () => {
+    const res = await post(`/api/tasks/${KNOWN_ID}/heartbeat`, { lease_token: 'lost', progress: 1 });
+    expect(res.statusCode).toBe(409);
+    expect(api.callsOf('progress')).toHaveLength(0);
+  });
+
+  it('passes a result with the completion', async () => {
+    const res = await post(`/api/tasks/${KNOWN_ID}/complete`, {
+      lease_token: 'lt1.2',
+      status: 'succeeded',
+      result: { rows: [1, 2] },
+    });
+    expect(res.statusCode).toBe(200);
+    expect(api.callsOf('complete')[0]).toEqual([
+      [
+        {
+          taskId: KNOWN_ID,
+          leaseToken: 'lt1.2',
+          outcome: 'succeeded',
+          error: null,
+          retryable: true,
+          result: { rows: [1, 2] },
+        },
+      ],
+    ]);
+  });
+
+  it('400 naming the field for a result or progress over maxResultBytes, and calls nothing', async () => {
+    await app.close();
+    ({ app, api } = serverWith({ maxResultBytes: 1024 }));
+    const big = 'x'.repeat(1100);
+    const single = await post(`/api/tasks/${KNOWN_ID}/complete`, {
+      lease_token: 't',
+      status: 'succeeded',
+      result: big,
+    });
+    expect(single.statusCode).toBe(400);
+    expect(errorOf(single)).toMatchObject({
+      code: 'validation_failed',
+      details: { field: 'result', limit_bytes: 1024 },
+    });
+    const batch = await post('/api/workers/complete', {
+      results: [
+        { task_id: KNOWN_ID, lease_token: 't', status: 'succeeded', result: 'small' },
+        { task_id: KNOWN_ID, lease_token: 't', status: 'succeeded', result: [big] },
+      ],
+    });
+    expect(batch.statusCode).toBe(400);
+    expect(errorOf(batch).details).toMatchObject({ field: 'results[1].result', index: 1, limit_bytes: 1024 });
+    const beat = await post(`/api/tasks/${KNOWN_ID}/heartbeat`, { lease_token: 't', progress: { big } });
+    expect(beat.statusCode).toBe(400);
+    expect(errorOf(beat).details).toMatchObject({ field: 'progress', limit_bytes: 1024 });
+    // Multi-byte text is counted in bytes of UTF-8, not characters.
+    const wide = await post(`/api/tasks/${KNOWN_ID}/complete`, {
+      lease_token: 't',
+      status: 'succeeded',
+      result: 'é'.repeat(600),
+    });
+    expect(wide.statusCode).toBe(400);
+    expect(api.calls).toHaveLength(0);
+  });
+
+  it('400 for a result or progress the store cannot keep (U+0000, a lone surrogate)', async () => {
+    const nul = await post(`/api/tasks/${KNOWN_ID}/complete`, {
+      lease_token: 't',
+      status: 'succeeded',
+      result: 'a\u0000',
+    });
+    expect(nul.statusCode).toBe(400);
+    expect(errorOf(nul).details.field).toBe('result');
+    const lone = await post(`/api/tasks/${KNOWN_ID}/heartbeat`, { lease_token: 't', progress: { ['\ud800']: 1 } });
+    expect(lone.statusCode).toBe(400);
+    expect(errorOf(lone).details.field).toBe('progress');
+    expect(api.calls).toHaveLength(0);
+  });
+});
+
 describe('POST /api/tasks/:id/complete', () => {
   it('answers ok and passes the result', async () => {
     const res = await post(`/api/tasks/${KNOWN_ID}/complete`, {

@@ -116,6 +116,49 @@ describe.each(sqlBackends)('TaskStore on $name: lease tokens', ({ open }) => {
     expect(await store.complete([result(a.id, a.leaseToken)], T0 + 30, BACKOFF)).toHaveLength(1);
   });
 
+  it('records progress as a compare-and-set on the digest, the last of a batch winning', async () => {
+    const a = await running();
+    const b = await running();
+    const pending = makeTask();
+    await store.submit([pending], T0);
+    const written = await store.progress(
+      [
+        { taskId: a.id, tokenDigest: tokenDigest(a.leaseToken), progress: { step: 1 } },
+        { taskId: b.id, tokenDigest: tokenDigest(a.leaseToken), progress: 'forged' }, // a's token, on b
+        { taskId: pending.id, tokenDigest: tokenDigest(a.leaseToken), progress: 'not running' },
+        { taskId: 'garbage', tokenDigest: tokenDigest(a.leaseToken), progress: 1 },
+        { taskId: a.id, tokenDigest: tokenDigest(a.leaseToken), progress: { step: 2 } },
+      ],
+      T0 + 5,
+    );
+    expect([...written]).toEqual([a.id]);
+    expect(await store.get(a.id)).toMatchObject({ progress: { step: 2 }, progressMs: T0 + 5, version: a.version });
+    expect(await store.get(b.id)).toMatchObject({ progress: null, progressMs: null });
+    expect(await store.get(pending.id)).toMatchObject({ progress: null });
+    // The lease is left as it was.
+    expect((await store.runningLease(a.id))?.leaseExpiresMs).toBe(a.leaseExpiresMs);
+  });
+
+  it("stores a success's result with the task, and only with a held lease", async () => {
+    const a = await running();
+    const refused = await store.complete(
+      [{ ...result(a.id, `lt2.${'1'.repeat(32)}`), result: 'forged' }],
+      T0 + 1,
+      BACKOFF,
+    );
+    expect(refused).toHaveLength(0);
+    expect((await store.get(a.id))?.result).toBeNull();
+    await store.complete([{ ...result(a.id, a.leaseToken), result: { rows: [1, null, 'é'] } }], T0 + 2, BACKOFF);
+    expect(await store.get(a.id)).toMatchObject({ status: 'succeeded', result: { rows: [1, null, 'é'] } });
+    expect((await store.history(a.id, 10)).map((e) => [e.status, e.result])).toEqual([
+      ['succeeded', { rows: [1, null, 'é'] }],
+    ]);
+    // A failure's result is not kept.
+    const f = await running({ maxRetries: 0 });
+    await store.complete([{ ...result(f.id, f.leaseToken, 'failed'), result: 'ignored' }], T0 + 3, BACKOFF);
+    expect(await store.get(f.id)).toMatchObject({ status: 'failed', result: null });
+  });
+
   it("refuses an earlier attempt's token once the task was claimed again", async () => {
     const first = await running({ maxRetries: 2 });
     const [retry] = await store.complete([result(first.id, first.leaseToken, 'failed')], T0 + 10, BACKOFF);

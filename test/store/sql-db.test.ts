@@ -22,6 +22,7 @@ const ALL_MIGRATIONS = [
   '000004_cluster.sql',
   '000005_lease_tokens.sql',
   '000006_api_keys.sql',
+  '000007_results_progress.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

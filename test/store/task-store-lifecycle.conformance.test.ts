@@ -76,6 +76,7 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
           completedMs: T0 + 2000,
           workerId: 'worker-1',
           error: null,
+          result: null,
         },
       ]);
     });
@@ -327,6 +328,7 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
         completedMs: null,
         workerId: 'worker-2',
         error: null,
+        result: null,
       });
       await store.complete([ok(c2!)], t1!.requeued!.dueMs + 5, BACKOFF);
       const done = await store.history(c1.id, 10);

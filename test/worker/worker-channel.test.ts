@@ -292,6 +292,37 @@ describe('worker SDK on the channel', () => {
     expect(w.stats).toMatchObject({ reported: 19, discarded: 1, resultFrames: 1 });
   });
 
+  it("sends the handler's value as the result, and the latest progress of a running task in a progress frame", async () => {
+    const node = await fakeNode();
+    const release = gate();
+    const w = worker({
+      url: node.url,
+      handler: async ({ progress }) => {
+        progress({ step: 1 });
+        progress({ step: 2 }); // replaces the first before it is sent
+        await release.promise;
+        return { rows: 3 };
+      },
+    });
+    const conn = await node.accept();
+    await conn.next('hello');
+    conn.welcome();
+    const t = task();
+    conn.push(t);
+    expect(await conn.next('progress')).toEqual({
+      type: 'progress',
+      updates: [{ task_id: t.task_id, lease_token: t.lease_token, progress: { step: 2 } }],
+    });
+    release.open();
+    const frame = await conn.next('results');
+    expect(frame.results).toEqual([
+      { task_id: t.task_id, lease_token: t.lease_token, status: 'succeeded', result: { rows: 3 } },
+    ]);
+    conn.ack(frame.results);
+    await until(() => w.stats.reported === 1, 'the ack');
+    expect(conn.all.filter((f) => f.type === 'progress')).toHaveLength(1);
+  });
+
   it('aborts a cancelled task with TaskCancelledError and reports it; a lost lease aborts with LeaseLostError and its result is dropped', async () => {
     const node = await fakeNode();
     const reasons = new Map<string, unknown>();

@@ -210,6 +210,12 @@ export const Task = Type.Object(
     cancel_requested: Type.Boolean(),
     dependencies: Type.Array(Uuid, { description: 'Predecessor ids.' }),
     payload: Type.Unknown(),
+    result: Type.Unknown({ description: "What the succeeded attempt's worker returned; null when none." }),
+    progress: Type.Unknown({
+      description:
+        'The latest progress a worker reported; null when none. A retry clears it; a task that ends keeps it.',
+    }),
+    progress_at: { ...NullableTime, description: 'When progress was recorded.' },
     dependencies_satisfied: Type.Optional(
       Type.Integer({ description: 'Tasks with predecessors only: how many have succeeded.' }),
     ),
@@ -248,6 +254,7 @@ export const Execution = Type.Object(
     completed_at: NullableTime,
     worker_id: Nullable(Type.String()),
     error: Nullable(Type.String()),
+    result: Type.Unknown({ description: "A succeeded attempt's result; null for any other attempt or when none." }),
   },
   { additionalProperties: false },
 );

@@ -60,7 +60,21 @@ export type PollRequestBody = Static<typeof PollRequest>;
  */
 const LeaseToken = Type.String({ description: 'The lease token the poll handed out with the task.' });
 
-export const HeartbeatRequest = Type.Object({ lease_token: LeaseToken }, { additionalProperties: false });
+/** A worker's JSON value: a result or a progress update. Its size is checked in code (`maxResultBytes`). */
+const WorkerJson = (description: string) => Type.Unknown({ description });
+
+export const HeartbeatRequest = Type.Object(
+  {
+    lease_token: LeaseToken,
+    progress: Type.Optional(
+      WorkerJson(
+        "Extension: the task's latest progress, any JSON up to `maxResultBytes` (64 KiB by default), " +
+          'shown by GET /api/tasks/{task_id} until the next update; null is a value, leave it out to send none.',
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
 export type HeartbeatRequestBody = Static<typeof HeartbeatRequest>;
 
 const completionFields = {
@@ -68,6 +82,12 @@ const completionFields = {
   status: StringEnum(OUTCOMES),
   error: Type.Optional(Nullable(Type.String({ description: 'Cut to 4 KiB of UTF-8.' }))),
   retryable: Type.Optional(Nullable(Type.Boolean({ default: true }))),
+  result: Type.Optional(
+    WorkerJson(
+      "A succeeded attempt's result, any JSON up to `maxResultBytes` (64 KiB by default), stored with the task " +
+        'and shown by GET /api/tasks/{task_id} and its history. Ignored with status failed.',
+    ),
+  ),
 };
 
 export const Completion = Type.Object(completionFields, { additionalProperties: false });
@@ -114,6 +134,9 @@ export const workerRoutesSchemas = {
     ...needs('work'),
     tags: ['workers'],
     summary: 'Extend a lease',
+    description:
+      'Extension: a `progress` member records the latest progress of the task (compare-and-set on the lease, as ' +
+      'the heartbeat) after the lease is extended; over `maxResultBytes` it is a 400 and the lease is not extended.',
     params: TaskIdParams,
     body: HeartbeatRequest,
     response: {

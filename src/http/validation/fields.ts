@@ -131,3 +131,15 @@ export function describe(value: unknown): string {
 function clip(text: string, max = 60): string {
   return text.length <= max ? text : `${text.slice(0, max)}…`;
 }
+
+/**
+ * What `JSON.stringify` writes as an escape and Postgres jsonb refuses: U+0000 (`\\u0000`)
+ * and a lone surrogate (`\\ud800`; a pair is written as itself), each not after an escaping
+ * backslash.
+ */
+const UNSTORABLE_ESCAPE = /(?<!\\)(?:\\\\)*\\u(?:0000|[dD][89abcdefABCDEF][0-9a-fA-F]{2})/;
+
+/** JSON (as `JSON.stringify` writes it) that Postgres jsonb cannot keep: see above. */
+export function unstorable(json: string): boolean {
+  return json.includes('\\u') && UNSTORABLE_ESCAPE.test(json);
+}

@@ -15,7 +15,7 @@ import {
   type PollRequestBody,
 } from '../schemas/workers.js';
 import { assertSchema } from './ajv.js';
-import { BODY, truncateUtf8 } from './fields.js';
+import { BODY, FieldPath, truncateUtf8, unstorable } from './fields.js';
 
 export { MAX_BATCH_COMPLETIONS } from '../schemas/workers.js';
 
@@ -37,6 +37,19 @@ export interface PollLimits {
   pollMaxWaitMs: number;
   /** Most task types one poll may name; more is a 400. @default unbounded but for the schema's ceiling */
   pollMaxTaskTypes?: number;
+}
+
+/** Limits of the worker's JSON values (results, progress) that come from configuration. */
+export interface ResultLimits {
+  /** Largest `result` or `progress`, bytes of JSON; more is a 400 naming the field. Unchecked when left out. */
+  maxResultBytes?: number;
+}
+
+/** A heartbeat body, validated: the token, and the progress when one was sent (null included). */
+export interface HeartbeatBody {
+  leaseToken: string;
+  /** undefined: no progress was sent. */
+  progress?: unknown;
 }
 
 /** `GET /api/tasks` query, validated. */
@@ -92,42 +105,87 @@ export function pollRequest(o: PollRequestBody, limits: PollLimits): PollRequest
   };
 }
 
-export function validateHeartbeat(body: unknown): { leaseToken: string } {
+export function validateHeartbeat(body: unknown, limits: ResultLimits = {}): HeartbeatBody {
   assertSchema(HeartbeatRequest, body);
-  return { leaseToken: (body as HeartbeatRequestBody).lease_token };
+  return heartbeatRequest(body as HeartbeatRequestBody, limits);
 }
 
-export function validateCompletion(taskId: string, body: unknown): CompletionRequest {
+/** A heartbeat body → the token and, when sent, the progress (held to `maxResultBytes`). */
+export function heartbeatRequest(o: HeartbeatRequestBody, limits: ResultLimits = {}): HeartbeatBody {
+  if (o.progress === undefined) return { leaseToken: o.lease_token };
+  checkWorkerJson(o.progress, BODY.at('progress'), limits.maxResultBytes);
+  return { leaseToken: o.lease_token, progress: o.progress };
+}
+
+export function validateCompletion(taskId: string, body: unknown, limits: ResultLimits = {}): CompletionRequest {
   assertSchema(Completion, body);
-  return completionRequest(taskId, body as CompletionBody);
+  return completionRequest(taskId, body as CompletionBody, limits);
 }
 
 /**
  * A completion body → `CompletionRequest`: `error` cut to 4 KiB with any U+0000 (which Postgres
- * text cannot hold) made U+FFFD, `retryable` true unless said.
+ * text cannot hold) made U+FFFD, `retryable` true unless said, `result` (when sent) held to
+ * `maxResultBytes`. `at` is where the completion sits in a larger request (a batch passes
+ * `results[i]`).
  */
-export function completionRequest(taskId: string, o: CompletionBody): CompletionRequest {
-  return {
+export function completionRequest(
+  taskId: string,
+  o: CompletionBody,
+  limits: ResultLimits = {},
+  at: FieldPath = BODY,
+): CompletionRequest {
+  const request: CompletionRequest = {
     taskId,
     leaseToken: o.lease_token,
     outcome: o.status,
     error: o.error === undefined || o.error === null ? null : truncateUtf8(withoutNul(o.error), MAX_ERROR_BYTES),
     retryable: o.retryable ?? true,
   };
+  if (o.result !== undefined) {
+    checkWorkerJson(o.result, at.at('result'), limits.maxResultBytes);
+    request.result = o.result;
+  }
+  return request;
+}
+
+/**
+ * A worker's JSON value (a result, a progress update): at most `maxBytes` of JSON, and nothing
+ * Postgres jsonb cannot keep (U+0000, an unpaired surrogate), else a 400 naming the field. A
+ * value here came from a parsed body, so it always serialises.
+ */
+export function checkWorkerJson(value: unknown, at: FieldPath, maxBytes: number | undefined): void {
+  const json = JSON.stringify(value) ?? 'null';
+  // A string of n UTF-16 units is at most 3n bytes of UTF-8: most values need no count.
+  if (maxBytes !== undefined && json.length * 3 > maxBytes) {
+    const bytes = Buffer.byteLength(json);
+    if (bytes > maxBytes) {
+      at.fail(`is ${bytes} bytes of JSON; the limit is ${maxBytes} (maxResultBytes)`, 'validation_failed', {
+        limit_bytes: maxBytes,
+      });
+    }
+  }
+  if (unstorable(json)) {
+    at.fail('holds U+0000 or an unpaired surrogate in a string or a key, which the store (Postgres jsonb) cannot keep');
+  }
 }
 
 function withoutNul(text: string): string {
   return text.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text;
 }
 
-export function validateCompletionBatch(body: unknown): CompletionRequest[] {
+export function validateCompletionBatch(body: unknown, limits: ResultLimits = {}): CompletionRequest[] {
   assertSchema(CompletionBatch, body);
-  return completionRequests(body as CompletionBatchBody);
+  return completionRequests(body as CompletionBatchBody, limits);
 }
 
-/** `{results: [...]}` → one `CompletionRequest` each, task ids lower-cased. */
-export function completionRequests(body: CompletionBatchBody): CompletionRequest[] {
-  return body.results.map((r) => completionRequest(r.task_id.toLowerCase(), r));
+/**
+ * `{results: [...]}` → one `CompletionRequest` each, task ids lower-cased. A bad item fails the
+ * whole batch, named by its index.
+ */
+export function completionRequests(body: CompletionBatchBody, limits: ResultLimits = {}): CompletionRequest[] {
+  return body.results.map((r, i) =>
+    completionRequest(r.task_id.toLowerCase(), r, limits, new FieldPath(`results[${i}]`, i)),
+  );
 }
 
 export function validateListQuery(query: unknown): ListQuery {

@@ -10,7 +10,7 @@ import {
   type TaskRequestBody,
 } from '../schemas/tasks.js';
 import { assertSchema } from './ajv.js';
-import { BODY, FieldPath, canonicalJson, parseIsoTime, sha256Hex } from './fields.js';
+import { BODY, FieldPath, canonicalJson, parseIsoTime, sha256Hex, unstorable } from './fields.js';
 
 /**
  * Task submissions: a request body in, a `TaskSpec` out. The route schemas
@@ -152,17 +152,6 @@ export function dagSpec(body: DagRequestBody, defaults: TaskDefaults): DagSpec {
   }
   const idempotencyKey = body.idempotency_key ?? null;
   return { tasks: out, idempotencyKey, requestHash: idempotencyKey === null ? '' : sha256Hex(canonicalJson(body)) };
-}
-
-/**
- * What `JSON.stringify` writes as an escape and Postgres jsonb refuses: U+0000 (`\\u0000`)
- * and a lone surrogate (`\\ud800`; a pair is written as itself), each not after an escaping
- * backslash.
- */
-const UNSTORABLE_ESCAPE = /(?<!\\)(?:\\\\)*\\u(?:0000|[dD][89abcdefABCDEF][0-9a-fA-F]{2})/;
-
-function unstorable(json: string): boolean {
-  return json.includes('\\u') && UNSTORABLE_ESCAPE.test(json);
 }
 
 /**

@@ -60,7 +60,8 @@ export function taskColumns(t = 't'): string {
     ${msOf(`${t}.started_at`)} AS started_ms, ${msOf(`${t}.completed_at`)} AS completed_ms,
     ${t}.last_error, ${t}.schedule_id, ${msOf(`${t}.fire_time`)} AS fire_ms,
     ${msOf(`${t}.last_fired_at`)} AS last_fired_ms, ${t}.dag_id, ${t}.dag_ref, ${t}.deps_total,
-    ${t}.deps_satisfied, ${t}.has_dependents`;
+    ${t}.deps_satisfied, ${t}.has_dependents, ${t}.result, ${t}.progress,
+    ${msOf(`${t}.progress_at`)} AS progress_ms`;
 }
 
 /** A task row as {@link taskColumns} selects it. */
@@ -95,6 +96,9 @@ export interface TaskRow {
   deps_total: number;
   deps_satisfied: number;
   has_dependents: boolean;
+  result: unknown;
+  progress: unknown;
+  progress_ms: number | null;
 }
 
 export function toTaskRecord(row: TaskRow): TaskRecord {
@@ -129,6 +133,9 @@ export function toTaskRecord(row: TaskRow): TaskRecord {
     depsTotal: row.deps_total,
     depsSatisfied: row.deps_satisfied,
     hasDependents: row.has_dependents,
+    result: row.result,
+    progress: row.progress,
+    progressMs: row.progress_ms,
   };
 }
 

@@ -43,16 +43,19 @@ const RETRY_AFTER_RESULT = `NOT t.cancel_requested AND NOT r.ok AND r.retryable 
 /**
  * `$1` ids, `$2` lease token digests end to end (32 bytes each, one binary parameter, as for
  * the claim), `$3` ok flags, `$4` errors, `$5` retryable flags, `$6` now, `$7`/`$8` backoff
- * base/max ms. The new status, in order: cancel requested
+ * base/max ms, `$9` results as JSON text (NULL: none; text like the payloads of a submission,
+ * cast per row). The result is kept only when the task ends `succeeded`; a retry clears the
+ * attempt's progress. The new status, in order: cancel requested
  * → cancelled; success → succeeded; retryable failure with retries left → pending after the
  * backoff (attempts counts the attempt that just ended, so `max_retries` failures may be
  * retried); otherwise failed.
  */
 const COMPLETE = `
   WITH r AS (
-    SELECT r.id, r.ok, r.error, r.retryable,
+    SELECT r.id, r.ok, r.error, r.retryable, r.result,
            substring($2::bytea FROM (r.n::int4 - 1) * ${LEASE_DIGEST_BYTES} + 1 FOR ${LEASE_DIGEST_BYTES}) AS token_hash
-    FROM unnest($1::uuid[], $3::bool[], $4::text[], $5::bool[]) WITH ORDINALITY AS r(id, ok, error, retryable, n)
+    FROM unnest($1::uuid[], $3::bool[], $4::text[], $5::bool[], $9::text[])
+         WITH ORDINALITY AS r(id, ok, error, retryable, result, n)
   ),
   done AS (
     UPDATE tasks t
@@ -65,6 +68,9 @@ const COMPLETE = `
                         ELSE t.due_time END,
         completed_at = CASE WHEN ${RETRY_AFTER_RESULT} THEN NULL ELSE ${tsParam(6)} END,
         last_error = CASE WHEN r.ok THEN t.last_error ELSE r.error END,
+        result = CASE WHEN r.ok AND NOT t.cancel_requested THEN r.result::jsonb END,
+        progress = CASE WHEN ${RETRY_AFTER_RESULT} THEN NULL ELSE t.progress END,
+        progress_at = CASE WHEN ${RETRY_AFTER_RESULT} THEN NULL ELSE t.progress_at END,
         lease_expires_at = NULL,
         lease_token_hash = NULL,
         updated_at = ${tsParam(6)}
@@ -133,6 +139,7 @@ export async function completeTasks(
       nowMs,
       backoff.baseMs,
       backoff.maxMs,
+      batch.map((c) => (c.outcome === 'succeeded' && c.result !== undefined ? JSON.stringify(c.result) : null)),
     ],
     'wh_complete',
   );
@@ -155,6 +162,8 @@ const EXPIRE_LEASE = `
                         ELSE t.due_time END,
         completed_at = CASE WHEN ${RETRY_AFTER_EXPIRY} THEN NULL ELSE ${tsParam(3)} END,
         last_error = 'lease expired',
+        progress = CASE WHEN ${RETRY_AFTER_EXPIRY} THEN NULL ELSE t.progress END,
+        progress_at = CASE WHEN ${RETRY_AFTER_EXPIRY} THEN NULL ELSE t.progress_at END,
         lease_expires_at = NULL,
         lease_token_hash = NULL,
         updated_at = ${tsParam(3)}

@@ -175,5 +175,8 @@ function newRecord(t: NewTask, dueMs: number, nowMs: number, g: GraphColumns | u
     depsTotal: g?.depsTotal ?? 0,
     depsSatisfied: g?.depsSatisfied ?? 0,
     hasDependents: g?.hasDependents ?? false,
+    result: null,
+    progress: null,
+    progressMs: null,
   };
 }

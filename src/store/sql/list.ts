@@ -14,8 +14,8 @@ import { taskColumns, toTaskRecord, tsParam, type TaskRow } from './columns.js';
  * at most `scanRows` of them. A filter that matches nothing in a large table therefore answers
  * an empty page that says where to go on, rather than reading the whole table.
  *
- * A page also stops once its tasks pass `maxBytes` of JSON (payload, last error and a fixed
- * share for the other fields, as Postgres writes them), keeping at least one task, so a
+ * A page also stops once its tasks pass `maxBytes` of JSON (payload, last error, result,
+ * progress and a fixed share for the other fields, as Postgres writes them), keeping at least one task, so a
  * thousand 256 KiB payloads are not one answer.
  */
 
@@ -25,7 +25,8 @@ const MAX_LIST = 1000;
 /** What a task's JSON holds besides its payload and last error, bytes, at most (ids, times, …). */
 const TASK_JSON_BYTES = 1024;
 
-const ROW_BYTES = `octet_length(w.payload::text) + coalesce(octet_length(w.last_error), 0) + ${TASK_JSON_BYTES}`;
+const ROW_BYTES = `octet_length(w.payload::text) + coalesce(octet_length(w.last_error), 0)
+  + coalesce(octet_length(w.result::text), 0) + coalesce(octet_length(w.progress::text), 0) + ${TASK_JSON_BYTES}`;
 
 interface ListRow extends TaskRow {
   /** The page's bytes up to and including this row. */

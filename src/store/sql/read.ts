@@ -35,29 +35,31 @@ const MAX_LIST = 1000;
 /**
  * Executions newest first. The running attempt has no row yet, and the attempt that ended
  * the task has none either (completion writes rows only for attempts the task outlives), so
- * both are made up from the task row. Execution ids are not stored; each is derived from (task id, attempt) below, the
- * same for the running attempt and for its row once written. `$2` is the exclusive upper
- * bound on the attempt, for paging.
+ * both are made up from the task row; so is the result, which only a succeeded attempt has
+ * and a succeeded attempt always ends the task (execution rows hold none). Execution ids are
+ * not stored; each is derived from (task id, attempt) below, the same for the running attempt
+ * and for its row once written. `$2` is the exclusive upper bound on the attempt, for paging.
  */
 const HISTORY = `
   SELECT h.* FROM (
     SELECT t.id AS task_id, t.attempts AS attempt, 'running' AS status,
            ${msOf('t.due_time')} AS due_ms, ${msOf('t.started_at')} AS started_ms,
-           NULL::float8 AS completed_ms, t.worker_id, NULL::text AS error
+           NULL::float8 AS completed_ms, t.worker_id, NULL::text AS error, NULL::jsonb AS result
     FROM tasks t
     WHERE t.id = ANY($1::uuid[]) AND t.status = 'running'
     UNION ALL
     SELECT t.id, t.attempts,
            CASE t.status WHEN 'succeeded' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled' ELSE 'failed' END,
            ${msOf('t.due_time')}, ${msOf('t.started_at')}, ${msOf('t.completed_at')}, t.worker_id,
-           CASE WHEN t.status = 'succeeded' THEN NULL ELSE t.last_error END
+           CASE WHEN t.status = 'succeeded' THEN NULL ELSE t.last_error END,
+           CASE WHEN t.status = 'succeeded' THEN t.result END
     FROM tasks t
     WHERE t.id = ANY($1::uuid[]) AND t.status IN ('succeeded', 'failed', 'cancelled') AND t.attempts > 0
       AND t.started_at IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM executions x WHERE x.task_id = t.id AND x.attempt = t.attempts)
     UNION ALL
     SELECT e.task_id, e.attempt, e.status,
-           ${msOf('e.due_time')}, ${msOf('e.started_at')}, ${msOf('e.completed_at')}, e.worker_id, e.error
+           ${msOf('e.due_time')}, ${msOf('e.started_at')}, ${msOf('e.completed_at')}, e.worker_id, e.error, NULL::jsonb
     FROM executions e
     WHERE e.task_id = ANY($1::uuid[]) AND e.attempt < $2
   ) h
@@ -74,6 +76,7 @@ interface HistoryRow {
   completed_ms: number | null;
   worker_id: string | null;
   error: string | null;
+  result: unknown;
 }
 
 /** Attempts are below this (max_retries ≤ 100): "before the first page". */
@@ -115,6 +118,7 @@ export async function historyOf(
     completedMs: r.completed_ms,
     workerId: r.worker_id,
     error: r.error,
+    result: r.result,
   }));
 }
 
