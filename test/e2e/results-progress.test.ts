@@ -247,6 +247,8 @@ describe.each(BACKENDS)('results and progress on %s', (backend) => {
     const errors: string[] = [];
     const worker = createWorker({
       url: c.url,
+      // Progress on heartbeats is the HTTP transport's; the channel's is in worker-sdk-channel.test.ts.
+      transport: 'http',
       taskTypes: [type],
       pollWaitMs: 1_000,
       heartbeatEveryMs: 5_000,
