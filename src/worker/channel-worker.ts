@@ -1,6 +1,6 @@
 import type WebSocket from 'ws';
 
-import { backoffMs, sleep } from './backoff.js';
+import { sleep } from './backoff.js';
 import {
   ChannelError,
   readNodeFrame,
@@ -9,13 +9,14 @@ import {
   type WireProgress,
   type WorkerFrame,
 } from './channel-wire.js';
-import { openChannel } from './channel-socket.js';
+import { keepConnected } from './channel-socket.js';
+import { ChannelResults } from './channel-results.js';
 import { LeaseLostError, TaskCancelledError, UpgradeRefusedError } from './errors.js';
 import { Notifier } from './notifier.js';
 import { stopTimeoutMs, type CompiledWorkerOptions } from './options.js';
 import { abortAfterGrace, progressSender, runToOutcome } from './task-run.js';
 import type { Worker, WorkerStats } from './types.js';
-import { ProtocolError, type WirePolledTask, type WireResult } from './wire.js';
+import { ProtocolError, type WirePolledTask } from './wire.js';
 
 /**
  * The worker on the channel (API.md "Workers as remote actors"): one WebSocket to a node, over
@@ -50,13 +51,6 @@ import { ProtocolError, type WirePolledTask, type WireResult } from './wire.js';
 
 type ChannelState = 'idle' | 'running' | 'stopping' | 'stopped';
 
-/** A result on its way: the wire object, and its JSON made once (resent as it is after a reconnect). */
-interface Outgoing {
-  readonly wire: WireResult;
-  readonly json: string;
-  readonly bytes: number;
-}
-
 /** A task this worker runs. */
 interface RunningTask {
   readonly leaseToken: string;
@@ -67,11 +61,6 @@ interface RunningTask {
 
 /** Ping period when the node's welcome names none, ms. */
 const DEFAULT_HEARTBEAT_MS = 5_000;
-/**
- * Most bytes of results in one `results` frame: the node closes a socket whose frame is over
- * its `workerFrameMaxBytes` (16 MiB by default), so large results are split over frames.
- */
-const MAX_RESULTS_FRAME_BYTES = 8 * 1024 * 1024;
 /** A progress value waits this long for later ones to replace it before it is sent, ms. */
 const PROGRESS_LINGER_MS = 250;
 /** Results awaiting acknowledgement allowed per slot before credit is held back. */
@@ -101,10 +90,7 @@ export function createChannelWorker(
   /** The running tasks' controllers, for `stop({ timeoutMs })`. */
   const controllers = new Map<string, AbortController>();
   const handlers = new Set<Promise<void>>();
-  /** Results waiting to be sent, by task id. */
-  const outbox = new Map<string, Outgoing>();
-  /** Results sent on the current socket and not acknowledged yet, by task id. */
-  const unacked = new Map<string, Outgoing>();
+  const results = new ChannelResults(o.batch.maxBatchSize);
   /** The latest progress of running tasks, not sent yet, by task id. */
   const progressOutbox = new Map<string, WireProgress>();
   let progressTimer: NodeJS.Timeout | undefined;
@@ -131,39 +117,9 @@ export function createChannelWorker(
   /** Credit the worker can grant now: free slots not yet granted, unless results are piling up or it is stopping. */
   const grantable = (): number => {
     if (state !== 'running') return 0;
-    if (outbox.size + unacked.size >= UNREPORTED_PER_SLOT * o.concurrency) return 0;
+    if (results.size >= UNREPORTED_PER_SLOT * o.concurrency) return 0;
     return Math.max(0, o.concurrency - running.size - outstanding);
   };
-
-  async function connectLoop(): Promise<void> {
-    let failures = 0;
-    let next = 0;
-    /** Nodes that answered the upgrade with 404 since the worker started; all of them: fall back to HTTP. */
-    const without = new Set<string>();
-    while (state === 'running') {
-      const base = o.urls[next++ % o.urls.length]!;
-      let ws: WebSocket;
-      try {
-        ws = await openChannel(base, o.token);
-      } catch (error) {
-        if (state !== 'running') return;
-        if (error instanceof UpgradeRefusedError && error.status === 404 && !everWelcomed) {
-          without.add(base);
-          if (without.size === o.urls.length) return fallBackToHttp(error);
-        }
-        o.onError(error, `connecting to ${base}`);
-        await sleep(backoffMs(failures++), connectAbort.signal);
-        continue;
-      }
-      if (state !== 'running') {
-        ws.close(1000, 'worker stopping');
-        return;
-      }
-      if (await session(ws, base)) failures = 0;
-      if (state !== 'running') return;
-      await sleep(backoffMs(failures++), connectAbort.signal);
-    }
-  }
 
   function fallBackToHttp(error: UpgradeRefusedError): void {
     o.onError(
@@ -230,8 +186,7 @@ export function createChannelWorker(
   function heldLeases(): WireLease[] {
     const leases = new Map<string, WireLease>();
     for (const [taskId, t] of running) if (!t.lost) leases.set(taskId, { task_id: taskId, lease_token: t.leaseToken });
-    for (const { wire } of [...outbox.values(), ...unacked.values()])
-      leases.set(wire.task_id, { task_id: wire.task_id, lease_token: wire.lease_token });
+    for (const lease of results.leases()) leases.set(lease.task_id, lease);
     return [...leases.values()];
   }
 
@@ -240,8 +195,7 @@ export function createChannelWorker(
     welcomed = false;
     outstanding = 0;
     // Results the node may not have seen are sent again on the next socket.
-    for (const [taskId, r] of unacked) outbox.set(taskId, r);
-    unacked.clear();
+    results.requeue();
     changed.notify();
   }
 
@@ -267,16 +221,13 @@ export function createChannelWorker(
               new ProtocolError(`task ${task.task_id} was pushed beyond the credit granted: not run`),
               'channel',
             );
-            outbox.set(
-              task.task_id,
-              outgoing({
-                task_id: task.task_id,
-                lease_token: task.lease_token,
-                status: 'failed',
-                error: 'pushed to the worker beyond the credit it granted; not run',
-                retryable: true,
-              }),
-            );
+            results.add({
+              task_id: task.task_id,
+              lease_token: task.lease_token,
+              status: 'failed',
+              error: 'pushed to the worker beyond the credit it granted; not run',
+              retryable: true,
+            });
             scheduleFlush();
           } else {
             outstanding--;
@@ -285,10 +236,10 @@ export function createChannelWorker(
         }
         return;
       case 'acks':
-        for (const ack of frame.acks) {
-          if (!unacked.delete(ack.task_id)) continue;
-          if (ack.ok) counters.reported++;
-          else counters.discarded++;
+        {
+          const { accepted, refused } = results.ack(frame.acks);
+          counters.reported += accepted;
+          counters.discarded += refused;
         }
         // Room for results again may mean room for credit again.
         if (grantable() > 0) scheduleFlush();
@@ -301,7 +252,7 @@ export function createChannelWorker(
         for (const taskId of frame.task_ids) {
           const t = running.get(taskId);
           if (t !== undefined) loseLease(taskId, t);
-          else if (outbox.delete(taskId)) {
+          else if (results.dropWaiting(taskId)) {
             counters.leasesLost++;
             counters.discarded++;
           }
@@ -353,7 +304,7 @@ export function createChannelWorker(
       progressOutbox.delete(task.task_id); // the result says more
       // The node has handed a lost task on; it would refuse this result.
       if (entry.lost) counters.discarded++;
-      else outbox.set(task.task_id, outgoing({ task_id: task.task_id, lease_token: task.lease_token, ...outcome }));
+      else results.add({ task_id: task.task_id, lease_token: task.lease_token, ...outcome });
       scheduleFlush();
       changed.notify();
     })();
@@ -375,7 +326,7 @@ export function createChannelWorker(
   }
 
   function scheduleFlush(): void {
-    if (outbox.size >= o.batch.maxBatchSize || o.batch.lingerMs === 0) flush();
+    if (results.waitingCount >= o.batch.maxBatchSize || o.batch.lingerMs === 0) flush();
     else flushTimer ??= setTimeout(flush, o.batch.lingerMs);
   }
 
@@ -385,24 +336,9 @@ export function createChannelWorker(
     flushTimer = undefined;
     const ws = socket;
     if (ws === null || !welcomed || ws.readyState !== OPEN) return;
-    // Frames of at most `maxBatchSize` results and `MAX_RESULTS_FRAME_BYTES`, each result's JSON made once.
-    let parts: string[] = [];
-    let bytes = 0;
-    const sendFrame = (): void => {
-      if (ws.readyState === OPEN) ws.send(`{"type":"results","results":[${parts.join(',')}]}`, () => undefined);
-      counters.resultFrames++;
-      parts = [];
-      bytes = 0;
-    };
-    for (const [taskId, r] of outbox) {
-      if (parts.length === o.batch.maxBatchSize || (parts.length > 0 && bytes + r.bytes > MAX_RESULTS_FRAME_BYTES))
-        sendFrame();
-      parts.push(r.json);
-      bytes += r.bytes + 1;
-      unacked.set(taskId, r);
-    }
-    outbox.clear();
-    if (parts.length > 0) sendFrame();
+    counters.resultFrames += results.send((text) => {
+      if (ws.readyState === OPEN) ws.send(text, () => undefined);
+    });
     const n = grantable();
     if (n > 0) {
       outstanding += n;
@@ -410,14 +346,23 @@ export function createChannelWorker(
     }
   }
 
-  const unreported = (): number => outbox.size + unacked.size;
+  const unreported = (): number => results.size;
 
   return {
     workerId: o.workerId,
     start() {
       if (state !== 'idle') return;
       state = 'running';
-      connecting = connectLoop().catch((error: unknown) => o.onError(error, 'channel loop stopped'));
+      connecting = keepConnected({
+        urls: o.urls,
+        token: o.token,
+        signal: connectAbort.signal,
+        running: () => state === 'running',
+        everWelcomed: () => everWelcomed,
+        session,
+        fallBack: fallBackToHttp,
+        onError: o.onError,
+      }).catch((error: unknown) => o.onError(error, 'channel loop stopped'));
     },
     stop(options = {}) {
       const graceMs = stopTimeoutMs(options.timeoutMs);
@@ -446,8 +391,7 @@ export function createChannelWorker(
           // Undelivered: the node hands these tasks on when their leases run out.
           const dropped = unreported();
           counters.discarded += dropped;
-          outbox.clear();
-          unacked.clear();
+          results.clear();
           o.onError(
             new Error(`${dropped} result(s) dropped: the node did not acknowledge them before the channel closed`),
             'stopping',
@@ -477,9 +421,4 @@ function text(data: WebSocket.RawData): string {
   if (Buffer.isBuffer(data)) return data.toString('utf8');
   if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
   return Buffer.from(data).toString('utf8');
-}
-
-function outgoing(wire: WireResult): Outgoing {
-  const json = JSON.stringify(wire);
-  return { wire, json, bytes: Buffer.byteLength(json) };
 }
