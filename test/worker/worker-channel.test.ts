@@ -81,7 +81,7 @@ class FakeConnection {
 
 /** A node that speaks the channel (or refuses the upgrade with `refuseWith`). */
 class FakeNode {
-  private readonly wss = new WebSocketServer({ noServer: true });
+  private readonly wss: WebSocketServer;
   private readonly pending: ((c: FakeConnection) => void)[] = [];
   private readonly unclaimed: FakeConnection[] = [];
   readonly connections: FakeConnection[] = [];
@@ -90,7 +90,9 @@ class FakeNode {
   constructor(
     readonly server: Server,
     private readonly refuseWith: number | null = null,
+    autoPong = true,
   ) {
+    this.wss = new WebSocketServer({ noServer: true, autoPong });
     server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
       if (this.refuseWith !== null || request.url !== '/api/workers/connect') {
         socket.end(`HTTP/1.1 ${this.refuseWith ?? 404} Refused\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
@@ -129,9 +131,11 @@ afterEach(async () => {
   await Promise.all(workers.splice(0).map((w) => w.stop({ timeoutMs: 0 })));
 });
 
-async function fakeNode(options: { refuseWith?: number; http?: Parameters<typeof createServer>[1] } = {}) {
+async function fakeNode(
+  options: { refuseWith?: number; http?: Parameters<typeof createServer>[1]; autoPong?: boolean } = {},
+) {
   const server = createServer(options.http ?? ((_req, res) => res.writeHead(404).end()));
-  const node = new FakeNode(server, options.refuseWith ?? null);
+  const node = new FakeNode(server, options.refuseWith ?? null, options.autoPong ?? true);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   node.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   nodes.push(node);
@@ -397,6 +401,18 @@ describe('worker SDK on the channel', () => {
     second.ack(later.results);
     await until(() => w.stats.unreported === 0 && w.stats.running === 0, 'everything settled');
     expect(w.stats).toMatchObject({ reconnects: 1, reported: 1, discarded: 2, leasesLost: 1 });
+  });
+
+  it('drops a socket whose node stops answering pings, and reconnects', async () => {
+    const node = await fakeNode({ autoPong: false });
+    const w = worker({ url: node.url, handler: async () => undefined });
+    const first = await node.accept();
+    await first.next('hello');
+    first.welcome({ heartbeat_ms: 100 }); // then silence: no frame, no pong
+    const second = await node.accept();
+    await second.next('hello');
+    second.welcome();
+    await until(() => w.stats.reconnects === 1, 'the reconnect counted');
   });
 
   it('connects to the next URL of the list when the first refuses', async () => {
