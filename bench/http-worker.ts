@@ -3,7 +3,9 @@
  * the HTTP routes of API.md. `pollers` loops, each with `slots` tasks in hand at most, each
  * long-polls `POST /api/workers/poll` for as many tasks as it has free slots, and completes
  * every task it gets with its own `POST /api/tasks/{id}/complete` at once (no-op handler),
- * over kept-alive connections. Started by `bench/http-workers.ts` with `fork`; sends one
+ * over kept-alive connections. A result that fails (an answer other than 200 or 409, or no
+ * answer) is not sent again: its lease runs out and the task comes back, as it would for a
+ * worker that gave up on it. Started by `bench/http-workers.ts` with `fork`; sends one
  * `HttpWorkerResult` when `tasks` results were accepted (or it gave up).
  */
 import { Pool } from 'undici';
@@ -27,8 +29,8 @@ export interface HttpWorkerResult {
   accepted: number;
   /** Results answered 409 (lease not held). */
   refused: number;
-  /** Answers other than 200 and 409, polls included. */
-  errors: number;
+  /** Answers other than 200 and 409 (polls included), and requests that failed, by status or error name. */
+  errors: Record<string, number>;
   polls: number;
   completeRequests: number;
 }
@@ -46,11 +48,15 @@ const result: HttpWorkerResult = {
   lastResultMs: Number.NaN,
   accepted: 0,
   refused: 0,
-  errors: 0,
+  errors: {},
   polls: 0,
   completeRequests: 0,
 };
 let finished = false;
+
+function countError(what: string): void {
+  result.errors[what] = (result.errors[what] ?? 0) + 1;
+}
 
 async function post(path: string, body: unknown): Promise<{ status: number; body: unknown }> {
   const res = await pool.request({ method: 'POST', path, headers, body: JSON.stringify(body) });
@@ -65,7 +71,7 @@ async function complete(taskId: string, leaseToken: string): Promise<void> {
     result.accepted++;
     result.lastResultMs = Date.now();
   } else if (res.status === 409) result.refused++;
-  else result.errors++;
+  else countError(String(res.status));
 }
 
 async function poller(index: number): Promise<void> {
@@ -82,7 +88,7 @@ async function poller(index: number): Promise<void> {
       wait_ms: 1_000,
     });
     if (res.status !== 200) {
-      result.errors++;
+      countError(`poll ${res.status}`);
       continue;
     }
     const tasks = (res.body as { tasks: { task_id: string; lease_token: string }[] }).tasks;
@@ -90,7 +96,7 @@ async function poller(index: number): Promise<void> {
     for (const task of tasks) {
       free--;
       complete(task.task_id, task.lease_token)
-        .catch(() => result.errors++)
+        .catch((error: unknown) => countError(error instanceof Error ? error.name : 'error'))
         .finally(() => {
           free++;
           if (result.accepted >= config.tasks) finished = true;

@@ -106,14 +106,15 @@ async function httpMode(node: BenchNode, taskType: string): Promise<ModeFigures>
   });
   const used = (cpu as ReturnType<typeof cpuWindow> | null)?.(TASKS) ?? { nodeUs: NaN, postgresUs: NaN };
   await waitForExit(child, 10_000);
-  if (result.accepted < TASKS || result.errors > 0) {
-    throw new Error(`HTTP worker: ${JSON.stringify(result)}`);
-  }
+  if (result.accepted < TASKS) throw new Error(`HTTP worker: ${JSON.stringify(result)}`);
+  const errors = Object.entries(result.errors);
   return {
     rate: (TASKS / (result.lastResultMs - result.firstTaskMs)) * 1000,
     nodeUsPerTask: used.nodeUs,
     postgresUsPerTask: used.postgresUs,
-    note: `${result.polls} polls, ${result.completeRequests} complete requests, ${result.refused} refused`,
+    note:
+      `${result.polls} polls, ${result.completeRequests} complete requests, ${result.refused} refused` +
+      (errors.length === 0 ? '' : `, failed: ${errors.map(([what, n]) => `${what} ×${n}`).join(', ')}`),
   };
 }
 
