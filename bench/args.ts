@@ -14,11 +14,17 @@ export interface BenchArgs {
   nodeFlags: string[];
   /** W4's firing window, seconds; null: the workload's default (120, --quick: 20). */
   cronWindowSeconds: number | null;
+  /** Run W1, W2 and W3 on Wheelhouse and on BullMQ, interleaved, instead of the workloads. */
+  peers: boolean;
+  /** Interleaved rounds of `--peers` (default 3, --quick: 1). */
+  rounds: number;
+  /** Redis database index BullMQ runs on under `--peers`; emptied before and after each run, never 0. */
+  peersRedisDb: number;
 }
 
 export const USAGE = `npm run bench -- [--runs N] [--only W1,W2,W3,W4,W5] [--quick] [--workers N] [--pollers N]
                        [--timeout-minutes M] [--write | --no-write] ["--node-flags=--partitions 64 ..."]
-                       [--cron-window-seconds S]
+                       [--cron-window-seconds S] [--peers [--rounds N] [--peers-redis-db N]]
   --runs N            runs of each workload; the table shows the median and each run (default 3, --quick: 1)
   --only LIST         workloads to run (default W1,W2,W3,W4,W5)
   --quick             small counts, for a smoke test (W1 5 000, W2 20 000, W3 200 over 5 s,
@@ -29,7 +35,11 @@ export const USAGE = `npm run bench -- [--runs N] [--only W1,W2,W3,W4,W5] [--qui
   --timeout-minutes M hard limit: kill everything and exit 1 (default 45)
   --cron-window-seconds S  how long W4's per-second schedules fire (default 120, --quick: 20)
   --write/--no-write  write docs/benchmarks.md (default: write unless --quick)
-  --node-flags=STR    extra flags for 'wheelhouse node' (with '=': a value starting with -- is otherwise read as a flag)`;
+  --node-flags=STR    extra flags for 'wheelhouse node' (with '=': a value starting with -- is otherwise read as a flag)
+  --peers             instead: W1, W2 and W3 on Wheelhouse and on BullMQ (its own Worker, in its own process), interleaved
+                      round by round, with the ratios; writes its own section of docs/benchmarks.md (--only W1,W3 picks)
+  --rounds N          interleaved rounds of --peers (default 3, --quick: 1)
+  --peers-redis-db N  Redis database index for BullMQ, emptied before and after each run (default 9; 0 is refused)`;
 
 export function parseBenchArgs(argv: string[]): BenchArgs {
   const { values } = parseArgs({
@@ -45,6 +55,9 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
       'no-write': { type: 'boolean' },
       'node-flags': { type: 'string', default: '' },
       'cron-window-seconds': { type: 'string' },
+      peers: { type: 'boolean', default: false },
+      rounds: { type: 'string' },
+      'peers-redis-db': { type: 'string', default: '9' },
       help: { type: 'boolean', default: false },
     },
   });
@@ -72,11 +85,22 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
       values['cron-window-seconds'] === undefined
         ? null
         : positive('cron-window-seconds', values['cron-window-seconds']),
+    peers: values.peers,
+    rounds: positive('rounds', values.rounds ?? (quick ? '1' : '3')),
+    peersRedisDb: redisDb(values['peers-redis-db']),
   };
 }
 
 function positive(name: string, raw: string): number {
   const n = Number(raw);
   if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number, got "${raw}"`);
+  return n;
+}
+
+/** A Redis database index other than 0 (the one everything else uses). */
+function redisDb(raw: string): number {
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1 || n > 15)
+    throw new Error(`--peers-redis-db must be a database index from 1 to 15 (0 is refused), got "${raw}"`);
   return n;
 }

@@ -5,11 +5,12 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { parseBenchArgs, USAGE } from './args.js';
+import { parseBenchArgs, USAGE, type BenchArgs } from './args.js';
 import { killAllChildren } from './children.js';
 import { describeMachine } from './machine.js';
 import { metric, scrapeMetrics } from './cluster-nodes.js';
 import { runNames, startBenchNode, type BenchNode } from './node-process.js';
+import { runPeers } from './peers/run-peers.js';
 import { consoleTable, markdown, notesText, type RunOutcome, type WorkloadReport } from './report.js';
 import { BenchStores } from './stores.js';
 import { w1Throughput } from './w1-throughput.js';
@@ -17,7 +18,7 @@ import { w2Herd } from './w2-herd.js';
 import { w3Precision } from './w3-precision.js';
 import { w4Cron } from './w4-cron.js';
 import { w5Dag } from './w5-dag.js';
-import type { RunContext } from './workload.js';
+import type { RunContext, WithRunContext } from './workload.js';
 
 const WORKLOADS = [w1Throughput, w2Herd, w3Precision, w4Cron, w5Dag];
 const DOC_PATH = resolve(import.meta.dirname, '../../docs/benchmarks.md');
@@ -55,6 +56,13 @@ async function main(): Promise<number> {
   process.once('SIGINT', () => abort('interrupted'));
   process.once('SIGTERM', () => abort('terminated'));
 
+  if (args.peers) {
+    const code = await runPeers({ args, stores, log, withContext: contextRunner(args, stores), startedMs });
+    clearTimeout(hardTimer);
+    await stores.close();
+    return code;
+  }
+
   const selected = WORKLOADS.filter((w) => args.only === null || args.only.includes(w.id));
   if (selected.length === 0) {
     process.stderr.write(`--only names no workload (${WORKLOADS.map((w) => w.id).join(', ')})\n`);
@@ -69,32 +77,18 @@ async function main(): Promise<number> {
     log(`WARNING: load average ${machine.loadAvg1m} on ${machine.cores} cores: other work will skew the figures`);
   log(`${args.quick ? 'QUICK mode, ' : ''}${args.runs} run(s) of ${selected.map((w) => w.id).join(', ')}`);
 
+  const withContext = contextRunner(args, stores);
   const reports: WorkloadReport[] = [];
   for (const workload of selected) {
     const runs: RunOutcome[] = [];
     for (let i = 1; i <= args.runs; i++) {
       log(`${workload.id} ${workload.title}: run ${i}/${args.runs}`);
-      const nodes: BenchNode[] = [];
-      const started: { schema: string; redisPrefix: string }[] = [];
-      const ctx: RunContext = {
-        stores,
-        quick: args.quick,
-        workers: args.workers,
-        pollers: args.pollers,
-        cronWindowMs: args.cronWindowSeconds === null ? null : args.cronWindowSeconds * 1000,
-        log,
-        async startNode() {
-          const names = runNames();
-          started.push(names);
-          unremoved.set(names.schema, names.redisPrefix);
-          const node = await startBenchNode(names, args.nodeFlags);
-          nodes.push(node);
-          return node;
-        },
-      };
       try {
-        const figures = await workload.run(ctx);
-        figures.notes.push(...(await safetyNetNotes(nodes)));
+        const figures = await withContext(async (ctx, nodes) => {
+          const f = await workload.run(ctx);
+          f.notes.push(...(await safetyNetNotes(nodes)));
+          return f;
+        });
         runs.push(figures);
         const summary = workload.metrics.map(
           (m) => `${m.key}=${(figures.values[m.key] ?? Number.NaN).toFixed(m.digits === 0 ? 0 : 3)}`,
@@ -105,15 +99,6 @@ async function main(): Promise<number> {
         const message = error instanceof Error ? error.message : String(error);
         runs.push({ error: message });
         log(`${workload.id} run ${i} FAILED: ${message}`);
-        for (const node of nodes) log(`node output (last lines):\n${node.output()}`);
-      } finally {
-        for (const node of nodes) await node.stop();
-        for (const names of started) {
-          await stores
-            .removeRun(names.schema, names.redisPrefix)
-            .catch((e: unknown) => log(`cleanup of ${names.schema} failed: ${String(e)}`));
-          unremoved.delete(names.schema);
-        }
       }
     }
     reports.push({ workload, runs });
@@ -142,6 +127,48 @@ async function main(): Promise<number> {
   const failed = reports.some((r) => r.runs.some((run) => 'error' in run || !run.verified));
   if (failed) log('some runs FAILED or did not verify: see above');
   return failed ? 1 : 0;
+}
+
+/**
+ * Makes a run context (nodes on fresh schemas and prefixes, recorded for cleanup), runs `fn`
+ * with it, then stops every node it started and removes their schemas and keys. On failure the
+ * nodes' last output lines are logged first.
+ */
+function contextRunner(args: BenchArgs, stores: BenchStores): WithRunContext {
+  return async (fn) => {
+    const nodes: BenchNode[] = [];
+    const started: { schema: string; redisPrefix: string }[] = [];
+    const ctx: RunContext = {
+      stores,
+      quick: args.quick,
+      workers: args.workers,
+      pollers: args.pollers,
+      cronWindowMs: args.cronWindowSeconds === null ? null : args.cronWindowSeconds * 1000,
+      log,
+      async startNode() {
+        const names = runNames();
+        started.push(names);
+        unremoved.set(names.schema, names.redisPrefix);
+        const node = await startBenchNode(names, args.nodeFlags);
+        nodes.push(node);
+        return node;
+      },
+    };
+    try {
+      return await fn(ctx, nodes);
+    } catch (error) {
+      for (const node of nodes) log(`node output (last lines):\n${node.output()}`);
+      throw error;
+    } finally {
+      for (const node of nodes) await node.stop();
+      for (const names of started) {
+        await stores
+          .removeRun(names.schema, names.redisPrefix)
+          .catch((e: unknown) => log(`cleanup of ${names.schema} failed: ${String(e)}`));
+        unremoved.delete(names.schema);
+      }
+    }
+  };
 }
 
 main().then(

@@ -23,7 +23,14 @@ import { verifyAllSucceeded, workerTraffic, type RunContext, type RunFigures, ty
  * one node, then the same N on a cluster of 3 nodes (one Postgres schema, one Redis prefix).
  */
 const TASK_TYPE = 'bench.w1';
-const CONCURRENCY = 1000;
+/** Slots per worker process. */
+export const W1_CONCURRENCY = 1000;
+const CONCURRENCY = W1_CONCURRENCY;
+
+/** W1's N (also BullMQ's, under `--peers`). */
+export function w1Count(quick: boolean): number {
+  return quick ? 5_000 : 50_000;
+}
 const CLUSTER_NODES = 3;
 /** How long a fresh cluster may take until every partition is held by its ring owner. */
 const SETTLE_LIMIT_MS = 60_000;
@@ -61,7 +68,7 @@ export const w1Throughput: Workload = {
     { key: 'rss3MiB', label: `${CLUSTER_NODES} nodes: largest node max RSS`, unit: 'MiB', digits: 0 },
   ],
   async run(ctx: RunContext): Promise<RunFigures> {
-    const count = ctx.quick ? 5_000 : 50_000;
+    const count = w1Count(ctx.quick);
     const one = await onOneNode(ctx, count);
     const three = await onCluster(ctx, count);
     return {
@@ -78,7 +85,8 @@ export const w1Throughput: Workload = {
   },
 };
 
-async function onOneNode(ctx: RunContext, count: number): Promise<RunFigures> {
+/** W1 on one node: `rate`, `wallS`, `submitRate`, `rssMiB` (also run by `--peers`). */
+export async function onOneNode(ctx: RunContext, count: number): Promise<RunFigures> {
   const node = await ctx.startNode();
   const fleet = await WorkerFleet.start(ctx.workers, {
     url: node.url,

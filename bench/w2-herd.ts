@@ -14,6 +14,25 @@ const SUBMIT_TIME_FACTOR = 1.3;
 /** How often the ready queues are sampled around T, ms. */
 const SAMPLE_EVERY_MS = 10;
 
+/** W2's shape, shared with BullMQ's run of it under `--peers`. */
+export function w2Shape(quick: boolean): {
+  count: number;
+  /** Gap planned between the end of submission and T, ms. */
+  marginMs: number;
+  /** Slots per worker process. */
+  concurrency: number;
+  calibrationTasks: number;
+  submitTimeFactor: number;
+} {
+  return {
+    count: quick ? 20_000 : 200_000,
+    marginMs: quick ? 5_000 : 15_000,
+    concurrency: CONCURRENCY,
+    calibrationTasks: CALIBRATION_TASKS,
+    submitTimeFactor: SUBMIT_TIME_FACTOR,
+  };
+}
+
 export const w2Herd: Workload = {
   id: 'W2',
   title: 'thundering herd',
@@ -42,8 +61,7 @@ export const w2Herd: Workload = {
     { key: 'rssMiB', label: 'node max RSS', unit: 'MiB', digits: 0 },
   ],
   async run(ctx: RunContext): Promise<RunFigures> {
-    const count = ctx.quick ? 20_000 : 200_000;
-    const marginMs = ctx.quick ? 5_000 : 15_000;
+    const { count, marginMs } = w2Shape(ctx.quick);
     const node = await ctx.startNode();
     const fleet = await WorkerFleet.start(ctx.workers, {
       url: node.url,

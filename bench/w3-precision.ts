@@ -9,6 +9,11 @@ const CONCURRENCY = 100;
 /** Gap between submitting and the first possible due time, ms. */
 const LEAD_MS = 3_000;
 
+/** W3's shape, shared with BullMQ's run of it under `--peers`. */
+export function w3Shape(quick: boolean): { count: number; spreadMs: number; leadMs: number; concurrency: number } {
+  return { count: quick ? 200 : 1_000, spreadMs: quick ? 5_000 : 30_000, leadMs: LEAD_MS, concurrency: CONCURRENCY };
+}
+
 export const w3Precision: Workload = {
   id: 'W3',
   title: 'precision',
@@ -31,8 +36,7 @@ export const w3Precision: Workload = {
     { key: 'rssMiB', label: 'node max RSS', unit: 'MiB', digits: 0 },
   ],
   async run(ctx: RunContext): Promise<RunFigures> {
-    const count = ctx.quick ? 200 : 1_000;
-    const spreadMs = ctx.quick ? 5_000 : 30_000;
+    const { count, spreadMs } = w3Shape(ctx.quick);
     const node = await ctx.startNode();
     const fleet = await WorkerFleet.start(ctx.workers, {
       url: node.url,

@@ -20,8 +20,17 @@ export class WorkerFleet {
   private constructor(private readonly handles: Handle[]) {}
 
   /** Starts `count` worker processes and resolves once each is polling. */
-  static async start(count: number, config: BenchWorkerConfig): Promise<WorkerFleet> {
-    const handles = Array.from({ length: count }, () => spawnWorker(config));
+  static start(count: number, config: BenchWorkerConfig): Promise<WorkerFleet> {
+    return WorkerFleet.startScript(WORKER_SCRIPT, count, config);
+  }
+
+  /**
+   * Starts `count` processes of another worker script that speaks the same protocol
+   * (`FromWorker`, `ToWorker`), e.g. a peer's worker (bench/peers/bullmq-worker.ts), given
+   * `config` as JSON; resolves once each said it is ready.
+   */
+  static async startScript(script: string, count: number, config: object): Promise<WorkerFleet> {
+    const handles = Array.from({ length: count }, () => spawnWorker(script, config));
     await Promise.all(handles.map((h) => h.ready));
     return new WorkerFleet(handles.map((h) => h.handle));
   }
@@ -89,9 +98,9 @@ export class WorkerFleet {
   }
 }
 
-function spawnWorker(config: BenchWorkerConfig): { handle: Handle; ready: Promise<void> } {
+function spawnWorker(script: string, config: object): { handle: Handle; ready: Promise<void> } {
   const child = trackChild(
-    fork(WORKER_SCRIPT, [JSON.stringify(config)], {
+    fork(script, [JSON.stringify(config)], {
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     }),

@@ -40,6 +40,12 @@ export interface RunContext {
   log(line: string): void;
 }
 
+/**
+ * Runs `fn` with a fresh run context (bench/run.ts makes it) and afterwards stops every node it
+ * started (`nodes`, as they are started) and removes their schemas and keys, whatever happened.
+ */
+export type WithRunContext = <T>(fn: (ctx: RunContext, nodes: readonly BenchNode[]) => Promise<T>) => Promise<T>;
+
 export interface Workload {
   id: string;
   title: string;

@@ -2,7 +2,8 @@ import { timingSafeEqual } from 'node:crypto';
 import type { Cancel } from '../runtime/clock.js';
 import { defineKind, type Ask, type Behavior } from '../runtime/actor.js';
 import type { BackoffPolicy, Transition } from '../domain/model.js';
-import type { TaskStore } from '../store/types.js';
+import { StatementBatcher } from '../lib/statement-batcher.js';
+import type { ExtendedLease, LeaseHeartbeat, TaskStore } from '../store/types.js';
 import type { NodeEventSink } from '../domain/events.js';
 import type { Dependents, Placing } from './ports.js';
 
@@ -17,11 +18,15 @@ import type { Dependents, Placing } from './ports.js';
  * was granted, or on the token digest, so a lease that lost a race (the task completed, or
  * was handed on) changes nothing.
  *
- * A heartbeat carries the digest of the token the worker presented. The actor reads the
- * lease's own digest from the row at the first heartbeat (most tasks end before one, and a
- * claim does not send digests between nodes) and compares the two in constant time: a wrong
- * token is refused without touching the database or the lease, so a guessed token can
- * neither extend a lease nor end it.
+ * A heartbeat carries the digest of the token the worker presented. A claim does not send
+ * digests between nodes (most tasks end before a heartbeat), so the first heartbeat of a
+ * lease goes to the store as it is: the UPDATE is itself a compare-and-set on the digest,
+ * and one that extends the lease teaches the actor its digest. From then on (and after a
+ * refusal, or a restart, when the actor reads the row) the actor compares digests in
+ * constant time and refuses a wrong token without touching the database. Either way a
+ * guessed token can neither extend a lease nor end it. Heartbeats go to the store through
+ * one `StatementBatcher` per node: those of many leases that arrive together share a
+ * statement.
  */
 export const LEASE = defineKind<LeaseMessage>('lease');
 
@@ -76,6 +81,13 @@ export function handOnExpired(
 }
 
 export function workerLeaseBehavior(deps: LeaseDeps): Behavior<LeaseState, LeaseMessage> {
+  // Many workers heartbeat many leases at once (one request per task on the HTTP routes):
+  // those arriving together share one UPDATE, extended from the latest of their clocks.
+  const heartbeats = new StatementBatcher<LeaseHeartbeat & { nowMs: number }, ExtendedLease | null>((leases) => {
+    let nowMs = 0;
+    for (const l of leases) nowMs = Math.max(nowMs, l.nowMs);
+    return deps.tasks.heartbeats(leases, nowMs);
+  });
   return {
     kind: LEASE,
     persistence: 'external',
@@ -110,19 +122,34 @@ export function workerLeaseBehavior(deps: LeaseDeps): Behavior<LeaseState, Lease
           return state;
 
         case 'heartbeat': {
+          const presented = Buffer.from(message.tokenDigest, 'hex');
+          const extend = (): Promise<ExtendedLease | null> =>
+            heartbeats.submit({ taskId: ctx.key, tokenDigest: presented, nowMs: ctx.clock.now() });
+          if (state.version !== null && state.tokenDigest === null) {
+            // Granted here, its digest not yet known (the first heartbeat): the heartbeat's own
+            // compare-and-set on the digest is the check, with no read of the row before it. A
+            // refusal may be a wrong token or a lease gone: the row tells which, below.
+            const extended = await extend();
+            if (extended) {
+              state.tokenDigest = presented;
+              state.leaseExpiresMs = extended.leaseExpiresMs;
+              arm();
+              ctx.reply(message, extended);
+              return state;
+            }
+          }
           if ((state.version === null || state.tokenDigest === null) && !(await load())) {
             ctx.reply(message, null);
             ctx.stop();
             return state;
           }
-          const presented = Buffer.from(message.tokenDigest, 'hex');
           const held = state.tokenDigest;
           if (held === null || presented.length !== held.length || !timingSafeEqual(presented, held)) {
             // Not this lease's token: the lease itself is untouched.
             ctx.reply(message, null);
             return state;
           }
-          const extended = await deps.tasks.heartbeat(ctx.key, presented, ctx.clock.now());
+          const extended = await extend();
           if (!extended) {
             ctx.reply(message, null);
             state.cancelTimer?.();

@@ -140,6 +140,7 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
       maxSockets: options.workerSocketsMax,
       maxFrameBytes: options.workerFrameMaxBytes,
       maxJsonDepth: options.maxJsonDepth,
+      maxResultBytes: options.maxResultBytes,
     });
   }
   for (const plugin of input.extraPlugins ?? []) void app.register(plugin);

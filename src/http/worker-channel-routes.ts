@@ -2,7 +2,7 @@ import fastifyWebsocket from '@fastify/websocket';
 import type { FastifyPluginAsync } from 'fastify';
 import type { WebSocket } from 'ws';
 import { WheelhouseError, isWheelhouseError, type ErrorCode } from '../lib/errors.js';
-import type { CompletionRequest } from '../services/types.js';
+import type { CompletionRequest, ProgressRequest } from '../services/types.js';
 import { CLOSE, type ChannelHello, type NodeFrame, type WorkerChannelApi } from '../services/worker-channel.js';
 import type { WorkerSession } from '../services/worker-session.js';
 import { parseJsonBody } from './json-body.js';
@@ -11,13 +11,14 @@ import {
   WORKER_FRAME_TYPES,
   workerChannelSchemas,
   type HelloFrameJson,
+  type ProgressFrameJson,
   type ResultsFrameJson,
   type WorkerFrameType,
 } from './schemas/worker-channel.js';
 import { assignmentJson } from './serialize.js';
 import { assertSchema } from './validation/ajv.js';
-import { MAX_ERROR_BYTES } from './validation/requests.js';
-import { truncateUtf8 } from './validation/fields.js';
+import { FieldPath, truncateUtf8 } from './validation/fields.js';
+import { checkWorkerJson, completionRequests } from './validation/requests.js';
 
 /**
  * `GET /api/workers/connect`: the worker channel over a WebSocket (API.md, "Workers as remote
@@ -40,6 +41,8 @@ export interface WorkerChannelRoutesOptions {
   maxFrameBytes: number;
   /** Deepest nesting in a frame. */
   maxJsonDepth: number;
+  /** Largest `result` or `progress` value, bytes of JSON. */
+  maxResultBytes: number;
 }
 
 export const workerChannelRoutes: FastifyPluginAsync<WorkerChannelRoutesOptions> = async (fastify, opts) => {
@@ -164,10 +167,10 @@ class Connection {
         api.credit(session, (frame as unknown as { n: number }).n);
         return;
       case 'results':
-        await session.results(resultsOf(frame as unknown as ResultsFrameJson));
+        await session.results(resultsOf(frame as unknown as ResultsFrameJson, this.opts.maxResultBytes));
         return;
       case 'progress':
-        // Held to its schema; the latest progress is not stored yet.
+        await session.progress(progressOf(frame as unknown as ProgressFrameJson, this.opts.maxResultBytes));
         return;
       case 'goodbye':
         session.goodbye();
@@ -215,17 +218,17 @@ function helloOf(frame: HelloFrameJson, maxTaskTypes: number): ChannelHello {
   };
 }
 
-function resultsOf(frame: ResultsFrameJson): CompletionRequest[] {
-  return frame.results.map((r) => ({
-    taskId: r.task_id.toLowerCase(),
-    leaseToken: r.lease_token,
-    outcome: r.status,
-    error:
-      r.error === undefined || r.error === null
-        ? null
-        : truncateUtf8(r.error.replaceAll('\u0000', '\ufffd'), MAX_ERROR_BYTES),
-    retryable: r.retryable ?? true,
-  }));
+/** Results as the batch route takes them: `result` held to `maxResultBytes`, errors cut to 4 KiB. */
+function resultsOf(frame: ResultsFrameJson, maxResultBytes: number): CompletionRequest[] {
+  return completionRequests({ results: frame.results }, { maxResultBytes });
+}
+
+/** Progress updates, each held to `maxResultBytes` like a result. */
+function progressOf(frame: ProgressFrameJson, maxResultBytes: number): ProgressRequest[] {
+  return frame.updates.map((u, i) => {
+    checkWorkerJson(u.progress, new FieldPath(`updates[${i}]`, i).at('progress'), maxResultBytes);
+    return { taskId: u.task_id.toLowerCase(), leaseToken: u.lease_token, progress: u.progress };
+  });
 }
 
 /** A node frame as the wire has it. */

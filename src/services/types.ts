@@ -46,6 +46,13 @@ export interface CompletionRequest {
   result?: unknown;
 }
 
+/** The latest progress of a running task, as its worker reports it. */
+export interface ProgressRequest {
+  taskId: string;
+  leaseToken: string;
+  progress: unknown;
+}
+
 export interface PollRequest {
   workerId: string;
   taskTypes: string[];
@@ -116,9 +123,7 @@ export interface WorkersApi {
    * for one that a later update of the same task in the batch replaced. Never throws for a
    * lost lease.
    */
-  progress(
-    updates: { taskId: string; leaseToken: string; progress: unknown }[],
-  ): Promise<{ taskId: string; ok: boolean }[]>;
+  progress(updates: ProgressRequest[]): Promise<{ taskId: string; ok: boolean }[]>;
 }
 
 export interface HealthApi {

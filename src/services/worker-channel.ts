@@ -38,7 +38,7 @@ export const MAX_CREDITS = 1_000_000;
 
 export interface WorkerChannelDeps {
   nodeId: string;
-  workers: Pick<WorkersApi, 'heartbeat' | 'complete' | 'release'>;
+  workers: Pick<WorkersApi, 'heartbeat' | 'complete' | 'progress' | 'release'>;
   dispatcher: Pick<Dispatcher, 'claimReady' | 'onPush'>;
   system: ActorSystemApi;
   clock: Clock;

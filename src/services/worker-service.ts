@@ -9,6 +9,7 @@ import type { Clock } from '../runtime/clock.js';
 import type { TaskStore } from '../store/types.js';
 import type { Dispatcher } from './dispatcher.js';
 import { leaseNotHeld } from './support.js';
+import { StatementBatcher } from '../lib/statement-batcher.js';
 import type { Assignment, CompletionRequest, PollRequest, WorkersApi } from './types.js';
 
 export interface WorkerServiceDeps {
@@ -23,13 +24,24 @@ export interface WorkerServiceDeps {
   onError(error: unknown, context: string): void;
 }
 
+/** Most results in one completion statement (a batch request holds up to as many). */
+const COMPLETIONS_PER_STATEMENT = 1_000;
+
 /**
  * The worker routes: polls go to the dispatcher; heartbeats to the task's lease actor;
  * results to the system of record in one batch, then to the leases (over), the dependents
  * (their predecessor ended) and the wheel (retries).
  */
 export class WorkerService implements WorkersApi {
-  constructor(private readonly deps: WorkerServiceDeps) {}
+  /** Results on their way to the store: see {@link complete}. */
+  private readonly completions: StatementBatcher<Completion, boolean>;
+
+  constructor(private readonly deps: WorkerServiceDeps) {
+    this.completions = new StatementBatcher((completions) => this.record(completions), {
+      maxItems: COMPLETIONS_PER_STATEMENT,
+      keyOf: (c) => c.taskId,
+    });
+  }
 
   poll(request: PollRequest, signal?: AbortSignal): Promise<Assignment[]> {
     return this.deps.dispatcher.poll(request, signal);
@@ -67,7 +79,9 @@ export class WorkerService implements WorkersApi {
   /**
    * A result whose token has another shape is left out (`ok: false`), and so is a second result
    * for the same task; the rest go to the store as digests, where each is a compare-and-set on
-   * the lease's digest: a wrong token fails its own result and no other.
+   * the lease's digest: a wrong token fails its own result and no other. They go through the
+   * node's completion batcher: results of every caller that arrive together (many single
+   * `POST /api/tasks/{id}/complete`, batches, both) share one statement.
    */
   async complete(results: CompletionRequest[]): Promise<{ taskId: string; ok: boolean }[]> {
     const completions: Completion[] = [];
@@ -86,6 +100,19 @@ export class WorkerService implements WorkersApi {
         ...(request.result === undefined ? {} : { result: request.result }),
       });
     }
+    const recorded = await this.completions.submitAll(completions);
+    const done = new Set<string>();
+    for (const [i, c] of completions.entries()) if (recorded[i] === true) done.add(c.taskId);
+    return results.map((r) => ({ taskId: r.taskId, ok: sent.get(r.taskId) === r && done.has(r.taskId) }));
+  }
+
+  /**
+   * One completion statement for the results of any number of callers (no two for one task:
+   * the batcher keeps those apart), then the leases (over), the dependents (their predecessor
+   * ended) and the wheel (retries), once for the whole group. Answers, per result, whether
+   * it was recorded.
+   */
+  private async record(completions: Completion[]): Promise<boolean[]> {
     const transitions = await this.deps.tasks.complete(completions, this.deps.clock.now(), this.deps.backoff);
     const done = new Set(transitions.map((t) => t.taskId));
     // A result bumps the version once: the lease was granted at the one before.
@@ -93,7 +120,7 @@ export class WorkerService implements WorkersApi {
     this.deps.resolver.transitions(transitions);
     await this.deps.placement.requeue(transitions);
     if (transitions.length > 0) this.deps.events.emit('task:completed', { transitions });
-    return results.map((r) => ({ taskId: r.taskId, ok: sent.get(r.taskId) === r && done.has(r.taskId) }));
+    return completions.map((c) => done.has(c.taskId));
   }
 
   /**

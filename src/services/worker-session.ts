@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { WorkerPush } from '../actors/worker.js';
 import { isWheelhouseError, type ErrorCode } from '../lib/errors.js';
 import type { Cancel, Clock } from '../runtime/clock.js';
-import type { Assignment, CompletionRequest, WorkersApi } from './types.js';
+import type { Assignment, CompletionRequest, ProgressRequest, WorkersApi } from './types.js';
 
 /**
  * One worker's socket on this node, as the services see it: the credits it granted, the leases
@@ -56,7 +56,7 @@ export const CLOSE = {
 } as const;
 
 export interface SessionDeps {
-  workers: Pick<WorkersApi, 'heartbeat' | 'complete'>;
+  workers: Pick<WorkersApi, 'heartbeat' | 'complete' | 'progress'>;
   clock: Clock;
   onError(error: unknown, context: string): void;
 }
@@ -218,6 +218,25 @@ export class WorkerSession {
     this.send({ type: 'acks', acks });
     this.armRefresh();
     this.closeIfDrained();
+  }
+
+  /**
+   * `progress`: the latest progress of leases this socket holds, recorded in one batch. An
+   * update for a lease it does not hold, or with another token, is dropped (the frame has no
+   * answer; a lost lease is told by `lease_lost`). A store that cannot take it is logged: the
+   * next update carries the latest value again.
+   */
+  async progress(updates: readonly ProgressRequest[]): Promise<void> {
+    const held = updates.filter((u) => {
+      const lease = this.held.get(u.taskId);
+      return lease !== undefined && sameToken(lease.token, u.leaseToken);
+    });
+    if (held.length === 0) return;
+    try {
+      await this.deps.workers.progress(held);
+    } catch (error) {
+      this.deps.onError(error, `recording progress of worker ${this.workerId}`);
+    }
   }
 
   /**

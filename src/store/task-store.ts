@@ -1,6 +1,6 @@
 import type { Db } from './db.js';
 import { cancelTask } from './sql/cancel.js';
-import { claimTasks, expiredLeases, heartbeatTask, releaseTasks, runningLease } from './sql/claim.js';
+import { claimTasks, expiredLeases, heartbeatTasks, releaseTasks, runningLease } from './sql/claim.js';
 import { completeTasks, expireLease } from './sql/complete.js';
 import { listTasks } from './sql/list.js';
 import { recordProgress } from './sql/progress.js';
@@ -18,7 +18,16 @@ import type {
   TaskRecord,
   Transition,
 } from '../domain/model.js';
-import type { CancelResult, ListFilter, PartitionCursor, RunningLease, TaskListPage, TaskStore } from './types.js';
+import type {
+  CancelResult,
+  ExtendedLease,
+  LeaseHeartbeat,
+  ListFilter,
+  PartitionCursor,
+  RunningLease,
+  TaskListPage,
+  TaskStore,
+} from './types.js';
 
 /**
  * The task store over SQL: the same statements on Postgres (`pg`) and PGlite. Each method
@@ -64,12 +73,12 @@ export class SqlTaskStore implements TaskStore {
     return claimTasks(this.leases, ids, workerId, nowMs);
   }
 
-  heartbeat(
-    taskId: string,
-    tokenDigest: Uint8Array,
-    nowMs: number,
-  ): Promise<{ leaseExpiresMs: number; cancelRequested: boolean } | null> {
-    return heartbeatTask(this.leases, taskId, tokenDigest, nowMs);
+  heartbeat(taskId: string, tokenDigest: Uint8Array, nowMs: number): Promise<ExtendedLease | null> {
+    return heartbeatTasks(this.leases, [{ taskId, tokenDigest }], nowMs).then(([extended]) => extended ?? null);
+  }
+
+  heartbeats(leases: readonly LeaseHeartbeat[], nowMs: number): Promise<(ExtendedLease | null)[]> {
+    return heartbeatTasks(this.leases, leases, nowMs);
   }
 
   runningLease(taskId: string): Promise<RunningLease | null> {

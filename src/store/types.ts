@@ -49,6 +49,19 @@ export interface TaskListPage {
   nextBeforeId: string | null;
 }
 
+/** One heartbeat: the task, and the digest of the lease token the worker presented. */
+export interface LeaseHeartbeat {
+  taskId: string;
+  tokenDigest: Uint8Array;
+}
+
+/** A lease a heartbeat extended. */
+export interface ExtendedLease {
+  leaseExpiresMs: number;
+  /** A cancel was requested: the worker should stop and report. */
+  cancelRequested: boolean;
+}
+
 /** A running task's lease as stored. */
 export interface RunningLease {
   version: number;
@@ -89,13 +102,14 @@ export interface TaskStore {
   claim(ids: string[], workerId: string, nowMs: number): Promise<ClaimedTask[]>;
   /**
    * Extends the lease of a running task whose token has digest `tokenDigest`. null when it
-   * is not running or the digest is not its lease's.
+   * is not running or the digest is not its lease's. One heartbeat of {@link heartbeats}.
    */
-  heartbeat(
-    taskId: string,
-    tokenDigest: Uint8Array,
-    nowMs: number,
-  ): Promise<{ leaseExpiresMs: number; cancelRequested: boolean } | null>;
+  heartbeat(taskId: string, tokenDigest: Uint8Array, nowMs: number): Promise<ExtendedLease | null>;
+  /**
+   * Many heartbeats in one statement, each as {@link heartbeat} judges it: one answer per
+   * lease, in order. Two for one task with its lease's digest both extend it (once).
+   */
+  heartbeats(leases: readonly LeaseHeartbeat[], nowMs: number): Promise<(ExtendedLease | null)[]>;
   /** The lease of a running task, with its token digest: what a lease actor starts from. null when not running. */
   runningLease(taskId: string): Promise<RunningLease | null>;
   /**

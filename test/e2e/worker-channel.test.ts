@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
 import { RawWorker } from '../support/raw-worker.js';
 import { uniqueType } from '../support/tasks.js';
-import { waitForEvent } from '../support/waits.js';
+import { eventually, waitForEvent } from '../support/waits.js';
 
 /**
  * The worker channel of one node (API.md, "Workers as remote actors"), through a raw WebSocket
@@ -146,6 +146,48 @@ describe.each(BACKENDS)('the worker channel on %s', (backend) => {
     expect((await status(task!.task_id)).status).toBe('succeeded');
     // A second result for the same lease is refused.
     expect((await worker.results([{ task_id: task!.task_id, lease_token: task!.lease_token }]))[0]?.ok).toBe(false);
+  });
+
+  it('stores the latest progress and the result a worker sends over its socket', async () => {
+    const type = uniqueType('progress');
+    const id = (await submit(type, 1))[0]!;
+    const { worker } = await hello(type, 1);
+    const [task] = await worker.received(1);
+    const read = async () =>
+      (await api<{ status: string; progress: unknown; result: unknown }>(c.url, 'GET', `/api/tasks/${id}`)).body;
+    worker.send({
+      type: 'progress',
+      updates: [
+        { task_id: id, lease_token: task!.lease_token, progress: { done: 1 } },
+        { task_id: id, lease_token: task!.lease_token, progress: { done: 2 } },
+      ],
+    });
+    await eventually(async () => ((await read()).progress === null ? undefined : true));
+    expect((await read()).progress).toEqual({ done: 2 });
+    // A wrong token's progress is dropped: the stored value stays.
+    worker.send({
+      type: 'progress',
+      updates: [{ task_id: id, lease_token: 'lt2.' + '1'.repeat(32), progress: { done: 99 } }],
+    });
+    expect(await worker.results([{ task_id: id, lease_token: task!.lease_token, result: { sent: 3 } }])).toEqual([
+      { task_id: id, ok: true },
+    ]);
+    expect(await read()).toMatchObject({ status: 'succeeded', progress: { done: 2 }, result: { sent: 3 } });
+  });
+
+  it('closes a socket whose result is over maxResultBytes, naming the field, and records nothing', async () => {
+    const type = uniqueType('bigresult');
+    const id = (await submit(type, 1))[0]!;
+    const { worker } = await hello(type, 1);
+    const [task] = await worker.received(1);
+    worker.send({
+      type: 'results',
+      results: [{ task_id: id, lease_token: task!.lease_token, status: 'succeeded', result: 'x'.repeat(70_000) }],
+    });
+    const error = await worker.next('error');
+    expect(error.error).toMatchObject({ code: 'validation_failed' });
+    expect(error.error.message).toMatch(/results\[0\]\.result.*maxResultBytes/);
+    expect((await status(id)).status).toBe('running');
   });
 
   it("keeps all of a worker's leases alive while its socket lives (one heartbeat per worker)", async () => {

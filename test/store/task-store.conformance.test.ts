@@ -360,4 +360,70 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
       expect(await store.heartbeat('bad', tokenDigest(mine.leaseToken), T0)).toBeNull();
     });
   });
+
+  describe('heartbeats (many in one statement)', () => {
+    it('judges each heartbeat on its own digest and answers each in order', async () => {
+      const tasks = makeTasks(4, { timeoutSeconds: 30 });
+      const pending = makeTask();
+      await store.submit([...tasks, pending], T0);
+      const claimed = await store.claim(
+        tasks.map((t) => t.id),
+        'w',
+        T0,
+      );
+      const [a, b, c, d] = tasks.map((t) => claimed.find((x) => x.id === t.id)!);
+      await store.cancel(c!.id, T0 + 1);
+      const bBefore = await store.get(b!.id);
+      const answers = await store.heartbeats(
+        [
+          { taskId: a!.id, tokenDigest: tokenDigest(a!.leaseToken) },
+          { taskId: b!.id, tokenDigest: tokenDigest(c!.leaseToken) }, // c's token on b
+          { taskId: c!.id, tokenDigest: tokenDigest(c!.leaseToken) },
+          { taskId: nextId(), tokenDigest: tokenDigest(a!.leaseToken) },
+          { taskId: 'bad', tokenDigest: tokenDigest(a!.leaseToken) },
+          { taskId: d!.id, tokenDigest: Buffer.alloc(3) },
+          { taskId: pending.id, tokenDigest: tokenDigest(d!.leaseToken) },
+          { taskId: d!.id.toUpperCase(), tokenDigest: tokenDigest(d!.leaseToken) },
+          { taskId: d!.id, tokenDigest: tokenDigest(d!.leaseToken) }, // the same lease twice
+        ],
+        T0 + 5000,
+      );
+      const extended = { leaseExpiresMs: T0 + 35_000, cancelRequested: false };
+      expect(answers).toEqual([
+        extended,
+        null,
+        { leaseExpiresMs: T0 + 35_000, cancelRequested: true },
+        null,
+        null,
+        null,
+        null,
+        extended,
+        extended,
+      ]);
+      expect(await store.get(b!.id)).toEqual(bBefore);
+      for (const task of [a!, c!, d!]) {
+        expect((await store.get(task.id))!).toMatchObject({ leaseExpiresMs: T0 + 35_000, version: task.version });
+      }
+    });
+
+    it('extends a thousand leases in one call', async () => {
+      const tasks = makeTasks(1000, { timeoutSeconds: 10 });
+      await store.submit(tasks, T0);
+      const claimed = await store.claim(
+        tasks.map((t) => t.id),
+        'w',
+        T0,
+      );
+      expect(claimed).toHaveLength(1000);
+      const answers = await store.heartbeats(
+        claimed.map((c) => ({ taskId: c.id, tokenDigest: tokenDigest(c.leaseToken) })),
+        T0 + 2000,
+      );
+      expect(answers.every((x) => x?.leaseExpiresMs === T0 + 12_000)).toBe(true);
+    });
+
+    it('answers an empty list with nothing', async () => {
+      expect(await store.heartbeats([], T0)).toEqual([]);
+    });
+  });
 });

@@ -79,6 +79,7 @@ export const ProgressFrame = Type.Object(
   },
   { additionalProperties: false },
 );
+export type ProgressFrameJson = Static<typeof ProgressFrame>;
 
 export const GoodbyeFrame = Type.Object({ type: Type.Literal('goodbye') }, { additionalProperties: false });
 

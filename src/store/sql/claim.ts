@@ -1,7 +1,8 @@
 import type { Db } from '../db.js';
+import { isUuid } from '../../lib/ids.js';
 import { LEASE_DIGEST_BYTES, mintLeaseTokens, type MintedLeaseToken } from '../../domain/lease-token.js';
 import type { ClaimedTask, DueEntry } from '../../domain/model.js';
-import type { RunningLease } from '../types.js';
+import type { ExtendedLease, LeaseHeartbeat, RunningLease } from '../types.js';
 import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './columns.js';
 
 /**
@@ -80,33 +81,48 @@ export async function claimTasks(db: Db, ids: string[], workerId: string, nowMs:
 }
 
 /**
- * A heartbeat extends the lease whose token digest is `$2` by the task's timeout. It changes
- * no indexed column, so it is a HOT update. The token stays valid. A heartbeat that arrives
- * after the lease ran out but before anyone expired it still extends it: the task was not
- * handed on.
+ * Heartbeats, many in one statement: each extends the lease of its task whose token digest
+ * is its own, by the task's timeout. It changes no indexed column, so each is a HOT update.
+ * The token stays valid. A heartbeat that arrives after the lease ran out but before anyone
+ * expired it still extends it: the task was not handed on.
+ *
+ * `$1` ids, `$2` their digests end to end (32 bytes each, one binary parameter, as for the
+ * claim), `$3` now. Shaped as the claim is: the unnest pairs each id with its position and so
+ * with its digest, and `id = ANY($1)` keeps the primary-key lookup on offer. Two heartbeats
+ * for one task update its row once; RETURNING gives the row's digest so that each is answered
+ * by whether its own digest is the lease's.
  */
-const HEARTBEAT = `
+const HEARTBEATS = `
   UPDATE tasks t
   SET lease_expires_at = ${tsParam(3)} + t.timeout_seconds * interval '1 second',
       updated_at = ${tsParam(3)}
-  WHERE t.id = $1 AND t.status = 'running' AND t.lease_token_hash = $2
-  RETURNING ${msOf('t.lease_expires_at')} AS lease_expires_ms, t.cancel_requested`;
+  FROM unnest($1::uuid[]) WITH ORDINALITY AS h(id, n)
+  WHERE t.id = ANY($1::uuid[])
+    AND t.id = h.id
+    AND t.status = 'running'
+    AND t.lease_token_hash = substring($2::bytea FROM (h.n::int4 - 1) * ${LEASE_DIGEST_BYTES} + 1 FOR ${LEASE_DIGEST_BYTES})
+  RETURNING t.id, ${msOf('t.lease_expires_at')} AS lease_expires_ms, t.cancel_requested, t.lease_token_hash`;
 
-/** See `TaskStore.heartbeat`. */
-export async function heartbeatTask(
+/** See `TaskStore.heartbeats`. */
+export async function heartbeatTasks(
   db: Db,
-  taskId: string,
-  tokenDigest: Uint8Array,
+  leases: readonly LeaseHeartbeat[],
   nowMs: number,
-): Promise<{ leaseExpiresMs: number; cancelRequested: boolean } | null> {
-  if (validIds([taskId]).length === 0 || tokenDigest.length !== LEASE_DIGEST_BYTES) return null;
-  const { rows } = await db.query<{ lease_expires_ms: number; cancel_requested: boolean }>(
-    HEARTBEAT,
-    [taskId, tokenDigest, nowMs],
-    'wh_heartbeat',
-  );
-  const row = rows[0];
-  return row === undefined ? null : { leaseExpiresMs: row.lease_expires_ms, cancelRequested: row.cancel_requested };
+): Promise<(ExtendedLease | null)[]> {
+  const sent = leases.filter((l) => isUuid(l.taskId) && l.tokenDigest.length === LEASE_DIGEST_BYTES);
+  if (sent.length === 0) return leases.map(() => null);
+  const { rows } = await db.query<{
+    id: string;
+    lease_expires_ms: number;
+    cancel_requested: boolean;
+    lease_token_hash: Uint8Array;
+  }>(HEARTBEATS, [sent.map((l) => l.taskId), Buffer.concat(sent.map((l) => l.tokenDigest)), nowMs], 'wh_heartbeats');
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  return leases.map((l) => {
+    const row = byId.get(l.taskId.toLowerCase());
+    if (row === undefined || !Buffer.from(row.lease_token_hash).equals(l.tokenDigest)) return null;
+    return { leaseExpiresMs: row.lease_expires_ms, cancelRequested: row.cancel_requested };
+  });
 }
 
 /** The lease of a running task, for its lease actor: the primary key. */
