@@ -69,12 +69,10 @@ async function started(worker: RunningCli): Promise<void> {
 
 describe('wheelhouse worker', () => {
   it('runs tasks with the handlers of a module, logs each outcome and stops gracefully on SIGTERM', async () => {
-    // Over HTTP: the node's side of the worker channel does not store results yet, and this
-    // test checks that the CLI's results are stored. The channel (the default) is the next test's.
-    const worker = spawnCli(
-      ['worker', '--handler', './tasks.mjs', '--worker-id', 'cli-worker-1', '--json', '--transport', 'http'],
-      { env: env(), cwd: dir },
-    );
+    const worker = spawnCli(['worker', '--handler', './tasks.mjs', '--worker-id', 'cli-worker-1', '--json'], {
+      env: env(),
+      cwd: dir,
+    });
     await started(worker);
     expect(events(worker)[0]).toMatchObject({
       taskTypes: ['cli.echo', 'cli.slow', 'cli.boom'],
@@ -114,7 +112,8 @@ describe('wheelhouse worker', () => {
     const tail = events(worker).slice(-3);
     expect(tail.map((e) => e.event)).toEqual(['stopping', 'task', 'stopped']);
     expect(tail[0]).toMatchObject({ signal: 'SIGTERM', running: 1 });
-    expect(tail[2]).toMatchObject({ succeeded: 2, failed: 1, reported: 3 });
+    // Over the worker channel, the default: not one poll.
+    expect(tail[2]).toMatchObject({ succeeded: 2, failed: 1, reported: 3, polls: 0 });
   });
 
   it('writes one readable line per task without --json, and runs only the types of --types', async () => {

@@ -85,11 +85,7 @@ describe.each(BACKENDS)('the SDK worker on the channel, %s', (backend) => {
     expect(w.stats.resultFrames).toBeLessThan(50);
   });
 
-  // Skipped until the node's side of the channel stores them: its `results` frame handling
-  // (resultsOf in src/http/worker-channel-routes.ts) drops `result`, and its `progress` frame
-  // is checked but not stored yet. The SDK's side (what it sends) is covered by
-  // test/worker/worker-channel.test.ts; over HTTP both round-trip today.
-  it.skip('stores the handler value as the result and shows progress while the task runs', async () => {
+  it('stores the handler value as the result and shows progress while the task runs', async () => {
     const type = uniqueType('sdkresult');
     let open!: () => void;
     const released = new Promise<void>((resolve) => (open = resolve));
