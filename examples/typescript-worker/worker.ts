@@ -32,6 +32,7 @@ const worker = createWorker({
       signal.addEventListener('abort', () => (clearTimeout(timer), reject(signal.reason as Error)), { once: true });
     });
     process.stdout.write(`greeted ${name} (task ${taskId}, attempt ${attempt})\n`);
+    return { greeting: `Hello, ${name}!` }; // stored as the task's result
   },
   onError: (error, context) => process.stderr.write(`worker: ${context}: ${String(error)}\n`),
 });

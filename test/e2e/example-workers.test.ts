@@ -46,6 +46,7 @@ describe('examples', () => {
       ),
     );
     for (const id of ids) await client.waitFor(id, 'succeeded', { timeoutMs: 20_000 });
+    expect((await client.get(ids[0]!)).result).toEqual({ greeting: 'Hello, Ada!' });
     const bad = await client.submit({ taskType: 'example.greet', payload: { nom: 'x' } });
     expect((await client.waitFor(bad.taskId, 'failed', { timeoutMs: 20_000 })).lastError).toBe(
       'payload.name must be a string',
