@@ -28,6 +28,8 @@ const spread = config.urls !== undefined;
 const workers: Worker[] = urls.map((url, via) =>
   createWorker({
     url,
+    // Its own node first; over the channel, a worker whose node dies reconnects to the others.
+    ...(spread ? { urls } : {}),
     ...(BENCH_ADMIN_TOKEN === undefined ? {} : { token: BENCH_ADMIN_TOKEN }),
     ...(spread ? { workerId: `bench-${process.pid}-${via}` } : {}),
     taskTypes: [config.taskType],
