@@ -52,6 +52,10 @@ export interface WorkerResult {
   reported: number;
   discarded: number;
   completionRequests: number;
+  /** `results` frames sent over the worker channel (0 on HTTP). */
+  resultFrames?: number;
+  /** Sockets welcomed after the first (channel). */
+  reconnects?: number;
   polls: number;
   /** For tasks whose payload carried `due_ms`: handler start − due_ms, ms, in start order. */
   lagsMs: number[];

@@ -65,8 +65,20 @@ const totals = (): {
   discarded: number;
   completionRequests: number;
   polls: number;
+  resultFrames: number;
+  reconnects: number;
 } => {
-  const sum = { started: 0, succeeded: 0, failed: 0, reported: 0, discarded: 0, completionRequests: 0, polls: 0 };
+  const sum = {
+    started: 0,
+    succeeded: 0,
+    failed: 0,
+    reported: 0,
+    discarded: 0,
+    completionRequests: 0,
+    polls: 0,
+    resultFrames: 0,
+    reconnects: 0,
+  };
   for (const w of workers) {
     const s = w.stats;
     sum.started += s.started;
@@ -76,6 +88,8 @@ const totals = (): {
     sum.discarded += s.discarded;
     sum.completionRequests += s.completionRequests;
     sum.polls += s.polls;
+    sum.resultFrames += s.resultFrames;
+    sum.reconnects += s.reconnects;
   }
   return sum;
 };
@@ -111,6 +125,8 @@ process.on('message', (message: ToWorker) => {
       discarded: s.discarded,
       completionRequests: s.completionRequests,
       polls: s.polls,
+      resultFrames: s.resultFrames,
+      reconnects: s.reconnects,
       lagsMs,
       firstStartMs,
       lastStartMs,

@@ -77,6 +77,14 @@ export function workerTraffic(results: WorkerResult[]): string {
   const polls = sum((r) => r.polls);
   const requests = sum((r) => r.completionRequests);
   const rss = Math.max(...results.map((r) => r.maxRssMiB));
+  const frames = sum((r) => r.resultFrames ?? 0);
+  if (polls === 0 && frames > 0) {
+    // Over the worker channel: tasks are pushed, results go back in frames.
+    return (
+      `workers: over the channel, ${frames} results frames (${(sum((r) => r.reported) / frames).toFixed(1)} results each), ` +
+      `${sum((r) => r.reconnects ?? 0)} reconnects, max RSS ${rss.toFixed(0)} MiB`
+    );
+  }
   return (
     `workers: ${polls} polls (${(started / Math.max(1, polls)).toFixed(1)} tasks each), ` +
     `${requests} completion requests (${(sum((r) => r.reported) / Math.max(1, requests)).toFixed(1)} results each), max RSS ${rss.toFixed(0)} MiB`
