@@ -14,7 +14,7 @@ import { ChannelResults } from './channel-results.js';
 import { LeaseLostError, TaskCancelledError, UpgradeRefusedError } from './errors.js';
 import { Notifier } from './notifier.js';
 import { stopTimeoutMs, type CompiledWorkerOptions } from './options.js';
-import { abortAfterGrace, progressSender, runToOutcome } from './task-run.js';
+import { abortAfterGrace, contextOf, progressSender, runToOutcome } from './task-run.js';
 import type { Worker, WorkerStats } from './types.js';
 import { ProtocolError, type WirePolledTask } from './wire.js';
 
@@ -285,18 +285,7 @@ export function createChannelWorker(
       progressTimer ??= setTimeout(flushProgress, PROGRESS_LINGER_MS);
     });
     const run = (async () => {
-      const { outcome } = await runToOutcome(
-        o.handler,
-        {
-          taskId: task.task_id,
-          taskType: task.task_type,
-          payload: task.payload ?? null,
-          attempt: task.attempt,
-          signal: controller.signal,
-          progress,
-        },
-        o.maxResultBytes,
-      );
+      const { outcome } = await runToOutcome(o.handler, contextOf(task, controller.signal, progress), o.maxResultBytes);
       if (outcome.status === 'succeeded') counters.succeeded++;
       else counters.failed++;
       running.delete(task.task_id);

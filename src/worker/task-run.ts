@@ -1,7 +1,7 @@
 import { encodeWorkerJson } from './completions.js';
 import { PermanentTaskError, WorkerStoppedError } from './errors.js';
 import type { TaskContext, TaskHandler } from './types.js';
-import type { WireResult } from './wire.js';
+import type { WirePolledTask, WireResult } from './wire.js';
 
 /**
  * One handler call, from start to the outcome the worker reports, shared by both transports.
@@ -20,6 +20,18 @@ export interface TaskOutcome {
 
 /** Most of an error message sent to the node (it keeps 4 KiB). */
 const MAX_ERROR_CHARS = 4096;
+
+/** What the handler sees of a task the node handed out (by poll or push). */
+export function contextOf(task: WirePolledTask, signal: AbortSignal, progress: (value: unknown) => void): TaskContext {
+  return {
+    taskId: task.task_id,
+    taskType: task.task_type,
+    payload: task.payload ?? null,
+    attempt: task.attempt,
+    signal,
+    progress,
+  };
+}
 
 /** Calls `handler` and resolves with its outcome; never rejects. */
 export function runToOutcome(handler: TaskHandler, task: TaskContext, maxResultBytes: number): Promise<TaskOutcome> {

@@ -6,7 +6,7 @@ import { keepLeaseAlive, type TrackedLease } from './heartbeats.js';
 import { NodeAnswerError, NodeClient } from './http.js';
 import { Notifier } from './notifier.js';
 import { compileWorkerOptions, MAX_TASKS_PER_REQUEST, stopTimeoutMs, type CompiledWorkerOptions } from './options.js';
-import { abortAfterGrace, progressSender, runToOutcome } from './task-run.js';
+import { abortAfterGrace, contextOf, progressSender, runToOutcome } from './task-run.js';
 import type { Worker, WorkerOptions, WorkerStats } from './types.js';
 import { readPolledTasks, type WirePolledTask } from './wire.js';
 
@@ -164,14 +164,7 @@ export function createHttpWorker(o: CompiledWorkerOptions): Worker {
     const run = (async () => {
       const { outcome, resultBytes } = await runToOutcome(
         o.handler,
-        {
-          taskId: task.task_id,
-          taskType: task.task_type,
-          payload: task.payload ?? null,
-          attempt: task.attempt,
-          signal: controller.signal,
-          progress,
-        },
+        contextOf(task, controller.signal, progress),
         o.maxResultBytes,
       );
       if (outcome.status === 'succeeded') counters.succeeded++;
