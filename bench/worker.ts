@@ -31,6 +31,8 @@ const workers: Worker[] = urls.map((url, via) =>
     // Its own node first; over the channel, a worker whose node dies reconnects to the others.
     ...(spread ? { urls } : {}),
     ...(BENCH_ADMIN_TOKEN === undefined ? {} : { token: BENCH_ADMIN_TOKEN }),
+    // BENCH_WORKER_TRANSPORT=http runs the SDK on the HTTP long-poll instead of the channel.
+    ...(process.env.BENCH_WORKER_TRANSPORT === 'http' ? { transport: 'http' as const } : {}),
     ...(spread ? { workerId: `bench-${process.pid}-${via}` } : {}),
     taskTypes: [config.taskType],
     concurrency: spread ? Math.ceil(config.concurrency / urls.length) : config.concurrency,
