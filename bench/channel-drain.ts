@@ -119,6 +119,7 @@ try {
   const nodeBefore = cpuSnapshot([node.pid]);
   const harnessBefore = process.cpuUsage();
   const started = performance.now();
+  const startedMonoUs = process.hrtime.bigint() / 1000n;
   let acked = 0;
   let finish!: () => void;
   const drained = new Promise<void>((resolve) => (finish = resolve));
@@ -146,6 +147,8 @@ try {
       (values.embedded ? '' : `, postgres ${perTask(pgMs)} µs/task`) +
       `, workers ${perTask((harness.user + harness.system) / 1000)} µs/task`,
   );
+  // The same clock as a --cpu-prof profile's timestamps: to read the drain alone from one.
+  console.log(`drain window (monotonic µs): ${startedMonoUs} ${process.hrtime.bigint() / 1000n}`);
 } finally {
   for (const ws of open) ws.terminate();
   await node.stop();
