@@ -31,19 +31,21 @@ import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './co
  *
  * `$4` is the ids' lease token digests end to end, 32 bytes each in the order of `$1`: one
  * binary parameter, where an array of 1 000 `bytea` travels as hex text, encoded and parsed
- * (measured: about half of what the digests add to a claim of 1 000). The join with the unnest pairs each row
- * with its position `c.n`, and so with its digest, its worker and its token, without a map.
- * `id = ANY($1)` stays, so the primary-key lookup of the ids is still on offer to the
- * planner; whichever side drives the join, the rows are locked in key order (the sorted
- * array, a primary-key scan, a merge) or in the physical order of one scan, as before.
+ * (measured: about half of what the digests add to a claim of 1 000). The join with the unnest
+ * pairs each row with its position `c.n`, and so with its digest, its worker and its token,
+ * without a map.
  *
- * It is planned at every run, with the ids in hand (an unnamed statement), never from a
- * generic plan: not knowing the arrays' lengths, the generic plan guesses 10 rows for the
- * unnest and 3 for `ANY($1)`, and joins them in a nested loop whose join filter compares every
- * id with every row — measured on 30 000 tasks, a claim of 2 000 ran 185 ms instead of 28, and
- * Postgres spent 42–70 µs of CPU per claimed row instead of 14–20
- * (docs/decisions/0012-channel-claims.md). A `pg` named statement switches to the generic
- * plan after five runs; planning each time costs about 1 ms per claim.
+ * The rows are found through the join alone: the plan `pg`'s named statement settles on after
+ * five runs (a generic plan, which cannot know the arrays' lengths and guesses 10 rows for the
+ * unnest) is a nested loop over the sorted ids with a primary-key lookup each, which locks in
+ * key order. This statement also said `t.id = ANY($1)`, to keep a primary-key scan of the ids
+ * on offer; in the generic plan that became the inner side of the nested loop, materialized,
+ * with a join filter comparing every id with every row — measured on 30 000 tasks, a claim of
+ * 2 000 ran 185 ms instead of 28, and Postgres spent 42–70 µs of CPU per claimed row instead
+ * of 13–18 (docs/decisions/0012-channel-claims.md). A plan made with the ids in hand (the first
+ * five runs; PGlite, which does not keep statements) may hash the unnest against a scan of the
+ * table when the claim is a large part of it, which locks in the physical order of that one
+ * scan, as the statement could before.
  */
 const CLAIM = `
   UPDATE tasks t
@@ -56,8 +58,7 @@ const CLAIM = `
       worker_id = ($2::text[])[c.w],
       lease_token_hash = substring($4::bytea FROM (c.n::int4 - 1) * ${LEASE_DIGEST_BYTES} + 1 FOR ${LEASE_DIGEST_BYTES})
   FROM unnest($1::uuid[], $5::int4[]) WITH ORDINALITY AS c(id, w, n)
-  WHERE t.id = ANY($1::uuid[])
-    AND t.id = c.id
+  WHERE t.id = c.id
     AND ${statusIs('t', 'pending')}
     AND t.due_time <= ${tsParam(3)}
   RETURNING t.id, t.task_type, t.payload, t.attempts, t.version, t.timeout_seconds, t.partition,
@@ -108,14 +109,11 @@ export async function claimTasks(
   });
   const tokens = mintLeaseTokens(wanted.length);
   const digests = Buffer.concat(tokens.map((t) => t.digest));
-  // No statement name: planned with these ids every time (see CLAIM).
-  const { rows } = await db.query<ClaimRow>(CLAIM, [
-    `{${wanted.join(',')}}`,
-    workers,
-    nowMs,
-    digests,
-    `{${owners.join(',')}}`,
-  ]);
+  const { rows } = await db.query<ClaimRow>(
+    CLAIM,
+    [`{${wanted.join(',')}}`, workers, nowMs, digests, `{${owners.join(',')}}`],
+    'wh_claim',
+  );
   return rows.map((r) => ({
     id: r.id,
     taskType: r.task_type,
