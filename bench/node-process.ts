@@ -38,8 +38,14 @@ export function runNames(): { schema: string; redisPrefix: string } {
 export async function startBenchNode(
   { schema, redisPrefix }: { schema: string; redisPrefix: string },
   extraFlags: readonly string[] = [],
+  /** Run the embedded default (`wheelhouse dev`) on PGlite in this directory instead. */
+  embeddedDataDir?: string,
 ): Promise<BenchNode> {
   const port = await freePort();
+  const storeFlags =
+    embeddedDataDir === undefined
+      ? ['node', '--postgres-schema', schema, '--redis-prefix', redisPrefix]
+      : ['dev', '--data-dir', embeddedDataDir];
   const child = trackChild(
     spawn(
       process.execPath,
@@ -47,15 +53,11 @@ export async function startBenchNode(
       [
         ...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
         CLI,
-        'node',
+        ...storeFlags,
         '--port',
         String(port),
         '--host',
         '127.0.0.1',
-        '--postgres-schema',
-        schema,
-        '--redis-prefix',
-        redisPrefix,
         '--log-level',
         'warn',
         '--builtin-executors',

@@ -10,6 +10,9 @@ import type { Assignment, PollRequest } from './types.js';
 /** One claim for one worker: up to `maxTasks` ready tasks of its types. */
 export type ClaimRequest = Pick<PollRequest, 'workerId' | 'taskTypes' | 'maxTasks'>;
 
+/** One worker's part of a claim for several workers of the same task types. */
+export type ClaimShare = Pick<PollRequest, 'workerId' | 'maxTasks'>;
+
 /**
  * Hands due tasks to workers that ask for them (pull). A poll takes entries from the ready
  * queues, claims them in one compare-and-set statement, and starts a lease actor per claimed
@@ -122,25 +125,51 @@ export class Dispatcher {
    * the task's only entry, so it is put back in its queue when it falls due here (and stays
    * in flight until then, so `requeueStale` puts it back should this node die first).
    *
-   * The step both long-polls and the worker channel take; [] when nothing is ready.
+   * The step long-polls take; [] when nothing is ready.
    */
   async claimReady(request: ClaimRequest, signal?: AbortSignal): Promise<Assignment[]> {
+    const [claimed] = await this.claimReadyFor(request.taskTypes, [request], signal);
+    return claimed ?? [];
+  }
+
+  /**
+   * `claimReady` for several workers of the same task types at once (the worker channel's
+   * sockets in one event-loop turn): one take of as many entries as they want together, one
+   * claim statement whose rows each name their worker, dealt so that each share gets at most
+   * its `maxTasks` and the entries are spread evenly over the shares. Answers the tasks of each
+   * share, in the order of `shares`.
+   */
+  async claimReadyFor(
+    taskTypes: string[],
+    shares: readonly ClaimShare[],
+    signal?: AbortSignal,
+  ): Promise<Assignment[][]> {
     const { tasks, ready, clock, system } = this.deps;
+    const out: Assignment[][] = shares.map(() => []);
+    let wanted = 0;
+    for (const share of shares) wanted += share.maxTasks;
+    if (wanted <= 0) return out;
     for (;;) {
-      const entries = await ready.take(request.taskTypes, request.maxTasks, clock.now());
-      if (entries.length === 0) return [];
+      const entries = await ready.take(taskTypes, wanted, clock.now());
+      if (entries.length === 0) return out;
       if (signal?.aborted) {
         await this.putBack(entries);
-        return [];
+        return out;
       }
       const now = claimTime(clock.now(), entries);
+      const owners = deal(entries.length, shares);
+      const ids = new Array<string>(entries.length);
+      const workerIds = new Array<string>(entries.length);
+      for (let i = 0; i < entries.length; i++) {
+        ids[i] = (entries[i] as DueEntry).taskId;
+        workerIds[i] = (shares[owners[i] as number] as ClaimShare).workerId;
+      }
       let claimed;
       try {
-        claimed = await tasks.claim(
-          entries.map((e) => e.taskId),
-          request.workerId,
-          now,
-        );
+        claimed =
+          shares.length === 1
+            ? await tasks.claim(ids, (shares[0] as ClaimShare).workerId, now)
+            : await tasks.claimForWorkers(ids, workerIds, now);
       } catch (error) {
         // Put the entries back at once; if that fails too, they stay in flight and
         // `requeueStale` returns them later. Either way the tasks are still `pending`.
@@ -155,13 +184,26 @@ export class Dispatcher {
       ready.ack(settled).catch((error: unknown) => this.deps.onError?.(error, 'ack of claimed ready entries'));
       for (const entry of early) this.pushWhenDue(entry);
       if (claimed.length === 0) continue; // stale entries (cancelled, already claimed): look again
-      this.deps.events.emit('task:claimed', { workerId: request.workerId, taskIds: claimed.map((t) => t.id) });
+      if (shares.length === 1) out[0] = claimed;
+      else {
+        const ownerOf = new Map<string, number>();
+        for (let i = 0; i < ids.length; i++) ownerOf.set(ids[i] as string, owners[i] as number);
+        for (const task of claimed) (out[ownerOf.get(task.id) as number] as Assignment[]).push(task);
+      }
+      for (let i = 0; i < shares.length; i++) {
+        const mine = out[i] as Assignment[];
+        if (mine.length > 0)
+          this.deps.events.emit('task:claimed', {
+            workerId: (shares[i] as ClaimShare).workerId,
+            taskIds: mine.map((t) => t.id),
+          });
+      }
       for (const task of claimed) {
         system
           .ref(LEASE, task.id)
           .tell({ type: 'granted', version: task.version, leaseExpiresMs: task.leaseExpiresMs });
       }
-      return claimed;
+      return out;
     }
   }
 
@@ -210,4 +252,30 @@ export class Dispatcher {
       this.waiters.add(waiter);
     });
   }
+}
+
+/**
+ * The share each of `n` entries goes to: every share at most its `maxTasks`, the entries
+ * spread as evenly as those allow (a round over the shares not yet full, one entry each),
+ * in contiguous runs. `n` is at most the sum of the `maxTasks`.
+ */
+export function deal(n: number, shares: readonly ClaimShare[]): number[] {
+  const counts = shares.map(() => 0);
+  let open = shares.map((_, i) => i).filter((i) => (shares[i] as ClaimShare).maxTasks > 0);
+  let left = n;
+  while (left > 0 && open.length > 0) {
+    // Each open share gets an equal part of what is left, or what it still wants if less.
+    const part = Math.max(1, Math.floor(left / open.length));
+    for (const i of open) {
+      if (left === 0) break;
+      const give = Math.min(part, (shares[i] as ClaimShare).maxTasks - (counts[i] as number), left);
+      counts[i] = (counts[i] as number) + give;
+      left -= give;
+    }
+    open = open.filter((i) => (counts[i] as number) < (shares[i] as ClaimShare).maxTasks);
+  }
+  const owners = new Array<number>(n - left);
+  let at = 0;
+  for (let i = 0; i < counts.length; i++) for (let k = 0; k < (counts[i] as number); k++) owners[at++] = i;
+  return owners;
 }

@@ -4,7 +4,7 @@ import { isWheelhouseError } from '../lib/errors.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Cancel, Clock } from '../runtime/clock.js';
 import { RECHECK_MS, type Dispatcher } from './dispatcher.js';
-import type { WorkersApi } from './types.js';
+import type { Assignment, WorkersApi } from './types.js';
 import { CLOSE, WorkerSession, type ChannelSocket } from './worker-session.js';
 
 export { CLOSE, type ChannelAck, type ChannelSocket, type NodeFrame } from './worker-session.js';
@@ -33,13 +33,19 @@ export interface ChannelHello {
 /** Most tasks one claim of a session takes (the long-poll's `max_tasks` bound). */
 export const MAX_CLAIM = 1_000;
 
+/**
+ * Most rows of one claim statement for several sessions: the sessions of a task type that
+ * want more together are claimed for in several statements of the same turn.
+ */
+export const MAX_CLAIM_ROWS = 2_000;
+
 /** Credits a session can hold at once; more granted is kept at this. */
 export const MAX_CREDITS = 1_000_000;
 
 export interface WorkerChannelDeps {
   nodeId: string;
   workers: Pick<WorkersApi, 'heartbeat' | 'complete' | 'progress' | 'release'>;
-  dispatcher: Pick<Dispatcher, 'claimReady' | 'onPush'>;
+  dispatcher: Pick<Dispatcher, 'claimReadyFor' | 'onPush'>;
   system: ActorSystemApi;
   clock: Clock;
   /** How often a session pings its socket and announces itself to its actor, ms. */
@@ -185,52 +191,77 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
     if (any) this.scheduleTurn();
   }
 
-  /** One turn: the claims of every session that can take tasks, started together. */
+  /**
+   * One turn: the sessions that can take tasks, grouped by their task types, each group
+   * claimed for in one statement (or a few, past `MAX_CLAIM_ROWS`), all started together.
+   */
   private scheduleTurn(): void {
     if (this.turnScheduled || this.stopped) return;
     this.turnScheduled = true;
     setImmediate(() => {
       this.turnScheduled = false;
       if (this.stopped) return;
-      for (const session of this.sessions) if (session.claimable) void this.claimFor(session);
+      const groups = new Map<string, WorkerSession[][]>();
+      const rows = new Map<WorkerSession[], number>();
+      for (const session of this.sessions) {
+        if (!session.claimable) continue;
+        const want = Math.min(session.credits, MAX_CLAIM);
+        let chunks = groups.get(session.taskTypesKey);
+        if (chunks === undefined) groups.set(session.taskTypesKey, (chunks = []));
+        let chunk = chunks[chunks.length - 1];
+        if (chunk === undefined || (rows.get(chunk) as number) + want > MAX_CLAIM_ROWS) chunks.push((chunk = []));
+        chunk.push(session);
+        rows.set(chunk, (rows.get(chunk) ?? 0) + want);
+      }
+      for (const chunks of groups.values()) for (const chunk of chunks) void this.claimFor(chunk);
     });
   }
 
   /**
-   * Claims up to the session's credits. The credits are taken before the claim, so the tasks in
-   * flight to a socket never pass what it granted; what the claim did not use is given back.
+   * Claims up to each session's credits, for sessions of the same task types in one statement.
+   * The credits are taken before the claim, so the tasks in flight to a socket never pass what
+   * it granted; what the claim did not use is given back.
    */
-  private async claimFor(session: WorkerSession): Promise<void> {
-    const want = Math.min(session.credits, MAX_CLAIM);
-    session.credits -= want;
-    session.claiming = true;
-    session.wanting = false;
-    let claimed: Awaited<ReturnType<Dispatcher['claimReady']>> = [];
+  private async claimFor(group: readonly WorkerSession[]): Promise<void> {
+    const shares = group.map((session) => {
+      const want = Math.min(session.credits, MAX_CLAIM);
+      session.credits -= want;
+      session.claiming = true;
+      session.wanting = false;
+      return { workerId: session.workerId, maxTasks: want };
+    });
+    const taskTypes = [...(group[0] as WorkerSession).taskTypes];
+    let claimed: Assignment[][] = [];
     try {
-      claimed = await this.deps.dispatcher.claimReady({
-        workerId: session.workerId,
-        taskTypes: [...session.taskTypes],
-        maxTasks: want,
-      });
+      claimed = await this.deps.dispatcher.claimReadyFor(taskTypes, shares);
     } catch (error) {
-      this.deps.onError(error, `claiming tasks for worker ${session.workerId}`);
+      this.deps.onError(error, `claiming tasks of ${taskTypes.join(', ')} for ${group.length} worker(s)`);
     } finally {
-      session.claiming = false;
+      for (const session of group) session.claiming = false;
     }
-    session.credits += want - claimed.length;
-    if (claimed.length > 0) {
+    // Gone (or saying goodbye) while their tasks were being claimed: handed back now rather
+    // than left to wait out leases nobody holds.
+    const handBack: Assignment[] = [];
+    for (const [i, session] of group.entries()) {
+      const mine = claimed[i] ?? [];
+      const want = (shares[i] as { maxTasks: number }).maxTasks;
+      session.credits += want - mine.length;
+      if (mine.length === 0) continue;
       if (session.state !== 'open') {
-        // Gone (or saying goodbye) while its tasks were being claimed: hand them back now
-        // rather than let them wait out a lease nobody holds.
-        await this.deps.workers.release(claimed);
+        handBack.push(...mine);
       } else {
-        for (const task of claimed) session.hold(task.id, task.leaseToken, task.leaseExpiresMs);
-        session.send({ type: 'tasks', tasks: claimed });
-        if (claimed.length === want) session.wanting = true; // there may be more
+        session.holdAll(mine);
+        session.send({ type: 'tasks', tasks: mine });
+        if (mine.length === want) session.wanting = true; // there may be more
       }
     }
-    session.closeIfDrained();
-    if (session.claimable) this.scheduleTurn();
+    if (handBack.length > 0) await this.deps.workers.release(handBack);
+    let again = false;
+    for (const session of group) {
+      session.closeIfDrained();
+      again ||= session.claimable;
+    }
+    if (again) this.scheduleTurn();
   }
 
   private announce(session: WorkerSession): void {

@@ -75,6 +75,8 @@ export class WorkerSession {
   /** Something may be ready for it: a push of its types, new credit, a recheck. */
   wanting = true;
   readonly taskTypes: ReadonlySet<string>;
+  /** Its task types, sorted, as one string: sessions with the same key are claimed for together. */
+  readonly taskTypesKey: string;
   private readonly held = new Map<string, HeldLease>();
   private refreshTimer: Cancel | null = null;
   private refreshing = false;
@@ -87,6 +89,7 @@ export class WorkerSession {
     private readonly deps: SessionDeps,
   ) {
     this.taskTypes = new Set(taskTypes);
+    this.taskTypesKey = [...this.taskTypes].sort().join('\n');
   }
 
   get heldCount(): number {
@@ -100,12 +103,13 @@ export class WorkerSession {
 
   /** Keeps a lease (pushed or resumed) alive from now on. */
   hold(taskId: string, leaseToken: string, leaseExpiresMs: number): void {
-    this.held.set(taskId, {
-      token: Buffer.from(leaseToken),
-      leaseExpiresMs,
-      refreshAtMs: this.refreshAt(leaseExpiresMs),
-      cancelSent: false,
-    });
+    this.keep(taskId, leaseToken, leaseExpiresMs);
+    this.armRefresh();
+  }
+
+  /** `hold` for a batch of pushed tasks: the refresh timer is armed once, not once per task. */
+  holdAll(tasks: readonly { id: string; leaseToken: string; leaseExpiresMs: number }[]): void {
+    for (const task of tasks) this.keep(task.id, task.leaseToken, task.leaseExpiresMs);
     this.armRefresh();
   }
 
@@ -301,6 +305,15 @@ export class WorkerSession {
       this.refresh().catch((error: unknown) =>
         this.deps.onError(error, `the lease heartbeat of worker ${this.workerId}`),
       );
+    });
+  }
+
+  private keep(taskId: string, leaseToken: string, leaseExpiresMs: number): void {
+    this.held.set(taskId, {
+      token: Buffer.from(leaseToken),
+      leaseExpiresMs,
+      refreshAtMs: this.refreshAt(leaseExpiresMs),
+      cancelSent: false,
     });
   }
 

@@ -73,6 +73,10 @@ export class SqlTaskStore implements TaskStore {
     return claimTasks(this.leases, ids, workerId, nowMs);
   }
 
+  claimForWorkers(ids: readonly string[], workerIds: readonly string[], nowMs: number): Promise<ClaimedTask[]> {
+    return claimTasks(this.leases, ids, workerIds, nowMs);
+  }
+
   heartbeat(taskId: string, tokenDigest: Uint8Array, nowMs: number): Promise<ExtendedLease | null> {
     return heartbeatTasks(this.leases, [{ taskId, tokenDigest }], nowMs).then(([extended]) => extended ?? null);
   }

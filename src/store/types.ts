@@ -101,6 +101,11 @@ export interface TaskStore {
    */
   claim(ids: string[], workerId: string, nowMs: number): Promise<ClaimedTask[]>;
   /**
+   * `claim` for many workers in the same one statement: `workerIds[i]` becomes the worker of
+   * `ids[i]` (the two are aligned; an error if their lengths differ).
+   */
+  claimForWorkers(ids: readonly string[], workerIds: readonly string[], nowMs: number): Promise<ClaimedTask[]>;
+  /**
    * Extends the lease of a running task whose token has digest `tokenDigest`. null when it
    * is not running or the digest is not its lease's. One heartbeat of {@link heartbeats}.
    */

@@ -326,6 +326,47 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
     });
   });
 
+  describe('claimForWorkers', () => {
+    it('claims for many workers in one statement: each task gets the worker named beside it, and its own token', async () => {
+      const tasks = makeTasks(7);
+      await store.submit(tasks, T0);
+      // Unsorted, workers interleaved, a worker id that needs quoting in an array literal.
+      const ids = tasks.map((t) => t.id).reverse();
+      const workers = ['w-a', 'w "b", {c}', 'w-a', 'w\\d', 'w "b", {c}', 'w-a', 'w-e'];
+      const claimed = await store.claimForWorkers(ids, workers, T0);
+      expect(claimed.map((c) => c.id).sort()).toEqual([...ids].sort());
+      expect(new Set(claimed.map((c) => c.leaseToken)).size).toBe(7);
+      for (const [i, id] of ids.entries()) {
+        const record = await store.get(id);
+        expect(record).toMatchObject({ status: 'running', attempts: 1, workerId: workers[i] });
+        const token = claimed.find((c) => c.id === id)!.leaseToken;
+        expect(await store.heartbeat(id, tokenDigest(token), T0 + 1)).not.toBeNull();
+      }
+    });
+
+    it('leaves out what is not claimable, an id named twice goes to its first worker, and a claimed task is not claimed again', async () => {
+      const [ok, later, taken] = makeTasks(3);
+      const notYet = { ...later!, dueMs: T0 + 10_000 };
+      await store.submit([ok!, notYet, taken!], T0);
+      await store.claim([taken!.id], 'w-first', T0);
+      const claimed = await store.claimForWorkers(
+        [taken!.id, ok!.id, notYet.id, 'nope', ok!.id],
+        ['w1', 'w2', 'w3', 'w4', 'w5'],
+        T0,
+      );
+      expect(claimed.map((c) => c.id)).toEqual([ok!.id]);
+      expect((await store.get(ok!.id))!.workerId).toBe('w2');
+      expect((await store.get(taken!.id))!.workerId).toBe('w-first');
+    });
+
+    it('refuses worker ids not aligned with the ids', async () => {
+      const [task] = makeTasks(1);
+      await store.submit([task!], T0);
+      await expect(store.claimForWorkers([task!.id], ['w1', 'w2'], T0)).rejects.toThrow(/named 2 workers/);
+      expect((await store.get(task!.id))!.status).toBe('pending');
+    });
+  });
+
   describe('heartbeat', () => {
     it('extends a held lease by the timeout and reports cancel requests', async () => {
       const task = makeTask({ timeoutSeconds: 20 });

@@ -3,6 +3,7 @@ import { isUuid } from '../../lib/ids.js';
 import { LEASE_DIGEST_BYTES, mintLeaseTokens, type MintedLeaseToken } from '../../domain/lease-token.js';
 import type { ClaimedTask, DueEntry } from '../../domain/model.js';
 import type { ExtendedLease, LeaseHeartbeat, RunningLease } from '../types.js';
+import { WheelhouseError } from '../../lib/errors.js';
 import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './columns.js';
 
 /**
@@ -21,13 +22,30 @@ import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './co
  * the given ids. A task not yet due, blocked, running or finished is
  * left out the same way. `attempts + 1` is the number of the attempt starting now.
  *
+ * One statement claims for many workers (the worker channel claims for every socket of a
+ * task type at once): `$2` holds each worker once, and `$5` the 1-based position in `$2` of
+ * the worker of each id, aligned with `$1`. The ids and the positions travel as array
+ * literals the function writes itself (a UUID and a number need no escaping), where `pg`
+ * would quote and escape each of 1 000 elements; the worker ids, which are free text, are
+ * left to `pg`, once per worker rather than once per row.
+ *
  * `$4` is the ids' lease token digests end to end, 32 bytes each in the order of `$1`: one
  * binary parameter, where an array of 1 000 `bytea` travels as hex text, encoded and parsed
- * (measured: about half of what the digests add to a claim of 1 000). The join with the unnest pairs each row
- * with its position `c.n`, and so with its digest and its token, without a map. `id = ANY($1)`
- * stays, so the primary-key lookup of the ids is still on offer to the planner; whichever side
- * drives the join, the rows are locked in key order (the sorted array, a primary-key scan, a
- * merge) or in the physical order of one scan, as before.
+ * (measured: about half of what the digests add to a claim of 1 000). The join with the unnest
+ * pairs each row with its position `c.n`, and so with its digest, its worker and its token,
+ * without a map.
+ *
+ * The rows are found through the join alone: the plan `pg`'s named statement settles on after
+ * five runs (a generic plan, which cannot know the arrays' lengths and guesses 10 rows for the
+ * unnest) is a nested loop over the sorted ids with a primary-key lookup each, which locks in
+ * key order. This statement also said `t.id = ANY($1)`, to keep a primary-key scan of the ids
+ * on offer; in the generic plan that became the inner side of the nested loop, materialized,
+ * with a join filter comparing every id with every row — measured on 30 000 tasks, a claim of
+ * 2 000 ran 185 ms instead of 28, and Postgres spent 42–70 µs of CPU per claimed row instead
+ * of 13–18 (docs/decisions/0012-channel-claims.md). A plan made with the ids in hand (the first
+ * five runs; PGlite, which does not keep statements) may hash the unnest against a scan of the
+ * table when the claim is a large part of it, which locks in the physical order of that one
+ * scan, as the statement could before.
  */
 const CLAIM = `
   UPDATE tasks t
@@ -37,11 +55,10 @@ const CLAIM = `
       started_at = ${tsParam(3)},
       updated_at = ${tsParam(3)},
       lease_expires_at = ${tsParam(3)} + t.timeout_seconds * interval '1 second',
-      worker_id = $2,
+      worker_id = ($2::text[])[c.w],
       lease_token_hash = substring($4::bytea FROM (c.n::int4 - 1) * ${LEASE_DIGEST_BYTES} + 1 FOR ${LEASE_DIGEST_BYTES})
-  FROM unnest($1::uuid[]) WITH ORDINALITY AS c(id, n)
-  WHERE t.id = ANY($1::uuid[])
-    AND t.id = c.id
+  FROM unnest($1::uuid[], $5::int4[]) WITH ORDINALITY AS c(id, w, n)
+  WHERE t.id = c.id
     AND ${statusIs('t', 'pending')}
     AND t.due_time <= ${tsParam(3)}
   RETURNING t.id, t.task_type, t.payload, t.attempts, t.version, t.timeout_seconds, t.partition,
@@ -60,13 +77,43 @@ interface ClaimRow {
   n: number;
 }
 
-/** See `TaskStore.claim`. Each id gets a new token; only its digest reaches the database. */
-export async function claimTasks(db: Db, ids: string[], workerId: string, nowMs: number): Promise<ClaimedTask[]> {
-  const wanted = validIds(ids).sort();
-  if (wanted.length === 0) return [];
+/**
+ * See `TaskStore.claim` and `TaskStore.claimForWorkers`: `workerIds` is one worker for every
+ * id, or the worker of each id, aligned with `ids`. Each id gets a new token; only its digest
+ * reaches the database. An id named twice is claimed once, for the first worker named with it.
+ */
+export async function claimTasks(
+  db: Db,
+  ids: readonly string[],
+  workerIds: string | readonly string[],
+  nowMs: number,
+): Promise<ClaimedTask[]> {
+  if (typeof workerIds !== 'string' && workerIds.length !== ids.length)
+    throw new WheelhouseError('internal', `a claim of ${ids.length} ids named ${workerIds.length} workers`);
+  const byId = new Map<string, string>();
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[i] as string;
+    if (!isUuid(id)) continue;
+    const key = id.toLowerCase();
+    if (!byId.has(key)) byId.set(key, typeof workerIds === 'string' ? workerIds : (workerIds[i] as string));
+  }
+  if (byId.size === 0) return [];
+  const wanted = [...byId.keys()].sort();
+  const workers: string[] = [];
+  const position = new Map<string, number>();
+  const owners = wanted.map((id) => {
+    const worker = byId.get(id) as string;
+    let at = position.get(worker);
+    if (at === undefined) position.set(worker, (at = workers.push(worker)));
+    return at;
+  });
   const tokens = mintLeaseTokens(wanted.length);
   const digests = Buffer.concat(tokens.map((t) => t.digest));
-  const { rows } = await db.query<ClaimRow>(CLAIM, [wanted, workerId, nowMs, digests], 'wh_claim');
+  const { rows } = await db.query<ClaimRow>(
+    CLAIM,
+    [`{${wanted.join(',')}}`, workers, nowMs, digests, `{${owners.join(',')}}`],
+    'wh_claim',
+  );
   return rows.map((r) => ({
     id: r.id,
     taskType: r.task_type,

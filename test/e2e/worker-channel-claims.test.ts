@@ -1,0 +1,81 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { ClaimedTask } from '../../src/domain/model.js';
+import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
+import { RawWorker } from '../support/raw-worker.js';
+import { uniqueType } from '../support/tasks.js';
+
+/**
+ * The channel claims for all the sockets of a task type together: one take and one claim
+ * statement per event-loop turn, whose rows each name their socket's worker, split among the
+ * sockets by their credits (issue 15, docs/decisions/0012-channel-claims.md).
+ */
+describe.each(BACKENDS)('claims of the worker channel on %s', (backend) => {
+  let c: TestCluster;
+  const open: RawWorker[] = [];
+  beforeAll(async () => {
+    // One partition: a batch submitted at once reaches the ready queue in one push (or very
+    // few), so every socket is claimed for in the same turn.
+    c = await startTestNode(backend, { partitions: 1 });
+  });
+  afterAll(async () => {
+    for (const w of open) w.terminate();
+    await c?.cleanup();
+  });
+
+  it('serves many sockets of one type with one claim statement per turn, each within its credits', async () => {
+    const type = uniqueType('grouped');
+    const sockets = 6;
+    const credits = 5;
+    const workers: { id: string; worker: RawWorker }[] = [];
+    for (let i = 0; i < sockets; i++) {
+      const id = `w-${i}-${randomUUID()}`;
+      const { worker } = await RawWorker.hello(c.url, { worker_id: id, task_types: [type], credits });
+      open.push(worker);
+      workers.push({ id, worker });
+    }
+    // Every statement that claims, through either entry point of the store, with the
+    // workers its rows name.
+    const tasks = c.node.backend.tasks;
+    const statements: { workers: Set<string>; claimed: number }[] = [];
+    const record = (workerIds: readonly string[]) => (claimed: ClaimedTask[]) => {
+      if (claimed.length > 0) statements.push({ workers: new Set(workerIds), claimed: claimed.length });
+      return claimed;
+    };
+    const claim = tasks.claim.bind(tasks);
+    const claimForWorkers = tasks.claimForWorkers.bind(tasks);
+    const spies = [
+      vi
+        .spyOn(tasks, 'claim')
+        .mockImplementation((ids, workerId, nowMs) => claim(ids, workerId, nowMs).then(record([workerId]))),
+      vi
+        .spyOn(tasks, 'claimForWorkers')
+        .mockImplementation((ids, workerIds, nowMs) => claimForWorkers(ids, workerIds, nowMs).then(record(workerIds))),
+    ];
+    try {
+      const res = await api(c.url, 'POST', '/api/tasks/batch', {
+        tasks: Array.from({ length: sockets * credits }, () => ({ task_type: type })),
+      });
+      expect(res.status).toBe(201);
+      for (const { worker } of workers) await worker.received(credits);
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+    }
+    // Each socket got exactly what it granted: the credits were split, never passed.
+    for (const { worker } of workers) expect(worker.tasks).toHaveLength(credits);
+    const ids = workers.flatMap(({ worker }) => worker.tasks.map((t) => t.task_id));
+    expect(new Set(ids).size).toBe(sockets * credits);
+    // Fewer statements than sockets, and one of them claimed for several sockets at once;
+    // a claim per socket would take at least one statement each.
+    expect(statements.reduce((n, s) => n + s.claimed, 0)).toBe(sockets * credits);
+    expect(statements.length).toBeLessThan(sockets);
+    expect(Math.max(...statements.map((s) => s.workers.size))).toBeGreaterThan(1);
+    // Each task is recorded as claimed by the worker of the socket it was pushed to.
+    for (const { id, worker } of workers) {
+      const rows = await c.sql<{ worker_id: string }>('SELECT worker_id FROM tasks WHERE id = ANY($1::uuid[])', [
+        worker.tasks.map((t) => t.task_id),
+      ]);
+      expect(rows.map((r) => r.worker_id)).toEqual(worker.tasks.map(() => id));
+    }
+  });
+});
