@@ -125,8 +125,17 @@ class Connection {
   ) {}
 
   receive(data: unknown, isBinary: boolean): void {
+    if (this.ended || this.failed) return;
+    const read = this.read(data, isBinary);
+    // Credit is taken as it arrives, not behind the frames before it: a worker sends its credit
+    // with its results, and credit that waited for those results to be recorded would hold the
+    // next claim back by a statement. Everything else is handled in order.
+    if (this.session !== null && 'frame' in read && read.frame.type === 'credit') {
+      this.opts.api.credit(this.session, (read.frame as unknown as { n: number }).n);
+      return;
+    }
     this.chain = this.chain
-      .then(() => this.handle(data, isBinary))
+      .then(() => this.handle(read))
       .catch((error: unknown) => {
         this.failed = true;
         if (isWheelhouseError(error) && error.status < 500) fail(this.socket, error.code, error.message);
@@ -135,16 +144,25 @@ class Connection {
       });
   }
 
+  /** The frame held to its schema, or why it is not one (said in its turn, by `handle`). */
+  private read(data: unknown, isBinary: boolean): { frame: { type: WorkerFrameType } } | { error: unknown } {
+    if (isBinary) return { error: new WheelhouseError('validation_failed', 'frames are JSON text, not binary') };
+    try {
+      return { frame: parseFrame(frameText(data), this.opts.maxJsonDepth) };
+    } catch (error) {
+      return { error };
+    }
+  }
+
   closed(): void {
     this.ended = true;
     if (this.session !== null) this.opts.api.closed(this.session);
   }
 
-  private async handle(data: unknown, isBinary: boolean): Promise<void> {
+  private async handle(read: { frame: { type: WorkerFrameType } } | { error: unknown }): Promise<void> {
     if (this.ended || this.failed) return;
-    if (isBinary) throw new WheelhouseError('validation_failed', 'frames are JSON text, not binary');
-    const text = Buffer.isBuffer(data) ? data.toString('utf8') : Buffer.concat(data as Buffer[]).toString('utf8');
-    const frame = parseFrame(text, this.opts.maxJsonDepth);
+    if ('error' in read) throw read.error;
+    const { frame } = read;
     const { api } = this.opts;
     if (frame.type === 'hello') {
       if (this.session !== null || this.opening)
@@ -182,6 +200,11 @@ class Connection {
     if (this.socket.readyState !== this.socket.OPEN) return;
     this.socket.send(JSON.stringify(frameJson(frame)));
   }
+}
+
+/** A text frame's bytes as a string (ws hands a Buffer, or fragments). */
+function frameText(data: unknown): string {
+  return Buffer.isBuffer(data) ? data.toString('utf8') : Buffer.concat(data as Buffer[]).toString('utf8');
 }
 
 /** Text → a frame held to its schema; `validation_failed` (or `malformed_json`) naming what is wrong. */
