@@ -1,5 +1,6 @@
 import { isUuid } from '../../lib/ids.js';
-import { isRetryableConflict, type Db, type DbTx } from '../db.js';
+import { isRetryableConflict } from '../db-errors.js';
+import type { Db, DbTx } from '../db.js';
 import type { ExecutionRecord, ScheduleRecord, ScheduleStatus } from '../../domain/model.js';
 import { cronScheduleOf } from './cron-json.js';
 import type { HistoryCursor, ScheduleWrite, ScheduleWriteResult } from '../types.js';

@@ -1,5 +1,6 @@
 import { WheelhouseError } from '../../lib/errors.js';
-import { isRetryableConflict, type Db } from '../db.js';
+import { isRetryableConflict } from '../db-errors.js';
+import type { Db } from '../db.js';
 import type { NewTask, StoredStatus, TaskRecord } from '../../domain/model.js';
 import type { DagEvent, DagNodeRecord, DagOutcome } from '../dag-types.js';
 import {
