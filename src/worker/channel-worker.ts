@@ -14,7 +14,7 @@ import { ChannelResults } from './channel-results.js';
 import { LeaseLostError, TaskCancelledError, UpgradeRefusedError } from './errors.js';
 import { Notifier } from './notifier.js';
 import { stopTimeoutMs, type CompiledWorkerOptions } from './options.js';
-import { abortAfterGrace, contextOf, progressSender, runToOutcome } from './task-run.js';
+import { abortAfterGrace, contextOf, newCounters, progressSender, runToOutcome } from './task-run.js';
 import type { Worker, WorkerStats } from './types.js';
 import { ProtocolError, type WirePolledTask } from './wire.js';
 
@@ -74,18 +74,7 @@ export function createChannelWorker(
   o: CompiledWorkerOptions,
   httpWorker: (o: CompiledWorkerOptions) => Worker,
 ): Worker {
-  const counters = {
-    started: 0,
-    succeeded: 0,
-    failed: 0,
-    reported: 0,
-    discarded: 0,
-    leasesLost: 0,
-    polls: 0,
-    completionRequests: 0,
-    resultFrames: 0,
-    reconnects: 0,
-  };
+  const counters = newCounters();
   const running = new Map<string, RunningTask>();
   /** The running tasks' controllers, for `stop({ timeoutMs })`. */
   const controllers = new Map<string, AbortController>();

@@ -1,6 +1,6 @@
 import { encodeWorkerJson } from './completions.js';
 import { PermanentTaskError, WorkerStoppedError } from './errors.js';
-import type { TaskContext, TaskHandler } from './types.js';
+import type { TaskContext, TaskHandler, WorkerStats } from './types.js';
 import type { WirePolledTask, WireResult } from './wire.js';
 
 /**
@@ -20,6 +20,22 @@ export interface TaskOutcome {
 
 /** Most of an error message sent to the node (it keeps 4 KiB). */
 const MAX_ERROR_CHARS = 4096;
+
+/** A worker's counters at start (`WorkerStats` without what is read live). */
+export function newCounters(): Omit<WorkerStats, 'running' | 'unreported'> {
+  return {
+    started: 0,
+    succeeded: 0,
+    failed: 0,
+    reported: 0,
+    discarded: 0,
+    leasesLost: 0,
+    polls: 0,
+    completionRequests: 0,
+    resultFrames: 0,
+    reconnects: 0,
+  };
+}
 
 /** What the handler sees of a task the node handed out (by poll or push). */
 export function contextOf(task: WirePolledTask, signal: AbortSignal, progress: (value: unknown) => void): TaskContext {

@@ -6,7 +6,7 @@ import { keepLeaseAlive, type TrackedLease } from './heartbeats.js';
 import { NodeAnswerError, NodeClient } from './http.js';
 import { Notifier } from './notifier.js';
 import { compileWorkerOptions, MAX_TASKS_PER_REQUEST, stopTimeoutMs, type CompiledWorkerOptions } from './options.js';
-import { abortAfterGrace, contextOf, progressSender, runToOutcome } from './task-run.js';
+import { abortAfterGrace, contextOf, newCounters, progressSender, runToOutcome } from './task-run.js';
 import type { Worker, WorkerOptions, WorkerStats } from './types.js';
 import { readPolledTasks, type WirePolledTask } from './wire.js';
 
@@ -58,18 +58,7 @@ export function createHttpWorker(o: CompiledWorkerOptions): Worker {
   const handlers = new Set<Promise<void>>();
   /** Running tasks' controllers, by task id: what `stop({ timeoutMs })` aborts. */
   const controllers = new Map<string, AbortController>();
-  const counters = {
-    started: 0,
-    succeeded: 0,
-    failed: 0,
-    reported: 0,
-    discarded: 0,
-    leasesLost: 0,
-    polls: 0,
-    completionRequests: 0,
-    resultFrames: 0,
-    reconnects: 0,
-  };
+  const counters = newCounters();
   let state: WorkerState = 'idle';
   let running = 0;
   /** Slots promised to polls in flight. */
