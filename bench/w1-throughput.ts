@@ -211,10 +211,11 @@ async function onCluster(ctx: RunContext, count: number): Promise<ClusterFigures
 }
 
 /**
- * Where the messages went: the transport counters each node added over the window, claims
- * per node, and how many claims have their lease actor on another node (the ring owner of
- * ("lease", task id)); each such claim sends two envelopes (`granted` at the claim, `released`
- * at the completion, both from the node the worker polled).
+ * Where the messages went: the transport counters each node added over the window, and claims
+ * per node. A lease lives on the node that claimed its task (`placement: 'holder'`), where the
+ * worker also reports, so a claim sends no envelope; the note counts the claims whose lease the
+ * ring would have put on another node, two envelopes each (`granted`, `released`) before leases
+ * were held where claimed.
  */
 function transportNote(
   nodeIds: string[],
@@ -248,8 +249,8 @@ function transportNote(
     `transport: ${req} requests carrying ${env} envelopes (${(env / Math.max(1, req)).toFixed(1)} each, ${(env / count).toFixed(2)} per task; ` +
     `per node ${nodeIds.map((id, i) => `${id} ${envelopes[i]}/${requests[i]}`).join(', ')}), ${retries} retries, ${failed} failed; ` +
     `claims per node ${nodeIds.map((id, i) => `${id} ${claimed[i]}`).join(', ')}; ` +
-    `${remoteLeases} of ${starts} claims (${((remoteLeases / Math.max(1, starts)) * 100).toFixed(1)} %) have their lease on another node ` +
-    `→ ${2 * remoteLeases} lease envelopes expected, the other ${env - 2 * remoteLeases} are wheel placements and the rest`
+    `leases held where claimed: ${remoteLeases} of ${starts} claims (${((remoteLeases / Math.max(1, starts)) * 100).toFixed(1)} %) ` +
+    `would have had theirs on another node by the ring (${2 * remoteLeases} envelopes saved); the ${env} sent are wheel placements and the rest`
   );
 }
 

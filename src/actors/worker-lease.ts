@@ -91,6 +91,10 @@ export function workerLeaseBehavior(deps: LeaseDeps): Behavior<LeaseState, Lease
   return {
     kind: LEASE,
     persistence: 'external',
+    // Kept on the node that claimed the task while that node lives: its worker's heartbeats
+    // and results arrive there, so a lease costs no message between nodes. The ring's owner
+    // starts it only to recover a lease whose node is gone (see `Ownership.recoverLeases`).
+    placement: 'holder',
     mailboxCapacity: 1_000,
 
     // Activation does no I/O: a claim creates ~30 000 leases a second. A lease woken by a

@@ -135,6 +135,17 @@ export interface Behavior<S, M extends Message, Snap = never> {
    * snapshot row is touched.
    */
   readonly persistence: 'snapshot' | 'external';
+  /**
+   * `ring` (the default): the actor lives on the node the ring names, and moves when the ring
+   * does. `holder`: it lives on the node that started it (`ActorSystem.startHere`) for as long
+   * as that node holds it — messages sent on that node reach it there, and a ring change does
+   * not move it; messages sent on other nodes go to the ring's owner, which is also where it is
+   * started again when its holder is gone (recovery). For an actor that stands for work one
+   * node does, such as a lease on the node that claimed the task. Only `external` kinds may be
+   * `holder`: two instances may briefly live on two nodes, so every write the actor makes must
+   * be a compare-and-set on its durable state.
+   */
+  readonly placement?: 'ring' | 'holder';
   /** Builds the state on activation, from `snapshot` (null on first activation) and the stores. */
   activate(ctx: ActorContext<M, Snap>, snapshot: Snap | null): Promise<S>;
   /** Handles one message; never runs concurrently with another message of this actor. */
@@ -167,6 +178,8 @@ export interface ActorSystemApi {
   readonly nodeId: string;
   /** A typed address of `(kind, key)`: it takes the messages of `kind` and no others. */
   ref<M extends Message>(kind: ActorKind<M, unknown>, key: string): ActorRef<M>;
+  /** Tells an actor of a `holder` kind on this node, starting it here if it is not. */
+  tellHere<M extends Message>(kind: ActorKind<M, unknown>, key: string, message: M): void;
   /** Activates an actor now (for always-on kinds) and resolves when it is live. */
   ensureActive(kind: KindName, key: string): Promise<void>;
   list(filter?: { kind?: KindName; limit?: number }): ActorInfo[];

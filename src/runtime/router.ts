@@ -97,10 +97,23 @@ export class Router implements CellHost {
   /** Routes one message; throws `mailbox_full`, or when the system is shut down. */
   deliver(entry: KindEntry, key: string, message: Message, ask: PendingAsk | null): void {
     if (this.closed) throw shuttingDownError();
+    if (entry.behavior.placement === 'holder') {
+      const held = liveCell(entry, key);
+      if (held !== undefined) {
+        held.mailbox.post(message, ask);
+        return;
+      }
+    }
     const kind = entry.behavior.kind.name;
     const owner = this.placement.ownerOf(kind, key);
     if (owner === this.nodeId) this.localCell(entry, key).mailbox.post(message, ask);
     else this.forward(owner, kind, key, message, ask);
+  }
+
+  /** Posts a tell to `(kind, key)` on this node, starting it here whatever the ring says. */
+  deliverHere(entry: KindEntry, key: string, message: Message): void {
+    if (this.closed) throw shuttingDownError();
+    this.localCell(entry, key).mailbox.post(message, null);
   }
 
   /** Sends an ask and returns what the caller awaits: it never throws, it rejects. */
@@ -127,11 +140,9 @@ export class Router implements CellHost {
 
   /** The local cell for `(kind, key)`, creating and starting one if none is live. */
   localCell(entry: KindEntry, key: string): ActorCell<unknown, Message, unknown> {
+    const live = liveCell(entry, key);
+    if (live !== undefined) return live;
     const existing = entry.cells.get(key);
-    if (existing !== undefined) {
-      const phase = existing.lifecycle;
-      if (phase === 'activating' || phase === 'active') return existing;
-    }
     // None live, or the previous instance is still deactivating: a new instance, which
     // activates only once the previous one has left (so they never both own the actor).
     const cell = new ActorCell<unknown, Message, unknown>(this, entry.behavior, key);
@@ -218,6 +229,8 @@ export class Router implements CellHost {
   handOff(): number {
     let moved = 0;
     for (const [kind, entry] of this.kinds) {
+      // A holder kind stays with the node that started it while that node lives.
+      if (entry.behavior.placement === 'holder') continue;
       for (const cell of entry.cells.values()) {
         if (cell.lifecycle === 'deactivating' || cell.lifecycle === 'deactivated') continue;
         if (this.placement.ownerOf(kind, cell.key) === this.nodeId) continue;
@@ -286,6 +299,14 @@ export class Router implements CellHost {
       );
     }
   }
+}
+
+/** The cell of `(kind, key)` on this node if it is activating or active. */
+function liveCell(entry: KindEntry, key: string): ActorCell<unknown, Message, unknown> | undefined {
+  const cell = entry.cells.get(key);
+  if (cell === undefined) return undefined;
+  const phase = cell.lifecycle;
+  return phase === 'activating' || phase === 'active' ? cell : undefined;
 }
 
 /** A typed address; resolves the kind once, so each send is one map lookup. */

@@ -113,6 +113,18 @@ export class ActorSystem implements ActorSystemApi {
   }
 
   /**
+   * Tells `(kind, key)` on this node, starting it here if it is not: for `holder` kinds only
+   * (see `Behavior.placement`), whose actors live where they were started.
+   */
+  tellHere<M extends Message>(kind: ActorKind<M, unknown>, key: string, message: M): void {
+    const entry = this.router.entry(kind.name);
+    if (entry.behavior.placement !== 'holder') {
+      throw new WheelhouseError('internal', `Actor kind '${kind.name}' is placed by the ring: send through ref().`);
+    }
+    this.router.deliverHere(entry, key, message);
+  }
+
+  /**
    * Activates an actor on its owner — here, or on another node through the transport — and
    * resolves when it is live there; rejects if activation fails.
    */
@@ -244,9 +256,12 @@ export class ActorSystem implements ActorSystemApi {
 }
 
 function validateBehavior(
-  behavior: Pick<Behavior<unknown, Message, unknown>, 'kind' | 'persistence' | 'mailboxCapacity' | 'idlePassivationMs'>,
+  behavior: Pick<
+    Behavior<unknown, Message, unknown>,
+    'kind' | 'persistence' | 'placement' | 'mailboxCapacity' | 'idlePassivationMs'
+  >,
 ): void {
-  const { kind, persistence, mailboxCapacity, idlePassivationMs } = behavior;
+  const { kind, persistence, placement, mailboxCapacity, idlePassivationMs } = behavior;
   const name: unknown = (kind as Partial<ActorKind<Message, unknown>> | undefined)?.name;
   const fail = (what: string): never => {
     throw new WheelhouseError('internal', `Actor kind '${String(name)}': ${what}`);
@@ -259,6 +274,10 @@ function validateBehavior(
   }
   if (persistence === 'external' && codec !== null && codec !== undefined)
     fail(`persistence 'external' keeps no snapshot, but the kind has a codec.`);
+  if (placement !== undefined && placement !== 'ring' && placement !== 'holder')
+    fail(`placement must be 'ring' or 'holder'.`);
+  if (placement === 'holder' && persistence !== 'external')
+    fail(`placement 'holder' needs persistence 'external': two nodes may briefly hold the actor.`);
   if (mailboxCapacity !== undefined && !(Number.isInteger(mailboxCapacity) && mailboxCapacity > 0)) {
     fail(`mailboxCapacity must be a positive integer, got ${mailboxCapacity}.`);
   }

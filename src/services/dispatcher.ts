@@ -198,10 +198,13 @@ export class Dispatcher {
             taskIds: mine.map((t) => t.id),
           });
       }
+      // The lease lives here, where its worker asked (see `workerLeaseBehavior`).
       for (const task of claimed) {
-        system
-          .ref(LEASE, task.id)
-          .tell({ type: 'granted', version: task.version, leaseExpiresMs: task.leaseExpiresMs });
+        system.tellHere(LEASE, task.id, {
+          type: 'granted',
+          version: task.version,
+          leaseExpiresMs: task.leaseExpiresMs,
+        });
       }
       return out;
     }

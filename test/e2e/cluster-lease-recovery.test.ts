@@ -7,12 +7,14 @@ import { eventually } from '../support/waits.js';
 import { TestWorker, duplicates, missing, submitBatch } from '../support/cluster-worker.js';
 
 /**
- * A worker vanishes with claimed tasks (it never heartbeats nor completes them), and the node
- * that holds their lease actors `("lease", task_id)` dies with SIGKILL. Nothing will ever
- * send those actors another message: the survivors that the ring now names must take the
- * leases over from the task rows, so that each lease still runs out on time and its task is
- * handed out again — once, as attempt 2, within `timeout_seconds` + the failure timeout of
- * its claim. (Leases owned by the survivors expire where they are: the control group.)
+ * A worker vanishes with claimed tasks (it never heartbeats nor completes them), and a node
+ * that holds lease actors `("lease", task_id)` dies with SIGKILL. A lease lives on the node
+ * whose poll claimed its task (`placement: 'holder'`), not on the ring's owner: each node
+ * holds exactly the leases of the tasks it handed out. Nothing will ever send the victim's
+ * leases another message: the survivors that the ring names must take them over from the task
+ * rows, so that each lease still runs out on time and its task is handed out again — once, as
+ * attempt 2, within `timeout_seconds` + the failure timeout of its claim. (Leases held by the
+ * survivors expire where they are: the control group.)
  *
  * The bound is what tells the mechanism from a slower net: a sweep of expired leases after a
  * grace period would also bring the tasks back, but later than this.
@@ -50,17 +52,6 @@ describe('a cluster node killed while it holds the leases of claimed tasks', () 
       Array.from({ length: TASKS }, (_, i) => ({ task_type: type, payload: { i }, timeout_seconds: LEASE_SECONDS })),
     );
     const ids = submitted.map((t) => t.taskId);
-    // The victim: the node (other than n1, which the test talks to) that the ring gives the most of these leases.
-    const leaseOwner = new Map<string, string>();
-    for (const id of ids) leaseOwner.set(id, await cluster.ownerOfActor('lease', id));
-    const leasesOf = (node: string): string[] => ids.filter((id) => leaseOwner.get(id) === node);
-    const victim = cluster
-      .ids()
-      .filter((id) => id !== 'n1')
-      .sort((x, y) => leasesOf(y).length - leasesOf(x).length)[0]!;
-    const survivors = cluster.ids().filter((id) => id !== victim);
-    const onVictim = leasesOf(victim);
-    expect(onVictim.length, `leases on ${victim}`).toBeGreaterThanOrEqual(TASKS / 5);
 
     // Claimed through every node by a worker that then vanishes: no heartbeat, no result.
     const vanishing = new TestWorker(cluster, {
@@ -68,6 +59,7 @@ describe('a cluster node killed while it holds the leases of claimed tasks', () 
       targets: cluster.ids(),
       hold: () => true,
       waitMs: 200,
+      maxTasks: 10, // many small polls, so that every node hands some out
       workerId: 'w-vanishing',
     }).start();
     try {
@@ -78,22 +70,40 @@ describe('a cluster node killed while it holds the leases of claimed tasks', () 
     const claims = vanishing.firstStarts();
     expect(vanishing.assignments.length).toBe(TASKS);
     expect(vanishing.assignments.every((a) => a.attempt === 1)).toBe(true);
+    const leaseHolder = new Map(vanishing.assignments.map((a) => [a.taskId, a.node]));
+    const leasesOf = (node: string): string[] => ids.filter((id) => leaseHolder.get(id) === node);
 
-    // The victim holds the leases the ring gives it (the grant is a told message: wait for it).
-    const victimLeases = await eventually(
-      async () => {
-        const r = await cluster.api<{ actors: { key: string }[] }>(
-          victim,
-          'GET',
-          `/admin/actors?kind=lease&limit=10000`,
-        );
-        const held = new Set(r.body.actors.map((a) => a.key));
-        return onVictim.every((id) => held.has(id)) ? held : undefined;
-      },
-      5_000,
-      `${victim} to hold the leases of its ${onVictim.length} tasks`,
-    );
-    expect([...victimLeases].filter((id) => ids.includes(id)).sort()).toEqual([...onVictim].sort());
+    // Each node holds the leases of the tasks its polls claimed, wherever the ring would put
+    // them (the grant is a told message: wait for it).
+    const ringOwners = new Set<string>();
+    for (const node of cluster.ids()) {
+      const held = await eventually(
+        async () => {
+          const r = await cluster.api<{ actors: { key: string }[] }>(
+            node,
+            'GET',
+            `/admin/actors?kind=lease&limit=10000`,
+          );
+          const keys = r.body.actors.map((a) => a.key).filter((id) => ids.includes(id));
+          return keys.length >= leasesOf(node).length ? keys : undefined;
+        },
+        5_000,
+        `${node} to hold the leases of the ${leasesOf(node).length} tasks it handed out`,
+      );
+      expect(held.sort(), `leases held by ${node}`).toEqual(leasesOf(node).sort());
+      for (const id of leasesOf(node)) ringOwners.add(`${node}→${await cluster.ownerOfActor('lease', id)}`);
+    }
+    // Not the ring's doing: some of them the ring would have put on another node.
+    expect([...ringOwners].some((pair) => pair.split('→')[0] !== pair.split('→')[1])).toBe(true);
+
+    // The victim: the node (other than n1, which the test talks to) that handed out the most.
+    const victim = cluster
+      .ids()
+      .filter((id) => id !== 'n1')
+      .sort((x, y) => leasesOf(y).length - leasesOf(x).length)[0]!;
+    const survivors = cluster.ids().filter((id) => id !== victim);
+    const onVictim = leasesOf(victim);
+    expect(onVictim.length, `leases on ${victim}`).toBeGreaterThanOrEqual(TASKS / 5);
 
     const firstClaimMs = Math.min(...[...claims.values()].map((a) => a.atMs));
     const lastClaimMs = Math.max(...[...claims.values()].map((a) => a.atMs));
@@ -159,7 +169,7 @@ describe('a cluster node killed while it holds the leases of claimed tasks', () 
       );
       const late = ids
         .filter((id) => lagOf(id) > bound)
-        .map((id) => `${id} (lease on ${leaseOwner.get(id)}) ${lagOf(id)} ms`);
+        .map((id) => `${id} (lease on ${leaseHolder.get(id)}) ${lagOf(id)} ms`);
       expect(late).toEqual([]);
       // Not before its lease ran out: the lease was honoured, not dropped with the node. (The
       // claim is timed when its answer arrived, a little after the lease started.)

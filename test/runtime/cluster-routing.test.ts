@@ -152,3 +152,66 @@ describe('routing in a cluster', () => {
     expect(snapshots.callsOf('save')).toEqual([]);
   });
 });
+
+type TallyMessage = Ask<{ type: 'where' }, string> | { type: 'bump' };
+const TALLY = defineKind<TallyMessage>('tally');
+
+/** An external actor that tells which node it runs on. */
+function tallyBehavior(activations: string[]): Behavior<null, TallyMessage> {
+  return {
+    kind: TALLY,
+    persistence: 'external',
+    placement: 'holder',
+    activate: async (ctx) => {
+      activations.push(`${ctx.nodeId}:${ctx.key}`);
+      return null;
+    },
+    receive(state, message, ctx) {
+      if (message.type === 'where') ctx.reply(message, ctx.nodeId);
+      return state;
+    },
+  };
+}
+
+describe('holder placement', () => {
+  it('keeps an actor on the node that started it: its messages sent there stay there, a ring change leaves it, and other nodes reach the ring owner', async () => {
+    const activations: string[] = [];
+    const placement = new Switchable('node-b');
+    const b = testSystem({ nodeId: 'node-b', placement });
+    b.system.register(tallyBehavior(activations));
+    const sent: TransportEnvelope[] = [];
+    const transport: Transport = {
+      deliver: (_node, envelope) => {
+        sent.push(envelope);
+        return b.system.acceptRemote(envelope);
+      },
+    };
+    const a = testSystem({ nodeId: 'node-a', placement, transport, clock: b.clock });
+    a.system.register(tallyBehavior(activations));
+
+    // Started on node-a although the ring names node-b: node-a's own messages stay on node-a.
+    a.system.tellHere(TALLY, 'k', { type: 'bump' });
+    expect(await a.system.ref(TALLY, 'k').ask({ type: 'where' }, 1_000)).toBe('node-a');
+    expect(sent).toEqual([]);
+    expect(a.system.handOff()).toBe(0);
+    expect(a.system.holds(TALLY, 'k')).toBe(true);
+
+    // Another node knows only the ring: it reaches the owner, which starts its own instance.
+    expect(await b.system.ref(TALLY, 'k').ask({ type: 'where' }, 1_000)).toBe('node-b');
+    expect(activations).toEqual(['node-a:k', 'node-b:k']);
+
+    // Once the holder lets go, node-a's messages follow the ring again.
+    await a.system.passivate(TALLY, 'k');
+    expect(await a.system.ref(TALLY, 'k').ask({ type: 'where' }, 1_000)).toBe('node-b');
+    expect(sent.map((e) => e.message)).toEqual([{ type: 'where' }]);
+  });
+
+  it('refuses a holder kind that keeps snapshots, and tellHere for a ring kind', () => {
+    const { system } = testSystem({ nodeId: 'node-a', placement: new Switchable('node-a') });
+    expect(() => system.register({ ...counterBehavior(), placement: 'holder' })).toThrow(
+      /needs persistence 'external'/,
+    );
+    system.register(counterBehavior());
+    expect(() => system.tellHere(COUNTER, 'k', { type: 'bump' })).toThrow(/placed by the ring/);
+  });
+});
