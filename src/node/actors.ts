@@ -6,7 +6,8 @@ import { WheelPlacement } from '../actors/wheel-placement.js';
 import { cronScheduleBehavior } from '../actors/cron-schedule.js';
 import { dagNodeBehavior } from '../actors/dag-node.js';
 import { wheelPartitionBehavior } from '../actors/wheel-partition.js';
-import { workerLeaseBehavior } from '../actors/worker-lease.js';
+import { LEASE, workerLeaseBehavior } from '../actors/worker-lease.js';
+import { LeaseBook } from '../actors/lease-book.js';
 import type { DutyFailure, DutyFailuresEnded } from '../runtime/supervision.js';
 import type { ActorSystem } from '../runtime/system.js';
 import type { DagOutcome } from '../store/dag-types.js';
@@ -21,11 +22,13 @@ export interface ActorHelpers {
   wheel: WheelPlacement;
   resolver: DagResolver;
   activation: CronActivation;
+  /** This node's passive leases. */
+  leases: LeaseBook;
 }
 
 /**
  * Registers the four actor kinds of a node, with the helpers beside them: the wheel placement,
- * the DAG resolver and the schedules' activation. Schedule writes and DAG reconciles made by
+ * the DAG resolver, the schedules' activation and the lease book. Schedule writes and DAG reconciles made by
  * many actors in one event-loop turn go to Postgres together.
  */
 export function registerActorKinds(
@@ -68,6 +71,8 @@ export function registerActorKinds(
       onError,
     }),
   );
+  const leases = new LeaseBook(system, clock);
+  system.registerPassive(LEASE, leases);
   const scheduleWrites = new WriteBatcher<ScheduleWrite, ScheduleWriteResult>((writes) =>
     backend.schedules.write(writes, clock.now()),
   );
@@ -98,5 +103,5 @@ export function registerActorKinds(
       idlePassivationMs: options.dagIdlePassivationMs,
     }),
   );
-  return { wheel, resolver, activation };
+  return { wheel, resolver, activation, leases };
 }

@@ -1,6 +1,7 @@
 import type { CronActivation } from '../actors/cron-activation.js';
 import type { DagResolver } from '../actors/dag-resolver.js';
 import type { WheelPlacement } from '../actors/wheel-placement.js';
+import type { LeaseBook } from '../actors/lease-book.js';
 import type { ActorSystem } from '../runtime/system.js';
 import { ApiKeys } from '../services/api-keys.js';
 import { DagService } from '../services/dag-service.js';
@@ -20,6 +21,7 @@ export interface ServiceDeps {
   wheel: WheelPlacement;
   resolver: DagResolver;
   activation: CronActivation;
+  leases: LeaseBook;
   /** The ready backlog as last measured, for admission. */
   backlog(): number;
   /** Whether the node has finished starting (readiness). */
@@ -38,7 +40,7 @@ export function buildServices(
     tasks: backend.tasks,
     ready: backend.ready,
     clock,
-    system,
+    leases: deps.leases,
     pollMaxWaitMs: options.pollMaxWaitMs,
     events,
     onError,
@@ -47,6 +49,7 @@ export function buildServices(
     tasks: backend.tasks,
     clock,
     system,
+    leases: deps.leases,
     dispatcher,
     backoff: ctx.backoff,
     placement: wheel,

@@ -161,12 +161,13 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     onError: metrics.onActorError,
     onDutyEnded: metrics.onActorDutyEnded,
   });
-  const { wheel, resolver, activation } = registerActorKinds(ctx, actors, metrics);
+  const { wheel, resolver, activation, leases } = registerActorKinds(ctx, actors, metrics);
   const { services, dispatcher, channel } = buildServices(ctx, {
     system: actors,
     wheel,
     resolver,
     activation,
+    leases,
     backlog: () => backlog,
     started: () => started,
   });

@@ -160,6 +160,29 @@ export interface Behavior<S, M extends Message, Snap = never> {
   describe?(state: S): unknown;
 }
 
+/**
+ * The actors of a kind that a node keeps passive — as one small entry each rather than a cell
+ * — until a message needs them (the lease book). The runtime lists, inspects and counts them
+ * with the kind's live actors.
+ */
+export interface PassiveActors {
+  readonly size: number;
+  has(key: string): boolean;
+  keys(): Iterable<string>;
+  describe(key: string): PassiveActor | null;
+  /** Forgets one: it leaves this node's memory (`ActorSystem.passivate`). */
+  forget(key: string): void;
+  /** Forgets them all: the node shuts down, or was declared out (others recover them). */
+  clear(): void;
+}
+
+/** A passive actor as the admin endpoint shows it. */
+export interface PassiveActor {
+  /** Since when it is held here, ms. */
+  sinceMs: number;
+  state: unknown;
+}
+
 /** One live actor, as the admin endpoint lists it. */
 export interface ActorInfo {
   kind: string;

@@ -1,5 +1,5 @@
 import { WheelhouseError } from '../lib/errors.js';
-import type { ActorRef, ActorSystemApi, Behavior, Message, ReplyFor } from './actor.js';
+import type { ActorRef, ActorSystemApi, Behavior, Message, PassiveActors, ReplyFor } from './actor.js';
 import { PendingAsk, validAskTimeoutMs } from './ask.js';
 import { ActorCell } from './cell.js';
 import { shuttingDownError, type ActorDutyEnded, type ActorErrorInfo, type CellHost } from './host.js';
@@ -21,6 +21,8 @@ export interface KindEntry {
    * the same key finds it and queues in its mailbox instead of activating again.
    */
   readonly cells: Map<string, ActorCell<unknown, Message, unknown>>;
+  /** The kind's passive actors on this node, if it keeps any (`ActorSystem.registerPassive`). */
+  passive: PassiveActors | null;
 }
 
 /** The dependencies of a router, filled by `ActorSystem`. */

@@ -8,6 +8,7 @@ import {
   type Behavior,
   type KindName,
   type Message,
+  type PassiveActors,
 } from './actor.js';
 import { validAskTimeoutMs } from './ask.js';
 import type { ActorCell } from './cell.js';
@@ -101,6 +102,7 @@ export class ActorSystem implements ActorSystemApi {
     this.router.kinds.set(name, {
       behavior: erased,
       cells: new Map(),
+      passive: null,
     });
   }
 
@@ -110,6 +112,21 @@ export class ActorSystem implements ActorSystemApi {
    */
   ref<M extends Message>(kind: ActorKind<M, unknown>, key: string): ActorRef<M> {
     return this.router.ref<M>(kind.name, key);
+  }
+
+  /**
+   * Lists, inspects and counts `passive` with the live actors of `kind` on this node (see
+   * `PassiveActors`). For a `holder` kind, whose passive actors are this node's to wake.
+   */
+  registerPassive(kind: KindName, passive: PassiveActors): void {
+    const entry = this.router.entry(kindName(kind));
+    if (entry.behavior.placement !== 'holder') {
+      throw new WheelhouseError(
+        'internal',
+        `Actor kind '${kindName(kind)}' is placed by the ring: it has no passive actors.`,
+      );
+    }
+    entry.passive = passive;
   }
 
   /**
@@ -158,6 +175,7 @@ export class ActorSystem implements ActorSystemApi {
   dropAll(): Promise<void> {
     const gone: Promise<void>[] = [];
     for (const entry of this.router.kinds.values()) {
+      entry.passive?.clear();
       for (const cell of [...entry.cells.values()]) {
         cell.requestStop('failed');
         gone.push(cell.whenGone());
@@ -169,7 +187,7 @@ export class ActorSystem implements ActorSystemApi {
   /** How many actors of each kind this node holds (activating or live): O(kinds), for metrics. */
   countByKind(): Map<string, number> {
     const counts = new Map<string, number>();
-    for (const [kind, entry] of this.router.kinds) counts.set(kind, entry.cells.size);
+    for (const [kind, entry] of this.router.kinds) counts.set(kind, entry.cells.size + (entry.passive?.size ?? 0));
     return counts;
   }
 
@@ -185,25 +203,43 @@ export class ActorSystem implements ActorSystemApi {
         if (infos.length >= limit) return infos;
         if (cell.lifecycle === 'active') infos.push(this.describe(entry, cell, false));
       }
+      if (entry.passive === null) continue;
+      for (const key of entry.passive.keys()) {
+        if (infos.length >= limit) return infos;
+        const passive = this.describePassive(entry, key, false);
+        if (passive !== null && !entry.cells.has(key)) infos.push(passive);
+      }
     }
     return infos;
   }
 
-  /** One live actor with its state (through `behavior.describe`), or null if not in memory. */
+  /** One actor with its state (through `behavior.describe`), live or passive; null if neither. */
   inspect(kind: KindName, key: string): ActorInfo | null {
     const entry = this.router.kinds.get(kindName(kind));
-    const cell = entry?.cells.get(key);
-    if (entry === undefined || cell === undefined || cell.lifecycle !== 'active') return null;
-    return this.describe(entry, cell, true);
+    if (entry === undefined) return null;
+    const cell = entry.cells.get(key);
+    if (cell !== undefined && cell.lifecycle === 'active') return this.describe(entry, cell, true);
+    return this.describePassive(entry, key, true);
   }
 
-  /** Whether this node holds the actor (activating or live), without describing it. */
+  /** Whether this node holds the actor (activating, live or passive), without describing it. */
   holds(kind: KindName, key: string): boolean {
-    return this.router.kinds.get(kindName(kind))?.cells.has(key) ?? false;
+    const entry = this.router.kinds.get(kindName(kind));
+    return entry !== undefined && (entry.cells.has(key) || entry.passive?.has(key) === true);
   }
 
-  /** Passivates a local actor once its mailbox is empty; resolves when it has left memory. */
+  /** Whether this node has the actor in memory, activating or active (not passive, not leaving). */
+  holdsLive(kind: KindName, key: string): boolean {
+    const phase = this.router.kinds.get(kindName(kind))?.cells.get(key)?.lifecycle;
+    return phase === 'activating' || phase === 'active';
+  }
+
+  /**
+   * Passivates a local actor once its mailbox is empty (a passive one is forgotten at once);
+   * resolves when it has left memory.
+   */
   passivate(kind: KindName, key: string): Promise<void> {
+    this.router.kinds.get(kindName(kind))?.passive?.forget(key);
     const cell = this.router.kinds.get(kindName(kind))?.cells.get(key);
     if (cell === undefined) return Promise.resolve();
     cell.requestPassivation();
@@ -219,6 +255,7 @@ export class ActorSystem implements ActorSystemApi {
     this.router.closed = true;
     const gone: Promise<void>[] = [];
     for (const entry of this.router.kinds.values()) {
+      entry.passive?.clear();
       for (const cell of [...entry.cells.values()]) {
         cell.requestStop('shutdown');
         gone.push(cell.whenGone());
@@ -234,6 +271,23 @@ export class ActorSystem implements ActorSystemApi {
    */
   acceptRemote(envelope: TransportEnvelope): Promise<unknown> {
     return this.router.acceptRemote(envelope);
+  }
+
+  private describePassive(entry: KindEntry, key: string, withState: boolean): ActorInfo | null {
+    const passive = entry.passive?.describe(key);
+    if (passive === undefined || passive === null) return null;
+    const info: ActorInfo = {
+      kind: entry.behavior.kind.name,
+      key,
+      node: this.nodeId,
+      mailboxDepth: 0,
+      activatedAt: new Date(passive.sinceMs).toISOString(),
+      lastMessageAt: null,
+      epoch: 0,
+      snapshotVersion: null,
+    };
+    if (withState) info.state = passive.state;
+    return info;
   }
 
   private describe(entry: KindEntry, cell: ActorCell<unknown, Message, unknown>, withState: boolean): ActorInfo {

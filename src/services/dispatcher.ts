@@ -1,6 +1,5 @@
-import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Cancel, Clock } from '../runtime/clock.js';
-import { LEASE } from '../actors/worker-lease.js';
+import type { LeaseBook } from '../actors/lease-book.js';
 import type { ClaimedTask, DueEntry } from '../domain/model.js';
 import type { NodeEventSink } from '../domain/events.js';
 import type { TaskStore } from '../store/types.js';
@@ -23,7 +22,8 @@ export interface DispatcherDeps {
   tasks: TaskStore;
   ready: ReadyQueue;
   clock: Clock;
-  system: ActorSystemApi;
+  /** Where the leases of claimed tasks are kept. */
+  leases: Pick<LeaseBook, 'granted'>;
   /** Upper bound of a poll's wait. */
   pollMaxWaitMs: number;
   events: NodeEventSink;
@@ -144,7 +144,7 @@ export class Dispatcher {
     shares: readonly ClaimShare[],
     signal?: AbortSignal,
   ): Promise<Assignment[][]> {
-    const { tasks, ready, clock, system } = this.deps;
+    const { tasks, ready, clock, leases } = this.deps;
     const out: Assignment[][] = shares.map(() => []);
     let wanted = 0;
     for (const share of shares) wanted += share.maxTasks;
@@ -198,14 +198,8 @@ export class Dispatcher {
             taskIds: mine.map((t) => t.id),
           });
       }
-      // The lease lives here, where its worker asked (see `workerLeaseBehavior`).
-      for (const task of claimed) {
-        system.tellHere(LEASE, task.id, {
-          type: 'granted',
-          version: task.version,
-          leaseExpiresMs: task.leaseExpiresMs,
-        });
-      }
+      // The lease lives here, where its worker asked, passive until it has work (see `LeaseBook`).
+      for (const task of claimed) leases.granted(task.id, task.version, task.leaseExpiresMs);
       return out;
     }
   }

@@ -4,6 +4,7 @@ import { leaseTokenDigest } from '../domain/lease-token.js';
 import type { DagResolver } from '../actors/dag-resolver.js';
 import type { WheelPlacement } from '../actors/wheel-placement.js';
 import { LEASE } from '../actors/worker-lease.js';
+import type { LeaseBook } from '../actors/lease-book.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Clock } from '../runtime/clock.js';
 import type { TaskStore } from '../store/types.js';
@@ -16,6 +17,8 @@ export interface WorkerServiceDeps {
   tasks: TaskStore;
   clock: Clock;
   system: ActorSystemApi;
+  /** This node's passive leases: a result ends one, a heartbeat wakes its actor. */
+  leases: Pick<LeaseBook, 'released' | 'wake'>;
   dispatcher: Pick<Dispatcher, 'poll'>;
   backoff: BackoffPolicy;
   placement: Pick<WheelPlacement, 'place' | 'requeue'>;
@@ -52,7 +55,7 @@ export class WorkerService implements WorkersApi {
     try {
       const claims = assignments.map((a) => ({ taskId: a.id, version: a.version }));
       const entries = await this.deps.tasks.release(claims, this.deps.clock.now());
-      for (const claim of claims) this.lease(claim.taskId).tell({ type: 'released', version: claim.version });
+      for (const claim of claims) this.deps.leases.released(claim.taskId, claim.version);
       await this.deps.placement.place(entries);
       this.deps.events.emit('task:released', { taskIds: entries.map((e) => e.taskId) });
     } catch (error) {
@@ -71,6 +74,7 @@ export class WorkerService implements WorkersApi {
   async heartbeat(taskId: string, leaseToken: string): Promise<{ leaseExpiresMs: number; cancelRequested: boolean }> {
     const digest = leaseTokenDigest(leaseToken);
     if (digest === null) throw leaseNotHeld(taskId);
+    this.deps.leases.wake(taskId);
     const extended = await this.lease(taskId).ask({ type: 'heartbeat', tokenDigest: digest.toString('hex') });
     if (!extended) throw leaseNotHeld(taskId);
     return extended;
@@ -116,7 +120,7 @@ export class WorkerService implements WorkersApi {
     const transitions = await this.deps.tasks.complete(completions, this.deps.clock.now(), this.deps.backoff);
     const done = new Set(transitions.map((t) => t.taskId));
     // A result bumps the version once: the lease was granted at the one before.
-    for (const t of transitions) this.lease(t.taskId).tell({ type: 'released', version: t.version - 1 });
+    for (const t of transitions) this.deps.leases.released(t.taskId, t.version - 1);
     this.deps.resolver.transitions(transitions);
     await this.deps.placement.requeue(transitions);
     if (transitions.length > 0) this.deps.events.emit('task:completed', { transitions });

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NO_EVENTS } from '../../src/lib/events.js';
-import { workerLeaseBehavior } from '../../src/actors/worker-lease.js';
+import { LEASE, workerLeaseBehavior } from '../../src/actors/worker-lease.js';
+import { LeaseBook } from '../../src/actors/lease-book.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { LocalPlacement } from '../../src/runtime/placement.js';
 import { ActorSystem } from '../../src/runtime/system.js';
@@ -47,7 +48,9 @@ describe.each(sqlBackends)('Dispatcher and entries fired early, on $name', ({ op
         onError: () => undefined,
       }),
     );
-    const dispatcher = new Dispatcher({ tasks, ready, clock, system, pollMaxWaitMs: 0, events: NO_EVENTS });
+    const leases = new LeaseBook(system, clock);
+    system.registerPassive(LEASE, leases);
+    const dispatcher = new Dispatcher({ tasks, ready, clock, leases, pollMaxWaitMs: 0, events: NO_EVENTS });
     const poll = (type: string) => dispatcher.poll({ workerId: 'w', taskTypes: [type], maxTasks: 10, waitMs: 0 });
     return { clock, tasks, ready, dispatcher, poll };
   }
