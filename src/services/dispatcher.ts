@@ -196,6 +196,8 @@ export class Dispatcher {
           this.deps.events.emit('task:claimed', {
             workerId: (shares[i] as ClaimShare).workerId,
             taskIds: mine.map((t) => t.id),
+            tasks: mine,
+            startedMs: now,
           });
       }
       for (const task of claimed) {
