@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import parsePrometheusTextFormat, { type MetricFamily, type Sample } from 'parse-prometheus-text-format';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
@@ -207,6 +208,15 @@ describe.each(BACKENDS)('metrics on %s', (backend) => {
       expect(names).toContain(name);
     expect(family(m, 'wheelhouse_transport_requests_total').type).toBe('COUNTER');
     expect(total(m, 'wheelhouse_actors_live', { kind: 'wheel' })).toBe(8);
+  });
+
+  it('serves every metric the Grafana dashboard (docs/grafana/wheelhouse.json) reads', async () => {
+    const dashboard = readFileSync(new URL('../../docs/grafana/wheelhouse.json', import.meta.url), 'utf8');
+    const read = new Set(dashboard.match(/wheelhouse_[a-z0-9_]+/g));
+    expect(read.size).toBeGreaterThan(5);
+    const m = await scrape();
+    const families = new Set(m.families.map((f) => f.name));
+    for (const name of read) expect(families.has(name.replace(/_bucket$/, '')), name).toBe(true);
   });
 
   it('keeps the task_type label to metricsTaskTypesMax values and counts the rest as other', async () => {
