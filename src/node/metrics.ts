@@ -150,7 +150,7 @@ export function nodeMetrics(
     this.set(sources.placement().ring.nodes().length);
   });
   transportCounters(registers, () => sources.cluster()?.transport.stats() ?? null);
-  metrics.onCollect(taskMetrics(metrics.registry, events, sources.maxTaskTypes, sources));
+  metrics.onCollect(taskMetrics(metrics.registry, events, sources.maxTaskTypes, sources, onError));
   const onAnswered = requestMetrics(registers);
 
   const onDutyFailure = (error: unknown, failure: DutyFailure): void => {

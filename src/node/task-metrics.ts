@@ -48,13 +48,15 @@ export interface TaskMetricSources {
  * cost is a set lookup for the label, a map lookup for the series (cached per label, so no
  * label objects are made per task) and a histogram observation.
  *
- * @returns a collector that sets the ready queues' gauges, to run at scrape time
+ * @returns a collector that sets the ready queues' gauges, to run at scrape time; when the
+ *   queues cannot be read it leaves them out and tells `onError`
  */
 export function taskMetrics(
   registry: Registry,
   events: TypedEvents<NodeEvents>,
   maxTaskTypes: number,
   sources: TaskMetricSources,
+  onError: (error: unknown, context: string) => void,
 ): () => Promise<void> {
   const labels = new TaskTypeLabels(maxTaskTypes);
   const registers = [registry];
@@ -133,8 +135,18 @@ export function taskMetrics(
     registers,
   });
   return async () => {
+    let read: QueueDepth[];
+    try {
+      read = await sources.depths();
+    } catch (error) {
+      // A store outage leaves these gauges out rather than failing the whole scrape.
+      depth.reset();
+      oldestAge.reset();
+      onError(error, 'reading the ready queues for /metrics (their gauges are left out)');
+      return;
+    }
     const queues = new Map<string, { taskType: string; priority: string; depth: number; ageMs: number | null }>();
-    for (const q of await sources.depths()) {
+    for (const q of read) {
       const taskType = labels.of(q.taskType);
       const key = `${q.priority} ${taskType}`;
       const seen = queues.get(key);
