@@ -76,6 +76,9 @@ export function handOnExpired(
     taskId: transition.taskId,
     status: transition.status,
     requeued: transition.requeued !== null,
+    taskType: transition.taskType,
+    startedMs: transition.startedMs,
+    endedMs: transition.endedMs,
   });
   void deps.placement.requeue([transition]);
 }

@@ -1,5 +1,5 @@
 import type { EventSink } from '../lib/events.js';
-import type { StoredStatus, Transition } from './model.js';
+import type { ClaimedTask, StoredStatus, Transition } from './model.js';
 
 /**
  * What happens on a node, as events: emitted where the metrics are bumped, so that metrics,
@@ -7,15 +7,36 @@ import type { StoredStatus, Transition } from './model.js';
  * that emits them; an event never costs a read.
  */
 export interface NodeEvents {
-  /** Tasks written by a submission (every created task, blocked and cron ones included). */
-  'task:submitted': { taskIds: readonly string[] };
+  /**
+   * Tasks written by a submission (every created task, blocked and cron ones included), with
+   * their types (aligned with the ids).
+   */
+  'task:submitted': { taskIds: readonly string[]; taskTypes: readonly string[] };
   /** A wheel partition pushed due entries into the ready queue. */
   'wheel:fired': { partition: number; count: number };
-  /** Tasks claimed by a worker's poll. */
-  'task:claimed': { workerId: string; taskIds: readonly string[] };
-  /** A lease ran out and its task was handed on (back to pending, or failed). */
-  'lease:expired': { taskId: string; status: StoredStatus; requeued: boolean };
-  /** Results recorded (succeeded, failed, retried, cancelled). */
+  /**
+   * Tasks claimed by a worker's poll: their attempts started at `startedMs` (Unix ms), each
+   * `startedMs - dueMs` after its due time.
+   */
+  'task:claimed': {
+    workerId: string;
+    taskIds: readonly string[];
+    tasks: readonly Pick<ClaimedTask, 'taskType' | 'dueMs'>[];
+    startedMs: number;
+  };
+  /**
+   * A lease ran out and its task was handed on (back to pending, or failed): the attempt ran
+   * from `startedMs` to `endedMs` (Unix ms).
+   */
+  'lease:expired': {
+    taskId: string;
+    status: StoredStatus;
+    requeued: boolean;
+    taskType: string;
+    startedMs: number | null;
+    endedMs: number;
+  };
+  /** Results recorded (succeeded, failed, retried, cancelled); each transition says when its attempt ran. */
   'task:completed': { transitions: readonly Transition[] };
   /** Claims handed back because their long-poll went away. */
   'task:released': { taskIds: readonly string[] };

@@ -113,6 +113,8 @@ export interface ClaimedTask {
   leaseExpiresMs: number;
   timeoutSeconds: number;
   partition: number;
+  /** The due time the attempt was claimed at (Unix ms): its start lag is the claim's time less this. */
+  dueMs: number;
 }
 
 export interface Completion {
@@ -148,6 +150,11 @@ export interface Transition {
    * outbox (`dag_events`) and the dependents' actors must hear of it.
    */
   notifyDependents: boolean;
+  taskType: string;
+  /** When the attempt that ended started (Unix ms); null if it never did. */
+  startedMs: number | null;
+  /** When it ended (Unix ms): the time of the result or of the expiry. */
+  endedMs: number;
 }
 
 /** Retry timing: delay = min(baseMs · 2^(attempt−1), maxMs), scaled by a random 0.5…1. */

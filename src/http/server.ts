@@ -37,6 +37,8 @@ export interface BuildServerOptions {
   storeOutage?: (error: unknown) => boolean;
   /** Renders `/metrics`; without one a minimal process set is served. */
   metrics?: MetricsRenderer;
+  /** Told of every answered request, for the metrics. @default none */
+  onAnswered?: RequestObserver;
   /** The worker channel behind `GET /api/workers/connect`; without one the route is not served. */
   channel?: WorkerChannelApi;
   /** More route plugins (admin, actor transport, …), registered after the built-in ones. */
@@ -47,6 +49,12 @@ export interface BuildServerOptions {
    */
   checkResponses?: boolean;
 }
+
+/**
+ * One answered request: its method, its route's pattern (`/api/tasks/:task_id`; undefined when
+ * no route matched), its status code and the time to answer it, seconds.
+ */
+export type RequestObserver = (method: string, route: string | undefined, statusCode: number, seconds: number) => void;
 
 /**
  * Body limit of the batch routes (`POST /api/tasks/batch`, `POST /api/workers/complete`), bytes:
@@ -107,6 +115,12 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
     done(closing ? new WheelhouseError('not_ready', 'The node is shutting down.') : undefined);
   });
   app.addHook('onRequest', keyAuth(services.keys));
+  const onAnswered = input.onAnswered;
+  if (onAnswered !== undefined)
+    app.addHook('onResponse', (request, reply, done) => {
+      onAnswered(request.method, request.routeOptions.url, reply.statusCode, reply.elapsedTime / 1000);
+      done();
+    });
 
   const batchLimit = batchBodyLimitBytes(options);
   void app.register(tokenRoutes(services.keys));

@@ -68,6 +68,11 @@ export interface WheelhouseOptions {
   workerHeartbeatSeconds?: number;
   /** Worker sockets this node holds at once; one more is refused with `too_many_sockets`. @default 10000 */
   workerSocketsMax?: number;
+  /**
+   * Distinct `task_type` label values of each task metric on `/metrics`: the first task types
+   * a node meets keep their name, the others are counted as `other`. @default 100
+   */
+  metricsTaskTypesMax?: number;
   /** Largest frame a worker may send, bytes; a larger one closes its socket. @default 16777216 (16 MiB) */
   workerFrameMaxBytes?: number;
   /** Most dependencies of one task (`dependencies`, or a graph task's `depends_on`); more is a 400. @default 1000 */
@@ -242,6 +247,7 @@ export interface CompiledOptions {
   readonly pollMaxConcurrent: number;
   readonly workerHeartbeatMs: number;
   readonly workerSocketsMax: number;
+  readonly metricsTaskTypesMax: number;
   readonly workerFrameMaxBytes: number;
   readonly maxDependencies: number;
   readonly maxPageBytes: number;
@@ -353,6 +359,7 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     pollMaxConcurrent: int('pollMaxConcurrent', o.pollMaxConcurrent, 1, 1_000_000),
     workerHeartbeatMs: num('workerHeartbeatSeconds', o.workerHeartbeatSeconds, 0.05, 600) * 1000,
     workerSocketsMax: int('workerSocketsMax', o.workerSocketsMax, 1, 1_000_000),
+    metricsTaskTypesMax: int('metricsTaskTypesMax', o.metricsTaskTypesMax, 1, 100_000),
     workerFrameMaxBytes: int('workerFrameMaxBytes', o.workerFrameMaxBytes, 1024, 1024 * 1024 * 1024),
     maxDependencies: int('maxDependencies', o.maxDependencies, 1, MAX_DEPENDENCIES),
     maxPageBytes: int('maxPageBytes', o.maxPageBytes, 1024, 1024 * 1024 * 1024),
@@ -437,6 +444,7 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   pollMaxConcurrent: 1000,
   workerHeartbeatSeconds: 5,
   workerSocketsMax: 10_000,
+  metricsTaskTypesMax: 100,
   workerFrameMaxBytes: 16 * 1024 * 1024,
   maxDependencies: 1000,
   maxPageBytes: 8 * 1024 * 1024,

@@ -1,69 +1,69 @@
+import { Registry, collectDefaultMetrics } from 'prom-client';
+
 /**
- * A small Prometheus registry: counters and gauges with optional labels, rendered in the
- * text exposition format. Enough for /metrics without a dependency.
+ * A node's Prometheus metrics on prom-client. Each node has a registry of its own, never
+ * prom-client's global one: tests run many nodes in one process, and their counters must not
+ * mix. The process's default metrics (CPU, memory, heap, event-loop lag, GC, handles) are
+ * one set per process, rendered after the node's.
  */
-type Labels = Record<string, string>;
-
-interface Series {
-  help: string;
-  type: 'counter' | 'gauge';
-  values: Map<string, number>;
-}
-
 export class Metrics {
-  private readonly series = new Map<string, Series>();
+  /** Where the node's metrics register (`registers: [metrics.registry]`). */
+  readonly registry = new Registry();
   private readonly collectors: (() => Promise<void> | void)[] = [];
 
-  counter(name: string, help: string): (by?: number, labels?: Labels) => void {
-    const s = this.define(name, help, 'counter');
-    return (by = 1, labels) => {
-      const key = labelKey(labels);
-      s.values.set(key, (s.values.get(key) ?? 0) + by);
-    };
+  constructor() {
+    // Started with the first node, so that the event-loop monitor has run by the first scrape.
+    processMetrics();
   }
 
-  gauge(name: string, help: string): (value: number, labels?: Labels) => void {
-    const s = this.define(name, help, 'gauge');
-    return (value, labels) => {
-      s.values.set(labelKey(labels), value);
-    };
-  }
-
-  /** Runs before each render, to refresh gauges that are read from elsewhere. */
+  /**
+   * Runs before each render, to refresh gauges read from elsewhere. Collectors run one after
+   * another, so one read (the ready queues' depths) can feed several gauges.
+   */
   onCollect(collector: () => Promise<void> | void): void {
     this.collectors.push(collector);
   }
 
-  /** The value of one series (tests and the dashboard read it). */
-  value(name: string, labels?: Labels): number {
-    return this.series.get(name)?.values.get(labelKey(labels)) ?? 0;
-  }
-
+  /** The text exposition (0.0.4) of the node's metrics, then the process's. */
   async render(): Promise<string> {
     for (const collect of this.collectors) await collect();
-    const lines: string[] = [];
-    for (const [name, s] of this.series) {
-      lines.push(`# HELP ${name} ${s.help}`, `# TYPE ${name} ${s.type}`);
-      if (s.values.size === 0 && s.type === 'counter') lines.push(`${name} 0`);
-      for (const [key, value] of s.values) lines.push(`${name}${key} ${value}`);
-    }
-    return `${lines.join('\n')}\n`;
+    const [node, process] = await Promise.all([this.registry.metrics(), processMetrics().metrics()]);
+    return `${node}\n${process}`;
   }
 
-  private define(name: string, help: string, type: Series['type']): Series {
-    let s = this.series.get(name);
-    if (!s) {
-      s = { help, type, values: new Map() };
-      this.series.set(name, s);
+  /**
+   * The sum of the series of `name` whose labels include `labels` (0 when there are none), as
+   * last counted: collectors do not run. `name` may be a histogram's `_count` or `_sum`.
+   */
+  async value(name: string, labels: Readonly<Record<string, string>> = {}): Promise<number> {
+    const base = name.replace(/_(count|sum)$/, '');
+    for (const registry of [this.registry, processMetrics()]) {
+      const metric = registry.getSingleMetric(name) ?? registry.getSingleMetric(base);
+      if (metric === undefined) continue;
+      let sum = 0;
+      for (const v of (await metric.get()).values) {
+        if (((v as { metricName?: string }).metricName ?? name) !== name) continue;
+        const have = v.labels as Record<string, string | number | undefined>;
+        if (Object.entries(labels).every(([k, want]) => String(have[k]) === want)) sum += v.value;
+      }
+      return sum;
     }
-    return s;
+    return 0;
   }
 }
 
-function labelKey(labels: Labels | undefined): string {
-  if (!labels) return '';
-  const parts = Object.entries(labels)
-    .sort(([a], [b]) => a.localeCompare(b))
-    .map(([k, v]) => `${k}="${v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`);
-  return parts.length === 0 ? '' : `{${parts.join(',')}}`;
+let processRegistry: Registry | null = null;
+
+/**
+ * The process's default metrics, named `wheelhouse_process_…` and `wheelhouse_nodejs_…`.
+ * Registered once per process: each `collectDefaultMetrics` starts an event-loop delay monitor
+ * and a GC observer that nothing can stop, and a process is one process whatever number of
+ * nodes it runs.
+ */
+function processMetrics(): Registry {
+  if (processRegistry === null) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry, prefix: 'wheelhouse_' });
+  }
+  return processRegistry;
 }

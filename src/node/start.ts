@@ -149,6 +149,8 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
       placement: () => placement,
       cluster: () => cluster,
       aligned,
+      depths: () => backend.ready.depths(clock.now()),
+      maxTaskTypes: options.metricsTaskTypesMax,
     },
     { duties: new DutyLog(log, (error) => outages.explains(error)), onError },
   );
@@ -211,6 +213,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     logger: log,
     storeOutage: (error) => outages.explains(error),
     metrics: () => metrics.registry.render(),
+    onAnswered: metrics.onAnswered,
     extraPlugins: admin,
     channel,
   });

@@ -55,7 +55,10 @@ export class DagService implements DagsApi {
     if (!result.created) return { created: false, dag: await this.getDag(result.dagId) };
     const due = result.tasks.filter((t) => t.status === 'pending');
     await this.deps.placement.place(due.map(dueEntry));
-    this.deps.events.emit('task:submitted', { taskIds: result.tasks.map((t) => t.id) });
+    this.deps.events.emit('task:submitted', {
+      taskIds: result.tasks.map((t) => t.id),
+      taskTypes: result.tasks.map((t) => t.taskType),
+    });
     return {
       created: true,
       dag: this.view(

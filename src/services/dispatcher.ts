@@ -196,6 +196,8 @@ export class Dispatcher {
           this.deps.events.emit('task:claimed', {
             workerId: (shares[i] as ClaimShare).workerId,
             taskIds: mine.map((t) => t.id),
+            tasks: mine,
+            startedMs: now,
           });
       }
       // The lease lives here, where its worker asked, passive until it has work (see `LeaseBook`).

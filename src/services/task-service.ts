@@ -65,7 +65,11 @@ export class TaskService implements TasksApi {
       this.deps.cron.activate(schedules),
     ]);
     // Every task written counts, blocked ones (and ones born cancelled) included.
-    if (created.length > 0) this.deps.events.emit('task:submitted', { taskIds: created.map((r) => r.task.id) });
+    if (created.length > 0)
+      this.deps.events.emit('task:submitted', {
+        taskIds: created.map((r) => r.task.id),
+        taskTypes: created.map((r) => r.task.taskType),
+      });
     return results;
   }
 

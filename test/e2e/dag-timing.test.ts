@@ -64,9 +64,10 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
       await quiescent(c.node, { clock, intervalMs: 20, allowReady: true, allowLeases: true });
     }
   };
-  const counter = (name: string): number => c.node.metrics.value(name);
+  const counter = (name: string): Promise<number> => c.node.metrics.value(name);
   /** Blocked tasks the DAG sweep (a safety net) found and reconciled. */
-  const sweptCount = (): number => c.node.metrics.value('wheelhouse_safety_net_recovered_total', { kind: 'blocked' });
+  const sweptCount = (): Promise<number> =>
+    c.node.metrics.value('wheelhouse_safety_net_recovered_total', { kind: 'blocked' });
 
   it('releases a dependent with its own delay at the later of its due time and its predecessor success', async () => {
     const type = uniqueType('delay');
@@ -149,7 +150,7 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
 
   it('delivers an outbox event the live path missed with the periodic replay', async () => {
     const type = uniqueType('replay');
-    const [replayed, swept] = [counter('wheelhouse_dag_events_replayed_total'), sweptCount()];
+    const [replayed, swept] = [await counter('wheelhouse_dag_events_replayed_total'), await sweptCount()];
     const { d } = await completedBehindTheBack(type);
     await advanceUntil(
       1000,
@@ -160,14 +161,14 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
     const [task] = await takeNow([type], 1);
     expect(task!.task_id).toBe(d);
     await w.complete([task!]);
-    expect(counter('wheelhouse_dag_events_replayed_total') - replayed).toBe(1);
-    expect(sweptCount() - swept).toBe(0);
+    expect((await counter('wheelhouse_dag_events_replayed_total')) - replayed).toBe(1);
+    expect((await sweptCount()) - swept).toBe(0);
     expect(await rowCounts(c)).toMatchObject({ events: 0 });
   });
 
   it('finds a dependent whose outbox event was lost with the sweep, and counts it', async () => {
     const type = uniqueType('sweep');
-    const [replayed, swept] = [counter('wheelhouse_dag_events_replayed_total'), sweptCount()];
+    const [replayed, swept] = [await counter('wheelhouse_dag_events_replayed_total'), await sweptCount()];
     const { p, d } = await completedBehindTheBack(type);
     await c.sql('DELETE FROM dag_events WHERE predecessor_id = $1', [p]);
     await advanceUntil(
@@ -179,14 +180,14 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
     const [task] = await takeNow([type], 1);
     expect(task).toMatchObject({ task_id: d, attempt: 1 });
     await w.complete([task!]);
-    expect(sweptCount() - swept).toBe(1);
-    expect(counter('wheelhouse_dag_events_replayed_total') - replayed).toBe(0);
+    expect((await sweptCount()) - swept).toBe(1);
+    expect((await counter('wheelhouse_dag_events_replayed_total')) - replayed).toBe(0);
     const metrics = await api<string>(c.url, 'GET', '/metrics');
     expect(metrics.body).toMatch(/^wheelhouse_safety_net_recovered_total\{kind="blocked"\} [1-9]/m);
     // Nothing else was stuck: more sweeps find nothing.
     await clock.advance(3000);
     await clock.advance(3000);
-    expect(sweptCount() - swept).toBe(1);
+    expect((await sweptCount()) - swept).toBe(1);
   });
 
   it("takes a cron instance as predecessor: its success releases the dependent; the schedule's delete cancels the next one's dependent", async () => {
@@ -232,7 +233,7 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
     const i2 = await nextInstance(i1);
     const d2 = await w.submitTask({ task_type: `${type}.dep`, dependencies: [i2] });
     expect(d2.body.status).toBe('blocked');
-    const swept = sweptCount();
+    const swept = await sweptCount();
     expect((await w.cancel(scheduleId)).status).toBe(200);
     expect((await w.task(i2)).status).toBe('cancelled');
     // Not on the live path: the outbox replay takes it to the dependent within seconds.
@@ -246,7 +247,7 @@ describe.each(BACKENDS)('DAG timing on %s, on a FakeClock', (backend: BackendNam
       'the replay',
     );
     expect(cancelled).toMatchObject({ status: 'cancelled', last_error: `predecessor ${i2} cancelled` });
-    expect(sweptCount() - swept).toBe(0);
+    expect((await sweptCount()) - swept).toBe(0);
     expect(await pollNow([`${type}.dep`])).toEqual([]);
   });
 

@@ -129,8 +129,8 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
   });
 
   it('counts every task a submission writes, blocked ones included, in wheelhouse_tasks_submitted_total', async () => {
-    const submitted = (): number => c.node.metrics.value('wheelhouse_tasks_submitted_total');
-    const before = submitted();
+    const submitted = (): Promise<number> => c.node.metrics.value('wheelhouse_tasks_submitted_total');
+    const before = await submitted();
     const type = uniqueType('counted');
     const graph = await w.submitDag({
       tasks: [
@@ -139,14 +139,14 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
         { ref: 'c', task_type: type, depends_on: ['b'] },
       ],
     });
-    expect(submitted()).toBe(before + 3);
+    expect(await submitted()).toBe(before + 3);
     expect(graph.status).toBe(201);
     const one = await api<{ status: string }>(c.url, 'POST', '/api/tasks', {
       task_type: type,
       dependencies: [idsOf(graph.body)['c']],
     });
     expect(one.body.status).toBe('blocked');
-    expect(submitted()).toBe(before + 4);
+    expect(await submitted()).toBe(before + 4);
   });
 
   it('runs a task with 1 000 predecessors once, after all of them', async () => {
@@ -771,7 +771,7 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
 
     await c.restart();
     // The start delivered the three events before the node answered anything.
-    expect(c.node.metrics.value('wheelhouse_dag_events_replayed_total')).toBe(3);
+    expect(await c.node.metrics.value('wheelhouse_dag_events_replayed_total')).toBe(3);
     expect((await w.task(id.d!)).status).toMatch(/^(pending|ready)$/);
     expect(await w.task(id.f!)).toMatchObject({ status: 'cancelled', last_error: `predecessor ${id.r} cancelled` });
     expect(await w.waitStatus(id.g!, 'cancelled')).toMatchObject({ last_error: `predecessor ${id.f} cancelled` });

@@ -24,7 +24,7 @@ describe.each(BACKENDS)('the safety nets on %s', (backend: BackendName) => {
     c = undefined;
   });
 
-  const recovered = (node: TestCluster, kind: string): number =>
+  const recovered = (node: TestCluster, kind: string): Promise<number> =>
     node.node.metrics.value('wheelhouse_safety_net_recovered_total', { kind });
 
   it('expires a lease that nothing else will, a grace after it ran out, and counts it', async () => {
@@ -44,10 +44,10 @@ describe.each(BACKENDS)('the safety nets on %s', (backend: BackendName) => {
 
     const early = await pollOnFakeTime(() => node.url, clock, type, expiresMs + GRACE_MS - 100, 250);
     expect(early).toBeNull();
-    expect(recovered(node, 'lease')).toBe(0);
+    expect(await recovered(node, 'lease')).toBe(0);
     const second = await pollOnFakeTime(() => node.url, clock, type, expiresMs + GRACE_MS + 3_000, 250);
     expect(second?.tasks).toEqual([expect.objectContaining({ task_id: id, attempt: 2 })]);
-    expect(recovered(node, 'lease')).toBe(1);
+    expect(await recovered(node, 'lease')).toBe(1);
     expect((await w.task(id)).last_error).toBe('lease expired');
   });
 
@@ -74,11 +74,11 @@ describe.each(BACKENDS)('the safety nets on %s', (backend: BackendName) => {
 
     const early = await pollOnFakeTime(() => node.url, clock, type, START + GRACE_MS - 100, 250);
     expect(early).toBeNull();
-    expect(recovered(node, 'pending')).toBe(0);
+    expect(await recovered(node, 'pending')).toBe(0);
     const handed = await pollOnFakeTime(() => node.url, clock, type, START + GRACE_MS + 3_000, 250);
     expect(handed?.tasks).toEqual([expect.objectContaining({ task_id: id, attempt: 1 })]);
-    expect(recovered(node, 'pending')).toBe(1);
-    expect(recovered(node, 'lease')).toBe(0);
+    expect(await recovered(node, 'pending')).toBe(1);
+    expect(await recovered(node, 'lease')).toBe(0);
   });
 
   it('finds nothing while the mechanisms work', async () => {
@@ -98,6 +98,6 @@ describe.each(BACKENDS)('the safety nets on %s', (backend: BackendName) => {
     const again = await pollOnFakeTime(() => node.url, clock, type, START + 10_000);
     await w.complete(again?.tasks ?? []);
     await clock.advance(GRACE_MS * 2);
-    for (const kind of ['lease', 'pending']) expect(recovered(node, kind), kind).toBe(0);
+    for (const kind of ['lease', 'pending']) expect(await recovered(node, kind), kind).toBe(0);
   });
 });

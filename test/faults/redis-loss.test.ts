@@ -74,7 +74,7 @@ describe('Redis losing data', () => {
     expect(second!.atMs).toBeLessThanOrEqual(START + 4 * MINUTE + 1_000);
     const wheel = await api<{ state: { rebuilds: number } }>(node.url, 'GET', '/admin/actors/wheel/0');
     expect(wheel.body.state.rebuilds).toBeGreaterThanOrEqual(1);
-    expect(node.node.metrics.value('wheelhouse_safety_net_recovered_total', { kind: 'pending' })).toBe(0);
+    expect(await node.node.metrics.value('wheelhouse_safety_net_recovered_total', { kind: 'pending' })).toBe(0);
   });
 
   it('refuses to start on a Redis that may evict any key, naming the setting', async () => {

@@ -70,12 +70,12 @@ describe('store faults on one node', () => {
     );
   };
 
-  const dutyFailures = (node: FaultyNode, duty: string): number =>
+  const dutyFailures = (node: FaultyNode, duty: string): Promise<number> =>
     metric(node, 'wheelhouse_duty_failures_total', { duty });
 
-  const expectNetsIdle = (node: FaultyNode): void => {
+  const expectNetsIdle = async (node: FaultyNode): Promise<void> => {
     for (const kind of ['lease', 'pending'])
-      expect(metric(node, 'wheelhouse_safety_net_recovered_total', { kind }), kind).toBe(0);
+      expect(await metric(node, 'wheelhouse_safety_net_recovered_total', { kind }), kind).toBe(0);
   };
 
   it('re-arms a cascade that failed (its snapshot write, Postgres down): a far task fires at its due time', async () => {
@@ -92,8 +92,8 @@ describe('store faults on one node', () => {
     expect(got?.tasks.map((t) => t.task_id)).toEqual([id]);
     expect(got!.atMs).toBeGreaterThanOrEqual(due);
     expect(got!.atMs).toBeLessThanOrEqual(due + 1_000);
-    expect(dutyFailures(node, 'wheel.cascade')).toBeGreaterThan(0);
-    expectNetsIdle(node);
+    expect(await dutyFailures(node, 'wheel.cascade')).toBeGreaterThan(0);
+    await expectNetsIdle(node);
   });
 
   it('re-arms a lease whose expiry could not be written: the task is handed on once Postgres is back', async () => {
@@ -111,8 +111,8 @@ describe('store faults on one node', () => {
     expect(second?.tasks).toEqual([expect.objectContaining({ task_id: id, attempt: 2 })]);
     // The expiry duty comes back within its backoff (≤ 2 s), then the retry's 0.1 s backoff.
     expect(second!.atMs).toBeLessThanOrEqual(expiresMs + 3_000);
-    expect(dutyFailures(node, 'lease.expire')).toBeGreaterThan(0);
-    expectNetsIdle(node);
+    expect(await dutyFailures(node, 'lease.expire')).toBeGreaterThan(0);
+    await expectNetsIdle(node);
   });
 
   it('answers 201 to a submit while Redis is down and fires the task at its due time once Redis is back', async () => {
@@ -131,7 +131,7 @@ describe('store faults on one node', () => {
     const later = await pollOnFakeTime(() => node.url, clock, type, START + 3 * MINUTE + 5_000);
     expect(later?.tasks.map((t) => t.task_id)).toEqual([far]);
     expect(later!.atMs).toBeLessThanOrEqual(START + 3 * MINUTE + 1_000);
-    expectNetsIdle(node);
+    await expectNetsIdle(node);
   });
 
   it('fires the near tasks of a batch on time when the far write of the same batch failed', async () => {
@@ -153,7 +153,7 @@ describe('store faults on one node', () => {
     const near = await pollOnFakeTime(() => node.url, clock, type, START + 30_000);
     expect(near?.tasks.map((t) => t.task_id)).toEqual([r.body.tasks[0]!.task_id]);
     expect(near!.atMs).toBeLessThanOrEqual(START + 3_000);
-    expectNetsIdle(node);
+    await expectNetsIdle(node);
   });
 
   it('takes within a second the entries a fallback put into a minute its wheel had already loaded', async () => {
@@ -170,7 +170,7 @@ describe('store faults on one node', () => {
     const got = await pollOnFakeTime(() => node.url, clock, type, START + 30_000);
     expect(got?.tasks.map((t) => t.task_id)).toEqual([task.id]);
     expect(got!.atMs).toBeLessThanOrEqual(task.dueMs + 1_000);
-    expectNetsIdle(node);
+    await expectNetsIdle(node);
   });
 
   it('answers 503 with Retry-After to a submit while Postgres is down, writing nothing; the same submit then succeeds', async () => {

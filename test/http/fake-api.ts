@@ -209,6 +209,7 @@ export class FakeApi implements AllApis {
         timeoutSeconds: 60,
         partition: 7,
         leaseToken: 'lt1.2',
+        dueMs: NOW_MS,
       },
     ];
   }

@@ -187,6 +187,7 @@ describe('bytes of a poll answer (maxPageBytes)', () => {
       timeoutSeconds: 60,
       partition: 0,
       leaseToken: `lt1.${i}`,
+      dueMs: NOW_MS,
     }));
   }
 

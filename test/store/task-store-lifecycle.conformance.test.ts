@@ -56,6 +56,9 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
         version: c.version + 1,
         requeued: null,
         notifyDependents: false,
+        taskType: 'test.task',
+        startedMs: T0 + 100,
+        endedMs: T0 + 2000,
       });
       expect(await store.get(c.id)).toMatchObject({
         status: 'succeeded',
@@ -144,6 +147,9 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
         version: c2!.version + 1,
         requeued: null,
         notifyDependents: false,
+        taskType: 'test.task',
+        startedMs: T0 + 60_000,
+        endedMs: T0 + 60_010,
       });
       expect(await store.get(c1.id)).toMatchObject({ status: 'failed', completedMs: T0 + 60_010, lastError: 'boom 2' });
     });
@@ -215,6 +221,8 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
       const now = c.leaseExpiresMs;
       const t = await store.expireLease(c.id, c.version, now, BACKOFF);
       expect(t).toMatchObject({ taskId: c.id, status: 'pending', version: c.version + 1 });
+      // The attempt that ran out: for the run-time histogram.
+      expect(t).toMatchObject({ taskType: 'test.task', startedMs: T0, endedMs: now });
       expect(t!.requeued!.dueMs).toBeGreaterThanOrEqual(now + 500);
       expect(t!.requeued!.dueMs).toBeLessThanOrEqual(now + 1000);
       expect(await store.get(c.id)).toMatchObject({
@@ -241,6 +249,9 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
         version: c.version + 1,
         requeued: null,
         notifyDependents: false,
+        taskType: 'test.task',
+        startedMs: T0,
+        endedMs: c.leaseExpiresMs + 5,
       });
       expect(await store.get(c.id)).toMatchObject({ status: 'failed', lastError: 'lease expired' });
     });

@@ -276,6 +276,7 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
         leaseExpiresMs: T0 + 500 + 45_000,
         timeoutSeconds: 45,
         partition: task.partition,
+        dueMs: T0,
       });
       expect(await store.get(task.id)).toMatchObject({
         status: 'running',

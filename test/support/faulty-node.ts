@@ -89,6 +89,6 @@ export async function pollOnFakeTime(
 }
 
 /** A metric of the node's own registry (0 when it has no such series yet). */
-export function metric(node: TestCluster, name: string, labels?: Record<string, string>): number {
+export function metric(node: TestCluster, name: string, labels?: Record<string, string>): Promise<number> {
   return node.node.metrics.value(name, labels);
 }

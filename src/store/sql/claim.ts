@@ -62,7 +62,7 @@ const CLAIM = `
     AND ${statusIs('t', 'pending')}
     AND t.due_time <= ${tsParam(3)}
   RETURNING t.id, t.task_type, t.payload, t.attempts, t.version, t.timeout_seconds, t.partition,
-            ${msOf('t.lease_expires_at')} AS lease_expires_ms, c.n`;
+            ${msOf('t.lease_expires_at')} AS lease_expires_ms, ${msOf('t.due_time')} AS due_ms, c.n`;
 
 interface ClaimRow {
   id: string;
@@ -73,6 +73,7 @@ interface ClaimRow {
   timeout_seconds: number;
   partition: number;
   lease_expires_ms: number;
+  due_ms: number;
   /** 1-based position of the id in the claim's id array. */
   n: number;
 }
@@ -124,6 +125,7 @@ export async function claimTasks(
     leaseExpiresMs: r.lease_expires_ms,
     timeoutSeconds: r.timeout_seconds,
     partition: r.partition,
+    dueMs: r.due_ms,
   }));
 }
 

@@ -1,7 +1,7 @@
 import type { Db } from '../db.js';
 import { LEASE_DIGEST_BYTES } from '../../domain/lease-token.js';
 import type { BackoffPolicy, Completion, Transition } from '../../domain/model.js';
-import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './columns.js';
+import { msOf, statusIs, toDueEntry, tsParam, validIds, wholeMs, type DueRow } from './columns.js';
 import { dagEventsCte, isFinal } from './outbox.js';
 
 /**
@@ -35,7 +35,8 @@ function backoffSql(base: number, max: number): string {
 const RETRY_AFTER_EXPIRY = `NOT t.cancel_requested AND t.attempts <= t.max_retries`;
 
 /** Columns of the transition a statement reports, selected from its `done` CTE. */
-const TRANSITION_COLUMNS = `d.id, d.status, d.version, d.task_type, d.priority, ${msOf('d.due_time')} AS due_ms, d.has_dependents`;
+const TRANSITION_COLUMNS = `d.id, d.status, d.version, d.task_type, d.priority, ${msOf('d.due_time')} AS due_ms,
+  d.has_dependents, ${msOf('d.started_at')} AS started_ms`;
 
 /** SQL: the result `r` (`ok`: the attempt succeeded) sends task `t` back to pending. */
 const RETRY_AFTER_RESULT = `NOT t.cancel_requested AND NOT r.ok AND r.retryable AND t.attempts <= t.max_retries`;
@@ -100,15 +101,19 @@ interface TransitionRow extends DueRow {
   status: Transition['status'];
   version: number;
   has_dependents: boolean;
+  started_ms: number | null;
 }
 
-function toTransition(row: TransitionRow): Transition {
+function toTransition(row: TransitionRow, endedMs: number): Transition {
   return {
     taskId: row.id,
     status: row.status,
     version: row.version,
     requeued: row.status === 'pending' ? toDueEntry(row) : null,
     notifyDependents: row.has_dependents && isFinal(row.status),
+    taskType: row.task_type,
+    startedMs: row.started_ms,
+    endedMs: wholeMs(endedMs),
   };
 }
 
@@ -143,7 +148,7 @@ export async function completeTasks(
     ],
     'wh_complete',
   );
-  return rows.map(toTransition);
+  return rows.map((row) => toTransition(row, nowMs));
 }
 
 /**
@@ -199,5 +204,5 @@ export async function expireLease(
     'wh_expire_lease',
   );
   const row = rows[0];
-  return row === undefined ? null : toTransition(row);
+  return row === undefined ? null : toTransition(row, nowMs);
 }
