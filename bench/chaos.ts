@@ -510,7 +510,7 @@ async function runOnce(stores: BenchStores, args: ChaosArgs, kill: boolean): Pro
     const sum = (name: string, labels?: string): number => scrapes.reduce((n, s) => n + metric(s, name, labels), 0);
     notes.push(
       `${kill ? 'survivors' : 'nodes'}: wheelhouse_stale_epoch_total ${sum('wheelhouse_stale_epoch_total')}, actors handed off ${sum('wheelhouse_actors_handed_off_total')}, ` +
-        `tasks requeued ${sum('wheelhouse_tasks_requeued_total')}, transport retries ${sum('wheelhouse_transport', 'counter="retries"')} failed ${sum('wheelhouse_transport', 'counter="failed"')}`,
+        `tasks requeued ${sum('wheelhouse_tasks_requeued_total')}, transport retries ${sum('wheelhouse_transport_retries_total')} failed ${sum('wheelhouse_transport_envelopes_failed_total')}`,
     );
     notes.push(
       `${kill ? 'survivors' : 'nodes'}: safety nets recovered ${['lease', 'pending', 'blocked'].map((k) => `${k} ${sum('wheelhouse_safety_net_recovered_total', `kind="${k}"`)}`).join(', ')}`,

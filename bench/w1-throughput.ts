@@ -227,10 +227,10 @@ function transportNote(
   const delta = (name: string, labels?: string): number[] =>
     after.map((a, i) => metric(a, name, labels) - metric(before[i] as Map<string, number>, name, labels));
   const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
-  const requests = delta('wheelhouse_transport', 'counter="requests"');
-  const envelopes = delta('wheelhouse_transport', 'counter="envelopes"');
-  const retries = sum(delta('wheelhouse_transport', 'counter="retries"'));
-  const failed = sum(delta('wheelhouse_transport', 'counter="failed"'));
+  const requests = delta('wheelhouse_transport_requests_total');
+  const envelopes = delta('wheelhouse_transport_envelopes_total');
+  const retries = sum(delta('wheelhouse_transport_retries_total'));
+  const failed = sum(delta('wheelhouse_transport_envelopes_failed_total'));
   const claimed = delta('wheelhouse_tasks_claimed_total');
   const ring = new RingPlacement(nodeIds);
   let starts = 0;
