@@ -123,7 +123,7 @@ function login(message?: string): void {
     h(
       'p',
       { class: 'muted' },
-      'The dashboard calls the API with a key that has the admin scope. It is kept in this tab only.',
+      'The dashboard calls the API with a key that has the admin scope; it is kept in this tab only. A node that asks for no key (wheelhouse dev) takes any.',
     ),
     h('label', { for: 'key' }, 'Admin key'),
     input,
