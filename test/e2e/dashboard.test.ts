@@ -101,6 +101,8 @@ describe('the dashboard', () => {
     await page.locator(`a[href="#/tasks/${id}"]`).click();
     await page.locator('h1 code', { hasText: id }).waitFor();
     expect(await page.locator('h1 .badge').innerText()).toMatch(/^(pending|ready)$/);
+    // Where it is, in a sentence: the explain route's, or the page's word that the node has none.
+    await page.locator('#explain', { hasText: /\S/ }).waitFor();
 
     // A worker takes it and reports while the page keeps polling.
     const polled = await api<{ tasks: { task_id: string; lease_token: string }[] }>('POST', '/api/workers/poll', {
