@@ -9,4 +9,4 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const from = join(root, 'src/dashboard');
 const to = join(root, 'dist/src/dashboard');
 mkdirSync(to, { recursive: true });
-for (const file of ['index.html', 'dashboard.css']) copyFileSync(join(from, file), join(to, file));
+for (const file of ['index.html', 'dashboard.css', 'views.css']) copyFileSync(join(from, file), join(to, file));
