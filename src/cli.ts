@@ -152,7 +152,7 @@ async function main(argv: string[]): Promise<void> {
   if (command === 'dev') {
     // For the person who just ran `npm start`: where to go next, without reading the JSON log.
     process.stdout.write(
-      `  API:   ${node.url}/api/tasks\n  docs:  ${node.url}/docs\n  admin: ${node.url}/admin/cluster (also /admin/actors, /admin/queues)\n`,
+      `  API:       ${node.url}/api/tasks\n  docs:      ${node.url}/docs\n  dashboard: ${node.url}/admin\n  admin:     ${node.url}/admin/cluster (also /admin/actors, /admin/queues)\n`,
     );
   }
   let stopping = false;

@@ -5,6 +5,7 @@ import { packageVersion } from '../lib/version.js';
 import type { Services } from '../services/types.js';
 import { tokenRoutes } from './admin-routes.js';
 import { keyAuth } from './auth.js';
+import { dashboardRoutes } from './dashboard-routes.js';
 import { registerDocs } from './docs.js';
 import { parseJsonBody } from './json-body.js';
 import { SHARED_SCHEMAS } from './schemas/index.js';
@@ -41,6 +42,8 @@ export interface BuildServerOptions {
   onAnswered?: RequestObserver;
   /** The worker channel behind `GET /api/workers/connect`; without one the route is not served. */
   channel?: WorkerChannelApi;
+  /** The built dashboard's folder (`GET /admin`). @default dist/src/dashboard/, next to this module */
+  dashboardDir?: string;
   /** More route plugins (admin, actor transport, …), registered after the built-in ones. */
   extraPlugins?: readonly FastifyPluginAsync[];
   /**
@@ -125,6 +128,7 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
   const batchLimit = batchBodyLimitBytes(options);
   void app.register(tokenRoutes(services.keys));
   void app.register(opsRoutes, { api: services.health, ...(input.metrics ? { metrics: input.metrics } : {}) });
+  void app.register(dashboardRoutes, input.dashboardDir === undefined ? {} : { dir: input.dashboardDir });
   const defaults = {
     timeoutSeconds: options.defaultTimeoutSeconds,
     maxPayloadBytes: options.maxPayloadBytes,

@@ -285,6 +285,7 @@ export function serverWith(
     logger?: FastifyBaseLogger;
     metrics?: () => string;
     extraPlugins?: readonly FastifyPluginAsync[];
+    dashboardDir?: string;
   } = {},
 ): { app: FastifyInstance; api: FakeApi } {
   const api = extra.api ?? new FakeApi();
@@ -297,6 +298,7 @@ export function serverWith(
     ...(extra.logger ? { logger: extra.logger } : {}),
     ...(extra.metrics ? { metrics: extra.metrics } : {}),
     ...(extra.extraPlugins ? { extraPlugins: extra.extraPlugins } : {}),
+    ...(extra.dashboardDir ? { dashboardDir: extra.dashboardDir } : {}),
   });
   return { app, api };
 }

@@ -58,6 +58,11 @@ export interface ClusterOptions {
   label?: string;
   /** How long to wait for the first ring over all nodes. @default 30 000 */
   readyTimeoutMs?: number;
+  /**
+   * The admin key the harness sends on its own calls (`status`, `api`, the ring waits), for a
+   * cluster started with auth on (`--admin-token-file` in `extraArgs`). @default none
+   */
+  adminToken?: string;
   /** The cli.js to run (another build). @default `$WHEELHOUSE_TEST_CLI`, else `CLI` (this checkout's dist) */
   cli?: string;
 }
@@ -82,10 +87,13 @@ export async function call<T = unknown>(
   path: string,
   body?: unknown,
   timeoutMs = REQUEST_TIMEOUT_MS,
+  token?: string,
 ): Promise<{ status: number; body: T }> {
+  const headers: Record<string, string> = body === undefined ? {} : { 'content-type': 'application/json' };
+  if (token !== undefined) headers.authorization = `Bearer ${token}`;
   const res = await fetch(`${url}${path}`, {
     method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    headers,
     body: body === undefined ? undefined : JSON.stringify(body),
     signal: AbortSignal.timeout(timeoutMs),
   });
@@ -137,6 +145,7 @@ export class ProcessCluster {
   private readonly extraArgs: string[];
   private readonly nodeArgs: Record<string, string[]>;
   private readonly cli: string | undefined;
+  private readonly token: string | undefined;
   private closed = false;
 
   constructor(options: ClusterOptions = {}) {
@@ -152,6 +161,7 @@ export class ProcessCluster {
     this.nodeArgs = options.nodeArgs ?? {};
     // WHEELHOUSE_TEST_CLI runs the cluster tests against another build (a bisect, a patched copy).
     this.cli = options.cli ?? process.env.WHEELHOUSE_TEST_CLI;
+    this.token = options.adminToken;
   }
 
   /** The configured failure timeout, ms. */
@@ -261,7 +271,14 @@ export class ProcessCluster {
 
   /** `GET /admin/cluster` on one node. */
   async status(id: string): Promise<ClusterStatusJson> {
-    const r = await call<ClusterStatusJson>(this.node(id).url, 'GET', '/admin/cluster');
+    const r = await call<ClusterStatusJson>(
+      this.node(id).url,
+      'GET',
+      '/admin/cluster',
+      undefined,
+      undefined,
+      this.token,
+    );
     if (r.status !== 200) throw new Error(`GET /admin/cluster on ${id}: ${r.status} ${JSON.stringify(r.body)}`);
     return r.body;
   }
@@ -274,7 +291,7 @@ export class ProcessCluster {
     body?: unknown,
     timeoutMs?: number,
   ): Promise<{ status: number; body: T }> {
-    return call<T>(this.node(id).url, method, path, body, timeoutMs);
+    return call<T>(this.node(id).url, method, path, body, timeoutMs, this.token);
   }
 
   /**
@@ -333,7 +350,7 @@ export class ProcessCluster {
 
   /** One metric of node `id`: the sum of its series that carry `labels` (see `metricValue`; throws when the node has no such metric). */
   async metric(id: string, name: string, labels?: Record<string, string>): Promise<number> {
-    const r = await call<string>(this.node(id).url, 'GET', '/metrics');
+    const r = await call<string>(this.node(id).url, 'GET', '/metrics', undefined, undefined, this.token);
     if (r.status !== 200) throw new Error(`GET /metrics on ${id}: ${r.status}`);
     return metricValue(r.body, name, labels);
   }

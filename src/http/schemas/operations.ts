@@ -74,6 +74,38 @@ export const opsRoutesSchemas = {
   },
 } as const;
 
+/** A dashboard file: one of the names the build writes (src/dashboard/). */
+const AssetName = Type.String({
+  maxLength: 64,
+  pattern: '^[a-z][a-z0-9-]*\\.(js|css)$',
+  'x-hint': 'name a dashboard file (lower-case, .js or .css)',
+});
+
+/**
+ * The dashboard (docs/decisions/0013-dashboard.md): its page and its files are open, as `/docs`
+ * is; they hold no data. Every call the page makes for data needs the `admin` scope.
+ */
+export const dashboardRoutesSchemas = {
+  page: {
+    tags: ['admin'],
+    summary: 'The dashboard (open: the page holds no data; its API calls need an admin key)',
+    ...OPEN,
+    produces: ['text/html'],
+    response: { 200: text('The dashboard page', 'text/html') },
+  },
+  asset: {
+    hide: true,
+    ...OPEN,
+    summary: "One of the dashboard's scripts or its style sheet",
+    params: Type.Object({ file: AssetName }, { additionalProperties: false }),
+    response: {
+      200: text('The file', 'text/javascript'),
+      304: Type.Null({ description: 'Not modified since the ETag sent.' }),
+      ...errors(400, 404),
+    },
+  },
+} as const;
+
 export const adminRoutesSchemas = {
   cluster: {
     tags: ['admin'],

@@ -1,0 +1,187 @@
+/**
+ * Graphs of dependent tasks: find one (by id, or among the graphs of the newest tasks), and
+ * draw it as an SVG, left to right by depth (a task one column right of its deepest
+ * predecessor), each task coloured by its status and linked to its page.
+ */
+import { api, type Dag, type TaskPage } from './api.js';
+import { badge, h, heading, link, s, shortId, table } from './dom.js';
+import type { Page } from './page.js';
+import { stat } from './pages-cluster.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** Tasks drawn at most; a larger graph is listed by its counts only. */
+const MAX_DRAWN = 400;
+const COL_W = 200;
+const ROW_H = 56;
+const NODE_W = 160;
+const NODE_H = 40;
+
+export const dagsPage: Page = (el) => {
+  const input = h('input', { name: 'dag_id', placeholder: 'graph id (a UUID)', size: 38, spellcheck: 'false' });
+  const form = h('form', { class: 'inline' }, input, h('button', { type: 'submit' }, 'Open'));
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const id = input.value.trim().toLowerCase();
+    if (UUID.test(id)) location.hash = `#/dags/${id}`;
+  });
+  const recent = h('section', {});
+  el.append(heading('DAGs'), h('div', { class: 'toolbar' }, form), recent);
+  return async () => {
+    // The graphs among the newest 200 tasks: one page of the list route, no scan.
+    const page = await api<TaskPage>('/api/tasks?limit=200');
+    const graphs = new Map<string, { dagId: string; tasks: number; newest: string }>();
+    for (const t of page.tasks) {
+      if (!t.dag_id) continue;
+      const g = graphs.get(t.dag_id) ?? { dagId: t.dag_id, tasks: 0, newest: t.created_at };
+      g.tasks++;
+      graphs.set(t.dag_id, g);
+    }
+    recent.replaceChildren(
+      h('h2', {}, 'Recent graphs'),
+      table(
+        [
+          { title: 'graph', cell: (g) => link(`#/dags/${g.dagId}`, shortId(g.dagId)) },
+          { title: 'created', cell: (g) => g.newest.replace('T', ' ').slice(0, 19) },
+          { title: 'tasks among the newest 200', num: true, cell: (g) => g.tasks },
+        ],
+        [...graphs.values()],
+        'No graphs among the newest 200 tasks. Open one by its id.',
+      ),
+    );
+  };
+};
+
+/** Depth of each ref: 0 without predecessors in the graph, else 1 + the deepest predecessor's. */
+function depths(dag: Dag): Map<string, number> {
+  const byRef = new Map(dag.tasks.map((t) => [t.ref, t]));
+  const depth = new Map<string, number>();
+  const visit = (ref: string, seen: Set<string>): number => {
+    const known = depth.get(ref);
+    if (known !== undefined) return known;
+    const task = byRef.get(ref);
+    if (!task || seen.has(ref)) return 0;
+    seen.add(ref);
+    const inGraph = task.depends_on.filter((d) => byRef.has(d));
+    const d = inGraph.length === 0 ? 0 : 1 + Math.max(...inGraph.map((p) => visit(p, seen)));
+    depth.set(ref, d);
+    return d;
+  };
+  for (const t of dag.tasks) visit(t.ref, new Set());
+  return depth;
+}
+
+function draw(dag: Dag): SVGSVGElement {
+  const depth = depths(dag);
+  const columns: string[][] = [];
+  for (const t of dag.tasks) (columns[depth.get(t.ref) ?? 0] ??= []).push(t.ref);
+  const at = new Map<string, { x: number; y: number }>();
+  columns.forEach((refs, col) => refs.forEach((ref, row) => at.set(ref, { x: 16 + col * COL_W, y: 16 + row * ROW_H })));
+  const width = 32 + Math.max(0, columns.length - 1) * COL_W + NODE_W;
+  const height = 32 + Math.max(1, ...columns.map((c) => c.length)) * ROW_H - (ROW_H - NODE_H);
+  const edges = dag.tasks.flatMap((t) =>
+    t.depends_on
+      .filter((d) => at.has(d))
+      .map((d) => {
+        const a = at.get(d) as { x: number; y: number };
+        const b = at.get(t.ref) as { x: number; y: number };
+        const x1 = a.x + NODE_W;
+        const y1 = a.y + NODE_H / 2;
+        const x2 = b.x;
+        const y2 = b.y + NODE_H / 2;
+        const mid = (x1 + x2) / 2;
+        return s('path', {
+          class: 'edge',
+          d: `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2 - 6},${y2}`,
+          'marker-end': 'url(#arrow)',
+        });
+      }),
+  );
+  const nodes = dag.tasks.map((t) => {
+    const p = at.get(t.ref) as { x: number; y: number };
+    const label = t.ref.length > 20 ? `${t.ref.slice(0, 19)}…` : t.ref;
+    const a = s(
+      'a',
+      { href: `#/tasks/${t.task_id}`, class: 'dag-node', 'data-ref': t.ref, 'data-status': t.status },
+      s('title', {}, `${t.ref} · ${t.task_type} · ${t.status}${t.last_error ? ` · ${t.last_error}` : ''}`),
+      s('rect', { x: p.x, y: p.y, width: NODE_W, height: NODE_H, rx: 6, class: `n-${t.status}` }),
+      s('text', { x: p.x + 10, y: p.y + 17, class: 'ref' }, label),
+      s('text', { x: p.x + 10, y: p.y + 32, class: 'sub' }, t.status),
+    );
+    return a;
+  });
+  return s(
+    'svg',
+    {
+      class: 'dag',
+      width,
+      height,
+      viewBox: `0 0 ${width} ${height}`,
+      role: 'img',
+      'aria-label': `graph of ${dag.tasks.length} tasks`,
+    },
+    s(
+      'defs',
+      {},
+      s(
+        'marker',
+        {
+          id: 'arrow',
+          viewBox: '0 0 10 10',
+          refX: 4,
+          refY: 5,
+          markerWidth: 8,
+          markerHeight: 8,
+          orient: 'auto-start-reverse',
+        },
+        s('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrowhead' }),
+      ),
+    ),
+    ...edges,
+    ...nodes,
+  );
+}
+
+export const dagPage: Page = (el, route) => {
+  const id = (route.parts[1] ?? '').toLowerCase();
+  const title = heading('Graph');
+  const summary = title.querySelector('.actions') as HTMLElement;
+  const picture = h('section', { class: 'dag-frame' });
+  const legend = h('section', {});
+  el.append(title, picture, legend);
+  let drawn = '';
+  return async () => {
+    const dag = await api<Dag>(`/api/dags/${id}`);
+    (title.querySelector('h1') as HTMLElement).replaceChildren(
+      'Graph ',
+      h('code', {}, dag.dag_id),
+      ' ',
+      badge(dag.status),
+    );
+    summary.replaceChildren(...Object.entries(dag.counts).map(([status, n]) => stat(status, n)));
+    // Redrawn only when a status changed, so the picture does not flicker on every poll.
+    const shape = dag.tasks.map((t) => `${t.ref}:${t.status}`).join();
+    if (shape !== drawn) {
+      drawn = shape;
+      picture.replaceChildren(
+        dag.tasks.length > MAX_DRAWN
+          ? h('p', { class: 'empty' }, `${dag.tasks.length} tasks: too many to draw (at most ${MAX_DRAWN}).`)
+          : draw(dag),
+      );
+    }
+    legend.replaceChildren(
+      h('h2', {}, 'Tasks'),
+      table(
+        [
+          { title: 'ref', cell: (t) => link(`#/tasks/${t.task_id}`, t.ref) },
+          { title: 'type', cell: (t) => t.task_type },
+          { title: 'status', cell: (t) => badge(t.status) },
+          { title: 'depends on', cell: (t) => t.depends_on.join(', ') || '—' },
+          { title: 'attempts', num: true, cell: (t) => t.attempts },
+          { title: 'last error', cell: (t) => t.last_error ?? '—' },
+        ],
+        dag.tasks,
+        'This graph has no tasks.',
+      ),
+    );
+  };
+};

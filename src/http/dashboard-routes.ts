@@ -1,0 +1,114 @@
+import { createHash } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { WheelhouseError } from '../lib/errors.js';
+import { dashboardRoutesSchemas as schemas } from './schemas/operations.js';
+
+/**
+ * The dashboard at `GET /admin`: a static page and its scripts, built from src/dashboard/ by
+ * `npm run build` (docs/decisions/0013-dashboard.md). The node serves them from memory with an
+ * ETag; the page holds no data, so neither needs a key (as `/docs`): the page asks for the
+ * admin key and sends it on every API call it makes. A strict Content-Security-Policy keeps
+ * the page to its own scripts and this origin, so nothing else can read the key it holds.
+ */
+
+export interface DashboardRoutesOptions {
+  /** The built dashboard's folder. @default `../dashboard/` next to this file (dist/src/dashboard/) */
+  dir?: string;
+}
+
+/** The built files, next to this module once compiled (dist/src/http → dist/src/dashboard). */
+export const DASHBOARD_DIR = fileURLToPath(new URL('../dashboard/', import.meta.url));
+
+const TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.map': 'application/json; charset=utf-8',
+};
+
+const CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+interface Asset {
+  body: Buffer;
+  etag: string;
+  type: string;
+}
+
+export const dashboardRoutes: FastifyPluginAsync<DashboardRoutesOptions> = async (fastify, opts) => {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const dir = opts.dir ?? DASHBOARD_DIR;
+  const cache = new Map<string, Promise<Asset | null>>();
+  const load = (name: string): Promise<Asset | null> => {
+    let pending = cache.get(name);
+    if (pending === undefined) {
+      pending = readAsset(dir, name);
+      cache.set(name, pending);
+    }
+    return pending;
+  };
+
+  app.get('/admin', { schema: schemas.page }, async (request, reply) => {
+    const asset = await load('index.html');
+    if (asset === null) throw notBuilt('index.html');
+    reply.header('content-security-policy', CSP);
+    return send(request, reply, asset);
+  });
+
+  app.get('/admin/assets/:file', { schema: schemas.asset }, async (request, reply) => {
+    const { file } = request.params;
+    const asset = file === 'index.html' ? null : await load(file);
+    if (asset === null) throw notBuilt(file);
+    return send(request, reply, asset);
+  });
+};
+
+function notBuilt(name: string): WheelhouseError {
+  return new WheelhouseError('not_found', `The dashboard has no file ${name} (is it built? npm run build).`, {
+    details: { file: name },
+  });
+}
+
+function send(request: FastifyRequest, reply: FastifyReply, asset: Asset): FastifyReply {
+  reply
+    .header('etag', asset.etag)
+    .header('cache-control', 'no-cache')
+    .header('x-content-type-options', 'nosniff')
+    .header('referrer-policy', 'no-referrer');
+  if (request.headers['if-none-match'] === asset.etag) return reply.code(304).send();
+  return reply.type(asset.type).send(asset.body);
+}
+
+/**
+ * One built file, or null when there is none. The page gets a `modulepreload` link for each
+ * script in its place of `<!-- modulepreload -->`, so the browser fetches the modules at once
+ * rather than one import after another.
+ */
+async function readAsset(dir: string, name: string): Promise<Asset | null> {
+  let body: Buffer;
+  try {
+    body = await readFile(`${dir}/${name}`);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw error;
+  }
+  if (name === 'index.html') {
+    const scripts = (await readdir(dir)).filter((f) => f.endsWith('.js')).sort();
+    const links = scripts.map((f) => `<link rel="modulepreload" href="/admin/assets/${f}">`).join('\n    ');
+    body = Buffer.from(body.toString('utf8').replace('<!-- modulepreload -->', links));
+  }
+  const extension = name.slice(name.lastIndexOf('.'));
+  const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"`;
+  return { body, etag, type: TYPES[extension] ?? 'application/octet-stream' };
+}
