@@ -8,7 +8,7 @@ import { dashboardRoutesSchemas as schemas } from './schemas/operations.js';
 
 /**
  * The dashboard at `GET /admin`: a static page and its scripts, built from src/dashboard/ by
- * `npm run build` (docs/decisions/0013-dashboard.md). The node serves them from memory with an
+ * `npm run build` (docs/decisions/0014-dashboard.md). The node serves them from memory with an
  * ETag; the page holds no data, so neither needs a key (as `/docs`): the page asks for the
  * admin key and sends it on every API call it makes. A strict Content-Security-Policy keeps
  * the page to its own scripts and this origin, so nothing else can read the key it holds.

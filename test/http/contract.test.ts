@@ -198,7 +198,7 @@ describe('the scopes', () => {
       .filter((r) => scopeOf(r.schema) === 'open')
       .map((r) => `${r.method} ${r.url}`)
       .sort();
-    // The dashboard's page and files hold no data (docs/decisions/0013-dashboard.md).
+    // The dashboard's page and files hold no data (docs/decisions/0014-dashboard.md).
     expect(open).toEqual([
       'GET /admin',
       'GET /admin/assets/:file',

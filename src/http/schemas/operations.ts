@@ -82,7 +82,7 @@ const AssetName = Type.String({
 });
 
 /**
- * The dashboard (docs/decisions/0013-dashboard.md): its page and its files are open, as `/docs`
+ * The dashboard (docs/decisions/0014-dashboard.md): its page and its files are open, as `/docs`
  * is; they hold no data. Every call the page makes for data needs the `admin` scope.
  */
 export const dashboardRoutesSchemas = {
