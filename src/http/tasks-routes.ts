@@ -7,8 +7,8 @@ import { batchSpecs, taskSpec, type TaskDefaults } from './validation/tasks.js';
 import { executionJson, submitJson, taskJson } from './serialize.js';
 
 /**
- * The task routes of API.md: submit (one or a batch), status, list, cancel, pause, resume,
- * history. Each route's schema (src/http/schemas/tasks.ts) validates its request before the
+ * The task routes of API.md: submit (one or a batch), status, list, cancel, retry, pause,
+ * resume, history. Each route's schema (src/http/schemas/tasks.ts) validates its request before the
  * handler runs and serializes its answer; what a schema cannot say is checked in
  * src/http/validation/tasks.ts. Errors go to the server's error handler.
  */
@@ -63,6 +63,11 @@ export const tasksRoutes: FastifyPluginAsync<TasksRoutesOptions> = async (fastif
     const { cancelledInstances } = await api.cancel(request.params.task_id.toLowerCase());
     return { ok: true as const, cancelled_instances: cancelledInstances };
   });
+
+  /** A failed or cancelled task runs again as a new attempt. */
+  app.post('/api/tasks/:task_id/retry', { schema: schemas.retry }, async (request) =>
+    taskJson(await api.retry(request.params.task_id.toLowerCase())),
+  );
 
   /** Cron schedules: pause stops firing (the pending instance is cancelled); resume goes on from now. */
   app.post('/api/tasks/:task_id/pause', { schema: schemas.pause }, async (request) =>

@@ -79,6 +79,11 @@ export interface TasksApi {
     limit: number,
     nextToken?: string,
   ): Promise<{ executions: ExecutionRecord[]; nextToken: string | null }>;
+  /**
+   * Runs a failed or cancelled task again (a new attempt, history kept) and places it on its
+   * wheel partition. 409 `invalid_transition` for any other status; 404 `task_not_found`.
+   */
+  retry(taskId: string): Promise<TaskView>;
 }
 
 export interface TaskListFilter {

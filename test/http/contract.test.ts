@@ -39,6 +39,7 @@ const ADMIN = 'the-admin-key-of-this-test';
 const BODILESS_POSTS = new Set([
   '/api/tasks/:task_id/pause',
   '/api/tasks/:task_id/resume',
+  '/api/tasks/:task_id/retry',
   '/internal/cluster/refresh',
 ]);
 
@@ -199,6 +200,11 @@ describe('the scopes', () => {
       .map((r) => `${r.method} ${r.url}`)
       .sort();
     expect(open).toEqual(['GET /docs/openapi.json', 'GET /healthz', 'GET /readyz']);
+  });
+
+  it('give the operator routes of issue 16 the scopes of their contract', () => {
+    const scopes = new Map(ownRoutes().map((r) => [`${r.method} ${r.url}`, scopeOf(r.schema)]));
+    expect(scopes.get('POST /api/tasks/:task_id/retry')).toBe('submit');
   });
 
   it('answer 401 without a key, 403 with a key of another scope, and let the right scope through', async () => {

@@ -160,6 +160,13 @@ export class FakeApi implements AllApis {
     return { cancelledInstances: 1 };
   }
 
+  async retry(taskId: string): Promise<TaskView> {
+    this.calls.push({ method: 'retry', args: [taskId] });
+    if (this.overrides.retry) return this.overrides.retry(taskId);
+    if (taskId !== KNOWN_ID) throw new WheelhouseError('task_not_found', undefined, { details: { task_id: taskId } });
+    return { record: record({ status: 'pending' }), status: 'ready', dependencies: [] };
+  }
+
   async pause(taskId: string): Promise<TaskView> {
     this.calls.push({ method: 'pause', args: [taskId] });
     if (this.overrides.pause) return this.overrides.pause(taskId);
