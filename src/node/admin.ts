@@ -3,7 +3,8 @@ import type { CompiledOptions } from '../lib/config.js';
 import { adminRoutes } from '../http/admin-routes.js';
 import { clusterRoutes } from '../http/cluster-routes.js';
 import type { Cluster } from '../runtime/cluster.js';
-import { inspectRemote } from '../runtime/cluster-wire.js';
+import { getFromPeer, inspectRemote } from '../runtime/cluster-wire.js';
+import type { ClusterPeers, WorkerPresence } from '../services/worker-presence.js';
 import type { LivePlacement } from '../runtime/ring.js';
 import type { ActorSystem } from '../runtime/system.js';
 import type { Backend } from '../store/backend.js';
@@ -19,6 +20,29 @@ export interface AdminFaceDeps {
   placement(): LivePlacement;
   /** The URL the node listens on, once it does. */
   url(): string;
+  /** This node's own workers of a task type, for the peers that explain a task. */
+  presence(taskType: string): WorkerPresence;
+}
+
+/** The other live nodes as the ring has them, reached over `/internal` with the cluster secret. */
+export function clusterPeers(
+  options: Pick<CompiledOptions, 'nodeId' | 'clusterSecret'>,
+  cluster: Cluster | null,
+  placement: () => LivePlacement,
+): ClusterPeers {
+  return {
+    others: () =>
+      cluster === null
+        ? []
+        : placement()
+            .ring.nodes()
+            .filter((id) => id !== options.nodeId)
+            .flatMap((nodeId) => {
+              const address = cluster.addressOf(nodeId);
+              return address === undefined ? [] : [{ nodeId, address }];
+            }),
+    get: (address, path) => getFromPeer(address, options.clusterSecret, path),
+  };
 }
 
 /**
@@ -59,6 +83,7 @@ export function adminFace(deps: AdminFaceDeps): FastifyPluginAsync[] {
             accept: (envelope) => system.acceptRemote(envelope),
             onRefresh: () => cluster.refresh(),
             inspect: (kind, key) => system.inspect(kind, key),
+            presence: (taskType) => deps.presence(taskType),
             // A message wraps what the API accepted in a few levels of envelope.
             maxJsonDepth: options.maxJsonDepth + 16,
           }),

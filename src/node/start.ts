@@ -17,7 +17,7 @@ import { SafetyNet } from '../services/safety-net.js';
 import type { Services } from '../services/types.js';
 import { openBackend, type Backend } from '../store/backend.js';
 import { registerActorKinds } from './actors.js';
-import { adminFace } from './admin.js';
+import { adminFace, clusterPeers } from './admin.js';
 import { nodeClock, type NodeContext } from './context.js';
 import { nodeCluster } from './cluster.js';
 import { DutyLog } from './duty-log.js';
@@ -162,13 +162,15 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     onDutyEnded: metrics.onActorDutyEnded,
   });
   const { wheel, resolver, activation } = registerActorKinds(ctx, actors, metrics);
-  const { services, dispatcher, channel } = buildServices(ctx, {
+  const { services, dispatcher, channel, presence } = buildServices(ctx, {
     system: actors,
     wheel,
     resolver,
     activation,
     backlog: () => backlog,
     started: () => started,
+    ownerOf: (kind, key) => placement.ownerOf(kind, key),
+    peers: clusterPeers(options, cluster, () => placement),
   });
   const offPush = backend.ready.onPush((types) => dispatcher.notify(types));
 
@@ -203,6 +205,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     cluster,
     placement: () => placement,
     url: () => url,
+    presence,
   });
   const server = buildServer({
     services,

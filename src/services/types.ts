@@ -1,6 +1,7 @@
 import type { ApiKeysApi } from './api-keys.js';
 import type { ClaimedTask, ExecutionRecord, SubmitResult, TaskRecord, TaskStatus } from '../domain/model.js';
 import type { DagSpec, TaskSpec } from '../domain/specs.js';
+import type { Explanation } from './explanation.js';
 
 /** One task of a graph as clients see it. */
 export interface DagNodeView {
@@ -86,6 +87,12 @@ export interface TasksApi {
   retry(taskId: string): Promise<TaskView>;
 }
 
+/** `GET /api/tasks/{id}/explain`: why a task is where it is. */
+export interface ExplainApi {
+  /** 404 `task_not_found` for an unknown id. */
+  explain(taskId: string): Promise<Explanation>;
+}
+
 export interface TaskListFilter {
   status?: TaskStatus;
   taskType?: string;
@@ -143,6 +150,7 @@ export interface Services {
   dags: DagsApi;
   workers: WorkersApi;
   health: HealthApi;
+  explain: ExplainApi;
   /** API keys: who may call which route. */
   keys: ApiKeysApi;
 }

@@ -59,7 +59,13 @@ beforeAll(async () => {
           inspectActor: async () => null,
           queues: async () => [],
         }),
-        clusterRoutes({ secret: null, accept: async () => undefined, onRefresh: () => undefined, inspect: () => null }),
+        clusterRoutes({
+          secret: null,
+          accept: async () => undefined,
+          onRefresh: () => undefined,
+          inspect: () => null,
+          presence: () => ({ connected: 0, polling: 0, lastAskedMs: null }),
+        }),
       ],
     },
   ));
@@ -205,6 +211,8 @@ describe('the scopes', () => {
   it('give the operator routes of issue 16 the scopes of their contract', () => {
     const scopes = new Map(ownRoutes().map((r) => [`${r.method} ${r.url}`, scopeOf(r.schema)]));
     expect(scopes.get('POST /api/tasks/:task_id/retry')).toBe('submit');
+    expect(scopes.get('GET /api/tasks/:task_id/explain')).toBe('read');
+    expect(scopes.get('GET /internal/workers/presence')).toBe('cluster');
   });
 
   it('answer 401 without a key, 403 with a key of another scope, and let the right scope through', async () => {

@@ -45,7 +45,13 @@ export async function routeTable(): Promise<FuzzRoute[]> {
           inspectActor: async () => null,
           queues: async () => [],
         }),
-        clusterRoutes({ secret: null, accept: async () => undefined, onRefresh: () => undefined, inspect: () => null }),
+        clusterRoutes({
+          secret: null,
+          accept: async () => undefined,
+          onRefresh: () => undefined,
+          inspect: () => null,
+          presence: () => ({ connected: 0, polling: 0, lastAskedMs: null }),
+        }),
       ],
     },
   );

@@ -1,6 +1,6 @@
 import Type, { type Static } from 'typebox';
 import { SCOPES } from '../../services/api-keys.js';
-import { OPEN, Ok, StringEnum, Time, Uuid, errors, needs } from './common.js';
+import { OPEN, Ok, StringEnum, TaskType, Time, Uuid, errors, needs } from './common.js';
 
 /** Node-to-node routes: the cluster secret, checked by their own hook, not an API key. */
 const CLUSTER = { security: [{ cluster: [] as string[] }] };
@@ -230,6 +230,23 @@ export const clusterRoutesSchemas = {
     ...CLUSTER,
     summary: 'A peer joined or left: re-read membership',
     response: { 204: Type.Null({ description: 'Re-read.' }), ...errors(401, 403, 500, 503) },
+  },
+  presence: {
+    hide: true,
+    ...CLUSTER,
+    summary: "This node's workers of a task type: sockets, waiting polls, last ask",
+    querystring: Type.Object({ task_type: TaskType }, { additionalProperties: false }),
+    response: {
+      200: Type.Object(
+        {
+          connected: Type.Integer({ minimum: 0 }),
+          polling: Type.Integer({ minimum: 0 }),
+          last_asked_ms: Type.Union([Type.Number(), Type.Null()]),
+        },
+        { additionalProperties: false },
+      ),
+      ...errors(400, 401, 403, 500),
+    },
   },
   actor: {
     hide: true,
