@@ -26,6 +26,8 @@ export interface ClusterRoutesOptions {
   onRefresh(): Promise<void> | void;
   /** One live local actor with its state, or null. */
   inspect(kind: string, key: string): ActorInfo | null;
+  /** This node's own live actors, in (kind, key) order after a cursor. */
+  listActors(filter: { kind?: string; limit: number; after?: { kind: string; key: string } }): ActorInfo[];
   /** This node's own workers of a task type. */
   presence(taskType: string): WorkerPresence;
   /** Body limit of `POST /internal/actors`, bytes. @default 64 MiB */
@@ -101,6 +103,14 @@ export function clusterRoutes(options: ClusterRoutesOptions): FastifyPluginAsync
     app.post(REFRESH_PATH, { schema: schemas.refresh, logLevel: 'warn' }, async (_request, reply) => {
       await options.onRefresh();
       return reply.code(204).send(null);
+    });
+
+    app.get(ACTORS_PATH, { schema: schemas.actorList, logLevel: 'warn' }, async (request) => {
+      const { kind, limit, after_kind: afterKind, after_key: afterKey } = request.query;
+      const after = afterKind !== undefined && afterKey !== undefined ? { kind: afterKind, key: afterKey } : undefined;
+      return {
+        actors: options.listActors({ limit, ...(kind === undefined ? {} : { kind }), ...(after ? { after } : {}) }),
+      };
     });
 
     app.get(PRESENCE_PATH, { schema: schemas.presence, logLevel: 'warn' }, async (request) =>

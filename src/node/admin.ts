@@ -5,6 +5,7 @@ import { clusterRoutes } from '../http/cluster-routes.js';
 import type { Cluster } from '../runtime/cluster.js';
 import { getFromPeer, inspectRemote } from '../runtime/cluster-wire.js';
 import type { ClusterPeers, WorkerPresence } from '../services/worker-presence.js';
+import { ActorBrowser, pageOfLocal, type LocalActors } from '../services/actor-browser.js';
 import type { LivePlacement } from '../runtime/ring.js';
 import type { ActorSystem } from '../runtime/system.js';
 import type { Backend } from '../store/backend.js';
@@ -47,11 +48,29 @@ export function clusterPeers(
 
 /**
  * The operator's routes (`/admin/*`: cluster, actors, queues) and the node-to-node routes
- * (`/internal/*`), wired to this node's actor system and cluster. An actor that lives on
- * another node is inspected there.
+ * (`/internal/*`), wired to this node's actor system and cluster. The actors of every live
+ * node are listed, and an actor that lives on another node is inspected there.
  */
 export function adminFace(deps: AdminFaceDeps): FastifyPluginAsync[] {
   const { options, backend, system, cluster } = deps;
+  const local: LocalActors = {
+    nodeId: options.nodeId,
+    // Every live actor of the node, sorted: an operator's page, not a hot path.
+    list: (filter) =>
+      pageOfLocal(
+        system.list({ ...(filter.kind === undefined ? {} : { kind: filter.kind }), limit: Infinity }),
+        filter,
+      ),
+    inspect: (kind, key) => system.inspect(kind, key),
+    ownerOf: (kind, key) => deps.placement().ownerOf(kind, key),
+  };
+  const browser = new ActorBrowser({
+    local,
+    peers: {
+      ...clusterPeers(options, cluster, deps.placement),
+      inspect: (address, kind, key) => inspectRemote(address, options.clusterSecret, kind, key),
+    },
+  });
   return [
     adminRoutes({
       cluster: () =>
@@ -64,14 +83,8 @@ export function adminFace(deps: AdminFaceDeps): FastifyPluginAsync[] {
           heartbeatMs: options.heartbeatMs,
           snapshots: backend.snapshots,
         }),
-      listActors: (filter) => system.list(filter),
-      inspectActor: async (kind, key) => {
-        const local = system.inspect(kind, key);
-        const owner = deps.placement().ownerOf(kind, key);
-        const address = owner === options.nodeId ? undefined : cluster?.addressOf(owner);
-        if (local !== null || address === undefined) return local;
-        return inspectRemote(address, options.clusterSecret, kind, key);
-      },
+      listActors: (filter) => browser.list(filter),
+      inspectActor: (kind, key) => browser.inspect(kind, key),
       queues: () => backend.ready.depths(deps.clock.now()),
     }),
     // The embedded backend is a cluster of one: it has no node-to-node routes at all.
@@ -83,6 +96,7 @@ export function adminFace(deps: AdminFaceDeps): FastifyPluginAsync[] {
             accept: (envelope) => system.acceptRemote(envelope),
             onRefresh: () => cluster.refresh(),
             inspect: (kind, key) => system.inspect(kind, key),
+            listActors: (filter) => local.list(filter),
             presence: (taskType) => deps.presence(taskType),
             // A message wraps what the API accepted in a few levels of envelope.
             maxJsonDepth: options.maxJsonDepth + 16,

@@ -13,7 +13,8 @@ import { eventually } from '../support/waits.js';
 /**
  * The operator's view across three nodes of one cluster (Postgres + Redis): `explain` asked of
  * one node names the owner and epoch of a partition another node holds and counts the workers
- * connected to, or asking, the other nodes.
+ * connected to, or asking, the other nodes; `/admin/actors` lists the actors of every node,
+ * paged, and names a node that does not answer.
  */
 const PARTITIONS = 8;
 
@@ -22,6 +23,19 @@ interface Explained {
   sentence: string;
   due: { partition: number; owner_node: string; epoch: number | null } | null;
   queue: { ahead: number | null; workers: { connected: number; polling: number; last_asked_at: string | null } } | null;
+}
+interface ActorJson {
+  kind: string;
+  key: string;
+  node: string;
+  state?: {
+    levels?: { level: string; entries: number; occupiedSlots: number; slots: { at: string; entries: number }[] }[];
+  };
+}
+interface ActorsPage {
+  actors: ActorJson[];
+  next_token: string | null;
+  nodes: { node_id: string; ok: boolean }[];
 }
 interface ClusterJson {
   ring: { nodes: string[] };
@@ -142,4 +156,102 @@ describe('inspecting a cluster of three', () => {
     expect((await api(n2.url, 'GET', path)).status).toBe(401);
     await waiting;
   });
+
+  it('lists the wheel partitions of all three nodes from one, in (node, kind, key) order, page by page', async () => {
+    const [n1] = nodes as [WheelhouseNode];
+    const all = await api<ActorsPage>(n1.url, 'GET', '/admin/actors?kind=wheel&limit=100');
+    expect(all.status).toBe(200);
+    expect(all.body.nodes).toEqual([
+      { node_id: 'n1', ok: true },
+      { node_id: 'n2', ok: true },
+      { node_id: 'n3', ok: true },
+    ]);
+    expect(all.body.next_token).toBeNull();
+    const keys = all.body.actors.map((a) => a.key);
+    expect([...keys].sort()).toEqual(Array.from({ length: PARTITIONS }, (_, p) => String(p)).sort());
+    for (const actor of all.body.actors) expect(actor.node).toBe(n1.system.ownerOf(WHEEL, actor.key));
+    expect(new Set(all.body.actors.map((a) => a.node)).size).toBeGreaterThan(1);
+    const order = all.body.actors.map((a) => `${a.node}/${a.key}`);
+    expect(order).toEqual([...order].sort());
+
+    const paged: string[] = [];
+    let token: string | null = null;
+    do {
+      const query: string = token === null ? '' : `&next_token=${token}`;
+      const page = await api<ActorsPage>(n1.url, 'GET', `/admin/actors?kind=wheel&limit=3${query}`);
+      expect(page.body.actors.length).toBeLessThanOrEqual(3);
+      paged.push(...page.body.actors.map((a) => `${a.node}/${a.key}`));
+      token = page.body.next_token;
+    } while (token !== null);
+    expect(paged).toEqual(order);
+
+    const onN2 = await api<ActorsPage>(n1.url, 'GET', '/admin/actors?kind=wheel&node=n2');
+    expect(onN2.body.nodes).toEqual([{ node_id: 'n2', ok: true }]);
+    expect(onN2.body.actors.map((a) => a.key)).toEqual(
+      all.body.actors.filter((a) => a.node === 'n2').map((a) => a.key),
+    );
+    expect((await api(n1.url, 'GET', '/admin/actors?next_token=bm90LWEtdG9rZW4')).status).toBe(400);
+  });
+
+  it("shows a far node's wheel partition with its slots' occupancy, counts only", async () => {
+    const [n1] = nodes as [WheelhouseNode];
+    const type = uniqueType('occupancy');
+    // Due in 30 s: on the near wheel of their partitions, not yet fired.
+    const submitted = await api<{ tasks: { task_id: string }[] }>(n1.url, 'POST', '/api/tasks/batch', {
+      tasks: Array.from({ length: 16 }, () => ({ task_type: type, schedule: { type: 'delayed', delay_seconds: 30 } })),
+    });
+    const id = submitted.body.tasks
+      .map((t) => t.task_id)
+      .find((t) => n1.system.ownerOf(WHEEL, String(partitionOf(t, PARTITIONS))) !== 'n1')!;
+    const partition = String(partitionOf(id, PARTITIONS));
+    const sameSlot = submitted.body.tasks.filter(
+      (t) => String(partitionOf(t.task_id, PARTITIONS)) === partition,
+    ).length;
+    const wheel = await eventually(async () => {
+      const res = await api<ActorJson>(n1.url, 'GET', `/admin/actors/wheel/${partition}`);
+      const near = res.body.state?.levels?.[0];
+      return near !== undefined && near.entries >= sameSlot ? res.body : undefined;
+    });
+    expect(wheel.node).toBe(n1.system.ownerOf(WHEEL, partition));
+    const near = wheel.state!.levels![0]!;
+    expect(near.level).toBe('near');
+    expect(near.slots.reduce((sum, slot) => sum + slot.entries, 0)).toBe(near.entries);
+    expect(near.occupiedSlots).toBeGreaterThanOrEqual(1);
+    expect(JSON.stringify(wheel.state)).not.toContain(id);
+    // No node holds it: every live node is asked, and the answer is a 404, not a 5xx.
+    expect((await api(n1.url, 'GET', '/admin/actors/wheel/999')).status).toBe(404);
+  });
+
+  it('lists a node that does not answer with ok: false, its actors missing', async () => {
+    const n4 = await startNode({
+      backend: 'postgres',
+      postgresUrl: TEST_POSTGRES_URL,
+      postgresSchema: schema,
+      redisUrl: TEST_REDIS_URL,
+      redisPrefix: prefix,
+      postgresPoolSize: 2,
+      nodeId: 'n4',
+      port: 0,
+      partitions: PARTITIONS,
+      // Another secret: n4 is in the membership table, but refuses the others' node-to-node requests.
+      clusterSecret: randomBytes(32).toString('hex'),
+      heartbeatSeconds: 0.2,
+      failureTimeoutSeconds: 1,
+      builtinExecutors: false,
+      logLevel: 'silent',
+    });
+    try {
+      const [n1] = nodes as [WheelhouseNode];
+      const page = await eventually(async () => {
+        const res = await api<ActorsPage>(n1.url, 'GET', '/admin/actors?limit=1000');
+        return res.body.nodes.some((n) => n.node_id === 'n4') ? res.body : undefined;
+      }, 15_000);
+      expect(page.nodes).toContainEqual({ node_id: 'n4', ok: false });
+      expect(page.nodes.filter((n) => n.node_id !== 'n4').every((n) => n.ok)).toBe(true);
+      expect(page.actors.some((a) => a.node === 'n4')).toBe(false);
+      expect(page.actors.some((a) => a.node === 'n1')).toBe(true);
+    } finally {
+      await n4.close();
+    }
+  }, 30_000);
 });

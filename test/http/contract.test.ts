@@ -55,7 +55,7 @@ beforeAll(async () => {
       extraPlugins: [
         adminRoutes({
           cluster: async () => ({ nodes: [] }),
-          listActors: () => [],
+          listActors: async () => ({ actors: [], next: null, nodes: [] }),
           inspectActor: async () => null,
           queues: async () => [],
         }),
@@ -65,6 +65,7 @@ beforeAll(async () => {
           onRefresh: () => undefined,
           inspect: () => null,
           presence: () => ({ connected: 0, polling: 0, lastAskedMs: null }),
+          listActors: () => [],
         }),
       ],
     },

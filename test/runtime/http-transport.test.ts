@@ -173,6 +173,7 @@ class TestCluster {
         },
         inspect: (kind, key) => node.system.inspect(kind, key),
         presence: () => ({ connected: 0, polling: 0, lastAskedMs: null }),
+        listActors: () => [],
         bodyLimitBytes: options.bodyLimitBytes,
       }),
     );

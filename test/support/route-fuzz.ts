@@ -41,7 +41,7 @@ export async function routeTable(): Promise<FuzzRoute[]> {
       extraPlugins: [
         adminRoutes({
           cluster: async () => ({}),
-          listActors: () => [],
+          listActors: async () => ({ actors: [], next: null, nodes: [] }),
           inspectActor: async () => null,
           queues: async () => [],
         }),
@@ -51,6 +51,7 @@ export async function routeTable(): Promise<FuzzRoute[]> {
           onRefresh: () => undefined,
           inspect: () => null,
           presence: () => ({ connected: 0, polling: 0, lastAskedMs: null }),
+          listActors: () => [],
         }),
       ],
     },
