@@ -62,6 +62,8 @@ export function dagNodeBehavior(deps: DagNodeDeps): Behavior<DagNodeState, DagMe
     persistence: 'external',
     idlePassivationMs: deps.idlePassivationMs,
     activate: () => Promise.resolve({ handled: 0, last: null }),
+    /** Its reconciled state: how many times it looked, and what the last look found. */
+    describe: (state) => ({ reconciles: state.handled, lastStatus: state.last }),
     async receive(state: DagNodeState, message: DagMessage, ctx: ActorContext<DagMessage>): Promise<DagNodeState> {
       const outcome = await deps.reconcile(ctx.key);
       state.handled++;

@@ -25,6 +25,18 @@ export class TimeWheel {
     return this.count;
   }
 
+  /**
+   * How full the wheel is, in counts only: the slots holding entries, the entries, and the
+   * first `maxSlots` occupied slots by time with their start and count. For an operator.
+   */
+  occupancy(maxSlots: number): { slots: number; entries: number; first: { slotStartMs: number; entries: number }[] } {
+    const first = [...this.slots.keys()]
+      .sort((a, b) => a - b)
+      .slice(0, Math.max(0, maxSlots))
+      .map((slot) => ({ slotStartMs: slot * this.slotMs, entries: this.slots.get(slot)?.length ?? 0 }));
+    return { slots: this.slots.size, entries: this.count, first };
+  }
+
   add(entry: DueEntry): void {
     const slot = Math.floor(entry.dueMs / this.slotMs);
     const entries = this.slots.get(slot);

@@ -175,8 +175,24 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
         unplaced: state.unplaced.length,
         awaitingPushRetry: state.retrying.size,
         rebuilds: state.rebuilds,
+        // Occupancy in counts, never ids. The near wheel is in memory, a slot per `slotMs`;
+        // entries due later wait in the bucket store (a bucket per minute, from `loadedUntil`).
+        levels: [nearLevel(state.wheel.occupancy(OCCUPANCY_SLOTS_SHOWN), state.wheel.slotMs)],
       };
     },
+  };
+}
+
+/** Most slots a wheel partition's description lists one by one. */
+const OCCUPANCY_SLOTS_SHOWN = 120;
+
+function nearLevel(occupancy: ReturnType<TimeWheel['occupancy']>, slotMs: number): Record<string, unknown> {
+  return {
+    level: 'near',
+    slotMs,
+    occupiedSlots: occupancy.slots,
+    entries: occupancy.entries,
+    slots: occupancy.first.map((s) => ({ at: iso(s.slotStartMs), entries: s.entries })),
   };
 }
 

@@ -9,12 +9,12 @@ import { intFlag, nodeConnection, UsageError } from './usage.js';
 
 /**
  * The verbs that talk to a running node through `wheelhouse/client`: submit, get, list,
- * history, cancel, pause, resume, dag submit. `--url` (or WHEELHOUSE_URL, default
+ * history, cancel, retry, pause, resume, dag submit. `--url` (or WHEELHOUSE_URL, default
  * http://127.0.0.1:7070) and `--token` (or WHEELHOUSE_AUTH_TOKEN) pick the node; `--json`
  * prints what the API answered, for scripts; otherwise a table or a few lines for people.
  */
 
-export const CLIENT_VERBS = ['submit', 'get', 'list', 'history', 'cancel', 'pause', 'resume', 'dag'] as const;
+export const CLIENT_VERBS = ['submit', 'get', 'list', 'history', 'cancel', 'retry', 'pause', 'resume', 'dag'] as const;
 export type ClientVerb = (typeof CLIENT_VERBS)[number];
 
 export const CLIENT_HELP = `Talking to a node (--url, default $WHEELHOUSE_URL or http://127.0.0.1:7070;
@@ -31,6 +31,7 @@ export const CLIENT_HELP = `Talking to a node (--url, default $WHEELHOUSE_URL or
   wheelhouse list [--status <s>] [--type <task_type>] [--limit <n>]
   wheelhouse history <task_id>
   wheelhouse cancel <task_id>      (a cron schedule: deletes it)
+  wheelhouse retry <task_id>       (a failed or cancelled task runs again)
   wheelhouse pause <task_id>       wheelhouse resume <task_id>
   wheelhouse dag submit <file.json> (a POST /api/dags body)
 `;
@@ -132,9 +133,14 @@ export async function runClientVerb(
       print(result, () => `cancelled (${result.cancelledInstances} instance(s))\n`);
       return 0;
     }
+    case 'retry':
     case 'pause':
     case 'resume': {
-      const task = await (verb === 'pause' ? client.pause(id()) : client.resume(id()));
+      const task = await (verb === 'retry'
+        ? client.retry(id())
+        : verb === 'pause'
+          ? client.pause(id())
+          : client.resume(id()));
       print(task, () => taskLines(task));
       return 0;
     }

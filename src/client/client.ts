@@ -54,6 +54,11 @@ export interface WheelhouseClient {
   pause(taskId: string): Promise<Task>;
   /** `POST /api/tasks/{id}/resume`: a paused cron task fires again from now. Answers the task. */
   resume(taskId: string): Promise<Task>;
+  /**
+   * `POST /api/tasks/{id}/retry`: a failed or cancelled task runs again as a new attempt, its
+   * history kept. Answers the task (pending again). Any other status: `invalid_transition`.
+   */
+  retry(taskId: string): Promise<Task>;
   /** One page of `GET /api/tasks/{id}/history`, newest first. */
   historyPage(taskId: string, options?: HistoryOptions): Promise<HistoryPage>;
   /** Every execution of the task, newest first, page after page. */
@@ -171,6 +176,11 @@ export function createClient(options: ClientOptions): WheelhouseClient {
 
     async resume(taskId) {
       const answer = await http.send({ method: 'POST', path: taskPath(taskId, '/resume'), idempotent: false });
+      return taskFromWire(answer.body);
+    },
+
+    async retry(taskId) {
+      const answer = await http.send({ method: 'POST', path: taskPath(taskId, '/retry'), idempotent: false });
       return taskFromWire(answer.body);
     },
 

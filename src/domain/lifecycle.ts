@@ -11,6 +11,7 @@ import type { StoredStatus, TaskStatus } from './model.js';
  *                           └──── retry (backoff) ◄── failed / lease expired
  *                                                             └──► failed (retries spent)
  * any non-final ──cancel──► cancelled            predecessor failed ──► cancelled
+ * failed | cancelled ──retry (POST …/retry)──► pending, due now: a new attempt
  * ```
  *
  * `ready` is derived (`pending` and due), so pending → ready is not a stored transition.
@@ -22,12 +23,16 @@ export const TRANSITIONS: Readonly<Record<StoredStatus, readonly StoredStatus[]>
   pending: ['running', 'cancelled'],
   running: ['succeeded', 'pending', 'failed', 'cancelled'],
   succeeded: [],
-  failed: [],
-  cancelled: [],
+  failed: ['pending'],
+  cancelled: ['pending'],
   active: ['paused', 'cancelled', 'succeeded'],
   paused: ['active', 'cancelled'],
 };
 
+/**
+ * Statuses in which a task has ended: nothing moves it on by itself. Only an explicit retry
+ * takes a failed or cancelled task back to pending.
+ */
 export const FINAL_STATUSES: readonly StoredStatus[] = ['succeeded', 'failed', 'cancelled'];
 
 export function canTransition(from: StoredStatus, to: StoredStatus): boolean {

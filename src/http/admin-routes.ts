@@ -4,6 +4,7 @@ import { WheelhouseError } from '../lib/errors.js';
 import type { ActorInfo } from '../runtime/actor.js';
 import type { QueueDepth } from '../store/fast-index-types.js';
 import type { ApiKeysApi, ApiKeyView } from '../services/api-keys.js';
+import type { ActorCursor, ActorListFilter, ActorPage } from '../services/actor-browser.js';
 import { adminRoutesSchemas as schemas, tokenRoutesSchemas as tokens, type ApiKeyJson } from './schemas/operations.js';
 
 /**
@@ -13,8 +14,9 @@ import { adminRoutesSchemas as schemas, tokenRoutesSchemas as tokens, type ApiKe
 export interface AdminApi {
   /** Nodes, their liveness, and which node owns each wheel partition. */
   cluster(): Promise<unknown>;
-  listActors(filter: { kind?: string; limit: number }): ActorInfo[];
-  /** One actor, from whichever node holds it (the ring's owner is asked when this node does not). */
+  /** Live actors across the live nodes, in (node, kind, key) order, a page at a time. */
+  listActors(filter: ActorListFilter): Promise<ActorPage>;
+  /** One actor, from whichever node holds it (the ring's owner, else every live node, is asked when this node does not). */
   inspectActor(kind: string, key: string): Promise<ActorInfo | null>;
   queues(): Promise<QueueDepth[]>;
 }
@@ -52,12 +54,19 @@ export function adminRoutes(admin: AdminApi): FastifyPluginAsync {
     );
 
     app.get('/admin/actors', { schema: schemas.actors }, async (request) => {
-      const { kind, node, limit = 100 } = request.query;
-      const actors = admin
-        .listActors({ kind, limit: node === undefined ? limit : Number.MAX_SAFE_INTEGER })
-        .filter((a) => node === undefined || a.node === node)
-        .slice(0, limit);
-      return { actors };
+      const { kind, node, limit = 100, next_token: token } = request.query;
+      const after = token === undefined ? undefined : cursorOf(token);
+      const page = await admin.listActors({
+        limit,
+        ...(kind === undefined ? {} : { kind }),
+        ...(node === undefined ? {} : { node }),
+        ...(after === undefined ? {} : { after }),
+      });
+      return {
+        actors: page.actors,
+        next_token: page.next === null ? null : tokenOf(page.next),
+        nodes: page.nodes.map((n) => ({ node_id: n.nodeId, ok: n.ok })),
+      };
     });
 
     app.get('/admin/actors/:kind/:key', { schema: schemas.actor }, async (request) => {
@@ -83,4 +92,25 @@ export function adminRoutes(admin: AdminApi): FastifyPluginAsync {
       };
     });
   };
+}
+
+/** A page token of `/admin/actors`: the last actor shown, as base64url JSON. */
+function tokenOf(cursor: ActorCursor): string {
+  return Buffer.from(JSON.stringify([cursor.node, cursor.kind, cursor.key]), 'utf8').toString('base64url');
+}
+
+/** A token back to its cursor; anything `tokenOf` did not make is a 400. */
+function cursorOf(token: string): ActorCursor {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(token, 'base64url').toString('utf8'));
+    if (Array.isArray(value) && value.length === 3 && value.every((v) => typeof v === 'string' && v.length > 0)) {
+      const [node, kind, key] = value as [string, string, string];
+      if (tokenOf({ node, kind, key }) === token) return { node, kind, key };
+    }
+  } catch {
+    // not JSON: refused below
+  }
+  throw new WheelhouseError('validation_failed', 'next_token: not a token this endpoint issued', {
+    details: { field: 'next_token' },
+  });
 }

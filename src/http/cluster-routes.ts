@@ -6,13 +6,14 @@ import { WheelhouseError, isWheelhouseError } from '../lib/errors.js';
 import type { ActorInfo } from '../runtime/actor.js';
 import { ACTORS_PATH, CLUSTER_SECRET_HEADER, REFRESH_PATH, type BatchOrder } from '../runtime/cluster-wire.js';
 import type { TransportEnvelope } from '../runtime/router.js';
+import { PRESENCE_PATH, presenceJson, type WorkerPresence } from '../services/worker-presence.js';
 import { parseJsonBody } from './json-body.js';
 import { ActorBatchRequest, clusterRoutesSchemas as schemas } from './schemas/operations.js';
 
 /**
  * The receiving side of the cluster transport (`src/runtime/http-transport.ts` sends): batches
  * of actor messages from other nodes, the membership refresh a peer calls when it joins or
- * leaves, and a look at one local actor. Every route here needs the cluster secret: with none
+ * leaves, a look at one local actor, and this node's workers of a task type (for explain). Every route here needs the cluster secret: with none
  * configured they refuse every request, loopback included.
  */
 export interface ClusterRoutesOptions {
@@ -25,6 +26,10 @@ export interface ClusterRoutesOptions {
   onRefresh(): Promise<void> | void;
   /** One live local actor with its state, or null. */
   inspect(kind: string, key: string): ActorInfo | null;
+  /** This node's own live actors, in (kind, key) order after a cursor. */
+  listActors(filter: { kind?: string; limit: number; after?: { kind: string; key: string } }): ActorInfo[];
+  /** This node's own workers of a task type. */
+  presence(taskType: string): WorkerPresence;
   /** Body limit of `POST /internal/actors`, bytes. @default 64 MiB */
   bodyLimitBytes?: number;
   /** Deepest nesting of a request body. @default 128 */
@@ -99,6 +104,18 @@ export function clusterRoutes(options: ClusterRoutesOptions): FastifyPluginAsync
       await options.onRefresh();
       return reply.code(204).send(null);
     });
+
+    app.get(ACTORS_PATH, { schema: schemas.actorList, logLevel: 'warn' }, async (request) => {
+      const { kind, limit, after_kind: afterKind, after_key: afterKey } = request.query;
+      const after = afterKind !== undefined && afterKey !== undefined ? { kind: afterKind, key: afterKey } : undefined;
+      return {
+        actors: options.listActors({ limit, ...(kind === undefined ? {} : { kind }), ...(after ? { after } : {}) }),
+      };
+    });
+
+    app.get(PRESENCE_PATH, { schema: schemas.presence, logLevel: 'warn' }, async (request) =>
+      presenceJson(options.presence(request.query.task_type)),
+    );
 
     app.get(`${ACTORS_PATH}/:kind/:key`, { schema: schemas.actor, logLevel: 'warn' }, async (request) => {
       const { kind, key } = request.params;

@@ -1,10 +1,12 @@
 import type { ExecutionRecord, SubmitResult } from '../domain/model.js';
+import type { Explanation } from '../services/explanation.js';
 import type { Assignment, DagView, TaskView } from '../services/types.js';
 import type {
   AssignmentJson,
   DagJson,
   DagSubmittedJson,
   ExecutionJson,
+  ExplanationJson,
   SubmittedJson,
   TaskJson,
 } from './schemas/index.js';
@@ -133,5 +135,59 @@ export function dagJson(dag: DagView): DagJson {
       attempts: t.record.attempts,
       last_error: t.record.lastError,
     })),
+  };
+}
+
+/** `GET /api/tasks/{task_id}/explain`. */
+export function explanationJson(e: Explanation): ExplanationJson {
+  return {
+    task_id: e.taskId,
+    status: e.status,
+    state: e.state,
+    sentence: e.sentence,
+    checked_at: iso(e.checkedMs) as string,
+    due:
+      e.due === null
+        ? null
+        : {
+            due_at: iso(e.due.dueMs) as string,
+            due_in_ms: e.due.dueInMs,
+            partition: e.due.partition,
+            owner_node: e.due.ownerNode,
+            epoch: e.due.epoch,
+          },
+    dependencies: e.dependencies?.map((d) => ({ task_id: d.taskId, status: d.status })) ?? null,
+    queue:
+      e.queue === null
+        ? null
+        : {
+            task_type: e.queue.taskType,
+            priority: e.queue.priority,
+            ahead: e.queue.ahead,
+            workers: {
+              connected: e.queue.workers.connected,
+              polling: e.queue.workers.polling,
+              last_asked_at: iso(e.queue.workers.lastAskedMs),
+            },
+          },
+    lease:
+      e.lease === null
+        ? null
+        : {
+            worker_id: e.lease.workerId,
+            since: iso(e.lease.sinceMs),
+            lease_expires_at: iso(e.lease.leaseExpiresMs),
+            last_heartbeat_at: iso(e.lease.lastHeartbeatMs),
+            owner_node: e.lease.ownerNode,
+          },
+    backoff:
+      e.backoff === null
+        ? null
+        : { until: iso(e.backoff.untilMs) as string, attempt: e.backoff.attempt, last_error: e.backoff.lastError },
+    schedule: e.schedule === null ? null : { paused: e.schedule.paused, next_due_time: iso(e.schedule.nextDueMs) },
+    outcome:
+      e.outcome === null
+        ? null
+        : { finished_at: iso(e.outcome.finishedMs), error: e.outcome.error, reason: e.outcome.reason },
   };
 }

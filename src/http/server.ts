@@ -137,6 +137,7 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
   void app.register(tasksRoutes, {
     api: services.tasks,
     schedules: services.schedules,
+    explain: services.explain,
     defaults,
     batchBodyLimitBytes: batchLimit,
   });

@@ -1,14 +1,15 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { SchedulesApi, TasksApi } from '../services/types.js';
+import type { ExplainApi, SchedulesApi, TasksApi } from '../services/types.js';
+import { explainRouteSchema } from './schemas/explain.js';
 import { taskRoutes as schemas } from './schemas/task-routes.js';
 import { historyQuery, listQuery } from './validation/requests.js';
 import { batchSpecs, taskSpec, type TaskDefaults } from './validation/tasks.js';
-import { executionJson, submitJson, taskJson } from './serialize.js';
+import { executionJson, explanationJson, submitJson, taskJson } from './serialize.js';
 
 /**
- * The task routes of API.md: submit (one or a batch), status, list, cancel, pause, resume,
- * history. Each route's schema (src/http/schemas/tasks.ts) validates its request before the
+ * The task routes of API.md: submit (one or a batch), status, list, cancel, retry, explain,
+ * pause, resume, history. Each route's schema (src/http/schemas/tasks.ts) validates its request before the
  * handler runs and serializes its answer; what a schema cannot say is checked in
  * src/http/validation/tasks.ts. Errors go to the server's error handler.
  */
@@ -16,6 +17,7 @@ import { executionJson, submitJson, taskJson } from './serialize.js';
 export interface TasksRoutesOptions {
   api: TasksApi;
   schedules: SchedulesApi;
+  explain: ExplainApi;
   /** Defaults and limits from configuration for validating submissions. */
   defaults: TaskDefaults;
   /** Body limit of `POST /api/tasks/batch`, bytes (larger than a single task's). */
@@ -63,6 +65,16 @@ export const tasksRoutes: FastifyPluginAsync<TasksRoutesOptions> = async (fastif
     const { cancelledInstances } = await api.cancel(request.params.task_id.toLowerCase());
     return { ok: true as const, cancelled_instances: cancelledInstances };
   });
+
+  /** A failed or cancelled task runs again as a new attempt. */
+  app.post('/api/tasks/:task_id/retry', { schema: schemas.retry }, async (request) =>
+    taskJson(await api.retry(request.params.task_id.toLowerCase())),
+  );
+
+  /** Why the task is where it is, from the actors and stores that own each fact. */
+  app.get('/api/tasks/:task_id/explain', { schema: explainRouteSchema }, async (request) =>
+    explanationJson(await opts.explain.explain(request.params.task_id.toLowerCase())),
+  );
 
   /** Cron schedules: pause stops firing (the pending instance is cancelled); resume goes on from now. */
   app.post('/api/tasks/:task_id/pause', { schema: schemas.pause }, async (request) =>

@@ -40,6 +40,25 @@ export class BinaryHeap<T> {
     return top;
   }
 
+  /**
+   * How many items come out before `item` (compare below 0), without taking any out: a walk
+   * from the top that stops at each item not before it (nothing under it is), so it visits
+   * the items counted and their children only, O(answer).
+   */
+  countBefore(item: T): number {
+    const items = this.items;
+    let count = 0;
+    const stack = items.length > 0 ? [0] : [];
+    for (let i = stack.pop(); i !== undefined; i = stack.pop()) {
+      if (this.compare(items[i] as T, item) >= 0) continue;
+      count++;
+      const left = 2 * i + 1;
+      if (left < items.length) stack.push(left);
+      if (left + 1 < items.length) stack.push(left + 1);
+    }
+    return count;
+  }
+
   /** Keeps only the items `keep` accepts, in O(n): the way to drop lazily cancelled entries. */
   retain(keep: (item: T) => boolean): void {
     const items = this.items;

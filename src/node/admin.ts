@@ -3,7 +3,9 @@ import type { CompiledOptions } from '../lib/config.js';
 import { adminRoutes } from '../http/admin-routes.js';
 import { clusterRoutes } from '../http/cluster-routes.js';
 import type { Cluster } from '../runtime/cluster.js';
-import { inspectRemote } from '../runtime/cluster-wire.js';
+import { getFromPeer, inspectRemote } from '../runtime/cluster-wire.js';
+import type { ClusterPeers, WorkerPresence } from '../services/worker-presence.js';
+import { ActorBrowser, pageOfLocal, type LocalActors } from '../services/actor-browser.js';
 import type { LivePlacement } from '../runtime/ring.js';
 import type { ActorSystem } from '../runtime/system.js';
 import type { Backend } from '../store/backend.js';
@@ -19,15 +21,73 @@ export interface AdminFaceDeps {
   placement(): LivePlacement;
   /** The URL the node listens on, once it does. */
   url(): string;
+  /** This node's own workers of a task type, for the peers that explain a task. */
+  presence(taskType: string): WorkerPresence;
+  /** The actors of the live cluster (`actorBrowser`). */
+  browser: ActorBrowser;
+}
+
+/** The other live nodes as the ring has them, reached over `/internal` with the cluster secret. */
+export function clusterPeers(
+  options: Pick<CompiledOptions, 'nodeId' | 'clusterSecret'>,
+  cluster: Cluster | null,
+  placement: () => LivePlacement,
+): ClusterPeers {
+  return {
+    others: () =>
+      cluster === null
+        ? []
+        : placement()
+            .ring.nodes()
+            .filter((id) => id !== options.nodeId)
+            .flatMap((nodeId) => {
+              const address = cluster.addressOf(nodeId);
+              return address === undefined ? [] : [{ nodeId, address }];
+            }),
+    get: (address, path) => getFromPeer(address, options.clusterSecret, path),
+  };
 }
 
 /**
  * The operator's routes (`/admin/*`: cluster, actors, queues) and the node-to-node routes
- * (`/internal/*`), wired to this node's actor system and cluster. An actor that lives on
- * another node is inspected there.
+ * (`/internal/*`), wired to this node's actor system and cluster. The actors of every live
+ * node are listed, and an actor that lives on another node is inspected there.
  */
+/** This node's actors, live and passive, as the actor browser and the peers' list route see them. */
+function localActors(deps: Pick<AdminFaceDeps, 'options' | 'system' | 'placement'>): LocalActors {
+  const { options, system } = deps;
+  return {
+    nodeId: options.nodeId,
+    // Every live actor of the node, sorted: an operator's page, not a hot path.
+    list: (filter) =>
+      pageOfLocal(
+        system.list({ ...(filter.kind === undefined ? {} : { kind: filter.kind }), limit: Infinity }),
+        filter,
+      ),
+    inspect: (kind, key) => system.inspect(kind, key),
+    ownerOf: (kind, key) => deps.placement().ownerOf(kind, key),
+  };
+}
+
+/**
+ * The actors of the whole live cluster: this node's, then the ring's owner of one, then every
+ * other live node over `/internal`.
+ */
+export function actorBrowser(deps: Pick<AdminFaceDeps, 'options' | 'system' | 'cluster' | 'placement'>): ActorBrowser {
+  const { options, cluster } = deps;
+  return new ActorBrowser({
+    local: localActors(deps),
+    peers: {
+      ...clusterPeers(options, cluster, deps.placement),
+      inspect: (address, kind, key) => inspectRemote(address, options.clusterSecret, kind, key),
+    },
+  });
+}
+
 export function adminFace(deps: AdminFaceDeps): FastifyPluginAsync[] {
   const { options, backend, system, cluster } = deps;
+  const { browser } = deps;
+  const local = localActors(deps);
   return [
     adminRoutes({
       cluster: () =>
@@ -40,14 +100,8 @@ export function adminFace(deps: AdminFaceDeps): FastifyPluginAsync[] {
           heartbeatMs: options.heartbeatMs,
           snapshots: backend.snapshots,
         }),
-      listActors: (filter) => system.list(filter),
-      inspectActor: async (kind, key) => {
-        const local = system.inspect(kind, key);
-        const owner = deps.placement().ownerOf(kind, key);
-        const address = owner === options.nodeId ? undefined : cluster?.addressOf(owner);
-        if (local !== null || address === undefined) return local;
-        return inspectRemote(address, options.clusterSecret, kind, key);
-      },
+      listActors: (filter) => browser.list(filter),
+      inspectActor: (kind, key) => browser.inspect(kind, key),
       queues: () => backend.ready.depths(deps.clock.now()),
     }),
     // The embedded backend is a cluster of one: it has no node-to-node routes at all.
@@ -59,6 +113,8 @@ export function adminFace(deps: AdminFaceDeps): FastifyPluginAsync[] {
             accept: (envelope) => system.acceptRemote(envelope),
             onRefresh: () => cluster.refresh(),
             inspect: (kind, key) => system.inspect(kind, key),
+            listActors: (filter) => local.list(filter),
+            presence: (taskType) => deps.presence(taskType),
             // A message wraps what the API accepted in a few levels of envelope.
             maxJsonDepth: options.maxJsonDepth + 16,
           }),

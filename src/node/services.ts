@@ -3,6 +3,7 @@ import type { DagResolver } from '../actors/dag-resolver.js';
 import type { WheelPlacement } from '../actors/wheel-placement.js';
 import type { LeaseBook } from '../actors/lease-book.js';
 import type { ActorSystem } from '../runtime/system.js';
+import type { ActorInfo } from '../runtime/actor.js';
 import { ApiKeys } from '../services/api-keys.js';
 import { DagService } from '../services/dag-service.js';
 import { Dispatcher } from '../services/dispatcher.js';
@@ -12,6 +13,8 @@ import { TaskService } from '../services/task-service.js';
 import type { Services } from '../services/types.js';
 import { WorkerService } from '../services/worker-service.js';
 import { WorkerChannel } from '../services/worker-channel.js';
+import { ExplainService } from '../services/explain-service.js';
+import { ClusterPresence, type ClusterPeers, type WorkerPresence } from '../services/worker-presence.js';
 import { workerBehavior, workerSocketsBehavior } from '../actors/worker.js';
 
 import type { NodeContext } from './context.js';
@@ -26,13 +29,25 @@ export interface ServiceDeps {
   backlog(): number;
   /** Whether the node has finished starting (readiness). */
   started(): boolean;
+  /** The node the ring names for an actor. */
+  ownerOf(kind: string, key: string): string;
+  /** One actor with its node, wherever in the live cluster it is held (null: nowhere). */
+  inspect(kind: string, key: string): Promise<ActorInfo | null>;
+  /** The other live nodes, for what is asked of every node (worker presence). */
+  peers: ClusterPeers;
 }
 
 /** The services the HTTP face calls, and the dispatcher under the worker routes. */
 export function buildServices(
   ctx: NodeContext,
   deps: ServiceDeps,
-): { services: Services & { keys: ApiKeys }; dispatcher: Dispatcher; channel: WorkerChannel } {
+): {
+  services: Services & { keys: ApiKeys };
+  dispatcher: Dispatcher;
+  channel: WorkerChannel;
+  /** This node's own workers of a task type (the `/internal` presence route answers it). */
+  presence(taskType: string): WorkerPresence;
+} {
   const { options, backend, clock, events, onError } = ctx;
   const { system, wheel, resolver, activation } = deps;
   const { partitions } = options;
@@ -74,6 +89,21 @@ export function buildServices(
   const views = new TaskViews({ dags: backend.dags, clock });
   const admission = new Admission({ backlog: deps.backlog, readyBacklogLimit: options.readyBacklogLimit });
   const schedules = new ScheduleService({ tasks: backend.tasks, system, activation, views, onError });
+  const presence = (taskType: string): WorkerPresence => ({
+    ...dispatcher.presence(taskType),
+    connected: channel.connected(taskType),
+  });
+  const cluster = new ClusterPresence({ local: presence, peers: deps.peers });
+  const explain = new ExplainService({
+    tasks: backend.tasks,
+    dags: backend.dags,
+    ready: backend.ready,
+    snapshots: backend.snapshots,
+    clock,
+    ownerOf: deps.ownerOf,
+    holderOf: async (kind, key) => (await deps.inspect(kind, key))?.node ?? null,
+    presence: (taskType) => cluster.of(taskType),
+  });
   const services: Services & { keys: ApiKeys } = {
     tasks: new TaskService({
       tasks: backend.tasks,
@@ -96,6 +126,7 @@ export function buildServices(
     schedules,
     dags: new DagService({ dags: backend.dags, clock, partitions, admission, placement: wheel, events }),
     workers,
+    explain,
     keys: new ApiKeys({ store: backend.apiKeys, adminSecret: options.adminToken }),
     health: {
       isReady: async () =>
@@ -106,5 +137,5 @@ export function buildServices(
         )),
     },
   };
-  return { services, dispatcher, channel };
+  return { services, dispatcher, channel, presence };
 }

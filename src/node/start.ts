@@ -17,7 +17,7 @@ import { SafetyNet } from '../services/safety-net.js';
 import type { Services } from '../services/types.js';
 import { openBackend, type Backend } from '../store/backend.js';
 import { registerActorKinds } from './actors.js';
-import { adminFace } from './admin.js';
+import { actorBrowser, adminFace, clusterPeers } from './admin.js';
 import { nodeClock, type NodeContext } from './context.js';
 import { nodeCluster } from './cluster.js';
 import { DutyLog } from './duty-log.js';
@@ -164,7 +164,8 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     onDutyEnded: metrics.onActorDutyEnded,
   });
   const { wheel, resolver, activation, leases } = registerActorKinds(ctx, actors, metrics);
-  const { services, dispatcher, channel } = buildServices(ctx, {
+  const browser = actorBrowser({ options, system: actors, cluster, placement: () => placement });
+  const { services, dispatcher, channel, presence } = buildServices(ctx, {
     system: actors,
     wheel,
     resolver,
@@ -172,6 +173,9 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     leases,
     backlog: () => backlog,
     started: () => started,
+    ownerOf: (kind, key) => placement.ownerOf(kind, key),
+    inspect: (kind, key) => browser.inspect(kind, key),
+    peers: clusterPeers(options, cluster, () => placement),
   });
   const offPush = backend.ready.onPush((types) => dispatcher.notify(types));
 
@@ -206,6 +210,8 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     cluster,
     placement: () => placement,
     url: () => url,
+    presence,
+    browser,
   });
   const server = buildServer({
     services,

@@ -66,6 +66,33 @@ export async function notifyRefresh(address: string, secret: string | null, time
 }
 
 /**
+ * GETs `path` of the peer at `address` with the cluster secret: its JSON body when it answers
+ * 200. Anything else — no answer within `timeoutMs`, another status — rejects with `not_ready`
+ * naming the peer, so a caller that fans out to every node can list the one that failed.
+ */
+export async function getFromPeer(
+  address: string,
+  secret: string | null,
+  path: string,
+  timeoutMs = 1_000,
+): Promise<unknown> {
+  let answer: PeerAnswer;
+  try {
+    answer = await requestPeer(address, secret, 'GET', path, timeoutMs);
+  } catch (error) {
+    throw new WheelhouseError('not_ready', `Node at ${address} did not answer GET ${path}: ${messageOf(error)}`, {
+      cause: error,
+    });
+  }
+  if (answer.status === 200) return answer.body;
+  const remote = errorOf(answer.body);
+  throw new WheelhouseError(
+    'not_ready',
+    `Node at ${address} answered GET ${path} with ${answer.status} ${remote.code}: ${remote.message}`,
+  );
+}
+
+/**
  * One live actor on the node at `address`, with its state; null if that node does not hold it.
  * Rejects with `not_ready` if the node cannot be reached, `internal` if it refuses.
  */

@@ -47,6 +47,9 @@ export const RECHECK_MS = 1_000;
  */
 export const MAX_CLOCK_SKEW_MS = 1_000;
 
+/** Most task types whose last ask a node remembers. */
+export const ASKED_TYPES_MAX = 10_000;
+
 /**
  * The time a batch is claimed at. An entry is in a ready queue because the wheel that owns its
  * partition found it due — on that node's clock, which may run a little ahead of this one's
@@ -69,6 +72,8 @@ export class Dispatcher {
   private readonly putBacks = new Set<Cancel>();
   /** Bumped on every push this node sees, so a poll that found nothing knows whether to look again. */
   private pushSeq = 0;
+  /** When a worker last asked for each task type here (a poll or a channel claim), newest last. */
+  private readonly asked = new Map<string, number>();
   /** Told of every push, after the waiting polls (the worker channel). */
   private readonly pushListeners = new Set<(taskTypes: ReadonlySet<string>) => void>();
 
@@ -97,6 +102,29 @@ export class Dispatcher {
           break;
         }
       }
+    }
+  }
+
+  /**
+   * Who waits for `taskType` here: the long-polls waiting now, and when a worker last asked
+   * for it (a poll or a claim of the worker channel; Unix ms, null: not since the start, or
+   * forgotten among more than {@link ASKED_TYPES_MAX} types). For `explain`.
+   */
+  presence(taskType: string): { polling: number; lastAskedMs: number | null } {
+    let polling = 0;
+    for (const waiter of this.waiters) if (waiter.taskTypes.has(taskType)) polling++;
+    return { polling, lastAskedMs: this.asked.get(taskType) ?? null };
+  }
+
+  private noteAsked(taskTypes: readonly string[], nowMs: number): void {
+    for (const type of taskTypes) {
+      this.asked.delete(type);
+      this.asked.set(type, nowMs);
+    }
+    // Least recently asked first out: the map stays bounded however many types workers name.
+    for (const type of this.asked.keys()) {
+      if (this.asked.size <= ASKED_TYPES_MAX) break;
+      this.asked.delete(type);
     }
   }
 
@@ -145,6 +173,7 @@ export class Dispatcher {
     signal?: AbortSignal,
   ): Promise<Assignment[][]> {
     const { tasks, ready, clock, leases } = this.deps;
+    this.noteAsked(taskTypes, clock.now());
     const out: Assignment[][] = shares.map(() => []);
     let wanted = 0;
     for (const share of shares) wanted += share.maxTasks;

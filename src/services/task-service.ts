@@ -1,5 +1,5 @@
 import type { NodeEventSink } from '../domain/events.js';
-import type { SubmitResult } from '../domain/model.js';
+import type { SubmitResult, TaskRecord } from '../domain/model.js';
 import { cronBudget } from '../domain/cron-budget.js';
 import { newTask, scheduleRecord } from '../domain/new-task.js';
 import type { TaskSpec } from '../domain/specs.js';
@@ -121,6 +121,21 @@ export class TaskService implements TasksApi {
     }
   }
 
+  async retry(taskId: string): Promise<TaskView> {
+    const result = await this.deps.tasks.retry(taskId, this.deps.clock.now());
+    switch (result.kind) {
+      case 'not_found':
+        throw notFound(taskId);
+      case 'refused':
+        throw refusedRetry(result.task);
+      case 'retried':
+        // Like every requeue: the wheel partition that owns the task takes it (due now, so
+        // straight to the ready queue); a placement that fails is retried in the background.
+        await this.deps.placement.place([dueEntry(result.task)]);
+        return (await this.deps.views.of([result.task]))[0]!;
+    }
+  }
+
   /**
    * Tells the worker running the task, through its actor, wherever its socket is. A worker on
    * the HTTP routes (or one whose socket is gone) has no socket: it hears of the cancel from
@@ -159,6 +174,28 @@ export class TaskService implements TasksApi {
     const last = executions[executions.length - 1];
     return { executions, nextToken: executions.length === limit && last ? encodeToken(String(last.attempt)) : null };
   }
+}
+
+/** Why a retry was refused, in the catalogue's words: the status (or what else) is named. */
+function refusedRetry(task: TaskRecord): WheelhouseError {
+  const details = { task_id: task.id, status: task.status };
+  if (task.scheduleType === 'cron') {
+    return new WheelhouseError('invalid_transition', `a cron schedule cannot be retried (it is ${task.status})`, {
+      details,
+    });
+  }
+  if ((task.status === 'failed' || task.status === 'cancelled') && task.depsSatisfied < task.depsTotal) {
+    return new WheelhouseError(
+      'invalid_transition',
+      `a ${task.status} task whose dependencies have not all succeeded (${task.depsSatisfied} of ${task.depsTotal}) cannot be retried`,
+      { details },
+    );
+  }
+  return new WheelhouseError(
+    'invalid_transition',
+    `a ${task.status} task cannot be retried: only failed or cancelled tasks can`,
+    { details },
+  );
 }
 
 /**

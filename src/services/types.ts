@@ -1,6 +1,7 @@
 import type { ApiKeysApi } from './api-keys.js';
 import type { ClaimedTask, ExecutionRecord, SubmitResult, TaskRecord, TaskStatus } from '../domain/model.js';
 import type { DagSpec, TaskSpec } from '../domain/specs.js';
+import type { Explanation } from './explanation.js';
 
 /** One task of a graph as clients see it. */
 export interface DagNodeView {
@@ -79,6 +80,17 @@ export interface TasksApi {
     limit: number,
     nextToken?: string,
   ): Promise<{ executions: ExecutionRecord[]; nextToken: string | null }>;
+  /**
+   * Runs a failed or cancelled task again (a new attempt, history kept) and places it on its
+   * wheel partition. 409 `invalid_transition` for any other status; 404 `task_not_found`.
+   */
+  retry(taskId: string): Promise<TaskView>;
+}
+
+/** `GET /api/tasks/{id}/explain`: why a task is where it is. */
+export interface ExplainApi {
+  /** 404 `task_not_found` for an unknown id. */
+  explain(taskId: string): Promise<Explanation>;
 }
 
 export interface TaskListFilter {
@@ -138,6 +150,7 @@ export interface Services {
   dags: DagsApi;
   workers: WorkersApi;
   health: HealthApi;
+  explain: ExplainApi;
   /** API keys: who may call which route. */
   keys: ApiKeysApi;
 }

@@ -90,6 +90,11 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
     });
   }
 
+  /** Sockets open here whose worker takes `taskType`. */
+  connected(taskType: string): number {
+    return this.byType.get(taskType)?.size ?? 0;
+  }
+
   /** Sessions open here now. */
   get size(): number {
     return this.sessions.size;

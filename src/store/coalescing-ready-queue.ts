@@ -76,6 +76,10 @@ export class CoalescingReadyQueue implements ReadyQueue {
     return this.inner.held(entries);
   }
 
+  ahead(entry: DueEntry): Promise<number | null> {
+    return this.inner.ahead(entry);
+  }
+
   requeueStale(olderThanMs: number): Promise<number> {
     return this.inner.requeueStale(olderThanMs);
   }

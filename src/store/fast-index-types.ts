@@ -92,6 +92,15 @@ export interface ReadyQueue {
   /** Puts back in-flight entries taken before `olderThanMs`. Returns how many. */
   requeueStale(olderThanMs: number): Promise<number>;
   depths(nowMs: number): Promise<QueueDepth[]>;
+  /**
+   * How many queued entries a take for the entry's task type hands out before it: those of
+   * its own queue (its task type and priority) ahead of it, plus every entry of the type's
+   * more urgent priorities (lower numbers). null when its queue does not hold it (not yet
+   * pushed, or taken). Cheap whatever the depth: Redis ZRANK and ZCARDs in one transaction,
+   * O(log n); in process a walk of the heap that visits only the entries ahead and their
+   * children. For `GET /api/tasks/{id}/explain`.
+   */
+  ahead(entry: DueEntry): Promise<number | null>;
   /** Entries waiting in all queues. */
   backlog(): Promise<number>;
   /**

@@ -26,8 +26,8 @@ interface Queue {
   readonly taskType: string;
   readonly priority: number;
   readonly heap: BinaryHeap<Queued>;
-  /** The task ids in `heap`. */
-  readonly ids: Set<string>;
+  /** The entries in `heap`, by task id. */
+  readonly ids: Map<string, Queued>;
 }
 
 interface InFlight {
@@ -161,6 +161,18 @@ export class MemoryReadyQueue implements GroupingReadyQueue {
     return depths.sort(compareQueueDepths);
   }
 
+  async ahead(entry: DueEntry): Promise<number | null> {
+    const queued = this.queues.get(queueName(entry.taskType, entry.priority))?.ids.get(entry.taskId);
+    if (queued === undefined) return null;
+    let ahead = 0;
+    for (const priority of PRIORITIES) {
+      if (priority >= entry.priority) break;
+      ahead += this.queues.get(queueName(entry.taskType, priority))?.heap.size ?? 0;
+    }
+    const own = this.queues.get(queueName(entry.taskType, entry.priority)) as Queue;
+    return ahead + own.heap.countBefore(queued);
+  }
+
   async backlog(): Promise<number> {
     return this.waiting;
   }
@@ -209,12 +221,12 @@ export class MemoryReadyQueue implements GroupingReadyQueue {
         taskType: entry.taskType,
         priority: entry.priority,
         heap: new BinaryHeap<Queued>(compareQueued),
-        ids: new Set(),
+        ids: new Map(),
       };
       this.queues.set(name, queue);
     }
     if (queue.ids.has(entry.taskId)) return;
-    queue.ids.add(entry.taskId);
+    queue.ids.set(entry.taskId, queued);
     queue.heap.push(queued);
     this.waiting++;
   }

@@ -284,6 +284,25 @@ export class RedisReadyQueue implements GroupingReadyQueue {
     return depths.sort(compareQueueDepths);
   }
 
+  /**
+   * One transaction (MULTI, one instant): ZRANK of the task in its queue, and ZCARD of each of
+   * its type's more urgent queues. A ZSET orders equal due times by task id, as `take` does.
+   */
+  async ahead(entry: DueEntry): Promise<number | null> {
+    assertDueEntry(entry);
+    const transaction = this.redis.multi();
+    transaction.zrank(`${this.keys.queuePrefix}${queueName(entry.taskType, entry.priority)}`, entry.taskId);
+    for (const priority of PRIORITIES) {
+      if (priority >= entry.priority) break;
+      transaction.zcard(`${this.keys.queuePrefix}${queueName(entry.taskType, priority)}`);
+    }
+    const [rank, ...urgent] = (await redisOperation('ready.ahead', () => execPipeline(transaction))) as (
+      number | null
+    )[];
+    if (rank === null || rank === undefined) return null;
+    return urgent.reduce<number>((sum, n) => sum + Number(n ?? 0), Number(rank));
+  }
+
   /** One script summing ZCARD over the registry. */
   async backlog(): Promise<number> {
     const total = await redisOperation('ready.backlog', () =>

@@ -5,6 +5,7 @@ import { completeTasks, expireLease } from './sql/complete.js';
 import { listTasks } from './sql/list.js';
 import { recordProgress } from './sql/progress.js';
 import { getTask, pendingDueTimes, pendingInPartition, runningInPartitions, taskHistory } from './sql/read.js';
+import { retryTask } from './sql/retry.js';
 import { purgeExpiredIdempotencyKeys, submitTasks } from './sql/submit.js';
 import type {
   BackoffPolicy,
@@ -24,6 +25,7 @@ import type {
   LeaseHeartbeat,
   ListFilter,
   PartitionCursor,
+  RetryResult,
   RunningLease,
   TaskListPage,
   TaskStore,
@@ -103,6 +105,10 @@ export class SqlTaskStore implements TaskStore {
 
   cancel(taskId: string, nowMs: number): Promise<CancelResult> {
     return cancelTask(this.db, taskId, nowMs);
+  }
+
+  retry(taskId: string, nowMs: number): Promise<RetryResult> {
+    return retryTask(this.db, taskId, nowMs);
   }
 
   history(taskId: string, limit: number, beforeAttempt?: number): Promise<ExecutionRecord[]> {

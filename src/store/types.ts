@@ -76,6 +76,10 @@ export type CancelResult =
   | { kind: 'finished'; task: TaskRecord }
   | { kind: 'not_found' };
 
+/** What a retry did: `refused` when the task is in no state that retries (its status says which). */
+export type RetryResult =
+  { kind: 'retried'; task: TaskRecord } | { kind: 'refused'; task: TaskRecord } | { kind: 'not_found' };
+
 /** The system of record for tasks and their executions (Postgres or PGlite). */
 export interface TaskStore {
   /**
@@ -135,6 +139,13 @@ export interface TaskStore {
   expireLease(taskId: string, version: number, nowMs: number, backoff: BackoffPolicy): Promise<Transition | null>;
   /** Cancels a pending/blocked task at once, or marks a running one. */
   cancel(taskId: string, nowMs: number): Promise<CancelResult>;
+  /**
+   * Runs a failed or cancelled task again: `pending` due at `nowMs`, attempts kept (the next
+   * claim is attempt + 1), last error kept, result, progress and cancel request cleared, the
+   * ended attempt kept in the history. Refused for any other status, for a cron schedule and
+   * for a task whose predecessors have not all succeeded.
+   */
+  retry(taskId: string, nowMs: number): Promise<RetryResult>;
   /** Executions of a task, newest first; a running attempt is included. */
   history(taskId: string, limit: number, beforeAttempt?: number): Promise<ExecutionRecord[]>;
   /**

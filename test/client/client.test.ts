@@ -153,6 +153,20 @@ describe('client against a node', () => {
     expect((again as ConflictError).status).toBe(409);
   });
 
+  it('retries a cancelled task, and refuses to retry one that is pending again', async () => {
+    const { taskId } = await client.submit({
+      taskType: uniqueType('retry'),
+      schedule: { type: 'delayed', delaySeconds: 3600 },
+    });
+    await client.cancel(taskId);
+    const retried = await client.retry(taskId);
+    expect(retried).toMatchObject({ taskId, attempts: 0, cancelRequested: false });
+    expect(['pending', 'ready', 'running', 'succeeded']).toContain(retried.status);
+    const again = await rejectionOf(client.retry(taskId));
+    expect(again).toBeInstanceOf(ConflictError);
+    expect(again).toMatchObject({ status: 409, code: 'invalid_transition' });
+  });
+
   it('pauses and resumes a cron schedule', async () => {
     const { taskId, status } = await client.submit({
       taskType: uniqueType('cron'),

@@ -29,13 +29,16 @@ describe('the task state machine', () => {
         'active→succeeded',
         'paused→active',
         'paused→cancelled',
+        'failed→pending',
+        'cancelled→pending',
       ].sort(),
     );
   });
 
-  it('refuses every transition out of a final status with invalid_transition', () => {
+  it('refuses every transition out of a final status but the retry with invalid_transition', () => {
     for (const from of FINAL_STATUSES) {
       for (const to of all) {
+        if (from !== 'succeeded' && to === 'pending') continue;
         expect(canTransition(from, to)).toBe(false);
         try {
           assertTransition(from, to);
@@ -45,6 +48,13 @@ describe('the task state machine', () => {
         }
       }
     }
+  });
+
+  it('lets a failed or cancelled task, and only those, be retried to pending', () => {
+    expect(all.filter((from) => canTransition(from, 'pending')).sort()).toEqual(
+      ['blocked', 'cancelled', 'failed', 'running'].sort(),
+    );
+    expect(() => assertTransition('succeeded', 'pending')).toThrow(/cannot become pending/);
   });
 
   it('refuses skipping the claim: pending cannot succeed or fail directly', () => {

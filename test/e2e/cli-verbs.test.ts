@@ -70,6 +70,16 @@ describe('wheelhouse CLI verbs', () => {
     expect(JSON.parse(history.stdout)).toBeInstanceOf(Array);
   });
 
+  it('retries a cancelled task', async () => {
+    const s = await cli('submit', '--type', 'cli.retry', '--delay', '3600', '--json');
+    const { taskId } = JSON.parse(s.stdout) as { taskId: string };
+    await cli('cancel', taskId);
+    expect((await cli('retry', taskId)).stdout).toMatch(/status\s+(ready|pending)/);
+    const again = await cli('retry', taskId);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/invalid_transition/);
+  });
+
   it('pauses, resumes and deletes a cron schedule', async () => {
     const s = await cli('submit', '--type', 'cli.cron', '--cron', '0 * * * *', '--json');
     const { taskId } = JSON.parse(s.stdout) as { taskId: string };

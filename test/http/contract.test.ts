@@ -39,6 +39,7 @@ const ADMIN = 'the-admin-key-of-this-test';
 const BODILESS_POSTS = new Set([
   '/api/tasks/:task_id/pause',
   '/api/tasks/:task_id/resume',
+  '/api/tasks/:task_id/retry',
   '/internal/cluster/refresh',
 ]);
 
@@ -54,11 +55,18 @@ beforeAll(async () => {
       extraPlugins: [
         adminRoutes({
           cluster: async () => ({ nodes: [] }),
-          listActors: () => [],
+          listActors: async () => ({ actors: [], next: null, nodes: [] }),
           inspectActor: async () => null,
           queues: async () => [],
         }),
-        clusterRoutes({ secret: null, accept: async () => undefined, onRefresh: () => undefined, inspect: () => null }),
+        clusterRoutes({
+          secret: null,
+          accept: async () => undefined,
+          onRefresh: () => undefined,
+          inspect: () => null,
+          presence: () => ({ connected: 0, polling: 0, lastAskedMs: null }),
+          listActors: () => [],
+        }),
       ],
     },
   ));
@@ -206,6 +214,13 @@ describe('the scopes', () => {
       'GET /healthz',
       'GET /readyz',
     ]);
+  });
+
+  it('give the operator routes of issue 16 the scopes of their contract', () => {
+    const scopes = new Map(ownRoutes().map((r) => [`${r.method} ${r.url}`, scopeOf(r.schema)]));
+    expect(scopes.get('POST /api/tasks/:task_id/retry')).toBe('submit');
+    expect(scopes.get('GET /api/tasks/:task_id/explain')).toBe('read');
+    expect(scopes.get('GET /internal/workers/presence')).toBe('cluster');
   });
 
   it('answer 401 without a key, 403 with a key of another scope, and let the right scope through', async () => {

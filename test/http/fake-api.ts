@@ -27,7 +27,9 @@ import type {
   DagSubmitResult,
   DagNodeView,
   DagView,
+  ExplainApi,
 } from '../../src/services/types.js';
+import type { Explanation } from '../../src/services/explanation.js';
 
 /** The fake's "now": 2026-11-30T12:00:00.000Z. */
 export const NOW_MS = Date.UTC(2026, 10, 30, 12, 0, 0, 0);
@@ -74,7 +76,7 @@ export function record(overrides: Partial<TaskRecord> = {}): TaskRecord {
 }
 
 /** Every service the routes call, as one object. */
-type AllApis = TasksApi & SchedulesApi & DagsApi & WorkersApi & HealthApi;
+type AllApis = TasksApi & SchedulesApi & DagsApi & WorkersApi & HealthApi & ExplainApi;
 
 type Call = { method: keyof AllApis; args: unknown[] };
 
@@ -158,6 +160,33 @@ export class FakeApi implements AllApis {
     this.calls.push({ method: 'cancel', args: [taskId] });
     if (this.overrides.cancel) return this.overrides.cancel(taskId);
     return { cancelledInstances: 1 };
+  }
+
+  async retry(taskId: string): Promise<TaskView> {
+    this.calls.push({ method: 'retry', args: [taskId] });
+    if (this.overrides.retry) return this.overrides.retry(taskId);
+    if (taskId !== KNOWN_ID) throw new WheelhouseError('task_not_found', undefined, { details: { task_id: taskId } });
+    return { record: record({ status: 'pending' }), status: 'ready', dependencies: [] };
+  }
+
+  async explain(taskId: string): Promise<Explanation> {
+    this.calls.push({ method: 'explain', args: [taskId] });
+    if (this.overrides.explain) return this.overrides.explain(taskId);
+    if (taskId !== KNOWN_ID) throw new WheelhouseError('task_not_found', undefined, { details: { task_id: taskId } });
+    return {
+      taskId,
+      status: 'succeeded',
+      state: 'succeeded',
+      sentence: 'Succeeded.',
+      checkedMs: NOW_MS,
+      due: null,
+      dependencies: null,
+      queue: null,
+      lease: null,
+      backoff: null,
+      schedule: null,
+      outcome: { finishedMs: NOW_MS, error: null, reason: 'attempt 1 succeeded' },
+    };
   }
 
   async pause(taskId: string): Promise<TaskView> {
@@ -292,7 +321,7 @@ export function serverWith(
   const compiled = compileOptions({ logLevel: 'silent', builtinExecutors: false, ...options });
   const keys = new ApiKeys({ store: new ListKeyStore(), adminSecret: compiled.adminToken });
   const app = buildServer({
-    services: { tasks: api, schedules: api, dags: api, workers: api, health: api, keys },
+    services: { tasks: api, schedules: api, dags: api, workers: api, health: api, explain: api, keys },
     channel: closedChannel,
     options: compiled,
     ...(extra.logger ? { logger: extra.logger } : {}),

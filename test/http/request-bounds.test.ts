@@ -94,6 +94,8 @@ describe('JSON nesting (maxJsonDepth)', () => {
       accept: () => Promise.resolve(null),
       onRefresh: () => undefined,
       inspect: () => null,
+      presence: () => ({ connected: 0, polling: 0, lastAskedMs: null }),
+      listActors: () => [],
     });
     const { app } = server({}, { extraPlugins: [plugin] });
     const body = `{"from":"n1","envelopes":[{"kind":"k","key":"a","deadline":1,"ask":false,"message":{"v":${nested(4200)}}}]}`;

@@ -172,6 +172,8 @@ class TestCluster {
           node.refreshes += 1;
         },
         inspect: (kind, key) => node.system.inspect(kind, key),
+        presence: () => ({ connected: 0, polling: 0, lastAskedMs: null }),
+        listActors: () => [],
         bodyLimitBytes: options.bodyLimitBytes,
       }),
     );

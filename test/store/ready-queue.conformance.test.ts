@@ -213,6 +213,38 @@ describe.each(fastStoreBackends)('ReadyQueue on $name', (backend) => {
     });
   });
 
+  describe('ahead', () => {
+    it('counts what a take of the type hands out first: its queue ahead of it and the more urgent priorities', async () => {
+      const { ready } = stores;
+      // 300 entries of one type at priority 5, pushed out of due order; 40 at priority 2; 25 of
+      // another type at priority 0, which a take of this type never hands out.
+      const mine = Array.from({ length: 300 }, (_, i) => entry(i, NOW - ((i * 7919) % 300) * 10));
+      const urgent = Array.from({ length: 40 }, (_, i) => entry(1000 + i, NOW, 'email', 2));
+      const other = Array.from({ length: 25 }, (_, i) => entry(2000 + i, NOW - 100_000, 'sms', 0));
+      await ready.push([...mine, ...urgent, ...other]);
+      const order = [...mine].sort(takeOrder);
+      for (const position of [0, 1, 17, 150, 299]) {
+        expect(await ready.ahead(order[position]!)).toBe(40 + position);
+      }
+      expect(await ready.ahead(urgent[0]!)).toBe(0);
+      expect(await ready.ahead(other[24]!)).toBe(24);
+      // The oracle: as many as a take hands out before it.
+      const taken = await ready.take(['email'], 41, NOW);
+      expect(taken.at(-1)).toEqual(order[0]);
+      expect(await ready.ahead(order[10]!)).toBe(9);
+    });
+
+    it('is null for an entry its queue does not hold: taken, never pushed, or queued under another priority', async () => {
+      const { ready } = stores;
+      await ready.push([entry(1, NOW), entry(2, NOW + 1)]);
+      await ready.take(['email'], 1, NOW);
+      expect(await ready.ahead(entry(1, NOW))).toBeNull();
+      expect(await ready.ahead(entry(2, NOW + 1))).toBe(0);
+      expect(await ready.ahead(entry(3, NOW))).toBeNull();
+      expect(await ready.ahead(entry(2, NOW + 1, 'email', 4))).toBeNull();
+    });
+  });
+
   describe('onPush', () => {
     it('tells listeners the task types once the push has landed', async () => {
       const { ready } = stores;

@@ -41,11 +41,18 @@ export async function routeTable(): Promise<FuzzRoute[]> {
       extraPlugins: [
         adminRoutes({
           cluster: async () => ({}),
-          listActors: () => [],
+          listActors: async () => ({ actors: [], next: null, nodes: [] }),
           inspectActor: async () => null,
           queues: async () => [],
         }),
-        clusterRoutes({ secret: null, accept: async () => undefined, onRefresh: () => undefined, inspect: () => null }),
+        clusterRoutes({
+          secret: null,
+          accept: async () => undefined,
+          onRefresh: () => undefined,
+          inspect: () => null,
+          presence: () => ({ connected: 0, polling: 0, lastAskedMs: null }),
+          listActors: () => [],
+        }),
       ],
     },
   );

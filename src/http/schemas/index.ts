@@ -8,6 +8,7 @@ export * from './tasks.js';
 export * from './task-routes.js';
 export * from './workers.js';
 export * from './operations.js';
+export * from './explain.js';
 
 /**
  * The schemas routes refer to by name (`{$ref: 'Task#'}`): added to fastify (and so to its

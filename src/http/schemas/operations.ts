@@ -1,6 +1,6 @@
 import Type, { type Static } from 'typebox';
 import { SCOPES } from '../../services/api-keys.js';
-import { OPEN, Ok, StringEnum, Time, Uuid, errors, needs } from './common.js';
+import { OPEN, Ok, StringEnum, TaskType, Time, Uuid, errors, needs } from './common.js';
 
 /** Node-to-node routes: the cluster secret, checked by their own hook, not an API key. */
 const CLUSTER = { security: [{ cluster: [] as string[] }] };
@@ -116,17 +116,30 @@ export const adminRoutesSchemas = {
   actors: {
     tags: ['admin'],
     ...needs('admin'),
-    summary: 'Live actors on this node',
+    summary: 'Live actors across the live nodes, in (node, kind, key) order, paged',
+    description:
+      'Each live node lists its own actors; a node that does not answer is listed in `nodes` with `ok: false` ' +
+      'and its actors are missing from the page.',
     querystring: Type.Object(
       {
         kind: Type.Optional(Name),
         node: Type.Optional(Name),
         limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000, default: 100 })),
+        next_token: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
       },
       { additionalProperties: false },
     ),
     response: {
-      200: Type.Object({ actors: Type.Array(ActorInfoSchema) }, { additionalProperties: false }),
+      200: Type.Object(
+        {
+          actors: Type.Array(ActorInfoSchema),
+          next_token: Type.Union([Type.String(), Type.Null()]),
+          nodes: Type.Array(
+            Type.Object({ node_id: Type.String(), ok: Type.Boolean() }, { additionalProperties: false }),
+          ),
+        },
+        { additionalProperties: false },
+      ),
       ...errors(400, 401, 403, 500),
     },
   },
@@ -262,6 +275,41 @@ export const clusterRoutesSchemas = {
     ...CLUSTER,
     summary: 'A peer joined or left: re-read membership',
     response: { 204: Type.Null({ description: 'Re-read.' }), ...errors(401, 403, 500, 503) },
+  },
+  presence: {
+    hide: true,
+    ...CLUSTER,
+    summary: "This node's workers of a task type: sockets, waiting polls, last ask",
+    querystring: Type.Object({ task_type: TaskType }, { additionalProperties: false }),
+    response: {
+      200: Type.Object(
+        {
+          connected: Type.Integer({ minimum: 0 }),
+          polling: Type.Integer({ minimum: 0 }),
+          last_asked_ms: Type.Union([Type.Number(), Type.Null()]),
+        },
+        { additionalProperties: false },
+      ),
+      ...errors(400, 401, 403, 500),
+    },
+  },
+  actorList: {
+    hide: true,
+    ...CLUSTER,
+    summary: "This node's live actors, in (kind, key) order after a cursor",
+    querystring: Type.Object(
+      {
+        kind: Type.Optional(Name),
+        limit: Type.Integer({ minimum: 1, maximum: 10_001 }),
+        after_kind: Type.Optional(Name),
+        after_key: Type.Optional(ActorKey),
+      },
+      { additionalProperties: false },
+    ),
+    response: {
+      200: Type.Object({ actors: Type.Array(ActorInfoSchema) }, { additionalProperties: false }),
+      ...errors(400, 401, 403, 500),
+    },
   },
   actor: {
     hide: true,

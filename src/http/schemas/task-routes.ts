@@ -78,6 +78,17 @@ export const taskRoutes = {
       ...errors(400, 401, 403, 404, 409, 500, 503),
     },
   },
+  retry: {
+    ...needs('submit'),
+    tags: ['tasks'],
+    summary: 'Run a failed or cancelled task again, as a new attempt',
+    description:
+      'The task goes back to pending, due now; attempts keep counting and the history keeps every earlier ' +
+      'execution. Dependents cancelled because it failed are not revived. Any other status, a cron schedule, ' +
+      'or a task whose dependencies have not all succeeded: 409 invalid_transition.',
+    params: TaskIdParams,
+    response: { 200: Ref<typeof Task>('Task'), ...errors(400, 401, 403, 404, 409, 500, 503) },
+  },
   pause: {
     ...needs('submit'),
     tags: ['schedules'],

@@ -1,0 +1,46 @@
+import type { TaskStatus } from '../domain/model.js';
+import type { WorkerPresence } from './worker-presence.js';
+
+/** Where a task stands, as `GET /api/tasks/{id}/explain` names it. */
+export type ExplainState =
+  | 'scheduled'
+  | 'backing_off'
+  | 'ready'
+  | 'waiting'
+  | 'running'
+  | 'paused'
+  | 'active'
+  | 'succeeded'
+  | 'failed'
+  | 'cancelled';
+
+/** Why a task is where it is: the facts, each from whoever owns it, and one sentence. */
+export interface Explanation {
+  taskId: string;
+  status: TaskStatus;
+  state: ExplainState;
+  sentence: string;
+  checkedMs: number;
+  /** A pending task's due time and the wheel partition that fires it. */
+  due: { dueMs: number; dueInMs: number; partition: number; ownerNode: string; epoch: number | null } | null;
+  /** A blocked task's predecessors (the first few). */
+  dependencies: { taskId: string; status: TaskStatus | 'unknown' }[] | null;
+  /** A due task's place in its ready queue and the workers of its type. */
+  queue: {
+    taskType: string;
+    priority: number;
+    /** Entries a take of its type hands out first; null when the queue does not hold it (yet). */
+    ahead: number | null;
+    workers: WorkerPresence;
+  } | null;
+  lease: {
+    workerId: string | null;
+    sinceMs: number | null;
+    leaseExpiresMs: number | null;
+    lastHeartbeatMs: number | null;
+    ownerNode: string | null;
+  } | null;
+  backoff: { untilMs: number; attempt: number; lastError: string | null } | null;
+  schedule: { paused: boolean; nextDueMs: number | null } | null;
+  outcome: { finishedMs: number | null; error: string | null; reason: string } | null;
+}
