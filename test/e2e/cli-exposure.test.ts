@@ -3,11 +3,10 @@
  * non-loopback address without an admin key refuses to start (unless --insecure), and a second
  * SIGTERM exits at once instead of waiting for the graceful stop.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
-import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { freshPgliteDir } from '../support/pglite-dirs.js';
 import { requireBuiltCli, spawnCli } from '../support/processes.js';
 import { eventually, sleep } from '../support/waits.js';
 
@@ -17,15 +16,15 @@ afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-function dataDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'wheelhouse-exposure-'));
+async function dataDir(): Promise<string> {
+  const dir = await freshPgliteDir('wheelhouse-exposure-');
   dirs.push(dir);
   return dir;
 }
 
 describe('wheelhouse dev on an address beyond loopback', () => {
   it('refuses to start without an admin key, saying how', async () => {
-    const run = spawnCli(['dev', '--host', '0.0.0.0', '--port', '0', '--data-dir', dataDir()]);
+    const run = spawnCli(['dev', '--host', '0.0.0.0', '--port', '0', '--data-dir', await dataDir()]);
     const { code } = await run.exited();
     expect(code).not.toBe(0);
     expect(run.stderr()).toMatch(/not a loopback address.*WHEELHOUSE_ADMIN_TOKEN.*--insecure/s);
@@ -33,7 +32,17 @@ describe('wheelhouse dev on an address beyond loopback', () => {
 
   /** A node listening on every address, and the port it took. */
   async function insecureNode(extra: string[] = []): Promise<{ run: ReturnType<typeof spawnCli>; port: number }> {
-    const run = spawnCli(['dev', '--host', '0.0.0.0', '--port', '0', '--insecure', '--data-dir', dataDir(), ...extra]);
+    const run = spawnCli([
+      'dev',
+      '--host',
+      '0.0.0.0',
+      '--port',
+      '0',
+      '--insecure',
+      '--data-dir',
+      await dataDir(),
+      ...extra,
+    ]);
     const port = await eventually(
       () => /listening on http:\/\/[^:]+:(\d+)/.exec(run.stdout())?.[1],
       30_000,

@@ -2,10 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { TOLERANCE_MS } from '../support/cluster.js';
 import { eventually } from '../support/waits.js';
 import { api, type BackendName } from '../support/nodes.js';
+import { seedPgliteDir } from '../support/pglite-dirs.js';
 import {
   dropTestStores,
   kill9,
@@ -55,6 +56,11 @@ describe.each(['postgres', 'embedded'] as BackendName[])(
     const args = [...nodeArgs(backend, schema, prefix, dataDir), '--retry-base-seconds', '0'];
     const running: NodeProcess[] = [];
     const leaseMs = LEASE_SECONDS[backend] * 1000;
+
+    // Each test starts from an initialized, unmigrated data directory (test/support/pglite-dirs.ts).
+    beforeEach(async () => {
+      if (backend === 'embedded') await seedPgliteDir(dataDir);
+    });
 
     afterEach(async () => {
       for (const p of running) if (p.child.exitCode === null && p.child.signalCode === null) await kill9(p);

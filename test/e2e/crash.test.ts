@@ -2,8 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { api, type BackendName } from '../support/nodes.js';
+import { seedPgliteDir } from '../support/pglite-dirs.js';
 import {
   dropTestStores,
   kill9,
@@ -27,6 +28,11 @@ describe.each(['postgres', 'embedded'] as BackendName[])('a node killed with SIG
   const dataDir = mkdtempSync(join(tmpdir(), 'wheelhouse-crash-'));
   const args = nodeArgs(backend, schema, prefix, dataDir);
   const running: NodeProcess[] = [];
+
+  // Each test starts from an initialized, unmigrated data directory (test/support/pglite-dirs.ts).
+  beforeEach(async () => {
+    if (backend === 'embedded') await seedPgliteDir(dataDir);
+  });
 
   afterEach(async () => {
     for (const p of running) if (p.child.exitCode === null && p.child.signalCode === null) await kill9(p);

@@ -1,11 +1,10 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { Redis } from 'ioredis';
 import type { WheelhouseOptions } from '../../src/lib/config.js';
 import { startNode, type NodeOverrides, type WheelhouseNode } from '../../src/node/start.js';
+import { freshPgliteDir } from './pglite-dirs.js';
 import { TEST_POSTGRES_URL } from './postgres.js';
 import { TEST_REDIS_URL, deleteKeysWithPrefix } from './redis.js';
 
@@ -40,7 +39,7 @@ export async function startTestNode(
   const id = randomBytes(5).toString('hex');
   const schema = `e2e_${id}`;
   const prefix = `t${id}`;
-  const dataDir = backend === 'embedded' ? mkdtempSync(join(tmpdir(), 'wheelhouse-test-')) : undefined;
+  const dataDir = backend === 'embedded' ? await freshPgliteDir() : undefined;
   const base: WheelhouseOptions = {
     backend,
     port: 0,

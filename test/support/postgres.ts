@@ -4,8 +4,10 @@
  * conformance suite run on both with `describe.each(sqlBackends)`.
  */
 import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
 import { openPglite, openPostgres, type Db } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
+import { freshPgliteDir } from './pglite-dirs.js';
 
 export const TEST_POSTGRES_URL = process.env.WHEELHOUSE_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
@@ -40,12 +42,23 @@ export async function createTestSchema(poolSize = 4): Promise<TestDb> {
   };
 }
 
-/** An in-memory PGlite, migrated. */
+/** A PGlite in a directory of its own (a copy of an initialized one: see pglite-dirs.ts), migrated. */
 export async function createTestPglite(): Promise<TestDb> {
   const schema = 'wheelhouse';
-  const db = await openPglite({ dataDir: null, schema });
+  const dataDir = await freshPgliteDir('wheelhouse-store-');
+  const db = await openPglite({ dataDir, schema });
   await migrate(db);
-  return { db, schema, drop: () => db.close() };
+  return {
+    db,
+    schema,
+    drop: async () => {
+      try {
+        await db.close();
+      } finally {
+        rmSync(dataDir, { recursive: true, force: true });
+      }
+    },
+  };
 }
 
 /** A SQL backend a conformance suite runs against. */
