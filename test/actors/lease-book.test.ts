@@ -1,13 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { LeaseBook, LEASE_BUCKET_MS } from '../../src/actors/lease-book.js';
-import { LEASE, workerLeaseBehavior } from '../../src/actors/worker-lease.js';
-import { NO_EVENTS } from '../../src/lib/events.js';
+import { LEASE_BUCKET_MS } from '../../src/actors/lease-book.js';
+import { LEASE } from '../../src/actors/worker-lease.js';
 import { FakeClock } from '../../src/runtime/clock.js';
-import { LocalPlacement } from '../../src/runtime/placement.js';
-import { ActorSystem } from '../../src/runtime/system.js';
 import type { TaskStore } from '../../src/store/types.js';
-import { MemorySnapshotStore } from '../runtime/memory-snapshots.js';
-import { BACKOFF, T0 } from '../support/tasks.js';
+import { T0 } from '../support/tasks.js';
+import { leaseActors } from '../support/lease-actors.js';
 
 /**
  * The lease book keeps a lease passive (an entry, no actor) from its grant until something
@@ -28,26 +25,9 @@ function setup() {
       return null; // no longer running: the actor stops
     },
   } as unknown as TaskStore;
-  const system = new ActorSystem({
-    nodeId: 'n1',
-    clock,
-    snapshots: new MemorySnapshotStore(),
-    placement: new LocalPlacement('n1'),
+  const { system, leases: book } = leaseActors(clock, tasks, (error) => {
+    throw error;
   });
-  system.register(
-    workerLeaseBehavior({
-      tasks,
-      backoff: BACKOFF,
-      placement: { requeue: async () => undefined },
-      dependents: { transitions: () => undefined },
-      events: NO_EVENTS,
-      onError: (error) => {
-        throw error;
-      },
-    }),
-  );
-  const book = new LeaseBook(system, clock);
-  system.registerPassive(LEASE, book);
   return { clock, system, book, expired, reads };
 }
 

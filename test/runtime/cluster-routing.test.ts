@@ -42,6 +42,26 @@ class Switchable implements Placement {
   }
 }
 
+/**
+ * Two nodes whose ring names node-b for everything: node-a reaches node-b through a transport
+ * that records what it carries. `register` registers the kinds on each.
+ */
+function twoNodes(register: (system: ReturnType<typeof testSystem>['system']) => void) {
+  const placement = new Switchable('node-b');
+  const b = testSystem({ nodeId: 'node-b', placement });
+  register(b.system);
+  const sent: TransportEnvelope[] = [];
+  const transport: Transport = {
+    deliver: (_node, envelope) => {
+      sent.push(envelope);
+      return b.system.acceptRemote(envelope);
+    },
+  };
+  const a = testSystem({ nodeId: 'node-a', placement, transport, clock: b.clock });
+  register(a.system);
+  return { placement, a, b, sent };
+}
+
 describe('LivePlacement', () => {
   it('always holds this node while it runs, never once it leaves, and reports only real changes', () => {
     const placement = new LivePlacement('b');
@@ -63,18 +83,7 @@ describe('LivePlacement', () => {
 describe('routing in a cluster', () => {
   it('activates an actor on its remote owner through the transport, and refuses a message for an actor it does not own', async () => {
     const activations: string[] = [];
-    const placement = new Switchable('node-b');
-    const b = testSystem({ nodeId: 'node-b', placement });
-    b.system.register(counterBehavior(activations));
-    const sent: TransportEnvelope[] = [];
-    const transport: Transport = {
-      deliver: (_node, envelope) => {
-        sent.push(envelope);
-        return b.system.acceptRemote(envelope);
-      },
-    };
-    const a = testSystem({ nodeId: 'node-a', placement, transport, clock: b.clock });
-    a.system.register(counterBehavior(activations));
+    const { placement, a, b, sent } = twoNodes((system) => system.register(counterBehavior(activations)));
 
     await a.system.ensureActive('counter', 'k', 1_000);
     expect(activations).toEqual(['node-b:k@1']);
@@ -176,18 +185,7 @@ function tallyBehavior(activations: string[]): Behavior<null, TallyMessage> {
 describe('holder placement', () => {
   it('keeps an actor on the node that started it: its messages sent there stay there, a ring change leaves it, and other nodes reach the ring owner', async () => {
     const activations: string[] = [];
-    const placement = new Switchable('node-b');
-    const b = testSystem({ nodeId: 'node-b', placement });
-    b.system.register(tallyBehavior(activations));
-    const sent: TransportEnvelope[] = [];
-    const transport: Transport = {
-      deliver: (_node, envelope) => {
-        sent.push(envelope);
-        return b.system.acceptRemote(envelope);
-      },
-    };
-    const a = testSystem({ nodeId: 'node-a', placement, transport, clock: b.clock });
-    a.system.register(tallyBehavior(activations));
+    const { a, b, sent } = twoNodes((system) => system.register(tallyBehavior(activations)));
 
     // Started on node-a although the ring names node-b: node-a's own messages stay on node-a.
     a.system.tellHere(TALLY, 'k', { type: 'bump' });

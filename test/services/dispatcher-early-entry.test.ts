@@ -1,17 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NO_EVENTS } from '../../src/lib/events.js';
-import { LEASE, workerLeaseBehavior } from '../../src/actors/worker-lease.js';
-import { LeaseBook } from '../../src/actors/lease-book.js';
 import { FakeClock } from '../../src/runtime/clock.js';
-import { LocalPlacement } from '../../src/runtime/placement.js';
-import { ActorSystem } from '../../src/runtime/system.js';
 import { MemoryReadyQueue } from '../../src/store/memory-ready-queue.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
 import type { DueEntry } from '../../src/domain/model.js';
 import { Dispatcher, MAX_CLOCK_SKEW_MS } from '../../src/services/dispatcher.js';
-import { MemorySnapshotStore } from '../runtime/memory-snapshots.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
-import { BACKOFF, T0, makeTask } from '../support/tasks.js';
+import { T0, makeTask } from '../support/tasks.js';
+import { leaseActors } from '../support/lease-actors.js';
 
 /**
  * A ready entry fired by a wheel whose clock runs further ahead than the claim tolerates is
@@ -32,24 +28,7 @@ describe.each(sqlBackends)('Dispatcher and entries fired early, on $name', ({ op
     const clock = new FakeClock(T0);
     const tasks = new SqlTaskStore(testDb.db);
     const ready = new MemoryReadyQueue();
-    const system = new ActorSystem({
-      nodeId: 'n1',
-      clock,
-      snapshots: new MemorySnapshotStore(),
-      placement: new LocalPlacement('n1'),
-    });
-    system.register(
-      workerLeaseBehavior({
-        tasks,
-        backoff: BACKOFF,
-        placement: { requeue: async () => undefined },
-        dependents: { transitions: () => undefined },
-        events: NO_EVENTS,
-        onError: () => undefined,
-      }),
-    );
-    const leases = new LeaseBook(system, clock);
-    system.registerPassive(LEASE, leases);
+    const { leases } = leaseActors(clock, tasks);
     const dispatcher = new Dispatcher({ tasks, ready, clock, leases, pollMaxWaitMs: 0, events: NO_EVENTS });
     const poll = (type: string) => dispatcher.poll({ workerId: 'w', taskTypes: [type], maxTasks: 10, waitMs: 0 });
     return { clock, tasks, ready, dispatcher, poll };
