@@ -37,6 +37,10 @@ describe('the packed package', () => {
     const paths = info!.files.map((f) => f.path);
     expect(paths).toContain('dist/src/cli.js');
     expect(paths).toContain('dist/src/worker/index.js');
+    // The dashboard the node serves at /admin: its page, its style sheet and its scripts.
+    expect(paths).toContain('dist/src/dashboard/index.html');
+    expect(paths).toContain('dist/src/dashboard/dashboard.css');
+    expect(paths).toContain('dist/src/dashboard/app.js');
     expect(paths.filter((p) => /^(test|bench|\.ci|examples)\//.test(p))).toEqual([]);
 
     const app = join(dir, 'app');
