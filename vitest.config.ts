@@ -8,7 +8,10 @@ export default defineConfig({
     // Test files share one Postgres and one Redis; each isolates itself with its own
     // schema and key prefix (test/support/backends.ts), so files may run in parallel.
     fileParallelism: true,
-    maxWorkers: 2,
+    // Three files at a time on the 2-core CI machine: most e2e tests wait on real time (cron
+    // seconds, lease expiries, node start-ups), so a third worker fills the cores' idle time —
+    // the whole suite took 573 s of vitest instead of 650–672 s with two, same machine.
+    maxWorkers: 3,
     // Every answer of every node a test starts is held to its route's response schema
     // (src/http/validation/responses.ts): an off-schema answer is a 500 that fails the test.
     env: { WHEELHOUSE_CHECK_RESPONSES: '1' },
