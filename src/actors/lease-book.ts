@@ -28,8 +28,12 @@ import { LEASE } from './worker-lease.js';
  */
 export class LeaseBook implements PassiveActors {
   private readonly entries = new Map<string, PassiveLease>();
-  /** Bucket end (ms) → the ids whose expiry falls in it; an id may be stale (released). */
-  private readonly buckets = new Map<number, string[]>();
+  /**
+   * Bucket end (ms) → the ids whose expiry falls in it. An entry leaves its bucket when it ends
+   * (released, woken, forgotten), so what the book holds is bounded by the leases it holds, not by
+   * those granted within a lease's length.
+   */
+  private readonly buckets = new Map<number, Set<string>>();
   private timer: Cancel | null = null;
   private timerAtMs = Infinity;
 
@@ -53,20 +57,20 @@ export class LeaseBook implements PassiveActors {
       return;
     }
     const held = this.entries.get(taskId);
-    if (held !== undefined && held.version > version) return;
-    this.entries.set(taskId, { version, leaseExpiresMs, grantedAtMs: this.clock.now() });
-    const end = Math.ceil(leaseExpiresMs / this.bucketMs) * this.bucketMs;
-    const ids = this.buckets.get(end);
-    if (ids === undefined) this.buckets.set(end, [taskId]);
-    else ids.push(taskId);
-    if (end < this.timerAtMs) this.arm(end);
+    if (held !== undefined) {
+      if (held.version > version) return;
+      this.unfile(taskId, held);
+    }
+    const lease = { version, leaseExpiresMs, grantedAtMs: this.clock.now(), bucket: this.bucketOf(leaseExpiresMs) };
+    this.entries.set(taskId, lease);
+    this.file(taskId, lease.bucket);
   }
 
   /** The result of the attempt granted at `version` was recorded: the lease is over. */
   released(taskId: string, version: number): void {
     const held = this.entries.get(taskId);
     if (held !== undefined && held.version <= version) {
-      this.entries.delete(taskId);
+      this.unfile(taskId, held);
       return;
     }
     this.system.ref(LEASE, taskId).tell({ type: 'released', version });
@@ -76,7 +80,7 @@ export class LeaseBook implements PassiveActors {
   wake(taskId: string): void {
     const held = this.entries.get(taskId);
     if (held === undefined) return;
-    this.entries.delete(taskId);
+    this.unfile(taskId, held);
     if (this.system.holdsLive(LEASE.name, taskId)) return; // started otherwise meanwhile (a recovery)
     this.system.tellHere(LEASE, taskId, {
       type: 'granted',
@@ -105,7 +109,8 @@ export class LeaseBook implements PassiveActors {
 
   /** Drops one entry: the lease is left to the ring's owner and the safety net. */
   forget(taskId: string): void {
-    this.entries.delete(taskId);
+    const held = this.entries.get(taskId);
+    if (held !== undefined) this.unfile(taskId, held);
   }
 
   /** Drops every entry and the timer (the node is shutting down, or was declared out). */
@@ -129,32 +134,35 @@ export class LeaseBook implements PassiveActors {
     this.timerAtMs = Infinity;
     const now = this.clock.now();
     let next = Infinity;
-    for (const [end, ids] of this.buckets) {
+    for (const [end, ids] of [...this.buckets]) {
       if (end > now) {
-        if (end < next) next = end;
+        next = Math.min(next, end);
         continue;
       }
-      this.buckets.delete(end);
-      for (const id of ids) {
-        const held = this.entries.get(id);
-        if (held === undefined) continue;
-        if (held.leaseExpiresMs <= now) this.wake(id);
-        else this.carry(id, held, (end) => (next = Math.min(next, end)));
-      }
+      // Every lease filed here expires by `end`: their time has come.
+      for (const id of [...ids]) this.wake(id);
     }
     if (next !== Infinity) this.arm(next);
   }
 
-  /** An id found in a bucket before its expiry (the clock stepped back): into its own bucket again. */
-  private carry(id: string, held: PassiveLease, armed: (end: number) => void): void {
-    const end = Math.max(
-      Math.ceil(held.leaseExpiresMs / this.bucketMs) * this.bucketMs,
-      this.clock.now() + this.bucketMs,
-    );
+  private bucketOf(ms: number): number {
+    return Math.ceil(ms / this.bucketMs) * this.bucketMs;
+  }
+
+  private file(id: string, end: number): void {
     const ids = this.buckets.get(end);
-    if (ids === undefined) this.buckets.set(end, [id]);
-    else ids.push(id);
-    armed(end);
+    if (ids === undefined) this.buckets.set(end, new Set([id]));
+    else ids.add(id);
+    if (end < this.timerAtMs) this.arm(end);
+  }
+
+  /** Drops the entry and its place in its bucket. */
+  private unfile(id: string, held: PassiveLease): void {
+    this.entries.delete(id);
+    const ids = this.buckets.get(held.bucket);
+    if (ids === undefined) return;
+    ids.delete(id);
+    if (ids.size === 0) this.buckets.delete(held.bucket);
   }
 }
 
@@ -162,6 +170,8 @@ interface PassiveLease {
   version: number;
   leaseExpiresMs: number;
   grantedAtMs: number;
+  /** The end of the bucket it is filed under. */
+  bucket: number;
 }
 
 /** How finely passive leases' expiries are grouped: each wakes at most this late, ms. */
