@@ -97,15 +97,6 @@ function worker(url: string, id: number, onAcked: (n: number) => void): Promise<
   });
 }
 
-/** The node's Postgres backends (its pools' `application_name` is `wheelhouse <node id>`). */
-async function backendPids(stores: BenchStores, nodeId: string): Promise<number[]> {
-  const { rows } = await stores.pg.query<{ pid: number }>(
-    'SELECT pid FROM pg_stat_activity WHERE application_name = $1',
-    [`wheelhouse ${nodeId}`],
-  );
-  return rows.map((r) => r.pid);
-}
-
 const names = runNames();
 const nodeId = `bench-channel-${randomBytes(3).toString('hex')}`;
 const dataDir = values.embedded ? mkdtempSync(join(tmpdir(), 'wheelhouse-bench-')) : undefined;
@@ -115,7 +106,7 @@ const open: WebSocket[] = [];
 try {
   await submit(node.url);
   await sleep(1_500); // the wheel fires them all into the ready queue
-  const pgBefore = values.embedded ? new Map<number, number>() : cpuSnapshot(await backendPids(stores, nodeId));
+  const pgBefore = values.embedded ? new Map<number, number>() : cpuSnapshot(await stores.backendPids(nodeId));
   const nodeBefore = cpuSnapshot([node.pid]);
   const harnessBefore = process.cpuUsage();
   const started = performance.now();
@@ -138,7 +129,7 @@ try {
   clearTimeout(limit);
   const wallMs = performance.now() - started;
   const nodeMs = cpuDelta(nodeBefore, cpuSnapshot([node.pid]));
-  const pgMs = values.embedded ? 0 : cpuDelta(pgBefore, cpuSnapshot(await backendPids(stores, nodeId)));
+  const pgMs = values.embedded ? 0 : cpuDelta(pgBefore, cpuSnapshot(await stores.backendPids(nodeId)));
   const harness = process.cpuUsage(harnessBefore);
   const perTask = (ms: number): string => ((ms * 1000) / total).toFixed(1);
   console.log(

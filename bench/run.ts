@@ -11,6 +11,7 @@ import { describeMachine } from './machine.js';
 import { metric, scrapeMetrics } from './cluster-nodes.js';
 import { runNames, startBenchNode, type BenchNode } from './node-process.js';
 import { runPeers } from './peers/run-peers.js';
+import { runScale } from './scale/run-scale.js';
 import { consoleTable, markdown, notesText, type RunOutcome, type WorkloadReport } from './report.js';
 import { BenchStores } from './stores.js';
 import { w1Throughput } from './w1-throughput.js';
@@ -58,6 +59,19 @@ async function main(): Promise<number> {
 
   if (args.peers) {
     const code = await runPeers({ args, stores, log, withContext: contextRunner(args, stores), startedMs });
+    clearTimeout(hardTimer);
+    await stores.close();
+    return code;
+  }
+
+  if (args.scale) {
+    const code = await runScale({
+      args,
+      stores,
+      log,
+      track: (n) => unremoved.set(n.schema, n.redisPrefix),
+      untrack: (n) => unremoved.delete(n.schema),
+    });
     clearTimeout(hardTimer);
     await stores.close();
     return code;

@@ -172,6 +172,15 @@ export class BenchStores {
     } while (cursor !== '0');
   }
 
+  /** A node's Postgres backends (its pools' `application_name` is `wheelhouse <node id>`). */
+  async backendPids(nodeId: string): Promise<number[]> {
+    const { rows } = await this.pg.query<{ pid: number }>(
+      'SELECT pid FROM pg_stat_activity WHERE application_name = $1',
+      [`wheelhouse ${nodeId}`],
+    );
+    return rows.map((r) => r.pid);
+  }
+
   /** Server versions, for the report. */
   async versions(): Promise<{ postgres: string; redis: string }> {
     const { rows } = await this.pg.query<{ v: string }>("SELECT current_setting('server_version') AS v");
