@@ -203,8 +203,12 @@ export async function submitSpread(
 }
 
 /** A node's /metrics as `name{labels}` → value (label order as the node writes it). */
-export async function scrapeMetrics(url: string): Promise<Map<string, number>> {
-  const res = await request(`${url}/metrics`, { headers: authHeaders(), headersTimeout: 5_000, bodyTimeout: 5_000 });
+export async function scrapeMetrics(url: string, timeoutMs = 5_000): Promise<Map<string, number>> {
+  const res = await request(`${url}/metrics`, {
+    headers: authHeaders(),
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+  });
   const text = await res.body.text();
   const out = new Map<string, number>();
   for (const line of text.split('\n')) {

@@ -21,6 +21,12 @@ const PROBE_DELAY_MS = 60_000;
 const REBUILD_LIMIT_MS = 20 * 60_000;
 const PARTITIONS = 64;
 const PROGRESS_EVERY = 500_000;
+const SCRAPE_TIMEOUT_MS = 60_000;
+
+/** Full rebuilds of wheel partitions so far. The scrape may wait on a node busy rebuilding: a generous timeout. */
+async function rebuilds(url: string): Promise<number> {
+  return metric(await scrapeMetrics(url, SCRAPE_TIMEOUT_MS), 'wheelhouse_partition_rebuilds_total');
+}
 
 export async function pendingAtScale(ctx: ScaleContext, count: number): Promise<ScalePart> {
   const redis = await startRedisProcess();
@@ -73,11 +79,15 @@ export async function pendingAtScale(ctx: ScaleContext, count: number): Promise<
     );
     notes.push(`node RSS idle before submitting ${idleMiB.toFixed(0)} MiB, after ${rssAfterMiB.toFixed(0)} MiB`);
     notes.push(...describeSizes(sizes));
+    for (const line of describeSizes(sizes, 1)) ctx.log(`scale pending: ${line}`);
+    ctx.log(
+      `scale pending: WAL ${(walBytes / count).toFixed(0)} bytes per task; node RSS after ${rssAfterMiB.toFixed(0)} MiB`,
+    );
     if (submitted.retried > 0) notes.push(`${submitted.retried} submit requests answered 429/503 and were sent again`);
 
     // Redis lost: everything the node keeps there goes at once.
     const fleet = await WorkerFleet.start(1, { url: node.url, taskType: 'scale.probe', concurrency: 10, pollers: 1 });
-    const rebuiltBefore = metric(await scrapeMetrics(node.url), 'wheelhouse_partition_rebuilds_total');
+    const rebuiltBefore = await rebuilds(node.url);
     await redis.client.flushall();
     const flushedMs = Date.now();
     const probeDueMs = flushedMs + PROBE_DELAY_MS;
@@ -87,7 +97,7 @@ export async function pendingAtScale(ctx: ScaleContext, count: number): Promise<
       schedule: { type: 'delayed', due_time: new Date(probeDueMs).toISOString() },
     }));
     const rebuilt = async (): Promise<boolean> =>
-      metric(await scrapeMetrics(node.url), 'wheelhouse_partition_rebuilds_total') - rebuiltBefore >= PARTITIONS;
+      (await rebuilds(node.url).catch(() => rebuiltBefore)) - rebuiltBefore >= PARTITIONS;
     const allRebuilt = await waitFor(rebuilt, REBUILD_LIMIT_MS, 250);
     const rebuildS = (Date.now() - flushedMs) / 1000;
     ctx.log(
