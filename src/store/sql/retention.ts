@@ -39,12 +39,16 @@ const NIL_UUID = '00000000-0000-0000-0000-000000000000';
  * - `held_graph`: graphs of candidates that still have a task that is not finished, or
  *   finished after the horizon. A graph leaves whole or not at all, so `GET /api/dags/{id}`
  *   never shows half a graph; each graph is looked at once per batch, through
- *   `tasks_dag_idx`.
+ *   `tasks_dag_idx` (materialized: inlined, the check ran once per candidate, reading a
+ *   finished graph whole for each of its tasks).
  * - `doomed`: the candidates that may go. Besides its graph, a task with dependents stays
  *   while any dependent is unfinished or within retention (a blocked dependent reconciles by
  *   reading its predecessors' rows, which must still be there), or while its outbox event is
  *   undelivered. A task whose idempotency key is still live stays until the key expires, so
- *   a replay of its submission within the key's 24 h still answers with the task.
+ *   a replay of its submission within the key's 24 h still answers with the task. The key
+ *   and the outbox event are looked up as scalar subqueries, one primary-key probe per
+ *   candidate: an EXISTS here may be planned as a hash of the whole table (every live key),
+ *   which the planner picks when its statistics say the table is small.
  * - `removed`: the DELETE re-tests the status and the completion time on the row it locks,
  *   so a task retried between the walk and the delete (it is pending again) stays.
  * - then the task's executions and its own dependency edges (both keyed by task id).
@@ -61,7 +65,7 @@ const REMOVE_FINISHED = `
     ORDER BY t.completed_at, t.id
     LIMIT $6
   ),
-  held_graph AS (
+  held_graph AS MATERIALIZED (
     SELECT g.dag_id FROM (SELECT DISTINCT c.dag_id FROM candidate c WHERE c.dag_id IS NOT NULL) g
     WHERE EXISTS (
       SELECT 1 FROM tasks x
@@ -71,15 +75,14 @@ const REMOVE_FINISHED = `
     SELECT c.id FROM candidate c
     WHERE (c.dag_id IS NULL OR NOT EXISTS (SELECT 1 FROM held_graph h WHERE h.dag_id = c.dag_id))
       AND (NOT c.has_dependents OR (
-        NOT EXISTS (SELECT 1 FROM dag_events e WHERE e.predecessor_id = c.id)
+        (SELECT true FROM dag_events e WHERE e.predecessor_id = c.id) IS NULL
         AND NOT EXISTS (
           SELECT 1 FROM task_dependencies d JOIN tasks x ON x.id = d.task_id
           WHERE d.predecessor_id = c.id
             AND NOT (x.status IN ${FINISHED} AND x.completed_at < ${tsParam(2)}))))
-      AND (c.idempotency_key IS NULL OR NOT EXISTS (
-        SELECT 1 FROM idempotency_keys k
-        WHERE k.task_type = c.task_type AND k.key = c.idempotency_key AND k.task_id = c.id
-          AND k.expires_at > ${tsParam(3)}))
+      AND (c.idempotency_key IS NULL OR NOT coalesce((
+        SELECT k.expires_at > ${tsParam(3)} FROM idempotency_keys k
+        WHERE k.task_type = c.task_type AND k.key = c.idempotency_key AND k.task_id = c.id), false))
   ),
   removed AS (
     DELETE FROM tasks t USING doomed d
