@@ -48,6 +48,8 @@ export interface NodeEvents {
   'dag:replayed': { count: number };
   /** A safety net found tasks left behind by their mechanism. Should never happen. */
   'safety-net:recovered': { kind: 'lease' | 'pending' | 'blocked'; count: number };
+  /** A retention pass removed finished tasks past retention and expired idempotency keys. */
+  'retention:removed': { tasks: number; idempotencyKeys: number };
   /** A wheel partition was rebuilt from Postgres. */
   'partition:rebuilt': { partition: number };
   /** The ring this node routes by changed. */

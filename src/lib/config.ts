@@ -54,6 +54,7 @@ export interface CompiledOptions {
   readonly dagIdlePassivationMs: number;
   readonly safetyNetMs: number;
   readonly safetyNetGraceMs: number;
+  readonly retentionMs: number;
   readonly testClockOffsetMs: number;
   /** The bootstrap admin key (`adminToken`, `adminTokenFile` or the deprecated `authToken`). */
   readonly adminToken: string | null;
@@ -166,6 +167,7 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     dagIdlePassivationMs: num('dagIdlePassivationSeconds', o.dagIdlePassivationSeconds, 0.01, 3600) * 1000,
     safetyNetMs: num('safetyNetSeconds', o.safetyNetSeconds, 0.05, 3600) * 1000,
     safetyNetGraceMs: num('safetyNetGraceSeconds', o.safetyNetGraceSeconds, 0.05, 86_400) * 1000,
+    retentionMs: retention(o.retentionSeconds) * 1000,
     testClockOffsetMs: Math.round(num('testClockOffsetSeconds', o.testClockOffsetSeconds, -86_400, 86_400) * 1000),
     adminToken: secret('adminToken', o.adminToken ?? o.authToken, o.adminTokenFile, 16),
     insecure: bool('insecure', o.insecure),
@@ -251,6 +253,7 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   dagIdlePassivationSeconds: 5,
   safetyNetSeconds: 5,
   safetyNetGraceSeconds: 10,
+  retentionSeconds: 7 * 86_400,
   testClockOffsetSeconds: 0,
   adminToken: null,
   adminTokenFile: null,
@@ -342,6 +345,25 @@ function str(key: string, value: unknown, pattern?: RegExp): string {
 function num(key: string, value: unknown, min: number, max: number): number {
   if (typeof value !== 'number' || !Number.isFinite(value)) throw new ConfigError(key, 'must be a number');
   if (value < min || value > max) throw new ConfigError(key, `${value} must be between ${min} and ${max}`);
+  return value;
+}
+
+/** The longest retention: ten years (longer is the same as keeping everything). */
+const MAX_RETENTION_SECONDS = 3650 * 86_400;
+
+/** `retentionSeconds`: more than 0; 0 would remove a task as it ends, before anyone read its outcome. */
+function retention(value: unknown): number {
+  const key = 'retentionSeconds';
+  if (typeof value !== 'number' || !Number.isFinite(value)) throw new ConfigError(key, 'must be a number of seconds');
+  if (value <= 0) {
+    throw new ConfigError(
+      key,
+      `${value} must be more than 0: it is how long a finished task is kept (the default is 604800, 7 days)`,
+    );
+  }
+  if (value > MAX_RETENTION_SECONDS) {
+    throw new ConfigError(key, `${value} must be at most ${MAX_RETENTION_SECONDS} (ten years)`);
+  }
   return value;
 }
 

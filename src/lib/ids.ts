@@ -99,3 +99,12 @@ export function jitterOf(scheduleId: string, fireMs: number, maxMs: number): num
   const fraction = digest.readUIntBE(0, 6) / 2 ** 48;
   return Math.floor(fraction * (Math.floor(maxMs) + 1));
 }
+
+/**
+ * The creation time of a UUID v7 (its first 48 bits, Unix ms); null for any other id (a
+ * malformed one, or another version, whose first bits are no time).
+ */
+export function uuidv7Ms(id: string): number | null {
+  if (!isUuid(id) || id[14] !== '7') return null;
+  return Number.parseInt(id.slice(0, 8) + id.slice(9, 13), 16);
+}

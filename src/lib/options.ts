@@ -139,6 +139,15 @@ export interface WheelhouseOptions {
    */
   safetyNetGraceSeconds?: number;
   /**
+   * How long a finished task (succeeded, failed, cancelled) is kept after it ended, seconds.
+   * Then it is removed with its executions, in bounded batches, by the node that owns its
+   * wheel partition; reading it answers 404 saying it passed retention. A task of a graph
+   * stays until the whole graph has finished and passed it; one whose idempotency key is
+   * live stays until the key expires. Unfinished tasks and live schedules are never removed.
+   * More than 0. @default 604800 (7 days)
+   */
+  retentionSeconds?: number;
+  /**
    * For tests of clock skew only: this node's own clock reads this many seconds ahead (or
    * behind, negative). A Postgres node measures and corrects it (it reads time as the
    * database does). @default 0

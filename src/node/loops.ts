@@ -7,6 +7,7 @@ import type { Backend } from '../store/backend.js';
 import type { DagResolver } from '../actors/dag-resolver.js';
 import type { Ownership } from './ownership.js';
 import type { SafetyNet } from '../services/safety-net.js';
+import type { RetentionSweep } from '../services/retention-sweep.js';
 
 /** How often the node refreshes the ready backlog that admission control reads. */
 const BACKLOG_REFRESH_MS = 250;
@@ -14,9 +15,13 @@ const BACKLOG_REFRESH_MS = 250;
 const PARTITION_CHECK_MS = 1_000;
 /** How often entries taken but never settled are put back in their ready queues. */
 const REQUEUE_STALE_MS = 5_000;
-/** How often expired idempotency keys are deleted, and how many at most each time. */
-const PURGE_KEYS_MS = 60_000;
-const PURGE_KEYS_BATCH = 10_000;
+/**
+ * How often the node removes what passed retention (finished tasks, expired idempotency keys),
+ * at most: a short retention (tests, small deployments) is swept as often as it lasts, down to
+ * a quarter second, so a task leaves within twice its retention.
+ */
+const RETENTION_MAX_MS = 60_000;
+const RETENTION_MIN_MS = 250;
 /** How often the node looks for active schedules it owns without a live actor. */
 const SCHEDULE_CHECK_MS = 30_000;
 /** How often outbox events the live path did not clear are delivered again. */
@@ -35,6 +40,7 @@ export interface LoopDeps {
   resolver: DagResolver;
   ownership: Ownership;
   safetyNet: SafetyNet;
+  retention: RetentionSweep;
   /** False while this node may have been declared out: it then takes nothing over. */
   mayOwn(): boolean;
   setBacklog(entries: number): void;
@@ -48,8 +54,8 @@ export interface LoopDeps {
 /**
  * The node's background duties: the nets under the live paths (outbox replay and sweep,
  * the lease and pending safety nets, owned partitions and schedules kept running, stale
- * in-flight entries put back) and the housekeeping (backlog for admission control, expired
- * idempotency keys, the clock's offset). Each is supervised (`every`): a failure is reported
+ * in-flight entries put back) and the housekeeping (backlog for admission control, retention
+ * of finished tasks and expired idempotency keys, the clock's offset). Each is supervised (`every`): a failure is reported
  * and the duty comes back after a backoff. Returns their stop functions.
  */
 export function startLoops(deps: LoopDeps): Cancel[] {
@@ -86,8 +92,9 @@ export function startLoops(deps: LoopDeps): Cancel[] {
       const n = await ownership.keepSchedulesActive();
       if (n > 0) log.warn({ count: n }, 'activated schedules that had no live actor');
     }),
-    loop('purge_keys', PURGE_KEYS_MS, async () => {
-      await backend.tasks.purgeExpiredIdempotencyKeys(clock.now(), PURGE_KEYS_BATCH);
+    loop('retention', Math.min(RETENTION_MAX_MS, Math.max(RETENTION_MIN_MS, options.retentionMs)), async () => {
+      if (!deps.mayOwn()) return;
+      await deps.retention.sweep();
     }),
     loop('requeue_stale', REQUEUE_STALE_MS, async () => {
       const n = await backend.ready.requeueStale(clock.now() - options.inflightTimeoutMs);

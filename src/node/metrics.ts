@@ -92,6 +92,11 @@ export function nodeMetrics(
     'wheelhouse_partition_rebuilds_total',
     'Wheel partitions rebuilt in full from Postgres because the bucket store had lost their data (a flush, a restart, an older snapshot) or never had it (a first start).',
   );
+  const retained = counter(
+    'wheelhouse_retention_removed_total',
+    'Rows retention removed, by kind: task (finished longer than retentionSeconds ago, with its executions), idempotency_key (expired).',
+    ['kind'],
+  );
   const dutyFailures = counter(
     'wheelhouse_duty_failures_total',
     'Failures of duties (actor timers, node loops, placements), each retried after a backoff, by duty.',
@@ -127,6 +132,10 @@ export function nodeMetrics(
   events.on('dag:replayed', (e) => replayed.inc(e.count));
   events.on('safety-net:recovered', (e) => recovered.inc({ kind: e.kind }, e.count));
   events.on('partition:rebuilt', () => rebuilds.inc());
+  events.on('retention:removed', (e) => {
+    if (e.tasks > 0) retained.inc({ kind: 'task' }, e.tasks);
+    if (e.idempotencyKeys > 0) retained.inc({ kind: 'idempotency_key' }, e.idempotencyKeys);
+  });
   events.on('cron:fired', (e) => cron.inc({ outcome: e.outcome }, e.count));
 
   gauge('wheelhouse_ready_backlog', 'Entries waiting in the ready queues.', function () {

@@ -14,6 +14,7 @@ import type { Services } from '../services/types.js';
 import { WorkerService } from '../services/worker-service.js';
 import { WorkerChannel } from '../services/worker-channel.js';
 import { ExplainService } from '../services/explain-service.js';
+import { MissingTasks } from '../services/missing-tasks.js';
 import { ClusterPresence, type ClusterPeers, type WorkerPresence } from '../services/worker-presence.js';
 import { workerBehavior, workerSocketsBehavior } from '../actors/worker.js';
 
@@ -88,7 +89,8 @@ export function buildServices(
   system.register(workerSocketsBehavior(channel));
   const views = new TaskViews({ dags: backend.dags, clock });
   const admission = new Admission({ backlog: deps.backlog, readyBacklogLimit: options.readyBacklogLimit });
-  const schedules = new ScheduleService({ tasks: backend.tasks, system, activation, views, onError });
+  const missing = new MissingTasks({ tasks: backend.tasks });
+  const schedules = new ScheduleService({ tasks: backend.tasks, system, activation, views, missing, onError });
   const presence = (taskType: string): WorkerPresence => ({
     ...dispatcher.presence(taskType),
     connected: channel.connected(taskType),
@@ -103,6 +105,7 @@ export function buildServices(
     ownerOf: deps.ownerOf,
     holderOf: async (kind, key) => (await deps.inspect(kind, key))?.node ?? null,
     presence: (taskType) => cluster.of(taskType),
+    missing,
   });
   const services: Services & { keys: ApiKeys } = {
     tasks: new TaskService({
@@ -116,6 +119,7 @@ export function buildServices(
       placement: wheel,
       cron: schedules,
       resolver,
+      missing,
       system,
       limits: {
         listScanRows: options.listScanRows,
@@ -124,7 +128,7 @@ export function buildServices(
       },
     }),
     schedules,
-    dags: new DagService({ dags: backend.dags, clock, partitions, admission, placement: wheel, events }),
+    dags: new DagService({ dags: backend.dags, clock, partitions, admission, placement: wheel, events, missing }),
     workers,
     explain,
     keys: new ApiKeys({ store: backend.apiKeys, adminSecret: options.adminToken }),

@@ -14,6 +14,7 @@ import type { Cluster } from '../runtime/cluster.js';
 import { LivePlacement } from '../runtime/ring.js';
 import { ActorSystem } from '../runtime/system.js';
 import { SafetyNet } from '../services/safety-net.js';
+import { RetentionSweep } from '../services/retention-sweep.js';
 import type { Services } from '../services/types.js';
 import { openBackend, type Backend } from '../store/backend.js';
 import { registerActorKinds } from './actors.js';
@@ -247,6 +248,13 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     dependents: resolver,
     events,
   });
+  const retention = new RetentionSweep({
+    tasks: backend.tasks,
+    clock,
+    retentionMs: options.retentionMs,
+    ownedPartitions: () => owned.ownedPartitions(),
+    events,
+  });
   const loops = startLoops({
     clock,
     aligned,
@@ -255,6 +263,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     resolver,
     ownership: owned,
     safetyNet,
+    retention,
     log,
     onDutyFailure: metrics.onDutyFailure,
     onDutyEnded: metrics.onDutyEnded,
@@ -284,6 +293,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
       closing ??= (async () => {
         started = false;
         for (const stop of loops) stop();
+        retention.stop();
         resolver.stop();
         wheel.stop();
         dispatcher.stop();

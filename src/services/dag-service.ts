@@ -4,11 +4,11 @@ import { planGraph } from '../domain/dag-graph.js';
 import { visibleStatus } from '../domain/lifecycle.js';
 import { newTask } from '../domain/new-task.js';
 import type { DagSpec } from '../domain/specs.js';
-import { WheelhouseError } from '../lib/errors.js';
 import { uuidv7 } from '../lib/ids.js';
 import type { WheelPlacement } from '../actors/wheel-placement.js';
 import type { Clock } from '../runtime/clock.js';
 import type { DagStore } from '../store/dag-types.js';
+import type { MissingTasks } from './missing-tasks.js';
 import { dueEntry, type Admission } from './support.js';
 import type { DagsApi, DagSubmitResult, DagView } from './types.js';
 
@@ -19,6 +19,8 @@ export interface DagServiceDeps {
   admission: Admission;
   placement: Pick<WheelPlacement, 'place'>;
   events: NodeEventSink;
+  /** The 404 of a graph id that names none (saying when it passed retention). */
+  missing: Pick<MissingTasks, 'graph'>;
 }
 
 /** Graphs of tasks (`POST /api/dags`): written all or nothing, their ready roots placed. */
@@ -70,8 +72,7 @@ export class DagService implements DagsApi {
 
   async getDag(dagId: string): Promise<DagView> {
     const nodes = await this.deps.dags.graph(dagId);
-    if (nodes === null)
-      throw new WheelhouseError('task_not_found', `no graph has id ${dagId}`, { details: { dag_id: dagId } });
+    if (nodes === null) throw await this.deps.missing.graph(dagId);
     const refOf = new Map(nodes.map((n) => [n.task.id, n.task.dagRef ?? n.task.id]));
     return this.view(
       dagId,

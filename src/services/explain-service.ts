@@ -9,7 +9,7 @@ import type { DagStore } from '../store/dag-types.js';
 import type { ReadyQueue } from '../store/fast-index-types.js';
 import type { TaskStore } from '../store/types.js';
 import { explainSentence } from './explain-sentence.js';
-import { notFound } from './support.js';
+import type { MissingTasks } from './missing-tasks.js';
 import type { WorkerPresence } from './worker-presence.js';
 
 export type { ExplainState, Explanation } from './explanation.js';
@@ -33,6 +33,8 @@ export interface ExplainDeps {
   holderOf(kind: string, key: string): Promise<string | null>;
   /** The workers of a task type across the live cluster. */
   presence(taskType: string): Promise<WorkerPresence>;
+  /** The 404 of an id that names no task (saying when it passed retention). */
+  missing: Pick<MissingTasks, 'task'>;
 }
 
 /**
@@ -46,7 +48,7 @@ export class ExplainService {
 
   async explain(taskId: string): Promise<Explanation> {
     const task = await this.deps.tasks.get(taskId);
-    if (task === null) throw notFound(taskId);
+    if (task === null) throw await this.deps.missing.task(taskId);
     const now = this.deps.clock.now();
     const status = visibleStatus(task.status, task.dueMs, now);
     const state = stateOf(task, status, now);

@@ -4,7 +4,8 @@ import { CRON } from '../actors/cron-schedule.js';
 import type { CronActivation } from '../actors/cron-activation.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { TaskStore } from '../store/types.js';
-import { notFound, type TaskViews } from './support.js';
+import type { MissingTasks } from './missing-tasks.js';
+import type { TaskViews } from './support.js';
 import type { SchedulesApi, TaskView } from './types.js';
 
 export interface ScheduleServiceDeps {
@@ -12,6 +13,8 @@ export interface ScheduleServiceDeps {
   system: ActorSystemApi;
   activation: CronActivation;
   views: TaskViews;
+  /** The 404 of an id that names no task (saying when it passed retention). */
+  missing: Pick<MissingTasks, 'task'>;
   onError(error: unknown, context: string): void;
 }
 
@@ -60,13 +63,13 @@ export class ScheduleService implements SchedulesApi {
   private async command(task: TaskRecord, type: 'pause' | 'resume'): Promise<TaskView> {
     await this.ask(task, type);
     const record = await this.deps.tasks.get(task.id);
-    if (!record) throw notFound(task.id);
+    if (!record) throw await this.deps.missing.task(task.id);
     return (await this.deps.views.of([record]))[0]!;
   }
 
   private async scheduleRow(taskId: string, action: 'pause' | 'resume'): Promise<TaskRecord> {
     const task = await this.deps.tasks.get(taskId);
-    if (!task) throw notFound(taskId);
+    if (!task) throw await this.deps.missing.task(taskId);
     if (task.scheduleType !== 'cron') {
       throw new WheelhouseError(
         'invalid_transition',
@@ -83,7 +86,7 @@ export class ScheduleService implements SchedulesApi {
   private async ask(task: TaskRecord, type: 'pause' | 'resume' | 'cancel'): Promise<{ cancelledInstances: number }> {
     const result = await this.deps.system.ref(CRON, task.id).ask({ type }, CRON_ASK_MS);
     if (result.ok) return result;
-    if (result.reason === 'not_found') throw notFound(task.id);
+    if (result.reason === 'not_found') throw await this.deps.missing.task(task.id);
     throw new WheelhouseError('task_finished', `the schedule is already ${result.status}`, {
       details: { task_id: task.id, status: result.status },
     });

@@ -7,10 +7,6 @@ import type { TaskView } from './types.js';
 
 /** What the services share: errors of the catalogue, page tokens, views, admission. */
 
-export function notFound(taskId: string): WheelhouseError {
-  return new WheelhouseError('task_not_found', `no task has id ${taskId}`, { details: { task_id: taskId } });
-}
-
 export function badToken(): WheelhouseError {
   return new WheelhouseError('validation_failed', 'next_token: not a token this endpoint issued', {
     details: { field: 'next_token' },

@@ -13,7 +13,8 @@ import type { Clock } from '../runtime/clock.js';
 import { MAX_ATTEMPT } from '../store/sql/read.js';
 import type { ScheduleStore, TaskStore } from '../store/types.js';
 import type { ScheduleService } from './schedule-service.js';
-import { badToken, decodeToken, dueEntry, encodeToken, notFound, type Admission, type TaskViews } from './support.js';
+import type { MissingTasks } from './missing-tasks.js';
+import { badToken, decodeToken, dueEntry, encodeToken, type Admission, type TaskViews } from './support.js';
 import type { TaskListFilter, TasksApi, TaskView } from './types.js';
 
 export interface TaskServiceDeps {
@@ -27,6 +28,8 @@ export interface TaskServiceDeps {
   cron: Pick<ScheduleService, 'activate' | 'cancel'>;
   resolver: Pick<DagResolver, 'finished'>;
   events: NodeEventSink;
+  /** The 404 of an id that names no task (saying when it passed retention). */
+  missing: Pick<MissingTasks, 'task'>;
   /** Reaches the worker actors: a cancel of a running task is pushed to its worker's socket. */
   system?: Pick<ActorSystemApi, 'ref'>;
   /** What bounds one request's work (from configuration). @default unbounded */
@@ -75,7 +78,7 @@ export class TaskService implements TasksApi {
 
   async getTask(taskId: string): Promise<TaskView> {
     const record = await this.deps.tasks.get(taskId);
-    if (!record) throw notFound(taskId);
+    if (!record) throw await this.deps.missing.task(taskId);
     return (await this.deps.views.of([record]))[0]!;
   }
 
@@ -107,7 +110,7 @@ export class TaskService implements TasksApi {
     const result = await this.deps.tasks.cancel(taskId, this.deps.clock.now());
     switch (result.kind) {
       case 'not_found':
-        throw notFound(taskId);
+        throw await this.deps.missing.task(taskId);
       case 'finished':
         throw new WheelhouseError('task_finished', `the task is already ${result.task.status}`, {
           details: { task_id: taskId, status: result.task.status },
@@ -125,7 +128,7 @@ export class TaskService implements TasksApi {
     const result = await this.deps.tasks.retry(taskId, this.deps.clock.now());
     switch (result.kind) {
       case 'not_found':
-        throw notFound(taskId);
+        throw await this.deps.missing.task(taskId);
       case 'refused':
         throw refusedRetry(result.task);
       case 'retried':
@@ -153,7 +156,7 @@ export class TaskService implements TasksApi {
   async history(taskId: string, limit: number, nextToken?: string): ReturnType<TasksApi['history']> {
     const token = nextToken === undefined ? undefined : decodeToken(nextToken, 'next_token');
     const task = await this.deps.tasks.get(taskId);
-    if (!task) throw notFound(taskId);
+    if (!task) throw await this.deps.missing.task(taskId);
     if (task.scheduleType === 'cron') {
       // A schedule's history is its instances' executions; the token names the last one.
       let before: { taskId: string; attempt: number } | undefined;

@@ -5,6 +5,7 @@ import { completeTasks, expireLease } from './sql/complete.js';
 import { listTasks } from './sql/list.js';
 import { recordProgress } from './sql/progress.js';
 import { getTask, pendingDueTimes, pendingInPartition, runningInPartitions, taskHistory } from './sql/read.js';
+import { removeFinished, recordRetentionHorizon, retentionHorizon } from './sql/retention.js';
 import { retryTask } from './sql/retry.js';
 import { purgeExpiredIdempotencyKeys, submitTasks } from './sql/submit.js';
 import type {
@@ -20,11 +21,14 @@ import type {
   Transition,
 } from '../domain/model.js';
 import type {
+  AppliedRetention,
   CancelResult,
   ExtendedLease,
+  FinishedBatch,
   LeaseHeartbeat,
   ListFilter,
   PartitionCursor,
+  RemoveFinished,
   RetryResult,
   RunningLease,
   TaskListPage,
@@ -61,6 +65,18 @@ export class SqlTaskStore implements TaskStore {
 
   purgeExpiredIdempotencyKeys(nowMs: number, limit: number): Promise<number> {
     return purgeExpiredIdempotencyKeys(this.db, nowMs, limit);
+  }
+
+  removeFinished(batch: RemoveFinished): Promise<FinishedBatch> {
+    return removeFinished(this.db, batch);
+  }
+
+  recordRetentionHorizon(horizonMs: number, retentionMs: number): Promise<void> {
+    return recordRetentionHorizon(this.db, horizonMs, retentionMs);
+  }
+
+  retentionHorizon(): Promise<AppliedRetention | null> {
+    return retentionHorizon(this.db);
   }
 
   get(id: string): Promise<TaskRecord | null> {

@@ -80,6 +80,42 @@ export type CancelResult =
 export type RetryResult =
   { kind: 'retried'; task: TaskRecord } | { kind: 'refused'; task: TaskRecord } | { kind: 'not_found' };
 
+/** A position in a partition's finished tasks: the last one a retention batch looked at. */
+export interface RetentionCursor {
+  /** Its completion time in whole microseconds since the epoch (the column's resolution). */
+  completedUs: number;
+  taskId: string;
+}
+
+/** One bounded batch of retention in one partition (see `TaskStore.removeFinished`). */
+export interface RemoveFinished {
+  partition: number;
+  /** Tasks that finished before this time go. */
+  horizonMs: number;
+  /** Idempotency keys that expire after this time are live. */
+  nowMs: number;
+  /** Where the previous batch of this pass stopped (exclusive); null: from the oldest. */
+  after: RetentionCursor | null;
+  /** The most tasks looked at, and so removed. */
+  limit: number;
+}
+
+/** What one retention batch did. */
+export interface FinishedBatch {
+  /** Tasks removed (with their executions and their own dependency edges). */
+  removed: number;
+  /** Tasks past the horizon looked at; those not removed must stay for now (see `removeFinished`). */
+  examined: number;
+  /** Where the next batch starts; null when this one reached the last task past the horizon. */
+  next: RetentionCursor | null;
+}
+
+/** The latest retention a sweep applied: finished tasks that ended before `horizonMs` may be gone. */
+export interface AppliedRetention {
+  horizonMs: number;
+  retentionMs: number;
+}
+
 /** The system of record for tasks and their executions (Postgres or PGlite). */
 export interface TaskStore {
   /**
@@ -94,6 +130,20 @@ export interface TaskStore {
    * keeps the table from growing forever.
    */
   purgeExpiredIdempotencyKeys(nowMs: number, limit: number): Promise<number>;
+  /**
+   * Removes up to `limit` finished tasks (succeeded, failed, cancelled) of one partition that
+   * ended before `horizonMs`, with their executions and their own dependency edges, in one
+   * statement. Looks at them in completion order after `after`; passes over (and counts as
+   * examined) those that must stay: a task of a graph that still has a task unfinished or
+   * within retention, a task with such a dependent or with an undelivered outbox event, a
+   * task whose idempotency key is still live at `nowMs`. Unfinished tasks and live schedules
+   * are never looked at.
+   */
+  removeFinished(batch: RemoveFinished): Promise<FinishedBatch>;
+  /** Records the horizon a retention sweep applies (a later one wins; an earlier one is ignored). */
+  recordRetentionHorizon(horizonMs: number, retentionMs: number): Promise<void>;
+  /** The latest horizon recorded; null before any sweep. */
+  retentionHorizon(): Promise<AppliedRetention | null>;
   get(id: string): Promise<TaskRecord | null>;
   /** A page newest first (see src/store/sql/list.ts for what bounds it). */
   list(filter: ListFilter, nowMs: number): Promise<TaskListPage>;

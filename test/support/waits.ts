@@ -93,6 +93,7 @@ const NODE_EVENTS: Record<keyof NodeEvents, true> = {
   'dag:released': true,
   'dag:replayed': true,
   'safety-net:recovered': true,
+  'retention:removed': true,
   'partition:rebuilt': true,
   'ring:changed': true,
 };

@@ -147,13 +147,13 @@ export async function submitTasks(db: Db, tasks: NewTask[], nowMs: number): Prom
 }
 
 /**
- * `$1` now, `$2` limit. Deletes a bounded batch so that a large backlog of expired keys is
- * cleared over several runs instead of in one long statement; the primary key is the only
- * index, so the expired rows are found by a scan of the (small, 24 h) key table.
+ * `$1` now, `$2` limit. Deletes a bounded batch, oldest expiry first, through
+ * `idempotency_keys_expires_idx` (000008_retention): the batch reads only the keys it deletes.
+ * The node drains a backlog batch after batch, each its own short statement.
  */
-const PURGE_EXPIRED_KEYS = `
+export const PURGE_EXPIRED_KEYS = `
   DELETE FROM idempotency_keys
-  WHERE ctid IN (SELECT ctid FROM idempotency_keys WHERE expires_at < ${tsParam(1)} LIMIT $2)`;
+  WHERE ctid IN (SELECT ctid FROM idempotency_keys WHERE expires_at < ${tsParam(1)} ORDER BY expires_at LIMIT $2)`;
 
 /** See `TaskStore.purgeExpiredIdempotencyKeys`. */
 export async function purgeExpiredIdempotencyKeys(db: Db, nowMs: number, limit: number): Promise<number> {
