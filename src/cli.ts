@@ -40,7 +40,9 @@ Flags (each option also reads WHEELHOUSE_<NAME> from the environment):
   --node-id <id>            this node's id (default <hostname>-<pid>)
   --data-dir <dir>          embedded data directory (default ./.wheelhouse)
   --postgres-url <url>      default postgres://postgres@127.0.0.1:5432/test
-  --redis-url <url>         default redis://127.0.0.1:6379
+  --redis-url <url>         default redis://127.0.0.1:6379; with --redis-cluster, seed nodes
+                            separated by commas
+  --redis-cluster           Redis is a Redis Cluster (default: one server)
   --admin-token-file <path> the bootstrap admin key, read from a file (or WHEELHOUSE_ADMIN_TOKEN);
                             with it every route but /healthz, /readyz and /docs needs an API key
   --insecure                let a node listen beyond loopback without an admin key
@@ -63,6 +65,9 @@ Flags (each option also reads WHEELHOUSE_<NAME> from the environment):
                             --ready-backlog-limit 100000
 `;
 
+/** Flags that alone mean true (`--insecure`); each also takes a value (`--insecure false`). */
+const SWITCHES = new Set(['insecure', 'redis-cluster']);
+
 export function parseFlags(argv: string[]): { options: WheelhouseOptions; configPath: string | null } {
   const options: Record<string, unknown> = {};
   let configPath: string | null = null;
@@ -71,8 +76,8 @@ export function parseFlags(argv: string[]): { options: WheelhouseOptions; config
     if (!arg.startsWith('--')) throw new ConfigError(arg, 'unexpected argument (flags start with --)');
     const [name, inline] = arg.slice(2).split('=', 2) as [string, string | undefined];
     // A switch: `--insecure` alone means true.
-    if (name === 'insecure' && inline === undefined && (argv[i + 1] === undefined || argv[i + 1]?.startsWith('--'))) {
-      options.insecure = true;
+    if (SWITCHES.has(name) && inline === undefined && (argv[i + 1] === undefined || argv[i + 1]?.startsWith('--'))) {
+      options[name.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())] = true;
       continue;
     }
     const value = inline ?? argv[++i];

@@ -22,6 +22,7 @@ export interface CompiledOptions {
   readonly postgresSchema: string;
   readonly postgresPoolSize: number;
   readonly redisUrl: string;
+  readonly redisCluster: boolean;
   readonly redisPrefix: string;
   readonly partitions: number;
   readonly slotMs: number;
@@ -134,7 +135,8 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     postgresUrl: str('postgresUrl', o.postgresUrl),
     postgresSchema: str('postgresSchema', o.postgresSchema, /^[a-z_][a-z0-9_]{0,62}$/),
     postgresPoolSize: int('postgresPoolSize', o.postgresPoolSize, 1, 1000),
-    redisUrl: str('redisUrl', o.redisUrl),
+    redisUrl: redisUrl(o.redisUrl, o.redisCluster),
+    redisCluster: bool('redisCluster', o.redisCluster),
     redisPrefix: str('redisPrefix', o.redisPrefix, /^[A-Za-z0-9_.:-]{1,64}$/),
     partitions: int('partitions', o.partitions, 1, 4096),
     slotMs: int('slotMs', o.slotMs, 1, 1000),
@@ -221,6 +223,7 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   postgresSchema: 'wheelhouse',
   postgresPoolSize: 10,
   redisUrl: 'redis://127.0.0.1:6379',
+  redisCluster: false,
   redisPrefix: 'wh',
   partitions: 64,
   slotMs: 10,
@@ -400,6 +403,22 @@ function destinations(key: string, value: unknown): readonly string[] {
  */
 export function devHttpExecutorAllow(host: string | undefined): readonly string[] {
   return isLoopbackHost(host ?? DEFAULTS.host) ? ['127.0.0.0/8', '::1'] : [];
+}
+
+/**
+ * `redisUrl`: one URL, or with `redisCluster` a list of seed nodes separated by commas, each
+ * `redis://host:port` or `rediss://host:port`.
+ */
+function redisUrl(value: unknown, cluster: unknown): string {
+  const url = str('redisUrl', value);
+  if (cluster !== true) return url;
+  const seeds = url.split(',').map((seed) => seed.trim());
+  for (const seed of seeds) {
+    if (!/^rediss?:\/\/[^\s/,]+/.test(seed)) {
+      throw new ConfigError('redisUrl', `${JSON.stringify(seed)} is not a seed node (redis://host:port)`);
+    }
+  }
+  return url;
 }
 
 function oneOf<T extends string>(key: string, value: unknown, allowed: readonly T[]): T {

@@ -30,8 +30,19 @@ export interface WheelhouseOptions {
    * (synchronous commit), half for claims and results (asynchronous commit). @default 10
    */
   postgresPoolSize?: number;
-  /** @default 'redis://127.0.0.1:6379' */
+  /**
+   * Where Redis is. With `redisCluster`, one or more seed nodes of the cluster, separated by
+   * commas (`redis://10.0.0.1:7000,redis://10.0.0.2:7000`); the user name, password and scheme
+   * (`rediss:` for TLS) of the first apply to every node. @default 'redis://127.0.0.1:6379'
+   */
   redisUrl?: string;
+  /**
+   * Redis is a Redis Cluster: the node connects with a cluster client (slot map, MOVED/ASK
+   * redirections, failover) and keeps its ready queues per wheel partition, each partition's
+   * keys in one slot (docs/decisions/0017-redis-cluster.md). Every node of a deployment must
+   * say the same. @default false
+   */
+  redisCluster?: boolean;
   /** Prefix of every Redis key. @default 'wh' */
   redisPrefix?: string;
   /** Number of wheel partitions. Fixed for the life of a deployment. @default 64 */

@@ -8,8 +8,9 @@ import { MemoryBucketStore } from './memory-buckets.js';
 import { MemoryReadyQueue } from './memory-ready-queue.js';
 import { migrate } from './migrate.js';
 import { RedisBucketStore } from './redis-buckets.js';
+import { PartitionedReadyQueue } from './redis-partitioned-ready-queue.js';
 import { RedisReadyQueue } from './redis-ready-queue.js';
-import { checkEvictionPolicy, openRedis } from './redis.js';
+import { checkEvictionPolicy, isCluster, openRedis, openRedisCluster, type RedisClient } from './redis.js';
 import { SqlDagStore } from './dag-store.js';
 import { SqlApiKeyStore, type ApiKeyStore } from './api-key-store.js';
 import { SqlMembershipStore } from './membership-store.js';
@@ -137,7 +138,14 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     await Promise.allSettled(pools.map((p) => p.close()));
     throw error;
   }
-  const redis = openRedis({ url: options.redisUrl, prefix: options.redisPrefix, health: redisHealth });
+  const redisOptions = { url: options.redisUrl, prefix: options.redisPrefix, health: redisHealth };
+  let redis: RedisClient;
+  try {
+    redis = options.redisCluster ? openRedisCluster(redisOptions) : openRedis(redisOptions);
+  } catch (error) {
+    await Promise.allSettled(pools.map((p) => p.close()));
+    throw error;
+  }
   let warning: string | null;
   try {
     warning = await checkEvictionPolicy(redis);
@@ -149,7 +157,13 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
   // The ready queues' subscriber connection is not watched: losing it alone delays a wake-up
   // of a long poll by at most its one-second recheck, and when Redis goes away the client
   // above tells of it.
-  const ready = new CoalescingReadyQueue(new RedisReadyQueue(redis, options.redisPrefix));
+  // One Redis server: every ready queue under one hash tag, a take is one script. Redis
+  // Cluster: the queues of each wheel partition in its slot (docs/decisions/0017-redis-cluster.md).
+  const ready = new CoalescingReadyQueue(
+    isCluster(redis)
+      ? new PartitionedReadyQueue(redis, options.redisPrefix, { partitions: options.partitions })
+      : new RedisReadyQueue(redis, options.redisPrefix),
+  );
   return {
     kind: 'postgres',
     db,

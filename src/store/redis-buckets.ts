@@ -4,14 +4,15 @@
  * `takeUntil` never scans keys, a marker key per partition holding its stamp (it vanishes
  * when Redis loses its data, and goes back when Redis goes back in time), and a fence key
  * per partition (`fenceKey`) that fenced writes check in the same script that makes them.
+ * All of a partition's keys share its hash tag `{p<partition>}`, so each script touches one
+ * Redis Cluster slot.
  */
-import type { Redis } from 'ioredis';
 import { addBuckets } from './lua/add-buckets.js';
 import { raiseFence } from './lua/raise-fence.js';
 import { takeBuckets } from './lua/take-buckets.js';
 import { assertDueEntry, decodeBucketMember, encodeBucketMember, minuteStart } from './entry-codec.js';
 import { assertFenceArgs, staleEpochError } from './fences.js';
-import { assertPrefix, redisOperation } from './redis.js';
+import { assertPrefix, isCluster, redisOperation, type RedisClient } from './redis.js';
 import { execPipeline, runScript } from './redis-commands.js';
 import { bucketKeys, fenceKey } from './redis-keys.js';
 import type { DueEntry } from '../domain/model.js';
@@ -25,14 +26,14 @@ const ADD_CALL_ENTRIES = 10_000;
 
 /** The production {@link BucketStore}: far time buckets as Redis sorted sets. */
 export class RedisBucketStore implements BucketStore {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly prefix: string;
 
   /**
-   * @param redis a client from `openRedis`
+   * @param redis a client from `openRedis` or `openRedisCluster`
    * @param prefix the key prefix: every key starts with `${prefix}:`
    */
-  constructor(redis: Redis, prefix: string) {
+  constructor(redis: RedisClient, prefix: string) {
     assertPrefix(prefix);
     this.redis = redis;
     this.prefix = prefix;
@@ -117,12 +118,20 @@ export class RedisBucketStore implements BucketStore {
     );
   }
 
-  /** One pipeline of GET: each marker lives in its partition's slot, beside its buckets. */
+  /**
+   * One pipeline of GET: each marker lives in its partition's slot, beside its buckets. On
+   * Redis Cluster, whose pipelines stay on one node, the GETs go out together instead.
+   */
   async stamps(partitions: readonly number[]): Promise<number[]> {
     if (partitions.length === 0) return [];
-    const pipeline = this.redis.pipeline();
-    for (const partition of partitions) pipeline.get(bucketKeys(this.prefix, partition).intact);
-    const found = await redisOperation('buckets.stamps', () => execPipeline(pipeline));
+    const markers = partitions.map((partition) => bucketKeys(this.prefix, partition).intact);
+    const redis = this.redis;
+    const found = await redisOperation('buckets.stamps', () => {
+      if (isCluster(redis)) return Promise.all(markers.map((marker) => redis.get(marker)));
+      const pipeline = redis.pipeline();
+      for (const marker of markers) pipeline.get(marker);
+      return execPipeline(pipeline);
+    });
     return partitions.map((_, i) => {
       const stamp = Number(found[i] ?? 0);
       return Number.isSafeInteger(stamp) && stamp > 0 ? stamp : 0;

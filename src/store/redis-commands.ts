@@ -1,6 +1,7 @@
 /** Running Lua scripts and pipelines with errors surfaced, not left inside results. */
 import { createHash } from 'node:crypto';
-import type { ChainableCommander, Redis } from 'ioredis';
+import type { ChainableCommander } from 'ioredis';
+import type { RedisClient } from './redis.js';
 
 /** A Lua script and its SHA-1, for EVALSHA. */
 export interface RedisScript {
@@ -16,10 +17,12 @@ export function defineScript(name: string, lua: string): RedisScript {
 
 /**
  * Runs a script by EVALSHA, falling back to EVAL (which also caches it) when the server
- * does not know it: after a restart or SCRIPT FLUSH.
+ * does not know it: after a restart or SCRIPT FLUSH. On Redis Cluster both go to the node
+ * that serves the first key's slot (each node has its own script cache); every key must be
+ * in that slot, or Redis answers CROSSSLOT.
  */
 export async function runScript(
-  redis: Redis,
+  redis: RedisClient,
   script: RedisScript,
   keys: readonly string[],
   args: readonly (string | number)[],

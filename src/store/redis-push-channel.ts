@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import { pushedChannel } from './redis-keys.js';
+import { isCluster, type RedisClient } from './redis.js';
 
 /**
  * The ready queues' pub/sub channel (`<prefix>:pushed`): every push and requeue is announced
@@ -9,6 +9,10 @@ import { pushedChannel } from './redis-keys.js';
  * task types are checked), and each instance ignores its own, whose listeners it has already
  * woken. A lost announcement only loses a wake-up, which the long-poll's periodic recheck
  * (every second) makes up for, so failures to announce or to hear are never a push's failure.
+ *
+ * On Redis Cluster a PUBLISH on any node reaches the subscribers of every node, so the
+ * subscriber connection (ioredis picks a node for it, and another when that one goes) hears
+ * the announcements of all.
  */
 export class RedisPushChannel {
   /** The channel's name: a push pipeline or script publishes on it itself. */
@@ -16,12 +20,12 @@ export class RedisPushChannel {
   /** Names this instance in its announcements, so that it ignores its own. */
   readonly instanceId = randomUUID();
   /** Hears other instances' announcements; opened by the first `listen`. */
-  private subscriber: Redis | null = null;
+  private subscriber: RedisClient | null = null;
   private subscription: Promise<void> = Promise.resolve();
   private closed = false;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly prefix: string,
     private readonly onError: (error: unknown, context: string) => void,
   ) {
@@ -49,12 +53,16 @@ export class RedisPushChannel {
    */
   listen(emit: (taskTypes: Set<string>) => void): void {
     if (this.subscriber !== null || this.closed) return;
-    const subscriber = this.redis.duplicate({
+    // A subscription waits out a Redis outage instead of failing, and never times out.
+    const patient = {
       connectionName: `wheelhouse:${this.prefix}:pushed`,
-      // A subscription waits out a Redis outage instead of failing, and never times out.
       maxRetriesPerRequest: null,
       commandTimeout: undefined,
-    });
+    };
+    const redis = this.redis;
+    const subscriber: RedisClient = isCluster(redis)
+      ? redis.duplicate(undefined, { redisOptions: { ...redis.options.redisOptions, ...patient } })
+      : redis.duplicate(patient);
     subscriber.on('error', (error: Error) => this.onError(error, 'ready-queue subscriber connection'));
     subscriber.on('message', (channel: string, message: string) => {
       if (channel !== this.name) return;

@@ -1,8 +1,12 @@
 /**
- * Ready queues in Redis: a ZSET per (task type, priority) with member = task id and
- * score = due ms, which orders by due time and never holds an id twice; a registry SET
- * of queue names for depths and backlog; and an in-flight ZSET (the reliable-queue
- * pattern) holding what was taken until it is acknowledged or found stale.
+ * Ready queues in Redis, the single-server layout: a ZSET per (task type, priority) with
+ * member = task id and score = due ms, which orders by due time and never holds an id twice;
+ * a registry SET of queue names for depths and backlog; and an in-flight ZSET (the
+ * reliable-queue pattern) holding what was taken until it is acknowledged or found stale. All
+ * share the hash tag `{rq}`, so a take is one script over every queue of its types; a fenced
+ * push reads its partition's fence (`{p<N>}`) in the same script, which only one Redis server
+ * allows. On Redis Cluster the partitioned layout takes its place
+ * (`PartitionedReadyQueue`, docs/decisions/0017-redis-cluster.md).
  *
  * Every push and requeue is announced on a pub/sub channel ({@link RedisPushChannel}), so a
  * worker long-polling one node wakes when another node's wheel pushes.
@@ -247,10 +251,13 @@ export class RedisReadyQueue implements GroupingReadyQueue {
           [olderThanMs, this.keys.queuePrefix, REQUEUE_BATCH],
         ),
       )) as [number, number, ...string[]];
-      const [batchMoved, batchMalformed, ...types] = reply;
+      const [batchMoved, batchMalformed, ...names] = reply;
       moved += batchMoved;
       malformed += batchMalformed;
-      for (const taskType of types) taskTypes.add(taskType);
+      for (const name of names) {
+        const queue = parseQueueName(name);
+        if (queue !== null) taskTypes.add(queue.taskType);
+      }
       if (batchMoved + batchMalformed < REQUEUE_BATCH) break;
     }
     await this.channel.announce(taskTypes);

@@ -2,13 +2,25 @@
  * The Redis connection of the fast index (far buckets and ready queues), and the mapping
  * of Redis failures onto the error catalogue.
  */
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { WheelhouseError } from '../lib/errors.js';
 import type { ConnectionHealth } from './connection-health.js';
 
+/** A client of the fast index: one Redis server (or primary), or a Redis Cluster. */
+export type RedisClient = Redis | Cluster;
+
+/** True for a Redis Cluster client: its pipelines and MULTIs must stay within one node or slot. */
+export function isCluster(client: RedisClient): client is Cluster {
+  return client instanceof Cluster;
+}
+
 /** How to reach Redis. */
 export interface RedisOptions {
-  /** e.g. `redis://127.0.0.1:6379`. */
+  /**
+   * e.g. `redis://127.0.0.1:6379`; for {@link openRedisCluster}, one or more seed nodes of the
+   * cluster separated by commas (`redis://10.0.0.1:7000,redis://10.0.0.2:7000`). The user name,
+   * password and scheme (`rediss:` for TLS) of the first apply to every node.
+   */
   url: string;
   /** Every key this node writes starts with `${prefix}:`. No braces (they are hash tags). */
   prefix: string;
@@ -68,13 +80,71 @@ export function openRedis(options: RedisOptions): Redis {
 }
 
 /**
+ * Opens an ioredis Cluster client for the fast index on Redis Cluster, from the seed nodes in
+ * `options.url`: it learns the others and the slot map from them, follows MOVED and ASK
+ * redirections, and refreshes the map after a failover. The options mean what they mean for
+ * {@link openRedis}, applied to each node's connection; a cluster that is down (CLUSTERDOWN) or
+ * a node that is lost fails a command with `store_unavailable` once its retries are spent.
+ */
+export function openRedisCluster(options: RedisOptions): Cluster {
+  assertPrefix(options.prefix);
+  const seeds = parseSeeds(options.url);
+  const first = seeds[0] as URL;
+  const cluster = new Cluster(
+    seeds.map((seed) => ({ host: seed.hostname, port: Number(seed.port || 6379) })),
+    {
+      enableAutoPipelining: options.autoPipelining ?? false,
+      clusterRetryStrategy: (times) => Math.min(50 * 2 ** times, MAX_RECONNECT_DELAY_MS),
+      redisOptions: {
+        connectionName: `wheelhouse:${options.prefix}`,
+        protocol: 2,
+        maxRetriesPerRequest: options.maxRetriesPerRequest ?? 1,
+        commandTimeout: options.commandTimeoutMs ?? 5_000,
+        connectTimeout: options.connectTimeoutMs ?? 2_000,
+        ...(first.username === '' ? {} : { username: decodeURIComponent(first.username) }),
+        ...(first.password === '' ? {} : { password: decodeURIComponent(first.password) }),
+        ...(first.protocol === 'rediss:' ? { tls: {} } : {}),
+      },
+    },
+  );
+  const onError = options.onError ?? (() => undefined);
+  cluster.on('error', onError);
+  // A node's own connection errors (one node of several down) are told here, not as `error`.
+  cluster.on('node error', onError);
+  if (options.health !== undefined) watchRedis(cluster, options.health);
+  return cluster;
+}
+
+/** The seed nodes of a `redisUrl` for Redis Cluster: URLs separated by commas. */
+export function parseSeeds(url: string): URL[] {
+  const seeds = url
+    .split(',')
+    .map((part) => part.trim())
+    .filter((part) => part !== '')
+    .map((part) => {
+      let seed: URL;
+      try {
+        seed = new URL(part);
+      } catch (error) {
+        throw new TypeError(`not a Redis URL: ${JSON.stringify(part)}`, { cause: error });
+      }
+      if ((seed.protocol !== 'redis:' && seed.protocol !== 'rediss:') || seed.hostname === '') {
+        throw new TypeError(`not a Redis URL (redis://host:port or rediss://host:port): ${JSON.stringify(part)}`);
+      }
+      return seed;
+    });
+  if (seeds.length === 0) throw new TypeError('no Redis Cluster seed node given');
+  return seeds;
+}
+
+/**
  * Tells `health` when `redis` loses its connection and when it is ready again. ioredis reports a lost connection as `close` then `reconnecting` (with the
  * `error` that caused it, if any, just before), and again for each failed attempt; `ready`
  * when it is back. Only `reconnecting` marks it lost: a connection this node closes on
  * purpose (`quit`, `disconnect`) closes and ends without reconnecting, and the retry strategy
  * of {@link openRedis} never gives up, so `end` means a close on purpose.
  */
-function watchRedis(redis: Redis, health: ConnectionHealth): void {
+function watchRedis(redis: RedisClient, health: ConnectionHealth): void {
   let lastError: unknown = null;
   redis.on('error', (error: Error) => {
     lastError = error;
@@ -153,9 +223,22 @@ export async function redisOperation<T>(operation: string, run: () => Promise<T>
  * policy only evicts keys with a TTL, which the index never sets (a full Redis then refuses
  * writes instead, which the nodes retry): allowed, with a warning. Answers the warning, or
  * null when the policy is `noeviction`. A server that does not allow CONFIG GET (some
- * managed services) cannot be checked: a warning says so.
+ * managed services) cannot be checked: a warning says so. On Redis Cluster every primary
+ * known at the time is checked.
  */
-export async function checkEvictionPolicy(redis: Redis): Promise<string | null> {
+export async function checkEvictionPolicy(redis: RedisClient): Promise<string | null> {
+  if (!isCluster(redis)) return checkNodeEvictionPolicy(redis);
+  try {
+    // The first command waits for the slot map, and with it the list of primaries.
+    await redis.ping();
+  } catch (error) {
+    return `could not read Redis maxmemory-policy (${(error as Error).message}); it must be noeviction, or Redis may drop queued tasks`;
+  }
+  const warnings = await Promise.all(redis.nodes('master').map(checkNodeEvictionPolicy));
+  return warnings.find((warning) => warning !== null) ?? null;
+}
+
+async function checkNodeEvictionPolicy(redis: Redis): Promise<string | null> {
   let policy: string;
   try {
     const reply = (await redis.call('CONFIG', 'GET', 'maxmemory-policy')) as string[];

@@ -1,7 +1,10 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isWheelhouseError } from '../../src/lib/errors.js';
 import type { DueEntry } from '../../src/domain/model.js';
 import { fastStoreBackends, type FastStores } from '../support/redis.js';
+import { stopTestRedisCluster } from '../support/redis-cluster.js';
+
+afterAll(stopTestRedisCluster);
 
 /** A minute boundary: 2026-11-30 12:00:00 UTC. */
 const T0 = Date.UTC(2026, 10, 30, 12, 0, 0);

@@ -1,6 +1,10 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { DueEntry } from '../../src/domain/model.js';
-import { fastStoreBackends, type FastStores } from '../support/redis.js';
+import { partitionOf } from '../../src/lib/ids.js';
+import { fastStoreBackends, type FastStoreBackend, type FastStores } from '../support/redis.js';
+import { stopTestRedisCluster } from '../support/redis-cluster.js';
+
+afterAll(stopTestRedisCluster);
 
 const NOW = Date.UTC(2026, 10, 30, 12, 0, 0);
 
@@ -16,6 +20,33 @@ const ids = (entries: DueEntry[]): string[] => entries.map((e) => e.taskId);
  */
 function takeOrder(a: DueEntry, b: DueEntry): number {
   return a.priority - b.priority || a.dueMs - b.dueMs || (a.taskId < b.taskId ? -1 : a.taskId > b.taskId ? 1 : 0);
+}
+
+/**
+ * Checks what one take handed out of `pool` (everything queued before it, no take running
+ * beside it), as the backend orders: with `global` ordering, the first `max` of the pool in
+ * take order; with `partitioned` ordering, as many, in take order, none of a less urgent
+ * priority while one more urgent is left, and in each wheel partition the partition's first
+ * in take order.
+ */
+function expectTaken(backend: FastStoreBackend, taken: DueEntry[], pool: DueEntry[], max: number): void {
+  const order = [...pool].sort(takeOrder);
+  if (backend.ordering === 'global') {
+    expect(taken).toEqual(order.slice(0, max));
+    return;
+  }
+  const partitions = backend.partitions ?? 1;
+  expect(taken).toHaveLength(Math.min(max, pool.length));
+  expect(taken).toEqual([...taken].sort(takeOrder));
+  const takenIds = new Set(ids(taken));
+  const left = order.filter((e) => !takenIds.has(e.taskId));
+  const mostUrgentLeft = Math.min(...left.map((e) => e.priority));
+  for (const e of taken) expect(e.priority).toBeLessThanOrEqual(mostUrgentLeft);
+  for (let p = 0; p < partitions; p++) {
+    const inP = (list: DueEntry[]) => list.filter((e) => partitionOf(e.taskId, partitions) === p);
+    const mine = inP(taken);
+    expect(mine, `partition ${p}`).toEqual(inP(order).slice(0, mine.length));
+  }
 }
 
 describe.each(fastStoreBackends)('ReadyQueue on $name', (backend) => {
@@ -74,13 +105,11 @@ describe.each(fastStoreBackends)('ReadyQueue on $name', (backend) => {
       const a = [1, 3, 5].map((n) => entry(n, NOW + n, 'a'));
       const b = [2, 4, 6].map((n) => entry(n, NOW + n, 'b'));
       await ready.push([...a, ...b]);
-      expect(ids(await ready.take(['a', 'b'], 4, NOW))).toEqual([
-        'task-000001',
-        'task-000002',
-        'task-000003',
-        'task-000004',
-      ]);
-      expect(ids(await ready.take(['b', 'a'], 4, NOW))).toEqual(['task-000005', 'task-000006']);
+      const first = await ready.take(['a', 'b'], 4, NOW);
+      expectTaken(backend, first, [...a, ...b], 4);
+      const firstIds = new Set(ids(first));
+      const left = [...a, ...b].filter((e) => !firstIds.has(e.taskId));
+      expect(await ready.take(['b', 'a'], 4, NOW)).toEqual(left.sort(takeOrder));
     });
 
     it('takes only the requested task types', async () => {
@@ -106,11 +135,16 @@ describe.each(fastStoreBackends)('ReadyQueue on $name', (backend) => {
         entry(i, NOW - ((i * 7_919) % 5_000), types[i % 3], (i * 31) % 10),
       );
       await ready.push(entries);
-      const expected = [...entries].sort(takeOrder);
       const first = await ready.take(types, 500, NOW);
-      expect(first).toEqual(expected.slice(0, 500));
+      expectTaken(backend, first, entries, 500);
+      const firstIds = new Set(ids(first));
       const second = await ready.take(types, 500, NOW);
-      expect(second).toEqual(expected.slice(500, 1_000));
+      expectTaken(
+        backend,
+        second,
+        entries.filter((e) => !firstIds.has(e.taskId)),
+        500,
+      );
       expect(await ready.backlog()).toBe(9_000);
     });
 
@@ -228,10 +262,12 @@ describe.each(fastStoreBackends)('ReadyQueue on $name', (backend) => {
       }
       expect(await ready.ahead(urgent[0]!)).toBe(0);
       expect(await ready.ahead(other[24]!)).toBe(24);
-      // The oracle: as many as a take hands out before it.
+      // The oracle: as many as a take hands out before it (globally ordered: the first of
+      // `order`; partitioned: the first of its partition).
       const taken = await ready.take(['email'], 41, NOW);
-      expect(taken.at(-1)).toEqual(order[0]);
-      expect(await ready.ahead(order[10]!)).toBe(9);
+      expectTaken(backend, taken, [...mine, ...urgent], 41);
+      const takenIds = new Set(ids(taken));
+      expect(await ready.ahead(order[10]!)).toBe(order.slice(0, 10).filter((e) => !takenIds.has(e.taskId)).length);
     });
 
     it('is null for an entry its queue does not hold: taken, never pushed, or queued under another priority', async () => {

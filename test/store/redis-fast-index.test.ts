@@ -150,7 +150,7 @@ describe('the Redis fast index', () => {
           `${own.prefix}:{p3}:b:${NOW}`,
           `${own.prefix}:{p3}:intact`,
           `${own.prefix}:{p3}:minutes`,
-          `${own.prefix}:fence:3`,
+          `${own.prefix}:{p3}:fence`,
           `${own.prefix}:{rq}:inflight`,
           `${own.prefix}:{rq}:queues`,
         ].sort(),

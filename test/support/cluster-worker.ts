@@ -301,7 +301,7 @@ export async function describeTasks(cluster: ProcessCluster, ids: string[], via?
     const fences = new Map<number, string | null>();
     for (const id of ids.slice(0, 40)) {
       const p = cluster.partitionOf(id);
-      if (!fences.has(p)) fences.set(p, await redis.get(`${cluster.prefix}:fence:${p}`));
+      if (!fences.has(p)) fences.set(p, await redis.get(`${cluster.prefix}:{p${p}}:fence`));
       const row = status?.partitions.find((x) => x.partition === p);
       const task = await cluster.api<Record<string, unknown>>(node, 'GET', `/api/tasks/${id}`).catch(() => null);
       const t = task?.body ?? {};

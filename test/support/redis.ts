@@ -7,9 +7,11 @@ import type { Redis } from 'ioredis';
 import { MemoryBucketStore } from '../../src/store/memory-buckets.js';
 import { MemoryReadyQueue } from '../../src/store/memory-ready-queue.js';
 import { RedisBucketStore } from '../../src/store/redis-buckets.js';
+import { PartitionedReadyQueue } from '../../src/store/redis-partitioned-ready-queue.js';
 import { RedisReadyQueue } from '../../src/store/redis-ready-queue.js';
 import { openRedis } from '../../src/store/redis.js';
 import type { BucketStore, ReadyQueue } from '../../src/store/fast-index-types.js';
+import { createTestRedisClusterClient } from './redis-cluster.js';
 
 export const TEST_REDIS_URL = process.env.WHEELHOUSE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
@@ -59,14 +61,30 @@ export interface FastStores {
 }
 
 export interface FastStoreBackend {
-  name: 'redis' | 'memory';
+  name: 'redis' | 'redis-cluster' | 'memory';
+  /**
+   * How a take orders what it hands out: `global` — priority, then due, then task id over all
+   * queues; `partitioned` — priority over all queues, due and task id within each wheel
+   * partition (`partitions` of them), a take spreading over the partitions.
+   */
+  ordering: 'global' | 'partitioned';
+  /** The wheel partition count the backend places entries by (partitioned ordering). */
+  partitions?: number;
   open(): Promise<FastStores>;
 }
 
-/** Both implementations of the fast index, for `describe.each`. */
+/** Wheel partitions of the Redis Cluster backend's ready queues. */
+export const CLUSTER_TEST_PARTITIONS = 8;
+
+/**
+ * The implementations of the fast index, for `describe.each`: one Redis server, a Redis
+ * Cluster of three primaries (test/support/redis-cluster.ts; a file using it calls
+ * `stopTestRedisCluster` in `afterAll`), and in process.
+ */
 export const fastStoreBackends: FastStoreBackend[] = [
   {
     name: 'redis',
+    ordering: 'global',
     open: async () => {
       const test = await createTestRedis();
       return {
@@ -78,7 +96,22 @@ export const fastStoreBackends: FastStoreBackend[] = [
     },
   },
   {
+    name: 'redis-cluster',
+    ordering: 'partitioned',
+    partitions: CLUSTER_TEST_PARTITIONS,
+    open: async () => {
+      const test = await createTestRedisClusterClient();
+      return {
+        buckets: new RedisBucketStore(test.redis, test.prefix),
+        ready: new PartitionedReadyQueue(test.redis, test.prefix, { partitions: CLUSTER_TEST_PARTITIONS }),
+        flush: test.flush,
+        close: test.cleanup,
+      };
+    },
+  },
+  {
     name: 'memory',
+    ordering: 'global',
     open: async () => {
       const buckets = new MemoryBucketStore();
       const ready = new MemoryReadyQueue();

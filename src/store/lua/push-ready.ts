@@ -15,7 +15,7 @@ export const pushReady = defineScript(
     KEYS[1]    queue registry SET (names "priority:taskType")
     KEYS[2 ..] per partition of the fenced groups, two keys: its fence (an integer string,
                absent = 0), then its intact marker (its stamp; absent = lost)
-    ARGV[1] queue key prefix: the queue named q is ARGV[1] .. q (same {rq} slot)
+    ARGV[1] queue key prefix: the queue named q is ARGV[1] .. q (the registry's hash tag, so its slot)
     ARGV[2] the channel to publish on, or '' for none
     ARGV[3] the sender's id, the first field of the message
     ARGV[4] G, the number of groups
@@ -35,8 +35,9 @@ export const pushReady = defineScript(
   Effects: per written queue, SADD to the registry before ZADD NX of its entries (an entry
   already queued keeps its due time). PUBLISH ARGV[2] "sender|type1|type2|..." with the
   task types of the written groups, once; a failed publish is ignored (pcall): the
-  listeners it would wake poll anyway. The fence and queue keys are not in one hash slot:
-  single-server Redis only.
+  listeners it would wake poll anyway. In the single-server layout the queues ({rq}) and the
+  fences ({p<N>}) are in different hash slots; in the partitioned layout a call writes one
+  partition's queues and reads that partition's fence, all in its slot (Redis Cluster).
   Cost: O(entries * log N). ZADDs go in chunks, so unpack() stays far below Lua's stack
   limit (~8 000 values).
 ]]

@@ -8,7 +8,7 @@ export const readyDepths = defineScript(
 
   Input:
     KEYS[1] queue registry SET (names "priority:taskType")
-    ARGV[1] queue key prefix: the queue named q is ARGV[1] .. q (same {rq} slot)
+    ARGV[1] queue key prefix: the queue named q is ARGV[1] .. q (the registry's hash tag, so its slot)
 
   Output:
     a flat array name1, depth1, oldestDue1, ...; oldestDue is '' for an empty queue

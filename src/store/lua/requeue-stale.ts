@@ -11,12 +11,13 @@ export const requeueStale = defineScript(
     KEYS[1] in-flight ZSET: member = "priority|dueMs|taskId|taskType", score = taken at
     KEYS[2] queue registry SET (names "priority:taskType")
     ARGV[1] bound, Unix ms, exclusive: entries taken before it are moved
-    ARGV[2] queue key prefix: the queue named q is ARGV[2] .. q (same {rq} slot)
+    ARGV[2] queue key prefix: the queue named q is ARGV[2] .. q (the registry's hash tag, so its slot)
     ARGV[3] the most entries to move in this call
 
   Output:
-    { moved, malformed, taskType1, taskType2, ... }: entries put back, in-flight members
-    that could not be read (removed, not put back), then the task types put back, once each
+    { moved, malformed, queue1, queue2, ... }: entries put back, in-flight members that could
+    not be read (removed, not put back), then the names ("priority:taskType") of the queues
+    put back into, once each
 
   Cost: O(moved * log N).
 ]]
@@ -32,9 +33,9 @@ for _, member in ipairs(members) do
     redis.call('SADD', KEYS[2], name)
     redis.call('ZADD', ARGV[2] .. name, 'NX', due, id)
     moved = moved + 1
-    if not seen[taskType] then
-      seen[taskType] = true
-      out[#out + 1] = taskType
+    if not seen[name] then
+      seen[name] = true
+      out[#out + 1] = name
     end
   else
     malformed = malformed + 1
