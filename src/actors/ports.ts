@@ -26,3 +26,12 @@ export interface Dependents {
   /** The transitions that end a task with dependents (`notifyDependents`). */
   transitions(transitions: readonly Transition[]): void;
 }
+
+/** Tells schedules' actors that their wake time came (the wheel, the safety net). */
+export interface ScheduleWakes {
+  /**
+   * Tells each schedule of these wakes (`scheduleWake` entries) that its wake time came.
+   * Never throws: a wake that cannot be delivered is reported, and the safety net finds it.
+   */
+  wake(wakes: readonly DueEntry[]): void;
+}

@@ -1,7 +1,8 @@
 import { isWheelhouseError } from '../lib/errors.js';
 import { defineKind, type ActorContext, type Ask, type Behavior } from '../runtime/actor.js';
-import type { DueEntry } from '../domain/model.js';
-import type { TaskStore } from '../store/types.js';
+import { isScheduleWake, type DueEntry } from '../domain/model.js';
+import type { ScheduleStore, TaskStore } from '../store/types.js';
+import type { ScheduleWakes } from './ports.js';
 import type { NodeEventSink } from '../domain/events.js';
 import { LEASE } from './worker-lease.js';
 import type { BucketStore, ReadyQueue } from '../store/fast-index-types.js';
@@ -69,6 +70,10 @@ export type WheelMessage =
 
 export interface WheelDeps {
   tasks: TaskStore;
+  /** Where a rebuild reads the partition's schedule wakes from. */
+  schedules: Pick<ScheduleStore, 'wakesInPartition'>;
+  /** Told the schedules whose wake (`scheduleWake`) came: those entries go to no ready queue. */
+  wakes: ScheduleWakes;
   buckets: BucketStore;
   ready: ReadyQueue;
   slotMs: number;
@@ -103,6 +108,7 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
         loadedUntilMs: Math.max(nearHorizon(now, deps.nearWindowMs), previous?.loadedUntilMs ?? 0),
         cursorMs: previous?.cursorMs ?? now,
         firedCount: 0,
+        wokenCount: 0,
         stamp: 0,
         lost: false,
         unplaced: [],
@@ -170,6 +176,7 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
         loadedUntil: iso(state.loadedUntilMs),
         cursor: iso(state.cursorMs),
         firedCount: state.firedCount,
+        wokenSchedules: state.wokenCount,
         stamp: state.stamp,
         lost: state.lost,
         unplaced: state.unplaced.length,
@@ -238,12 +245,15 @@ async function writeFar(state: WheelState, ctx: WheelContext, deps: WheelDeps, f
 /**
  * Moves every due entry to the ready queue in one push, then arms the timer for the next
  * due time. A failed push puts the entries back to be tried again shortly (remembering
- * their due times): they stay `pending` in the task table either way.
+ * their due times): they stay `pending` in the task table either way. Due schedule wakes go
+ * to their schedules' actors instead; a wake is told once (it is in the row, where the
+ * safety net finds it should the actor not act on it).
  */
 async function fireDue(state: WheelState, ctx: WheelContext, deps: WheelDeps): Promise<void> {
   const now = ctx.clock.now();
   let due = state.wheel.takeDue(now);
   state.cursorMs = Math.max(state.cursorMs, now);
+  if (due.some(isScheduleWake)) due = wake(state, deps, due);
   if (due.length > 0) {
     if (state.retrying.size > 0) due = due.map((e) => restoreDue(state, e));
     try {
@@ -262,6 +272,19 @@ async function fireDue(state: WheelState, ctx: WheelContext, deps: WheelDeps): P
   }
   armTick(state, ctx);
   if (state.lost) armVerify(state, ctx, 0);
+}
+
+/** Tells the schedules whose wakes are among `due` (each once: the latest); answers the rest, the tasks. */
+function wake(state: WheelState, deps: WheelDeps, due: DueEntry[]): DueEntry[] {
+  const wakes = new Map<string, DueEntry>();
+  const tasks: DueEntry[] = [];
+  for (const entry of due) {
+    if (!isScheduleWake(entry)) tasks.push(entry);
+    else if ((wakes.get(entry.taskId)?.dueMs ?? -Infinity) < entry.dueMs) wakes.set(entry.taskId, entry);
+  }
+  state.wokenCount += wakes.size;
+  deps.wakes.wake([...wakes.values()]);
+  return tasks;
 }
 
 /** An entry back from a push retry, with the due time its task has. */

@@ -3,7 +3,7 @@ import type { ActorContext } from '../runtime/actor.js';
 import type { Cancel } from '../runtime/clock.js';
 import type { DueEntry } from '../domain/model.js';
 import type { NodeEventSink } from '../domain/events.js';
-import type { PartitionCursor, TaskStore } from '../store/types.js';
+import type { PartitionCursor, ScheduleStore, TaskStore } from '../store/types.js';
 import type { BucketStore } from '../store/fast-index-types.js';
 import type { TimeWheel } from './time-wheel.js';
 
@@ -21,6 +21,8 @@ export interface WheelState {
   cursorMs: number;
   /** Tasks moved to the ready queue by this activation. */
   firedCount: number;
+  /** Schedules this activation woke (see `fireDue`). */
+  wokenCount: number;
   /** The highest stamp the bucket store has answered this activation (see `BucketStore`). */
   stamp: number;
   /** The store lost data of this partition: the next `verify` rebuilds it in full. */
@@ -136,18 +138,31 @@ export function observeStamp(state: WheelState, stamp: number, wrote: boolean): 
   else state.stamp = stamp;
 }
 
+/** A page of a partition's entries in (due time, id) order, from a cursor: pending tasks, or schedule wakes. */
+type PageOfEntries = (
+  partition: number,
+  after: PartitionCursor | null,
+  toMs: number,
+  limit: number,
+) => Promise<DueEntry[]>;
+
 /**
  * Reloads the partition from the task table. `full`: the bucket store lost data of this
- * partition, so every pending task is placed again (near ones in the wheel, the rest in
- * buckets) and the partition gets a stamp above any seen. Otherwise only the near window is
- * reloaded from Postgres and the far buckets are trusted. Entries already queued are
- * deduplicated by the ready queue, and a task claimed twice is refused by the claim's
- * compare-and-set.
+ * partition, so every pending task and every schedule wake is placed again (near ones in the
+ * wheel, the rest in buckets) and the partition gets a stamp above any seen. Otherwise only
+ * the near window is reloaded from Postgres and the far buckets are trusted. Entries already
+ * queued are deduplicated by the ready queue, a task claimed twice is refused by the claim's
+ * compare-and-set, and a schedule woken twice finds nothing owed the second time.
  */
 export async function rebuild(
   state: WheelState,
   ctx: Pick<ActorContext<never, WheelSnapshot>, 'epoch' | 'snapshot'>,
-  deps: { tasks: TaskStore; buckets: BucketStore; events: NodeEventSink },
+  deps: {
+    tasks: TaskStore;
+    schedules: Pick<ScheduleStore, 'wakesInPartition'>;
+    buckets: BucketStore;
+    events: NodeEventSink;
+  },
   full: boolean,
 ): Promise<void> {
   state.wheel.clear();
@@ -155,20 +170,8 @@ export async function rebuild(
   // A flushed store lost the fence with everything else: raise it again before writing.
   if (full) await deps.buckets.fence(state.partition, ctx.epoch);
   const until = full ? END_OF_TIME_MS : state.loadedUntilMs;
-  let after: PartitionCursor | null = null;
-  for (;;) {
-    const page = await deps.tasks.pendingInPartition(state.partition, after, until, REBUILD_PAGE);
-    const far: DueEntry[] = [];
-    for (const entry of page) {
-      if (entry.dueMs < state.loadedUntilMs) state.wheel.add(entry);
-      else far.push(entry);
-    }
-    // During a full rebuild the partition has no stamp yet: these writes answer 0.
-    if (far.length > 0) await deps.buckets.add(state.partition, far, ctx.epoch);
-    const last = page[page.length - 1];
-    if (page.length < REBUILD_PAGE || last === undefined) break;
-    after = { dueMs: last.dueMs, taskId: last.taskId };
-  }
+  await reload(state, ctx, deps.buckets, until, (...page) => deps.tasks.pendingInPartition(...page));
+  await reload(state, ctx, deps.buckets, until, (...page) => deps.schedules.wakesInPartition(...page));
   if (full) {
     const stamp = state.stamp + 1;
     await deps.buckets.setIntact(state.partition, stamp);
@@ -182,5 +185,29 @@ export async function rebuild(
     const { entries, stamp } = await deps.buckets.takeUntil(state.partition, state.loadedUntilMs, ctx.epoch);
     observeStamp(state, stamp, entries.length > 0);
     state.wheel.addAll(entries);
+  }
+}
+
+/** Places the partition's entries due before `until` that `pageOf` reads, page by page. */
+async function reload(
+  state: WheelState,
+  ctx: Pick<ActorContext<never, WheelSnapshot>, 'epoch'>,
+  buckets: BucketStore,
+  until: number,
+  pageOf: PageOfEntries,
+): Promise<void> {
+  let after: PartitionCursor | null = null;
+  for (;;) {
+    const page = await pageOf(state.partition, after, until, REBUILD_PAGE);
+    const far: DueEntry[] = [];
+    for (const entry of page) {
+      if (entry.dueMs < state.loadedUntilMs) state.wheel.add(entry);
+      else far.push(entry);
+    }
+    // During a full rebuild the partition has no stamp yet: these writes answer 0.
+    if (far.length > 0) await buckets.add(state.partition, far, ctx.epoch);
+    const last = page[page.length - 1];
+    if (page.length < REBUILD_PAGE || last === undefined) return;
+    after = { dueMs: last.dueMs, taskId: last.taskId };
   }
 }

@@ -47,7 +47,7 @@ export interface NodeEvents {
   /** Outbox events delivered by a replay, after the live path did not. */
   'dag:replayed': { count: number };
   /** A safety net found tasks left behind by their mechanism. Should never happen. */
-  'safety-net:recovered': { kind: 'lease' | 'pending' | 'blocked'; count: number };
+  'safety-net:recovered': { kind: 'lease' | 'pending' | 'blocked' | 'schedule'; count: number };
   /** A retention pass removed finished tasks past retention and expired idempotency keys. */
   'retention:removed': { tasks: number; idempotencyKeys: number };
   /** A wheel partition was rebuilt from Postgres. */

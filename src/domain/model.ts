@@ -95,6 +95,24 @@ export interface DueEntry {
   dueMs: number;
 }
 
+/**
+ * The task type of a schedule's wake: a due entry whose `taskId` is a cron schedule's id and
+ * whose time is the row's `wake_time`. The wheel hands it to the schedule's actor instead of a
+ * ready queue (docs/decisions/0016-cron-passivation.md). `#` is never in a task type
+ * (`[A-Za-z0-9_.:-]`), so no task can be taken for one.
+ */
+export const SCHEDULE_WAKE = '#wake';
+
+/** The wake of schedule `scheduleId` at `wakeMs`. */
+export function scheduleWake(scheduleId: string, wakeMs: number): DueEntry {
+  return { taskId: scheduleId, taskType: SCHEDULE_WAKE, priority: 0, dueMs: wakeMs };
+}
+
+/** Whether a due entry wakes a schedule rather than standing for a task. */
+export function isScheduleWake(entry: DueEntry): boolean {
+  return entry.taskType === SCHEDULE_WAKE;
+}
+
 export interface SubmitResult {
   task: TaskRecord;
   /** false when an idempotency key matched an earlier identical submission. */
@@ -212,4 +230,10 @@ export interface ScheduleRecord {
    * pause cancelled must not block the instance for the same fire time after a resume.
    */
   generation: number;
+  /**
+   * When the schedule's actor must next act (the row's `wake_time`): its current instance's
+   * handling time, for the wheel to wake it then. A new schedule's is its submission time; it
+   * means nothing while the schedule is not active.
+   */
+  wakeMs: number | null;
 }

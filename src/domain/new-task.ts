@@ -125,5 +125,7 @@ export function scheduleRecord(task: TaskRecord): ScheduleRecord {
     nextFireMs: task.dueMs,
     lastFiredMs: task.lastFiredMs,
     generation: task.schedule.generation,
+    // As the insert writes it (000009_cron_wake): its actor must act at once.
+    wakeMs: task.createdMs,
   };
 }

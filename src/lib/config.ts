@@ -51,6 +51,7 @@ export interface CompiledOptions {
   readonly cronMisfireThresholdMs: number;
   readonly cronFireAllLimit: number;
   readonly cronAdvanceSpreadMs: number;
+  readonly cronAwakeIntervalMs: number;
   readonly dagSweepMs: number;
   readonly dagIdlePassivationMs: number;
   readonly safetyNetMs: number;
@@ -165,6 +166,7 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     cronMisfireThresholdMs: num('cronMisfireThresholdSeconds', o.cronMisfireThresholdSeconds, 0, 7 * 86_400) * 1000,
     cronFireAllLimit: int('cronFireAllLimit', o.cronFireAllLimit, 1, 10_000),
     cronAdvanceSpreadMs: num('cronAdvanceSpreadSeconds', o.cronAdvanceSpreadSeconds, 0, 3600) * 1000,
+    cronAwakeIntervalMs: num('cronAwakeIntervalSeconds', o.cronAwakeIntervalSeconds, 0, 3600) * 1000,
     dagSweepMs: num('dagSweepSeconds', o.dagSweepSeconds, 0.1, 86_400) * 1000,
     dagIdlePassivationMs: num('dagIdlePassivationSeconds', o.dagIdlePassivationSeconds, 0.01, 3600) * 1000,
     safetyNetMs: num('safetyNetSeconds', o.safetyNetSeconds, 0.05, 3600) * 1000,
@@ -252,6 +254,7 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   cronMisfireThresholdSeconds: 60,
   cronFireAllLimit: 100,
   cronAdvanceSpreadSeconds: 30,
+  cronAwakeIntervalSeconds: 2,
   dagSweepSeconds: 60,
   dagIdlePassivationSeconds: 5,
   safetyNetSeconds: 5,

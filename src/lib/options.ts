@@ -129,6 +129,13 @@ export interface WheelhouseOptions {
    */
   cronAdvanceSpreadSeconds?: number;
   /**
+   * A cron schedule whose fire times are at most this many seconds apart keeps its actor in
+   * memory between fires, on its own timer; a sparser one leaves memory after each fire and
+   * its wheel partition wakes it for the next, so a node's memory does not grow with the
+   * number of schedules. 0: every schedule leaves memory between fires. @default 2
+   */
+  cronAwakeIntervalSeconds?: number;
+  /**
    * How often the node checks that no blocked task was left behind: a page-by-page pass over
    * the tasks waiting on predecessors (it should find none; what it finds is counted).
    * Seconds. @default 60

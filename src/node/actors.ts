@@ -1,4 +1,5 @@
 import type { ScheduleWrite, ScheduleWriteResult } from '../store/types.js';
+import type { ScheduleRecord } from '../domain/model.js';
 import { WriteBatcher } from '../lib/write-batcher.js';
 import { CronActivation } from '../actors/cron-activation.js';
 import { DagResolver } from '../actors/dag-resolver.js';
@@ -49,10 +50,12 @@ export function registerActorKinds(
     onDutyEnded: duties.onDutyEnded,
   });
   const resolver = new DagResolver({ dags: backend.dags, system, clock, askTimeoutMs: DAG_ASK_MS, events, onError });
-  const activation = new CronActivation(system);
+  const activation = new CronActivation(system, onError);
   system.register(
     wheelPartitionBehavior({
       tasks: backend.tasks,
+      schedules: backend.schedules,
+      wakes: activation,
       buckets: backend.buckets,
       ready: backend.ready,
       slotMs: options.slotMs,
@@ -76,15 +79,18 @@ export function registerActorKinds(
   const scheduleWrites = new WriteBatcher<ScheduleWrite, ScheduleWriteResult>((writes) =>
     backend.schedules.write(writes, clock.now()),
   );
+  // The actors a wheel's tick wakes together read their rows in one statement.
+  const scheduleReads = new WriteBatcher<string, ScheduleRecord | null>((ids) => backend.schedules.getMany(ids));
   system.register(
     cronScheduleBehavior({
-      schedules: backend.schedules,
+      schedules: { get: (id) => scheduleReads.submit(id) },
       write: (w) => scheduleWrites.submit(w),
       placement: wheel,
       partitions: options.partitions,
       misfireThresholdMs: options.cronMisfireThresholdMs,
       fireAllLimit: options.cronFireAllLimit,
       advanceSpreadMs: options.cronAdvanceSpreadMs,
+      awakeIntervalMs: options.cronAwakeIntervalMs,
       preloaded: activation,
       events,
       onError,

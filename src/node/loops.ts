@@ -22,8 +22,6 @@ const REQUEUE_STALE_MS = 5_000;
  */
 const RETENTION_MAX_MS = 60_000;
 const RETENTION_MIN_MS = 250;
-/** How often the node looks for active schedules it owns without a live actor. */
-const SCHEDULE_CHECK_MS = 30_000;
 /** How often outbox events the live path did not clear are delivered again. */
 const DAG_REPLAY_MS = 2_000;
 /** How often the node measures its clock against the database's. */
@@ -53,7 +51,7 @@ export interface LoopDeps {
 
 /**
  * The node's background duties: the nets under the live paths (outbox replay and sweep,
- * the lease and pending safety nets, owned partitions and schedules kept running, stale
+ * the lease, pending and schedule safety nets, owned partitions kept running, stale
  * in-flight entries put back) and the housekeeping (backlog for admission control, retention
  * of finished tasks and expired idempotency keys, the clock's offset). Each is supervised (`every`): a failure is reported
  * and the duty comes back after a backoff. Returns their stop functions.
@@ -74,8 +72,8 @@ export function startLoops(deps: LoopDeps): Cancel[] {
     loop('safety_net', options.safetyNetMs, async () => {
       if (!deps.mayOwn()) return;
       const pass = await deps.safetyNet.sweep();
-      if (pass.leases + pass.pending > 0)
-        log.warn(pass, 'the safety net handed on tasks their mechanism had left behind');
+      if (pass.leases + pass.pending + pass.schedules > 0)
+        log.warn(pass, 'the safety net handed on tasks (or woke schedules) their mechanism had left behind');
     }),
     loop('backlog', BACKLOG_REFRESH_MS, async () => {
       deps.setBacklog(await backend.ready.backlog());
@@ -86,11 +84,6 @@ export function startLoops(deps: LoopDeps): Cancel[] {
       if (!deps.mayOwn()) return;
       const restarted = await ownership.keepPartitionsActive();
       if (restarted > 0) log.warn({ count: restarted }, 'activated owned wheel partitions that were not running');
-    }),
-    loop('schedules', SCHEDULE_CHECK_MS, async () => {
-      if (!deps.mayOwn()) return;
-      const n = await ownership.keepSchedulesActive();
-      if (n > 0) log.warn({ count: n }, 'activated schedules that had no live actor');
     }),
     loop('retention', Math.min(RETENTION_MAX_MS, Math.max(RETENTION_MIN_MS, options.retentionMs)), async () => {
       if (!deps.mayOwn()) return;

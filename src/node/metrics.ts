@@ -85,7 +85,7 @@ export function nodeMetrics(
   );
   const recovered = counter(
     'wheelhouse_safety_net_recovered_total',
-    'Tasks a safety net found left behind by their mechanism and handed on, by kind: lease (expired, never handed on), pending (overdue, held by nothing), blocked (predecessors done, never reconciled). Should stay 0.',
+    'Tasks a safety net found left behind by their mechanism and handed on, by kind: lease (expired, never handed on), pending (overdue, held by nothing), blocked (predecessors done, never reconciled), schedule (cron schedules whose wake passed, woken again). Should stay 0.',
     ['kind'],
   );
   const rebuilds = counter(

@@ -6,10 +6,10 @@ import { isWheelhouseError } from '../lib/errors.js';
 import type { Clock } from '../runtime/clock.js';
 import type { SnapshotStore } from '../runtime/snapshots.js';
 import type { ActorSystem } from '../runtime/system.js';
-import type { ScheduleStore, TaskStore } from '../store/types.js';
+import type { PartitionCursor, ScheduleStore, TaskStore } from '../store/types.js';
 
-/** Active schedules read per page when the node checks which it owns. */
-const SCHEDULE_PAGE = 1_000;
+/** Overdue schedule wakes read (and their schedules activated) per page. */
+const WAKE_PAGE = 1_000;
 /** Longest wait for a live previous owner to release a partition before taking it anyway, ms. */
 const RELEASE_WAIT_MS = 500;
 /** How often the fencing rows are read while waiting for releases, ms. */
@@ -18,14 +18,14 @@ const RELEASE_POLL_MS = 20;
 export interface OwnershipDeps {
   system: ActorSystem;
   tasks: Pick<TaskStore, 'runningInPartitions'>;
-  schedules: Pick<ScheduleStore, 'active' | 'activeIds'>;
+  schedules: Pick<ScheduleStore, 'wakesInPartition'>;
   snapshots: Pick<SnapshotStore, 'owners'>;
   clock: Clock;
   partitions: number;
   /** Whether a node is in the ring this node routes by. */
   isLive(nodeId: string): boolean;
-  /** Activates schedules by id, or from records just read (one read fewer each). */
-  activation: Pick<CronActivation, 'ids' | 'records'>;
+  /** Activates schedules by id, wherever the ring puts them. */
+  activation: Pick<CronActivation, 'ids'>;
   /**
    * An activation was fenced while it started: another node (whose ring, a beat ahead or
    * behind, names itself) took the actor meanwhile. Not an error; the periodic check
@@ -44,13 +44,16 @@ export interface OwnershipPass {
 }
 
 /**
- * Which actors must run on this node, and making it so. Wheel partitions and cron schedules
- * are always on: each must be active on the node the ring names, so the node activates the
- * ones it owns and does not hold — at start, after every ring change, and periodically (an
- * activation that failed or was fenced comes back within a second). Leases, DAG nodes and
- * everything else activate on their next message; leases are the exception after a ring
- * change, because a lease whose worker has died gets no next message: its new owner
- * re-reads the running tasks and takes over the lease of each.
+ * Which actors must run on this node, and making it so. Wheel partitions are always on: each
+ * must be active on the node the ring names, so the node activates the ones it owns and does
+ * not hold — at start, after every ring change, and periodically (an activation that failed
+ * or was fenced comes back within a second). Cron schedules are in memory only around their
+ * fire times, woken by the wheel partition of their row; before this node takes partitions
+ * on, it wakes the schedules whose wake has passed in the partitions it owns (a misfire to
+ * resolve, or a wake told to a node that died). Leases, DAG nodes and everything else
+ * activate on their next message; leases are the exception after a ring change, because a
+ * lease whose worker has died gets no next message: its new owner re-reads the running tasks
+ * and takes over the lease of each.
  */
 export class Ownership {
   private readonly partitionKeys: string[];
@@ -66,13 +69,14 @@ export class Ownership {
   }
 
   /**
-   * After a ring change (and at start): hands off what moved away, then activates what moved
-   * here — schedules first, so that a misfire policy applies before the wheel fires an
-   * overdue instance — and takes over the leases of running tasks that are now this node's.
+   * After a ring change (and at start): hands off what moved away, wakes the overdue
+   * schedules of the partitions it owns — first, so that a misfire policy applies before the
+   * wheel fires an overdue instance — then activates the partitions that moved here, and
+   * takes over the leases of running tasks that are now this node's.
    */
   async takeOwnership(): Promise<OwnershipPass> {
     const handedOff = this.deps.system.handOff();
-    const schedules = await this.keepSchedulesActive();
+    const schedules = await this.wakeOverdueSchedules();
     const partitions = await this.keepPartitionsActive(true);
     const leases = await this.recoverLeases();
     return { handedOff, partitions, schedules, leases };
@@ -118,37 +122,33 @@ export class Ownership {
   }
 
   /**
-   * At start: activates the owned active schedules, from their records read page by page.
-   * Schedules go first: one that missed fire times while the node was down applies its
-   * misfire policy (`skip` cancels the overdue instance) before the wheel hands it out.
+   * Activates, wherever the ring puts them, the active schedules of this node's partitions
+   * whose wake time has passed: each handles what it owes (a misfire policy applies) and
+   * leaves memory again. Read page by page through the wake index, so that a node that
+   * restarts after an outage brings in a page of schedules at a time, never all of them.
+   * Returns how many it woke.
    */
-  async activateOwnedSchedules(): Promise<void> {
-    const { system, schedules } = this.deps;
-    for (let after: string | null = null; ;) {
-      const page = await schedules.active(after, SCHEDULE_PAGE);
-      if (page.length === 0) return;
-      await this.deps.activation.records(
-        page.filter((r) => system.ownerOf(CRON, r.id) === system.nodeId && !system.holds(CRON, r.id)),
-      );
-      after = page[page.length - 1]!.id;
+  async wakeOverdueSchedules(): Promise<number> {
+    const { clock, schedules } = this.deps;
+    const untilMs = clock.now();
+    let woken = 0;
+    for (const partition of this.ownedPartitions()) {
+      for (let after: PartitionCursor | null = null; ;) {
+        const page = await schedules.wakesInPartition(partition, after, untilMs, WAKE_PAGE);
+        const ids = page.map((w) => w.taskId);
+        const results = await this.deps.activation.ids(ids);
+        results.forEach((r, i) => {
+          if (r.status === 'fulfilled') return;
+          if (isWheelhouseError(r.reason, 'stale_epoch')) this.deps.onFenced(CRON.name, ids[i]!);
+          else this.deps.onError(r.reason, `activating cron schedule ${ids[i]}`);
+        });
+        woken += page.length;
+        const last = page[page.length - 1];
+        if (page.length < WAKE_PAGE || last === undefined) break;
+        after = { dueMs: last.dueMs, taskId: last.taskId };
+      }
     }
-  }
-
-  /**
-   * Activates the owned active schedules this node does not hold (their activation failed,
-   * their actor was fenced, or they just moved here). Reads ids only, page by page.
-   */
-  async keepSchedulesActive(): Promise<number> {
-    const { system, schedules } = this.deps;
-    let activated = 0;
-    for (let after: string | null = null; ;) {
-      const ids = await schedules.activeIds(after, SCHEDULE_PAGE);
-      if (ids.length === 0) return activated;
-      const idle = ids.filter((id) => system.ownerOf(CRON, id) === system.nodeId && !system.holds(CRON, id));
-      if (idle.length > 0) await this.deps.activation.ids(idle);
-      activated += idle.length;
-      after = ids[ids.length - 1]!;
-    }
+    return woken;
   }
 
   /**

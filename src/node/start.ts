@@ -193,7 +193,9 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     isLive: (id) => placement.ring.nodes().includes(id),
   }));
   if (cluster === null) {
-    await owned.activateOwnedSchedules();
+    // Schedules whose wake passed while the node was down first: a misfire policy applies
+    // before the wheel fires their overdue instances.
+    await owned.wakeOverdueSchedules();
     await owned.keepPartitionsActive();
   } else {
     // The ring as the live set has it, before listening, so that the first requests already
@@ -231,7 +233,6 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     if (options.clusterSecret === null)
       log.warn('clusterSecret is not set: this node refuses node-to-node requests and can only run alone');
     await cluster.start(options.advertiseUrl ?? url);
-    await owned.activateOwnedSchedules();
     await owned.takeOwnership();
   }
 
@@ -239,6 +240,8 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   await resolver.replay(true).catch((error: unknown) => onError(error, 'replaying the dependency outbox at start'));
   const safetyNet = new SafetyNet({
     tasks: backend.tasks,
+    schedules: backend.schedules,
+    wakes: activation,
     system: actors,
     clock,
     backoff,

@@ -120,6 +120,13 @@ export interface ActorContext<M extends Message, Snap = never> {
   snapshot(state: Snap): Promise<void>;
   /** Deactivates the actor once the current message is done. */
   stop(): void;
+  /**
+   * Passivates the actor once the current message (or the activation) is handled, if no other
+   * message is waiting: a waiting one runs first, and its handler decides again (a handler
+   * that does not call `passivate` keeps the actor). Timers are cancelled as it leaves. For an
+   * actor that knows nothing will happen until a message wakes it.
+   */
+  passivate(): void;
 }
 
 /** Why an actor is leaving memory. */

@@ -49,6 +49,8 @@ export class ActorCell<S, M extends Message, Snap = unknown>
   private state: S | undefined;
   private stopReason: DeactivationReason | null = null;
   private passivateWhenIdle = false;
+  /** The actor asked to leave after the message it is handling (`passivate`). */
+  private leaveAfterMessage = false;
   private ownsSnapshot = false;
   private fencedBy: unknown = null;
   private idleTimer: Cancel | null = null;
@@ -131,6 +133,10 @@ export class ActorCell<S, M extends Message, Snap = unknown>
     this.requestStop('stopped');
   }
 
+  passivate(): void {
+    if (this.live) this.leaveAfterMessage = true;
+  }
+
   // ── Duty cell ──────────────────────────────────────────────────────────────────────────
 
   /** Activating or active, and not stopping: timers may be armed. */
@@ -150,6 +156,7 @@ export class ActorCell<S, M extends Message, Snap = unknown>
 
   handle(message: M): S | PromiseLike<S> {
     this.lastMessageAtMs = this.host.clock.now();
+    this.leaveAfterMessage = false;
     this.timers?.begin(message);
     return this.behavior.receive(this.state as S, message, this);
   }
@@ -189,7 +196,7 @@ export class ActorCell<S, M extends Message, Snap = unknown>
       this.deactivate(this.stopReason);
     } else if (this.mailbox.waiting > 0) {
       return; // defensive: only a halted mailbox rests with messages waiting, and halting sets stopReason
-    } else if (this.passivateWhenIdle) {
+    } else if (this.passivateWhenIdle || this.leaveAfterMessage) {
       this.deactivate('passivated');
     } else {
       this.idleSinceMs = this.host.clock.now();

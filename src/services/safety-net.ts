@@ -4,8 +4,8 @@ import type { Clock } from '../runtime/clock.js';
 import type { BackoffPolicy } from '../domain/model.js';
 import type { NodeEventSink } from '../domain/events.js';
 import { handOnExpired } from '../actors/worker-lease.js';
-import type { Dependents, Placing } from '../actors/ports.js';
-import type { TaskStore } from '../store/types.js';
+import type { Dependents, Placing, ScheduleWakes } from '../actors/ports.js';
+import type { ScheduleStore, TaskStore } from '../store/types.js';
 
 /**
  * The safety nets under the two mechanisms that hand a task on, run for the partitions this
@@ -20,13 +20,19 @@ import type { TaskStore } from '../store/types.js';
  *   ready queue, not in flight between take and claim, not waiting on their wheel for a push
  *   retry. The wheel should have fired them. The partition's wheel pushes them (and counts
  *   them, as it pushes).
+ * - Schedules: active cron schedules whose wake time passed more than a grace ago — the
+ *   wheel's wake (or the actor's own timer) should have moved it on. A node killed between
+ *   the wheel's wake and the schedule's write, a wake told to a node that died, a bucket
+ *   store that lost it: each is woken again (its actor finds what it owes from the row).
  *
- * Both read indexes only, a bounded page per pass (the running tasks of the partitions, the
- * oldest pending of each), and compare with the node's clock, which is aligned on the
- * database's (see `AlignedClock`).
+ * Each reads indexes only, a bounded page per pass (the running tasks of the partitions, the
+ * oldest pending tasks and wakes of each), and compares with the node's clock, which is
+ * aligned on the database's (see `AlignedClock`).
  */
 export interface SafetyNetDeps {
   tasks: Pick<TaskStore, 'expiredLeases' | 'expireLease' | 'pendingInPartition'>;
+  schedules: Pick<ScheduleStore, 'wakesInPartition'>;
+  wakes: ScheduleWakes;
   system: ActorSystemApi;
   clock: Clock;
   backoff: BackoffPolicy;
@@ -37,7 +43,10 @@ export interface SafetyNetDeps {
   /** A lease the net expired is handed on as an expiry would (see `handOnExpired`). */
   placement: Pick<Placing, 'requeue'>;
   dependents: Pick<Dependents, 'transitions'>;
-  /** `safety-net:recovered` (kind `lease`) for each lease the net expired (the wheel tells what it pushes for the net). */
+  /**
+   * `safety-net:recovered`: kind `lease` for each lease the net expired, `schedule` for the
+   * schedules it woke (the wheel tells what it pushes for the net).
+   */
   events: NodeEventSink;
 }
 
@@ -45,6 +54,7 @@ export interface SafetyNetDeps {
 export interface SafetyNetPass {
   leases: number;
   pending: number;
+  schedules: number;
 }
 
 /** Expired leases looked at per pass, in all. */
@@ -56,6 +66,8 @@ const LEASE_PAGE = 500;
  * have drained.
  */
 const PENDING_PAGE = 100;
+/** Overdue schedule wakes looked at per partition and pass: the oldest. */
+const WAKE_PAGE = 100;
 /** How long a partition may take to check and push what the net found. */
 const RECOVER_ASK_MS = 30_000;
 
@@ -65,11 +77,24 @@ export class SafetyNet {
   /** One pass over the owned partitions. */
   async sweep(): Promise<SafetyNetPass> {
     const partitions = this.deps.ownedPartitions();
-    if (partitions.length === 0) return { leases: 0, pending: 0 };
+    if (partitions.length === 0) return { leases: 0, pending: 0, schedules: 0 };
     const leases = await this.expiredLeases(partitions);
     let pending = 0;
-    for (const partition of partitions) pending += await this.overduePending(partition);
-    return { leases, pending };
+    let schedules = 0;
+    for (const partition of partitions) {
+      pending += await this.overduePending(partition);
+      schedules += await this.overdueWakes(partition);
+    }
+    return { leases, pending, schedules };
+  }
+
+  private async overdueWakes(partition: number): Promise<number> {
+    const { schedules, clock } = this.deps;
+    const overdue = await schedules.wakesInPartition(partition, null, clock.now() - this.deps.graceMs, WAKE_PAGE);
+    if (overdue.length === 0) return 0;
+    this.deps.events.emit('safety-net:recovered', { kind: 'schedule', count: overdue.length });
+    this.deps.wakes.wake(overdue);
+    return overdue.length;
   }
 
   private async expiredLeases(partitions: number[]): Promise<number> {

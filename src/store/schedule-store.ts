@@ -1,7 +1,7 @@
 import type { Db } from './db.js';
-import { activeScheduleIds, activeSchedules, getSchedule, scheduleHistory, writeSchedules } from './sql/cron.js';
-import type { ExecutionRecord, ScheduleRecord } from '../domain/model.js';
-import type { HistoryCursor, ScheduleStore, ScheduleWrite, ScheduleWriteResult } from './types.js';
+import { getSchedule, getSchedules, scheduleHistory, wakesInPartition, writeSchedules } from './sql/cron.js';
+import type { DueEntry, ExecutionRecord, ScheduleRecord } from '../domain/model.js';
+import type { HistoryCursor, PartitionCursor, ScheduleStore, ScheduleWrite, ScheduleWriteResult } from './types.js';
 
 /** Cron schedules over SQL, on Postgres and PGlite alike; the statements are in `sql/cron.ts`. */
 export class SqlScheduleStore implements ScheduleStore {
@@ -11,12 +11,12 @@ export class SqlScheduleStore implements ScheduleStore {
     return getSchedule(this.db, id);
   }
 
-  active(afterId: string | null, limit: number): Promise<ScheduleRecord[]> {
-    return activeSchedules(this.db, afterId, limit);
+  getMany(ids: readonly string[]): Promise<(ScheduleRecord | null)[]> {
+    return getSchedules(this.db, ids);
   }
 
-  activeIds(afterId: string | null, limit: number): Promise<string[]> {
-    return activeScheduleIds(this.db, afterId, limit);
+  wakesInPartition(partition: number, after: PartitionCursor | null, toMs: number, limit: number): Promise<DueEntry[]> {
+    return wakesInPartition(this.db, partition, after, toMs, limit);
   }
 
   write(writes: ScheduleWrite[], nowMs: number): Promise<ScheduleWriteResult[]> {

@@ -265,6 +265,14 @@ export interface ScheduleWrite {
   lastFiredMs: number | null;
   /** null keeps it. */
   generation: number | null;
+  /** The schedule's new wake time (see `ScheduleRecord.wakeMs`); null keeps it. */
+  wakeMs: number | null;
+  /**
+   * The schedule's current instance, created (before this write's cancel and release) unless
+   * it exists: an activation's first write makes sure of it, since nothing else had created
+   * a new schedule's first instance. null: none.
+   */
+  ensure: NewInstance | null;
   /**
    * A held instance whose fire time has come: it becomes `pending` — or `cancelled` when an
    * earlier instance of the schedule is still pending or running.
@@ -298,10 +306,14 @@ export interface HistoryCursor {
 /** Cron schedules in the system of record (the `tasks` table, Postgres or PGlite). */
 export interface ScheduleStore {
   get(id: string): Promise<ScheduleRecord | null>;
-  /** Active schedules in id order after `afterId` (exclusive), at most `limit`: for eager activation. */
-  active(afterId: string | null, limit: number): Promise<ScheduleRecord[]>;
-  /** The same, ids only (the index alone): for the periodic check that each has an actor. */
-  activeIds(afterId: string | null, limit: number): Promise<string[]>;
+  /** The schedules of these ids, in order (null: no such schedule), in one statement. */
+  getMany(ids: readonly string[]): Promise<(ScheduleRecord | null)[]>;
+  /**
+   * The wakes (`scheduleWake`) of the partition's active schedules due before `toMs`, after
+   * `after` (exclusive), in (wake time, id) order, at most `limit`: for a wheel partition's
+   * rebuild, and for the overdue ones a node takes over or the safety net finds.
+   */
+  wakesInPartition(partition: number, after: PartitionCursor | null, toMs: number, limit: number): Promise<DueEntry[]>;
   /** Applies the writes in one transaction; each is all or nothing on its own. */
   write(writes: ScheduleWrite[], nowMs: number): Promise<ScheduleWriteResult[]>;
   /** Executions of the schedule's instances, newest first, after `before` (exclusive). */

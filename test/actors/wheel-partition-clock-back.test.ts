@@ -8,6 +8,7 @@ import type { PushFence } from '../../src/store/coalescing-ready-queue.js';
 import { PartitionMarks } from '../../src/store/fences.js';
 import { MemoryBucketStore } from '../../src/store/memory-buckets.js';
 import { MemoryReadyQueue } from '../../src/store/memory-ready-queue.js';
+import { SqlScheduleStore } from '../../src/store/schedule-store.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
 import { MemorySnapshotStore } from '../runtime/memory-snapshots.js';
 import { createTestSchema, type TestDb } from '../support/postgres.js';
@@ -54,6 +55,8 @@ describe.each(CLOCK_BACK_MODELS)('WheelPartition when the clock goes back: $name
     system.register(
       wheelPartitionBehavior({
         tasks: new SqlTaskStore(pg.db),
+        schedules: new SqlScheduleStore(pg.db),
+        wakes: { wake: () => undefined }, // no schedules here
         buckets: new MemoryBucketStore(marks),
         ready: recording,
         slotMs: 10,

@@ -4,6 +4,7 @@ import { NO_EVENTS } from '../../src/lib/events.js';
 import { WHEEL, wheelPartitionBehavior } from '../../src/actors/wheel-partition.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { LocalPlacement } from '../../src/runtime/placement.js';
+import { SqlScheduleStore } from '../../src/store/schedule-store.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
 import { ActorSystem } from '../../src/runtime/system.js';
 import type { PushFence } from '../../src/store/coalescing-ready-queue.js';
@@ -80,6 +81,8 @@ describe('WheelPartition (property, fake clock, against an oracle)', () => {
           system.register(
             wheelPartitionBehavior({
               tasks: new SqlTaskStore(pg.db),
+              schedules: new SqlScheduleStore(pg.db),
+              wakes: { wake: () => undefined }, // no schedules here
               buckets: new MemoryBucketStore(marks),
               ready: recording,
               slotMs: 10,

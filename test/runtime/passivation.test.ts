@@ -136,6 +136,80 @@ describe('passivation', () => {
   });
 });
 
+describe('ctx.passivate', () => {
+  type Note = { type: 'note'; leave: boolean };
+  type Seen = Ask<{ type: 'seen' }, number>;
+  const NOTES = defineKind<Note | Seen>('notes');
+  /** Counts notes; leaves memory after a note that says so, and from `activate` when told to. */
+  function notes(activations: string[], leaveOnActivate = false): Behavior<{ n: number }, Note | Seen> {
+    return {
+      kind: NOTES,
+      persistence: 'external',
+      async activate(ctx) {
+        activations.push(ctx.key);
+        if (leaveOnActivate) ctx.passivate();
+        return { n: 0 };
+      },
+      receive(state, message, ctx) {
+        if (message.type === 'seen') {
+          ctx.reply(message, state.n);
+          return state;
+        }
+        if (message.leave) ctx.passivate();
+        return { n: state.n + 1 };
+      },
+    };
+  }
+
+  it('leaves memory after the message whose handler asked, timers and all', async () => {
+    const activations: string[] = [];
+    const { system, clock } = testSystem();
+    system.register(notes(activations));
+    const ref = system.ref(NOTES, 'k');
+    ref.tell({ type: 'note', leave: false });
+    expect(await ref.ask({ type: 'seen' })).toBe(1);
+    expect(system.holds('notes', 'k')).toBe(true);
+    ref.tell({ type: 'note', leave: true });
+    await flushMicrotasks();
+    expect(system.holds('notes', 'k')).toBe(false);
+    expect(clock.pendingTimers).toBe(0);
+    expect(await ref.ask({ type: 'seen' })).toBe(0); // a new activation
+    expect(activations).toEqual(['k', 'k']);
+  });
+
+  it('lets a waiting message run first, and that handler decides again', async () => {
+    const activations: string[] = [];
+    const { system } = testSystem();
+    system.register(notes(activations));
+    const ref = system.ref(NOTES, 'k');
+    // Both queue while the actor activates: the first asks to leave, the second does not.
+    ref.tell({ type: 'note', leave: true });
+    ref.tell({ type: 'note', leave: false });
+    expect(await ref.ask({ type: 'seen' })).toBe(2);
+    await flushMicrotasks();
+    expect(system.holds('notes', 'k')).toBe(true);
+    expect(activations).toEqual(['k']);
+  });
+
+  it('from activate: leaves at once if nothing waits, else after what waits, as its handlers decide', async () => {
+    const activations: string[] = [];
+    const { system } = testSystem();
+    system.register(notes(activations, true));
+    await system.ensureActive('notes', 'a');
+    await flushMicrotasks();
+    expect(system.holds('notes', 'a')).toBe(false);
+    // The ask that activates `b` is answered; its handler does not ask to leave, so `b` stays.
+    expect(await system.ref(NOTES, 'b').ask({ type: 'seen' })).toBe(0);
+    await flushMicrotasks();
+    expect(system.holds('notes', 'b')).toBe(true);
+    // The note that activates `c` asks to leave after it.
+    system.ref(NOTES, 'c').tell({ type: 'note', leave: true });
+    await flushMicrotasks();
+    expect(system.holds('notes', 'c')).toBe(false);
+    expect(activations).toEqual(['a', 'b', 'c']);
+  });
+});
+
 describe('fencing', () => {
   it('refuses the final snapshot of a node that was taken over, and leaves the new owner row alone', async () => {
     const p = probe();

@@ -7,7 +7,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { instanceId, partitionOf } from '../../src/lib/ids.js';
 import { SqlScheduleStore } from '../../src/store/schedule-store.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
-import type { ClaimedTask, Completion, CronDefinition, ExecutionRecord, NewTask } from '../../src/domain/model.js';
+import {
+  isScheduleWake,
+  scheduleWake,
+  type ClaimedTask,
+  type Completion,
+  type CronDefinition,
+  type ExecutionRecord,
+  type NewTask,
+} from '../../src/domain/model.js';
 import type {
   NewInstance,
   ScheduleStore,
@@ -80,6 +88,8 @@ describe.each(sqlBackends)('ScheduleStore on $name', ({ open }) => {
       nextFireMs: null,
       lastFiredMs: null,
       generation: null,
+      wakeMs: null,
+      ensure: null,
       release: null,
       instances: [],
       cancel: null,
@@ -145,6 +155,8 @@ describe.each(sqlBackends)('ScheduleStore on $name', ({ open }) => {
         nextFireMs: fire(1),
         lastFiredMs: null,
         generation: 0,
+        // A new schedule's actor must act at once: its wake is its submission time.
+        wakeMs: T0,
       });
     });
 
@@ -159,35 +171,56 @@ describe.each(sqlBackends)('ScheduleStore on $name', ({ open }) => {
     });
   });
 
-  describe('active', () => {
-    it('lists active cron rows only, in id order, paging with afterId exclusive', async () => {
-      const floor = nextId();
+  describe('getMany', () => {
+    it('reads schedules by id in the order asked, null for what is not a schedule', async () => {
+      const [a, b] = [await createSchedule(), await createSchedule()];
+      const plain = makeTask();
+      await tasks.submit([plain], T0);
+      const got = await schedules.getMany([b, 'not-a-uuid', plain.id, a.toUpperCase(), nextId(), b]);
+      expect(got.map((r) => r?.id ?? null)).toEqual([b, null, null, a, null, b]);
+      expect(got[0]).toEqual(await schedules.get(b));
+      expect(await schedules.getMany([])).toEqual([]);
+    });
+  });
+
+  describe('wakesInPartition', () => {
+    const PARTITION = 61;
+
+    it("lists the wakes of a partition's active schedules before a time, oldest first, paging by cursor", async () => {
       const ids: string[] = [];
-      for (let i = 0; i < 6; i++) ids.push(await createSchedule());
-      await tasks.submit([makeTask()], T0);
+      for (let i = 0; i < 6; i++) ids.push(await createSchedule({ partition: PARTITION }));
+      const elsewhere = await createSchedule({ partition: PARTITION - 1 });
       const [a, b, c, d, e, f] = ids as [string, string, string, string, string, string];
+      // Wakes out of id order; b paused, d cancelled: they have none that counts.
+      const wakes: [string, number][] = [
+        [a, fire(3)],
+        [b, fire(1)],
+        [c, fire(1)],
+        [d, fire(1)],
+        [e, fire(2)],
+        [f, fire(9)],
+        [elsewhere, fire(1)],
+      ];
       const results = await schedules.write(
-        [write(b, 0, { status: 'paused' }), write(d, 0, { status: 'cancelled' }), write(e, 0, { status: 'succeeded' })],
+        wakes.map(([id, wakeMs]) =>
+          write(id, 0, { wakeMs, status: id === b ? 'paused' : id === d ? 'cancelled' : 'active' }),
+        ),
         T0,
       );
-      expect(results.map((r) => r.ok)).toEqual([true, true, true]);
+      expect(results.every((r) => r.ok)).toBe(true);
 
-      const first = await schedules.active(floor, 2);
-      expect(first.map((s) => s.id)).toEqual([a, c]);
-      expect(first[0]).toEqual(await schedules.get(a));
-      const second = await schedules.active(first[1]!.id, 2);
-      expect(second.map((s) => s.id)).toEqual([f]);
-      expect(await schedules.active(f, 2)).toEqual([]);
-
-      const all = await schedules.active(null, 1000);
-      expect(all.every((s) => s.status === 'active')).toBe(true);
-      expect(all.map((s) => s.id)).toEqual([...all.map((s) => s.id)].sort());
-      expect(all.map((s) => s.id).filter((id) => ids.includes(id))).toEqual([a, c, f]);
-
-      // activeIds: the same rows, ids only, paged the same way.
-      expect(await schedules.activeIds(floor, 2)).toEqual([a, c]);
-      expect(await schedules.activeIds(c, 2)).toEqual([f]);
-      expect(await schedules.activeIds(null, 1000)).toEqual(all.map((s) => s.id));
+      const wake = (id: string, at: number) => scheduleWake(id, at);
+      const all = await schedules.wakesInPartition(PARTITION, null, fire(9), 100);
+      expect(all).toEqual([wake(c, fire(1)), wake(e, fire(2)), wake(a, fire(3))]);
+      expect(all.every(isScheduleWake)).toBe(true);
+      // The bound is exclusive; a page goes on after its last entry.
+      const first = await schedules.wakesInPartition(PARTITION, null, fire(9) + 1, 2);
+      expect(first).toEqual([wake(c, fire(1)), wake(e, fire(2))]);
+      const second = await schedules.wakesInPartition(PARTITION, { dueMs: fire(2), taskId: e }, fire(9) + 1, 2);
+      expect(second).toEqual([wake(a, fire(3)), wake(f, fire(9))]);
+      expect(await schedules.wakesInPartition(PARTITION, { dueMs: fire(9), taskId: f }, fire(9) + 1, 2)).toEqual([]);
+      expect(await schedules.wakesInPartition(PARTITION, null, fire(1), 100)).toEqual([]);
+      expect(await schedules.wakesInPartition(PARTITION, null, fire(9), 0)).toEqual([]);
     });
   });
 
@@ -212,7 +245,16 @@ describe.each(sqlBackends)('ScheduleStore on $name', ({ open }) => {
         nextFireMs: fire(5),
         lastFiredMs: fire(1),
         generation: 1,
+        wakeMs: T0,
       });
+    });
+
+    it('moves the wake when a write names one, and keeps it otherwise', async () => {
+      const id = await createSchedule();
+      expect((await writeOne(write(id, 0, { nextFireMs: fire(2), wakeMs: fire(2) + 500 }))).ok).toBe(true);
+      expect(await schedules.get(id)).toMatchObject({ nextFireMs: fire(2), wakeMs: fire(2) + 500 });
+      expect((await writeOne(write(id, 1, { lastFiredMs: fire(2) }))).ok).toBe(true);
+      expect((await schedules.get(id))!.wakeMs).toBe(fire(2) + 500);
     });
 
     it('refuses a write at the wrong version and does none of it, while the rest of the batch applies', async () => {
@@ -469,6 +511,28 @@ describe.each(sqlBackends)('ScheduleStore on $name', ({ open }) => {
       expect(skipped).toMatchObject({ status: 'cancelled', completedMs: fire(2) + 3 });
       expect(skipped.lastError).toMatch(/previous instance .*still running/);
       expect(await statusOf(busy.id)).toBe('running');
+    });
+
+    it('makes sure of an `ensure` instance first, so that the same write releases or cancels it', async () => {
+      const id = await createSchedule();
+      const schedule = (await tasks.get(id))!;
+      const held = instance(id, fire(1), 'blocked');
+      const released = await writeOne(write(id, 0, { ensure: held, release: held.id }), fire(1));
+      expect(released).toMatchObject({ ok: true, skipped: false, due: [expect.objectContaining({ taskId: held.id })] });
+      expect(await statusOf(held.id)).toBe('pending');
+      // One that exists is left as it is (its release above stands), and one the write
+      // cancels is created and cancelled: either way the row and its instances agree.
+      const again = await writeOne(write(id, 1, { ensure: instance(id, fire(1)) }), fire(1));
+      expect(again).toMatchObject({ ok: true, due: [] });
+      expect(await statusOf(held.id)).toBe('pending');
+      const skipped = instance(id, fire(2));
+      const cancelled = await writeOne(
+        write(id, 2, { ensure: skipped, cancel: { instanceId: skipped.id, reason: 'misfire: skipped' } }),
+        fire(2),
+      );
+      expect(cancelled).toMatchObject({ ok: true, cancelled: 1 });
+      expect(await tasks.get(skipped.id)).toMatchObject({ status: 'cancelled', taskType: schedule.taskType });
+      expect(await instanceCount(id)).toBe(2);
     });
 
     it('skips it while another instance is still pending', async () => {

@@ -13,7 +13,7 @@ import { SqlScheduleStore } from '../../src/store/schedule-store.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
 import type { CronDefinition, NewTask } from '../../src/domain/model.js';
 import type { DagStore } from '../../src/store/dag-types.js';
-import type { RetentionCursor, ScheduleStore, TaskStore } from '../../src/store/types.js';
+import type { RetentionCursor, ScheduleStore, ScheduleWrite, TaskStore } from '../../src/store/types.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
 import { BACKOFF, T0, makeTask, nextId, tokenDigest, uniqueType } from '../support/tasks.js';
 
@@ -303,7 +303,7 @@ describe.each(sqlBackends)('TaskStore on $name: retention', ({ open }) => {
 });
 
 /** A schedule write that only changes the status (the row is at version 0 after its submit). */
-function scheduleWrite(scheduleId: string, status: 'paused' | 'cancelled') {
+function scheduleWrite(scheduleId: string, status: 'paused' | 'cancelled'): ScheduleWrite {
   return {
     scheduleId,
     version: 0,
@@ -311,6 +311,8 @@ function scheduleWrite(scheduleId: string, status: 'paused' | 'cancelled') {
     nextFireMs: null,
     lastFiredMs: null,
     generation: null,
+    wakeMs: null,
+    ensure: null,
     release: null,
     instances: [],
     cancel: null,

@@ -1,10 +1,16 @@
 import { isUuid } from '../../lib/ids.js';
 import { isRetryableConflict } from '../db-errors.js';
 import type { Db, DbTx } from '../db.js';
-import type { ExecutionRecord, ScheduleRecord, ScheduleStatus } from '../../domain/model.js';
+import {
+  scheduleWake,
+  type DueEntry,
+  type ExecutionRecord,
+  type ScheduleRecord,
+  type ScheduleStatus,
+} from '../../domain/model.js';
 import { cronScheduleOf } from './cron-json.js';
-import type { HistoryCursor, ScheduleWrite, ScheduleWriteResult } from '../types.js';
-import { msOf, toDueEntry, tsParam, type DueRow } from './columns.js';
+import type { HistoryCursor, PartitionCursor, ScheduleWrite, ScheduleWriteResult } from '../types.js';
+import { msOf, toDueEntry, tsParam, validIds, type DueRow } from './columns.js';
 import { dagEventsCte } from './outbox.js';
 import { MAX_ATTEMPT, historyOf } from './read.js';
 
@@ -20,7 +26,7 @@ import { MAX_ATTEMPT, historyOf } from './read.js';
  */
 
 const SCHEDULE_COLUMNS = `t.id, t.status, t.version, t.schedule, ${msOf('t.due_time')} AS due_ms,
-  ${msOf('t.last_fired_at')} AS last_fired_ms`;
+  ${msOf('t.last_fired_at')} AS last_fired_ms, ${msOf('t.wake_time')} AS wake_ms`;
 
 interface ScheduleRow {
   id: string;
@@ -29,6 +35,7 @@ interface ScheduleRow {
   schedule: Record<string, unknown>;
   due_ms: number;
   last_fired_ms: number | null;
+  wake_ms: number | null;
 }
 
 function toSchedule(row: ScheduleRow): ScheduleRecord {
@@ -39,6 +46,7 @@ function toSchedule(row: ScheduleRow): ScheduleRecord {
     ...cronScheduleOf(row.schedule),
     nextFireMs: row.due_ms,
     lastFiredMs: row.last_fired_ms,
+    wakeMs: row.wake_ms,
   };
 }
 
@@ -50,36 +58,58 @@ export async function getSchedule(db: Db, id: string): Promise<ScheduleRecord | 
   return rows[0] === undefined ? null : toSchedule(rows[0]);
 }
 
-/** The partial index on active cron rows, in id order. */
-const ACTIVE_PAGE = `FROM tasks t
-  WHERE t.schedule_type = 'cron' AND t.status = 'active' AND t.id > $1::uuid
-  ORDER BY t.id LIMIT $2`;
-const ACTIVE_SCHEDULES = `SELECT ${SCHEDULE_COLUMNS} ${ACTIVE_PAGE}`;
+/** Many schedules by id, one statement: the actors a wheel's tick wakes read their rows together. */
+const GET_SCHEDULES = `SELECT ${SCHEDULE_COLUMNS} FROM tasks t WHERE t.id = ANY($1::uuid[]) AND t.schedule_type = 'cron'`;
 
-const NIL_UUID = '00000000-0000-0000-0000-000000000000';
-
-/** `$1` after, `$2` limit of a page of active schedules. */
-function pageParams(afterId: string | null, limit: number): [string, number] {
-  return [afterId !== null && isUuid(afterId) ? afterId : NIL_UUID, Math.floor(limit)];
+/** See `ScheduleStore.getMany`. */
+export async function getSchedules(db: Db, ids: readonly string[]): Promise<(ScheduleRecord | null)[]> {
+  const valid = validIds(ids);
+  if (valid.length === 0) return ids.map(() => null);
+  const { rows } = await db.query<ScheduleRow>(GET_SCHEDULES, [valid], 'wh_get_schedules');
+  const byId = new Map(rows.map((r) => [r.id, toSchedule(r)]));
+  return ids.map((id) => (isUuid(id) ? (byId.get(id.toLowerCase()) ?? null) : null));
 }
 
-export async function activeSchedules(db: Db, afterId: string | null, limit: number): Promise<ScheduleRecord[]> {
-  if (limit < 1) return [];
-  const { rows } = await db.query<ScheduleRow>(ACTIVE_SCHEDULES, pageParams(afterId, limit), 'wh_active_schedules');
-  return rows.map(toSchedule);
-}
+/**
+ * The wakes of a partition's active schedules due before `$2`, oldest first: a range of the
+ * partial index (partition, wake_time, id). A separate statement after a cursor, so that each
+ * plan is a plain index range scan (as `pendingInPartition`).
+ */
+const WAKES_IN_PARTITION = `
+  SELECT t.id, ${msOf('t.wake_time')} AS wake_ms
+  FROM tasks t
+  WHERE t.partition = $1 AND t.schedule_type = 'cron' AND t.status = 'active' AND t.wake_time < ${tsParam(2)}
+  ORDER BY t.wake_time, t.id
+  LIMIT $3`;
 
-/** The same page, ids only: an index-only walk of the partial index. */
-const ACTIVE_SCHEDULE_IDS = `SELECT t.id ${ACTIVE_PAGE}`;
+const WAKES_IN_PARTITION_AFTER = `
+  SELECT t.id, ${msOf('t.wake_time')} AS wake_ms
+  FROM tasks t
+  WHERE t.partition = $1 AND t.schedule_type = 'cron' AND t.status = 'active' AND t.wake_time < ${tsParam(2)}
+    AND (t.wake_time, t.id) > (${tsParam(4)}, $5::uuid)
+  ORDER BY t.wake_time, t.id
+  LIMIT $3`;
 
-export async function activeScheduleIds(db: Db, afterId: string | null, limit: number): Promise<string[]> {
-  if (limit < 1) return [];
-  const { rows } = await db.query<{ id: string }>(
-    ACTIVE_SCHEDULE_IDS,
-    pageParams(afterId, limit),
-    'wh_active_schedule_ids',
+/** See `ScheduleStore.wakesInPartition`. */
+export async function wakesInPartition(
+  db: Db,
+  partition: number,
+  after: PartitionCursor | null,
+  toMs: number,
+  limit: number,
+): Promise<DueEntry[]> {
+  if (limit <= 0) return [];
+  const params: unknown[] = [partition, toMs, Math.floor(limit)];
+  if (after !== null) {
+    if (!isUuid(after.taskId)) return [];
+    params.push(after.dueMs, after.taskId);
+  }
+  const { rows } = await db.query<{ id: string; wake_ms: number }>(
+    after === null ? WAKES_IN_PARTITION : WAKES_IN_PARTITION_AFTER,
+    params,
+    after === null ? 'wh_wakes_in_partition' : 'wh_wakes_in_partition_after',
   );
-  return rows.map((r) => r.id);
+  return rows.map((r) => scheduleWake(r.id, r.wake_ms));
 }
 
 /** Step 1: the compare-and-set on each schedule row. Only rows it returns go on. */
@@ -89,12 +119,13 @@ const UPDATE_SCHEDULES = `
       status = w.status,
       due_time = COALESCE(to_timestamp(w.next_ms / 1000), t.due_time),
       last_fired_at = COALESCE(to_timestamp(w.fired_ms / 1000), t.last_fired_at),
+      wake_time = COALESCE(to_timestamp(w.wake_ms / 1000), t.wake_time),
       schedule = CASE WHEN w.generation IS NULL THEN t.schedule
                       ELSE jsonb_set(t.schedule, '{generation}', to_jsonb(w.generation)) END,
       completed_at = CASE WHEN w.status IN ('cancelled', 'succeeded') THEN ${tsParam(6)} ELSE NULL END,
       updated_at = ${tsParam(6)}
-  FROM unnest($1::uuid[], $2::int4[], $3::text[], $4::float8[], $5::float8[], $7::int4[])
-       AS w(id, version, status, next_ms, fired_ms, generation)
+  FROM unnest($1::uuid[], $2::int4[], $3::text[], $4::float8[], $5::float8[], $7::int4[], $8::float8[])
+       AS w(id, version, status, next_ms, fired_ms, generation, wake_ms)
   WHERE t.id = w.id AND t.version = w.version AND t.schedule_type = 'cron'
   RETURNING t.id, t.version`;
 
@@ -151,7 +182,8 @@ const RELEASE_INSTANCES = `
 /**
  * Step 4: inserts instances, copying the template (type, payload, priority, retries,
  * timeout) from the schedule row. An instance whose id exists is left alone: its fire time
- * was reached before.
+ * was reached before. (The same statement inserts the `ensure` instances between steps 1 and
+ * 2, so that a cancel or a release of this write finds them.)
  */
 const INSERT_INSTANCES = `
   INSERT INTO tasks (id, task_type, payload, status, schedule_type, schedule, due_time, priority,
@@ -226,6 +258,7 @@ async function writeRound(tx: DbTx, writes: ScheduleWrite[], nowMs: number): Pro
       writes.map((w) => w.lastFiredMs),
       nowMs,
       writes.map((w) => w.generation),
+      writes.map((w) => w.wakeMs),
     ],
     'wh_update_schedules',
   );
@@ -237,6 +270,13 @@ async function writeRound(tx: DbTx, writes: ScheduleWrite[], nowMs: number): Pro
     results.set(id, { ok: true, version: versions.get(id)!, due: [], skipped: false, cancelled: 0 });
   }
   const resultOf = (scheduleId: string): ScheduleWriteResult => results.get(scheduleId)!;
+
+  // The instances that should exist already, before the cancels and releases that may act on
+  // them: an activation's first write makes sure of its current instance.
+  const ensured = applied
+    .flatMap((w) => (w.ensure === null ? [] : [{ ...w.ensure, scheduleId: w.scheduleId }]))
+    .sort((a, b) => compareIds(a.id, b.id));
+  if (ensured.length > 0) await insertInstances(tx, ensured, nowMs, resultOf);
 
   const cancels = applied.filter((w) => w.cancel !== null);
   if (cancels.length > 0) {

@@ -8,13 +8,17 @@ import { tsParam, wholeMs } from './columns.js';
  * `unnest` zips them back into rows, so the statement text (and its prepared plan) is the
  * same for 1 or 1 000 tasks. JSON travels as text[] and is cast per row, which both
  * drivers pass through untouched. Nothing is returned: the caller knows every value.
+ * A cron schedule's wake is its submission time: its actor must create its first instance
+ * (000009_cron_wake). Schedules have no dependencies, so the graph statement has no wake.
  */
 const INSERT_TASKS = `
   INSERT INTO tasks (id, task_type, payload, status, schedule_type, schedule, due_time, priority,
-                     max_retries, timeout_seconds, partition, idempotency_key, created_at, updated_at)
+                     max_retries, timeout_seconds, partition, idempotency_key, created_at, updated_at,
+                     wake_time)
   SELECT u.id, u.task_type, u.payload::jsonb, u.status, u.schedule_type, u.schedule::jsonb,
          to_timestamp(u.due_ms / 1000), u.priority, u.max_retries, u.timeout_seconds, u.partition,
-         u.idempotency_key, ${tsParam(13)}, ${tsParam(13)}
+         u.idempotency_key, ${tsParam(13)}, ${tsParam(13)},
+         CASE WHEN u.schedule_type = 'cron' THEN ${tsParam(13)} END
   FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
               $8::int2[], $9::int4[], $10::int4[], $11::int2[], $12::text[])
        AS u(id, task_type, payload, status, schedule_type, schedule, due_ms, priority, max_retries,
