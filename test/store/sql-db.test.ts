@@ -24,6 +24,8 @@ const ALL_MIGRATIONS = [
   '000005_lease_tokens.sql',
   '000006_api_keys.sql',
   '000007_results_progress.sql',
+  '000008_placeholder.sql',
+  '000009_cron_wake.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
