@@ -65,6 +65,11 @@ export interface CronState {
    * refused means another took it), and the current instance exists.
    */
   taken: boolean;
+  /**
+   * The wheel holds the row's wake. A schedule that stays in memory acts on its own timer
+   * and puts its wake on the wheel only as it leaves memory (`placeWake`).
+   */
+  wakePlaced: boolean;
   /** Fire times handled by this activation: instances that fired, were skipped, were missed. */
   fired: number;
   skipped: number;
@@ -164,8 +169,8 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
     ...change,
   });
   /**
-   * Applies a write to the in-memory record once the row took it, and places what it made
-   * due: instances now pending, and the schedule's wake when it moved.
+   * Applies a write to the in-memory record once the row took it, and places the instances it
+   * made pending. A wake it moved is placed by `settle`, if the actor leaves memory.
    */
   const applied = (state: CronState, w: ScheduleWrite, result: ScheduleWriteResult): void => {
     const record = state.record!;
@@ -175,12 +180,18 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
     if (w.nextFireMs !== null) record.nextFireMs = w.nextFireMs;
     if (w.lastFiredMs !== null) record.lastFiredMs = w.lastFiredMs;
     if (w.generation !== null) record.generation = w.generation;
-    const due = [...result.due];
     if (w.wakeMs !== null && w.wakeMs !== record.wakeMs) {
       record.wakeMs = w.wakeMs;
-      if (w.status === 'active') due.push(scheduleWake(record.id, w.wakeMs));
+      state.wakePlaced = false;
     }
-    if (due.length > 0) deps.placement.placeSoon(due);
+    if (result.due.length > 0) deps.placement.placeSoon(result.due);
+  };
+  /** Puts an active schedule's wake on the wheel, unless it is there: it is about to leave memory. */
+  const placeWake = (state: CronState): void => {
+    const record = state.record;
+    if (state.wakePlaced || record?.status !== 'active' || record.wakeMs === null) return;
+    state.wakePlaced = true;
+    deps.placement.placeSoon([scheduleWake(record.id, record.wakeMs)]);
   };
   /**
    * When the actor handles the instance of fire time `fireMs`. A held instance (overlap
@@ -206,16 +217,19 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
   };
   /**
    * After a message: a schedule that fires often stays in memory with a timer for its next
-   * handling time; any other leaves memory (its wake is on the wheel), as does a paused one
+   * handling time; any other leaves memory with its wake on the wheel, as does a paused one
    * (a command brings it back).
    */
   const settle = (state: CronState, ctx: ActorContext<CronMessage>): void => {
     state.timer?.();
     state.timer = null;
     const record = state.record;
-    if (record?.status !== 'active') return ctx.passivate();
-    if (intervalAfter(state, record.nextFireMs) > deps.awakeIntervalMs) return ctx.passivate();
-    arm(state, ctx, handleAt(state, record) - ctx.clock.now());
+    if (record?.status === 'active' && intervalAfter(state, record.nextFireMs) <= deps.awakeIntervalMs) {
+      arm(state, ctx, handleAt(state, record) - ctx.clock.now());
+      return;
+    }
+    placeWake(state);
+    ctx.passivate();
   };
   /**
    * A write was refused: the row is no longer at this activation's version, so another
@@ -223,7 +237,8 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
    * activation). This one changes nothing more and leaves memory; the next message
    * activates a fresh one that reads the row.
    */
-  const fenced = (ctx: ActorContext<CronMessage>, during: string): WheelhouseError => {
+  const fenced = (state: CronState, ctx: ActorContext<CronMessage>, during: string): WheelhouseError => {
+    state.wakePlaced = true; // the row's wake is the new activation's
     ctx.stop();
     return new WheelhouseError(
       'stale_epoch',
@@ -313,7 +328,7 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
         return true;
       }
       if (state.taken) {
-        deps.onError(fenced(ctx, 'a fire'), 'cron fire');
+        deps.onError(fenced(state, ctx, 'a fire'), 'cron fire');
         return false;
       }
       if (attempt >= 2)
@@ -362,7 +377,7 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
             });
     }
     const result = await deps.write(w);
-    if (!result.ok) throw fenced(ctx, type);
+    if (!result.ok) throw fenced(state, ctx, type);
     applied(state, w, result);
     return { ok: true, status: w.status, cancelledInstances: result.cancelled };
   }
@@ -378,6 +393,8 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
         rule: null,
         timer: null,
         taken: false,
+        // The row's wake is on the wheel until it fires, and one that fired woke this actor.
+        wakePlaced: true,
         fired: 0,
         skipped: 0,
         missed: 0,
@@ -430,8 +447,11 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
       }
     },
 
-    async deactivate(state) {
+    async deactivate(state, _ctx, reason) {
       state.timer?.();
+      // Handed off to another node, or passivated from outside: the wheel brings it back. (A
+      // node that stops or was declared out leaves the wakes to the partitions' rebuilds.)
+      if (reason === 'passivated') placeWake(state);
     },
 
     describe(state) {

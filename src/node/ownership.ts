@@ -10,6 +10,8 @@ import type { PartitionCursor, ScheduleStore, TaskStore } from '../store/types.j
 
 /** Overdue schedule wakes read (and their schedules activated) per page. */
 const WAKE_PAGE = 1_000;
+/** Partitions whose overdue wakes are read at once: a round of reads, a bounded number of pages in memory. */
+const WAKE_PARTITIONS_AT_ONCE = 8;
 /** Longest wait for a live previous owner to release a partition before taking it anyway, ms. */
 const RELEASE_WAIT_MS = 500;
 /** How often the fencing rows are read while waiting for releases, ms. */
@@ -124,31 +126,40 @@ export class Ownership {
   /**
    * Activates, wherever the ring puts them, the active schedules of this node's partitions
    * whose wake time has passed: each handles what it owes (a misfire policy applies) and
-   * leaves memory again. Read page by page through the wake index, so that a node that
-   * restarts after an outage brings in a page of schedules at a time, never all of them.
-   * Returns how many it woke.
+   * leaves memory again. Read page by page through the wake index, a few partitions at a
+   * time, so that a node that restarts after an outage brings in a few pages of schedules at
+   * a time, never all of them, and one with nothing overdue costs a round of short index
+   * reads. Returns how many it woke.
    */
   async wakeOverdueSchedules(): Promise<number> {
-    const { clock, schedules } = this.deps;
-    const untilMs = clock.now();
+    const untilMs = this.deps.clock.now();
+    const partitions = this.ownedPartitions();
     let woken = 0;
-    for (const partition of this.ownedPartitions()) {
-      for (let after: PartitionCursor | null = null; ;) {
-        const page = await schedules.wakesInPartition(partition, after, untilMs, WAKE_PAGE);
-        const ids = page.map((w) => w.taskId);
-        const results = await this.deps.activation.ids(ids);
-        results.forEach((r, i) => {
-          if (r.status === 'fulfilled') return;
-          if (isWheelhouseError(r.reason, 'stale_epoch')) this.deps.onFenced(CRON.name, ids[i]!);
-          else this.deps.onError(r.reason, `activating cron schedule ${ids[i]}`);
-        });
-        woken += page.length;
-        const last = page[page.length - 1];
-        if (page.length < WAKE_PAGE || last === undefined) break;
-        after = { dueMs: last.dueMs, taskId: last.taskId };
+    const next = async (): Promise<void> => {
+      for (let p = partitions.shift(); p !== undefined; p = partitions.shift()) {
+        woken += await this.wakeOverdueIn(p, untilMs);
       }
-    }
+    };
+    await Promise.all(Array.from({ length: WAKE_PARTITIONS_AT_ONCE }, next));
     return woken;
+  }
+
+  private async wakeOverdueIn(partition: number, untilMs: number): Promise<number> {
+    let woken = 0;
+    for (let after: PartitionCursor | null = null; ;) {
+      const page = await this.deps.schedules.wakesInPartition(partition, after, untilMs, WAKE_PAGE);
+      const ids = page.map((w) => w.taskId);
+      const results = await this.deps.activation.ids(ids);
+      results.forEach((r, i) => {
+        if (r.status === 'fulfilled') return;
+        if (isWheelhouseError(r.reason, 'stale_epoch')) this.deps.onFenced(CRON.name, ids[i]!);
+        else this.deps.onError(r.reason, `activating cron schedule ${ids[i]}`);
+      });
+      woken += page.length;
+      const last = page[page.length - 1];
+      if (page.length < WAKE_PAGE || last === undefined) return woken;
+      after = { dueMs: last.dueMs, taskId: last.taskId };
+    }
   }
 
   /**

@@ -25,6 +25,7 @@ const ALL_MIGRATIONS = [
   '000006_api_keys.sql',
   '000007_results_progress.sql',
   '000008_retention.sql',
+  '000009_cron_wake.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
