@@ -1,0 +1,321 @@
+/**
+ * `npm run soak -- [--minutes 30] [--rate 2000] [--retention-seconds 300] [--write]`: one node
+ * on Postgres + Redis under a steady mixed load for a bounded time — immediate, delayed, cron
+ * and DAG work at `rate` tasks a second in all — with a short retention, sampling every minute
+ * the node's RSS, the start lag p99 of that minute and the Postgres table sizes. The bars:
+ * after warm-up, RSS and table sizes stay within 10 % of their values at minute 10, and each
+ * minute's p99 within 2× of the first minute's. Self-stopping: a hard limit of minutes + 15
+ * kills everything. `--write` puts the figures and docs/benchmarks/soak.svg into
+ * docs/benchmarks.md.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { Pool } from 'undici';
+import { authHeaders } from './auth.js';
+import { replaceSection } from './chaos-report.js';
+import { killAllChildren } from './children.js';
+import { describeMachine } from './machine.js';
+import { currentMiB, runNames, startBenchNode, type BenchNode } from './node-process.js';
+import { cpuMs } from './cluster-nodes.js';
+import { tableSizes, walPosition } from './pg-sizes.js';
+import { startRedisProcess, type RedisProcess } from './redis-process.js';
+import { soakSvg, type SoakSample } from './soak-plot.js';
+import { BenchStores } from './stores.js';
+import { submitTasks } from './submit.js';
+import { sleep } from './time.js';
+import { WorkerFleet } from './worker-process.js';
+
+const { values } = parseArgs({
+  options: {
+    minutes: { type: 'string', default: '30' },
+    rate: { type: 'string', default: '2000' },
+    'retention-seconds': { type: 'string', default: '300' },
+    write: { type: 'boolean', default: false },
+    'node-flags': { type: 'string', default: '' },
+  },
+});
+const MINUTES = positive('minutes', values.minutes);
+const RATE = positive('rate', values.rate);
+const RETENTION_S = positive('retention-seconds', values['retention-seconds']);
+// The flatness bars are measured from minute 10 (from the middle of a run shorter than 20 minutes).
+const REFERENCE_MINUTE = Math.min(10, Math.ceil(MINUTES / 2));
+const TICK_MS = 250;
+/** Shares of the rate: immediate, delayed (1 s … 5 min out), DAG tasks (diamonds of 4), cron fires. */
+const MIX = { immediate: 0.5, delayed: 0.3, dag: 0.1, cron: 0.1 };
+const DOC_BEGIN = '<!-- soak:begin (npm run soak -- --write) -->';
+const DOC_END = '<!-- soak:end -->';
+const SVG_PATH = resolve(import.meta.dirname, '../../docs/benchmarks/soak.svg');
+
+function positive(name: string, raw: string): number {
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) {
+    process.stderr.write(`--${name} must be a positive number, got "${raw}"\n`);
+    process.exit(2);
+  }
+  return n;
+}
+
+const log = (line: string): void => {
+  process.stdout.write(`[soak ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+};
+
+/** Sends the load, tick by tick, until `untilMs`; answers how many tasks it submitted. */
+async function produce(node: BenchNode, types: Record<keyof typeof MIX, string>, untilMs: number): Promise<number> {
+  const pool = new Pool(node.url, { connections: 8, pipelining: 1 });
+  const headers = { 'content-type': 'application/json', ...authHeaders() };
+  const post = async (path: string, body: unknown): Promise<void> => {
+    const res = await pool.request({ path, method: 'POST', headers, body: JSON.stringify(body) });
+    const text = await res.body.text();
+    if (res.statusCode !== 201 && res.statusCode !== 200 && res.statusCode !== 429 && res.statusCode !== 503)
+      throw new Error(`POST ${path} answered ${res.statusCode}: ${text.slice(0, 300)}`);
+  };
+  const perTick = (share: number): number => (RATE * share * TICK_MS) / 1000;
+  let submitted = 0;
+  let carry = { immediate: 0, delayed: 0, dag: 0 };
+  let tick = Date.now();
+  try {
+    while (Date.now() < untilMs) {
+      carry = {
+        immediate: carry.immediate + perTick(MIX.immediate),
+        delayed: carry.delayed + perTick(MIX.delayed),
+        dag: carry.dag + perTick(MIX.dag) / 4,
+      };
+      const nowMs = Date.now();
+      const tasks: Record<string, unknown>[] = [];
+      for (; carry.immediate >= 1; carry.immediate--)
+        tasks.push({ task_type: types.immediate, payload: { due_ms: nowMs } });
+      for (; carry.delayed >= 1; carry.delayed--) {
+        const dueMs = nowMs + 1_000 + Math.floor(Math.random() * 299_000);
+        tasks.push({
+          task_type: types.delayed,
+          payload: { due_ms: dueMs },
+          schedule: { type: 'delayed', due_time: new Date(dueMs).toISOString() },
+        });
+      }
+      const requests: Promise<void>[] = [];
+      for (let i = 0; i < tasks.length; i += 1000)
+        requests.push(post('/api/tasks/batch', { tasks: tasks.slice(i, i + 1000) }));
+      for (; carry.dag >= 1; carry.dag--) {
+        requests.push(
+          post('/api/dags', {
+            tasks: [
+              { ref: 'a', task_type: types.dag },
+              { ref: 'b', task_type: types.dag, depends_on: ['a'] },
+              { ref: 'c', task_type: types.dag, depends_on: ['a'] },
+              { ref: 'd', task_type: types.dag, depends_on: ['b', 'c'] },
+            ],
+          }),
+        );
+        submitted += 4;
+      }
+      submitted += tasks.length;
+      await Promise.all(requests);
+      tick += TICK_MS;
+      await sleep(Math.max(0, tick - Date.now()));
+    }
+  } finally {
+    await pool.close();
+  }
+  return submitted;
+}
+
+/** The p99 of start − due time over the non-DAG tasks that started in [fromMs, toMs), from Postgres. */
+async function startLagP99(
+  stores: BenchStores,
+  schema: string,
+  fromMs: number,
+  toMs: number,
+): Promise<{ p99: number; n: number }> {
+  const { rows } = await stores.pg.query<{ p99: number | null; n: string }>(
+    `SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - due_time) * 1000) AS p99, count(*) AS n
+       FROM "${schema}".tasks
+      WHERE started_at >= to_timestamp($1::float8 / 1000) AND started_at < to_timestamp($2::float8 / 1000) AND dag_id IS NULL`,
+    [fromMs, toMs],
+  );
+  return { p99: rows[0]?.p99 ?? Number.NaN, n: Number(rows[0]?.n ?? 0) };
+}
+
+async function main(): Promise<number> {
+  const hard = setTimeout(
+    () => {
+      log(`ABORT: hard limit of ${MINUTES + 15} min reached`);
+      killAllChildren();
+      process.exit(1);
+    },
+    (MINUTES + 15) * 60_000,
+  );
+  const stores = new BenchStores();
+  const names = runNames();
+  const run = randomBytes(3).toString('hex');
+  const types = {
+    immediate: `soak.now.${run}`,
+    delayed: `soak.later.${run}`,
+    dag: `soak.dag.${run}`,
+    cron: `soak.cron.${run}`,
+  };
+  const machine = describeMachine();
+  log(
+    `${machine.cpuModel}, ${machine.cores} cores, load ${machine.loadAvg1m}; ${MINUTES} min at ${RATE}/s, retention ${RETENTION_S} s`,
+  );
+  // A private redis-server: its CPU and memory are the run's own.
+  const redis = await startRedisProcess();
+  const nodeId = `soak-${run}`;
+  const node = await startBenchNode(names, [
+    '--node-id',
+    nodeId,
+    '--redis-url',
+    redis.url,
+    '--retention-seconds',
+    String(RETENTION_S),
+    ...values['node-flags'].split(' ').filter(Boolean),
+  ]);
+  const fleets: WorkerFleet[] = [];
+  const samples: SoakSample[] = [];
+  let perTask: string[] = [];
+  try {
+    for (const taskType of Object.values(types))
+      fleets.push(await WorkerFleet.start(1, { url: node.url, taskType, concurrency: 500, pollers: 2 }));
+    // Cron: per-second schedules, as many as the cron share of the rate.
+    const schedules = Math.max(1, Math.round(RATE * MIX.cron));
+    await submitTasks(node.url, schedules, () => ({
+      task_type: types.cron,
+      schedule: { type: 'cron', cron_expression: '* * * * * *' },
+    }));
+    const startedMs = Date.now();
+    const untilMs = startedMs + MINUTES * 60_000;
+    const backends = await stores.backendPids(nodeId);
+    const before = await costs(stores, node, redis, backends);
+    const producing = produce(node, types, untilMs);
+    for (let minute = 1; minute <= MINUTES; minute++) {
+      const sampleAt = startedMs + minute * 60_000;
+      await Promise.race([
+        sleep(Math.max(0, sampleAt - Date.now())),
+        producing.then(() => sleep(Math.max(0, sampleAt - Date.now()))),
+      ]);
+      const lag = await startLagP99(stores, names.schema, sampleAt - 60_000, sampleAt);
+      const sizes = await tableSizes(stores.pg, names.schema);
+      const tablesMiB = Object.fromEntries(
+        sizes.filter((s) => s.totalBytes > 1024 * 1024).map((s) => [s.table, s.totalBytes / 1024 / 1024]),
+      );
+      const sample = { minute, rssMiB: currentMiB(node), p99Ms: lag.p99, tablesMiB, started: lag.n };
+      samples.push(sample);
+      log(
+        `minute ${minute}: RSS ${sample.rssMiB.toFixed(0)} MiB, p99 ${sample.p99Ms.toFixed(0)} ms over ${lag.n} starts, ` +
+          Object.entries(tablesMiB)
+            .map(([t, m]) => `${t} ${m.toFixed(1)}`)
+            .join(', '),
+      );
+    }
+    const submitted = await producing;
+    const after = await costs(stores, node, redis, backends);
+    const tasks = submitted + schedules * MINUTES * 60;
+    perTask = [
+      `per task over the run (${tasks} tasks: ${submitted} submitted + the cron fires): node CPU ${(((after.nodeCpuMs - before.nodeCpuMs) * 1000) / tasks).toFixed(0)} µs, ` +
+        `its Postgres backends' CPU ${(((after.pgCpuMs - before.pgCpuMs) * 1000) / tasks).toFixed(0)} µs (the ${backends.length} open at the start), ` +
+        `Redis CPU ${(((after.redisCpuMs - before.redisCpuMs) * 1000) / tasks).toFixed(0)} µs, WAL ${(Number(after.wal - before.wal) / tasks).toFixed(0)} bytes ` +
+        `(the machine's whole WAL: anything else writing to this Postgres counts too); Redis used_memory at the end ${(after.redisBytes / 1024 / 1024).toFixed(1)} MiB`,
+    ];
+  } finally {
+    for (const fleet of fleets) fleet.kill();
+    await node.stop();
+    await stores.removeRun(names.schema, names.redisPrefix).catch(() => undefined);
+    await redis.stop();
+    await stores.close();
+    clearTimeout(hard);
+  }
+  const verdict = judge(samples);
+  verdict.lines.push(...perTask);
+  for (const line of verdict.lines) log(line);
+  if (values.write) write(samples, verdict, machine);
+  return verdict.flat ? 0 : 1;
+}
+
+/** Counters read before and after the load, for per-task costs. */
+async function costs(
+  stores: BenchStores,
+  node: BenchNode,
+  redis: RedisProcess,
+  backends: readonly number[],
+): Promise<{ nodeCpuMs: number; pgCpuMs: number; redisCpuMs: number; wal: bigint; redisBytes: number }> {
+  const info = await redis.client.info('cpu');
+  const field = (name: string): number => Number(new RegExp(`^${name}:([0-9.]+)`, 'm').exec(info)?.[1] ?? NaN);
+  return {
+    nodeCpuMs: cpuMs(node.pid),
+    pgCpuMs: backends.reduce((sum, pid) => sum + (Number.isFinite(cpuMs(pid)) ? cpuMs(pid) : 0), 0),
+    redisCpuMs: (field('used_cpu_sys') + field('used_cpu_user')) * 1000,
+    wal: await walPosition(stores.pg),
+    redisBytes: await redis.usedMemory(),
+  };
+}
+
+interface Verdict {
+  flat: boolean;
+  lines: string[];
+}
+
+/** The bars: after the reference minute, RSS and table sizes within 10 % of their reference values; p99 within 2× of minute 1's. */
+function judge(samples: readonly SoakSample[]): Verdict {
+  const reference = samples.find((s) => s.minute === REFERENCE_MINUTE);
+  const first = samples[0];
+  if (reference === undefined || first === undefined) return { flat: false, lines: ['too few samples to judge'] };
+  const after = samples.filter((s) => s.minute >= REFERENCE_MINUTE);
+  const spread = (pick: (s: SoakSample) => number): number =>
+    Math.max(...after.map((s) => Math.abs(pick(s) / pick(reference) - 1)));
+  const rss = spread((s) => s.rssMiB);
+  const tables = Object.keys(reference.tablesMiB).map((t) => ({ t, d: spread((s) => s.tablesMiB[t] ?? 0) }));
+  const p99Ratio = Math.max(...samples.map((s) => s.p99Ms)) / first.p99Ms;
+  const lines = [
+    `RSS after minute ${REFERENCE_MINUTE}: within ${(rss * 100).toFixed(1)} % of ${reference.rssMiB.toFixed(0)} MiB (bar 10 %)`,
+    ...tables.map(
+      ({ t, d }) =>
+        `${t}: within ${(d * 100).toFixed(1)} % of ${(reference.tablesMiB[t] ?? 0).toFixed(1)} MiB (bar 10 %)`,
+    ),
+    `p99: largest minute ${p99Ratio.toFixed(2)}× minute 1's ${first.p99Ms.toFixed(0)} ms (bar 2×)`,
+  ];
+  const flat = rss <= 0.1 && tables.every(({ d }) => d <= 0.1) && p99Ratio <= 2;
+  return { flat, lines: [...lines, flat ? 'FLAT: every bar held' : 'NOT FLAT: a bar failed'] };
+}
+
+function write(samples: readonly SoakSample[], verdict: Verdict, machine: ReturnType<typeof describeMachine>): void {
+  mkdirSync(resolve(SVG_PATH, '..'), { recursive: true });
+  writeFileSync(
+    SVG_PATH,
+    soakSvg(samples, `soak: ${RATE}/s mixed for ${MINUTES} min, retention ${RETENTION_S} s`, REFERENCE_MINUTE),
+  );
+  const tables = [...new Set(samples.flatMap((s) => Object.keys(s.tablesMiB)))];
+  const section = [
+    DOC_BEGIN,
+    `## Soak: ${RATE} tasks/s of mixed work for ${MINUTES} minutes, retention ${RETENTION_S / 60} minutes`,
+    '',
+    `\`npm run soak -- ${process.argv.slice(2).join(' ')}\` on ${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, ` +
+      `${new Date().toISOString().slice(0, 10)}. One node on the machine's Postgres and Redis; a worker process per task type ` +
+      `(500 slots). The load: ${MIX.immediate * 100} % immediate, ${MIX.delayed * 100} % delayed 1 s – 5 min, ${MIX.dag * 100} % DAG tasks ` +
+      `(diamonds of four, POST /api/dags), ${MIX.cron * 100} % cron fires (per-second schedules). Start lag is start − due time of ` +
+      'the non-DAG tasks that started in the minute (node clock, from Postgres).',
+    '',
+    '![soak](benchmarks/soak.svg)',
+    '',
+    `| minute | RSS (MiB) | p99 (ms) | starts | ${tables.join(' (MiB) | ')} (MiB) |`,
+    `|---:|---:|---:|---:|${tables.map(() => '---:').join('|')}|`,
+    ...samples.map(
+      (s) =>
+        `| ${s.minute} | ${s.rssMiB.toFixed(0)} | ${s.p99Ms.toFixed(0)} | ${s.started} | ${tables.map((t) => (s.tablesMiB[t] ?? 0).toFixed(1)).join(' | ')} |`,
+    ),
+    '',
+    ...verdict.lines.map((l) => `- ${l}`),
+    DOC_END,
+  ].join('\n');
+  replaceSection(DOC_BEGIN, DOC_END, section);
+  log('wrote the soak section of docs/benchmarks.md and docs/benchmarks/soak.svg');
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`soak: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    killAllChildren();
+    process.exit(1);
+  },
+);
