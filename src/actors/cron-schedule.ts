@@ -1,12 +1,12 @@
 import { isWheelhouseError, WheelhouseError } from '../lib/errors.js';
-import { fnv1a, instanceId, jitterOf, partitionOf } from '../lib/ids.js';
 import type { Cancel } from '../runtime/clock.js';
 import { defineKind, type ActorContext, type Ask, type Behavior } from '../runtime/actor.js';
 import { scheduleWake, type ScheduleRecord, type ScheduleStatus } from '../domain/model.js';
 import type { NodeEventSink } from '../domain/events.js';
 import type { Placing } from './ports.js';
-import type { NewInstance, ScheduleStore, ScheduleWrite, ScheduleWriteResult } from '../store/types.js';
+import type { ScheduleStore, ScheduleWrite, ScheduleWriteResult } from '../store/types.js';
 import { cronRule, type CronRule } from '../domain/cron-rule.js';
+import { CronTimes, type FireOutcome } from './cron-times.js';
 
 /**
  * A cron schedule: one actor per schedule (`("cron", schedule_id)`). It keeps exactly one
@@ -29,11 +29,8 @@ import { cronRule, type CronRule } from '../domain/cron-rule.js';
  * are derived from (schedule, generation, fire time), so whichever activation creates an
  * instance, it is created once. See docs/decisions/0005-cron-state-in-the-task-row.md.
  *
- * Fire times within `misfireThresholdMs` of now are "late", not missed: every one of them
- * gets its instance (a node busy for two seconds does not drop two per-second fires). Beyond
- * the threshold the schedule's misfire policy decides: `fire_once` lets the overdue
- * instance run once and goes on from now, `skip` cancels it, `fire_all` also creates the
- * fire times missed in between (the latest `fireAllLimit`).
+ * What a fire time's handling changes — the misfire, overlap and spread rules — is decided in
+ * `cron-times.ts`; this file is the actor that writes it.
  */
 export const CRON = defineKind<CronMessage>('cron');
 
@@ -111,49 +108,13 @@ function finished(record: ScheduleRecord): boolean {
   return record.status === 'cancelled' || record.status === 'succeeded';
 }
 
-/** A fraction in [0, 1) fixed per schedule. */
-function spreadFraction(id: string): number {
-  return fnv1a(id) / 2 ** 32;
-}
-
 /** The rule of a schedule read from its row (none for a row that is gone). */
 function ruleOf(record: ScheduleRecord | null): CronRule | null {
   return record === null ? null : cronRule(record.definition.cronExpression, record.definition.timezone);
 }
 
-/** What handling a fire time does, once its write went through. */
-type Outcome = 'fired' | 'skipped' | 'missed';
-
 export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMessage> {
-  /** An instance is due at its fire time plus the schedule's jitter for that fire time. */
-  const dueOf = (record: ScheduleRecord, fireMs: number): number =>
-    fireMs + jitterOf(record.id, fireMs, record.definition.jitterSeconds * 1000);
-  const instance = (
-    record: ScheduleRecord,
-    generation: number,
-    fireMs: number,
-    status: NewInstance['status'],
-  ): NewInstance => {
-    const id = instanceId(record.id, generation, fireMs);
-    return { id, fireMs, dueMs: dueOf(record, fireMs), partition: partitionOf(id, deps.partitions), status };
-  };
-  /** Regular instances are held until their time when overlapping runs must be skipped. */
-  const regular = (record: ScheduleRecord): NewInstance['status'] =>
-    record.definition.overlapPolicy === 'skip' ? 'blocked' : 'pending';
-  /** The current instance, as the row says it must exist. */
-  const current = (record: ScheduleRecord): NewInstance =>
-    instance(record, record.generation, record.nextFireMs, regular(record));
-  /** The fire time after `afterMs`, or null when the schedule has none left (end_time). */
-  const nextFire = (state: CronState, afterMs: number): number | null => {
-    const next = state.rule!.nextAfter(afterMs);
-    const end = state.record!.definition.endMs;
-    return next === null || (end !== null && next > end) ? null : next;
-  };
-  /** Time from the fire time `fireMs` to the one after (Infinity when there is none). */
-  const intervalAfter = (state: CronState, fireMs: number): number => {
-    const following = state.rule!.nextAfter(fireMs);
-    return following === null ? Infinity : following - fireMs;
-  };
+  const times = new CronTimes(deps);
   const write = (record: ScheduleRecord, change: Partial<ScheduleWrite>): ScheduleWrite => ({
     scheduleId: record.id,
     version: record.version,
@@ -193,23 +154,6 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
     state.wakePlaced = true;
     deps.placement.placeSoon([scheduleWake(record.id, record.wakeMs)]);
   };
-  /**
-   * When the actor handles the instance of fire time `fireMs`. A held instance (overlap
-   * `skip`) is released at its due time: that is its firing. An instance on the wheel fires
-   * by itself, and the actor creates the next one a little later — between a tenth and a half
-   * of the interval after, at most `advanceSpreadMs`, at an offset fixed per schedule — so
-   * that schedules aligned on one instant (1 000 per-second schedules, 100 000 on the minute)
-   * write their next instances spread out, not in the same millisecond as the claims of the
-   * instances that just fired. This is the schedule's wake time.
-   */
-  const handleAt = (state: CronState, record: ScheduleRecord, fireMs: number = record.nextFireMs): number => {
-    const due = dueOf(record, fireMs);
-    if (regular(record) === 'blocked' || deps.advanceSpreadMs <= 0) return due;
-    const interval = intervalAfter(state, fireMs);
-    const hi = Math.min(interval / 2, deps.advanceSpreadMs);
-    const lo = Math.min(interval / 10, hi / 2);
-    return due + Math.floor(lo + (hi - lo) * spreadFraction(record.id));
-  };
   /** Delivers 'fire' to this actor after `delayMs` (a duty), instead of any timer armed before. */
   const arm = (state: CronState, ctx: ActorContext<CronMessage>, delayMs: number): void => {
     state.timer?.();
@@ -224,8 +168,8 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
     state.timer?.();
     state.timer = null;
     const record = state.record;
-    if (record?.status === 'active' && intervalAfter(state, record.nextFireMs) <= deps.awakeIntervalMs) {
-      arm(state, ctx, handleAt(state, record) - ctx.clock.now());
+    if (record?.status === 'active' && times.intervalAfter(state.rule!, record.nextFireMs) <= deps.awakeIntervalMs) {
+      arm(state, ctx, times.handleAt(record, state.rule!) - ctx.clock.now());
       return;
     }
     placeWake(state);
@@ -250,59 +194,6 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
   };
 
   /**
-   * What handling the current instance's time changes, or null before that time. See the
-   * module comment for the policies.
-   */
-  function fireChange(
-    state: CronState,
-    now: number,
-  ): { change: Partial<ScheduleWrite>; outcome: Outcome; count: number } | null {
-    const record = state.record!;
-    const at = handleAt(state, record);
-    if (now < at) return null;
-    const currentFire = record.nextFireMs;
-    const currentInstance = current(record);
-    const missed = now - at > deps.misfireThresholdMs;
-    const policy = record.definition.misfirePolicy;
-    const instances: NewInstance[] = [];
-    const change: Partial<ScheduleWrite> = { lastFiredMs: currentFire, instances };
-    if (regular(record) === 'blocked') change.release = currentInstance.id;
-    let outcome: Outcome = 'fired';
-    let next: number | null;
-    if (!missed) {
-      next = nextFire(state, currentFire);
-    } else {
-      next = nextFire(state, now);
-      if (policy === 'skip') {
-        outcome = 'missed';
-        change.release = null;
-        change.lastFiredMs = record.lastFiredMs;
-        change.cancel = {
-          instanceId: currentInstance.id,
-          reason: `misfire: skipped (${Math.round((now - currentInstance.dueMs) / 1000)} s late, misfire_policy skip)`,
-        };
-      } else if (policy === 'fire_all') {
-        const { times } = state.rule!.firesBetween(
-          currentFire,
-          Math.min(now, record.definition.endMs ?? now),
-          deps.fireAllLimit - 1,
-        );
-        for (const t of times) instances.push(instance(record, record.generation, t, 'pending'));
-        change.lastFiredMs = times.at(-1) ?? currentFire;
-      }
-    }
-    const count = outcome === 'fired' ? 1 + instances.length : 1;
-    if (next === null) {
-      change.status = 'succeeded';
-    } else {
-      change.nextFireMs = next;
-      change.wakeMs = handleAt(state, record, next);
-      instances.push(instance(record, record.generation, next, regular(record)));
-    }
-    return { change, outcome, count };
-  }
-
-  /**
    * Does what the schedule owes now: handles its current instance's time if it has come. The
    * first write of an activation is made even when nothing is owed — it takes the row, makes
    * sure of the current instance (nothing else creates a new schedule's first) and puts the
@@ -315,11 +206,11 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
       const record = state.record;
       if (record === null || finished(record)) return true;
       const active = record.status === 'active';
-      const fire = active ? fireChange(state, ctx.clock.now()) : null;
+      const fire = active ? times.fireChange(record, state.rule!, ctx.clock.now()) : null;
       if (fire === null && state.taken) return true;
       const change: Partial<ScheduleWrite> = fire?.change ?? {};
-      if (!state.taken && active) change.ensure = current(record);
-      if (fire === null && active) change.wakeMs = handleAt(state, record);
+      if (!state.taken && active) change.ensure = times.current(record);
+      if (fire === null && active) change.wakeMs = times.handleAt(record, state.rule!);
       const w = write(record, change);
       const result = await deps.write(w);
       if (result.ok) {
@@ -338,7 +229,7 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
     }
   }
 
-  function counted(state: CronState, outcome: Outcome, count: number): void {
+  function counted(state: CronState, outcome: FireOutcome, count: number): void {
     if (outcome === 'fired') state.fired += count;
     else state[outcome] += 1;
     deps.events.emit('cron:fired', { outcome, count: outcome === 'fired' ? count : 1 });
@@ -363,7 +254,7 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
       if (record.status === 'active') return { ok: true, status: 'active', cancelledInstances: 0 };
       // From now, but never at or before the last fire time: a clock set back since then
       // must not make a resume create fire times that already fired.
-      const next = nextFire(state, Math.max(ctx.clock.now(), record.lastFiredMs ?? -Infinity));
+      const next = times.nextFire(record, state.rule!, Math.max(ctx.clock.now(), record.lastFiredMs ?? -Infinity));
       const generation = record.generation + 1;
       w =
         next === null
@@ -372,8 +263,8 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
               status: 'active',
               nextFireMs: next,
               generation,
-              wakeMs: handleAt(state, record, next),
-              instances: [instance(record, generation, next, regular(record))],
+              wakeMs: times.handleAt(record, state.rule!, next),
+              instances: [times.instance(record, generation, next, times.regular(record))],
             });
     }
     const result = await deps.write(w);
@@ -423,7 +314,7 @@ export function cronScheduleBehavior(deps: CronDeps): Behavior<CronState, CronMe
           // (the wheel's node reads a little ahead of this one), is kept for. Any other (one
           // already acted on, a stale one) changes nothing.
           const record = state.record;
-          const waitMs = record?.status === 'active' ? handleAt(state, record) - ctx.clock.now() : Infinity;
+          const waitMs = record?.status === 'active' ? times.handleAt(record, state.rule!) - ctx.clock.now() : Infinity;
           const current = record !== null && message.atMs >= (record.wakeMs ?? -Infinity);
           if (waitMs <= 0 || (current && waitMs <= EARLY_WAKE_MS)) arm(state, ctx, waitMs);
           else settle(state, ctx);
