@@ -130,7 +130,7 @@ async function waitReady(url: string, child: ChildProcess, output: () => string)
 }
 
 /** A free TCP port on the loopback address. */
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
     const server = createServer();
     server.once('error', reject);
