@@ -12,6 +12,9 @@ import { eventually } from '../support/waits.js';
  * id that never named a task (a v7 id made now, a v4 id) still gets the plain 404, and a
  * delayed task due in an hour stays.
  */
+/** Each wait is for a second or two; generous, for a machine busy with other suites. */
+const WAIT_MS = 30_000;
+
 describe.each(BACKENDS)('retention on %s', (backend: BackendName) => {
   let c: TestCluster;
 
@@ -43,17 +46,14 @@ describe.each(BACKENDS)('retention on %s', (backend: BackendName) => {
     expect(dag.status).toBe(201);
     expect((await api(c.url, 'DELETE', `/api/tasks/${dag.body.tasks[0]!.task_id}`)).status).toBe(200);
 
-    await eventually(async () => {
-      const t = await api<{ status: string }>(c.url, 'GET', `/api/tasks/${ran}`);
-      return t.body.status === 'succeeded' ? true : undefined;
-    });
-
+    // The noop task runs at once and, a second after it succeeded, is gone (it may be gone
+    // before this first looks: only a finished task can be).
     const gone = await eventually(
       async () => {
         const res = await api<ErrorBody>(c.url, 'GET', `/api/tasks/${ran}`);
         return res.status === 404 ? res : undefined;
       },
-      15_000,
+      WAIT_MS,
       'the finished task to pass retention',
     );
     expect(gone.body.error.code).toBe('task_not_found');
@@ -65,8 +65,10 @@ describe.each(BACKENDS)('retention on %s', (backend: BackendName) => {
     expect(gone.body.error.details).toMatchObject({ task_id: ran, retention_seconds: 1 });
 
     // Every route of a task says the same; the cancelled task and the graph went too.
-    await eventually(async () =>
-      (await api(c.url, 'GET', `/api/tasks/${cancelled}`)).status === 404 ? true : undefined,
+    await eventually(
+      async () => ((await api(c.url, 'GET', `/api/tasks/${cancelled}`)).status === 404 ? true : undefined),
+      WAIT_MS,
+      'the cancelled task to pass retention',
     );
     for (const [method, path] of [
       ['GET', `/api/tasks/${cancelled}`],
@@ -80,10 +82,14 @@ describe.each(BACKENDS)('retention on %s', (backend: BackendName) => {
       expect([method, path, res.status, res.body.error.code]).toEqual([method, path, 404, 'task_not_found']);
       expect(res.body.error.message).toContain('finished tasks are removed 1 second after they end');
     }
-    const graph = await eventually(async () => {
-      const res = await api<ErrorBody>(c.url, 'GET', `/api/dags/${dag.body.dag_id}`);
-      return res.status === 404 ? res : undefined;
-    });
+    const graph = await eventually(
+      async () => {
+        const res = await api<ErrorBody>(c.url, 'GET', `/api/dags/${dag.body.dag_id}`);
+        return res.status === 404 ? res : undefined;
+      },
+      WAIT_MS,
+      'the graph to pass retention',
+    );
     expect(graph.body.error.message).toContain(`Graph ${dag.body.dag_id} was not found: a graph's tasks are removed`);
 
     // The delayed task waits on: unfinished tasks never pass retention.
