@@ -7,6 +7,10 @@
  * minute's p99 within 2× of the first minute's. Self-stopping: a hard limit of minutes + 15
  * kills everything. `--write` puts the figures and docs/benchmarks/soak.svg into
  * docs/benchmarks.md.
+ *
+ * Retention deletes rows; only VACUUM makes their space reusable. Where the server runs without
+ * autovacuum (the test machine's does), the soak runs a plain VACUUM of its schema's tables every
+ * `--vacuum-seconds` (60; 0 = never), as autovacuum would in production, and says so.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -34,11 +38,13 @@ const { values } = parseArgs({
     'retention-seconds': { type: 'string', default: '300' },
     write: { type: 'boolean', default: false },
     'node-flags': { type: 'string', default: '' },
+    'vacuum-seconds': { type: 'string', default: '60' },
   },
 });
 const MINUTES = positive('minutes', values.minutes);
 const RATE = positive('rate', values.rate);
 const RETENTION_S = positive('retention-seconds', values['retention-seconds']);
+const VACUUM_S = values['vacuum-seconds'] === '0' ? 0 : positive('vacuum-seconds', values['vacuum-seconds']);
 // The flatness bars are measured from minute 10 (from the middle of a run shorter than 20 minutes).
 const REFERENCE_MINUTE = Math.min(10, Math.ceil(MINUTES / 2));
 const TICK_MS = 250;
@@ -137,6 +143,30 @@ async function startLagP99(
   return { p99: rows[0]?.p99 ?? Number.NaN, n: Number(rows[0]?.n ?? 0) };
 }
 
+/**
+ * Stands in for autovacuum when the server has it off: a plain VACUUM (no lock that blocks
+ * reads or writes) of the run's tables every `VACUUM_S` seconds until `untilMs`. Answers the
+ * vacuums' durations, ms; nothing when autovacuum is on or `--vacuum-seconds 0`.
+ */
+async function vacuumLoop(stores: BenchStores, schema: string, untilMs: number): Promise<number[]> {
+  const { rows } = await stores.pg.query<{ autovacuum: string }>('SHOW autovacuum');
+  if (VACUUM_S === 0 || rows[0]?.autovacuum === 'on') return [];
+  log(`the server runs with autovacuum off: VACUUM of the run's tables every ${VACUUM_S} s stands in for it`);
+  const tables = await stores.pg.query<{ name: string }>(
+    "SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r'",
+    [schema],
+  );
+  const list = tables.rows.map((t) => `"${schema}"."${t.name}"`).join(', ');
+  const took: number[] = [];
+  for (let at = Date.now() + VACUUM_S * 1000; at < untilMs; at += VACUUM_S * 1000) {
+    await sleep(Math.max(0, at - Date.now()));
+    const t0 = Date.now();
+    await stores.pg.query(`VACUUM ${list}`);
+    took.push(Date.now() - t0);
+  }
+  return took;
+}
+
 async function main(): Promise<number> {
   const hard = setTimeout(
     () => {
@@ -174,6 +204,7 @@ async function main(): Promise<number> {
   const fleets: WorkerFleet[] = [];
   const samples: SoakSample[] = [];
   let perTask: string[] = [];
+  let vacuumLine: string | undefined;
   try {
     for (const taskType of Object.values(types))
       fleets.push(await WorkerFleet.start(1, { url: node.url, taskType, concurrency: 500, pollers: 2 }));
@@ -188,6 +219,7 @@ async function main(): Promise<number> {
     const backends = await stores.backendPids(nodeId);
     const before = await costs(stores, node, redis, backends);
     const producing = produce(node, types, untilMs);
+    const vacuuming = vacuumLoop(stores, names.schema, untilMs);
     for (let minute = 1; minute <= MINUTES; minute++) {
       const sampleAt = startedMs + minute * 60_000;
       await Promise.race([
@@ -209,6 +241,11 @@ async function main(): Promise<number> {
       );
     }
     const submitted = await producing;
+    const vacuums = await vacuuming;
+    if (vacuums.length > 0) {
+      const sorted = [...vacuums].sort((a, b) => a - b);
+      vacuumLine = `VACUUM of the run's tables every ${VACUUM_S} s (autovacuum is off on this server): ${vacuums.length} runs, median ${sorted[Math.floor(sorted.length / 2)]} ms, longest ${sorted[sorted.length - 1]} ms`;
+    }
     const after = await costs(stores, node, redis, backends);
     const tasks = submitted + schedules * MINUTES * 60;
     perTask = [
@@ -227,6 +264,7 @@ async function main(): Promise<number> {
   }
   const verdict = judge(samples);
   verdict.lines.push(...perTask);
+  if (vacuumLine !== undefined) verdict.lines.push(vacuumLine);
   for (const line of verdict.lines) log(line);
   if (values.write) write(samples, verdict, machine);
   return verdict.flat ? 0 : 1;
