@@ -12,6 +12,7 @@ import {
   nearHorizon,
   observeStamp,
   rebuild,
+  rebuildFarPage,
   snapshotOf,
   VERIFY_MS,
   WHEEL_SNAPSHOT_VERSION,
@@ -61,6 +62,8 @@ export type WheelMessage =
   | { type: 'tick' }
   | { type: 'cascade' }
   | { type: 'verify' }
+  /** The next page of a full rebuild's far part (see `FarRebuild`). */
+  | { type: 'rebuild'; generation: number }
   /**
    * The safety net found these tasks pending and overdue: push those that nothing holds (not
    * queued, not in flight, not waiting for a push retry here) and are still pending at the
@@ -114,6 +117,7 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
         unplaced: [],
         retrying: new Map(),
         rebuilds: 0,
+        farRebuild: null,
         tickAtMs: null,
         cancelTick: null,
         cancelCascade: null,
@@ -155,6 +159,10 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
         case 'verify':
           await verify(state, ctx, deps);
           return state;
+        case 'rebuild':
+          await rebuildFarPage(state, ctx, deps, message.generation);
+          await fireDue(state, ctx, deps);
+          return state;
         case 'recover':
           ctx.reply(message, await recover(state, ctx, deps, message.entries));
           return state;
@@ -182,6 +190,14 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
         unplaced: state.unplaced.length,
         awaitingPushRetry: state.retrying.size,
         rebuilds: state.rebuilds,
+        // A full rebuild still writing far entries to buckets: where it has read to.
+        rebuildingFar:
+          state.farRebuild === null
+            ? null
+            : {
+                source: state.farRebuild.source,
+                readTo: iso(state.farRebuild.after[state.farRebuild.source]?.dueMs ?? null),
+              },
         // Occupancy in counts, never ids. The near wheel is in memory, a slot per `slotMs`;
         // entries due later wait in the bucket store (a bucket per minute, from `loadedUntil`).
         levels: [nearLevel(state.wheel.occupancy(OCCUPANCY_SLOTS_SHOWN), state.wheel.slotMs)],

@@ -1,4 +1,4 @@
-import { WheelhouseError } from '../lib/errors.js';
+import { WheelhouseError, isWheelhouseError } from '../lib/errors.js';
 import type { ActorContext } from '../runtime/actor.js';
 import type { Cancel } from '../runtime/clock.js';
 import type { DueEntry } from '../domain/model.js';
@@ -31,12 +31,26 @@ export interface WheelState {
   unplaced: DueEntry[];
   /** Entries back on the wheel after a failed push, and the due times their tasks have. */
   readonly retrying: Map<string, number>;
-  /** Full rebuilds this activation made. */
+  /** Full rebuilds this activation finished. */
   rebuilds: number;
+  /** The far part of a full rebuild, still being read page by page; null when none is owed. */
+  farRebuild: FarRebuild | null;
   tickAtMs: number | null;
   cancelTick: Cancel | null;
   cancelCascade: Cancel | null;
   cancelVerify: Cancel | null;
+}
+
+/**
+ * A full rebuild's far part: entries due from the near horizon on, read one page a message
+ * (`{ type: 'rebuild' }`) so that ticks and cascades run between pages. The task table's
+ * pending tasks first, then the schedule wakes, each from where its near part stopped.
+ * `generation` tells a page message of an abandoned rebuild (the store was lost again).
+ */
+export interface FarRebuild {
+  readonly generation: number;
+  source: 'tasks' | 'wakes';
+  readonly after: { tasks: PartitionCursor | null; wakes: PartitionCursor | null };
 }
 
 /**
@@ -45,7 +59,8 @@ export interface WheelState {
  * them, so the next activation — whatever happened to this one — reloads that far from the
  * task table. `stamp` is the partition's stamp in the bucket store as last seen: a store
  * found below it went back in time. `unplaced` says far entries were never written to their
- * buckets. The task table is the truth; the rest shows where the partition was.
+ * buckets — some failed, or a full rebuild's far part had not finished. The task table is the
+ * truth; the rest shows where the partition was.
  */
 export interface WheelSnapshot {
   cursorMs: number;
@@ -115,7 +130,7 @@ export function snapshotOf(state: WheelState): WheelSnapshot {
     loadedUntilMs: state.loadedUntilMs,
     firedTotal: state.firedCount,
     stamp: state.stamp,
-    unplaced: state.unplaced.length > 0,
+    unplaced: state.unplaced.length > 0 || state.farRebuild !== null,
   };
 }
 
@@ -146,68 +161,147 @@ type PageOfEntries = (
   limit: number,
 ) => Promise<DueEntry[]>;
 
+type RebuildDeps = {
+  tasks: Pick<TaskStore, 'pendingInPartition'>;
+  schedules: Pick<ScheduleStore, 'wakesInPartition'>;
+  buckets: BucketStore;
+  events: NodeEventSink;
+};
+
 /**
- * Reloads the partition from the task table. `full`: the bucket store lost data of this
- * partition, so every pending task and every schedule wake is placed again (near ones in the
- * wheel, the rest in buckets) and the partition gets a stamp above any seen. Otherwise only
- * the near window is reloaded from Postgres and the far buckets are trusted. Entries already
- * queued are deduplicated by the ready queue, a task claimed twice is refused by the claim's
- * compare-and-set, and a schedule woken twice finds nothing owed the second time.
+ * Reloads the partition from the task table. Entries already queued are deduplicated by the
+ * ready queue, a task claimed twice is refused by the claim's compare-and-set, and a schedule
+ * woken twice finds nothing owed the second time.
+ *
+ * Not `full`: the near window is reloaded from Postgres and the far buckets are trusted.
+ *
+ * `full`: the bucket store lost data of this partition, so every pending task and schedule
+ * wake is placed again, near ones first. This call reloads the near window, marks in the
+ * snapshot that far entries are owed (an activation that finds the mark rebuilds in full
+ * again), gives the partition a stamp above any seen, and sends itself the first of the far
+ * part's page messages (see `rebuildFarPage`): the partition fires its near tasks on time
+ * while millions of far ones are still being written to their buckets.
  */
 export async function rebuild(
   state: WheelState,
-  ctx: Pick<ActorContext<never, WheelSnapshot>, 'epoch' | 'snapshot'>,
-  deps: {
-    tasks: TaskStore;
-    schedules: Pick<ScheduleStore, 'wakesInPartition'>;
-    buckets: BucketStore;
-    events: NodeEventSink;
-  },
+  ctx: Pick<ActorContext<{ type: 'rebuild'; generation: number }, WheelSnapshot>, 'epoch' | 'snapshot' | 'self'>,
+  deps: RebuildDeps,
   full: boolean,
 ): Promise<void> {
   state.wheel.clear();
   state.retrying.clear();
+  state.farRebuild = null;
   // A flushed store lost the fence with everything else: raise it again before writing.
   if (full) await deps.buckets.fence(state.partition, ctx.epoch);
-  const until = full ? END_OF_TIME_MS : state.loadedUntilMs;
-  await reload(state, ctx, deps.buckets, until, (...page) => deps.tasks.pendingInPartition(...page));
-  await reload(state, ctx, deps.buckets, until, (...page) => deps.schedules.wakesInPartition(...page));
-  if (full) {
-    const stamp = state.stamp + 1;
-    await deps.buckets.setIntact(state.partition, stamp);
-    state.stamp = stamp;
-    state.lost = false;
-    state.unplaced = [];
-    state.rebuilds++;
-    deps.events.emit('partition:rebuilt', { partition: state.partition });
-    await ctx.snapshot(snapshotOf(state));
-  } else {
+  const near = state.loadedUntilMs;
+  const tasks = await reload(state, ctx, deps.buckets, near, (...page) => deps.tasks.pendingInPartition(...page));
+  const wakes = await reload(state, ctx, deps.buckets, near, (...page) => deps.schedules.wakesInPartition(...page));
+  if (!full) {
     const { entries, stamp } = await deps.buckets.takeUntil(state.partition, state.loadedUntilMs, ctx.epoch);
     observeStamp(state, stamp, entries.length > 0);
     state.wheel.addAll(entries);
+    return;
+  }
+  const generation = ++rebuildGenerations;
+  state.farRebuild = { generation, source: 'tasks', after: { tasks, wakes } };
+  state.unplaced = [];
+  await ctx.snapshot(snapshotOf(state));
+  const stamp = state.stamp + 1;
+  await deps.buckets.setIntact(state.partition, stamp);
+  state.stamp = stamp;
+  state.lost = false;
+  nextPage(ctx, generation);
+}
+
+/** Tells one full rebuild's page messages from another's, across the partitions of a process. */
+let rebuildGenerations = 0;
+
+/**
+ * One page of a full rebuild's far part (see `FarRebuild`): placed on the wheel when the
+ * cascades have reached its due times meanwhile, in buckets otherwise; then the next page's
+ * message, or — the last page read — the mark in the snapshot cleared and `partition:rebuilt`.
+ * A page of a rebuild no longer owed (the store was lost again and a new one began) does nothing.
+ */
+export async function rebuildFarPage(
+  state: WheelState,
+  ctx: Pick<ActorContext<{ type: 'rebuild'; generation: number }, WheelSnapshot>, 'epoch' | 'snapshot' | 'self'>,
+  deps: RebuildDeps,
+  generation: number,
+): Promise<void> {
+  const far = state.farRebuild;
+  if (far === null || far.generation !== generation) return;
+  const after = far.after[far.source];
+  const page =
+    far.source === 'tasks'
+      ? await deps.tasks.pendingInPartition(state.partition, after, END_OF_TIME_MS, REBUILD_PAGE)
+      : await deps.schedules.wakesInPartition(state.partition, after, END_OF_TIME_MS, REBUILD_PAGE);
+  await place(state, ctx, deps.buckets, page, true);
+  const last = page[page.length - 1];
+  if (page.length === REBUILD_PAGE && last !== undefined) {
+    far.after[far.source] = { dueMs: last.dueMs, taskId: last.taskId };
+  } else if (far.source === 'tasks') {
+    far.source = 'wakes';
+  } else {
+    state.farRebuild = null;
+    state.rebuilds++;
+    await ctx.snapshot(snapshotOf(state));
+    deps.events.emit('partition:rebuilt', { partition: state.partition });
+    return;
+  }
+  nextPage(ctx, generation);
+}
+
+/**
+ * Sends the far part's next page message. A system shutting down refuses it: the far part
+ * stays owed, as the snapshot says, and the next activation rebuilds in full.
+ */
+function nextPage(
+  ctx: Pick<ActorContext<{ type: 'rebuild'; generation: number }, never>, 'self'>,
+  generation: number,
+): void {
+  try {
+    ctx.self.tell({ type: 'rebuild', generation });
+  } catch (error) {
+    if (!isWheelhouseError(error, 'not_ready')) throw error;
   }
 }
 
-/** Places the partition's entries due before `until` that `pageOf` reads, page by page. */
+/**
+ * Places the partition's entries due before `until` that `pageOf` reads, page by page;
+ * answers the cursor after the last one (null when there were none past `after`).
+ */
 async function reload(
   state: WheelState,
   ctx: Pick<ActorContext<never, WheelSnapshot>, 'epoch'>,
   buckets: BucketStore,
   until: number,
   pageOf: PageOfEntries,
-): Promise<void> {
+): Promise<PartitionCursor | null> {
   let after: PartitionCursor | null = null;
   for (;;) {
     const page = await pageOf(state.partition, after, until, REBUILD_PAGE);
-    const far: DueEntry[] = [];
-    for (const entry of page) {
-      if (entry.dueMs < state.loadedUntilMs) state.wheel.add(entry);
-      else far.push(entry);
-    }
     // During a full rebuild the partition has no stamp yet: these writes answer 0.
-    if (far.length > 0) await buckets.add(state.partition, far, ctx.epoch);
+    await place(state, ctx, buckets, page, false);
     const last = page[page.length - 1];
-    if (page.length < REBUILD_PAGE || last === undefined) return;
-    after = { dueMs: last.dueMs, taskId: last.taskId };
+    if (last !== undefined) after = { dueMs: last.dueMs, taskId: last.taskId };
+    if (page.length < REBUILD_PAGE) return after;
   }
+}
+
+/** Entries the near wheel covers go on it, the rest into their buckets (`observe`: the stamp the write answers is taken). */
+async function place(
+  state: WheelState,
+  ctx: Pick<ActorContext<never, WheelSnapshot>, 'epoch'>,
+  buckets: BucketStore,
+  page: readonly DueEntry[],
+  observe: boolean,
+): Promise<void> {
+  const far: DueEntry[] = [];
+  for (const entry of page) {
+    if (entry.dueMs < state.loadedUntilMs) state.wheel.add(entry);
+    else far.push(entry);
+  }
+  if (far.length === 0) return;
+  const stamp = await buckets.add(state.partition, far, ctx.epoch);
+  if (observe) observeStamp(state, stamp, true);
 }
