@@ -10,7 +10,14 @@ import { migrate } from './migrate.js';
 import { RedisBucketStore } from './redis-buckets.js';
 import { PartitionedReadyQueue } from './redis-partitioned-ready-queue.js';
 import { RedisReadyQueue } from './redis-ready-queue.js';
-import { checkEvictionPolicy, isCluster, openRedis, openRedisCluster, type RedisClient } from './redis.js';
+import {
+  checkEvictionPolicy,
+  clusterReady,
+  isCluster,
+  openRedis,
+  openRedisCluster,
+  type RedisClient,
+} from './redis.js';
 import { SqlDagStore } from './dag-store.js';
 import { SqlApiKeyStore, type ApiKeyStore } from './api-key-store.js';
 import { SqlMembershipStore } from './membership-store.js';
@@ -21,6 +28,9 @@ import type { MembershipStore } from '../runtime/membership-store.js';
 import type { ScheduleStore, TaskStore } from './types.js';
 import type { BucketStore, ReadyQueue } from './fast-index-types.js';
 import type { DagStore } from './dag-types.js';
+
+/** How long a node's start waits for a Redis Cluster to be reachable and serve every slot. */
+const CLUSTER_READY_MS = 10_000;
 
 /** Every store a node needs, on one backend. */
 export interface Backend {
@@ -148,6 +158,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
   }
   let warning: string | null;
   try {
+    if (isCluster(redis)) await clusterReady(redis, CLUSTER_READY_MS);
     warning = await checkEvictionPolicy(redis);
   } catch (error) {
     redis.disconnect();

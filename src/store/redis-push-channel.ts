@@ -53,7 +53,8 @@ export class RedisPushChannel {
    */
   listen(emit: (taskTypes: Set<string>) => void): void {
     if (this.subscriber !== null || this.closed) return;
-    // A subscription waits out a Redis outage instead of failing, and never times out.
+    // A subscription waits out a Redis outage instead of failing, and never times out (on a
+    // cluster, in the offline queue the command client goes without).
     const patient = {
       connectionName: `wheelhouse:${this.prefix}:pushed`,
       maxRetriesPerRequest: null,
@@ -61,7 +62,10 @@ export class RedisPushChannel {
     };
     const redis = this.redis;
     const subscriber: RedisClient = isCluster(redis)
-      ? redis.duplicate(undefined, { redisOptions: { ...redis.options.redisOptions, ...patient } })
+      ? redis.duplicate(undefined, {
+          enableOfflineQueue: true,
+          redisOptions: { ...redis.options.redisOptions, ...patient },
+        })
       : redis.duplicate(patient);
     subscriber.on('error', (error: Error) => this.onError(error, 'ready-queue subscriber connection'));
     subscriber.on('message', (channel: string, message: string) => {

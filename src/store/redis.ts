@@ -85,6 +85,9 @@ export function openRedis(options: RedisOptions): Redis {
  * redirections, and refreshes the map after a failover. The options mean what they mean for
  * {@link openRedis}, applied to each node's connection; a cluster that is down (CLUSTERDOWN) or
  * a node that is lost fails a command with `store_unavailable` once its retries are spent.
+ * While the client has no slot map (before it first connects, and while it reconnects) a
+ * command fails at once rather than waiting in an offline queue that has no timeout: a request
+ * answers 503 instead of hanging. Wait for {@link clusterReady} before the first command.
  */
 export function openRedisCluster(options: RedisOptions): Cluster {
   assertPrefix(options.prefix);
@@ -94,6 +97,7 @@ export function openRedisCluster(options: RedisOptions): Cluster {
     seeds.map((seed) => ({ host: seed.hostname, port: Number(seed.port || 6379) })),
     {
       enableAutoPipelining: options.autoPipelining ?? false,
+      enableOfflineQueue: false,
       clusterRetryStrategy: (times) => Math.min(50 * 2 ** times, MAX_RECONNECT_DELAY_MS),
       redisOptions: {
         connectionName: `wheelhouse:${options.prefix}`,
@@ -113,6 +117,32 @@ export function openRedisCluster(options: RedisOptions): Cluster {
   cluster.on('node error', onError);
   if (options.health !== undefined) watchRedis(cluster, options.health);
   return cluster;
+}
+
+/**
+ * Resolves once a cluster client from {@link openRedisCluster} has its slot map and
+ * connections; rejects with `store_unavailable` after `timeoutMs` (nothing answers at the
+ * seeds, or the cluster is down).
+ */
+export async function clusterReady(cluster: Cluster, timeoutMs: number): Promise<void> {
+  if (cluster.status === 'ready') return;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      cluster.off('ready', onReady);
+      reject(
+        new WheelhouseError(
+          'store_unavailable',
+          `Redis Cluster is not ready after ${timeoutMs} ms (status ${cluster.status}): are its seed nodes reachable and is every slot served?`,
+          { retryAfterSeconds: 1 },
+        ),
+      );
+    }, timeoutMs);
+    const onReady = (): void => {
+      clearTimeout(timer);
+      resolve();
+    };
+    cluster.once('ready', onReady);
+  });
 }
 
 /** The seed nodes of a `redisUrl` for Redis Cluster: URLs separated by commas. */

@@ -7,7 +7,7 @@ import { bucketKeys, fenceKey, partitionReadyKeys, typeRegistryKeys } from '../.
 import { PartitionedReadyQueue } from '../../src/store/redis-partitioned-ready-queue.js';
 import { RedisPushChannel } from '../../src/store/redis-push-channel.js';
 import { TypeRegistry, addMember } from '../../src/store/redis-type-registry.js';
-import { checkEvictionPolicy, openRedisCluster } from '../../src/store/redis.js';
+import { checkEvictionPolicy, clusterReady, openRedisCluster, toStoreError } from '../../src/store/redis.js';
 import type { DueEntry } from '../../src/domain/model.js';
 import {
   createTestRedisClusterClient,
@@ -179,6 +179,7 @@ describe('the fast index on Redis Cluster', () => {
     const { servers } = await testRedisCluster();
     const last = servers[2]!;
     const direct = openRedisCluster({ url: test.seeds, prefix: test.prefix });
+    await clusterReady(direct, 10_000);
     try {
       expect(await checkEvictionPolicy(direct)).toBeNull();
       await direct
@@ -211,6 +212,7 @@ describe('the fast index on Redis Cluster', () => {
       // Two nodes: two cluster clients, one prefix.
       a = new PartitionedReadyQueue(test.redis, test.prefix, { partitions: PARTITIONS });
       const second = openRedisCluster({ url: other.seeds, prefix: test.prefix });
+      await clusterReady(second, 10_000);
       b = new PartitionedReadyQueue(second, test.prefix, { partitions: PARTITIONS });
       const takenOnWake: Promise<DueEntry[]>[] = [];
       b.onPush((types) => {
@@ -228,5 +230,24 @@ describe('the fast index on Redis Cluster', () => {
         await second.quit();
       }
     });
+  });
+});
+
+describe('a Redis Cluster client with no cluster to reach', () => {
+  it('fails a command at once with store_unavailable instead of queueing it, and says when start gave up', async () => {
+    // A port nothing listens on: the client never gets a slot map.
+    const lost = openRedisCluster({ url: 'redis://127.0.0.1:1', prefix: 'whc-unreachable' });
+    try {
+      const startedMs = Date.now();
+      const error: unknown = await lost.ping().then(
+        () => null,
+        (e: unknown) => toStoreError(e, 'ping'),
+      );
+      expect(isWheelhouseError(error, 'store_unavailable')).toBe(true);
+      expect(Date.now() - startedMs).toBeLessThan(5_000); // it used to wait for ever
+      await expect(clusterReady(lost, 200)).rejects.toThrow(/not ready after 200 ms/);
+    } finally {
+      lost.disconnect();
+    }
   });
 });

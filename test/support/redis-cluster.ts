@@ -10,7 +10,7 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { Redis, type Cluster } from 'ioredis';
-import { openRedisCluster } from '../../src/store/redis.js';
+import { clusterReady, openRedisCluster } from '../../src/store/redis.js';
 import { startRedisServer, type RedisServer } from './redis-server.js';
 import { eventually } from './waits.js';
 
@@ -102,7 +102,7 @@ export async function createTestRedisClusterClient(): Promise<TestRedisClusterCl
   const { seeds } = await testRedisCluster();
   const prefix = `whc-${randomBytes(5).toString('hex')}`;
   const redis = openRedisCluster({ url: seeds, prefix });
-  await redis.ping();
+  await clusterReady(redis, 10_000);
   return {
     redis,
     prefix,
