@@ -15,7 +15,10 @@ import type { RetentionCursor, TaskStore } from '../store/types.js';
  * moment; a delete is idempotent and the second finds less to do.
  */
 export interface RetentionSweepDeps {
-  tasks: Pick<TaskStore, 'removeFinished' | 'recordRetentionHorizon' | 'purgeExpiredIdempotencyKeys'>;
+  tasks: Pick<
+    TaskStore,
+    'removeFinished' | 'partitionsPastHorizon' | 'recordRetentionHorizon' | 'purgeExpiredIdempotencyKeys'
+  >;
   clock: Clock;
   /** How long a finished task is kept, ms. */
   retentionMs: number;
@@ -67,7 +70,7 @@ export class RetentionSweep {
     const horizonMs = now - retentionMs;
     await tasks.recordRetentionHorizon(horizonMs, retentionMs);
     const limit = this.deps.taskBatch ?? TASK_BATCH;
-    for (const partition of partitions) {
+    for (const partition of await tasks.partitionsPastHorizon(partitions, horizonMs)) {
       let after: RetentionCursor | null = null;
       do {
         if (this.stopped) return this.report(pass);

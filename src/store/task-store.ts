@@ -5,7 +5,7 @@ import { completeTasks, expireLease } from './sql/complete.js';
 import { listTasks } from './sql/list.js';
 import { recordProgress } from './sql/progress.js';
 import { getTask, pendingDueTimes, pendingInPartition, runningInPartitions, taskHistory } from './sql/read.js';
-import { removeFinished, recordRetentionHorizon, retentionHorizon } from './sql/retention.js';
+import { partitionsPastHorizon, removeFinished, recordRetentionHorizon, retentionHorizon } from './sql/retention.js';
 import { retryTask } from './sql/retry.js';
 import { purgeExpiredIdempotencyKeys, submitTasks } from './sql/submit.js';
 import type {
@@ -69,6 +69,10 @@ export class SqlTaskStore implements TaskStore {
 
   removeFinished(batch: RemoveFinished): Promise<FinishedBatch> {
     return removeFinished(this.db, batch);
+  }
+
+  partitionsPastHorizon(partitions: readonly number[], horizonMs: number): Promise<number[]> {
+    return partitionsPastHorizon(this.db, partitions, horizonMs);
   }
 
   recordRetentionHorizon(horizonMs: number, retentionMs: number): Promise<void> {

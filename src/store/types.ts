@@ -140,6 +140,12 @@ export interface TaskStore {
    * are never looked at.
    */
   removeFinished(batch: RemoveFinished): Promise<FinishedBatch>;
+  /**
+   * Those of `partitions` holding a finished task that ended before `horizonMs` (one that may
+   * have to stay counts too): where a retention pass has batches to run. One statement, one
+   * index probe a partition, so a pass that finds nothing costs one round trip.
+   */
+  partitionsPastHorizon(partitions: readonly number[], horizonMs: number): Promise<number[]>;
   /** Records the horizon a retention sweep applies (a later one wins; an earlier one is ignored). */
   recordRetentionHorizon(horizonMs: number, retentionMs: number): Promise<void>;
   /** The latest horizon recorded; null before any sweep. */

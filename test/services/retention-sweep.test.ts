@@ -14,7 +14,8 @@ import type { FinishedBatch, RemoveFinished } from '../../src/store/types.js';
 
 const DAY_MS = 86_400_000;
 
-function recordingStore(batchesPerPartition: number, keyBatches: number[]) {
+/** A store whose partitions hold `batchesPerPartition` batches each, except those in `empty`. */
+function recordingStore(batchesPerPartition: number, keyBatches: number[], empty: readonly number[] = []) {
   const calls: string[] = [];
   const left = new Map<number, number>();
   return {
@@ -22,6 +23,11 @@ function recordingStore(batchesPerPartition: number, keyBatches: number[]) {
     store: {
       async recordRetentionHorizon(horizonMs: number, retentionMs: number): Promise<void> {
         calls.push(`horizon ${horizonMs} ${retentionMs}`);
+      },
+      async partitionsPastHorizon(partitions: readonly number[], horizonMs: number): Promise<number[]> {
+        const holding = partitions.filter((p) => !empty.includes(p));
+        calls.push(`probe ${partitions.join(',')} before ${horizonMs} -> ${holding.join(',')}`);
+        return holding;
       },
       async removeFinished(batch: RemoveFinished): Promise<FinishedBatch> {
         const n = left.get(batch.partition) ?? batchesPerPartition;
@@ -43,9 +49,9 @@ function recordingStore(batchesPerPartition: number, keyBatches: number[]) {
 }
 
 describe('RetentionSweep', () => {
-  it('records the horizon, then sweeps each owned partition to its end, then purges keys on the owner of partition 0', async () => {
+  it('records the horizon, then sweeps each owned partition that holds something past it to its end, then purges keys on the owner of partition 0', async () => {
     const clock = new FakeClock();
-    const { calls, store } = recordingStore(2, [3, 3, 1]);
+    const { calls, store } = recordingStore(2, [3, 3, 1], [9]);
     const events = new TypedEvents<NodeEvents>(() => undefined);
     const seen: NodeEvents['retention:removed'][] = [];
     events.on('retention:removed', (e) => seen.push(e));
@@ -53,7 +59,7 @@ describe('RetentionSweep', () => {
       tasks: store,
       clock,
       retentionMs: 7 * DAY_MS,
-      ownedPartitions: () => [0, 5],
+      ownedPartitions: () => [0, 5, 9],
       events,
       taskBatch: 10,
       keyBatch: 3,
@@ -62,6 +68,7 @@ describe('RetentionSweep', () => {
     const now = clock.now();
     expect(calls).toEqual([
       `horizon ${now - 7 * DAY_MS} ${7 * DAY_MS}`,
+      `probe 0,5,9 before ${now - 7 * DAY_MS} -> 0,5`,
       'remove p0 after - limit 10',
       'remove p0 after c1 limit 10',
       'remove p5 after - limit 10',
@@ -99,7 +106,7 @@ describe('RetentionSweep', () => {
     const stopping = {
       ...store,
       async removeFinished(batch: RemoveFinished): Promise<FinishedBatch> {
-        if (calls.length === 3) sweep!.stop();
+        if (calls.filter((c) => c.startsWith('remove')).length === 2) sweep!.stop();
         return store.removeFinished(batch);
       },
     };

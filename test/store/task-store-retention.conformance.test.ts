@@ -200,6 +200,19 @@ describe.each(sqlBackends)('TaskStore on $name: retention', ({ open }) => {
     });
   });
 
+  it('answers the partitions that hold a finished task past the horizon, in one probe', async () => {
+    // 40: finished before the horizon; 41: finished after it; 42: pending and old; 43: empty.
+    const past = await submit({ partition: 40 });
+    await finish(past, T0);
+    const within = await submit({ partition: 41 });
+    await finish(within, T0 + 2 * DAY_MS);
+    await submit({ partition: 42, scheduleType: 'delayed', dueMs: T0 - DAY_MS });
+    const horizonMs = T0 + DAY_MS;
+    expect(await tasks.partitionsPastHorizon([43, 42, 41, 40], horizonMs)).toEqual([40]);
+    expect(await tasks.partitionsPastHorizon([40, 41], T0 + 3 * DAY_MS)).toEqual([40, 41]);
+    expect(await tasks.partitionsPastHorizon([], horizonMs)).toEqual([]);
+  });
+
   it('keeps a graph until every task of it has finished and passed retention, then removes it whole with its edges', async () => {
     const dagId = uuidv7(T0);
     const a = nextId();

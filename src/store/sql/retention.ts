@@ -102,6 +102,28 @@ const REMOVE_FINISHED = `
   SELECT (SELECT count(*) FROM removed)::int AS removed, (SELECT count(*) FROM candidate)::int AS examined,
          (SELECT l.id FROM last l) AS last_id, (SELECT l.completed_us FROM last l) AS last_us`;
 
+/** `$1` partitions, `$2` horizon: one probe of `tasks_finished_idx` a partition. */
+const PARTITIONS_PAST_HORIZON = `
+  SELECT p.partition FROM unnest($1::int4[]) AS p(partition)
+  WHERE EXISTS (SELECT 1 FROM tasks t
+                 WHERE t.partition = p.partition AND t.status IN ${FINISHED} AND t.completed_at < ${tsParam(2)})
+  ORDER BY p.partition`;
+
+/** See `TaskStore.partitionsPastHorizon`. */
+export async function partitionsPastHorizon(
+  db: Db,
+  partitions: readonly number[],
+  horizonMs: number,
+): Promise<number[]> {
+  if (partitions.length === 0) return [];
+  const { rows } = await db.query<{ partition: number }>(
+    PARTITIONS_PAST_HORIZON,
+    [partitions, horizonMs],
+    'wh_partitions_past_horizon',
+  );
+  return rows.map((r) => r.partition);
+}
+
 /** See `TaskStore.removeFinished`. */
 export async function removeFinished(db: Db, batch: RemoveFinished): Promise<FinishedBatch> {
   const limit = Math.floor(batch.limit);
