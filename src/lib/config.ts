@@ -1,6 +1,7 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { isLoopbackHost, parseDestinationPattern } from './address-patterns.js';
+import { isLoopbackHost } from './address-patterns.js';
+import { ConfigError, bool, destinations, int, num, oneOf, redisUrl, retention, secret, str } from './option-values.js';
 
 /**
  * Options → compiled options. `compileOptions` fills defaults, converts durations to
@@ -9,6 +10,7 @@ import { isLoopbackHost, parseDestinationPattern } from './address-patterns.js';
  */
 
 export type { BackendKind, LogFormat, WheelhouseOptions } from './options.js';
+export { ConfigError } from './option-values.js';
 import type { BackendKind, LogFormat, WheelhouseOptions } from './options.js';
 
 /** Options after compilation: complete, in milliseconds, frozen. */
@@ -76,16 +78,6 @@ export interface CompiledOptions {
   readonly logFormat: LogFormat;
 }
 
-export class ConfigError extends Error {
-  constructor(
-    readonly key: string,
-    message: string,
-  ) {
-    super(`config ${key}: ${message}`);
-    this.name = 'ConfigError';
-  }
-}
-
 /**
  * The ceilings of the per-request bounds: what the route schemas hold every request to, whatever
  * the configuration (which may only set the bound lower).
@@ -96,29 +88,6 @@ export const MAX_JSON_DEPTH = 1000;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const LOG_FORMATS: readonly LogFormat[] = ['pretty', 'json'];
-
-/**
- * A secret from its option or from a file, at least `minBytes` long. An empty one is an error,
- * not "no secret": an unset variable that expanded to nothing must not turn auth off.
- */
-function secret(key: string, value: string | null, file: string | null, minBytes: number): string | null {
-  if (value !== null && file !== null) throw new ConfigError(key, `give ${key} or ${key}File, not both`);
-  let text = value;
-  if (file !== null) {
-    try {
-      text = readFileSync(str(`${key}File`, file), 'utf8').trim();
-    } catch (error) {
-      throw new ConfigError(`${key}File`, `cannot read ${file}: ${(error as Error).message}`);
-    }
-  }
-  if (text === null) return null;
-  if (typeof text !== 'string') throw new ConfigError(key, 'must be a string');
-  if (text.length === 0) throw new ConfigError(key, 'is empty; leave it unset for none');
-  if (Buffer.byteLength(text) < minBytes) {
-    throw new ConfigError(key, `must be at least ${minBytes} bytes (it is ${Buffer.byteLength(text)})`);
-  }
-  return text;
-}
 
 /** Fills defaults, validates and freezes. Throws `ConfigError` naming the first bad key. */
 export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions {
@@ -342,63 +311,6 @@ function stripUndefined(o: WheelhouseOptions): WheelhouseOptions {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 }
 
-function str(key: string, value: unknown, pattern?: RegExp): string {
-  if (typeof value !== 'string' || value.length === 0) throw new ConfigError(key, 'must be a non-empty string');
-  if (pattern && !pattern.test(value)) throw new ConfigError(key, `"${value}" must match ${pattern}`);
-  return value;
-}
-
-function num(key: string, value: unknown, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isFinite(value)) throw new ConfigError(key, 'must be a number');
-  if (value < min || value > max) throw new ConfigError(key, `${value} must be between ${min} and ${max}`);
-  return value;
-}
-
-/** The longest retention: ten years (longer is the same as keeping everything). */
-const MAX_RETENTION_SECONDS = 3650 * 86_400;
-
-/** `retentionSeconds`: more than 0; 0 would remove a task as it ends, before anyone read its outcome. */
-function retention(value: unknown): number {
-  const key = 'retentionSeconds';
-  if (typeof value !== 'number' || !Number.isFinite(value)) throw new ConfigError(key, 'must be a number of seconds');
-  if (value <= 0) {
-    throw new ConfigError(
-      key,
-      `${value} must be more than 0: it is how long a finished task is kept (the default is 604800, 7 days)`,
-    );
-  }
-  if (value > MAX_RETENTION_SECONDS) {
-    throw new ConfigError(key, `${value} must be at most ${MAX_RETENTION_SECONDS} (ten years)`);
-  }
-  return value;
-}
-
-function int(key: string, value: unknown, min: number, max: number): number {
-  const n = num(key, value, min, max);
-  if (!Number.isInteger(n)) throw new ConfigError(key, `${n} must be an integer`);
-  return n;
-}
-
-function bool(key: string, value: unknown): boolean {
-  if (typeof value !== 'boolean') throw new ConfigError(key, 'must be true or false');
-  return value;
-}
-
-/**
- * An allow-list of destinations (see `httpExecutorAllow`): a list, or one string of entries
- * separated by commas or spaces (as the environment and flags give it), each checked.
- */
-function destinations(key: string, value: unknown): readonly string[] {
-  const entries = typeof value === 'string' ? value.split(/[\s,]+/).filter((e) => e !== '') : value;
-  if (!Array.isArray(entries)) throw new ConfigError(key, 'must be a list of CIDRs and host names');
-  for (const entry of entries as unknown[]) {
-    if (typeof entry !== 'string' || parseDestinationPattern(entry) === null) {
-      throw new ConfigError(key, `${JSON.stringify(entry)} is not a CIDR, an IP address or a host name`);
-    }
-  }
-  return Object.freeze([...(entries as string[])]);
-}
-
 /**
  * `wheelhouse dev`'s default for `httpExecutorAllow`, given the address it listens on: loopback
  * while that is loopback — who can submit tasks then is on this machine, and reaches its
@@ -406,27 +318,4 @@ function destinations(key: string, value: unknown): readonly string[] {
  */
 export function devHttpExecutorAllow(host: string | undefined): readonly string[] {
   return isLoopbackHost(host ?? DEFAULTS.host) ? ['127.0.0.0/8', '::1'] : [];
-}
-
-/**
- * `redisUrl`: one URL, or with `redisCluster` a list of seed nodes separated by commas, each
- * `redis://host:port` or `rediss://host:port`.
- */
-function redisUrl(value: unknown, cluster: unknown): string {
-  const url = str('redisUrl', value);
-  if (cluster !== true) return url;
-  const seeds = url.split(',').map((seed) => seed.trim());
-  for (const seed of seeds) {
-    if (!/^rediss?:\/\/[^\s/,]+/.test(seed)) {
-      throw new ConfigError('redisUrl', `${JSON.stringify(seed)} is not a seed node (redis://host:port)`);
-    }
-  }
-  return url;
-}
-
-function oneOf<T extends string>(key: string, value: unknown, allowed: readonly T[]): T {
-  if (typeof value !== 'string' || !allowed.includes(value as T)) {
-    throw new ConfigError(key, `must be one of ${allowed.join(', ')}`);
-  }
-  return value as T;
 }
