@@ -12,6 +12,7 @@ import { cronScheduleOf } from './cron-json.js';
 import type { HistoryCursor, PartitionCursor, ScheduleWrite, ScheduleWriteResult } from '../types.js';
 import { msOf, toDueEntry, tsParam, validIds, type DueRow } from './columns.js';
 import { dagEventsCte } from './outbox.js';
+import { partitionPages } from './partition-pages.js';
 import { MAX_ATTEMPT, historyOf } from './read.js';
 
 /**
@@ -70,25 +71,13 @@ export async function getSchedules(db: Db, ids: readonly string[]): Promise<(Sch
   return ids.map((id) => (isUuid(id) ? (byId.get(id.toLowerCase()) ?? null) : null));
 }
 
-/**
- * The wakes of a partition's active schedules due before `$2`, oldest first: a range of the
- * partial index (partition, wake_time, id). A separate statement after a cursor, so that each
- * plan is a plain index range scan (as `pendingInPartition`).
- */
-const WAKES_IN_PARTITION = `
-  SELECT t.id, ${msOf('t.wake_time')} AS wake_ms
-  FROM tasks t
-  WHERE t.partition = $1 AND t.schedule_type = 'cron' AND t.status = 'active' AND t.wake_time < ${tsParam(2)}
-  ORDER BY t.wake_time, t.id
-  LIMIT $3`;
-
-const WAKES_IN_PARTITION_AFTER = `
-  SELECT t.id, ${msOf('t.wake_time')} AS wake_ms
-  FROM tasks t
-  WHERE t.partition = $1 AND t.schedule_type = 'cron' AND t.status = 'active' AND t.wake_time < ${tsParam(2)}
-    AND (t.wake_time, t.id) > (${tsParam(4)}, $5::uuid)
-  ORDER BY t.wake_time, t.id
-  LIMIT $3`;
+/** The wakes of a partition's active schedules, oldest first: the partial index (partition, wake_time, id). */
+const WAKE_PAGES = partitionPages({
+  name: 'wh_wakes_in_partition',
+  columns: `t.id, ${msOf('t.wake_time')} AS wake_ms`,
+  where: "t.schedule_type = 'cron' AND t.status = 'active'",
+  time: 't.wake_time',
+});
 
 /** See `ScheduleStore.wakesInPartition`. */
 export async function wakesInPartition(
@@ -98,17 +87,7 @@ export async function wakesInPartition(
   toMs: number,
   limit: number,
 ): Promise<DueEntry[]> {
-  if (limit <= 0) return [];
-  const params: unknown[] = [partition, toMs, Math.floor(limit)];
-  if (after !== null) {
-    if (!isUuid(after.taskId)) return [];
-    params.push(after.dueMs, after.taskId);
-  }
-  const { rows } = await db.query<{ id: string; wake_ms: number }>(
-    after === null ? WAKES_IN_PARTITION : WAKES_IN_PARTITION_AFTER,
-    params,
-    after === null ? 'wh_wakes_in_partition' : 'wh_wakes_in_partition_after',
-  );
+  const rows = await WAKE_PAGES.read<{ id: string; wake_ms: number }>(db, partition, after, toMs, limit);
   return rows.map((r) => scheduleWake(r.id, r.wake_ms));
 }
 

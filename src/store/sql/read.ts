@@ -2,13 +2,13 @@ import { isUuid, nameUuid } from '../../lib/ids.js';
 import type { Db } from '../db.js';
 import type { DueEntry, ExecutionRecord, TaskRecord } from '../../domain/model.js';
 import type { PartitionCursor } from '../types.js';
+import { partitionPages } from './partition-pages.js';
 import {
   msOf,
   statusIs,
   taskColumns,
   toDueEntry,
   toTaskRecord,
-  tsParam,
   validIds,
   type DueRow,
   type TaskRow,
@@ -122,27 +122,13 @@ export async function historyOf(
   }));
 }
 
-/**
- * A partition's pending tasks due before `to`, in (due time, id) order after a cursor: a
- * range scan of the partial index (partition, due_time, id) WHERE status = 'pending',
- * stopping after `limit` rows. The row comparison makes paging exact even when thousands of
- * tasks share one due millisecond.
- */
-const PENDING_IN_PARTITION = `
-  SELECT t.id, t.task_type, t.priority, ${msOf('t.due_time')} AS due_ms
-  FROM tasks t
-  WHERE t.partition = $1 AND t.status = 'pending' AND t.due_time < ${tsParam(2)}
-  ORDER BY t.due_time, t.id
-  LIMIT $3`;
-
-/** The same after a cursor; a separate statement so each plan is a plain index range scan. */
-const PENDING_IN_PARTITION_AFTER = `
-  SELECT t.id, t.task_type, t.priority, ${msOf('t.due_time')} AS due_ms
-  FROM tasks t
-  WHERE t.partition = $1 AND t.status = 'pending' AND t.due_time < ${tsParam(2)}
-    AND (t.due_time, t.id) > (${tsParam(4)}, $5::uuid)
-  ORDER BY t.due_time, t.id
-  LIMIT $3`;
+/** A partition's pending tasks due before `to`: the partial index (partition, due_time, id) WHERE status = 'pending'. */
+const PENDING_PAGES = partitionPages({
+  name: 'wh_pending_in_partition',
+  columns: `t.id, t.task_type, t.priority, ${msOf('t.due_time')} AS due_ms`,
+  where: "t.status = 'pending'",
+  time: 't.due_time',
+});
 
 /** See `TaskStore.pendingInPartition`. */
 export async function pendingInPartition(
@@ -152,18 +138,7 @@ export async function pendingInPartition(
   toMs: number,
   limit: number,
 ): Promise<DueEntry[]> {
-  if (limit <= 0) return [];
-  const params: unknown[] = [partition, toMs, Math.floor(limit)];
-  if (after !== null) {
-    if (!isUuid(after.taskId)) return [];
-    params.push(after.dueMs, after.taskId);
-  }
-  const { rows } = await db.query<DueRow>(
-    after === null ? PENDING_IN_PARTITION : PENDING_IN_PARTITION_AFTER,
-    params,
-    after === null ? 'wh_pending_in_partition' : 'wh_pending_in_partition_after',
-  );
-  return rows.map(toDueEntry);
+  return (await PENDING_PAGES.read<DueRow>(db, partition, after, toMs, limit)).map(toDueEntry);
 }
 
 /** A partition's running tasks: the partial index (partition) WHERE status = 'running'. */

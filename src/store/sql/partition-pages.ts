@@ -1,0 +1,48 @@
+import { isUuid } from '../../lib/ids.js';
+import type { Db } from '../db.js';
+import type { PartitionCursor } from '../types.js';
+import { tsParam } from './columns.js';
+
+/**
+ * Paging through one partition's rows in (time, id) order — pending tasks by due time for a
+ * wheel rebuild, schedule wakes by wake time — before a bound, after a cursor: a range scan of
+ * a partial index (partition, time, id), stopping after `limit` rows. The row comparison makes
+ * paging exact even when thousands of rows share one millisecond. Two statements, without and
+ * after a cursor, so each plan is a plain index range scan.
+ */
+export interface PartitionPages {
+  read<R>(db: Db, partition: number, after: PartitionCursor | null, toMs: number, limit: number): Promise<R[]>;
+}
+
+/**
+ * The pages of rows matching `where` (besides the partition), ordered by `time`, answering
+ * `columns`. `name` prefixes the prepared statements' names.
+ */
+export function partitionPages(spec: { name: string; columns: string; where: string; time: string }): PartitionPages {
+  const head = `
+  SELECT ${spec.columns}
+  FROM tasks t
+  WHERE t.partition = $1 AND ${spec.where} AND ${spec.time} < ${tsParam(2)}`;
+  const tail = `
+  ORDER BY ${spec.time}, t.id
+  LIMIT $3`;
+  const first = head + tail;
+  const afterCursor = `${head}
+    AND (${spec.time}, t.id) > (${tsParam(4)}, $5::uuid)${tail}`;
+  return {
+    async read<R>(db: Db, partition: number, after: PartitionCursor | null, toMs: number, limit: number) {
+      if (limit <= 0) return [];
+      const params: unknown[] = [partition, toMs, Math.floor(limit)];
+      if (after !== null) {
+        if (!isUuid(after.taskId)) return [];
+        params.push(after.dueMs, after.taskId);
+      }
+      const { rows } = await db.query<R & object>(
+        after === null ? first : afterCursor,
+        params,
+        after === null ? spec.name : `${spec.name}_after`,
+      );
+      return rows;
+    },
+  };
+}
