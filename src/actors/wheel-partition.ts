@@ -6,6 +6,7 @@ import type { ScheduleWakes } from './ports.js';
 import type { NodeEventSink } from '../domain/events.js';
 import { LEASE } from './worker-lease.js';
 import type { BucketStore, ReadyQueue } from '../store/fast-index-types.js';
+import { RebuildPermits } from './rebuild-permits.js';
 import { TimeWheel } from './time-wheel.js';
 import {
   decodeWheelSnapshot,
@@ -88,15 +89,26 @@ export interface WheelDeps {
    */
   events: NodeEventSink;
   onError(error: unknown, context: string): void;
+  /** Partitions of this node reading a full rebuild's far pages at once (see `RebuildPermits`). @default 4 */
+  rebuildConcurrency?: number;
 }
 
 const MINUTE_MS = 60_000;
 /** Cascades of different partitions are spread over this much of each minute. */
 const CASCADE_STAGGER_MS = 30_000;
+/** What the handlers use: the deps given, and the node's rebuild permits. */
+type PartitionDeps = WheelDeps & { permits: RebuildPermits };
+
+/** See `WheelDeps.rebuildConcurrency`. */
+const REBUILD_CONCURRENCY = 4;
 /** Wait before retrying a ready-queue push that failed. */
 const RETRY_PUSH_MS = 1_000;
 
-export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, WheelMessage, WheelSnapshot> {
+export function wheelPartitionBehavior(wheelDeps: WheelDeps): Behavior<WheelState, WheelMessage, WheelSnapshot> {
+  const deps: PartitionDeps = {
+    ...wheelDeps,
+    permits: new RebuildPermits(wheelDeps.rebuildConcurrency ?? REBUILD_CONCURRENCY),
+  };
   return {
     kind: WHEEL,
     persistence: 'snapshot',
@@ -170,6 +182,7 @@ export function wheelPartitionBehavior(deps: WheelDeps): Behavior<WheelState, Wh
     },
 
     async deactivate(state, ctx, reason) {
+      deps.permits.release(state.partition);
       state.cancelTick?.();
       state.cancelCascade?.();
       state.cancelVerify?.();
@@ -226,7 +239,7 @@ function nearLevel(occupancy: ReturnType<TimeWheel['occupancy']>, slotMs: number
  * task is in Postgres, and a new activation that finds the mark rebuilds in full. The near
  * entries fire on time either way.
  */
-async function schedule(state: WheelState, ctx: WheelContext, deps: WheelDeps, entries: DueEntry[]): Promise<void> {
+async function schedule(state: WheelState, ctx: WheelContext, deps: PartitionDeps, entries: DueEntry[]): Promise<void> {
   const far: DueEntry[] = [];
   for (const entry of entries) {
     if (entry.dueMs < state.loadedUntilMs) state.wheel.add(entry);
@@ -240,7 +253,7 @@ async function schedule(state: WheelState, ctx: WheelContext, deps: WheelDeps, e
 }
 
 /** Writes far entries to their buckets, or keeps them for `verify` when the store fails. */
-async function writeFar(state: WheelState, ctx: WheelContext, deps: WheelDeps, far: DueEntry[]): Promise<void> {
+async function writeFar(state: WheelState, ctx: WheelContext, deps: PartitionDeps, far: DueEntry[]): Promise<void> {
   try {
     observeStamp(state, await deps.buckets.add(state.partition, far, ctx.epoch), true);
   } catch (error) {
@@ -265,7 +278,7 @@ async function writeFar(state: WheelState, ctx: WheelContext, deps: WheelDeps, f
  * to their schedules' actors instead; a wake is told once (it is in the row, where the
  * safety net finds it should the actor not act on it).
  */
-async function fireDue(state: WheelState, ctx: WheelContext, deps: WheelDeps): Promise<void> {
+async function fireDue(state: WheelState, ctx: WheelContext, deps: PartitionDeps): Promise<void> {
   const now = ctx.clock.now();
   let due = state.wheel.takeDue(now);
   state.cursorMs = Math.max(state.cursorMs, now);
@@ -291,7 +304,7 @@ async function fireDue(state: WheelState, ctx: WheelContext, deps: WheelDeps): P
 }
 
 /** Tells the schedules whose wakes are among `due` (each once: the latest); answers the rest, the tasks. */
-function wake(state: WheelState, deps: WheelDeps, due: DueEntry[]): DueEntry[] {
+function wake(state: WheelState, deps: PartitionDeps, due: DueEntry[]): DueEntry[] {
   const wakes = new Map<string, DueEntry>();
   const tasks: DueEntry[] = [];
   for (const entry of due) {
@@ -329,7 +342,7 @@ function armTick(state: WheelState, ctx: WheelContext): void {
  * Loads the next minute's bucket (and any the clock has skipped past) into the near wheel.
  * Each cascade loads at least one more minute, so it may run early — see `armCascade`.
  */
-async function cascade(state: WheelState, ctx: WheelContext, deps: WheelDeps): Promise<void> {
+async function cascade(state: WheelState, ctx: WheelContext, deps: PartitionDeps): Promise<void> {
   state.cancelCascade = null;
   const horizon = Math.max(nearHorizon(ctx.clock.now(), deps.nearWindowMs), state.loadedUntilMs + MINUTE_MS);
   // Written ahead: see WheelSnapshot. A fenced activation stops here, having taken nothing.
@@ -353,7 +366,7 @@ async function cascade(state: WheelState, ctx: WheelContext, deps: WheelDeps): P
  * to 30 s that differs per partition, so the 64 partitions of a node do not all cascade
  * (a bucket read and a snapshot write each) in the same millisecond of every minute.
  */
-function armCascade(state: WheelState, ctx: WheelContext, deps: WheelDeps): void {
+function armCascade(state: WheelState, ctx: WheelContext, deps: PartitionDeps): void {
   state.cancelCascade?.();
   const staggerMs = (state.partition * 7_919) % CASCADE_STAGGER_MS;
   const atMs = state.loadedUntilMs - deps.nearWindowMs - staggerMs;
@@ -371,7 +384,7 @@ function armVerify(state: WheelState, ctx: WheelContext, delayMs: number): void 
  * the scheduler while this partition did not answer) — which also reads the stamp; and a
  * lost partition rebuilds in full.
  */
-async function verify(state: WheelState, ctx: WheelContext, deps: WheelDeps): Promise<void> {
+async function verify(state: WheelState, ctx: WheelContext, deps: PartitionDeps): Promise<void> {
   state.cancelVerify = null;
   if (!state.lost && state.unplaced.length > 0) {
     observeStamp(state, await deps.buckets.add(state.partition, state.unplaced, ctx.epoch), true);
@@ -395,7 +408,12 @@ async function verify(state: WheelState, ctx: WheelContext, deps: WheelDeps): Pr
 }
 
 /** See `WheelMessage` 'recover'. */
-async function recover(state: WheelState, ctx: WheelContext, deps: WheelDeps, entries: DueEntry[]): Promise<number> {
+async function recover(
+  state: WheelState,
+  ctx: WheelContext,
+  deps: PartitionDeps,
+  entries: DueEntry[],
+): Promise<number> {
   const candidates = entries.filter((e) => !state.retrying.has(e.taskId));
   if (candidates.length === 0) return 0;
   const held = await deps.ready.held(candidates);

@@ -5,6 +5,7 @@ import type { DueEntry } from '../domain/model.js';
 import type { NodeEventSink } from '../domain/events.js';
 import type { PartitionCursor, ScheduleStore, TaskStore } from '../store/types.js';
 import type { BucketStore } from '../store/fast-index-types.js';
+import type { RebuildPermits } from './rebuild-permits.js';
 import type { TimeWheel } from './time-wheel.js';
 
 /**
@@ -162,6 +163,8 @@ type PageOfEntries = (
 ) => Promise<DueEntry[]>;
 
 type RebuildDeps = {
+  /** The node's bound on partitions reading far pages at once. */
+  permits: RebuildPermits;
   tasks: Pick<TaskStore, 'pendingInPartition'>;
   schedules: Pick<ScheduleStore, 'wakesInPartition'>;
   buckets: BucketStore;
@@ -210,7 +213,7 @@ export async function rebuild(
   await deps.buckets.setIntact(state.partition, stamp);
   state.stamp = stamp;
   state.lost = false;
-  nextPage(ctx, generation);
+  nextPage(state, ctx, deps.permits, generation);
 }
 
 /** Tells one full rebuild's page messages from another's, across the partitions of a process. */
@@ -229,13 +232,21 @@ export async function rebuildFarPage(
   generation: number,
 ): Promise<void> {
   const far = state.farRebuild;
-  if (far === null || far.generation !== generation) return;
+  if (far === null || far.generation !== generation) {
+    deps.permits.release(state.partition);
+    return;
+  }
   const after = far.after[far.source];
-  const page =
-    far.source === 'tasks'
-      ? await deps.tasks.pendingInPartition(state.partition, after, END_OF_TIME_MS, REBUILD_PAGE)
-      : await deps.schedules.wakesInPartition(state.partition, after, END_OF_TIME_MS, REBUILD_PAGE);
-  await place(state, ctx, deps.buckets, page, true);
+  let page: DueEntry[];
+  try {
+    page =
+      far.source === 'tasks'
+        ? await deps.tasks.pendingInPartition(state.partition, after, END_OF_TIME_MS, REBUILD_PAGE)
+        : await deps.schedules.wakesInPartition(state.partition, after, END_OF_TIME_MS, REBUILD_PAGE);
+    await place(state, ctx, deps.buckets, page, true);
+  } finally {
+    deps.permits.release(state.partition);
+  }
   const last = page[page.length - 1];
   if (page.length === REBUILD_PAGE && last !== undefined) {
     far.after[far.source] = { dueMs: last.dueMs, taskId: last.taskId };
@@ -248,22 +259,29 @@ export async function rebuildFarPage(
     deps.events.emit('partition:rebuilt', { partition: state.partition });
     return;
   }
-  nextPage(ctx, generation);
+  nextPage(state, ctx, deps.permits, generation);
 }
 
 /**
- * Sends the far part's next page message. A system shutting down refuses it: the far part
- * stays owed, as the snapshot says, and the next activation rebuilds in full.
+ * Sends the far part's next page message once the partition holds one of the node's rebuild
+ * permits (see `RebuildPermits`). A system shutting down refuses the message: the permit goes
+ * back, the far part stays owed, as the snapshot says, and the next activation rebuilds in full.
  */
 function nextPage(
+  state: WheelState,
   ctx: Pick<ActorContext<{ type: 'rebuild'; generation: number }, never>, 'self'>,
+  permits: RebuildPermits,
   generation: number,
 ): void {
-  try {
-    ctx.self.tell({ type: 'rebuild', generation });
-  } catch (error) {
-    if (!isWheelhouseError(error, 'not_ready')) throw error;
-  }
+  const partition = state.partition;
+  permits.request(partition, () => {
+    try {
+      ctx.self.tell({ type: 'rebuild', generation });
+    } catch (error) {
+      permits.release(partition);
+      if (!isWheelhouseError(error, 'not_ready')) throw error;
+    }
+  });
 }
 
 /**

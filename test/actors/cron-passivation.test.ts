@@ -11,7 +11,8 @@ import { CRON, cronScheduleBehavior } from '../../src/actors/cron-schedule.js';
 import { WHEEL, wheelPartitionBehavior } from '../../src/actors/wheel-partition.js';
 import { WheelPlacement } from '../../src/actors/wheel-placement.js';
 import { scheduleRecord } from '../../src/domain/new-task.js';
-import { NO_EVENTS } from '../../src/lib/events.js';
+import { NO_EVENTS, TypedEvents } from '../../src/lib/events.js';
+import type { NodeEvents } from '../../src/domain/events.js';
 import { partitionOf } from '../../src/lib/ids.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { LocalPlacement } from '../../src/runtime/placement.js';
@@ -78,6 +79,10 @@ describe.each(sqlBackends)('cron schedules between fires, on $name', ({ open }) 
     const placement = new WheelPlacement({ system, buckets, clock, partitions: PARTITIONS, onDutyFailure: onError });
     /** Schedules whose next read fails. */
     const failRead = new Set<string>();
+    // Each partition's first activation rebuilds in full (the store has no stamp for it).
+    const wheelEvents = new TypedEvents<NodeEvents>();
+    let rebuilt = 0;
+    wheelEvents.on('partition:rebuilt', () => void rebuilt++);
     system.register(
       wheelPartitionBehavior({
         tasks,
@@ -87,7 +92,7 @@ describe.each(sqlBackends)('cron schedules between fires, on $name', ({ open }) 
         ready,
         slotMs: 10,
         nearWindowMs: MINUTE,
-        events: NO_EVENTS,
+        events: wheelEvents,
         onError,
       }),
     );
@@ -128,6 +133,8 @@ describe.each(sqlBackends)('cron schedules between fires, on $name', ({ open }) 
     const submit = async (cron: string, firstMs: number): Promise<{ id: string; type: string }> => {
       // The node keeps its partitions active; so does this one, from the first submit.
       await Promise.all(Array.from({ length: PARTITIONS }, (_, p) => system.ensureActive(WHEEL, String(p))));
+      // Their far pages are real reads the fake clock cannot wait for: done before going on.
+      await eventually(async () => (rebuilt >= PARTITIONS ? true : undefined), 10_000, 'the partitions to rebuild');
       const id = nextId();
       const task = makeTask({
         id,

@@ -88,6 +88,7 @@ describe('WheelPartition full rebuild: near first, far a page a message', () => 
         ready,
         slotMs: 10,
         nearWindowMs: 60_000,
+        rebuildConcurrency: 1,
         events,
         onError: (error) => {
           throw error;
