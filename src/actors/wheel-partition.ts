@@ -7,13 +7,13 @@ import type { NodeEventSink } from '../domain/events.js';
 import { LEASE } from './worker-lease.js';
 import type { BucketStore, ReadyQueue } from '../store/fast-index-types.js';
 import { RebuildPermits } from './rebuild-permits.js';
+import { describeWheel } from './wheel-describe.js';
+import { placeFarPage, rebuild, type FarPageMessage } from './wheel-rebuild.js';
 import { TimeWheel } from './time-wheel.js';
 import {
   decodeWheelSnapshot,
   nearHorizon,
   observeStamp,
-  rebuild,
-  rebuildFarPage,
   snapshotOf,
   VERIFY_MS,
   WHEEL_SNAPSHOT_VERSION,
@@ -63,8 +63,8 @@ export type WheelMessage =
   | { type: 'tick' }
   | { type: 'cascade' }
   | { type: 'verify' }
-  /** The next page of a full rebuild's far part (see `FarRebuild`). */
-  | { type: 'rebuild'; generation: number }
+  /** A page of a full rebuild's far part to place (see wheel-rebuild.ts). */
+  | FarPageMessage
   /**
    * The safety net found these tasks pending and overdue: push those that nothing holds (not
    * queued, not in flight, not waiting for a push retry here) and are still pending at the
@@ -172,7 +172,7 @@ export function wheelPartitionBehavior(wheelDeps: WheelDeps): Behavior<WheelStat
           await verify(state, ctx, deps);
           return state;
         case 'rebuild':
-          await rebuildFarPage(state, ctx, deps, message.generation);
+          await placeFarPage(state, ctx, deps, message);
           await fireDue(state, ctx, deps);
           return state;
         case 'recover':
@@ -189,46 +189,7 @@ export function wheelPartitionBehavior(wheelDeps: WheelDeps): Behavior<WheelStat
       if (reason !== 'failed') await ctx.snapshot(snapshotOf(state));
     },
 
-    describe(state) {
-      return {
-        partition: state.partition,
-        nearWheelSize: state.wheel.size,
-        nextDueAt: iso(state.wheel.nextDueMs()),
-        loadedUntil: iso(state.loadedUntilMs),
-        cursor: iso(state.cursorMs),
-        firedCount: state.firedCount,
-        wokenSchedules: state.wokenCount,
-        stamp: state.stamp,
-        lost: state.lost,
-        unplaced: state.unplaced.length,
-        awaitingPushRetry: state.retrying.size,
-        rebuilds: state.rebuilds,
-        // A full rebuild still writing far entries to buckets: where it has read to.
-        rebuildingFar:
-          state.farRebuild === null
-            ? null
-            : {
-                source: state.farRebuild.source,
-                readTo: iso(state.farRebuild.after[state.farRebuild.source]?.dueMs ?? null),
-              },
-        // Occupancy in counts, never ids. The near wheel is in memory, a slot per `slotMs`;
-        // entries due later wait in the bucket store (a bucket per minute, from `loadedUntil`).
-        levels: [nearLevel(state.wheel.occupancy(OCCUPANCY_SLOTS_SHOWN), state.wheel.slotMs)],
-      };
-    },
-  };
-}
-
-/** Most slots a wheel partition's description lists one by one. */
-const OCCUPANCY_SLOTS_SHOWN = 120;
-
-function nearLevel(occupancy: ReturnType<TimeWheel['occupancy']>, slotMs: number): Record<string, unknown> {
-  return {
-    level: 'near',
-    slotMs,
-    occupiedSlots: occupancy.slots,
-    entries: occupancy.entries,
-    slots: occupancy.first.map((s) => ({ at: iso(s.slotStartMs), entries: s.entries })),
+    describe: describeWheel,
   };
 }
 
@@ -427,8 +388,4 @@ async function recover(
   observeStamp(state, await deps.ready.push(lost, { partition: state.partition, epoch: ctx.epoch }), true);
   state.firedCount += lost.length;
   return lost.length;
-}
-
-function iso(ms: number | null): string | null {
-  return ms === null ? null : new Date(ms).toISOString();
 }

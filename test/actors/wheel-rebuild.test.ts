@@ -46,13 +46,27 @@ describe('WheelPartition full rebuild: near first, far a page a message', () => 
     await pg?.drop();
   });
 
-  it('fires the overdue task before the far pages are written, then places every far task once', async () => {
+  /**
+   * Activates the partition (a full rebuild: the store has no stamp for it) and waits until its
+   * rebuild is done, moving the fake clock on a second at a time for retries. `failReads` far
+   * page reads and `failAdds` bucket writes of the far part fail first.
+   */
+  async function rebuildPartition(failReads = 0, failAdds = 0) {
     const clock = new FakeClock(T0);
+    const tasks = new SqlTaskStore(pg.db);
+    const failing = Object.create(tasks) as SqlTaskStore;
+    failing.pendingInPartition = async (...args) => {
+      if (args[1] !== null && failReads-- > 0) throw new Error('the page read failed');
+      return tasks.pendingInPartition(...args);
+    };
+    const errors: unknown[] = [];
     const order: string[] = [];
     const marks = new PartitionMarks();
     const buckets = new MemoryBucketStore(marks);
     const add = buckets.add.bind(buckets);
+    let farAdds = 0;
     buckets.add = async (partition: number, entries: DueEntry[], epoch?: number) => {
+      if (entries.length === 5_000 && farAdds++ < failAdds) throw new Error('the bucket write failed');
       order.push(`add ${entries.length}`);
       return add(partition, entries, epoch);
     };
@@ -81,7 +95,7 @@ describe('WheelPartition full rebuild: near first, far a page a message', () => 
     });
     system.register(
       wheelPartitionBehavior({
-        tasks: new SqlTaskStore(pg.db),
+        tasks: failing,
         schedules: new SqlScheduleStore(pg.db),
         wakes: { wake: () => undefined },
         buckets,
@@ -90,15 +104,24 @@ describe('WheelPartition full rebuild: near first, far a page a message', () => 
         nearWindowMs: 60_000,
         rebuildConcurrency: 1,
         events,
-        onError: (error) => {
-          throw error;
-        },
+        onError: (error) => void errors.push(error),
       }),
     );
     // The store has no stamp for the partition: its activation rebuilds in full.
     await system.ref(WHEEL, String(PARTITION)).ask({ type: 'schedule', entries: [] });
-    await rebuilt;
+    let done = false;
+    void rebuilt.then(() => (done = true));
+    while (!done) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      await clock.advance(1_000);
+    }
     await system.shutdown();
+    return { order, buckets, errors };
+  }
+
+  it('fires the overdue task before the far pages are written, then places every far task once', async () => {
+    const { order, buckets, errors } = await rebuildPartition();
+    expect(errors).toEqual([]);
 
     const firstPush = order.indexOf('push overdue');
     const adds = order.flatMap((o, i) => (o.startsWith('add ') ? [i] : []));
@@ -115,5 +138,17 @@ describe('WheelPartition full rebuild: near first, far a page a message', () => 
     expect(entries).toHaveLength(FAR);
     expect(new Set(entries.map((e) => e.taskId)).size).toBe(FAR);
     expect(entries.every((e) => e.taskType === 'far')).toBe(true);
+  });
+
+  it('reads or writes a far page again after it failed, and still places every far task once', async () => {
+    const { buckets, errors } = await rebuildPartition(2, 1);
+    expect(errors.map((e) => (e as Error).message)).toEqual([
+      'the page read failed',
+      'the page read failed',
+      'the bucket write failed',
+    ]);
+    const { entries } = await buckets.takeUntil(PARTITION, T0 + 24 * 3_600_000);
+    expect(new Set(entries.map((e) => e.taskId)).size).toBe(FAR);
+    expect(entries).toHaveLength(FAR);
   });
 });
