@@ -22,6 +22,8 @@ const POLLERS = 4;
 const HERD_LIMIT_MS = 180_000;
 const SETTLE_LIMIT_MS = 60_000;
 const PROGRESS_EVERY = 100_000;
+/** After the boundary, when every per-minute schedule has written its next instance (wakes at 30–54 s). */
+const WAKES_DONE_MS = 58_000;
 
 const nextMinute = (ms: number): number => Math.floor(ms / 60_000) * 60_000 + 60_000;
 
@@ -91,6 +93,10 @@ export async function schedulesAtScale(ctx: ScaleContext, count: number): Promis
     await waitFor(settled, SETTLE_LIMIT_MS, 500);
     await sleep(2_000);
     const rssAfterHerdMiB = currentMiB(node);
+    // Then the wave of wakes: each schedule, read back into memory, writes its next instance
+    // 30–60 s after the fire (cron-times.ts `handleAt`, spread 30 s). RSS is sampled through it.
+    await sleep(Math.max(boundaryMs + WAKES_DONE_MS - Date.now(), 0));
+    const rssAfterWakesMiB = currentMiB(node);
     const rssPeakMiB = node.rss.maxMiB;
     for (const fleet of fleets) await fleet.stop();
 
@@ -106,7 +112,7 @@ export async function schedulesAtScale(ctx: ScaleContext, count: number): Promis
     notes.push(
       `herd: ${rows.length} per-minute instances of ${perMinute} schedules (${lates.length} started) and ${hourlyRows.length} hourly ones (${hourlyLates.length} started) due at the boundary`,
       `per-minute start − fire time p50 ${p50.toFixed(0)} ms, p99 ${p99.toFixed(0)} ms, max ${max.toFixed(0)} ms; hourly ones at the boundary max ${hourlyMax.toFixed(0)} ms`,
-      `node RSS after registration ${rssRegisteredMiB.toFixed(0)} MiB, after the herd ${rssAfterHerdMiB.toFixed(0)} MiB; Redis ${redisMiB.toFixed(1)} MiB`,
+      `node RSS after registration ${rssRegisteredMiB.toFixed(0)} MiB, after the herd ${rssAfterHerdMiB.toFixed(0)} MiB, after the wakes that wrote the next instances (58 s after the boundary) ${rssAfterWakesMiB.toFixed(0)} MiB; Redis ${redisMiB.toFixed(1)} MiB`,
       ...describeSizes(sizes, 3),
     );
     if (!herdFinished) notes.push(`the herd did not finish within ${HERD_LIMIT_MS / 1000} s`);

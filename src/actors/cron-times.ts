@@ -15,6 +15,8 @@ export interface CronTimesOptions {
   fireAllLimit: number;
   /** The most a schedule waits after a fire before creating the next instance (see `handleAt`); 0: at once. */
   advanceSpreadMs: number;
+  /** Schedules firing at most this far apart stay in memory (see cron-schedule.ts). @default 0 */
+  awakeIntervalMs?: number;
 }
 
 /** What handling a fire time does, once its write went through. */
@@ -78,18 +80,32 @@ export class CronTimes {
   /**
    * When the actor handles the instance of fire time `fireMs`. A held instance (overlap
    * `skip`) is released at its due time: that is its firing. An instance on the wheel fires
-   * by itself, and the actor creates the next one a little later — between a tenth and a half
-   * of the interval after, at most `advanceSpreadMs`, at an offset fixed per schedule — so
-   * that schedules aligned on one instant (1 000 per-second schedules, 100 000 on the minute)
-   * write their next instances spread out, not in the same millisecond as the claims of the
-   * instances that just fired. This is the schedule's wake time.
+   * by itself, and the actor creates the next one a little later, at an offset fixed per
+   * schedule, so that schedules aligned on one instant (1 000 per-second schedules, 100 000 on
+   * the minute) write their next instances spread out:
+   * - a schedule that stays in memory (fires at most `awakeIntervalMs` apart) between a tenth
+   *   and a half of the interval after, at most `advanceSpreadMs`;
+   * - a schedule that leaves memory between `advanceSpreadMs` (or half the interval) and twice
+   *   that (or nine tenths of the interval) after: it must be read back into memory to write,
+   *   and that only once the herd of instances that just fired has had time to drain —
+   *   100 000 such reads 6–30 s after a minute boundary, beside the herd's claims, tripled the
+   *   herd's drain (decision 0016).
+   * This is the schedule's wake time.
    */
   handleAt(record: ScheduleRecord, rule: CronRule, fireMs: number = record.nextFireMs): number {
     const due = this.dueOf(record, fireMs);
-    if (this.regular(record) === 'blocked' || this.options.advanceSpreadMs <= 0) return due;
+    const spread = this.options.advanceSpreadMs;
+    if (this.regular(record) === 'blocked' || spread <= 0) return due;
     const interval = this.intervalAfter(rule, fireMs);
-    const hi = Math.min(interval / 2, this.options.advanceSpreadMs);
-    const lo = Math.min(interval / 10, hi / 2);
+    let lo: number;
+    let hi: number;
+    if (interval <= (this.options.awakeIntervalMs ?? 0)) {
+      hi = Math.min(interval / 2, spread);
+      lo = Math.min(interval / 10, hi / 2);
+    } else {
+      lo = Math.min(interval / 2, spread);
+      hi = Math.min((interval * 9) / 10, 2 * spread);
+    }
     return due + Math.floor(lo + (hi - lo) * spreadFraction(record.id));
   }
 
