@@ -178,6 +178,18 @@ async function main(): Promise<number> {
   );
   const stores = new BenchStores();
   const names = runNames();
+  // Interrupted (Ctrl-C, or a SIGTERM from whatever ran it): the node, its workers and the
+  // private redis-server go too, and the run's schema — a killed harness left them running.
+  const interrupted = (signal: string): void => {
+    log(`ABORT: ${signal}`);
+    clearTimeout(hard);
+    killAllChildren();
+    void Promise.race([stores.removeRun(names.schema, names.redisPrefix).catch(() => undefined), sleep(5_000)]).finally(
+      () => process.exit(1),
+    );
+  };
+  process.once('SIGINT', () => interrupted('interrupted'));
+  process.once('SIGTERM', () => interrupted('terminated'));
   const run = randomBytes(3).toString('hex');
   const types = {
     immediate: `soak.now.${run}`,
