@@ -7,8 +7,8 @@ import { WheelhouseError } from '../lib/errors.js';
 import { partitionOf } from '../lib/ids.js';
 import type { PushGroup } from './coalescing-ready-queue.js';
 import { planCalls, type Piece } from './push-plan.js';
-import { pushReady } from './lua/push-ready.js';
-import { assertDueEntry, queueName } from './entry-codec.js';
+import { appendPushGroup, pushReady } from './lua/push-ready.js';
+import { assertDueEntry } from './entry-codec.js';
 import { assertFenceArgs, staleEpochError } from './fences.js';
 import { redisOperation, type RedisClient } from './redis.js';
 import { runScript } from './redis-commands.js';
@@ -159,18 +159,7 @@ async function pushPieces(
       }
       k = 2; // KEYS is 1-based in Lua: the fence's index; its marker's is k + 1
     }
-    const byQueue = new Map<string, (string | number)[]>();
-    for (const entry of piece.entries) {
-      const name = queueName(entry.taskType, entry.priority);
-      let pairs = byQueue.get(name);
-      if (pairs === undefined) byQueue.set(name, (pairs = []));
-      pairs.push(entry.dueMs, entry.taskId);
-    }
-    args.push(k, fence?.epoch ?? '', byQueue.size);
-    for (const [name, pairs] of byQueue) {
-      args.push(name, pairs.length / 2);
-      for (const value of pairs) args.push(value);
-    }
+    appendPushGroup(args, k, fence?.epoch, piece.entries);
   }
   const reply = await redisOperation('ready.push', () => runScript(target.redis, pushReady, scriptKeys, args));
   return (reply as (string | number)[]).map(Number);

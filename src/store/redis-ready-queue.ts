@@ -15,7 +15,7 @@ import type { Redis } from 'ioredis';
 import { WheelhouseError } from '../lib/errors.js';
 import type { GroupingReadyQueue, PushFence, PushGroup } from './coalescing-ready-queue.js';
 import { planCalls, type Piece } from './push-plan.js';
-import { pushReady } from './lua/push-ready.js';
+import { appendPushGroup, pushReady } from './lua/push-ready.js';
 import { readyBacklog } from './lua/ready-backlog.js';
 import { readyDepths } from './lua/ready-depths.js';
 import { requeueStale } from './lua/requeue-stale.js';
@@ -365,18 +365,7 @@ export class RedisReadyQueue implements GroupingReadyQueue {
           fenceIndex.set(fence.partition, k);
         }
       }
-      const byQueue = new Map<string, (string | number)[]>();
-      for (const entry of piece.entries) {
-        const name = queueName(entry.taskType, entry.priority);
-        let pairs = byQueue.get(name);
-        if (pairs === undefined) byQueue.set(name, (pairs = []));
-        pairs.push(entry.dueMs, entry.taskId);
-      }
-      args.push(k, fence?.epoch ?? '', byQueue.size);
-      for (const [name, pairs] of byQueue) {
-        args.push(name, pairs.length / 2);
-        for (const value of pairs) args.push(value);
-      }
+      appendPushGroup(args, k, fence?.epoch, piece.entries);
     }
     const reply = (await redisOperation('ready.push', () => runScript(this.redis, pushReady, keys, args))) as number[];
     return pieces.map((_, i) => {

@@ -1,3 +1,5 @@
+import type { DueEntry } from '../../domain/model.js';
+import { queueName } from '../entry-codec.js';
 import { defineScript } from '../redis-commands.js';
 import { BUMP_STAMP, ZADD_PAIRS } from './snippets.js';
 
@@ -107,3 +109,27 @@ end
 return results
 `,
 );
+
+/**
+ * Appends one group's ARGV as the script reads it (see above): the index in KEYS of its fence
+ * (0: unfenced), its epoch ('' when unfenced), and its entries grouped by queue.
+ */
+export function appendPushGroup(
+  args: (string | number)[],
+  fenceKeyIndex: number,
+  epoch: number | undefined,
+  entries: readonly DueEntry[],
+): void {
+  const byQueue = new Map<string, (string | number)[]>();
+  for (const entry of entries) {
+    const name = queueName(entry.taskType, entry.priority);
+    let pairs = byQueue.get(name);
+    if (pairs === undefined) byQueue.set(name, (pairs = []));
+    pairs.push(entry.dueMs, entry.taskId);
+  }
+  args.push(fenceKeyIndex, epoch ?? '', byQueue.size);
+  for (const [name, pairs] of byQueue) {
+    args.push(name, pairs.length / 2);
+    for (const value of pairs) args.push(value);
+  }
+}
