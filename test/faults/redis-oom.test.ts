@@ -39,6 +39,11 @@ describe('Redis out of memory', () => {
 
     const statuses: number[] = [];
     const submitted: string[] = [];
+    // Handed to the worker, during the outage or after it. Redis refuses a write only while
+    // its used memory is above maxmemory, and that moves (client buffers grow and shrink), so
+    // on a loaded machine a push can get through and a poll below hand the task out (seen in
+    // CI: five tasks claimed here were missing from the tally after the outage).
+    const received = new Set<string>();
     const record = (status: number, headers: Headers): void => {
       statuses.push(status);
       if (status === 503) expect(headers.get('retry-after')).toBe('1');
@@ -54,12 +59,13 @@ describe('Redis out of memory', () => {
         schedule: { type: 'delayed', delay_seconds: 3600 },
       });
       record(later.status, later.headers);
-      const poll = await api(node.url, 'POST', '/api/workers/poll', {
+      const poll = await api<{ tasks?: { task_id: string }[] }>(node.url, 'POST', '/api/workers/poll', {
         worker_id: 'w',
         task_types: ['oom'],
         wait_ms: 0,
       });
       record(poll.status, poll.headers);
+      for (const task of poll.body.tasks ?? []) received.add(task.task_id);
       const queues = await api(node.url, 'GET', '/admin/queues');
       record(queues.status, queues.headers);
     }
@@ -69,7 +75,6 @@ describe('Redis out of memory', () => {
     // Room again (the filler's keys only: the node's own are as the outage left them), and
     // what was submitted during it reaches a worker.
     await deleteKeysWithPrefix(filler, 'junk');
-    const received = new Set<string>();
     const deadline = Date.now() + 20_000;
     while (received.size < submitted.length && Date.now() < deadline) {
       const poll = await api<{ tasks: { task_id: string }[] }>(node.url, 'POST', '/api/workers/poll', {
