@@ -6,7 +6,10 @@
  */
 export interface SoakSample {
   minute: number;
+  /** The median of the minute's RSS samples. */
   rssMiB: number;
+  /** The largest of them. */
+  rssMaxMiB: number;
   p99Ms: number;
   /** Table name → total MiB (heap + indexes + TOAST). */
   tablesMiB: Record<string, number>;
@@ -70,7 +73,10 @@ export function soakSvg(samples: readonly SoakSample[], title: string, reference
     panel(
       'node RSS',
       'MiB',
-      [{ name: 'RSS', points: samples.map((s) => [s.minute, s.rssMiB]) }],
+      [
+        { name: 'median', points: samples.map((s) => [s.minute, s.rssMiB]) },
+        { name: 'max', points: samples.map((s) => [s.minute, s.rssMaxMiB]) },
+      ],
       30,
       maxMinute,
       referenceMinute,
