@@ -37,8 +37,11 @@ async function onNode(port: number, ...args: string[]): Promise<unknown> {
   }
 }
 
-/** Starts three cluster-enabled redis-servers and makes them one cluster; resolves once every node says `cluster_state:ok`. */
-export async function startRedisCluster(): Promise<RedisCluster> {
+/**
+ * Starts three cluster-enabled redis-servers and makes them one cluster; resolves once every
+ * node says `cluster_state:ok`. `args` go to each server, e.g. `['--cluster-node-timeout', '1000']`.
+ */
+export async function startRedisCluster(args: readonly string[] = []): Promise<RedisCluster> {
   const servers: RedisServer[] = [];
   const stop = async (): Promise<void> => {
     await Promise.allSettled(servers.map((server) => server.cleanup()));
@@ -47,27 +50,34 @@ export async function startRedisCluster(): Promise<RedisCluster> {
     for (let i = 0; i < 3; i++) {
       // `nodes.conf` is written in the server's own --dir.
       servers.push(
-        await startRedisServer({ args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf'] }),
+        await startRedisServer({ args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', ...args] }),
       );
     }
     const addresses = servers.map((server) => `127.0.0.1:${server.port}`);
     await run('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'], {
       timeout: 30_000,
     });
-    await eventually(
-      async () => {
-        const infos = await Promise.all(servers.map((server) => onNode(server.port, 'CLUSTER', 'INFO')));
-        return infos.every((info) => String(info).includes('cluster_state:ok')) ? true : undefined;
-      },
-      30_000,
-      'cluster_state:ok on every node',
-      50,
-    );
+    await clusterOk(servers);
   } catch (error) {
     await stop();
     throw error;
   }
   return { servers, seeds: servers.map((server) => server.url).join(','), stop };
+}
+
+/** Resolves once every server says `cluster_state:ok` (after a start, or a primary's restart). */
+export async function clusterOk(servers: readonly RedisServer[], timeoutMs = 30_000): Promise<void> {
+  await eventually(
+    async () => {
+      const infos = await Promise.all(
+        servers.map((server) => onNode(server.port, 'CLUSTER', 'INFO').catch(() => 'unreachable')),
+      );
+      return infos.every((info) => String(info).includes('cluster_state:ok')) ? true : undefined;
+    },
+    timeoutMs,
+    'cluster_state:ok on every node',
+    50,
+  );
 }
 
 let shared: Promise<RedisCluster> | null = null;
