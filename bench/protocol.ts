@@ -14,6 +14,8 @@ export interface BenchWorkerConfig {
   urls?: string[];
   /** Record every handler start (task id, attempt, which URL) and send it with the result. */
   recordStarts?: boolean;
+  /** Send each start lag (of tasks whose payload carries `due_ms`) with the progress messages, as it is measured. */
+  streamLags?: boolean;
 }
 
 /** Every handler start of one worker process, in start order (parallel arrays). */
@@ -40,7 +42,14 @@ export interface PerUrlStats {
 export type FromWorker =
   | { type: 'ready'; workerId: string }
   /** Sent at most every PROGRESS_EVERY_MS, only when a count changed. */
-  | { type: 'progress'; started: number; reported: number; atMs: number }
+  | {
+      type: 'progress';
+      started: number;
+      reported: number;
+      atMs: number;
+      /** With `streamLags`: the lags measured since the last message, with when each handler started. */
+      lags?: { startMs: number[]; lagMs: number[] };
+    }
   | { type: 'result'; result: WorkerResult };
 
 export type ToWorker = { type: 'stop' };

@@ -14,6 +14,8 @@ interface Handle {
   started: number;
   reported: number;
   result: Promise<WorkerResult>;
+  /** With `streamLags`: the lags streamed and not yet taken, with when each handler started. */
+  lags: { startMs: number[]; lagMs: number[] };
 }
 
 export class WorkerFleet {
@@ -48,6 +50,26 @@ export class WorkerFleet {
   /** Results the node accepted so far, across the fleet. */
   get reported(): number {
     return this.handles.reduce((n, h) => n + h.reported, 0);
+  }
+
+  /**
+   * With `streamLags`: the start lags (ms) of the handlers that started in [fromMs, toMs),
+   * across the fleet; those started before `toMs` are forgotten, so memory stays bounded.
+   */
+  takeLags(fromMs: number, toMs: number): number[] {
+    const taken: number[] = [];
+    for (const h of this.handles) {
+      const kept = { startMs: [] as number[], lagMs: [] as number[] };
+      h.lags.startMs.forEach((startMs, i) => {
+        const lag = h.lags.lagMs[i] as number;
+        if (startMs >= toMs) {
+          kept.startMs.push(startMs);
+          kept.lagMs.push(lag);
+        } else if (startMs >= fromMs) taken.push(lag);
+      });
+      h.lags = kept;
+    }
+    return taken;
   }
 
   /** Resolves when `predicate` holds, checked on every progress message; rejects after `timeoutMs`. */
@@ -119,12 +141,16 @@ function spawnWorker(script: string, config: object): { handle: Handle; ready: P
     );
   });
   result.catch(() => undefined); // observed by stop(); an early exit also fails `ready`
-  const handle: Handle = { child, started: 0, reported: 0, result };
+  const handle: Handle = { child, started: 0, reported: 0, result, lags: { startMs: [], lagMs: [] } };
   child.on('message', (message: FromWorker) => {
     if (message.type === 'ready') onReady();
     else if (message.type === 'progress') {
       handle.started = message.started;
       handle.reported = message.reported;
+      if (message.lags !== undefined) {
+        handle.lags.startMs.push(...message.lags.startMs);
+        handle.lags.lagMs.push(...message.lags.lagMs);
+      }
     } else if (message.type === 'result') {
       handle.started = message.result.started;
       handle.reported = message.result.reported;

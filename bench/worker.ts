@@ -15,6 +15,8 @@ const send = (message: FromWorker, then?: () => void): void => {
 };
 
 const lagsMs: number[] = [];
+/** With `streamLags`: lags not yet sent, and when their handlers started. */
+const unsent = { startMs: [] as number[], lagMs: [] as number[] };
 let firstStartMs = Number.NaN;
 let lastStartMs = Number.NaN;
 let errors = 0;
@@ -44,7 +46,13 @@ const workers: Worker[] = urls.map((url, via) =>
       if (Number.isNaN(firstStartMs)) firstStartMs = now;
       lastStartMs = now;
       const dueMs = (payload as { due_ms?: unknown } | null)?.due_ms;
-      if (typeof dueMs === 'number') lagsMs.push(now - dueMs);
+      if (typeof dueMs === 'number') {
+        lagsMs.push(now - dueMs);
+        if (config.streamLags) {
+          unsent.startMs.push(now);
+          unsent.lagMs.push(now - dueMs);
+        }
+      }
       if (starts) {
         starts.taskIds.push(taskId);
         starts.startMs.push(now);
@@ -104,7 +112,12 @@ const progress = setInterval(() => {
   const { started, reported } = totals();
   const now = Date.now();
   if (reported !== lastReported) lastReportedMs = now;
-  if (started !== lastStarted || reported !== lastReported) send({ type: 'progress', started, reported, atMs: now });
+  if (unsent.lagMs.length > 0) {
+    send({ type: 'progress', started, reported, atMs: now, lags: { startMs: unsent.startMs, lagMs: unsent.lagMs } });
+    unsent.startMs = [];
+    unsent.lagMs = [];
+  } else if (started !== lastStarted || reported !== lastReported)
+    send({ type: 'progress', started, reported, atMs: now });
   lastStarted = started;
   lastReported = reported;
 }, PROGRESS_EVERY_MS);
