@@ -11,6 +11,14 @@ import { schedulesAtScale } from './cron.js';
 import { pendingAtScale } from './pending.js';
 import type { ScaleContext, ScalePart } from './types.js';
 
+/**
+ * The node's V8 heap ceiling, as docs/decisions/0019-node-heap-ceiling.md has a deployment set
+ * it (`NODE_OPTIONS`): without one V8 sizes its heap by the machine's memory and lets it grow
+ * to several times what is live before it collects. `BENCH_NODE_ARGS` set by hand (even empty)
+ * replaces it.
+ */
+const NODE_HEAP_ARGS = '--max-old-space-size=1536';
+
 /** Each part writes its own section, so that one part can be run again alone. */
 const begin = (part: string): string => `<!-- scale-${part}:begin (npm run bench -- --scale --scale-parts ${part}) -->`;
 const end = (part: string): string => `<!-- scale-${part}:end -->`;
@@ -53,6 +61,8 @@ export async function runScale(run: ScaleRun): Promise<number> {
     track: run.track,
     untrack: run.untrack,
   };
+  process.env.BENCH_NODE_ARGS ??= NODE_HEAP_ARGS;
+  log(`node process flags: ${process.env.BENCH_NODE_ARGS || '(none)'}`);
   let failures = 0;
   const attempt = async (name: string, fn: () => Promise<ScalePart>): Promise<void> => {
     try {
@@ -83,6 +93,7 @@ async function write(run: ScaleRun, name: string, part: ScalePart, text: string,
     '',
     `\`${command}\` on ${machine.cpuModel}, ${machine.cores} cores, ${machine.memoryGiB} GiB, Node ${machine.node}, ` +
       `PostgreSQL ${versions.postgres}, Redis ${versions.redis} (a private redis-server for the part); ` +
+      `the node run with \`${process.env.BENCH_NODE_ARGS || 'no Node.js flags'}\`; ` +
       `${new Date().toISOString().slice(0, 10)}, ${((Date.now() - startedMs) / 60_000).toFixed(1)} min. ` +
       'One run: the part takes minutes and its figures are sizes and rates of one node, not a comparison.',
     '',
