@@ -7,7 +7,12 @@ import { startNode, type WheelhouseNode } from '../../src/node/start.js';
 import { startCluster, type ProcessCluster } from '../support/cluster.js';
 import { TestWorker, duplicates, missing, submitBatch } from '../support/cluster-worker.js';
 import { TEST_POSTGRES_URL, TEST_REDIS_URL, api } from '../support/nodes.js';
-import { deleteClusterKeysWithPrefix, stopTestRedisCluster, testRedisCluster } from '../support/redis-cluster.js';
+import {
+  deleteClusterKeysWithPrefix,
+  redisClusterNodeOptions,
+  stopTestRedisCluster,
+  testRedisCluster,
+} from '../support/redis-cluster.js';
 import { deleteKeysWithPrefix } from '../support/redis.js';
 import { uniqueType } from '../support/tasks.js';
 import { eventually } from '../support/waits.js';
@@ -63,20 +68,7 @@ describe('a node on Redis Cluster', () => {
   let pool: pg.Pool;
   let node: WheelhouseNode | null = null;
 
-  const options = (more: WheelhouseOptions): WheelhouseOptions => ({
-    backend: 'postgres',
-    port: 0,
-    logLevel: 'silent',
-    builtinExecutors: false,
-    partitions: 8,
-    postgresUrl: TEST_POSTGRES_URL,
-    postgresSchema: schema,
-    postgresPoolSize: 4,
-    redisUrl: seeds,
-    redisCluster: true,
-    redisPrefix: prefix,
-    ...more,
-  });
+  const options = (more: WheelhouseOptions): WheelhouseOptions => redisClusterNodeOptions(seeds, schema, prefix, more);
   const submit = async (url: string, taskType: string, n: number): Promise<string[]> => {
     const tasks = Array.from({ length: n }, (_, i) => ({ task_type: taskType, payload: { i } }));
     const created = await api<{ tasks: { task_id: string }[] }>(url, 'POST', '/api/tasks/batch', { tasks });

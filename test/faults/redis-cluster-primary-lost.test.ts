@@ -13,7 +13,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNode, type WheelhouseNode } from '../../src/node/start.js';
 import { TEST_POSTGRES_URL, api } from '../support/nodes.js';
-import { clusterOk, startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
+import { clusterOk, redisClusterNodeOptions, startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
 import { uniqueType } from '../support/tasks.js';
 import { eventually } from '../support/waits.js';
 
@@ -30,20 +30,9 @@ describe('a Redis Cluster primary lost', () => {
   beforeAll(async () => {
     redis = await startRedisCluster(['--cluster-node-timeout', '1000']);
     pool = new pg.Pool({ connectionString: TEST_POSTGRES_URL, max: 1 });
-    node = await startNode({
-      backend: 'postgres',
-      port: 0,
-      logLevel: 'silent',
-      builtinExecutors: false,
-      partitions: 8,
-      postgresUrl: TEST_POSTGRES_URL,
-      postgresSchema: schema,
-      postgresPoolSize: 4,
-      redisUrl: redis.seeds,
-      redisCluster: true,
-      redisPrefix: `rcl${randomBytes(4).toString('hex')}`,
-      pollMaxWaitSeconds: 1,
-    });
+    node = await startNode(
+      redisClusterNodeOptions(redis.seeds, schema, `rcl${randomBytes(4).toString('hex')}`, { pollMaxWaitSeconds: 1 }),
+    );
   });
   afterAll(async () => {
     await node?.close();

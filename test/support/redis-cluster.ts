@@ -10,6 +10,8 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { Redis, type Cluster } from 'ioredis';
+import type { WheelhouseOptions } from '../../src/lib/config.js';
+import { TEST_POSTGRES_URL } from './postgres.js';
 import { clusterReady, openRedisCluster } from '../../src/store/redis.js';
 import { startRedisServer, type RedisServer } from './redis-server.js';
 import { eventually } from './waits.js';
@@ -78,6 +80,29 @@ export async function clusterOk(servers: readonly RedisServer[], timeoutMs = 30_
     'cluster_state:ok on every node',
     50,
   );
+}
+
+/** Options of an in-process node on the test Postgres and a Redis Cluster (`seeds`): 8 partitions, quiet. */
+export function redisClusterNodeOptions(
+  seeds: string,
+  schema: string,
+  redisPrefix: string,
+  more: WheelhouseOptions = {},
+): WheelhouseOptions {
+  return {
+    backend: 'postgres',
+    port: 0,
+    logLevel: 'silent',
+    builtinExecutors: false,
+    partitions: 8,
+    postgresUrl: TEST_POSTGRES_URL,
+    postgresSchema: schema,
+    postgresPoolSize: 4,
+    redisUrl: seeds,
+    redisCluster: true,
+    redisPrefix,
+    ...more,
+  };
 }
 
 let shared: Promise<RedisCluster> | null = null;
