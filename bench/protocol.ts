@@ -14,7 +14,10 @@ export interface BenchWorkerConfig {
   urls?: string[];
   /** Record every handler start (task id, attempt, which URL) and send it with the result. */
   recordStarts?: boolean;
-  /** Send each start lag (of tasks whose payload carries `due_ms`) with the progress messages, as it is measured. */
+  /**
+   * Send each start lag (of tasks whose payload carries `due_ms`) with the progress messages,
+   * as it is measured, instead of keeping them all for the result (its `lagsMs` is then empty).
+   */
   streamLags?: boolean;
 }
 

@@ -33,7 +33,7 @@ import { cpuMs } from './cluster-nodes.js';
 import { tableSizes, walPosition } from './pg-sizes.js';
 import { startRedisProcess, type RedisProcess } from './redis-process.js';
 import { soakSvg, type SoakSample } from './soak-plot.js';
-import { percentiles } from './stats.js';
+import { median, percentiles } from './stats.js';
 import { BenchStores } from './stores.js';
 import { submitTasks } from './submit.js';
 import { sleep } from './time.js';
@@ -270,11 +270,13 @@ async function main(): Promise<number> {
     const before = await costs(stores, node, redis, backends);
     const producing = produce(node, types, untilMs);
     const vacuuming = vacuumLoop(stores, names.schema, untilMs);
+    // A producer or VACUUM that fails ends the run at once, not after its minutes.
+    const failed = Promise.all([producing, vacuuming]).then(() => new Promise<never>(() => undefined));
     for (let minute = 1; minute <= MINUTES; minute++) {
       const sampleAt = startedMs + minute * 60_000;
       const rss: number[] = [];
       for (let at = sampleAt - 60_000 + RSS_SAMPLE_MS; at <= sampleAt; at += RSS_SAMPLE_MS) {
-        await sleep(Math.max(0, at - Date.now()));
+        await Promise.race([sleep(Math.max(0, at - Date.now())), failed]);
         rss.push(currentMiB(node));
       }
       const lag = startLagP99(fleets, sampleAt - 60_000, sampleAt);
@@ -282,11 +284,10 @@ async function main(): Promise<number> {
       const tablesMiB = Object.fromEntries(
         sizes.filter((s) => s.totalBytes > 1024 * 1024).map((s) => [s.table, s.totalBytes / 1024 / 1024]),
       );
-      rss.sort((a, b) => a - b);
       const sample: SoakSample = {
         minute,
-        rssMiB: rss[Math.floor(rss.length / 2)] ?? Number.NaN,
-        rssMaxMiB: rss[rss.length - 1] ?? Number.NaN,
+        rssMiB: median(rss),
+        rssMaxMiB: Math.max(...rss),
         p99Ms: lag.p99,
         tablesMiB,
         started: lag.n,

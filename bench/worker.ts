@@ -46,13 +46,10 @@ const workers: Worker[] = urls.map((url, via) =>
       if (Number.isNaN(firstStartMs)) firstStartMs = now;
       lastStartMs = now;
       const dueMs = (payload as { due_ms?: unknown } | null)?.due_ms;
-      if (typeof dueMs === 'number') {
-        lagsMs.push(now - dueMs);
-        if (config.streamLags) {
-          unsent.startMs.push(now);
-          unsent.lagMs.push(now - dueMs);
-        }
-      }
+      if (typeof dueMs === 'number' && config.streamLags) {
+        unsent.startMs.push(now);
+        unsent.lagMs.push(now - dueMs);
+      } else if (typeof dueMs === 'number') lagsMs.push(now - dueMs);
       if (starts) {
         starts.taskIds.push(taskId);
         starts.startMs.push(now);
