@@ -26,6 +26,7 @@ const ALL_MIGRATIONS = [
   '000007_results_progress.sql',
   '000008_retention.sql',
   '000009_cron_wake.sql',
+  '000010_running_lease_idx.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

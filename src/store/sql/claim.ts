@@ -231,10 +231,12 @@ export async function releaseTasks(
 
 /**
  * The safety net's look at leases: running tasks of some partitions whose lease ran out
- * before `$2`. The partial index (partition) WHERE status = 'running' finds the running
- * tasks, which are few (what workers hold now); the expiry is a filter on them.
+ * before `$2`. The partial index (partition, lease_expires_at) WHERE status = 'running' has
+ * the expiry in its key, so a pass reads the expired entries only — not the entries every
+ * claim leaves behind until VACUUM, which an index of the partition alone made it read
+ * (migrations/000010_running_lease_idx.sql).
  */
-const EXPIRED_LEASES = `
+export const EXPIRED_LEASES = `
   SELECT t.id, t.version, ${msOf('t.lease_expires_at')} AS lease_expires_ms
   FROM tasks t
   WHERE t.partition = ANY($1::int[]) AND t.status = 'running' AND t.lease_expires_at < ${tsParam(2)}
