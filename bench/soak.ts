@@ -1,12 +1,18 @@
 /**
- * `npm run soak -- [--minutes 30] [--rate 2000] [--retention-seconds 300] [--write]`: one node
+ * `npm run soak -- [--minutes 30] [--rate 2000] [--retention-seconds 300] [--warmup-minutes 5]
+ * [--trace FILE] [--write]`: one node
  * on Postgres + Redis under a steady mixed load for a bounded time — immediate, delayed, cron
  * and DAG work at `rate` tasks a second in all — with a short retention, sampling every minute
  * the node's RSS, the start lag p99 of that minute and the Postgres table sizes. The bars:
  * after warm-up, RSS and table sizes stay within 10 % of their values at minute 10, and each
- * minute's p99 within 2× of the first minute's. Self-stopping: a hard limit of minutes + 15
- * kills everything. `--write` puts the figures and docs/benchmarks/soak.svg into
+ * minute's p99 within 2× of the first minute's. Self-stopping: a hard limit of warm-up +
+ * minutes + 15 kills everything. `--write` puts the figures and docs/benchmarks/soak.svg into
  * docs/benchmarks.md.
+ *
+ * Minute 1 comes after a warm-up (`--warmup-minutes`, the retention window by default): the
+ * load runs, sampled and listed, until the first tasks have passed retention, so the minutes
+ * judged — minute 1 included, which the p99 bar compares with — all carry retention's deletes
+ * and VACUUM's work on a table of its steady size.
  *
  * Retention deletes rows; only VACUUM makes their space reusable. Where the server runs without
  * autovacuum (the test machine's does), the soak runs a plain VACUUM of its schema's tables every
@@ -20,7 +26,7 @@
  * largest sample of the minute is reported beside it.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
@@ -47,12 +53,26 @@ const { values } = parseArgs({
     write: { type: 'boolean', default: false },
     'node-flags': { type: 'string', default: '' },
     'vacuum-seconds': { type: 'string', default: '60' },
+    trace: { type: 'string' },
+    'warmup-minutes': { type: 'string' },
   },
 });
 const MINUTES = positive('minutes', values.minutes);
 const RATE = positive('rate', values.rate);
 const RETENTION_S = positive('retention-seconds', values['retention-seconds']);
 const VACUUM_S = values['vacuum-seconds'] === '0' ? 0 : positive('vacuum-seconds', values['vacuum-seconds']);
+/**
+ * Minutes the load runs before minute 1, sampled and listed but not judged: by default the
+ * retention window, so that from minute 1 retention removes tasks as fast as they finish and
+ * VACUUM has their dead rows to clear — the steady state, which an empty table reaches only
+ * once the first tasks pass retention.
+ */
+const WARMUP_MINUTES =
+  values['warmup-minutes'] === undefined
+    ? Math.ceil(RETENTION_S / 60)
+    : values['warmup-minutes'] === '0'
+      ? 0
+      : positive('warmup-minutes', values['warmup-minutes']);
 // The flatness bars are measured from minute 10 (from the middle of a run shorter than 20 minutes).
 const REFERENCE_MINUTE = Math.min(10, Math.ceil(MINUTES / 2));
 const TICK_MS = 250;
@@ -65,6 +85,10 @@ const RSS_SAMPLE_MS = 5_000;
 const AUTOVACUUM_PACING = ["SET vacuum_cost_delay = '2ms'", 'SET vacuum_cost_limit = 200'];
 /** Shares of the rate: immediate, delayed (1 s … 5 min out), DAG tasks (diamonds of 4), cron fires. */
 const MIX = { immediate: 0.5, delayed: 0.3, dag: 0.1, cron: 0.1 };
+/** The worker fleets, one per task type, in the order they are started. */
+const FLEET_LABELS = ['immediate', 'delayed', 'dag', 'cron'] as const;
+/** The labels of a `--trace` line: the fleets', then the producer's requests. */
+const TRACE_LABELS = [...FLEET_LABELS, 'submit'];
 const DOC_BEGIN = '<!-- soak:begin (npm run soak -- --write) -->';
 const DOC_END = '<!-- soak:end -->';
 const SVG_PATH = resolve(import.meta.dirname, '../../docs/benchmarks/soak.svg');
@@ -78,22 +102,44 @@ function positive(name: string, raw: string): number {
   return n;
 }
 
+/**
+ * `--trace FILE`: a line of JSON a second of the run — each task type's start-lag count, p50,
+ * p99 and max among the handlers that started in that second — and one for each VACUUM's start
+ * and end and each Postgres checkpoint, to find what the slow seconds have in common.
+ */
+const TRACE = values.trace === undefined ? undefined : resolve(values.trace);
+const trace = (entry: Record<string, unknown>): void => {
+  if (TRACE !== undefined) appendFileSync(TRACE, `${JSON.stringify(entry)}\n`);
+};
+
+/** With `--trace`: when each of the producer's requests was sent and how long its answer took, ms. */
+const submits = { startMs: [] as number[], lagMs: [] as number[] };
+
 const log = (line: string): void => {
   process.stdout.write(`[soak ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 };
 
-/** Sends the load, tick by tick, until `untilMs`; answers how many tasks it submitted. */
-async function produce(node: BenchNode, types: Record<keyof typeof MIX, string>, untilMs: number): Promise<number> {
+/** Sends the load, tick by tick, until `untilMs`, counting the tasks it submitted in `count`. */
+async function produce(
+  node: BenchNode,
+  types: Record<keyof typeof MIX, string>,
+  untilMs: number,
+  count: { submitted: number },
+): Promise<void> {
   const pool = new Pool(node.url, { connections: 8, pipelining: 1 });
   const headers = { 'content-type': 'application/json', ...authHeaders() };
   const post = async (path: string, body: unknown): Promise<void> => {
+    const t0 = Date.now();
     const res = await pool.request({ path, method: 'POST', headers, body: JSON.stringify(body) });
     const text = await res.body.text();
+    if (TRACE !== undefined) {
+      submits.startMs.push(t0);
+      submits.lagMs.push(Date.now() - t0);
+    }
     if (res.statusCode !== 201 && res.statusCode !== 200 && res.statusCode !== 429 && res.statusCode !== 503)
       throw new Error(`POST ${path} answered ${res.statusCode}: ${text.slice(0, 300)}`);
   };
   const perTick = (share: number): number => (RATE * share * TICK_MS) / 1000;
-  let submitted = 0;
   let carry = { immediate: 0, delayed: 0, dag: 0 };
   let tick = Date.now();
   try {
@@ -123,9 +169,9 @@ async function produce(node: BenchNode, types: Record<keyof typeof MIX, string>,
             ],
           }),
         );
-        submitted += 4;
+        count.submitted += 4;
       }
-      submitted += tasks.length;
+      count.submitted += tasks.length;
       await Promise.all(requests);
       tick += TICK_MS;
       await sleep(Math.max(0, tick - Date.now()));
@@ -133,7 +179,6 @@ async function produce(node: BenchNode, types: Record<keyof typeof MIX, string>,
   } finally {
     await pool.close();
   }
-  return submitted;
 }
 
 function delayedTask(taskType: string, dueMs: number): Record<string, unknown> {
@@ -167,8 +212,52 @@ async function submitDelayedBacklog(node: BenchNode, taskType: string): Promise<
  * next seconds' lags.)
  */
 function startLagP99(fleets: readonly WorkerFleet[], fromMs: number, toMs: number): { p99: number; n: number } {
-  const lags = fleets.flatMap((fleet) => fleet.takeLags(fromMs, toMs));
+  const taken = fleets.map((fleet) => fleet.takeLags(fromMs, toMs));
+  if (TRACE !== undefined) {
+    // The producer's requests of the minute, under the label `submit`.
+    const inMinute = submits.startMs.map((at) => at >= fromMs && at < toMs);
+    const mine = {
+      startMs: submits.startMs.filter((_, i) => inMinute[i]),
+      lagMs: submits.lagMs.filter((_, i) => inMinute[i]),
+    };
+    const later = submits.startMs.map((at) => at >= toMs);
+    submits.lagMs = submits.lagMs.filter((_, i) => later[i]);
+    submits.startMs = submits.startMs.filter((_, i) => later[i]);
+    traceSeconds([...taken, mine], fromMs, toMs);
+  }
+  const lags = taken.flatMap((t) => t.lagMs);
   return { p99: percentiles(lags, [99])[0] as number, n: lags.length };
+}
+
+/** The `--trace` lines of the seconds in [fromMs, toMs): per fleet (task type), count, p50, p99, max. */
+function traceSeconds(taken: readonly { startMs: number[]; lagMs: number[] }[], fromMs: number, toMs: number): void {
+  for (let second = fromMs; second < toMs; second += 1000) {
+    const entry: Record<string, unknown> = { at: new Date(second).toISOString() };
+    taken.forEach((t, f) => {
+      const lags = t.lagMs.filter(
+        (_, i) => (t.startMs[i] as number) >= second && (t.startMs[i] as number) < second + 1000,
+      );
+      if (lags.length === 0) return;
+      const [p50, p99, max] = percentiles(lags, [50, 99, 100]);
+      entry[TRACE_LABELS[f] ?? String(f)] = { n: lags.length, p50, p99, max };
+    });
+    trace(entry);
+  }
+}
+
+/** With `--trace`: a line for each checkpoint Postgres starts, polled every second until `untilMs`. */
+async function traceCheckpoints(stores: BenchStores, untilMs: number): Promise<void> {
+  if (TRACE === undefined) return;
+  let last: number | undefined;
+  while (Date.now() < untilMs) {
+    const { rows } = await stores.pg.query<{ n: string }>(
+      'SELECT checkpoints_timed + checkpoints_req AS n FROM pg_stat_bgwriter',
+    );
+    const n = Number(rows[0]?.n);
+    if (last !== undefined && n > last) trace({ at: new Date().toISOString(), event: 'checkpoint' });
+    last = n;
+    await sleep(1_000);
+  }
 }
 
 /**
@@ -192,7 +281,9 @@ async function vacuumLoop(stores: BenchStores, schema: string, untilMs: number):
     for (let at = Date.now() + VACUUM_S * 1000; at < untilMs; at += VACUUM_S * 1000) {
       await sleep(Math.max(0, at - Date.now()));
       const t0 = Date.now();
+      trace({ at: new Date(t0).toISOString(), event: 'vacuum-start' });
       await client.query(`VACUUM ${list}`);
+      trace({ at: new Date().toISOString(), event: 'vacuum-end' });
       took.push(Date.now() - t0);
     }
   } finally {
@@ -204,11 +295,11 @@ async function vacuumLoop(stores: BenchStores, schema: string, untilMs: number):
 async function main(): Promise<number> {
   const hard = setTimeout(
     () => {
-      log(`ABORT: hard limit of ${MINUTES + 15} min reached`);
+      log(`ABORT: hard limit of ${WARMUP_MINUTES + MINUTES + 15} min reached`);
       killAllChildren();
       process.exit(1);
     },
-    (MINUTES + 15) * 60_000,
+    (WARMUP_MINUTES + MINUTES + 15) * 60_000,
   );
   const stores = new BenchStores();
   const names = runNames();
@@ -233,7 +324,7 @@ async function main(): Promise<number> {
   };
   const machine = describeMachine();
   log(
-    `${machine.cpuModel}, ${machine.cores} cores, load ${machine.loadAvg1m}; ${MINUTES} min at ${RATE}/s, retention ${RETENTION_S} s`,
+    `${machine.cpuModel}, ${machine.cores} cores, load ${machine.loadAvg1m}; ${WARMUP_MINUTES} min of warm-up, then ${MINUTES} min at ${RATE}/s, retention ${RETENTION_S} s`,
   );
   // A private redis-server: its CPU and memory are the run's own.
   const redis = await startRedisProcess();
@@ -249,10 +340,12 @@ async function main(): Promise<number> {
   ]);
   const fleets: WorkerFleet[] = [];
   const samples: SoakSample[] = [];
+  /** The warm-up's minutes (numbered 1 - WARMUP_MINUTES … 0): listed, not judged. */
+  const warmup: SoakSample[] = [];
   let perTask: string[] = [];
   let vacuumLine: string | undefined;
   try {
-    for (const taskType of Object.values(types))
+    for (const taskType of FLEET_LABELS.map((label) => types[label]))
       fleets.push(
         await WorkerFleet.start(1, { url: node.url, taskType, concurrency: 500, pollers: 2, streamLags: true }),
       );
@@ -264,15 +357,24 @@ async function main(): Promise<number> {
     }));
     const backlog = await submitDelayedBacklog(node, types.delayed);
     log(`submitted the steady state's ${backlog} pending delayed tasks`);
-    const startedMs = Date.now();
+    // Minute 1 starts after the warm-up; minutes before it count from 1 - WARMUP_MINUTES.
+    const startedMs = Date.now() + WARMUP_MINUTES * 60_000;
     const untilMs = startedMs + MINUTES * 60_000;
     const backends = await stores.backendPids(nodeId);
-    const before = await costs(stores, node, redis, backends);
-    const producing = produce(node, types, untilMs);
+    let before = await costs(stores, node, redis, backends);
+    const count = { submitted: 0 };
+    let submittedBefore = 0;
+    const producing = produce(node, types, untilMs, count);
     const vacuuming = vacuumLoop(stores, names.schema, untilMs);
-    // A producer or VACUUM that fails ends the run at once, not after its minutes.
-    const failed = Promise.all([producing, vacuuming]).then(() => new Promise<never>(() => undefined));
-    for (let minute = 1; minute <= MINUTES; minute++) {
+    const tracing = traceCheckpoints(stores, untilMs);
+    // A producer, VACUUM or trace that fails ends the run at once, not after its minutes.
+    const failed = Promise.all([producing, vacuuming, tracing]).then(() => new Promise<never>(() => undefined));
+    for (let minute = 1 - WARMUP_MINUTES; minute <= MINUTES; minute++) {
+      if (minute === 1) {
+        // The costs per task are of the judged minutes only.
+        before = await costs(stores, node, redis, backends);
+        submittedBefore = count.submitted;
+      }
       const sampleAt = startedMs + minute * 60_000;
       const rss: number[] = [];
       for (let at = sampleAt - 60_000 + RSS_SAMPLE_MS; at <= sampleAt; at += RSS_SAMPLE_MS) {
@@ -292,15 +394,16 @@ async function main(): Promise<number> {
         tablesMiB,
         started: lag.n,
       };
-      samples.push(sample);
+      (minute >= 1 ? samples : warmup).push(sample);
       log(
-        `minute ${minute}: RSS ${sample.rssMiB.toFixed(0)} MiB (max ${sample.rssMaxMiB.toFixed(0)}), p99 ${sample.p99Ms.toFixed(0)} ms over ${lag.n} starts, ` +
+        `${minute >= 1 ? 'minute' : 'warm-up minute'} ${minute}: RSS ${sample.rssMiB.toFixed(0)} MiB (max ${sample.rssMaxMiB.toFixed(0)}), p99 ${sample.p99Ms.toFixed(0)} ms over ${lag.n} starts, ` +
           Object.entries(tablesMiB)
             .map(([t, m]) => `${t} ${m.toFixed(1)}`)
             .join(', '),
       );
     }
-    const submitted = (await producing) + backlog;
+    await producing;
+    const submitted = count.submitted - submittedBefore;
     const vacuums = await vacuuming;
     if (vacuums.length > 0) {
       const sorted = [...vacuums].sort((a, b) => a - b);
@@ -309,7 +412,7 @@ async function main(): Promise<number> {
     const after = await costs(stores, node, redis, backends);
     const tasks = submitted + schedules * MINUTES * 60;
     perTask = [
-      `per task over the run (${tasks} tasks: ${submitted} submitted + the cron fires): node CPU ${(((after.nodeCpuMs - before.nodeCpuMs) * 1000) / tasks).toFixed(0)} µs, ` +
+      `per task over minutes 1 – ${MINUTES} (${tasks} tasks: ${submitted} submitted + the cron fires): node CPU ${(((after.nodeCpuMs - before.nodeCpuMs) * 1000) / tasks).toFixed(0)} µs, ` +
         `its Postgres backends' CPU ${(((after.pgCpuMs - before.pgCpuMs) * 1000) / tasks).toFixed(0)} µs (the ${backends.length} open at the start), ` +
         `Redis CPU ${(((after.redisCpuMs - before.redisCpuMs) * 1000) / tasks).toFixed(0)} µs, WAL ${(Number(after.wal - before.wal) / tasks).toFixed(0)} bytes ` +
         `(the machine's whole WAL: anything else writing to this Postgres counts too); Redis used_memory at the end ${(after.redisBytes / 1024 / 1024).toFixed(1)} MiB`,
@@ -323,6 +426,11 @@ async function main(): Promise<number> {
     clearTimeout(hard);
   }
   const verdict = judge(samples);
+  if (warmup.length > 0)
+    verdict.lines.push(
+      `warm-up, ${WARMUP_MINUTES} min before minute 1 (not judged): p99 ${warmup.map((s) => s.p99Ms.toFixed(0)).join(', ')} ms; ` +
+        `RSS ${warmup.map((s) => s.rssMiB.toFixed(0)).join(', ')} MiB; tasks ${warmup.map((s) => (s.tablesMiB.tasks ?? 0).toFixed(0)).join(', ')} MiB`,
+    );
   verdict.lines.push(...perTask);
   if (vacuumLine !== undefined) verdict.lines.push(vacuumLine);
   for (const line of verdict.lines) log(line);
@@ -393,7 +501,11 @@ function write(samples: readonly SoakSample[], verdict: Verdict, machine: Return
       `(diamonds of four, POST /api/dags), ${MIX.cron * 100} % cron fires (per-second schedules). Start lag is handler start − due time ` +
       'of the immediate and delayed tasks whose handlers started in the minute, measured by the workers (the due time the producer ' +
       'put in the payload: for an immediate task its submission). The run starts with the delayed tasks ' +
-      "5 minutes of the producer would have pending, so minute 1 carries the steady load; RSS is the median of the minute's " +
+      `5 minutes of the producer would have pending, and the load runs ${WARMUP_MINUTES} minutes of warm-up before minute 1 ` +
+      (WARMUP_MINUTES * 60 >= RETENTION_S
+        ? '(the retention window: from minute 1 retention removes tasks as fast as they finish and VACUUM clears their rows; '
+        : '(shorter than the retention window: retention starts deleting after minute 1; ') +
+      "the warm-up's minutes are listed below the table, not judged); RSS is the median of the minute's " +
       "5-second samples (the largest beside it); the VACUUM that stands in for autovacuum uses autovacuum's pacing (2 ms every 200 cost units).",
     '',
     '![soak](benchmarks/soak.svg)',

@@ -54,18 +54,18 @@ export class WorkerFleet {
 
   /**
    * With `streamLags`: the start lags (ms) of the handlers that started in [fromMs, toMs),
-   * across the fleet; those started before `toMs` are forgotten, so memory stays bounded.
+   * across the fleet, with when each started; those started before `toMs` are forgotten, so
+   * memory stays bounded.
    */
-  takeLags(fromMs: number, toMs: number): number[] {
-    const taken: number[] = [];
+  takeLags(fromMs: number, toMs: number): { startMs: number[]; lagMs: number[] } {
+    const taken = { startMs: [] as number[], lagMs: [] as number[] };
     for (const h of this.handles) {
       const kept = { startMs: [] as number[], lagMs: [] as number[] };
       h.lags.startMs.forEach((startMs, i) => {
         const lag = h.lags.lagMs[i] as number;
-        if (startMs >= toMs) {
-          kept.startMs.push(startMs);
-          kept.lagMs.push(lag);
-        } else if (startMs >= fromMs) taken.push(lag);
+        const into = startMs >= toMs ? kept : startMs >= fromMs ? taken : undefined;
+        into?.startMs.push(startMs);
+        into?.lagMs.push(lag);
       });
       h.lags = kept;
     }
