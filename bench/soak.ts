@@ -39,7 +39,7 @@ import { cpuMs } from './cluster-nodes.js';
 import { tableSizes, walPosition } from './pg-sizes.js';
 import { startRedisProcess, type RedisProcess } from './redis-process.js';
 import { soakSvg, type SoakSample } from './soak-plot.js';
-import { median, percentiles } from './stats.js';
+import { median, percentiles, takeWindow, type Timed } from './stats.js';
 import { BenchStores } from './stores.js';
 import { submitTasks } from './submit.js';
 import { sleep } from './time.js';
@@ -113,7 +113,7 @@ const trace = (entry: Record<string, unknown>): void => {
 };
 
 /** With `--trace`: when each of the producer's requests was sent and how long its answer took, ms. */
-const submits = { startMs: [] as number[], lagMs: [] as number[] };
+let submits: Timed = { startMs: [], lagMs: [] };
 
 const log = (line: string): void => {
   process.stdout.write(`[soak ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
@@ -215,28 +215,27 @@ function startLagP99(fleets: readonly WorkerFleet[], fromMs: number, toMs: numbe
   const taken = fleets.map((fleet) => fleet.takeLags(fromMs, toMs));
   if (TRACE !== undefined) {
     // The producer's requests of the minute, under the label `submit`.
-    const inMinute = submits.startMs.map((at) => at >= fromMs && at < toMs);
-    const mine = {
-      startMs: submits.startMs.filter((_, i) => inMinute[i]),
-      lagMs: submits.lagMs.filter((_, i) => inMinute[i]),
-    };
-    const later = submits.startMs.map((at) => at >= toMs);
-    submits.lagMs = submits.lagMs.filter((_, i) => later[i]);
-    submits.startMs = submits.startMs.filter((_, i) => later[i]);
-    traceSeconds([...taken, mine], fromMs, toMs);
+    const split = takeWindow(submits, fromMs, toMs);
+    submits = split.kept;
+    traceSeconds([...taken, split.taken], fromMs, toMs);
   }
   const lags = taken.flatMap((t) => t.lagMs);
   return { p99: percentiles(lags, [99])[0] as number, n: lags.length };
 }
 
 /** The `--trace` lines of the seconds in [fromMs, toMs): per fleet (task type), count, p50, p99, max. */
-function traceSeconds(taken: readonly { startMs: number[]; lagMs: number[] }[], fromMs: number, toMs: number): void {
-  for (let second = fromMs; second < toMs; second += 1000) {
-    const entry: Record<string, unknown> = { at: new Date(second).toISOString() };
-    taken.forEach((t, f) => {
-      const lags = t.lagMs.filter(
-        (_, i) => (t.startMs[i] as number) >= second && (t.startMs[i] as number) < second + 1000,
-      );
+function traceSeconds(taken: readonly Timed[], fromMs: number, toMs: number): void {
+  const seconds = Math.ceil((toMs - fromMs) / 1000);
+  // Each series' durations by the second they began in.
+  const bySecond = taken.map((t) => {
+    const buckets: number[][] = Array.from({ length: seconds }, () => []);
+    t.startMs.forEach((at, i) => buckets[Math.floor((at - fromMs) / 1000)]?.push(t.lagMs[i] as number));
+    return buckets;
+  });
+  for (let s = 0; s < seconds; s++) {
+    const entry: Record<string, unknown> = { at: new Date(fromMs + s * 1000).toISOString() };
+    bySecond.forEach((buckets, f) => {
+      const lags = buckets[s] ?? [];
       if (lags.length === 0) return;
       const [p50, p99, max] = percentiles(lags, [50, 99, 100]);
       entry[TRACE_LABELS[f] ?? String(f)] = { n: lags.length, p50, p99, max };

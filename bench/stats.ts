@@ -28,3 +28,24 @@ export function median(values: readonly number[]): number {
 export function spaced(n: number): string {
   return n.toLocaleString('en-US').replace(/,/g, ' ');
 }
+
+/** Durations (ms) with when each began, as two parallel arrays: start lags, request times. */
+export interface Timed {
+  startMs: number[];
+  lagMs: number[];
+}
+
+/**
+ * Splits `series` at the window [fromMs, toMs): answers what began inside it (`taken`) and what
+ * began at or after `toMs` (`kept`); what began before `fromMs` is dropped.
+ */
+export function takeWindow(series: Timed, fromMs: number, toMs: number): { taken: Timed; kept: Timed } {
+  const taken: Timed = { startMs: [], lagMs: [] };
+  const kept: Timed = { startMs: [], lagMs: [] };
+  series.startMs.forEach((startMs, i) => {
+    const into = startMs >= toMs ? kept : startMs >= fromMs ? taken : undefined;
+    into?.startMs.push(startMs);
+    into?.lagMs.push(series.lagMs[i] as number);
+  });
+  return { taken, kept };
+}

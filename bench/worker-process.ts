@@ -2,6 +2,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { trackChild, waitForExit } from './children.js';
 import type { BenchWorkerConfig, FromWorker, ToWorker, WorkerResult } from './protocol.js';
+import { takeWindow, type Timed } from './stats.js';
 
 /**
  * The harness's handle on a set of benchmark worker processes (`bench/worker.ts`), each its
@@ -15,7 +16,7 @@ interface Handle {
   reported: number;
   result: Promise<WorkerResult>;
   /** With `streamLags`: the lags streamed and not yet taken, with when each handler started. */
-  lags: { startMs: number[]; lagMs: number[] };
+  lags: Timed;
 }
 
 export class WorkerFleet {
@@ -57,17 +58,13 @@ export class WorkerFleet {
    * across the fleet, with when each started; those started before `toMs` are forgotten, so
    * memory stays bounded.
    */
-  takeLags(fromMs: number, toMs: number): { startMs: number[]; lagMs: number[] } {
-    const taken = { startMs: [] as number[], lagMs: [] as number[] };
+  takeLags(fromMs: number, toMs: number): Timed {
+    const taken: Timed = { startMs: [], lagMs: [] };
     for (const h of this.handles) {
-      const kept = { startMs: [] as number[], lagMs: [] as number[] };
-      h.lags.startMs.forEach((startMs, i) => {
-        const lag = h.lags.lagMs[i] as number;
-        const into = startMs >= toMs ? kept : startMs >= fromMs ? taken : undefined;
-        into?.startMs.push(startMs);
-        into?.lagMs.push(lag);
-      });
-      h.lags = kept;
+      const split = takeWindow(h.lags, fromMs, toMs);
+      taken.startMs.push(...split.taken.startMs);
+      taken.lagMs.push(...split.taken.lagMs);
+      h.lags = split.kept;
     }
     return taken;
   }
