@@ -10,7 +10,10 @@ import type { Dependents, Placing } from './ports.js';
 /**
  * A worker lease: one actor per claimed task (`("lease", task_id)`). It holds the lease's
  * expiry, extends it on heartbeats, and when it runs out sends the task back to `pending`
- * (attempt + 1, after a backoff) or to `failed` once retries are spent.
+ * (attempt + 1, after a backoff) or to `failed` once retries are spent. A heartbeat never
+ * extends the lease past the attempt's deadline (the store caps it), so the lease runs out
+ * at the deadline at the latest: that is how an attempt ends as a timeout, however alive its
+ * worker is. A heartbeat refused because the deadline passed expires the lease at once.
  *
  * Its durable state is the task row itself (`version`, `lease_expires_at`, the token digest),
  * so it takes no snapshot: on activation after a restart it is told the lease by its
@@ -31,13 +34,14 @@ import type { Dependents, Placing } from './ports.js';
 export const LEASE = defineKind<LeaseMessage>('lease');
 
 export type LeaseMessage =
-  /** The task was claimed at `version`; the lease runs until `leaseExpiresMs`. */
+  /** The task was claimed at `version`; the lease runs until `leaseExpiresMs` (the attempt's deadline). */
   | { type: 'granted'; version: number; leaseExpiresMs: number }
   /**
    * Extend the lease whose token has this digest (hex, so that it crosses between nodes as
-   * JSON). null: no lease of this task is held with that token.
+   * JSON), never past the attempt's deadline; with `extendSeconds`, push the deadline first.
+   * null: no lease of this task is held with that token, or its deadline has passed.
    */
-  | Ask<{ type: 'heartbeat'; tokenDigest: string }, { leaseExpiresMs: number; cancelRequested: boolean } | null>
+  | Ask<{ type: 'heartbeat'; tokenDigest: string; extendSeconds?: number }, ExtendedLease | null>
   /** The result was recorded (or the task otherwise left `running`): the lease is over. */
   | { type: 'released'; version: number }
   | { type: 'expire' };
@@ -118,6 +122,29 @@ export function workerLeaseBehavior(deps: LeaseDeps): Behavior<LeaseState, Lease
         arm();
         return true;
       };
+      /** Hands the task on if its lease has run out (re-arms if not yet; stops if it is no longer running). */
+      const expire = async (): Promise<void> => {
+        if (state.version === null && !(await load())) {
+          ctx.stop();
+          return;
+        }
+        const now = ctx.clock.now();
+        if (now < state.leaseExpiresMs) {
+          arm();
+          return;
+        }
+        const transition = await deps.tasks.expireLease(ctx.key, state.version as number, now, deps.backoff);
+        if (transition) {
+          handOnExpired(deps, transition);
+          state.cancelTimer?.();
+          ctx.stop();
+          return;
+        }
+        // Not expired in the row (extended elsewhere) or no longer running: re-read.
+        state.version = null;
+        state.tokenDigest = null;
+        if (!(await load())) ctx.stop();
+      };
 
       switch (message.type) {
         case 'granted':
@@ -131,11 +158,18 @@ export function workerLeaseBehavior(deps: LeaseDeps): Behavior<LeaseState, Lease
         case 'heartbeat': {
           const presented = Buffer.from(message.tokenDigest, 'hex');
           const extend = (): Promise<ExtendedLease | null> =>
-            heartbeats.submit({ taskId: ctx.key, tokenDigest: presented, nowMs: ctx.clock.now() });
+            heartbeats.submit({
+              taskId: ctx.key,
+              tokenDigest: presented,
+              nowMs: ctx.clock.now(),
+              ...(message.extendSeconds === undefined ? {} : { extendSeconds: message.extendSeconds }),
+            });
+          let refused = false;
           if (state.version !== null && state.tokenDigest === null) {
             // Granted here, its digest not yet known (the first heartbeat): the heartbeat's own
             // compare-and-set on the digest is the check, with no read of the row before it. A
-            // refusal may be a wrong token or a lease gone: the row tells which, below.
+            // refusal may be a wrong token, a lease gone or a deadline passed: the row tells
+            // which, below.
             const extended = await extend();
             if (extended) {
               state.tokenDigest = presented;
@@ -144,6 +178,8 @@ export function workerLeaseBehavior(deps: LeaseDeps): Behavior<LeaseState, Lease
               ctx.reply(message, extended);
               return state;
             }
+            refused = true;
+            state.version = null;
           }
           if ((state.version === null || state.tokenDigest === null) && !(await load())) {
             ctx.reply(message, null);
@@ -156,16 +192,18 @@ export function workerLeaseBehavior(deps: LeaseDeps): Behavior<LeaseState, Lease
             ctx.reply(message, null);
             return state;
           }
-          const extended = await extend();
-          if (!extended) {
-            ctx.reply(message, null);
-            state.cancelTimer?.();
-            ctx.stop();
+          const extended = refused ? null : await extend();
+          if (extended) {
+            state.leaseExpiresMs = extended.leaseExpiresMs;
+            arm();
+            ctx.reply(message, extended);
             return state;
           }
-          state.leaseExpiresMs = extended.leaseExpiresMs;
-          arm();
-          ctx.reply(message, extended);
+          // Refused with the right token: the deadline passed (the attempt is over, and a lease
+          // never outlives its deadline, so it has run out: expire it now rather than at the
+          // timer), or the task left `running` meanwhile.
+          ctx.reply(message, null);
+          await expire();
           return state;
         }
 
@@ -176,28 +214,9 @@ export function workerLeaseBehavior(deps: LeaseDeps): Behavior<LeaseState, Lease
           }
           return state;
 
-        case 'expire': {
-          if (state.version === null && !(await load())) {
-            ctx.stop();
-            return state;
-          }
-          const now = ctx.clock.now();
-          if (now < state.leaseExpiresMs) {
-            arm();
-            return state;
-          }
-          const transition = await deps.tasks.expireLease(ctx.key, state.version as number, now, deps.backoff);
-          if (transition) {
-            handOnExpired(deps, transition);
-            ctx.stop();
-            return state;
-          }
-          // Not expired in the row (extended elsewhere) or no longer running: re-read.
-          state.version = null;
-          state.tokenDigest = null;
-          if (!(await load())) ctx.stop();
+        case 'expire':
+          await expire();
           return state;
-        }
       }
     },
 

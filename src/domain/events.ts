@@ -38,6 +38,8 @@ export interface NodeEvents {
   };
   /** Results recorded (succeeded, failed, retried, cancelled); each transition says when its attempt ran. */
   'task:completed': { transitions: readonly Transition[] };
+  /** Tasks that did not start within their start deadline ended `expired`. */
+  'task:expired': { transitions: readonly Transition[] };
   /** Claims handed back because their long-poll went away. */
   'task:released': { taskIds: readonly string[] };
   /** A cron schedule reached fire times: fired, skipped for overlap, or missed by misfire policy. */

@@ -9,10 +9,14 @@ import type { StoredStatus, TaskStatus } from './model.js';
  * blocked ──deps done──► pending ──due──► ready ──claim──► running ──► succeeded
  *                           ▲                                 │
  *                           └──── retry (backoff) ◄── failed / lease expired
- *                                                             └──► failed (retries spent)
- * any non-final ──cancel──► cancelled            predecessor failed ──► cancelled
- * failed | cancelled ──retry (POST …/retry)──► pending, due now: a new attempt
+ *                          │                                  └──► failed (retries spent)
+ *                          └── not started by its start deadline ──► expired
+ * any non-final ──cancel──► cancelled     predecessor failed or expired ──► cancelled
+ * failed | cancelled | expired ──retry (POST …/retry)──► pending, due now: a new attempt
  * ```
+ *
+ * An attempt ends at its execution deadline as a timeout (running → pending after a backoff,
+ * or → failed), like a lease that ran out.
  *
  * `ready` is derived (`pending` and due), so pending → ready is not a stored transition.
  * Cron schedules move between `active` and `paused`, and end `cancelled` (deleted) or
@@ -20,20 +24,21 @@ import type { StoredStatus, TaskStatus } from './model.js';
  */
 export const TRANSITIONS: Readonly<Record<StoredStatus, readonly StoredStatus[]>> = {
   blocked: ['pending', 'cancelled'],
-  pending: ['running', 'cancelled'],
+  pending: ['running', 'cancelled', 'expired'],
   running: ['succeeded', 'pending', 'failed', 'cancelled'],
   succeeded: [],
   failed: ['pending'],
   cancelled: ['pending'],
+  expired: ['pending'],
   active: ['paused', 'cancelled', 'succeeded'],
   paused: ['active', 'cancelled'],
 };
 
 /**
  * Statuses in which a task has ended: nothing moves it on by itself. Only an explicit retry
- * takes a failed or cancelled task back to pending.
+ * takes a failed, cancelled or expired task back to pending.
  */
-export const FINAL_STATUSES: readonly StoredStatus[] = ['succeeded', 'failed', 'cancelled'];
+export const FINAL_STATUSES: readonly StoredStatus[] = ['succeeded', 'failed', 'cancelled', 'expired'];
 
 export function canTransition(from: StoredStatus, to: StoredStatus): boolean {
   return TRANSITIONS[from].includes(to);

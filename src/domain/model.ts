@@ -5,7 +5,7 @@
 
 /** Task statuses as stored. `ready` is never stored: it is `pending` with `due_time <= now`. */
 export type StoredStatus =
-  'blocked' | 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'active' | 'paused';
+  'blocked' | 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'expired' | 'active' | 'paused';
 
 /** Statuses as clients see them: the stored ones plus the derived `ready`. */
 export type TaskStatus = StoredStatus | 'ready';
@@ -24,7 +24,12 @@ export interface NewTask {
   dueMs: number;
   priority: number;
   maxRetries: number;
+  /** The execution deadline of one attempt, seconds after its claim. */
   timeoutSeconds: number;
+  /** How far extensions may push an attempt's deadline, seconds after its claim; null (default): `timeoutSeconds`. */
+  maxTimeoutSeconds?: number | null;
+  /** How long the task may wait to start after its due time before it ends `expired`, seconds; null (default): for ever. */
+  startDeadlineSeconds?: number | null;
   partition: number;
   idempotencyKey: string | null;
   /** A hash of the normalised request, to tell a replay from a conflicting reuse. */
@@ -54,8 +59,15 @@ export interface TaskRecord {
   priority: number;
   maxRetries: number;
   timeoutSeconds: number;
+  /** null: `timeoutSeconds` (see `NewTask.maxTimeoutSeconds`). */
+  maxTimeoutSeconds: number | null;
+  startDeadlineSeconds: number | null;
+  /** When the task ends `expired` unless it started (its due time + the start deadline); null: never. */
+  startByMs: number | null;
   attempts: number;
   leaseExpiresMs: number | null;
+  /** The running attempt's execution deadline (Unix ms); meaningful while `running`. */
+  deadlineMs: number | null;
   workerId: string | null;
   cancelRequested: boolean;
   partition: number;
@@ -129,6 +141,8 @@ export interface ClaimedTask {
   /** The attempt's secret, for the worker that claimed it (see `src/domain/lease-token.ts`). */
   leaseToken: string;
   leaseExpiresMs: number;
+  /** The attempt's execution deadline (Unix ms): the lease never runs past it. */
+  deadlineMs: number;
   timeoutSeconds: number;
   partition: number;
   /** The due time the attempt was claimed at (Unix ms): its start lag is the claim's time less this. */
@@ -185,7 +199,8 @@ export interface ExecutionRecord {
   executionId: string;
   taskId: string;
   attempt: number;
-  status: 'running' | 'succeeded' | 'failed' | 'timed_out' | 'cancelled';
+  /** `expired`: the attempt that never started (the task passed its start deadline). */
+  status: 'running' | 'succeeded' | 'failed' | 'timed_out' | 'cancelled' | 'expired';
   dueMs: number;
   startedMs: number | null;
   completedMs: number | null;

@@ -35,6 +35,8 @@ export function newTask(
     priority: spec.priority,
     maxRetries: spec.maxRetries,
     timeoutSeconds: spec.timeoutSeconds,
+    maxTimeoutSeconds: spec.maxTimeoutSeconds,
+    startDeadlineSeconds: spec.startDeadlineSeconds,
     partition: partitionOf(id, partitions),
     idempotencyKey: spec.idempotencyKey,
     requestHash: spec.idempotencyKey === null ? null : spec.requestHash,

@@ -19,7 +19,12 @@ export interface TaskSpec {
   idempotencyKey: string | null;
   priority: number;
   maxRetries: number;
+  /** The execution deadline of one attempt, seconds. */
   timeoutSeconds: number;
+  /** How far a worker may push an attempt's deadline, seconds after its start; null: `timeoutSeconds`. */
+  maxTimeoutSeconds: number | null;
+  /** How long the task may wait to start after its due time before it ends `expired`; null: for ever. */
+  startDeadlineSeconds: number | null;
   /**
    * sha256 of the canonical JSON of the request body, to tell an idempotent replay from a
    * conflicting reuse of its key. Empty when the request carries no idempotency key.

@@ -43,6 +43,10 @@ export function taskJson(view: TaskView): TaskJson {
     max_retries: r.maxRetries,
     priority: r.priority,
     timeout_seconds: r.timeoutSeconds,
+    max_timeout_seconds: r.maxTimeoutSeconds ?? r.timeoutSeconds,
+    start_deadline_seconds: r.startDeadlineSeconds,
+    start_by: r.status === 'pending' || r.status === 'blocked' ? iso(r.startByMs) : null,
+    deadline_at: r.status === 'running' ? iso(r.deadlineMs) : null,
     last_error: r.lastError,
     idempotency_key: r.idempotencyKey,
     cancel_requested: r.cancelRequested,
@@ -100,6 +104,7 @@ export function assignmentJson(a: Assignment): AssignmentJson {
     attempt: a.attempt,
     lease_token: a.leaseToken,
     lease_expires_at: iso(a.leaseExpiresMs),
+    deadline_at: iso(a.deadlineMs) as string,
     timeout_seconds: a.timeoutSeconds,
   };
 }

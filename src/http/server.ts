@@ -131,6 +131,7 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
   void app.register(dashboardRoutes, input.dashboardDir === undefined ? {} : { dir: input.dashboardDir });
   const defaults = {
     timeoutSeconds: options.defaultTimeoutSeconds,
+    startDeadlineSeconds: options.startDeadlineSeconds,
     maxPayloadBytes: options.maxPayloadBytes,
     maxDependencies: options.maxDependencies,
   };

@@ -114,18 +114,24 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (fast
   });
 
   /**
-   * Extends the lease; with `progress`, then records it. The lease is checked by its actor and
-   * the progress by its own compare-and-set: one that loses the race with the end of the attempt
-   * is dropped, and the heartbeat that extended the lease still answers 200.
+   * Extends the lease (with `extend_seconds`, the deadline first); with `progress`, then
+   * records it. The lease is checked by its actor and the progress by its own compare-and-set:
+   * one that loses the race with the end of the attempt is dropped, and the heartbeat that
+   * extended the lease still answers 200. Past the deadline: 409, the attempt is over.
    */
   app.post('/api/tasks/:task_id/heartbeat', { ...quiet, ...withResult, schema: schemas.heartbeat }, async (request) => {
     const taskId = request.params.task_id.toLowerCase();
     const body = heartbeatRequest(request.body, resultLimits);
-    const lease = await api.heartbeat(taskId, body.leaseToken);
+    const lease = await api.heartbeat(taskId, body.leaseToken, body.extendSeconds);
     if (body.progress !== undefined) {
       await api.progress([{ taskId, leaseToken: body.leaseToken, progress: body.progress }]);
     }
-    return { ok: true as const, lease_expires_at: iso(lease.leaseExpiresMs), cancel_requested: lease.cancelRequested };
+    return {
+      ok: true as const,
+      lease_expires_at: iso(lease.leaseExpiresMs),
+      deadline_at: iso(lease.deadlineMs) as string,
+      cancel_requested: lease.cancelRequested,
+    };
   });
 
   /** One result; 409 `lease_not_held` when the lease was lost (the result is discarded). */

@@ -30,6 +30,8 @@ export interface CompiledOptions {
   readonly slotMs: number;
   readonly nearWindowMs: number;
   readonly defaultTimeoutSeconds: number;
+  /** The start deadline of a task that gives none, seconds; null: none. */
+  readonly startDeadlineSeconds: number | null;
   readonly maxPayloadBytes: number;
   readonly maxResultBytes: number;
   readonly readyBacklogLimit: number;
@@ -112,6 +114,7 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     slotMs: int('slotMs', o.slotMs, 1, 1000),
     nearWindowMs: int('nearWindowSeconds', o.nearWindowSeconds, 1, 3600) * 1000,
     defaultTimeoutSeconds: int('defaultTimeoutSeconds', o.defaultTimeoutSeconds, 1, 86_400),
+    startDeadlineSeconds: int('startDeadlineSeconds', o.startDeadlineSeconds, 0, 7 * 86_400) || null,
     maxPayloadBytes: int('maxPayloadBytes', o.maxPayloadBytes, 1024, 64 * 1024 * 1024),
     maxResultBytes: int('maxResultBytes', o.maxResultBytes, 1024, 64 * 1024 * 1024),
     readyBacklogLimit: int('readyBacklogLimit', o.readyBacklogLimit, 1, Number.MAX_SAFE_INTEGER),
@@ -200,6 +203,7 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   slotMs: 10,
   nearWindowSeconds: 60,
   defaultTimeoutSeconds: 60,
+  startDeadlineSeconds: 0,
   maxPayloadBytes: 256 * 1024,
   maxResultBytes: 64 * 1024,
   readyBacklogLimit: 1_000_000,

@@ -51,8 +51,13 @@ export interface WheelhouseOptions {
   slotMs?: number;
   /** How far ahead the near wheel holds tasks in memory, seconds. @default 60 */
   nearWindowSeconds?: number;
-  /** Default lease length when a task gives none, seconds. @default 60 */
+  /** The execution deadline of an attempt when its task gives no `timeout_seconds`, seconds. @default 60 */
   defaultTimeoutSeconds?: number;
+  /**
+   * The start deadline of a task that gives no `start_deadline_seconds`: not started that long
+   * after its due time, it ends `expired`. Seconds; 0: none. @default 0
+   */
+  startDeadlineSeconds?: number;
   /** Largest accepted request body, bytes. @default 262144 (256 KiB) */
   maxPayloadBytes?: number;
   /**

@@ -8,6 +8,7 @@ import type { DagResolver } from '../actors/dag-resolver.js';
 import type { Ownership } from './ownership.js';
 import type { SafetyNet } from '../services/safety-net.js';
 import type { RetentionSweep } from '../services/retention-sweep.js';
+import type { StartDeadlines } from '../services/start-deadlines.js';
 
 /** How often the node refreshes the ready backlog that admission control reads. */
 const BACKLOG_REFRESH_MS = 250;
@@ -26,6 +27,8 @@ const REQUEUE_STALE_MS = 5_000;
  */
 const RETENTION_MAX_MS = 5_000;
 const RETENTION_MIN_MS = 250;
+/** How often the node ends the tasks of its partitions that passed their start deadline. */
+const START_DEADLINES_MS = 1_000;
 /** How often outbox events the live path did not clear are delivered again. */
 const DAG_REPLAY_MS = 2_000;
 /** How often the node measures its clock against the database's. */
@@ -43,6 +46,7 @@ export interface LoopDeps {
   ownership: Ownership;
   safetyNet: SafetyNet;
   retention: RetentionSweep;
+  startDeadlines: StartDeadlines;
   /** False while this node may have been declared out: it then takes nothing over. */
   mayOwn(): boolean;
   setBacklog(entries: number): void;
@@ -56,8 +60,8 @@ export interface LoopDeps {
 /**
  * The node's background duties: the nets under the live paths (outbox replay and sweep,
  * the lease, pending and schedule safety nets, owned partitions kept running, stale
- * in-flight entries put back) and the housekeeping (backlog for admission control, retention
- * of finished tasks and expired idempotency keys, the clock's offset). Each is supervised (`every`): a failure is reported
+ * in-flight entries put back), start deadlines, and the housekeeping (backlog for admission
+ * control, retention of finished tasks and expired idempotency keys, the clock's offset). Each is supervised (`every`): a failure is reported
  * and the duty comes back after a backoff. Returns their stop functions.
  */
 export function startLoops(deps: LoopDeps): Cancel[] {
@@ -92,6 +96,10 @@ export function startLoops(deps: LoopDeps): Cancel[] {
     loop('retention', Math.min(RETENTION_MAX_MS, Math.max(RETENTION_MIN_MS, options.retentionMs)), async () => {
       if (!deps.mayOwn()) return;
       await deps.retention.sweep();
+    }),
+    loop('start_deadlines', START_DEADLINES_MS, async () => {
+      if (!deps.mayOwn()) return;
+      await deps.startDeadlines.sweep();
     }),
     loop('requeue_stale', REQUEUE_STALE_MS, async () => {
       const n = await backend.ready.requeueStale(clock.now() - options.inflightTimeoutMs);

@@ -15,6 +15,7 @@ import { LivePlacement } from '../runtime/ring.js';
 import { ActorSystem } from '../runtime/system.js';
 import { SafetyNet } from '../services/safety-net.js';
 import { RetentionSweep } from '../services/retention-sweep.js';
+import { StartDeadlines } from '../services/start-deadlines.js';
 import type { Services } from '../services/types.js';
 import { openBackend, type Backend } from '../store/backend.js';
 import { registerActorKinds } from './actors.js';
@@ -258,6 +259,13 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     ownedPartitions: () => owned.ownedPartitions(),
     events,
   });
+  const startDeadlines = new StartDeadlines({
+    tasks: backend.tasks,
+    clock,
+    ownedPartitions: () => owned.ownedPartitions(),
+    dependents: resolver,
+    events,
+  });
   const loops = startLoops({
     clock,
     aligned,
@@ -267,6 +275,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     ownership: owned,
     safetyNet,
     retention,
+    startDeadlines,
     log,
     onDutyFailure: metrics.onDutyFailure,
     onDutyEnded: metrics.onDutyEnded,

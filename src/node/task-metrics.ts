@@ -78,6 +78,12 @@ export function taskMetrics(
     labelNames: ['task_type', 'outcome'],
     registers,
   });
+  const expired = new Counter({
+    name: 'wheelhouse_tasks_expired_total',
+    help: 'Tasks that did not start within their start deadline (start_deadline_seconds) and ended expired, by task type.',
+    labelNames: ['task_type'],
+    registers,
+  });
   const startLag = new Histogram({
     name: 'wheelhouse_task_start_lag_seconds',
     help: "Time from a task's due time to the start of its attempt (its claim), by task type.",
@@ -96,6 +102,7 @@ export function taskMetrics(
   const submittedOf = cached((type) => submitted.labels(type));
   const startedOf = cached((type) => started.labels(type));
   const lagOf = cached((type) => startLag.labels(type));
+  const expiredOf = cached((type) => expired.labels(type));
   const finishedOf = byOutcome((type, outcome) => finished.labels(type, outcome));
   const runOf = byOutcome((type, outcome) => runTime.labels(type, outcome));
 
@@ -117,6 +124,9 @@ export function taskMetrics(
   });
   events.on('task:completed', ({ transitions }) => {
     for (const t of transitions) attemptEnded(t.taskType, resultOutcome(t), t.startedMs, t.endedMs);
+  });
+  events.on('task:expired', ({ transitions }) => {
+    for (const t of transitions) expiredOf(labels.of(t.taskType)).inc();
   });
   events.on('lease:expired', (e) =>
     attemptEnded(e.taskType, e.status === 'cancelled' ? 'cancelled' : 'timed_out', e.startedMs, e.endedMs),

@@ -100,11 +100,11 @@ export class DagService implements DagsApi {
   }
 }
 
-/** A graph's status: running while any task can still run; then succeeded, failed or cancelled. */
+/** A graph's status: running while any task can still run; then succeeded, failed (a task failed or expired) or cancelled. */
 function graphStatus(counts: Partial<Record<TaskStatus, number>>): DagView['status'] {
   const open: TaskStatus[] = ['blocked', 'pending', 'ready', 'running'];
   if (open.some((s) => (counts[s] ?? 0) > 0)) return 'running';
-  if ((counts.failed ?? 0) > 0) return 'failed';
+  if ((counts.failed ?? 0) + (counts.expired ?? 0) > 0) return 'failed';
   if ((counts.cancelled ?? 0) > 0) return 'cancelled';
   return 'succeeded';
 }

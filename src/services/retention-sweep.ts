@@ -9,7 +9,7 @@ import type { RetentionCursor, TaskStore } from '../store/types.js';
  * line, so a pass keeps up with any load the store can delete and no transaction is long.
  *
  * Who does what in a cluster: each node sweeps the wheel partitions it owns (tasks carry
- * their partition; `tasks_finished_idx` leads with it), so the nodes walk disjoint parts of
+ * their partition; `tasks_ended_idx` leads with it), so the nodes walk disjoint parts of
  * the index and never delete the same rows. Keys have no partition: the node that owns
  * partition 0 purges them. During a ring change two nodes may both sweep a partition for a
  * moment; a delete is idempotent and the second finds less to do.

@@ -1,3 +1,4 @@
+import type { ExtendedLease } from '../store/types.js';
 import type { ApiKeysApi } from './api-keys.js';
 import type { ClaimedTask, ExecutionRecord, SubmitResult, TaskRecord, TaskStatus } from '../domain/model.js';
 import type { DagSpec, TaskSpec } from '../domain/specs.js';
@@ -122,7 +123,12 @@ export interface WorkersApi {
    * instead of waiting out a lease nobody holds. Never rejects.
    */
   release(assignments: readonly Assignment[]): Promise<void>;
-  heartbeat(taskId: string, leaseToken: string): Promise<{ leaseExpiresMs: number; cancelRequested: boolean }>;
+  /**
+   * Extends the lease of a running task (never past its deadline; `extendSeconds` first pushes
+   * the deadline to at least now + that, within `max_timeout_seconds` of the attempt's start).
+   * Throws `lease_not_held` when the lease is not the caller's or the deadline has passed.
+   */
+  heartbeat(taskId: string, leaseToken: string, extendSeconds?: number): Promise<ExtendedLease>;
   /**
    * Records results in one batch. A result whose lease is no longer held is reported with
    * `ok: false` and discarded; the single-result route turns that into 409 `lease_not_held`.

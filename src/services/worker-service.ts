@@ -7,7 +7,7 @@ import { LEASE } from '../actors/worker-lease.js';
 import type { LeaseBook } from '../actors/lease-book.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Clock } from '../runtime/clock.js';
-import type { TaskStore } from '../store/types.js';
+import type { ExtendedLease, TaskStore } from '../store/types.js';
 import type { Dispatcher } from './dispatcher.js';
 import { leaseNotHeld } from './support.js';
 import { StatementBatcher } from '../lib/statement-batcher.js';
@@ -71,11 +71,15 @@ export class WorkerService implements WorkersApi {
    * A token of any other shape is refused here; one of the right shape goes, as its digest,
    * to the lease actor, which holds the lease's own digest.
    */
-  async heartbeat(taskId: string, leaseToken: string): Promise<{ leaseExpiresMs: number; cancelRequested: boolean }> {
+  async heartbeat(taskId: string, leaseToken: string, extendSeconds?: number): Promise<ExtendedLease> {
     const digest = leaseTokenDigest(leaseToken);
     if (digest === null) throw leaseNotHeld(taskId);
     this.deps.leases.wake(taskId);
-    const extended = await this.lease(taskId).ask({ type: 'heartbeat', tokenDigest: digest.toString('hex') });
+    const extended = await this.lease(taskId).ask({
+      type: 'heartbeat',
+      tokenDigest: digest.toString('hex'),
+      ...(extendSeconds === undefined ? {} : { extendSeconds }),
+    });
     if (!extended) throw leaseNotHeld(taskId);
     return extended;
   }

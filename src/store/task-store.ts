@@ -7,6 +7,7 @@ import { recordProgress } from './sql/progress.js';
 import { getTask, pendingDueTimes, pendingInPartition, runningInPartitions, taskHistory } from './sql/read.js';
 import { partitionsPastHorizon, removeFinished, recordRetentionHorizon, retentionHorizon } from './sql/retention.js';
 import { retryTask } from './sql/retry.js';
+import { expireUnstarted } from './sql/start-deadlines.js';
 import { purgeExpiredIdempotencyKeys, submitTasks } from './sql/submit.js';
 import type {
   BackoffPolicy,
@@ -99,8 +100,14 @@ export class SqlTaskStore implements TaskStore {
     return claimTasks(this.leases, ids, workerIds, nowMs);
   }
 
-  heartbeat(taskId: string, tokenDigest: Uint8Array, nowMs: number): Promise<ExtendedLease | null> {
-    return heartbeatTasks(this.leases, [{ taskId, tokenDigest }], nowMs).then(([extended]) => extended ?? null);
+  heartbeat(
+    taskId: string,
+    tokenDigest: Uint8Array,
+    nowMs: number,
+    extendSeconds?: number,
+  ): Promise<ExtendedLease | null> {
+    const lease = extendSeconds === undefined ? { taskId, tokenDigest } : { taskId, tokenDigest, extendSeconds };
+    return heartbeatTasks(this.leases, [lease], nowMs).then(([extended]) => extended ?? null);
   }
 
   heartbeats(leases: readonly LeaseHeartbeat[], nowMs: number): Promise<(ExtendedLease | null)[]> {
@@ -117,6 +124,10 @@ export class SqlTaskStore implements TaskStore {
 
   progress(updates: readonly ProgressUpdate[], nowMs: number): Promise<Set<string>> {
     return recordProgress(this.leases, updates, nowMs);
+  }
+
+  expireUnstarted(partitions: readonly number[], nowMs: number, limit: number): Promise<Transition[]> {
+    return expireUnstarted(this.db, partitions, nowMs, limit);
   }
 
   expireLease(taskId: string, version: number, nowMs: number, backoff: BackoffPolicy): Promise<Transition | null> {

@@ -53,11 +53,19 @@ export interface TaskListPage {
 export interface LeaseHeartbeat {
   taskId: string;
   tokenDigest: Uint8Array;
+  /**
+   * Push the attempt's deadline to at least now + this many seconds (never past its start +
+   * `max_timeout_seconds`). Left out: the deadline stays.
+   */
+  extendSeconds?: number;
 }
 
 /** A lease a heartbeat extended. */
 export interface ExtendedLease {
+  /** The lease's new expiry: never past `deadlineMs`. */
   leaseExpiresMs: number;
+  /** The attempt's execution deadline (Unix ms), moved by an extension. */
+  deadlineMs: number;
   /** A cancel was requested: the worker should stop and report. */
   cancelRequested: boolean;
 }
@@ -166,10 +174,17 @@ export interface TaskStore {
    */
   claimForWorkers(ids: readonly string[], workerIds: readonly string[], nowMs: number): Promise<ClaimedTask[]>;
   /**
-   * Extends the lease of a running task whose token has digest `tokenDigest`. null when it
-   * is not running or the digest is not its lease's. One heartbeat of {@link heartbeats}.
+   * Extends the lease of a running task whose token has digest `tokenDigest`, by its timeout
+   * but never past the attempt's deadline (pushed later first by `extendSeconds`). null when it
+   * is not running, the digest is not its lease's, or its deadline has passed. One heartbeat of
+   * {@link heartbeats}.
    */
-  heartbeat(taskId: string, tokenDigest: Uint8Array, nowMs: number): Promise<ExtendedLease | null>;
+  heartbeat(
+    taskId: string,
+    tokenDigest: Uint8Array,
+    nowMs: number,
+    extendSeconds?: number,
+  ): Promise<ExtendedLease | null>;
   /**
    * Many heartbeats in one statement, each as {@link heartbeat} judges it: one answer per
    * lease, in order. Two for one task with its lease's digest both extend it (once).
@@ -191,7 +206,16 @@ export interface TaskStore {
    * (lower-case) ids whose progress was written. The lease is left as it is.
    */
   progress(updates: readonly ProgressUpdate[], nowMs: number): Promise<Set<string>>;
-  /** Ends a lease that ran out: back to `pending` (backoff) or `failed`. null if not held or not yet expired. */
+  /**
+   * Ends `expired` the pending tasks of these partitions whose start deadline (`startByMs`)
+   * passed by `nowMs`, at most `limit` per partition, oldest deadline first, in one statement;
+   * those with dependents write their outbox event with it. Answers what changed.
+   */
+  expireUnstarted(partitions: readonly number[], nowMs: number, limit: number): Promise<Transition[]>;
+  /**
+   * Ends a lease that ran out — at the attempt's deadline, or earlier when its worker went
+   * silent: back to `pending` (backoff) or `failed`. null if not held or not yet expired.
+   */
   expireLease(taskId: string, version: number, nowMs: number, backoff: BackoffPolicy): Promise<Transition | null>;
   /** Cancels a pending/blocked task at once, or marks a running one. */
   cancel(taskId: string, nowMs: number): Promise<CancelResult>;

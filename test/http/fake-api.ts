@@ -11,6 +11,7 @@ import { buildServer } from '../../src/http/server.js';
 import { ApiKeys } from '../../src/services/api-keys.js';
 import type { WorkerChannelApi } from '../../src/services/worker-channel.js';
 import type { ApiKeyRecord, ApiKeyStore } from '../../src/store/api-key-store.js';
+import type { ExtendedLease } from '../../src/store/types.js';
 import type { ExecutionRecord, SubmitResult, TaskRecord } from '../../src/domain/model.js';
 import type { TaskSpec, DagSpec } from '../../src/domain/specs.js';
 import type {
@@ -49,8 +50,12 @@ export function record(overrides: Partial<TaskRecord> = {}): TaskRecord {
     priority: 5,
     maxRetries: 3,
     timeoutSeconds: 60,
+    maxTimeoutSeconds: null,
+    startDeadlineSeconds: null,
+    startByMs: null,
     attempts: 1,
     leaseExpiresMs: NOW_MS + 60_000,
+    deadlineMs: NOW_MS + 60_000,
     workerId: 'w-1',
     cancelRequested: false,
     partition: 7,
@@ -235,6 +240,7 @@ export class FakeApi implements AllApis {
         attempt: 1,
         version: 2,
         leaseExpiresMs: NOW_MS + 60_000,
+        deadlineMs: NOW_MS + 60_000,
         timeoutSeconds: 60,
         partition: 7,
         leaseToken: 'lt1.2',
@@ -243,11 +249,11 @@ export class FakeApi implements AllApis {
     ];
   }
 
-  async heartbeat(taskId: string, leaseToken: string): Promise<{ leaseExpiresMs: number; cancelRequested: boolean }> {
+  async heartbeat(taskId: string, leaseToken: string, extendSeconds?: number): Promise<ExtendedLease> {
     this.calls.push({ method: 'heartbeat', args: [taskId, leaseToken] });
-    if (this.overrides.heartbeat) return this.overrides.heartbeat(taskId, leaseToken);
+    if (this.overrides.heartbeat) return this.overrides.heartbeat(taskId, leaseToken, extendSeconds);
     if (leaseToken === 'lost') throw new WheelhouseError('lease_not_held');
-    return { leaseExpiresMs: NOW_MS + 60_000, cancelRequested: false };
+    return { leaseExpiresMs: NOW_MS + 60_000, deadlineMs: NOW_MS + 60_000, cancelRequested: false };
   }
 
   async complete(results: CompletionRequest[]): Promise<{ taskId: string; ok: boolean }[]> {

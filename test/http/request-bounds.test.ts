@@ -186,6 +186,7 @@ describe('bytes of a poll answer (maxPageBytes)', () => {
       attempt: 1,
       version: 1,
       leaseExpiresMs: NOW_MS + 60_000,
+      deadlineMs: NOW_MS + 60_000,
       timeoutSeconds: 60,
       partition: 0,
       leaseToken: `lt1.${i}`,

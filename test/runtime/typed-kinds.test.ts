@@ -68,7 +68,7 @@ function compileOnly(ctx: ActorContext<PingMessage>, system: ActorSystem, ping: 
   void asOther;
   void system.ref(OTHER, 'o1');
   expectTypeOf(system.ref(LEASE, 't1').ask({ type: 'heartbeat', tokenDigest: '00' })).toEqualTypeOf<
-    Promise<{ leaseExpiresMs: number; cancelRequested: boolean } | null>
+    Promise<{ leaseExpiresMs: number; deadlineMs: number; cancelRequested: boolean } | null>
   >();
 
   const wrongReply: Behavior<number, PingMessage> = {

@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nameUuid } from '../../src/lib/ids.js';
+import { LEASE_EXPIRED, TIMED_OUT } from '../../src/domain/attempt-errors.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
 import type { ClaimedTask, Completion, NewTask } from '../../src/domain/model.js';
 import type { TaskStore } from '../../src/store/types.js';
@@ -121,7 +122,7 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
     });
 
     it('caps the backoff at maxMs', async () => {
-      let c = await running({ maxRetries: 10 });
+      let c = await running({ maxRetries: 10, timeoutSeconds: 86_400 });
       let now = T0;
       for (let attempt = 1; attempt <= 6; attempt++) {
         now += 100_000;
@@ -216,9 +217,10 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
       expect((await store.get(c.id))!.status).toBe('running');
     });
 
-    it('puts an expired task back to pending with a backoff; the next claim is attempt 2', async () => {
+    it('puts a task whose deadline came back to pending with a backoff; the next claim is attempt 2', async () => {
       const c = await running({ timeoutSeconds: 30 });
       const now = c.leaseExpiresMs;
+      expect(c.deadlineMs).toBe(now);
       const t = await store.expireLease(c.id, c.version, now, BACKOFF);
       expect(t).toMatchObject({ taskId: c.id, status: 'pending', version: c.version + 1 });
       // The attempt that ran out: for the run-time histogram.
@@ -227,11 +229,11 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
       expect(t!.requeued!.dueMs).toBeLessThanOrEqual(now + 1000);
       expect(await store.get(c.id)).toMatchObject({
         status: 'pending',
-        lastError: 'lease expired',
+        lastError: TIMED_OUT,
         leaseExpiresMs: null,
       });
       expect(await store.history(c.id, 10)).toMatchObject([
-        { attempt: 1, status: 'timed_out', error: 'lease expired', completedMs: now },
+        { attempt: 1, status: 'timed_out', error: TIMED_OUT, completedMs: now },
       ]);
       // The worker that lost the lease is refused.
       expect(await store.heartbeat(c.id, tokenDigest(c.leaseToken), now + 1)).toBeNull();
@@ -253,7 +255,17 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
         startedMs: T0,
         endedMs: c.leaseExpiresMs + 5,
       });
-      expect(await store.get(c.id)).toMatchObject({ status: 'failed', lastError: 'lease expired' });
+      expect(await store.get(c.id)).toMatchObject({ status: 'failed', lastError: TIMED_OUT });
+    });
+
+    it('says "lease expired" when the lease ran out before the deadline (the worker went silent)', async () => {
+      const c = await running({ timeoutSeconds: 30, maxTimeoutSeconds: 600 });
+      const extended = await store.heartbeat(c.id, tokenDigest(c.leaseToken), T0 + 1000, 300);
+      expect(extended).toEqual({ leaseExpiresMs: T0 + 31_000, deadlineMs: T0 + 301_000, cancelRequested: false });
+      const t = await store.expireLease(c.id, c.version, T0 + 31_000, BACKOFF);
+      expect(t).toMatchObject({ status: 'pending' });
+      expect(await store.get(c.id)).toMatchObject({ lastError: LEASE_EXPIRED });
+      expect(await store.history(c.id, 10)).toMatchObject([{ attempt: 1, status: 'timed_out', error: LEASE_EXPIRED }]);
     });
 
     it('cancels a task whose cancel was requested', async () => {
@@ -265,9 +277,9 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
     });
 
     it('refuses a stale version and a lease a heartbeat extended', async () => {
-      const c = await running({ timeoutSeconds: 30 });
+      const c = await running({ timeoutSeconds: 30, maxTimeoutSeconds: 60 });
       expect(await store.expireLease(c.id, c.version - 1, c.leaseExpiresMs, BACKOFF)).toBeNull();
-      await store.heartbeat(c.id, tokenDigest(c.leaseToken), c.leaseExpiresMs - 1000);
+      await store.heartbeat(c.id, tokenDigest(c.leaseToken), c.leaseExpiresMs - 1000, 30);
       expect(await store.expireLease(c.id, c.version, c.leaseExpiresMs, BACKOFF)).toBeNull();
     });
   });
@@ -347,7 +359,7 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
     });
 
     it('pages newest first with limit and beforeAttempt', async () => {
-      let c = await running({ maxRetries: 10 });
+      let c = await running({ maxRetries: 10, timeoutSeconds: 86_400 });
       for (let i = 0; i < 4; i++) {
         const [t] = await store.complete([failed(c)], T0 + i * 100_000, BACKOFF);
         [c] = (await store.claim([c.id], 'w', t!.requeued!.dueMs)) as [ClaimedTask];

@@ -9,7 +9,7 @@ import { SqlTaskStore } from '../../src/store/task-store.js';
 import type { NewTask } from '../../src/domain/model.js';
 import type { TaskStore } from '../../src/store/types.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
-import { T0, makeTask, makeTasks, nextId, tokenDigest, uniqueType } from '../support/tasks.js';
+import { BACKOFF, T0, makeTask, makeTasks, nextId, tokenDigest, uniqueType } from '../support/tasks.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -274,6 +274,7 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
         version: 1,
         leaseToken: expect.stringMatching(/^lt2\.[0-9a-f]{32}$/) as string,
         leaseExpiresMs: T0 + 500 + 45_000,
+        deadlineMs: T0 + 500 + 45_000,
         timeoutSeconds: 45,
         partition: task.partition,
         dueMs: T0,
@@ -285,6 +286,7 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
         workerId: 'worker-1',
         startedMs: T0 + 500,
         leaseExpiresMs: T0 + 45_500,
+        deadlineMs: T0 + 45_500,
         updatedMs: T0 + 500,
       });
     });
@@ -369,19 +371,57 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
   });
 
   describe('heartbeat', () => {
-    it('extends a held lease by the timeout and reports cancel requests', async () => {
-      const task = makeTask({ timeoutSeconds: 20 });
+    it('extends a held lease by the timeout but never past the deadline, and reports cancel requests', async () => {
+      const task = makeTask({ timeoutSeconds: 20, maxTimeoutSeconds: 60 });
       await store.submit([task], T0);
       const [claimed] = await store.claim([task.id], 'w', T0);
-      expect(await store.heartbeat(task.id, tokenDigest(claimed!.leaseToken), T0 + 5000)).toEqual({
-        leaseExpiresMs: T0 + 25_000,
+      const digest = tokenDigest(claimed!.leaseToken);
+      // The lease runs to the deadline already: a heartbeat alone cannot move it.
+      expect(await store.heartbeat(task.id, digest, T0 + 5000)).toEqual({
+        leaseExpiresMs: T0 + 20_000,
+        deadlineMs: T0 + 20_000,
         cancelRequested: false,
       });
       expect((await store.get(task.id))!.version).toBe(claimed!.version);
-      await store.cancel(task.id, T0 + 6000);
-      expect(await store.heartbeat(task.id, tokenDigest(claimed!.leaseToken), T0 + 7000)).toEqual({
-        leaseExpiresMs: T0 + 27_000,
+      // An extension moves the deadline to now + 30 s; the lease follows, by the timeout.
+      expect(await store.heartbeat(task.id, digest, T0 + 6000, 30)).toEqual({
+        leaseExpiresMs: T0 + 26_000,
+        deadlineMs: T0 + 36_000,
+        cancelRequested: false,
+      });
+      // A smaller extension keeps the later deadline; a larger one is capped at start + 60 s.
+      expect(await store.heartbeat(task.id, digest, T0 + 7000, 1)).toMatchObject({ deadlineMs: T0 + 36_000 });
+      expect(await store.heartbeat(task.id, digest, T0 + 8000, 600)).toEqual({
+        leaseExpiresMs: T0 + 28_000,
+        deadlineMs: T0 + 60_000,
+        cancelRequested: false,
+      });
+      await store.cancel(task.id, T0 + 9000);
+      expect(await store.heartbeat(task.id, digest, T0 + 45_000)).toEqual({
+        leaseExpiresMs: T0 + 60_000,
+        deadlineMs: T0 + 60_000,
         cancelRequested: true,
+      });
+      // At the deadline the attempt is over: no heartbeat, no result, however alive the worker is.
+      expect(await store.heartbeat(task.id, digest, T0 + 60_000, 600)).toBeNull();
+      expect(
+        await store.complete(
+          [{ taskId: task.id, tokenDigest: digest, outcome: 'succeeded', error: null, retryable: true }],
+          T0 + 60_000,
+          BACKOFF,
+        ),
+      ).toEqual([]);
+      expect(await store.get(task.id)).toMatchObject({ status: 'running', deadlineMs: T0 + 60_000 });
+    });
+
+    it('without max_timeout_seconds, an extension cannot move the deadline', async () => {
+      const task = makeTask({ timeoutSeconds: 20 });
+      await store.submit([task], T0);
+      const [claimed] = await store.claim([task.id], 'w', T0);
+      expect(await store.heartbeat(task.id, tokenDigest(claimed!.leaseToken), T0 + 5000, 3600)).toEqual({
+        leaseExpiresMs: T0 + 20_000,
+        deadlineMs: T0 + 20_000,
+        cancelRequested: false,
       });
     });
 
@@ -430,11 +470,12 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
         ],
         T0 + 5000,
       );
-      const extended = { leaseExpiresMs: T0 + 35_000, cancelRequested: false };
+      // Capped at the deadline, the claim's time + 30 s.
+      const extended = { leaseExpiresMs: T0 + 30_000, deadlineMs: T0 + 30_000, cancelRequested: false };
       expect(answers).toEqual([
         extended,
         null,
-        { leaseExpiresMs: T0 + 35_000, cancelRequested: true },
+        { leaseExpiresMs: T0 + 30_000, deadlineMs: T0 + 30_000, cancelRequested: true },
         null,
         null,
         null,
@@ -444,8 +485,27 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
       ]);
       expect(await store.get(b!.id)).toEqual(bBefore);
       for (const task of [a!, c!, d!]) {
-        expect((await store.get(task.id))!).toMatchObject({ leaseExpiresMs: T0 + 35_000, version: task.version });
+        expect((await store.get(task.id))!).toMatchObject({ leaseExpiresMs: T0 + 30_000, version: task.version });
       }
+    });
+
+    it('takes the largest extension of one lease named twice, and none from a wrong token', async () => {
+      const [task, other] = makeTasks(2, { timeoutSeconds: 10, maxTimeoutSeconds: 1000 });
+      await store.submit([task!, other!], T0);
+      const claimed = await store.claim([task!.id, other!.id], 'w', T0);
+      const mine = claimed.find((c) => c.id === task!.id)!;
+      const theirs = claimed.find((c) => c.id === other!.id)!;
+      const answers = await store.heartbeats(
+        [
+          { taskId: task!.id, tokenDigest: tokenDigest(theirs.leaseToken), extendSeconds: 900 },
+          { taskId: task!.id, tokenDigest: tokenDigest(mine.leaseToken), extendSeconds: 50 },
+          { taskId: task!.id, tokenDigest: tokenDigest(mine.leaseToken), extendSeconds: 100 },
+          { taskId: task!.id, tokenDigest: tokenDigest(mine.leaseToken) },
+        ],
+        T0 + 1000,
+      );
+      const extended = { leaseExpiresMs: T0 + 11_000, deadlineMs: T0 + 101_000, cancelRequested: false };
+      expect(answers).toEqual([null, extended, extended, extended]);
     });
 
     it('extends a thousand leases in one call', async () => {
@@ -461,7 +521,8 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
         claimed.map((c) => ({ taskId: c.id, tokenDigest: tokenDigest(c.leaseToken) })),
         T0 + 2000,
       );
-      expect(answers.every((x) => x?.leaseExpiresMs === T0 + 12_000)).toBe(true);
+      // Extended by the timeout from now, capped at the deadline (the claim + 10 s).
+      expect(answers.every((x) => x?.leaseExpiresMs === T0 + 10_000)).toBe(true);
     });
 
     it('answers an empty list with nothing', async () => {

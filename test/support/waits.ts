@@ -88,6 +88,7 @@ const NODE_EVENTS: Record<keyof NodeEvents, true> = {
   'task:claimed': true,
   'lease:expired': true,
   'task:completed': true,
+  'task:expired': true,
   'task:released': true,
   'cron:fired': true,
   'dag:released': true,

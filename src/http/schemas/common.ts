@@ -93,6 +93,7 @@ export const TASK_STATUSES = [
   'succeeded',
   'failed',
   'cancelled',
+  'expired',
   'active',
   'paused',
 ] as const;

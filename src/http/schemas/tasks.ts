@@ -31,6 +31,9 @@ export const MAX_DAG_TASKS = 10_000;
 /** Longest `delay_seconds`: 100 years, so a due time always fits a Date. */
 export const MAX_DELAY_SECONDS = 100 * 365.25 * 86_400;
 
+/** Longest `max_timeout_seconds` and `start_deadline_seconds`, and the most one `extend_seconds` asks: a week. */
+export const MAX_TIMEOUT_SECONDS = 7 * 86_400;
+
 export const MISFIRE_POLICIES = ['fire_once', 'skip', 'fire_all'] as const;
 export const OVERLAP_POLICIES = ['allow', 'skip'] as const;
 export const SCHEDULE_TYPES = ['immediate', 'delayed', 'cron'] as const;
@@ -96,7 +99,33 @@ const taskTail = {
   ),
   max_retries: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: 100, default: 3 }))),
   timeout_seconds: Type.Optional(
-    Nullable(Type.Integer({ minimum: 1, maximum: 86_400, description: 'Lease length; default from config (60).' })),
+    Nullable(
+      Type.Integer({
+        minimum: 1,
+        maximum: 86_400,
+        description:
+          'The execution deadline of one attempt: at it the attempt ends as a timeout (a retry, or failed). Default from config (60).',
+      }),
+    ),
+  ),
+  max_timeout_seconds: Type.Optional(
+    Nullable(
+      Type.Integer({
+        minimum: 1,
+        maximum: MAX_TIMEOUT_SECONDS,
+        description:
+          'How far a worker may push the deadline (extend_seconds), counted from the attempt start; at least timeout_seconds. Default: timeout_seconds.',
+      }),
+    ),
+  ),
+  start_deadline_seconds: Type.Optional(
+    Nullable(
+      Type.Integer({
+        minimum: 1,
+        maximum: MAX_TIMEOUT_SECONDS,
+        description: 'A task not started this long after its due time ends expired. Default from config (none).',
+      }),
+    ),
   ),
 };
 
@@ -205,6 +234,13 @@ export const Task = Type.Object(
     max_retries: Type.Integer(),
     priority: Type.Integer(),
     timeout_seconds: Type.Integer(),
+    max_timeout_seconds: Type.Integer({ description: 'How far extensions may push an attempt deadline.' }),
+    start_deadline_seconds: Nullable(Type.Integer({ description: 'null: the task may wait for ever.' })),
+    start_by: { ...NullableTime, description: 'Not started by then, the task ends expired; null: never.' },
+    deadline_at: {
+      ...NullableTime,
+      description: 'While running: when the attempt ends as a timeout unless it is extended.',
+    },
     last_error: Nullable(Type.String()),
     idempotency_key: Nullable(Type.String()),
     cancel_requested: Type.Boolean(),
@@ -240,7 +276,7 @@ export const Task = Type.Object(
 );
 export type TaskJson = Static<typeof Task>;
 
-export const EXECUTION_STATUSES = ['running', 'succeeded', 'failed', 'timed_out', 'cancelled'] as const;
+export const EXECUTION_STATUSES = ['running', 'succeeded', 'failed', 'timed_out', 'cancelled', 'expired'] as const;
 
 /** One attempt of a task, in `GET /api/tasks/{task_id}/history`. */
 export const Execution = Type.Object(

@@ -13,7 +13,7 @@ import {
   errors,
   needs,
 } from './common.js';
-import { TaskIdParams } from './tasks.js';
+import { MAX_TIMEOUT_SECONDS, TaskIdParams } from './tasks.js';
 
 /**
  * The worker routes' schemas: long-poll, heartbeat, complete, and the batch completion
@@ -72,6 +72,14 @@ export const HeartbeatRequest = Type.Object(
           'shown by GET /api/tasks/{task_id} until the next update; null is a value, leave it out to send none.',
       ),
     ),
+    extend_seconds: Type.Optional(
+      Type.Number({
+        exclusiveMinimum: 0,
+        maximum: MAX_TIMEOUT_SECONDS,
+        description:
+          "Push the attempt's deadline to at least now + this many seconds, never past its start + max_timeout_seconds.",
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -113,6 +121,11 @@ export const Assignment = Type.Object(
     attempt: Type.Integer(),
     lease_token: Type.String(),
     lease_expires_at: Nullable(Time),
+    deadline_at: {
+      ...Time,
+      description:
+        'The execution deadline of this attempt: at it the attempt ends as a timeout, whatever the worker does (extend it with extend_seconds on a heartbeat).',
+    },
     timeout_seconds: Type.Integer(),
   },
   { additionalProperties: false },
@@ -141,7 +154,12 @@ export const workerRoutesSchemas = {
     body: HeartbeatRequest,
     response: {
       200: Type.Object(
-        { ok: Type.Literal(true), lease_expires_at: Nullable(Time), cancel_requested: Type.Boolean() },
+        {
+          ok: Type.Literal(true),
+          lease_expires_at: Nullable(Time),
+          deadline_at: { ...Time, description: "The attempt's deadline, after any extension." },
+          cancel_requested: Type.Boolean(),
+        },
         { additionalProperties: false },
       ),
       ...errors(...COMMON_ERRORS, 409),

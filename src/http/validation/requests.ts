@@ -50,6 +50,8 @@ export interface HeartbeatBody {
   leaseToken: string;
   /** undefined: no progress was sent. */
   progress?: unknown;
+  /** Push the deadline to at least now + this, seconds; undefined: leave it. */
+  extendSeconds?: number;
 }
 
 /** `GET /api/tasks` query, validated. */
@@ -110,11 +112,14 @@ export function validateHeartbeat(body: unknown, limits: ResultLimits = {}): Hea
   return heartbeatRequest(body as HeartbeatRequestBody, limits);
 }
 
-/** A heartbeat body → the token and, when sent, the progress (held to `maxResultBytes`). */
+/** A heartbeat body → the token and, when sent, the progress (held to `maxResultBytes`) and the extension. */
 export function heartbeatRequest(o: HeartbeatRequestBody, limits: ResultLimits = {}): HeartbeatBody {
-  if (o.progress === undefined) return { leaseToken: o.lease_token };
+  const body: HeartbeatBody = { leaseToken: o.lease_token };
+  if (o.extend_seconds !== undefined) body.extendSeconds = o.extend_seconds;
+  if (o.progress === undefined) return body;
   checkWorkerJson(o.progress, BODY.at('progress'), limits.maxResultBytes);
-  return { leaseToken: o.lease_token, progress: o.progress };
+  body.progress = o.progress;
+  return body;
 }
 
 export function validateCompletion(taskId: string, body: unknown, limits: ResultLimits = {}): CompletionRequest {

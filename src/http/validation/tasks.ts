@@ -46,8 +46,10 @@ export { MAX_BATCH_TASKS, MAX_DAG_TASKS, MAX_DELAY_SECONDS } from '../schemas/ta
 
 /** Values that come from configuration rather than the request. */
 export interface TaskDefaults {
-  /** Lease length when the task gives no `timeout_seconds`, seconds. */
+  /** The execution deadline when the task gives no `timeout_seconds`, seconds. */
   timeoutSeconds: number;
+  /** The start deadline when the task gives no `start_deadline_seconds`, seconds; null or left out: none. */
+  startDeadlineSeconds?: number | null;
   /** Largest accepted `payload`, bytes of JSON. Unchecked when left out. */
   maxPayloadBytes?: number;
   /** Most `dependencies` of a task (`depends_on` of a graph's task). Unchecked when left out. */
@@ -108,6 +110,7 @@ export function taskSpec(o: TaskRequestBody, defaults: TaskDefaults, at: FieldPa
     );
   }
 
+  const timeoutSeconds = o.timeout_seconds ?? defaults.timeoutSeconds;
   const spec: TaskSpec = {
     taskType: o.task_type,
     payload,
@@ -116,7 +119,9 @@ export function taskSpec(o: TaskRequestBody, defaults: TaskDefaults, at: FieldPa
     idempotencyKey,
     priority: o.priority ?? 5,
     maxRetries: o.max_retries ?? 3,
-    timeoutSeconds: o.timeout_seconds ?? defaults.timeoutSeconds,
+    timeoutSeconds,
+    maxTimeoutSeconds: maxTimeoutSeconds(o.max_timeout_seconds ?? null, timeoutSeconds, at),
+    startDeadlineSeconds: o.start_deadline_seconds ?? defaults.startDeadlineSeconds ?? null,
     requestHash: '',
   };
   // Only a replay needs the hash: without a key it stays empty and is never compared.
@@ -183,8 +188,20 @@ function requestHashOf(spec: Omit<TaskSpec, 'requestHash'>, payloadJson: string)
     spec.priority,
     spec.maxRetries,
     spec.timeoutSeconds,
+    // Only when set, so that a key's hash from before these fields existed still matches.
+    ...(spec.maxTimeoutSeconds === null && spec.startDeadlineSeconds === null
+      ? []
+      : [spec.maxTimeoutSeconds, spec.startDeadlineSeconds]),
   ]);
   return sha256Hex(`${head}\n${payloadJson}`);
+}
+
+/** `max_timeout_seconds` as stored: null when it adds nothing to `timeout_seconds`; never below it. */
+function maxTimeoutSeconds(given: number | null, timeoutSeconds: number, at: FieldPath): number | null {
+  if (given === null || given === timeoutSeconds) return null;
+  if (given < timeoutSeconds)
+    at.at('max_timeout_seconds').fail(`is ${given}, less than timeout_seconds (${timeoutSeconds})`);
+  return given;
 }
 
 function scheduleTuple(s: ScheduleSpec): unknown[] {

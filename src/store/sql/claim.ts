@@ -20,7 +20,11 @@ import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './co
  *
  * The status test is fenced ({@link statusIs}) so the plan stays a primary-key lookup of
  * the given ids. A task not yet due, blocked, running or finished is
- * left out the same way. `attempts + 1` is the number of the attempt starting now.
+ * left out the same way, and so is one past its start deadline (`start_by`): the node's sweep
+ * ends it `expired` (src/store/sql/start-deadlines.ts). `attempts + 1` is the number of the
+ * attempt starting now. The attempt's execution deadline is `timeout_seconds` from now, and
+ * the lease runs to it: heartbeats keep the lease alive but never past `deadline_at`
+ * (migrations/000011_deadlines.sql).
  *
  * One statement claims for many workers (the worker channel claims for every socket of a
  * task type at once): `$2` holds each worker once, and `$5` the 1-based position in `$2` of
@@ -55,12 +59,14 @@ const CLAIM = `
       started_at = ${tsParam(3)},
       updated_at = ${tsParam(3)},
       lease_expires_at = ${tsParam(3)} + t.timeout_seconds * interval '1 second',
+      deadline_at = ${tsParam(3)} + t.timeout_seconds * interval '1 second',
       worker_id = ($2::text[])[c.w],
       lease_token_hash = substring($4::bytea FROM (c.n::int4 - 1) * ${LEASE_DIGEST_BYTES} + 1 FOR ${LEASE_DIGEST_BYTES})
   FROM unnest($1::uuid[], $5::int4[]) WITH ORDINALITY AS c(id, w, n)
   WHERE t.id = c.id
     AND ${statusIs('t', 'pending')}
     AND t.due_time <= ${tsParam(3)}
+    AND (t.start_by IS NULL OR t.start_by > ${tsParam(3)})
   RETURNING t.id, t.task_type, t.payload, t.attempts, t.version, t.timeout_seconds, t.partition,
             ${msOf('t.lease_expires_at')} AS lease_expires_ms, ${msOf('t.due_time')} AS due_ms, c.n`;
 
@@ -123,6 +129,8 @@ export async function claimTasks(
     version: r.version,
     leaseToken: (tokens[r.n - 1] as MintedLeaseToken).token,
     leaseExpiresMs: r.lease_expires_ms,
+    // The claim writes the lease and the deadline from the same expression.
+    deadlineMs: r.lease_expires_ms,
     timeoutSeconds: r.timeout_seconds,
     partition: r.partition,
     dueMs: r.due_ms,
@@ -130,27 +138,42 @@ export async function claimTasks(
 }
 
 /**
+ * SQL: the deadline of the attempt of task `t` after heartbeat `h`: with `h.extend` (seconds),
+ * at least now + extend, never past the attempt's start + `max_timeout_seconds`; a deadline
+ * already later is kept. Without, the deadline as it is. `now` is the parameter `$3`.
+ */
+const EXTENDED_DEADLINE = `CASE WHEN h.extend IS NULL THEN t.deadline_at
+    ELSE least(greatest(t.deadline_at, ${tsParam(3)} + h.extend * interval '1 second'),
+               t.started_at + coalesce(t.max_timeout_seconds, t.timeout_seconds) * interval '1 second') END`;
+
+/**
  * Heartbeats, many in one statement: each extends the lease of its task whose token digest
- * is its own, by the task's timeout. It changes no indexed column, so each is a HOT update.
- * The token stays valid. A heartbeat that arrives after the lease ran out but before anyone
- * expired it still extends it: the task was not handed on.
+ * is its own, by the task's timeout but never past the attempt's deadline, which it pushes
+ * later first when it asks to (`extend_seconds`, see `EXTENDED_DEADLINE`). The token stays
+ * valid. A heartbeat that arrives after the lease ran out but before anyone expired it still
+ * extends it — the task was not handed on — unless the deadline passed: then the attempt is
+ * over, and the heartbeat is refused (its lease actor expires it as a timeout).
  *
  * `$1` ids, `$2` their digests end to end (32 bytes each, one binary parameter, as for the
- * claim), `$3` now. Shaped as the claim is: the unnest pairs each id with its position and so
- * with its digest, and `id = ANY($1)` keeps the primary-key lookup on offer. Two heartbeats
- * for one task update its row once; RETURNING gives the row's digest so that each is answered
- * by whether its own digest is the lease's.
+ * claim), `$3` now, `$4` the extensions asked, seconds (null: none), aligned with `$1`.
+ * Shaped as the claim is: the unnest pairs each id with its position and so with its digest,
+ * and `id = ANY($1)` keeps the primary-key lookup on offer. The caller sends each
+ * (task, digest) once; RETURNING gives the row's digest so that each is answered by whether
+ * its own digest is the lease's.
  */
 const HEARTBEATS = `
   UPDATE tasks t
-  SET lease_expires_at = ${tsParam(3)} + t.timeout_seconds * interval '1 second',
+  SET deadline_at = ${EXTENDED_DEADLINE},
+      lease_expires_at = least(${tsParam(3)} + t.timeout_seconds * interval '1 second', ${EXTENDED_DEADLINE}),
       updated_at = ${tsParam(3)}
-  FROM unnest($1::uuid[]) WITH ORDINALITY AS h(id, n)
+  FROM unnest($1::uuid[], $4::float8[]) WITH ORDINALITY AS h(id, extend, n)
   WHERE t.id = ANY($1::uuid[])
     AND t.id = h.id
     AND t.status = 'running'
+    AND t.deadline_at > ${tsParam(3)}
     AND t.lease_token_hash = substring($2::bytea FROM (h.n::int4 - 1) * ${LEASE_DIGEST_BYTES} + 1 FOR ${LEASE_DIGEST_BYTES})
-  RETURNING t.id, ${msOf('t.lease_expires_at')} AS lease_expires_ms, t.cancel_requested, t.lease_token_hash`;
+  RETURNING t.id, ${msOf('t.lease_expires_at')} AS lease_expires_ms, ${msOf('t.deadline_at')} AS deadline_ms,
+            t.cancel_requested, t.lease_token_hash`;
 
 /** See `TaskStore.heartbeats`. */
 export async function heartbeatTasks(
@@ -158,19 +181,38 @@ export async function heartbeatTasks(
   leases: readonly LeaseHeartbeat[],
   nowMs: number,
 ): Promise<(ExtendedLease | null)[]> {
-  const sent = leases.filter((l) => isUuid(l.taskId) && l.tokenDigest.length === LEASE_DIGEST_BYTES);
-  if (sent.length === 0) return leases.map(() => null);
+  // One row per (task, digest): two heartbeats of one lease in a batch become one, asking the
+  // larger extension. Rows with other digests for the same task match nothing.
+  const sent = new Map<string, LeaseHeartbeat>();
+  for (const l of leases) {
+    if (!isUuid(l.taskId) || l.tokenDigest.length !== LEASE_DIGEST_BYTES) continue;
+    const key = `${l.taskId.toLowerCase()}:${Buffer.from(l.tokenDigest).toString('hex')}`;
+    const seen = sent.get(key);
+    if (seen === undefined || (l.extendSeconds ?? 0) > (seen.extendSeconds ?? 0)) sent.set(key, l);
+  }
+  if (sent.size === 0) return leases.map(() => null);
+  const rowsSent = [...sent.values()];
   const { rows } = await db.query<{
     id: string;
     lease_expires_ms: number;
+    deadline_ms: number;
     cancel_requested: boolean;
     lease_token_hash: Uint8Array;
-  }>(HEARTBEATS, [sent.map((l) => l.taskId), Buffer.concat(sent.map((l) => l.tokenDigest)), nowMs], 'wh_heartbeats');
+  }>(
+    HEARTBEATS,
+    [
+      rowsSent.map((l) => l.taskId),
+      Buffer.concat(rowsSent.map((l) => l.tokenDigest)),
+      nowMs,
+      rowsSent.map((l) => l.extendSeconds ?? null),
+    ],
+    'wh_heartbeats',
+  );
   const byId = new Map(rows.map((r) => [r.id, r]));
   return leases.map((l) => {
     const row = byId.get(l.taskId.toLowerCase());
     if (row === undefined || !Buffer.from(row.lease_token_hash).equals(l.tokenDigest)) return null;
-    return { leaseExpiresMs: row.lease_expires_ms, cancelRequested: row.cancel_requested };
+    return { leaseExpiresMs: row.lease_expires_ms, deadlineMs: row.deadline_ms, cancelRequested: row.cancel_requested };
   });
 }
 

@@ -61,7 +61,8 @@ export function taskColumns(t = 't'): string {
     ${t}.last_error, ${t}.schedule_id, ${msOf(`${t}.fire_time`)} AS fire_ms,
     ${msOf(`${t}.last_fired_at`)} AS last_fired_ms, ${t}.dag_id, ${t}.dag_ref, ${t}.deps_total,
     ${t}.deps_satisfied, ${t}.has_dependents, ${t}.result, ${t}.progress,
-    ${msOf(`${t}.progress_at`)} AS progress_ms`;
+    ${msOf(`${t}.progress_at`)} AS progress_ms, ${t}.max_timeout_seconds, ${t}.start_deadline_seconds,
+    ${msOf(`${t}.start_by`)} AS start_by_ms, ${msOf(`${t}.deadline_at`)} AS deadline_ms`;
 }
 
 /** A task row as {@link taskColumns} selects it. */
@@ -99,6 +100,10 @@ export interface TaskRow {
   result: unknown;
   progress: unknown;
   progress_ms: number | null;
+  max_timeout_seconds: number | null;
+  start_deadline_seconds: number | null;
+  start_by_ms: number | null;
+  deadline_ms: number | null;
 }
 
 export function toTaskRecord(row: TaskRow): TaskRecord {
@@ -114,8 +119,12 @@ export function toTaskRecord(row: TaskRow): TaskRecord {
     priority: row.priority,
     maxRetries: row.max_retries,
     timeoutSeconds: row.timeout_seconds,
+    maxTimeoutSeconds: row.max_timeout_seconds,
+    startDeadlineSeconds: row.start_deadline_seconds,
+    startByMs: row.start_by_ms,
     attempts: row.attempts,
     leaseExpiresMs: row.lease_expires_ms,
+    deadlineMs: row.deadline_ms,
     workerId: row.worker_id,
     cancelRequested: row.cancel_requested,
     partition: row.partition,

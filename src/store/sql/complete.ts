@@ -3,6 +3,7 @@ import { LEASE_DIGEST_BYTES } from '../../domain/lease-token.js';
 import type { BackoffPolicy, Completion, Transition } from '../../domain/model.js';
 import { msOf, statusIs, toDueEntry, tsParam, validIds, wholeMs, type DueRow } from './columns.js';
 import { dagEventsCte, isFinal } from './outbox.js';
+import { LEASE_EXPIRED, TIMED_OUT } from '../../domain/attempt-errors.js';
 
 /**
  * Ending attempts: a worker's result (`complete`) or a lease that ran out (`expireLease`).
@@ -35,7 +36,7 @@ function backoffSql(base: number, max: number): string {
 const RETRY_AFTER_EXPIRY = `NOT t.cancel_requested AND t.attempts <= t.max_retries`;
 
 /** Columns of the transition a statement reports, selected from its `done` CTE. */
-const TRANSITION_COLUMNS = `d.id, d.status, d.version, d.task_type, d.priority, ${msOf('d.due_time')} AS due_ms,
+export const TRANSITION_COLUMNS = `d.id, d.status, d.version, d.task_type, d.priority, ${msOf('d.due_time')} AS due_ms,
   d.has_dependents, ${msOf('d.started_at')} AS started_ms`;
 
 /** SQL: the result `r` (`ok`: the attempt succeeded) sends task `t` back to pending. */
@@ -77,6 +78,7 @@ const COMPLETE = `
         updated_at = ${tsParam(6)}
     FROM r JOIN tasks o ON o.id = r.id
     WHERE t.id = r.id AND ${statusIs('t', 'running')} AND t.lease_token_hash = r.token_hash
+      AND t.deadline_at > ${tsParam(6)}
     RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.attempts,
               t.started_at, t.worker_id, t.has_dependents, o.due_time AS attempt_due_time, r.ok, r.error
   ),
@@ -97,14 +99,14 @@ const COMPLETE = `
   )
   SELECT ${TRANSITION_COLUMNS} FROM done d`;
 
-interface TransitionRow extends DueRow {
+export interface TransitionRow extends DueRow {
   status: Transition['status'];
   version: number;
   has_dependents: boolean;
   started_ms: number | null;
 }
 
-function toTransition(row: TransitionRow, endedMs: number): Transition {
+export function toTransition(row: TransitionRow, endedMs: number): Transition {
   return {
     taskId: row.id,
     status: row.status,
@@ -152,9 +154,16 @@ export async function completeTasks(
 }
 
 /**
+ * SQL: why the attempt of task `t` ends at the expiry of its lease: its deadline came (the
+ * lease never runs past it), or its worker stopped heartbeating before that.
+ */
+const EXPIRY_ERROR = `CASE WHEN t.lease_expires_at >= t.deadline_at THEN '${TIMED_OUT}' ELSE '${LEASE_EXPIRED}' END`;
+
+/**
  * `$1` id, `$2` version, `$3` now, `$4`/`$5` backoff base/max ms. The compare-and-set also
  * requires the lease to have run out by `now`, so a heartbeat that extended it first wins.
- * The execution row is `timed_out`, or `cancelled` when cancel had been requested.
+ * The execution row is `timed_out`, or `cancelled` when cancel had been requested; its error,
+ * and the task's last error, say whether the deadline came or the lease ran out before it.
  */
 const EXPIRE_LEASE = `
   WITH done AS (
@@ -166,7 +175,7 @@ const EXPIRE_LEASE = `
         due_time = CASE WHEN ${RETRY_AFTER_EXPIRY} THEN ${tsParam(3)} + ${backoffSql(4, 5)}
                         ELSE t.due_time END,
         completed_at = CASE WHEN ${RETRY_AFTER_EXPIRY} THEN NULL ELSE ${tsParam(3)} END,
-        last_error = 'lease expired',
+        last_error = ${EXPIRY_ERROR},
         progress = CASE WHEN ${RETRY_AFTER_EXPIRY} THEN NULL ELSE t.progress END,
         progress_at = CASE WHEN ${RETRY_AFTER_EXPIRY} THEN NULL ELSE t.progress_at END,
         lease_expires_at = NULL,
@@ -176,7 +185,7 @@ const EXPIRE_LEASE = `
     WHERE o.id = $1 AND t.id = $1 AND ${statusIs('t', 'running')} AND t.version = $2
       AND t.lease_expires_at <= ${tsParam(3)}
     RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.attempts,
-              t.started_at, t.worker_id, t.has_dependents, o.due_time AS attempt_due_time
+              t.started_at, t.worker_id, t.has_dependents, o.due_time AS attempt_due_time, t.last_error
   ),
   ${dagEventsCte(3)},
   execution AS (
@@ -184,7 +193,7 @@ const EXPIRE_LEASE = `
                             worker_id, error)
     SELECT d.id, d.attempts,
            CASE WHEN d.status = 'cancelled' THEN 'cancelled' ELSE 'timed_out' END,
-           d.attempt_due_time, d.started_at, ${tsParam(3)}, d.worker_id, 'lease expired'
+           d.attempt_due_time, d.started_at, ${tsParam(3)}, d.worker_id, d.last_error
     FROM done d
   )
   SELECT ${TRANSITION_COLUMNS} FROM done d`;

@@ -128,7 +128,7 @@ function decide(
       const j = indexOf.get(id);
       const status = j === undefined ? existing.get(id)!.status : columns[j]!.status;
       if (status === 'succeeded') satisfied++;
-      else if (lastError === null && (status === 'failed' || status === 'cancelled'))
+      else if (lastError === null && (status === 'failed' || status === 'cancelled' || status === 'expired'))
         lastError = `predecessor ${id} ${status}`;
     }
     columns[i] = {

@@ -107,7 +107,7 @@ export async function dependents(
  * - `flipped`: edges to predecessors that succeeded become satisfied. An edge already
  *   satisfied does not match, so it is counted once however often this runs; of two
  *   concurrent runs the second waits for the first's row lock and then finds it satisfied;
- * - `broken`: the first predecessor (by id) that failed or was cancelled, if any;
+ * - `broken`: the first predecessor (by id) that failed, was cancelled or expired, if any;
  * - `done`: the compare-and-set on `blocked`. The counter is bounded by the total; a broken
  *   edge cancels the task naming the predecessor; all satisfied makes it `pending`, due at
  *   the later of its own due time and now. Under concurrency the counter is re-read from the
@@ -138,7 +138,7 @@ const RECONCILE = `
   ),
   broken AS (
     SELECT DISTINCT ON (e.task_id) e.task_id, e.predecessor_id, e.predecessor_status
-    FROM edge e WHERE e.predecessor_status IN ('failed', 'cancelled')
+    FROM edge e WHERE e.predecessor_status IN ('failed', 'cancelled', 'expired')
     ORDER BY e.task_id, e.predecessor_id
   ),
   change AS (
@@ -233,7 +233,7 @@ const STUCK = `
     AND (x.deps_satisfied >= x.deps_total OR EXISTS (
       SELECT 1 FROM task_dependencies d JOIN tasks p ON p.id = d.predecessor_id
       WHERE d.task_id = x.id AND NOT d.satisfied
-        AND p.status IN ('succeeded', 'failed', 'cancelled') AND p.updated_at < ${tsParam(2)}
+        AND p.status IN ('succeeded', 'failed', 'cancelled', 'expired') AND p.updated_at < ${tsParam(2)}
         AND NOT EXISTS (SELECT 1 FROM dag_events e WHERE e.predecessor_id = p.id)))
   ORDER BY x.id`;
 

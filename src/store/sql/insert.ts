@@ -14,15 +14,15 @@ import { tsParam, wholeMs } from './columns.js';
 const INSERT_TASKS = `
   INSERT INTO tasks (id, task_type, payload, status, schedule_type, schedule, due_time, priority,
                      max_retries, timeout_seconds, partition, idempotency_key, created_at, updated_at,
-                     wake_time)
+                     max_timeout_seconds, start_deadline_seconds, wake_time)
   SELECT u.id, u.task_type, u.payload::jsonb, u.status, u.schedule_type, u.schedule::jsonb,
          to_timestamp(u.due_ms / 1000), u.priority, u.max_retries, u.timeout_seconds, u.partition,
-         u.idempotency_key, ${tsParam(13)}, ${tsParam(13)},
+         u.idempotency_key, ${tsParam(13)}, ${tsParam(13)}, u.max_timeout_seconds, u.start_deadline_seconds,
          CASE WHEN u.schedule_type = 'cron' THEN ${tsParam(13)} END
   FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
-              $8::int2[], $9::int4[], $10::int4[], $11::int2[], $12::text[])
+              $8::int2[], $9::int4[], $10::int4[], $11::int2[], $12::text[], $14::int4[], $15::int4[])
        AS u(id, task_type, payload, status, schedule_type, schedule, due_ms, priority, max_retries,
-            timeout_seconds, partition, idempotency_key)`;
+            timeout_seconds, partition, idempotency_key, max_timeout_seconds, start_deadline_seconds)`;
 
 /**
  * The same for tasks with dependencies or in a graph, with their edges, in one statement
@@ -34,22 +34,23 @@ const INSERT_GRAPH_TASKS = `
   WITH inserted AS (
   INSERT INTO tasks (id, task_type, payload, status, schedule_type, schedule, due_time, priority,
                      max_retries, timeout_seconds, partition, idempotency_key, created_at, updated_at,
+                     max_timeout_seconds, start_deadline_seconds,
                      dag_id, dag_ref, deps_total, deps_satisfied, has_dependents, last_error, completed_at)
   SELECT u.id, u.task_type, u.payload::jsonb, u.status, u.schedule_type, u.schedule::jsonb,
          to_timestamp(u.due_ms / 1000), u.priority, u.max_retries, u.timeout_seconds, u.partition,
-         u.idempotency_key, ${tsParam(13)}, ${tsParam(13)},
+         u.idempotency_key, ${tsParam(13)}, ${tsParam(13)}, u.max_timeout_seconds, u.start_deadline_seconds,
          u.dag_id, u.dag_ref, u.deps_total, u.deps_satisfied, u.has_dependents, u.last_error,
          CASE WHEN u.status = 'cancelled' THEN ${tsParam(13)} END
   FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
-              $8::int2[], $9::int4[], $10::int4[], $11::int2[], $12::text[],
-              $14::uuid[], $15::text[], $16::int4[], $17::int4[], $18::bool[], $19::text[])
+              $8::int2[], $9::int4[], $10::int4[], $11::int2[], $12::text[], $14::int4[], $15::int4[],
+              $16::uuid[], $17::text[], $18::int4[], $19::int4[], $20::bool[], $21::text[])
        AS u(id, task_type, payload, status, schedule_type, schedule, due_ms, priority, max_retries,
-            timeout_seconds, partition, idempotency_key,
+            timeout_seconds, partition, idempotency_key, max_timeout_seconds, start_deadline_seconds,
             dag_id, dag_ref, deps_total, deps_satisfied, has_dependents, last_error)
   ),
   edges AS (
     INSERT INTO task_dependencies (task_id, predecessor_id, satisfied)
-    SELECT * FROM unnest($20::uuid[], $21::uuid[], $22::bool[])
+    SELECT * FROM unnest($22::uuid[], $23::uuid[], $24::bool[])
   )
   SELECT 1`;
 
@@ -86,6 +87,8 @@ export async function insertTasks(
   const priorities = new Array<number>(n);
   const maxRetries = new Array<number>(n);
   const timeouts = new Array<number>(n);
+  const maxTimeouts = new Array<number | null>(n);
+  const startDeadlines = new Array<number | null>(n);
   const partitions = new Array<number>(n);
   const keys = new Array<string | null>(n);
   const records = new Array<TaskRecord>(n);
@@ -104,6 +107,8 @@ export async function insertTasks(
     priorities[i] = t.priority;
     maxRetries[i] = t.maxRetries;
     timeouts[i] = t.timeoutSeconds;
+    maxTimeouts[i] = t.maxTimeoutSeconds ?? null;
+    startDeadlines[i] = t.startDeadlineSeconds ?? null;
     partitions[i] = t.partition;
     keys[i] = t.idempotencyKey;
     records[i] = newRecord(t, dueMs, createdMs, g);
@@ -122,6 +127,8 @@ export async function insertTasks(
     partitions,
     keys,
     nowMs,
+    maxTimeouts,
+    startDeadlines,
   ];
   if (graph === undefined) {
     await db.query(INSERT_TASKS, params, 'wh_insert_tasks');
@@ -160,8 +167,13 @@ function newRecord(t: NewTask, dueMs: number, nowMs: number, g: GraphColumns | u
     priority: t.priority,
     maxRetries: t.maxRetries,
     timeoutSeconds: t.timeoutSeconds,
+    maxTimeoutSeconds: t.maxTimeoutSeconds ?? null,
+    startDeadlineSeconds: t.startDeadlineSeconds ?? null,
+    // As the trigger of 000011_deadlines writes it.
+    startByMs: t.startDeadlineSeconds == null ? null : dueMs + t.startDeadlineSeconds * 1000,
     attempts: 0,
     leaseExpiresMs: null,
+    deadlineMs: null,
     workerId: null,
     cancelRequested: false,
     partition: t.partition,

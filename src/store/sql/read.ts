@@ -36,7 +36,8 @@ const MAX_LIST = 1000;
  * Executions newest first. The running attempt has no row yet, and the attempt that ended
  * the task has none either (completion writes rows only for attempts the task outlives), so
  * both are made up from the task row; so is the result, which only a succeeded attempt has
- * and a succeeded attempt always ends the task (execution rows hold none). Execution ids are
+ * and a succeeded attempt always ends the task (execution rows hold none). An expired task
+ * shows the attempt that never started (attempts + 1, `expired`, no start). Execution ids are
  * not stored; each is derived from (task id, attempt) below, the same for the running attempt
  * and for its row once written. `$2` is the exclusive upper bound on the attempt, for paging.
  */
@@ -57,6 +58,11 @@ const HISTORY = `
     WHERE t.id = ANY($1::uuid[]) AND t.status IN ('succeeded', 'failed', 'cancelled') AND t.attempts > 0
       AND t.started_at IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM executions x WHERE x.task_id = t.id AND x.attempt = t.attempts)
+    UNION ALL
+    SELECT t.id, t.attempts + 1, 'expired', ${msOf('t.due_time')}, NULL::float8, ${msOf('t.completed_at')},
+           NULL::text, t.last_error, NULL::jsonb
+    FROM tasks t
+    WHERE t.id = ANY($1::uuid[]) AND t.status = 'expired'
     UNION ALL
     SELECT e.task_id, e.attempt, e.status,
            ${msOf('e.due_time')}, ${msOf('e.started_at')}, ${msOf('e.completed_at')}, e.worker_id, e.error, NULL::jsonb

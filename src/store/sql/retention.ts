@@ -9,7 +9,7 @@ import { msOf, tsParam } from './columns.js';
  */
 
 /** The statuses a task ends in, written as the partial index's predicate is, so it is used. */
-const FINISHED = `('succeeded', 'failed', 'cancelled')`;
+const FINISHED = `('succeeded', 'failed', 'cancelled', 'expired')`;
 
 /**
  * SQL: a timestamptz as whole microseconds since the epoch, the column's own resolution, so
@@ -34,7 +34,7 @@ const NIL_UUID = '00000000-0000-0000-0000-000000000000';
  * limit. One statement, so one short transaction per batch:
  *
  * - `candidate`: the next `$6` finished tasks of the partition that ended before the horizon,
- *   in (completed_at, id) order after the cursor: a walk of `tasks_finished_idx`, never of
+ *   in (completed_at, id) order after the cursor: a walk of `tasks_ended_idx`, never of
  *   the table.
  * - `held_graph`: graphs of candidates that still have a task that is not finished, or
  *   finished after the horizon. A graph leaves whole or not at all, so `GET /api/dags/{id}`
@@ -102,7 +102,7 @@ const REMOVE_FINISHED = `
   SELECT (SELECT count(*) FROM removed)::int AS removed, (SELECT count(*) FROM candidate)::int AS examined,
          (SELECT l.id FROM last l) AS last_id, (SELECT l.completed_us FROM last l) AS last_us`;
 
-/** `$1` partitions, `$2` horizon: one probe of `tasks_finished_idx` a partition. */
+/** `$1` partitions, `$2` horizon: one probe of `tasks_ended_idx` a partition. */
 const PARTITIONS_PAST_HORIZON = `
   SELECT p.partition FROM unnest($1::int4[]) AS p(partition)
   WHERE EXISTS (SELECT 1 FROM tasks t

@@ -4,9 +4,9 @@ import { taskColumns, toTaskRecord, tsParam, validIds, type TaskRow } from './co
 import { getTask } from './read.js';
 
 /**
- * Running a failed or cancelled task again (`POST /api/tasks/{id}/retry`): one statement, a
- * compare-and-set on the status alone (the caller holds no version), of the edges
- * failed | cancelled → pending, due now. `attempts` is kept, so the next claim makes attempt
+ * Running a failed, cancelled or expired task again (`POST /api/tasks/{id}/retry`): one
+ * statement, a compare-and-set on the status alone (the caller holds no version), of the edges
+ * failed | cancelled | expired → pending, due now. `attempts` is kept, so the next claim makes attempt
  * attempts + 1; `last_error` is kept until that attempt ends; the result, the progress and a
  * cancel request are cleared.
  *
@@ -14,7 +14,8 @@ import { getTask } from './read.js';
  * for attempts the task outlives, and history derives the final one from the task row). The
  * task now outlives it, so the same statement writes its row from the row as it was (`o`),
  * before the UPDATE's values replace it. A task that never started (cancelled while pending)
- * has no attempt to record.
+ * has no attempt to record, nor has an expired one: its last attempt, if any, was retried and
+ * so has its row already.
  *
  * Not matched: cron schedules (their instances are the tasks that run), and a task whose
  * predecessors have not all succeeded (cancelled because one failed, or while blocked): run
@@ -36,7 +37,7 @@ const RETRY = `
         lease_token_hash = NULL,
         updated_at = ${tsParam(2)}
     FROM tasks o
-    WHERE o.id = $1 AND t.id = $1 AND t.status IN ('failed', 'cancelled')
+    WHERE o.id = $1 AND t.id = $1 AND t.status IN ('failed', 'cancelled', 'expired')
       AND t.schedule_type <> 'cron' AND t.deps_satisfied = t.deps_total
     RETURNING ${taskColumns('t')}, o.status AS old_status, o.due_time AS old_due_time,
               o.started_at AS old_started_at, o.completed_at AS old_completed_at
@@ -47,7 +48,7 @@ const RETRY = `
     SELECT d.id, d.attempts, d.old_status, d.old_due_time, d.old_started_at,
            coalesce(d.old_completed_at, d.old_started_at), d.worker_id, d.last_error
     FROM done d
-    WHERE d.attempts > 0 AND d.old_started_at IS NOT NULL
+    WHERE d.attempts > 0 AND d.old_started_at IS NOT NULL AND d.old_status <> 'expired'
     ON CONFLICT (task_id, attempt) DO NOTHING
   )
   SELECT * FROM done`;
