@@ -73,7 +73,7 @@ export async function runClientVerb(
     case 'submit': {
       const submitted = await client.submit(newTask(values));
       if (values.wait === true) {
-        const task = await client.waitFor(submitted.taskId, ['succeeded', 'failed', 'cancelled'], {
+        const task = await client.waitFor(submitted.taskId, ['succeeded', 'failed', 'cancelled', 'expired'], {
           timeoutMs: 600_000,
         });
         print(task, () => taskLines(task));

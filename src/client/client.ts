@@ -55,7 +55,7 @@ export interface WheelhouseClient {
   /** `POST /api/tasks/{id}/resume`: a paused cron task fires again from now. Answers the task. */
   resume(taskId: string): Promise<Task>;
   /**
-   * `POST /api/tasks/{id}/retry`: a failed or cancelled task runs again as a new attempt, its
+   * `POST /api/tasks/{id}/retry`: a failed, cancelled or expired task runs again as a new attempt, its
    * history kept. Answers the task (pending again). Any other status: `invalid_transition`.
    */
   retry(taskId: string): Promise<Task>;

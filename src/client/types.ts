@@ -6,7 +6,7 @@
 
 /** A task's status as the node shows it (`ready` is `pending` and due; cron tasks are `active` or `paused`). */
 export type TaskStatus =
-  'blocked' | 'pending' | 'ready' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'active' | 'paused';
+  'blocked' | 'pending' | 'ready' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'expired' | 'active' | 'paused';
 
 export type ScheduleType = 'immediate' | 'delayed' | 'cron';
 
@@ -53,8 +53,12 @@ export interface NewTask {
   priority?: number;
   /** 0–100; default 3. */
   maxRetries?: number;
-  /** The lease length, seconds. */
+  /** The execution deadline of one attempt, seconds (1–86 400): at it the attempt ends as a timeout. Node default 60. */
   timeoutSeconds?: number;
+  /** How far a worker may push an attempt's deadline, seconds after its start; default `timeoutSeconds`. */
+  maxTimeoutSeconds?: number;
+  /** Not started this long after its due time, the task ends `expired`, seconds; default the node's (none). */
+  startDeadlineSeconds?: number;
 }
 
 /** What a submission answers, for each task. */
@@ -130,6 +134,12 @@ export interface Task {
   maxRetries: number;
   priority: number;
   timeoutSeconds: number;
+  maxTimeoutSeconds: number;
+  startDeadlineSeconds: number | null;
+  /** A waiting task with a start deadline: not started by then, it ends `expired`. */
+  startBy: string | null;
+  /** A running task: when its attempt ends as a timeout unless extended. */
+  deadlineAt: string | null;
   lastError: string | null;
   idempotencyKey: string | null;
   cancelRequested: boolean;
@@ -184,7 +194,8 @@ export interface Execution {
   executionId: string;
   taskId: string;
   attempt: number;
-  status: 'running' | 'succeeded' | 'failed' | 'timed_out' | 'cancelled';
+  /** `expired`: the attempt that never started (the task passed its start deadline). */
+  status: 'running' | 'succeeded' | 'failed' | 'timed_out' | 'cancelled' | 'expired';
   dueTime: string | null;
   startedAt: string | null;
   completedAt: string | null;

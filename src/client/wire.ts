@@ -61,6 +61,8 @@ export function taskToWire(t: NewTask): Json {
     priority: t.priority,
     max_retries: t.maxRetries,
     timeout_seconds: t.timeoutSeconds,
+    max_timeout_seconds: t.maxTimeoutSeconds,
+    start_deadline_seconds: t.startDeadlineSeconds,
   });
 }
 
@@ -110,6 +112,10 @@ export function taskFromWire(body: unknown): Task {
     maxRetries: Number(o.max_retries),
     priority: Number(o.priority),
     timeoutSeconds: Number(o.timeout_seconds),
+    maxTimeoutSeconds: Number(o.max_timeout_seconds ?? o.timeout_seconds),
+    startDeadlineSeconds: typeof o.start_deadline_seconds === 'number' ? o.start_deadline_seconds : null,
+    startBy: str(o.start_by),
+    deadlineAt: str(o.deadline_at),
     lastError: str(o.last_error),
     idempotencyKey: str(o.idempotency_key),
     cancelRequested: o.cancel_requested === true,

@@ -65,7 +65,7 @@ export const taskPage: Page = (el, route) => {
     const buttons = [
       isSchedule && task.status === 'active' ? 'pause' : '',
       isSchedule && task.status === 'paused' ? 'resume' : '',
-      task.status === 'failed' || task.status === 'cancelled' ? 'retry' : '',
+      task.status === 'failed' || task.status === 'cancelled' || task.status === 'expired' ? 'retry' : '',
       OPEN_STATUSES.has(task.status) && !task.cancel_requested ? 'cancel' : '',
     ].filter(Boolean);
     if (buttons.join() !== shownButtons) {

@@ -182,6 +182,7 @@ export function explanationJson(e: Explanation): ExplanationJson {
             worker_id: e.lease.workerId,
             since: iso(e.lease.sinceMs),
             lease_expires_at: iso(e.lease.leaseExpiresMs),
+            deadline_at: iso(e.lease.deadlineMs),
             last_heartbeat_at: iso(e.lease.lastHeartbeatMs),
             owner_node: e.lease.ownerNode,
           },
@@ -189,6 +190,7 @@ export function explanationJson(e: Explanation): ExplanationJson {
       e.backoff === null
         ? null
         : { until: iso(e.backoff.untilMs) as string, attempt: e.backoff.attempt, last_error: e.backoff.lastError },
+    start_by: iso(e.startByMs),
     schedule: e.schedule === null ? null : { paused: e.schedule.paused, next_due_time: iso(e.schedule.nextDueMs) },
     outcome:
       e.outcome === null

@@ -2,7 +2,7 @@ import fastifyWebsocket from '@fastify/websocket';
 import type { FastifyPluginAsync } from 'fastify';
 import type { WebSocket } from 'ws';
 import { WheelhouseError, isWheelhouseError, type ErrorCode } from '../lib/errors.js';
-import type { CompletionRequest, ProgressRequest } from '../services/types.js';
+import type { ChannelProgress, CompletionRequest } from '../services/types.js';
 import { CLOSE, type ChannelHello, type NodeFrame, type WorkerChannelApi } from '../services/worker-channel.js';
 import type { WorkerSession } from '../services/worker-session.js';
 import { parseJsonBody } from './json-body.js';
@@ -246,11 +246,19 @@ function resultsOf(frame: ResultsFrameJson, maxResultBytes: number): CompletionR
   return completionRequests({ results: frame.results }, { maxResultBytes });
 }
 
-/** Progress updates, each held to `maxResultBytes` like a result. */
-function progressOf(frame: ProgressFrameJson, maxResultBytes: number): ProgressRequest[] {
+/** Progress updates, each held to `maxResultBytes` like a result; each has progress, an extension, or both. */
+function progressOf(frame: ProgressFrameJson, maxResultBytes: number): ChannelProgress[] {
   return frame.updates.map((u, i) => {
-    checkWorkerJson(u.progress, new FieldPath(`updates[${i}]`, i).at('progress'), maxResultBytes);
-    return { taskId: u.task_id.toLowerCase(), leaseToken: u.lease_token, progress: u.progress };
+    const at = new FieldPath(`updates[${i}]`, i);
+    const update: ChannelProgress = { taskId: u.task_id.toLowerCase(), leaseToken: u.lease_token };
+    if (u.progress !== undefined) {
+      checkWorkerJson(u.progress, at.at('progress'), maxResultBytes);
+      update.progress = u.progress;
+    }
+    if (u.extend_seconds !== undefined) update.extendSeconds = u.extend_seconds;
+    if (update.progress === undefined && update.extendSeconds === undefined)
+      at.fail('an update carries progress, extend_seconds or both');
+    return update;
   });
 }
 
@@ -271,6 +279,11 @@ function frameJson(frame: NodeFrame): Record<string, unknown> {
     case 'cancel':
     case 'lease_lost':
       return { type: frame.type, task_ids: frame.taskIds };
+    case 'extended':
+      return {
+        type: 'extended',
+        tasks: frame.tasks.map((t) => ({ task_id: t.taskId, deadline_at: new Date(t.deadlineMs).toISOString() })),
+      };
     case 'error':
       return { type: 'error', error: { code: frame.code, message: frame.message } };
   }

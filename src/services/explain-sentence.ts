@@ -5,6 +5,11 @@ import type { Explanation } from './explanation.js';
  * waits for, or how it ended.
  */
 export function explainSentence(facts: Omit<Explanation, 'sentence'>): string {
+  const sentence = stateSentence(facts);
+  return facts.startByMs === null ? sentence : `${sentence} It expires unless it starts by ${iso(facts.startByMs)}.`;
+}
+
+function stateSentence(facts: Omit<Explanation, 'sentence'>): string {
   const { due, queue, lease, backoff, schedule, outcome, dependencies } = facts;
   switch (facts.state) {
     case 'scheduled':
@@ -37,7 +42,7 @@ export function explainSentence(facts: Omit<Explanation, 'sentence'>): string {
     }
     case 'running':
       return (
-        `Held by worker ${lease?.workerId ?? 'unknown'} since ${iso(lease?.sinceMs)}, lease until ${iso(lease?.leaseExpiresMs)}` +
+        `Held by worker ${lease?.workerId ?? 'unknown'} since ${iso(lease?.sinceMs)}, deadline ${iso(lease?.deadlineMs)}, lease until ${iso(lease?.leaseExpiresMs)}` +
         (lease?.lastHeartbeatMs ? `, last heartbeat at ${iso(lease.lastHeartbeatMs)}` : ', no heartbeat yet') +
         (lease?.ownerNode ? ` (lease kept by node ${lease.ownerNode})` : '') +
         '.'
@@ -52,6 +57,8 @@ export function explainSentence(facts: Omit<Explanation, 'sentence'>): string {
       return `Failed at ${iso(outcome?.finishedMs)}: ${outcome?.reason ?? ''}${outcome?.error ? ` (${quote(outcome.error)})` : ''}.`;
     case 'cancelled':
       return `Cancelled at ${iso(outcome?.finishedMs)}: ${outcome?.reason ?? ''}.`;
+    case 'expired':
+      return `Expired at ${iso(outcome?.finishedMs)}: ${outcome?.reason ?? ''}.`;
   }
 }
 

@@ -9,6 +9,7 @@ import type { DagStore } from '../store/dag-types.js';
 import type { ReadyQueue } from '../store/fast-index-types.js';
 import type { TaskStore } from '../store/types.js';
 import { explainSentence } from './explain-sentence.js';
+import { LEASE_EXPIRED, TIMED_OUT } from '../domain/attempt-errors.js';
 import type { MissingTasks } from './missing-tasks.js';
 import type { WorkerPresence } from './worker-presence.js';
 
@@ -62,6 +63,7 @@ export class ExplainService {
       queue: null,
       lease: null,
       backoff: null,
+      startByMs: task.status === 'pending' ? task.startByMs : null,
       schedule: null,
       outcome: null,
     };
@@ -87,6 +89,7 @@ export class ExplainService {
       case 'succeeded':
       case 'failed':
       case 'cancelled':
+      case 'expired':
         facts.outcome = outcomeOf(task);
         break;
     }
@@ -129,15 +132,19 @@ export class ExplainService {
 
   /**
    * The lease as the row holds it. A heartbeat sets the expiry to its time plus the timeout,
-   * so an expiry later than the claim's own (start + timeout) dates the last heartbeat.
+   * unless that passes the deadline: an expiry short of the deadline dates the last heartbeat
+   * exactly; one at the deadline says only that the row was last written (a heartbeat, a
+   * progress update) at its `updated_at`.
    */
   private async lease(task: TaskRecord): Promise<NonNullable<Explanation['lease']>> {
     const timeoutMs = task.timeoutSeconds * 1000;
-    const beat = task.leaseExpiresMs === null ? null : task.leaseExpiresMs - timeoutMs;
+    const capped = task.leaseExpiresMs !== null && task.deadlineMs !== null && task.leaseExpiresMs >= task.deadlineMs;
+    const beat = task.leaseExpiresMs === null ? null : capped ? task.updatedMs : task.leaseExpiresMs - timeoutMs;
     return {
       workerId: task.workerId,
       sinceMs: task.startedMs,
       leaseExpiresMs: task.leaseExpiresMs,
+      deadlineMs: task.deadlineMs,
       lastHeartbeatMs: beat !== null && task.startedMs !== null && beat > task.startedMs ? beat : null,
       ownerNode: await this.deps.holderOf(LEASE.name, task.id).catch(() => null),
     };
@@ -172,11 +179,19 @@ function outcomeOf(task: TaskRecord): NonNullable<Explanation['outcome']> {
         finishedMs,
         error: task.lastError,
         reason:
-          task.lastError === 'lease expired'
+          task.lastError === LEASE_EXPIRED
             ? `the lease of attempt ${task.attempts} ran out with no retry left`
-            : task.attempts > task.maxRetries
-              ? `retries spent (${task.attempts} attempts, max_retries ${task.maxRetries})`
-              : `attempt ${task.attempts} failed and was not retryable`,
+            : task.lastError === TIMED_OUT
+              ? `attempt ${task.attempts} reached its deadline (timeout_seconds ${task.timeoutSeconds}) with no retry left`
+              : task.attempts > task.maxRetries
+                ? `retries spent (${task.attempts} attempts, max_retries ${task.maxRetries})`
+                : `attempt ${task.attempts} failed and was not retryable`,
+      };
+    case 'expired':
+      return {
+        finishedMs,
+        error: task.lastError,
+        reason: `it did not start within ${task.startDeadlineSeconds ?? 0} s of its due time (start_deadline_seconds)`,
       };
     default: {
       const byPredecessor = task.lastError?.startsWith('predecessor ') === true;

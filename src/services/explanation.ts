@@ -12,7 +12,8 @@ export type ExplainState =
   | 'active'
   | 'succeeded'
   | 'failed'
-  | 'cancelled';
+  | 'cancelled'
+  | 'expired';
 
 /** Why a task is where it is: the facts, each from whoever owns it, and one sentence. */
 export interface Explanation {
@@ -37,10 +38,14 @@ export interface Explanation {
     workerId: string | null;
     sinceMs: number | null;
     leaseExpiresMs: number | null;
+    /** The attempt's execution deadline: it ends as a timeout then unless extended. */
+    deadlineMs: number | null;
     lastHeartbeatMs: number | null;
     ownerNode: string | null;
   } | null;
   backoff: { untilMs: number; attempt: number; lastError: string | null } | null;
+  /** A pending task's start deadline: not started by then, it ends `expired`; null: none. */
+  startByMs: number | null;
   schedule: { paused: boolean; nextDueMs: number | null } | null;
   outcome: { finishedMs: number | null; error: string | null; reason: string } | null;
 }

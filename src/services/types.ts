@@ -55,6 +55,16 @@ export interface ProgressRequest {
   progress: unknown;
 }
 
+/** One update of a channel `progress` frame: the latest progress, an extension of the deadline, or both. */
+export interface ChannelProgress {
+  taskId: string;
+  leaseToken: string;
+  /** undefined: no progress sent. */
+  progress?: unknown;
+  /** Push the deadline to at least now + this, seconds; undefined: leave it. */
+  extendSeconds?: number;
+}
+
 export interface PollRequest {
   workerId: string;
   taskTypes: string[];

@@ -179,7 +179,12 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
     const kept: string[] = [];
     for (const { l, extended } of answers) {
       if (extended === null) continue;
-      session.hold(l.taskId, l.leaseToken, extended.leaseExpiresMs);
+      session.hold({
+        id: l.taskId,
+        leaseToken: l.leaseToken,
+        leaseExpiresMs: extended.leaseExpiresMs,
+        deadlineMs: extended.deadlineMs,
+      });
       kept.push(l.taskId);
     }
     return kept;

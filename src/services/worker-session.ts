@@ -2,13 +2,18 @@ import { timingSafeEqual } from 'node:crypto';
 import type { WorkerPush } from '../actors/worker.js';
 import { isWheelhouseError, type ErrorCode } from '../lib/errors.js';
 import type { Cancel, Clock } from '../runtime/clock.js';
-import type { Assignment, CompletionRequest, ProgressRequest, WorkersApi } from './types.js';
+import type { Assignment, ChannelProgress, CompletionRequest, ProgressRequest, WorkersApi } from './types.js';
 
 /**
  * One worker's socket on this node, as the services see it: the credits it granted, the leases
  * it holds (pushed to it, or resumed), and the one heartbeat that keeps them all alive. The
  * channel (worker-channel.ts) claims for it; the HTTP face turns its frames into calls here and
  * its `NodeFrame`s into JSON.
+ *
+ * An open socket keeps its leases alive — its worker's liveness — but never past each
+ * attempt's deadline: the store caps every extension there (docs/design.md, "Leases and
+ * deadlines"). Only the worker moves a deadline, with `extend_seconds` in a `progress` frame.
+ * At the deadline this session's refresh is refused and the worker is told `lease_lost`.
  */
 
 /** What the node sends a worker (camel-cased; the HTTP face writes the wire names). */
@@ -18,6 +23,8 @@ export type NodeFrame =
   | { type: 'acks'; acks: ChannelAck[] }
   | { type: 'cancel'; taskIds: string[] }
   | { type: 'lease_lost'; taskIds: string[] }
+  /** Deadlines moved at the worker's request (`extend_seconds`). */
+  | { type: 'extended'; tasks: { taskId: string; deadlineMs: number }[] }
   | { type: 'error'; code: ErrorCode; message: string };
 
 export interface ChannelAck {
@@ -37,8 +44,12 @@ export interface ChannelSocket {
 interface HeldLease {
   token: Buffer;
   leaseExpiresMs: number;
-  /** When the channel extends it next: a third of the way through what is left. */
+  /** The attempt's deadline: the lease never runs past it. */
+  deadlineMs: number;
+  /** When the channel extends it next: a third of the way through what is left, or at the deadline. */
   refreshAtMs: number;
+  /** A third of the lease as it was granted: how far apart refreshes of a lease that runs to its deadline are. */
+  spacingMs: number;
   cancelSent: boolean;
 }
 
@@ -54,6 +65,14 @@ export const CLOSE = {
   /** A newer socket of the same worker took this one's place. */
   replaced: 4001,
 } as const;
+
+/** A lease as the session is given it: pushed (an assignment) or resumed. */
+export interface LeaseGrant {
+  id: string;
+  leaseToken: string;
+  leaseExpiresMs: number;
+  deadlineMs: number;
+}
 
 export interface SessionDeps {
   workers: Pick<WorkersApi, 'heartbeat' | 'complete' | 'progress'>;
@@ -101,15 +120,15 @@ export class WorkerSession {
     return this.state === 'open' && this.credits > 0 && !this.claiming && this.wanting;
   }
 
-  /** Keeps a lease (pushed or resumed) alive from now on. */
-  hold(taskId: string, leaseToken: string, leaseExpiresMs: number): void {
-    this.keep(taskId, leaseToken, leaseExpiresMs);
+  /** Keeps a lease (pushed or resumed) alive from now on, up to its deadline. */
+  hold(lease: LeaseGrant): void {
+    this.keep(lease);
     this.armRefresh();
   }
 
   /** `hold` for a batch of pushed tasks: the refresh timer is armed once, not once per task. */
-  holdAll(tasks: readonly { id: string; leaseToken: string; leaseExpiresMs: number }[]): void {
-    for (const task of tasks) this.keep(task.id, task.leaseToken, task.leaseExpiresMs);
+  holdAll(leases: readonly LeaseGrant[]): void {
+    for (const lease of leases) this.keep(lease);
     this.armRefresh();
   }
 
@@ -228,19 +247,60 @@ export class WorkerSession {
    * `progress`: the latest progress of leases this socket holds, recorded in one batch. An
    * update for a lease it does not hold, or with another token, is dropped (the frame has no
    * answer; a lost lease is told by `lease_lost`). A store that cannot take it is logged: the
-   * next update carries the latest value again.
+   * next update carries the latest value again. An update with `extendSeconds` asks for the
+   * attempt's deadline to be pushed later: each is a heartbeat that says so, answered with one
+   * `extended` frame (the deadlines granted), or `lease_lost` for a lease that ended meanwhile.
    */
-  async progress(updates: readonly ProgressRequest[]): Promise<void> {
+  async progress(updates: readonly ChannelProgress[]): Promise<void> {
     const held = updates.filter((u) => {
       const lease = this.held.get(u.taskId);
       return lease !== undefined && sameToken(lease.token, u.leaseToken);
     });
     if (held.length === 0) return;
-    try {
-      await this.deps.workers.progress(held);
-    } catch (error) {
-      this.deps.onError(error, `recording progress of worker ${this.workerId}`);
+    const values: ProgressRequest[] = [];
+    for (const u of held) {
+      if (u.progress !== undefined) values.push({ taskId: u.taskId, leaseToken: u.leaseToken, progress: u.progress });
     }
+    const extensions = held.filter((u) => u.extendSeconds !== undefined);
+    await Promise.all([
+      values.length === 0
+        ? undefined
+        : this.deps.workers
+            .progress(values)
+            .catch((error: unknown) => this.deps.onError(error, `recording progress of worker ${this.workerId}`)),
+      extensions.length === 0 ? undefined : this.extend(extensions),
+    ]);
+  }
+
+  /** Heartbeats that push deadlines later (see `progress`). */
+  private async extend(extensions: readonly ChannelProgress[]): Promise<void> {
+    const answers = await Promise.all(
+      extensions.map((u) =>
+        this.deps.workers.heartbeat(u.taskId, u.leaseToken, u.extendSeconds).then(
+          (extended) => ({ u, extended, error: null }),
+          (error: unknown) => ({ u, extended: null, error }),
+        ),
+      ),
+    );
+    const granted: { taskId: string; deadlineMs: number }[] = [];
+    const lost: string[] = [];
+    for (const { u, extended, error } of answers) {
+      const lease = this.held.get(u.taskId);
+      if (lease === undefined) continue; // settled meanwhile
+      if (extended !== null) {
+        this.update(lease, extended);
+        granted.push({ taskId: u.taskId, deadlineMs: extended.deadlineMs });
+      } else if (isWheelhouseError(error, 'lease_not_held')) {
+        this.held.delete(u.taskId);
+        lost.push(u.taskId);
+      } else {
+        this.deps.onError(error, `extending the deadline of task ${u.taskId} for worker ${this.workerId}`);
+      }
+    }
+    if (granted.length > 0) this.send({ type: 'extended', tasks: granted });
+    if (lost.length > 0) this.send({ type: 'lease_lost', taskIds: lost });
+    this.armRefresh();
+    this.closeIfDrained();
   }
 
   /**
@@ -269,8 +329,7 @@ export class WorkerSession {
       for (const { taskId, lease, extended, error } of answers) {
         if (this.held.get(taskId) !== lease) continue; // settled or resumed elsewhere meanwhile
         if (extended !== null) {
-          lease.leaseExpiresMs = extended.leaseExpiresMs;
-          lease.refreshAtMs = this.refreshAt(extended.leaseExpiresMs);
+          this.update(lease, extended);
           if (extended.cancelRequested && !lease.cancelSent) {
             lease.cancelSent = true;
             cancel.push(taskId);
@@ -308,18 +367,38 @@ export class WorkerSession {
     });
   }
 
-  private keep(taskId: string, leaseToken: string, leaseExpiresMs: number): void {
-    this.held.set(taskId, {
-      token: Buffer.from(leaseToken),
-      leaseExpiresMs,
-      refreshAtMs: this.refreshAt(leaseExpiresMs),
+  private keep(lease: LeaseGrant): void {
+    const spacingMs = Math.max(MIN_REFRESH_MS, (lease.leaseExpiresMs - this.deps.clock.now()) / 3);
+    const held: HeldLease = {
+      token: Buffer.from(lease.leaseToken),
+      leaseExpiresMs: lease.leaseExpiresMs,
+      deadlineMs: lease.deadlineMs,
+      refreshAtMs: 0,
+      spacingMs,
       cancelSent: false,
-    });
+    };
+    held.refreshAtMs = this.refreshAt(held);
+    this.held.set(lease.id, held);
   }
 
-  private refreshAt(leaseExpiresMs: number): number {
+  private update(lease: HeldLease, extended: { leaseExpiresMs: number; deadlineMs: number }): void {
+    lease.leaseExpiresMs = extended.leaseExpiresMs;
+    lease.deadlineMs = extended.deadlineMs;
+    lease.refreshAtMs = this.refreshAt(lease);
+  }
+
+  /**
+   * When to extend a lease next: a third of the way through what is left of it. A lease that
+   * already runs to its deadline cannot be extended; it is still refreshed every third of the
+   * lease as first granted (the refresh is how a dropped `cancel` push still reaches the worker),
+   * and once more at the deadline itself, whose refusal tells the worker `lease_lost` — not
+   * every third of what is left, which would crowd refreshes ever closer before the deadline.
+   */
+  private refreshAt(lease: HeldLease): number {
     const now = this.deps.clock.now();
-    return now + Math.max(MIN_REFRESH_MS, (leaseExpiresMs - now) / 3);
+    if (lease.leaseExpiresMs < lease.deadlineMs)
+      return now + Math.max(MIN_REFRESH_MS, (lease.leaseExpiresMs - now) / 3);
+    return Math.max(now + MIN_REFRESH_MS, Math.min(now + lease.spacingMs, lease.deadlineMs));
   }
 }
 

@@ -189,6 +189,7 @@ export class FakeApi implements AllApis {
       queue: null,
       lease: null,
       backoff: null,
+      startByMs: null,
       schedule: null,
       outcome: { finishedMs: NOW_MS, error: null, reason: 'attempt 1 succeeded' },
     };

@@ -14,6 +14,7 @@ export const EXPLAIN_STATES = [
   'succeeded',
   'failed',
   'cancelled',
+  'expired',
 ] as const;
 
 const Count = Type.Integer({ minimum: 0 });
@@ -68,6 +69,11 @@ export const Explanation = Type.Object(
           worker_id: Nullable(Type.String()),
           since: NullableTime,
           lease_expires_at: NullableTime,
+          deadline_at: {
+            ...NullableTime,
+            description:
+              'The execution deadline of the attempt: it ends as a timeout then, unless a worker extends it.',
+          },
           last_heartbeat_at: NullableTime,
           owner_node: Nullable(
             Type.String({
@@ -85,6 +91,10 @@ export const Explanation = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    start_by: {
+      ...NullableTime,
+      description: 'A pending task with a start deadline: not started by then, it ends expired.',
+    },
     schedule: Nullable(
       Type.Object({ paused: Type.Boolean(), next_due_time: NullableTime }, { additionalProperties: false }),
     ),

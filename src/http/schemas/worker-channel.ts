@@ -1,6 +1,7 @@
 import Type, { type Static } from 'typebox';
 import { MAX_POLL_TASK_TYPES } from '../../lib/config.js';
 import { COMMON_ERRORS, Nullable, StoredText, StringEnum, TaskType, Uuid, errors, needs } from './common.js';
+import { MAX_TIMEOUT_SECONDS } from './tasks.js';
 import { MAX_BATCH_COMPLETIONS, OUTCOMES } from './workers.js';
 
 /**
@@ -71,7 +72,19 @@ export const ProgressFrame = Type.Object(
     type: Type.Literal('progress'),
     updates: Type.Array(
       Type.Object(
-        { task_id: Uuid, lease_token: LeaseToken, progress: Type.Unknown() },
+        {
+          task_id: Uuid,
+          lease_token: LeaseToken,
+          progress: Type.Optional(Type.Unknown({ description: 'The latest progress; leave it out to send none.' })),
+          extend_seconds: Type.Optional(
+            Type.Number({
+              exclusiveMinimum: 0,
+              maximum: MAX_TIMEOUT_SECONDS,
+              description:
+                "Push the attempt's deadline to at least now + this many seconds (within max_timeout_seconds of its start); answered by an `extended` frame.",
+            }),
+          ),
+        },
         { additionalProperties: false },
       ),
       { minItems: 1, maxItems: MAX_BATCH_COMPLETIONS },
