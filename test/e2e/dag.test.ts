@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TIMED_OUT } from '../../src/domain/attempt-errors.js';
 import { DAG } from '../../src/actors/dag-node.js';
 import { ConfigError, compileOptions } from '../../src/lib/config.js';
 import { chain, dagClient, idsOf, ms, rowCounts, type DagClient, type Polled } from '../support/dags.js';
@@ -227,7 +228,7 @@ describe.each(BACKENDS)('DAGs on %s', (backend: BackendName) => {
     expect(await w.waitStatus(id.zz!, 'cancelled')).toMatchObject({ last_error: `predecessor ${id.z} failed` });
     expect(await w.task(id.z!)).toMatchObject({ status: 'failed', attempts: 1 });
     expect(await w.waitStatus(id.ll!, 'cancelled', 60_000)).toMatchObject({ last_error: `predecessor ${id.l} failed` });
-    expect(await w.task(id.l!)).toMatchObject({ status: 'failed', last_error: 'lease expired' });
+    expect(await w.task(id.l!)).toMatchObject({ status: 'failed', last_error: TIMED_OUT });
 
     // x went back to pending: y still waits, then runs once x succeeds on its second attempt.
     expect((await w.task(id.y!)).status).toBe('blocked');

@@ -28,6 +28,7 @@ interface Explained {
     worker_id: string | null;
     since: string | null;
     lease_expires_at: string | null;
+    deadline_at: string | null;
     last_heartbeat_at: string | null;
     owner_node: string | null;
   } | null;
@@ -140,18 +141,24 @@ describe.each(BACKENDS)('explain on %s', (backend) => {
     expect(e.sentence).toBe(`Waiting on 1 predecessor of 1: ${pred} (pending).`);
   });
 
-  it('running: held by its worker since the claim, lease and last heartbeat', async () => {
-    const id = await submit({ task_type: type('running'), timeout_seconds: 60 });
+  it('running: held by its worker since the claim, deadline, lease and last heartbeat', async () => {
+    const id = await submit({ task_type: type('running'), timeout_seconds: 60, max_timeout_seconds: 600 });
     const claimed = await poll(type('running'));
     const fresh = await explain(id);
     expect(fresh.lease).toMatchObject({ worker_id: 'w-explain', last_heartbeat_at: null, owner_node: nodeId });
-    expect(fresh.sentence).toMatch(/^Held by worker w-explain since .*, no heartbeat yet/);
+    expect(fresh.lease!.deadline_at).toBe(fresh.lease!.lease_expires_at);
+    expect(fresh.sentence).toMatch(/^Held by worker w-explain since .*, deadline .*, lease until .*, no heartbeat yet/);
     await sleep(5); // the heartbeat must fall on a later millisecond than the claim to be told apart
-    const beat = await api<{ lease_expires_at: string }>(c.url, 'POST', `/api/tasks/${id}/heartbeat`, {
-      lease_token: claimed.lease_token,
-    });
+    // Extended: the lease (60 s from the heartbeat) now ends before the deadline, and dates the heartbeat.
+    const beat = await api<{ lease_expires_at: string; deadline_at: string }>(
+      c.url,
+      'POST',
+      `/api/tasks/${id}/heartbeat`,
+      { lease_token: claimed.lease_token, extend_seconds: 300 },
+    );
     const e = await explain(id);
     expect(e).toMatchObject({ status: 'running', state: 'running', due: null, queue: null });
+    expect(e.lease!.deadline_at).toBe(beat.body.deadline_at);
     expect(e.lease!.lease_expires_at).toBe(beat.body.lease_expires_at);
     expect(Date.parse(e.lease!.last_heartbeat_at!)).toBe(Date.parse(beat.body.lease_expires_at) - 60_000);
     expect(Date.parse(e.lease!.since!)).toBeLessThan(Date.parse(e.lease!.last_heartbeat_at!));

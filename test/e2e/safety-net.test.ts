@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { TIMED_OUT } from '../../src/domain/attempt-errors.js';
 import { LEASE } from '../../src/actors/worker-lease.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { dagClient } from '../support/dags.js';
@@ -48,7 +49,7 @@ describe.each(BACKENDS)('the safety nets on %s', (backend: BackendName) => {
     const second = await pollOnFakeTime(() => node.url, clock, type, expiresMs + GRACE_MS + 3_000, 250);
     expect(second?.tasks).toEqual([expect.objectContaining({ task_id: id, attempt: 2 })]);
     expect(await recovered(node, 'lease')).toBe(1);
-    expect((await w.task(id)).last_error).toBe('lease expired');
+    expect((await w.task(id)).last_error).toBe(TIMED_OUT);
   });
 
   it('fires a pending task that nothing holds, a grace after it fell due, and counts it', async () => {

@@ -190,11 +190,20 @@ describe.each(BACKENDS)('the worker channel on %s', (backend) => {
     expect((await status(id)).status).toBe('running');
   });
 
-  it("keeps all of a worker's leases alive while its socket lives (one heartbeat per worker)", async () => {
+  it("keeps all of a worker's leases alive while its socket lives (one heartbeat per worker), up to each deadline", async () => {
     const type = uniqueType('keep');
-    await submit(type, 2, { timeout_seconds: 1 });
+    await submit(type, 2, { timeout_seconds: 1, max_timeout_seconds: 10 });
     const { worker } = await hello(type, 2);
     const tasks = await worker.received(2);
+    // The worker moves the deadlines on (the socket alone never would); the leases stay 1 s long.
+    worker.send({
+      type: 'progress',
+      updates: tasks.map((t) => ({ task_id: t.task_id, lease_token: t.lease_token, extend_seconds: 6 })),
+    });
+    await worker.until(
+      () => (worker.frames.some((f) => (f.type as string) === 'extended') ? true : undefined),
+      'extended',
+    );
     // Three leases' worth of time: without the node's heartbeat they would have run out.
     const expired = waitForEvent(c.node.events, 'lease:expired', () => true, 3_000).then(
       () => 'expired',

@@ -251,7 +251,10 @@ export class FakeApi implements AllApis {
   }
 
   async heartbeat(taskId: string, leaseToken: string, extendSeconds?: number): Promise<ExtendedLease> {
-    this.calls.push({ method: 'heartbeat', args: [taskId, leaseToken] });
+    this.calls.push({
+      method: 'heartbeat',
+      args: extendSeconds === undefined ? [taskId, leaseToken] : [taskId, leaseToken, extendSeconds],
+    });
     if (this.overrides.heartbeat) return this.overrides.heartbeat(taskId, leaseToken, extendSeconds);
     if (leaseToken === 'lost') throw new WheelhouseError('lease_not_held');
     return { leaseExpiresMs: NOW_MS + 60_000, deadlineMs: NOW_MS + 60_000, cancelRequested: false };

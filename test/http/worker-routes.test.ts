@@ -55,6 +55,7 @@ describe('POST /api/workers/poll', () => {
           attempt: 1,
           lease_token: 'lt1.2',
           lease_expires_at: new Date(NOW_MS + 60_000).toISOString(),
+          deadline_at: new Date(NOW_MS + 60_000).toISOString(),
           timeout_seconds: 60,
         },
       ],
@@ -143,9 +144,22 @@ describe('POST /api/tasks/:id/heartbeat', () => {
     expect(res.json()).toEqual({
       ok: true,
       lease_expires_at: new Date(NOW_MS + 60_000).toISOString(),
+      deadline_at: new Date(NOW_MS + 60_000).toISOString(),
       cancel_requested: false,
     });
     expect(api.callsOf('heartbeat')[0]).toEqual([KNOWN_ID, 'lt1.2']);
+  });
+
+  it('passes extend_seconds on, and refuses one that is not a positive number of seconds up to a week', async () => {
+    expect(
+      (await post(`/api/tasks/${KNOWN_ID}/heartbeat`, { lease_token: 'lt1.2', extend_seconds: 30 })).statusCode,
+    ).toBe(200);
+    expect(api.callsOf('heartbeat')[0]).toEqual([KNOWN_ID, 'lt1.2', 30]);
+    for (const bad of [0, -1, 7 * 86_400 + 1, 'soon']) {
+      const res = await post(`/api/tasks/${KNOWN_ID}/heartbeat`, { lease_token: 'lt1.2', extend_seconds: bad });
+      expect(res.statusCode).toBe(400);
+      expect(errorOf(res)).toMatchObject({ code: 'validation_failed', details: { field: 'extend_seconds' } });
+    }
   });
 
   it('409 lease_not_held when the lease was lost', async () => {
