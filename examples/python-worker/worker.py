@@ -3,7 +3,8 @@
 
 It long-polls ``POST /api/workers/poll`` for tasks of the types it has handlers for, runs
 each in a thread, heartbeats a task while its handler runs (``POST /api/tasks/{id}/heartbeat``,
-at a third of the lease), and reports each result with its own
+at a third of the lease; heartbeats keep the worker's lease alive but never past the attempt's
+deadline, ``timeout_seconds`` after the claim), and reports each result with its own
 ``POST /api/tasks/{id}/complete``. Connections are kept alive (one per thread).
 
     npm start                                  # a node on 127.0.0.1:7070
@@ -16,7 +17,9 @@ with the work scope, or $WHEELHOUSE_TOKEN), --concurrency (tasks at once, defaul
 --worker-id, --max-tasks (stop after that many results; default: run until Ctrl-C).
 
 Handlers (see HANDLERS below): ``example.echo`` prints its payload and succeeds;
-``example.sleep`` sleeps ``payload["seconds"]`` (heartbeating meanwhile) and succeeds;
+``example.sleep`` asks for its deadline to be pushed to the time it needs (``task["extend"]``,
+within the task's ``max_timeout_seconds``), sleeps ``payload["seconds"]`` (heartbeating
+meanwhile) and succeeds;
 ``example.fail`` raises, and with ``payload["retryable"] is False`` fails for good.
 """
 
@@ -42,7 +45,9 @@ def echo(payload, task):
 
 
 def sleep(payload, task):
-    time.sleep(float((payload or {}).get("seconds", 1)))
+    seconds = float((payload or {}).get("seconds", 1))
+    task["extend"](seconds + 1)
+    time.sleep(seconds)
 
 
 def fail(payload, task):
@@ -160,6 +165,7 @@ class Worker:
 
     def execute(self, task):
         done = threading.Event()
+        task["extend"] = lambda seconds: self.extend(task, seconds)
         beat = threading.Thread(target=self.heartbeat, args=(task, done), daemon=True)
         beat.start()
         outcome = {"status": "succeeded"}
@@ -182,6 +188,13 @@ class Worker:
                 if self.max_tasks is not None and self.results >= self.max_tasks:
                     self.stopping.set()
             self.free.release()
+
+    def extend(self, task, seconds):
+        """Asks the node to push the attempt's deadline to at least now + seconds; answers the deadline granted."""
+        answer = self.api.post(
+            f"/api/tasks/{task['task_id']}/heartbeat", {"lease_token": task["lease_token"], "extend_seconds": seconds}
+        )
+        return answer["deadline_at"]
 
     def heartbeat(self, task, done):
         """Extends the lease at a third of what is left of it, until the handler returns."""

@@ -56,12 +56,18 @@ describe.skipIf(!hasPython).each(BACKENDS)('the Python example worker on %s', (b
     return res.body.task_id;
   };
 
-  it('runs tasks end to end: echoes succeed, a long task is kept alive by heartbeats, a failure is reported', async () => {
+  it('runs tasks end to end: echoes succeed, a long task extends its deadline and is kept alive by heartbeats, a failure is reported', async () => {
     const echoes = await Promise.all(
       Array.from({ length: 5 }, (_, i) => submit({ task_type: 'example.echo', payload: { n: i } })),
     );
-    // Longer than its 1 s lease: it succeeds on its first attempt only if heartbeats extend it.
-    const long = await submit({ task_type: 'example.sleep', payload: { seconds: 2.5 }, timeout_seconds: 1 });
+    // Longer than its 1 s deadline and lease: it succeeds on its first attempt only if the
+    // worker asks for more time (extend_seconds) and heartbeats keep its lease alive.
+    const long = await submit({
+      task_type: 'example.sleep',
+      payload: { seconds: 2.5 },
+      timeout_seconds: 1,
+      max_timeout_seconds: 10,
+    });
     const failing = await submit({ task_type: 'example.fail', payload: { retryable: false } });
 
     const output = await runWorker(c.url, 7);
