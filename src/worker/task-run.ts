@@ -72,17 +72,6 @@ export function runToOutcome(handler: TaskHandler, task: TaskContext, maxResultB
 }
 
 /**
- * Arms `stop({ timeoutMs })`'s grace over the running tasks: when it runs out, each task still
- * in `running` has its controller aborted with a `WorkerStoppedError`. Returns the disarm.
- */
-export function abortAfterGrace(running: ReadonlyMap<string, AbortController>, timeoutMs: number): () => void {
-  const timer = setTimeout(() => {
-    for (const [taskId, controller] of running) controller.abort(new WorkerStoppedError(taskId, timeoutMs));
-  }, timeoutMs);
-  return () => clearTimeout(timer);
-}
-
-/**
  * `ctx.progress` of one task: checks the value as the node will take it and hands a copy to
  * `deliver` (what the handler changes after the call is not sent); never throws — a value
  * that cannot be sent is reported to `onError` and dropped.
