@@ -1,13 +1,15 @@
 import type WebSocket from 'ws';
 
 import { readNodeFrame, type NodeFrame, type WorkerFrame } from './channel-wire.js';
+import { ProtocolError } from './wire.js';
 
 /**
  * One socket of the worker channel, from `hello` to its close: it reads and checks the node's
  * frames and hands them to its owner (the channel worker), knows whether the node welcomed it,
  * and watches that the node is still there — from the welcome on it pings every `heartbeat_ms`
  * and terminates a socket on which nothing (frame, ping or pong) was heard for a whole period,
- * a node gone without closing. A frame the worker cannot read terminates the socket too.
+ * a node gone without closing. A frame the worker cannot read terminates the socket too; a
+ * second welcome is reported and ignored.
  */
 
 /** What a session tells the worker it belongs to. */
@@ -87,6 +89,14 @@ export class ChannelSession {
     }
     if (frame === null) return;
     if (frame.type === 'welcome') {
+      if (this.welcomedByNode) {
+        // A second watchdog would outlive the socket (only one is cleared at its close).
+        this.owner.onError(
+          new ProtocolError('the node welcomed this socket twice; ignored'),
+          `channel to ${this.base}`,
+        );
+        return;
+      }
       this.welcomedByNode = true;
       this.watch(frame.heartbeat_ms ?? DEFAULT_HEARTBEAT_MS);
     }

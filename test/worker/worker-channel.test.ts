@@ -415,6 +415,18 @@ describe('worker SDK on the channel', () => {
     await until(() => w.stats.reconnects === 1, 'the reconnect counted');
   });
 
+  it('reports and ignores a second welcome on one socket (no second watchdog, no reconnect counted)', async () => {
+    const node = await fakeNode();
+    const messages: string[] = [];
+    const w = worker({ url: node.url, handler: async () => undefined, onError: (e) => void messages.push(String(e)) });
+    const conn = await node.accept();
+    await conn.next('hello');
+    conn.welcome();
+    conn.welcome();
+    await until(() => messages.some((m) => m.includes('welcomed this socket twice')), 'the second welcome reported');
+    expect(w.stats.reconnects).toBe(0);
+  });
+
   it('connects to the next URL of the list when the first refuses', async () => {
     const gone = await fakeNode();
     const goneUrl = gone.url;
