@@ -78,6 +78,7 @@ export class ChannelLink {
     this.session = null;
     this.credit.lose();
     this.results.requeue();
+    this.progress.requeue();
     this.changed.notify();
     return true;
   }

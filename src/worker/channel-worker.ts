@@ -55,6 +55,11 @@ const MOVES: Readonly<Record<ChannelPhase, readonly ChannelPhase[]>> = {
  * take (counted as discarded). A welcome whose `resumed` list leaves a running task out means
  * its lease is gone: the task's signal is aborted with a `LeaseLostError`.
  *
+ * Deadlines: a task's `deadline_at` aborts its handler with a `TaskTimeoutError` and frees its
+ * slot (granted again as credit) without a result (`running-tasks.ts`); the node ends the
+ * attempt itself and says `lease_lost`. `ctx.extendDeadline` goes out at once as a `progress`
+ * update with `extend_seconds`, and the node's `extended` answer moves the deadline.
+ *
  * Stop: `goodbye` (no more tasks), running handlers finish (or are aborted after
  * `timeoutMs`), their results go out, and the worker waits for the acks while the socket
  * lives (and the node acknowledges something at least every 10 s). It does not reconnect
@@ -158,6 +163,12 @@ export class ChannelWorker implements Worker {
         return;
       case 'lease_lost':
         return this.leasesLost(frame.task_ids);
+      case 'extended':
+        for (const { task_id: taskId, deadlineMs } of frame.tasks) {
+          this.running.get(taskId)?.moveDeadline(deadlineMs);
+          this.link.progress.extended(taskId, deadlineMs);
+        }
+        return;
       case 'error':
         this.o.onError(new ChannelError(frame.error.code, frame.error.message), 'channel');
         return;
@@ -211,31 +222,37 @@ export class ChannelWorker implements Worker {
   private loseLease(t: RunningTask): void {
     if (t.lost) return;
     t.lost = true;
+    const error = new LeaseLostError(t.task.task_id);
     this.link.progress.drop(t.task.task_id);
+    this.link.progress.endExtensions(t.task.task_id, error);
     this.counters.leasesLost++;
-    t.controller.abort(new LeaseLostError(t.task.task_id));
+    t.controller.abort(error);
   }
 
   private runTask(task: WirePolledTask): void {
     const t = this.running.add(task);
     const { task_id: taskId, lease_token: leaseToken } = task;
-    this.running.start(
-      t,
-      (value) => {
+    this.running.start(t, {
+      progress: (value) => {
         if (t.lost || this.running.get(taskId) !== t) return;
         this.link.progress.set({ task_id: taskId, lease_token: leaseToken, progress: value });
       },
-      ({ outcome }) => {
+      extend: (seconds) => this.link.progress.extend(taskId, leaseToken, seconds),
+      finished: (ran) => {
         this.link.progress.drop(taskId); // the result says more
-        if (t.lost) {
+        this.link.progress.endExtensions(taskId, t.timeout ?? t.deadlineMs ?? Date.now());
+        if (ran === null) {
+          // Past its deadline the node ends the attempt itself and would refuse a result.
+          this.link.slotFreed();
+        } else if (t.lost) {
           // The node has handed a lost task on; it would refuse this result.
           this.counters.discarded++;
           this.link.slotFreed();
         } else {
-          this.link.report({ task_id: taskId, lease_token: leaseToken, ...outcome });
+          this.link.report({ task_id: taskId, lease_token: leaseToken, ...ran.outcome });
         }
       },
-    );
+    });
   }
 
   private async shutDown(options: StopOptions, graceMs: number | undefined): Promise<void> {

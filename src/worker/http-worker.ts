@@ -6,8 +6,8 @@ import { NodeAnswerError, NodeClient } from './http.js';
 import { Lifecycle } from './lifecycle.js';
 import { Notifier } from './notifier.js';
 import { MAX_TASKS_PER_REQUEST, stopTimeoutMs, type CompiledWorkerOptions } from './options.js';
-import { RunningTasks } from './running-tasks.js';
-import { newCounters } from './task-run.js';
+import { RunningTasks, type RunningTask } from './running-tasks.js';
+import { newCounters, type TaskOutcome } from './task-run.js';
 import type { StopOptions, Worker, WorkerStats } from './types.js';
 import { readPolledTasks, type WirePolledTask } from './wire.js';
 
@@ -35,7 +35,9 @@ const UNREPORTED_PER_SLOT = 2;
  * tasks as there are free slots (credit-based flow control, so a thundering herd waits in the
  * node's ready queue and not in worker memory), a handler call per task with its lease
  * heartbeated (`heartbeats.ts`), and a reporter that sends results back in batches
- * (`completions.ts`).
+ * (`completions.ts`). At a task's deadline its handler is aborted and its slot freed with no
+ * result and no more heartbeats (`running-tasks.ts`); `ctx.extendDeadline` is a heartbeat with
+ * `extend_seconds`, sent at once.
  */
 export class HttpWorker implements Worker {
   readonly workerId: string;
@@ -158,6 +160,7 @@ export class HttpWorker implements Worker {
       taskId: task.task_id,
       leaseToken: task.lease_token,
       leaseExpiresMs: Date.parse(task.lease_expires_at),
+      deadlineMs: t.deadlineMs,
       lost: false,
     };
     const heartbeats = keepLeaseAlive(lease, {
@@ -170,25 +173,33 @@ export class HttpWorker implements Worker {
         t.controller.abort(new LeaseLostError(l.taskId));
       },
       onCancelRequested: (l) => t.controller.abort(new TaskCancelledError(l.taskId)),
+      onDeadline: (l) => {
+        if (l.deadlineMs !== null) t.moveDeadline(l.deadlineMs);
+      },
     });
-    this.running.start(
-      t,
-      (value) => heartbeats.progress(value),
-      ({ outcome, resultBytes }) => {
-        heartbeats.stop();
-        if (t.lost) {
-          // The node has handed the task on; it would refuse this result with 409.
-          this.counters.discarded++;
-        } else {
-          this.reporter.add({
-            wire: { task_id: task.task_id, lease_token: task.lease_token, ...outcome },
-            deadlineMs: lease.leaseExpiresMs + DELIVERY_GRACE_MS,
-            resultBytes,
-          });
-        }
+    this.running.start(t, {
+      progress: (value) => heartbeats.progress(value),
+      extend: (seconds) => heartbeats.extend(seconds),
+      finished: (ran) => {
+        heartbeats.stop(t.timeout ?? t.deadlineMs ?? Date.now());
+        // Past its deadline the node ends the attempt itself and would refuse a result (409): none is sent.
+        if (ran !== null) this.report(t, lease, ran);
         this.changed.notify();
       },
-    );
+    });
+  }
+
+  private report(t: RunningTask, lease: TrackedLease, { outcome, resultBytes }: TaskOutcome): void {
+    if (t.lost) {
+      // The node has handed the task on; it would refuse this result with 409.
+      this.counters.discarded++;
+      return;
+    }
+    this.reporter.add({
+      wire: { task_id: t.task.task_id, lease_token: t.task.lease_token, ...outcome },
+      deadlineMs: lease.leaseExpiresMs + DELIVERY_GRACE_MS,
+      resultBytes,
+    });
   }
 
   private async shutDown(graceMs: number | undefined): Promise<void> {
