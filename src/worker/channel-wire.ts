@@ -1,4 +1,4 @@
-import { ProtocolError, type WirePolledTask, type WireResult } from './wire.js';
+import { hasReadableDeadline, ProtocolError, type WirePolledTask, type WireResult } from './wire.js';
 
 /**
  * The frames of the worker channel as they travel (API.md "Workers as remote actors"): one
@@ -12,11 +12,19 @@ export interface WireLease {
   lease_token: string;
 }
 
-/** The latest progress of a running task. */
+/** One update of a `progress` frame: a running task's latest progress, a request to extend its deadline, or both. */
 export interface WireProgress {
   task_id: string;
   lease_token: string;
-  progress: unknown;
+  progress?: unknown;
+  /** Asks for the deadline to become at least now + this many seconds; answered by an `extended` frame. */
+  extend_seconds?: number;
+}
+
+/** One entry of an `extended` frame, once read: the deadline the node granted a task (Unix ms). */
+export interface WireExtended {
+  task_id: string;
+  deadlineMs: number;
 }
 
 /** Worker → node. */
@@ -41,6 +49,7 @@ export type NodeFrame =
   | { type: 'acks'; acks: WireAck[] }
   | { type: 'cancel'; task_ids: string[] }
   | { type: 'lease_lost'; task_ids: string[] }
+  | { type: 'extended'; tasks: WireExtended[] }
   | { type: 'error'; error: { code: string; message: string } };
 
 /** The node closed the channel with an `error` frame. */
@@ -110,6 +119,20 @@ export function readNodeFrame(text: string): NodeFrame | null {
         throw new ProtocolError(`${type} frame has no task_ids list`);
       return { type, task_ids: ids };
     }
+    case 'extended': {
+      const tasks = field(frame, 'tasks');
+      if (!Array.isArray(tasks)) throw new ProtocolError('extended frame has no tasks list');
+      return {
+        type,
+        tasks: tasks.map((t) => {
+          const taskId = field(t, 'task_id');
+          const deadlineMs = Date.parse(String(field(t, 'deadline_at')));
+          if (typeof taskId !== 'string' || !Number.isFinite(deadlineMs))
+            throw new ProtocolError('extended frame holds a malformed entry');
+          return { task_id: taskId, deadlineMs };
+        }),
+      };
+    }
     case 'error':
       return { type, error: readError(field(frame, 'error')) };
     default:
@@ -123,7 +146,8 @@ function isTask(t: unknown): t is WirePolledTask {
     typeof field(t, 'task_id') === 'string' &&
     typeof field(t, 'task_type') === 'string' &&
     typeof field(t, 'lease_token') === 'string' &&
-    typeof field(t, 'attempt') === 'number'
+    typeof field(t, 'attempt') === 'number' &&
+    hasReadableDeadline(t)
   );
 }
 

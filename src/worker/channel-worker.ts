@@ -1,39 +1,52 @@
 import type WebSocket from 'ws';
 
-import { sleep } from './backoff.js';
-import {
-  ChannelError,
-  readNodeFrame,
-  type NodeFrame,
-  type WireLease,
-  type WireProgress,
-  type WorkerFrame,
-} from './channel-wire.js';
+import { ChannelLink } from './channel-link.js';
+import { ChannelSession } from './channel-session.js';
 import { keepConnected } from './channel-socket.js';
-import { ChannelResults } from './channel-results.js';
-import { LeaseLostError, TaskCancelledError, UpgradeRefusedError } from './errors.js';
-import { Notifier } from './notifier.js';
+import { ChannelError, type NodeFrame, type WireLease } from './channel-wire.js';
+import { LeaseLostError, TaskCancelledError, type UpgradeRefusedError } from './errors.js';
+import { HttpWorker } from './http-worker.js';
+import { Lifecycle } from './lifecycle.js';
 import { stopTimeoutMs, type CompiledWorkerOptions } from './options.js';
-import { abortAfterGrace, contextOf, newCounters, progressSender, runToOutcome } from './task-run.js';
-import type { Worker, WorkerStats } from './types.js';
+import { RunningTasks, type RunningTask } from './running-tasks.js';
+import { newCounters } from './task-run.js';
+import type { StopOptions, Worker, WorkerStats } from './types.js';
 import { ProtocolError, type WirePolledTask } from './wire.js';
+
+/**
+ * The worker's life on the channel. `idle` until `start()`; `connecting` while it has no
+ * welcomed socket (opening one, waiting for the welcome, or backing off after a lost one);
+ * `welcomed` while a node has welcomed its socket (it goes back to `connecting` when the socket
+ * is lost); `fallback` once every node refused the upgrade with 404 and an HTTP worker runs in
+ * its place; `stopping` from `stop()` until `stopped`. Tasks are taken (credit granted) only
+ * while `connecting` or `welcomed`.
+ */
+type ChannelPhase = 'idle' | 'connecting' | 'welcomed' | 'fallback' | 'stopping' | 'stopped';
+
+const MOVES: Readonly<Record<ChannelPhase, readonly ChannelPhase[]>> = {
+  idle: ['connecting', 'stopping'],
+  connecting: ['welcomed', 'fallback', 'stopping'],
+  welcomed: ['connecting', 'stopping'],
+  fallback: ['stopping'],
+  stopping: ['stopped'],
+  stopped: [],
+};
 
 /**
  * The worker on the channel (API.md "Workers as remote actors"): one WebSocket to a node, over
  * which the node pushes tasks and the worker sends results back.
  *
- * Credit: `hello` grants as many credits as there are free slots; each pushed task uses one;
- * a finished task frees its slot and the slot is granted again (a `credit` frame) with the
- * next batch of results, so the tasks running plus the credit outstanding never exceed
- * `concurrency`. A task pushed beyond the credit is not run: it is reported failed and
- * retryable, and the node is told so through `onError`. Results not yet acknowledged also
- * hold credit back (at most two slots' worth may be out), so a node slow to take results is
- * not handed ever more tasks whose results would pile up here.
+ * Credit (`channel-credit.ts`): the node pushes at most as many tasks as the worker has free
+ * slots, and a finished task's slot is granted again with its result. A task pushed beyond the
+ * credit is not run: it is reported failed and retryable, and the node is told so through
+ * `onError`.
  *
- * Results of tasks that finish within `batchCompletions.lingerMs` of each other share one
- * `results` frame; `ctx.progress` values wait 250 ms, the latest of each task winning, and
- * share a `progress` frame. No heartbeats: the node keeps every lease of the worker alive while the
- * socket lives, and the worker pings it to notice a node that went away without closing.
+ * What goes out on the socket is the link's (`channel-link.ts`): results of tasks that finish
+ * within `batchCompletions.lingerMs` of each other share one `results` frame
+ * (`channel-results.ts`); `ctx.progress` values wait 250 ms, the latest of each task winning,
+ * and share a `progress` frame (`channel-progress.ts`). No heartbeats: the node
+ * keeps every lease of the worker alive while the socket lives, and the worker pings it to
+ * notice a node that went away without closing (`channel-session.ts`).
  *
  * Reconnect: a lost socket is replaced by one to the next node of `urls`, with backoff. Its
  * `hello` lists in `resume` the leases the worker still holds (running tasks, and finished
@@ -42,361 +55,217 @@ import { ProtocolError, type WirePolledTask } from './wire.js';
  * take (counted as discarded). A welcome whose `resumed` list leaves a running task out means
  * its lease is gone: the task's signal is aborted with a `LeaseLostError`.
  *
+ * Deadlines: a task's `deadline_at` aborts its handler with a `TaskTimeoutError` and frees its
+ * slot (granted again as credit) without a result (`running-tasks.ts`); the node ends the
+ * attempt itself and says `lease_lost`. `ctx.extendDeadline` goes out at once as a `progress`
+ * update with `extend_seconds`, and the node's `extended` answer moves the deadline.
+ *
  * Stop: `goodbye` (no more tasks), running handlers finish (or are aborted after
  * `timeoutMs`), their results go out, and the worker waits for the acks while the socket
  * lives (and the node acknowledges something at least every 10 s). It does not reconnect
  * once stopping: results that could not be delivered are counted as discarded, and the node
  * hands their tasks on when their leases run out.
  */
+export class ChannelWorker implements Worker {
+  readonly workerId: string;
+  private readonly lifecycle = new Lifecycle<ChannelPhase>('channel worker', MOVES, 'idle');
+  private readonly counters = newCounters();
+  private readonly running: RunningTasks;
+  /** The current socket and what goes out on it. */
+  private readonly link: ChannelLink;
+  /** Aborted by `stop`: ends a reconnect's backoff at once. */
+  private readonly connectAbort = new AbortController();
+  private everWelcomed = false;
+  /** The loop that keeps a socket open, from `start` until it gives up or the worker stops. */
+  private connectLoop: Promise<void> | undefined;
+  private stopped: Promise<void> | undefined;
+  /** The HTTP worker that runs in this one's place against a node without the channel. */
+  private fallback: Worker | undefined;
 
-type ChannelState = 'idle' | 'running' | 'stopping' | 'stopped';
+  constructor(private readonly o: CompiledWorkerOptions) {
+    this.workerId = o.workerId;
+    this.running = new RunningTasks(o, this.counters);
+    this.link = new ChannelLink(o, this.counters, { running: () => this.running.size, taking: () => this.taking });
+  }
 
-/** A task this worker runs. */
-interface RunningTask {
-  readonly leaseToken: string;
-  readonly controller: AbortController;
-  /** The node said the lease is no longer this worker's: the result will be dropped. */
-  lost: boolean;
-}
+  start(): void {
+    if (!this.lifecycle.is('idle')) return;
+    this.lifecycle.moveTo('connecting');
+    this.connectLoop = keepConnected({
+      urls: this.o.urls,
+      token: this.o.token,
+      signal: this.connectAbort.signal,
+      running: () => this.taking,
+      everWelcomed: () => this.everWelcomed,
+      session: (ws, base) => this.openSession(ws, base),
+      fallBack: (error) => this.fallBackToHttp(error),
+      onError: this.o.onError,
+    }).catch((error: unknown) => this.o.onError(error, 'channel loop stopped'));
+  }
 
-/** Ping period when the node's welcome names none, ms. */
-const DEFAULT_HEARTBEAT_MS = 5_000;
-/** A progress value waits this long for later ones to replace it before it is sent, ms. */
-const PROGRESS_LINGER_MS = 250;
-/** Results awaiting acknowledgement allowed per slot before credit is held back. */
-const UNREPORTED_PER_SLOT = 2;
-/** While stopping, how long the worker waits for an ack before it gives the node up, ms. */
-const ACK_PATIENCE_MS = 10_000;
-const OPEN = 1; // WebSocket.OPEN, without a value import of the class here
+  stop(options: StopOptions = {}): Promise<void> {
+    const graceMs = stopTimeoutMs(options.timeoutMs);
+    this.stopped ??= this.shutDown(options, graceMs);
+    return this.stopped;
+  }
 
-/** Creates the channel worker; `httpWorker` builds the HTTP one it falls back to against a node without the channel. */
-export function createChannelWorker(
-  o: CompiledWorkerOptions,
-  httpWorker: (o: CompiledWorkerOptions) => Worker,
-): Worker {
-  const counters = newCounters();
-  const running = new Map<string, RunningTask>();
-  /** The running tasks' controllers, for `stop({ timeoutMs })`. */
-  const controllers = new Map<string, AbortController>();
-  const handlers = new Set<Promise<void>>();
-  const results = new ChannelResults(o.batch.maxBatchSize);
-  /** The latest progress of running tasks, not sent yet, by task id. */
-  const progressOutbox = new Map<string, WireProgress>();
-  let progressTimer: NodeJS.Timeout | undefined;
-  const changed = new Notifier();
-  const connectAbort = new AbortController();
+  get stats(): WorkerStats {
+    if (this.fallback !== undefined) return this.fallback.stats;
+    return { ...this.counters, running: this.running.size, unreported: this.link.unreported };
+  }
 
-  let state: ChannelState = 'idle';
-  /** The socket `hello` went out on (welcomed or not yet), null between sockets. */
-  let socket: WebSocket | null = null;
-  let welcomed = false;
-  let everWelcomed = false;
-  /** Credit granted on `socket` that no pushed task has used yet. */
-  let outstanding = 0;
-  let flushTimer: NodeJS.Timeout | undefined;
-  let connecting: Promise<void> | undefined;
-  let stopping: Promise<void> | undefined;
-  let fallback: Worker | undefined;
+  /** Whether the worker takes tasks (grants credit, keeps a socket). */
+  private get taking(): boolean {
+    return this.lifecycle.is('connecting', 'welcomed');
+  }
 
-  const send = (ws: WebSocket, frame: WorkerFrame): void => {
-    // A send on a socket that is closing fails quietly here; its 'close' handles what was lost.
-    if (ws.readyState === OPEN) ws.send(JSON.stringify(frame), () => undefined);
-  };
-
-  /** Credit the worker can grant now: free slots not yet granted, unless results are piling up or it is stopping. */
-  const grantable = (): number => {
-    if (state !== 'running') return 0;
-    if (results.size >= UNREPORTED_PER_SLOT * o.concurrency) return 0;
-    return Math.max(0, o.concurrency - running.size - outstanding);
-  };
-
-  function fallBackToHttp(error: UpgradeRefusedError): void {
-    o.onError(
+  private fallBackToHttp(error: UpgradeRefusedError): void {
+    this.lifecycle.moveTo('fallback');
+    this.o.onError(
       new Error(`${error.message}: the node has no worker channel, so this worker falls back to HTTP long-poll`, {
         cause: error,
       }),
       'connecting',
     );
-    fallback = httpWorker(o);
-    fallback.start();
+    this.fallback = new HttpWorker(this.o);
+    this.fallback.start();
   }
 
   /** Runs one socket from `hello` to its close; resolves with whether the node welcomed it. */
-  function session(ws: WebSocket, base: string): Promise<boolean> {
-    return new Promise((resolve) => {
-      let sawWelcome = false;
-      let heard = true;
-      let pinger: NodeJS.Timeout | undefined;
-      ws.on('error', (error) => o.onError(error, `channel to ${base}`));
-      ws.on('ping', () => (heard = true));
-      ws.on('pong', () => (heard = true));
-      ws.on('message', (data: WebSocket.RawData) => {
-        heard = true;
-        let frame: NodeFrame | null;
-        try {
-          frame = readNodeFrame(text(data));
-        } catch (error) {
-          o.onError(error, `channel to ${base}`);
-          ws.terminate();
-          return;
-        }
-        if (frame === null) return;
-        if (frame.type === 'welcome') {
-          sawWelcome = true;
-          const everyMs = frame.heartbeat_ms ?? DEFAULT_HEARTBEAT_MS;
-          // No frame, ping or pong from the node for a whole period: it is gone without closing.
-          pinger = setInterval(() => {
-            if (!heard) return ws.terminate();
-            heard = false;
-            ws.ping();
-          }, everyMs);
-        }
-        handle(ws, frame);
-      });
-      ws.on('close', () => {
-        clearInterval(pinger);
-        if (socket === ws) socketGone();
-        resolve(sawWelcome);
-      });
-      socket = ws;
-      welcomed = false;
-      outstanding = state === 'running' ? Math.max(0, o.concurrency - running.size) : 0;
-      send(ws, {
-        type: 'hello',
-        worker_id: o.workerId,
-        task_types: o.taskTypes,
-        credits: outstanding,
-        resume: heldLeases(),
-      });
+  private openSession(ws: WebSocket, base: string): Promise<boolean> {
+    const session = new ChannelSession(ws, base, {
+      frame: (_session, frame) => this.receive(frame),
+      closed: (s) => {
+        if (this.link.detach(s) && this.lifecycle.is('welcomed')) this.lifecycle.moveTo('connecting');
+      },
+      onError: this.o.onError,
     });
+    this.link.attach(session, this.heldLeases());
+    return session.ended;
   }
 
-  /** Leases still held: running tasks not lost, and finished ones whose results wait for an ack. */
-  function heldLeases(): WireLease[] {
-    const leases = new Map<string, WireLease>();
-    for (const [taskId, t] of running) if (!t.lost) leases.set(taskId, { task_id: taskId, lease_token: t.leaseToken });
-    for (const lease of results.leases()) leases.set(lease.task_id, lease);
-    return [...leases.values()];
+  /** Leases of running tasks not lost (those of results on their way the link adds). */
+  private *heldLeases(): Iterable<WireLease> {
+    for (const { task, lost } of this.running.values())
+      if (!lost) yield { task_id: task.task_id, lease_token: task.lease_token };
   }
 
-  function socketGone(): void {
-    socket = null;
-    welcomed = false;
-    outstanding = 0;
-    // Results the node may not have seen are sent again on the next socket.
-    results.requeue();
-    changed.notify();
-  }
-
-  function handle(ws: WebSocket, frame: NodeFrame): void {
+  private receive(frame: NodeFrame): void {
     switch (frame.type) {
       case 'welcome':
-        welcomed = true;
-        if (everWelcomed) counters.reconnects++;
-        everWelcomed = true;
-        if (frame.resumed !== null) {
-          for (const [taskId, t] of running) if (!frame.resumed.has(taskId)) loseLease(taskId, t);
-        }
-        if (state === 'stopping') send(ws, { type: 'goodbye' });
-        flush();
-        flushProgress();
-        return;
+        return this.welcomed(frame.resumed);
       case 'tasks':
-        for (const task of frame.tasks) {
-          if (running.has(task.task_id)) {
-            o.onError(new ProtocolError(`task ${task.task_id} was pushed while it already runs here`), 'channel');
-          } else if (outstanding <= 0) {
-            o.onError(
-              new ProtocolError(`task ${task.task_id} was pushed beyond the credit granted: not run`),
-              'channel',
-            );
-            results.add({
-              task_id: task.task_id,
-              lease_token: task.lease_token,
-              status: 'failed',
-              error: 'pushed to the worker beyond the credit it granted; not run',
-              retryable: true,
-            });
-            scheduleFlush();
-          } else {
-            outstanding--;
-            runTask(task);
-          }
-        }
-        return;
+        return this.pushed(frame.tasks);
       case 'acks':
-        {
-          const { accepted, refused } = results.ack(frame.acks);
-          counters.reported += accepted;
-          counters.discarded += refused;
-        }
-        // Room for results again may mean room for credit again.
-        if (grantable() > 0) scheduleFlush();
-        changed.notify();
-        return;
+        return this.link.acknowledged(frame.acks);
       case 'cancel':
-        for (const taskId of frame.task_ids) running.get(taskId)?.controller.abort(new TaskCancelledError(taskId));
+        for (const taskId of frame.task_ids) this.running.get(taskId)?.controller.abort(new TaskCancelledError(taskId));
         return;
       case 'lease_lost':
-        for (const taskId of frame.task_ids) {
-          const t = running.get(taskId);
-          if (t !== undefined) loseLease(taskId, t);
-          else if (results.dropWaiting(taskId)) {
-            counters.leasesLost++;
-            counters.discarded++;
-          }
+        return this.leasesLost(frame.task_ids);
+      case 'extended':
+        for (const { task_id: taskId, deadlineMs } of frame.tasks) {
+          this.running.get(taskId)?.moveDeadline(deadlineMs);
+          this.link.progress.extended(taskId, deadlineMs);
         }
-        changed.notify();
         return;
       case 'error':
-        o.onError(new ChannelError(frame.error.code, frame.error.message), 'channel');
+        this.o.onError(new ChannelError(frame.error.code, frame.error.message), 'channel');
         return;
     }
   }
 
-  function loseLease(taskId: string, t: RunningTask): void {
-    if (t.lost) return;
-    t.lost = true;
-    progressOutbox.delete(taskId);
-    counters.leasesLost++;
-    t.controller.abort(new LeaseLostError(taskId));
+  private welcomed(resumed: ReadonlySet<string> | null): void {
+    if (this.lifecycle.is('connecting')) this.lifecycle.moveTo('welcomed');
+    if (this.everWelcomed) this.counters.reconnects++;
+    this.everWelcomed = true;
+    if (resumed !== null) {
+      for (const t of this.running.values()) if (!resumed.has(t.task.task_id)) this.loseLease(t);
+    }
+    if (this.lifecycle.is('stopping')) this.link.goodbye();
+    this.link.welcomed();
   }
 
-  function runTask(task: WirePolledTask): void {
-    const controller = new AbortController();
-    const entry: RunningTask = { leaseToken: task.lease_token, controller, lost: false };
-    running.set(task.task_id, entry);
-    controllers.set(task.task_id, controller);
-    counters.started++;
-    const progress = progressSender(task.task_id, o, (value) => {
-      if (entry.lost || !running.has(task.task_id)) return;
-      progressOutbox.set(task.task_id, { task_id: task.task_id, lease_token: task.lease_token, progress: value });
-      progressTimer ??= setTimeout(flushProgress, PROGRESS_LINGER_MS);
-    });
-    const run = (async () => {
-      const { outcome } = await runToOutcome(o.handler, contextOf(task, controller.signal, progress), o.maxResultBytes);
-      if (outcome.status === 'succeeded') counters.succeeded++;
-      else counters.failed++;
-      running.delete(task.task_id);
-      controllers.delete(task.task_id);
-      progressOutbox.delete(task.task_id); // the result says more
-      // The node has handed a lost task on; it would refuse this result.
-      if (entry.lost) counters.discarded++;
-      else results.add({ task_id: task.task_id, lease_token: task.lease_token, ...outcome });
-      scheduleFlush();
-      changed.notify();
-    })();
-    handlers.add(run);
-    void run.finally(() => handlers.delete(run));
-  }
-
-  /** Sends the latest progress of each running task that reported some, in frames of at most `maxBatchSize`. */
-  function flushProgress(): void {
-    clearTimeout(progressTimer);
-    progressTimer = undefined;
-    const ws = socket;
-    // Not connected: the latest values wait for the next welcome.
-    if (ws === null || !welcomed || ws.readyState !== OPEN || progressOutbox.size === 0) return;
-    const updates = [...progressOutbox.values()];
-    progressOutbox.clear();
-    for (let i = 0; i < updates.length; i += o.batch.maxBatchSize)
-      send(ws, { type: 'progress', updates: updates.slice(i, i + o.batch.maxBatchSize) });
-  }
-
-  function scheduleFlush(): void {
-    if (results.waitingCount >= o.batch.maxBatchSize || o.batch.lingerMs === 0) flush();
-    else flushTimer ??= setTimeout(flush, o.batch.lingerMs);
-  }
-
-  /** Sends the waiting results (in frames of at most `maxBatchSize`) and the credit that can be granted. */
-  function flush(): void {
-    clearTimeout(flushTimer);
-    flushTimer = undefined;
-    const ws = socket;
-    if (ws === null || !welcomed || ws.readyState !== OPEN) return;
-    counters.resultFrames += results.send((text) => {
-      if (ws.readyState === OPEN) ws.send(text, () => undefined);
-    });
-    const n = grantable();
-    if (n > 0) {
-      outstanding += n;
-      send(ws, { type: 'credit', n });
+  private pushed(tasks: readonly WirePolledTask[]): void {
+    for (const task of tasks) {
+      if (this.running.get(task.task_id) !== undefined) {
+        this.o.onError(new ProtocolError(`task ${task.task_id} was pushed while it already runs here`), 'channel');
+      } else if (!this.link.useCredit()) {
+        this.o.onError(
+          new ProtocolError(`task ${task.task_id} was pushed beyond the credit granted: not run`),
+          'channel',
+        );
+        this.link.report({
+          task_id: task.task_id,
+          lease_token: task.lease_token,
+          status: 'failed',
+          error: 'pushed to the worker beyond the credit it granted; not run',
+          retryable: true,
+        });
+      } else {
+        this.runTask(task);
+      }
     }
   }
 
-  const unreported = (): number => results.size;
+  private leasesLost(taskIds: readonly string[]): void {
+    for (const taskId of taskIds) {
+      const t = this.running.get(taskId);
+      if (t !== undefined) this.loseLease(t);
+      else if (this.link.dropWaiting(taskId)) {
+        this.counters.leasesLost++;
+        this.counters.discarded++;
+      }
+    }
+  }
 
-  return {
-    workerId: o.workerId,
-    start() {
-      if (state !== 'idle') return;
-      state = 'running';
-      connecting = keepConnected({
-        urls: o.urls,
-        token: o.token,
-        signal: connectAbort.signal,
-        running: () => state === 'running',
-        everWelcomed: () => everWelcomed,
-        session,
-        fallBack: fallBackToHttp,
-        onError: o.onError,
-      }).catch((error: unknown) => o.onError(error, 'channel loop stopped'));
-    },
-    stop(options = {}) {
-      const graceMs = stopTimeoutMs(options.timeoutMs);
-      stopping ??= (async () => {
-        state = 'stopping';
-        connectAbort.abort();
-        if (socket !== null && welcomed) send(socket, { type: 'goodbye' });
-        if (fallback !== undefined) await fallback.stop(options);
-        const disarm = graceMs === undefined ? undefined : abortAfterGrace(controllers, graceMs);
-        // Tasks pushed before the node read `goodbye` still arrive and run: loop until none runs
-        // and every result is acknowledged, or the socket is gone.
-        let lastAckMs = Date.now();
-        for (;;) {
-          while (handlers.size > 0) await Promise.all(handlers);
-          flush();
-          if (unreported() === 0 || socket === null) break;
-          if (Date.now() - lastAckMs >= ACK_PATIENCE_MS) break; // a node that no longer answers
-          const before = unreported();
-          const patience = new AbortController();
-          await Promise.race([changed.wait(), sleep(ACK_PATIENCE_MS, patience.signal)]);
-          patience.abort();
-          if (unreported() < before) lastAckMs = Date.now();
-        }
-        disarm?.();
-        if (unreported() > 0) {
-          // Undelivered: the node hands these tasks on when their leases run out.
-          const dropped = unreported();
-          counters.discarded += dropped;
-          results.clear();
-          o.onError(
-            new Error(`${dropped} result(s) dropped: the node did not acknowledge them before the channel closed`),
-            'stopping',
-          );
-        }
-        const ws = socket;
-        if (ws !== null) {
-          const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
-          ws.close(1000, 'worker stopped');
-          await closed;
-        }
-        await connecting;
-        clearTimeout(progressTimer);
-        state = 'stopped';
-      })();
-      return stopping;
-    },
-    get stats(): WorkerStats {
-      if (fallback !== undefined) return fallback.stats;
-      return { ...counters, running: running.size, unreported: unreported() };
-    },
-  };
-}
+  private loseLease(t: RunningTask): void {
+    if (t.lost) return;
+    t.lost = true;
+    const error = new LeaseLostError(t.task.task_id);
+    this.link.progress.drop(t.task.task_id);
+    this.link.progress.endExtensions(t.task.task_id, error);
+    this.counters.leasesLost++;
+    t.controller.abort(error);
+  }
 
-/** A message's bytes as text (ws hands over a Buffer, or fragments). */
-function text(data: WebSocket.RawData): string {
-  if (Buffer.isBuffer(data)) return data.toString('utf8');
-  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
-  return Buffer.from(data).toString('utf8');
+  private runTask(task: WirePolledTask): void {
+    const t = this.running.add(task);
+    const { task_id: taskId, lease_token: leaseToken } = task;
+    this.running.start(t, {
+      progress: (value) => {
+        if (t.lost || this.running.get(taskId) !== t) return;
+        this.link.progress.set({ task_id: taskId, lease_token: leaseToken, progress: value });
+      },
+      extend: (seconds) => this.link.progress.extend(taskId, leaseToken, seconds),
+      finished: (ran) => {
+        this.link.progress.drop(taskId); // the result says more
+        this.link.progress.endExtensions(taskId, t.timeout ?? t.deadlineMs ?? Date.now());
+        if (ran === null) {
+          // Past its deadline the node ends the attempt itself and would refuse a result.
+          this.link.slotFreed();
+        } else if (t.lost) {
+          // The node has handed a lost task on; it would refuse this result.
+          this.counters.discarded++;
+          this.link.slotFreed();
+        } else {
+          this.link.report({ task_id: taskId, lease_token: leaseToken, ...ran.outcome });
+        }
+      },
+    });
+  }
+
+  private async shutDown(options: StopOptions, graceMs: number | undefined): Promise<void> {
+    this.lifecycle.moveTo('stopping');
+    this.connectAbort.abort();
+    this.link.goodbye();
+    if (this.fallback !== undefined) await this.fallback.stop(options);
+    const disarm = this.running.abortAfter(graceMs);
+    // Tasks pushed before the node read `goodbye` still arrive and run meanwhile.
+    await this.link.settle(() => this.running.idle());
+    disarm();
+    await this.link.close();
+    await this.connectLoop;
+    this.lifecycle.moveTo('stopped');
+  }
 }

@@ -20,6 +20,23 @@ export class TaskCancelledError extends Error {
 }
 
 /**
+ * The attempt reached its deadline (`deadline` is the node's `deadline_at`, as last extended;
+ * the worker's clock decides when it is reached). The node ends the attempt as a timeout by
+ * itself — a retry with backoff, or `failed` when retries are spent — so the worker sends no
+ * result for it and frees its slot at once, whether or not the handler heeds its signal.
+ */
+export class TaskTimeoutError extends Error {
+  readonly retryable = true;
+  constructor(
+    readonly taskId: string,
+    readonly deadline: Date,
+  ) {
+    super(`task ${taskId} reached its deadline (${deadline.toISOString()})`);
+    this.name = 'TaskTimeoutError';
+  }
+}
+
+/**
  * Throw this (or any error with `retryable: false`) from a handler to fail the task for
  * good at once, without using its remaining retries.
  */

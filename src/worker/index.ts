@@ -15,6 +15,7 @@ export {
   LeaseLostError,
   PermanentTaskError,
   TaskCancelledError,
+  TaskTimeoutError,
   UpgradeRefusedError,
   WorkerStoppedError,
 } from './errors.js';

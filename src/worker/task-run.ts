@@ -30,6 +30,7 @@ export function newCounters(): Omit<WorkerStats, 'running' | 'unreported'> {
     reported: 0,
     discarded: 0,
     leasesLost: 0,
+    timedOut: 0,
     polls: 0,
     completionRequests: 0,
     resultFrames: 0,
@@ -37,15 +38,22 @@ export function newCounters(): Omit<WorkerStats, 'running' | 'unreported'> {
   };
 }
 
-/** What the handler sees of a task the node handed out (by poll or push). */
-export function contextOf(task: WirePolledTask, signal: AbortSignal, progress: (value: unknown) => void): TaskContext {
+/** What the handler sees of a task the node handed out (by poll or push); `deadline` is read live. */
+export function contextOf(
+  task: WirePolledTask,
+  run: Pick<TaskContext, 'signal' | 'progress' | 'extendDeadline'> & { deadline(): Date | null },
+): TaskContext {
   return {
     taskId: task.task_id,
     taskType: task.task_type,
     payload: task.payload ?? null,
     attempt: task.attempt,
-    signal,
-    progress,
+    signal: run.signal,
+    progress: run.progress,
+    get deadline() {
+      return run.deadline();
+    },
+    extendDeadline: run.extendDeadline,
   };
 }
 
@@ -69,17 +77,6 @@ export function runToOutcome(handler: TaskHandler, task: TaskContext, maxResultB
     );
     void call.finally(() => signal.removeEventListener('abort', onAbort)).catch(() => undefined);
   });
-}
-
-/**
- * Arms `stop({ timeoutMs })`'s grace over the running tasks: when it runs out, each task still
- * in `running` has its controller aborted with a `WorkerStoppedError`. Returns the disarm.
- */
-export function abortAfterGrace(running: ReadonlyMap<string, AbortController>, timeoutMs: number): () => void {
-  const timer = setTimeout(() => {
-    for (const [taskId, controller] of running) controller.abort(new WorkerStoppedError(taskId, timeoutMs));
-  }, timeoutMs);
-  return () => clearTimeout(timer);
 }
 
 /**

@@ -19,10 +19,32 @@ export interface TaskContext {
    * it on (to `fetch`, to child processes) or check it between steps.
    *
    * On the channel transport the node pushes `cancel` and `lease_lost` instead of answering
-   * heartbeats, with the same reasons. `stop({ timeoutMs })` aborts the handlers still running
-   * after the grace with a `WorkerStoppedError`.
+   * heartbeats, with the same reasons. At the attempt's `deadline` it is aborted with a
+   * `TaskTimeoutError`. `stop({ timeoutMs })` aborts the handlers still running after the grace
+   * with a `WorkerStoppedError`.
    */
   readonly signal: AbortSignal;
+  /**
+   * When this attempt ends as a timeout (the task's `timeout_seconds` after the claim, or
+   * later once extended): the node's `deadline_at`, updated when `extendDeadline` is granted.
+   * At it, by this worker's clock, `signal` is aborted with a `TaskTimeoutError`, the task's
+   * slot is freed even if the handler goes on, and no result is sent (the node ends the attempt
+   * itself). `null` when the node names no deadline (a node older than deadlines): then nothing
+   * ends the attempt here. Read it from the context when needed: a destructured copy keeps
+   * the value it had.
+   */
+  readonly deadline: Date | null;
+  /**
+   * Asks the node to move this attempt's deadline to at least `seconds` (> 0, at most 604 800,
+   * 7 days) from now; the node caps it at the task's `max_timeout_seconds` after the attempt
+   * started and never moves it earlier. The request goes out at once (on the channel a
+   * `progress` frame with `extend_seconds`; over HTTP a heartbeat). Resolves with the deadline
+   * the node granted (also `deadline` from then on). Rejects with a `LeaseLostError` when the
+   * lease is gone first, a `TaskTimeoutError` when the deadline passes first, a `RangeError`
+   * for bad `seconds`, and an `Error` when the node names no deadline. Settles with the
+   * deadline last known if the handler finishes before the node answers.
+   */
+  extendDeadline(seconds: number): Promise<Date>;
   /**
    * Records the task's latest progress (any JSON value, up to `maxResultBytes`), shown by
    * `GET /api/tasks/{id}`. It is sent with the lease's next heartbeat, brought forward to
@@ -137,6 +159,8 @@ export interface WorkerStats {
   unreported: number;
   /** Leases the node took away from this worker (a heartbeat answered 409, or a `lease_lost` frame). */
   leasesLost: number;
+  /** Attempts that reached their deadline here: aborted, slot freed, no result sent (not counted in `failed`). */
+  timedOut: number;
   /** Poll requests answered (HTTP transport). */
   polls: number;
   /** Completion requests answered, batched or single (HTTP transport). */

@@ -11,6 +11,8 @@ export interface WirePolledTask {
   attempt: number;
   lease_token: string;
   lease_expires_at: string;
+  /** The attempt's deadline (ISO-8601); left out by nodes older than deadlines. */
+  deadline_at?: string | null;
 }
 
 /** One result in a `POST /api/workers/complete` request. */
@@ -33,7 +35,8 @@ export function readPolledTasks(body: unknown): WirePolledTask[] {
       typeof field(t, 'task_type') !== 'string' ||
       typeof field(t, 'lease_token') !== 'string' ||
       typeof field(t, 'attempt') !== 'number' ||
-      typeof field(t, 'lease_expires_at') !== 'string'
+      typeof field(t, 'lease_expires_at') !== 'string' ||
+      !hasReadableDeadline(t)
     ) {
       throw new ProtocolError('poll answer holds a malformed task');
     }
@@ -41,10 +44,36 @@ export function readPolledTasks(body: unknown): WirePolledTask[] {
   return tasks as WirePolledTask[];
 }
 
-export function readHeartbeat(body: unknown): { leaseExpiresMs: number; cancelRequested: boolean } {
+/** A task's `deadline_at` is absent (an older node), or a time the worker can read. */
+export function hasReadableDeadline(task: unknown): boolean {
+  const deadline = field(task, 'deadline_at');
+  return deadline === undefined || deadline === null || (typeof deadline === 'string' && isTime(deadline));
+}
+
+/** A handed-out task's deadline (Unix ms), or null when the node names none. */
+export function deadlineOf(task: WirePolledTask): number | null {
+  return typeof task.deadline_at === 'string' ? Date.parse(task.deadline_at) : null;
+}
+
+export function readHeartbeat(body: unknown): {
+  leaseExpiresMs: number;
+  /** null: the node names no deadline (older than deadlines). */
+  deadlineMs: number | null;
+  cancelRequested: boolean;
+} {
   const expires = Date.parse(String(field(body, 'lease_expires_at')));
   if (!Number.isFinite(expires)) throw new ProtocolError('heartbeat answer has no lease_expires_at');
-  return { leaseExpiresMs: expires, cancelRequested: field(body, 'cancel_requested') === true };
+  if (!hasReadableDeadline(body)) throw new ProtocolError('heartbeat answer has an unreadable deadline_at');
+  const deadline = field(body, 'deadline_at');
+  return {
+    leaseExpiresMs: expires,
+    deadlineMs: typeof deadline === 'string' ? Date.parse(deadline) : null,
+    cancelRequested: field(body, 'cancel_requested') === true,
+  };
+}
+
+function isTime(text: string): boolean {
+  return Number.isFinite(Date.parse(text));
 }
 
 /** `{results: [{task_id, ok}]}` → the ids the node accepted. */

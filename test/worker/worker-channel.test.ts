@@ -1,8 +1,4 @@
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import type { Duplex } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
-import { WebSocketServer, type WebSocket } from 'ws';
 import {
   createWorker,
   LeaseLostError,
@@ -12,115 +8,17 @@ import {
   type Worker,
   type WorkerOptions,
 } from '../../src/worker/index.js';
-import { eventually, sleep } from '../support/waits.js';
+import { sleep } from '../support/waits.js';
+import { gate, startFakeNode, task, until, type FakeNode } from './fake-channel-node.js';
 
 /**
- * The SDK's side of the worker channel, against a scripted fake node (a `ws` server in the
- * test): what `hello` says, that the SDK never runs more tasks than the credit it granted and
+ * The SDK's side of the worker channel, against a scripted fake node (`fake-channel-node.ts`):
+ * what `hello` says, that the SDK never runs more tasks than the credit it granted and
  * grants a slot again with its result, that results finishing together share a frame, cancel
  * and lease_lost, resume and resend after a reconnect, the second URL when the first refuses,
  * the HTTP fallback on 404, and stop({ timeoutMs }). The real node's side is in
  * test/e2e/worker-channel.test.ts.
  */
-
-type Frame = Record<string, unknown> & { type: string };
-
-/** One socket as the fake node sees it: the frames the worker sent, by type, in order. */
-class FakeConnection {
-  private readonly queues = new Map<string, Frame[]>();
-  private readonly waiters: { type: string; resolve: (f: Frame) => void }[] = [];
-  readonly all: Frame[] = [];
-  /** Acknowledge every results frame as it comes (ok), instead of leaving it to the test. */
-  autoAck = false;
-
-  constructor(
-    readonly socket: WebSocket,
-    readonly request: IncomingMessage,
-  ) {
-    socket.on('message', (data: Buffer) => {
-      const frame = JSON.parse(data.toString()) as Frame;
-      this.all.push(frame);
-      if (this.autoAck && frame.type === 'results') this.ack(frame.results);
-      const waiter = this.waiters.findIndex((w) => w.type === frame.type);
-      if (waiter >= 0) return this.waiters.splice(waiter, 1)[0]!.resolve(frame);
-      const queue = this.queues.get(frame.type) ?? [];
-      queue.push(frame);
-      this.queues.set(frame.type, queue);
-    });
-  }
-
-  /** The next frame of `type` the worker sent (waits for it). */
-  next(type: string): Promise<Frame> {
-    const queued = this.queues.get(type)?.shift();
-    if (queued !== undefined) return Promise.resolve(queued);
-    return new Promise((resolve) => this.waiters.push({ type, resolve }));
-  }
-
-  /** Whether a frame of `type` is waiting unread. */
-  has(type: string): boolean {
-    return (this.queues.get(type)?.length ?? 0) > 0;
-  }
-
-  send(frame: Frame): void {
-    this.socket.send(JSON.stringify(frame));
-  }
-
-  welcome(extra: Record<string, unknown> = {}): void {
-    this.send({ type: 'welcome', node_id: 'fake', heartbeat_ms: 5_000, ...extra });
-  }
-
-  push(...tasks: Record<string, unknown>[]): void {
-    this.send({ type: 'tasks', tasks });
-  }
-
-  ack(results: unknown, ok = true): void {
-    const list = (results as { task_id: string }[]).map((r) => ({ task_id: r.task_id, ok }));
-    this.send({ type: 'acks', acks: list });
-  }
-}
-
-/** A node that speaks the channel (or refuses the upgrade with `refuseWith`). */
-class FakeNode {
-  private readonly wss: WebSocketServer;
-  private readonly pending: ((c: FakeConnection) => void)[] = [];
-  private readonly unclaimed: FakeConnection[] = [];
-  readonly connections: FakeConnection[] = [];
-  url = '';
-
-  constructor(
-    readonly server: Server,
-    private readonly refuseWith: number | null = null,
-    autoPong = true,
-  ) {
-    this.wss = new WebSocketServer({ noServer: true, autoPong });
-    server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
-      if (this.refuseWith !== null || request.url !== '/api/workers/connect') {
-        socket.end(`HTTP/1.1 ${this.refuseWith ?? 404} Refused\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
-        return;
-      }
-      this.wss.handleUpgrade(request, socket, head, (ws) => {
-        const connection = new FakeConnection(ws, request);
-        this.connections.push(connection);
-        const waiter = this.pending.shift();
-        if (waiter) waiter(connection);
-        else this.unclaimed.push(connection);
-      });
-    });
-  }
-
-  /** The next socket a worker opens. */
-  accept(): Promise<FakeConnection> {
-    const ready = this.unclaimed.shift();
-    if (ready) return Promise.resolve(ready);
-    return new Promise((resolve) => this.pending.push(resolve));
-  }
-
-  async close(): Promise<void> {
-    for (const client of this.wss.clients) client.terminate();
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
-  }
-}
 
 const nodes: FakeNode[] = [];
 const workers: Worker[] = [];
@@ -131,13 +29,8 @@ afterEach(async () => {
   await Promise.all(workers.splice(0).map((w) => w.stop({ timeoutMs: 0 })));
 });
 
-async function fakeNode(
-  options: { refuseWith?: number; http?: Parameters<typeof createServer>[1]; autoPong?: boolean } = {},
-) {
-  const server = createServer(options.http ?? ((_req, res) => res.writeHead(404).end()));
-  const node = new FakeNode(server, options.refuseWith ?? null, options.autoPong ?? true);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  node.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+async function fakeNode(options: Parameters<typeof startFakeNode>[0] = {}): Promise<FakeNode> {
+  const node = await startFakeNode(options);
   nodes.push(node);
   return node;
 }
@@ -147,31 +40,6 @@ function worker(options: Partial<WorkerOptions> & Pick<WorkerOptions, 'handler'>
   workers.push(w);
   w.start();
   return w;
-}
-
-let taskSeq = 0;
-function task(extra: Record<string, unknown> = {}): Record<string, unknown> & { task_id: string } {
-  taskSeq++;
-  return {
-    task_id: `0190d4a0-0000-7000-8000-${String(taskSeq).padStart(12, '0')}`,
-    task_type: 'fake.type',
-    payload: { n: taskSeq },
-    attempt: 1,
-    lease_token: `tok-${taskSeq}`,
-    lease_expires_at: new Date(Date.now() + 60_000).toISOString(),
-    ...extra,
-  };
-}
-
-/** A promise with its resolve function, for handlers the test releases. */
-function gate(): { promise: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const promise = new Promise<void>((resolve) => (open = resolve));
-  return { promise, open };
-}
-
-async function until(check: () => boolean, what: string): Promise<void> {
-  await eventually(() => (check() ? true : undefined), 5_000, what, 5);
 }
 
 /** Handlers that hold until released by task id. */
@@ -413,6 +281,18 @@ describe('worker SDK on the channel', () => {
     await second.next('hello');
     second.welcome();
     await until(() => w.stats.reconnects === 1, 'the reconnect counted');
+  });
+
+  it('reports and ignores a second welcome on one socket (no second watchdog, no reconnect counted)', async () => {
+    const node = await fakeNode();
+    const messages: string[] = [];
+    const w = worker({ url: node.url, handler: async () => undefined, onError: (e) => void messages.push(String(e)) });
+    const conn = await node.accept();
+    await conn.next('hello');
+    conn.welcome();
+    conn.welcome();
+    await until(() => messages.some((m) => m.includes('welcomed this socket twice')), 'the second welcome reported');
+    expect(w.stats.reconnects).toBe(0);
   });
 
   it('connects to the next URL of the list when the first refuses', async () => {

@@ -1,0 +1,179 @@
+import { LeaseLostError, TaskTimeoutError, WorkerStoppedError } from './errors.js';
+import type { CompiledWorkerOptions } from './options.js';
+import { contextOf, progressSender, runToOutcome, type newCounters, type TaskOutcome } from './task-run.js';
+import { deadlineOf, type WirePolledTask } from './wire.js';
+
+/**
+ * The tasks a worker runs, by task id, on either transport: each takes a slot from `add` until
+ * its handler has settled or its deadline has passed, and the worker's `stop` waits for them
+ * (`idle`) or aborts them after its grace (`abortAfter`). The transport carries progress and
+ * extensions to the node and decides what becomes of an outcome (`AttemptHooks`).
+ *
+ * Deadlines (`deadline_at`, by this worker's clock): at it the task's signal is aborted with a
+ * `TaskTimeoutError` and the attempt is over at once — its slot is freed whether or not the
+ * handler heeds the signal (as `stop({ timeoutMs })` does), and the transport is told there is
+ * nothing to report: the node ends the attempt as a timeout by itself.
+ */
+
+/** Most seconds one extension may ask for (the API's bound: 7 days). */
+const MAX_EXTEND_SECONDS = 86_400 * 7;
+/** Longest `setTimeout` (a longer wait is re-armed when it fires). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** How one attempt reaches the node, given by its transport. */
+export interface AttemptHooks {
+  /** Takes a checked `ctx.progress` value on to the node. */
+  progress(value: unknown): void;
+  /**
+   * Asks the node to move the deadline to at least now + `seconds`; resolves with the deadline
+   * granted, Unix ms. The transport calls `moveDeadline` with every deadline the node names,
+   * this one included, before it resolves.
+   */
+  extend(seconds: number): Promise<number>;
+  /** The attempt is over and its slot free: the outcome to report, or null when it reached its deadline (nothing to report). */
+  finished(outcome: TaskOutcome | null): void;
+}
+
+/** One attempt this worker runs. */
+export class RunningTask {
+  /** Its handler's `signal`. */
+  readonly controller = new AbortController();
+  /** The node said the lease is no longer this worker's: the result would be refused. */
+  lost = false;
+  /** Set when the deadline passed while it ran. */
+  timeout: TaskTimeoutError | null = null;
+  /** Resolves when the deadline passes. */
+  readonly expired: Promise<null>;
+  private expire!: (value: null) => void;
+  private deadline: number | null;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(readonly task: WirePolledTask) {
+    this.expired = new Promise((resolve) => (this.expire = resolve));
+    this.deadline = deadlineOf(task);
+    this.arm();
+  }
+
+  /** The attempt's deadline (Unix ms) as the worker knows it; null when the node names none. */
+  get deadlineMs(): number | null {
+    return this.deadline;
+  }
+
+  /** The node named a (new) deadline: the timer follows it. */
+  moveDeadline(deadlineMs: number): void {
+    if (this.timeout !== null) return;
+    this.deadline = deadlineMs;
+    this.arm();
+  }
+
+  /** The attempt is over: no timer left armed. */
+  end(): void {
+    clearTimeout(this.timer);
+  }
+
+  private arm(): void {
+    clearTimeout(this.timer);
+    if (this.deadline === null) return;
+    const deadline = this.deadline;
+    const waitMs = Math.min(Math.max(0, deadline - Date.now()), MAX_TIMER_MS);
+    this.timer = setTimeout(() => {
+      if (Date.now() < deadline) return this.arm(); // a timer may fire a little early, or was clamped
+      this.timeout = new TaskTimeoutError(this.task.task_id, new Date(deadline));
+      // Settled before the abort, so that what the handler does on abort cannot win the race.
+      this.expire(null);
+      this.controller.abort(this.timeout);
+    }, waitMs);
+  }
+}
+
+export class RunningTasks {
+  private readonly byId = new Map<string, RunningTask>();
+  /** The handlers' runs, until their outcome is handed on. */
+  private readonly runs = new Set<Promise<void>>();
+
+  constructor(
+    private readonly o: Pick<CompiledWorkerOptions, 'handler' | 'maxResultBytes' | 'onError'>,
+    private readonly counters: ReturnType<typeof newCounters>,
+  ) {}
+
+  /** Tasks holding a slot. */
+  get size(): number {
+    return this.byId.size;
+  }
+
+  get(taskId: string): RunningTask | undefined {
+    return this.byId.get(taskId);
+  }
+
+  values(): IterableIterator<RunningTask> {
+    return this.byId.values();
+  }
+
+  /** Takes a slot for `task` and starts its deadline; its handler is called by `start`, once its hooks are ready. */
+  add(task: WirePolledTask): RunningTask {
+    const running = new RunningTask(task);
+    this.byId.set(task.task_id, running);
+    this.counters.started++;
+    return running;
+  }
+
+  /**
+   * Calls the handler of `running`. When it settles, or its deadline passes first, the outcome
+   * is counted, the slot freed, and `hooks.finished` called.
+   */
+  start(running: RunningTask, hooks: AttemptHooks): void {
+    const { task, controller } = running;
+    const context = contextOf(task, {
+      signal: controller.signal,
+      progress: progressSender(task.task_id, this.o, (value) => hooks.progress(value)),
+      deadline: () => (running.deadlineMs === null ? null : new Date(running.deadlineMs)),
+      extendDeadline: (seconds) => this.extend(running, hooks, seconds),
+    });
+    const run = (async () => {
+      const outcome = await Promise.race([
+        runToOutcome(this.o.handler, context, this.o.maxResultBytes),
+        running.expired,
+      ]);
+      running.end();
+      if (outcome === null) this.counters.timedOut++;
+      else if (outcome.outcome.status === 'succeeded') this.counters.succeeded++;
+      else this.counters.failed++;
+      this.byId.delete(task.task_id);
+      hooks.finished(outcome);
+    })();
+    this.runs.add(run);
+    void run.finally(() => this.runs.delete(run));
+  }
+
+  /** Resolves once no handler runs, those started meanwhile included. */
+  async idle(): Promise<void> {
+    while (this.runs.size > 0) await Promise.all(this.runs);
+  }
+
+  /**
+   * Arms `stop({ timeoutMs })`'s grace: when it runs out, each task still running has its signal
+   * aborted with a `WorkerStoppedError` (and `runToOutcome` settles it at once). Returns the
+   * disarm; without a grace, nothing is armed.
+   */
+  abortAfter(graceMs: number | undefined): () => void {
+    if (graceMs === undefined) return () => undefined;
+    const timer = setTimeout(() => {
+      for (const [taskId, { controller }] of this.byId) controller.abort(new WorkerStoppedError(taskId, graceMs));
+    }, graceMs);
+    return () => clearTimeout(timer);
+  }
+
+  /** `ctx.extendDeadline`: checks what can be answered here, then asks the node through the transport. */
+  private async extend(running: RunningTask, hooks: AttemptHooks, seconds: number): Promise<Date> {
+    const taskId = running.task.task_id;
+    if (typeof seconds !== 'number' || !(seconds > 0 && seconds <= MAX_EXTEND_SECONDS))
+      throw new RangeError(`extendDeadline: seconds must be a number > 0 and ≤ ${MAX_EXTEND_SECONDS}, got ${seconds}`);
+    if (running.timeout !== null) throw running.timeout;
+    if (running.lost) throw new LeaseLostError(taskId);
+    if (running.deadlineMs === null)
+      throw new Error(`extendDeadline: the node named no deadline for task ${taskId} (it is older than deadlines)`);
+    if (this.byId.get(taskId) !== running) return new Date(running.deadlineMs); // over already
+    // The transport has moved the timer to the node's answer (`moveDeadline`) before this resolves.
+    return new Date(await hooks.extend(seconds));
+  }
+}
