@@ -125,18 +125,19 @@ describe('worker SDK', () => {
     expect(maxRunning).toBe(3);
   });
 
-  it('heartbeats keep a task alive past its lease', async () => {
+  it('heartbeats keep a task alive past its lease once it extended its deadline', async () => {
     const attempts: number[] = [];
     const w = worker({
       taskTypes: ['sdk.long'],
       concurrency: 2, // room for a second attempt, had the lease been lost
-      handler: async ({ attempt, signal }) => {
+      handler: async ({ attempt, signal, extendDeadline }) => {
         attempts.push(attempt);
+        await extendDeadline(10);
         await sleep(3_000); // real time is the subject: three real leases long, kept by heartbeats
         expect(signal.aborted).toBe(false);
       },
     });
-    const [id] = await submit([{ task_type: 'sdk.long', timeout_seconds: 1 }]);
+    const [id] = await submit([{ task_type: 'sdk.long', timeout_seconds: 1, max_timeout_seconds: 10 }]);
     await until(() => w.stats.reported === 1, 'the long task reported', 10_000);
 
     expect(attempts).toEqual([1]);
