@@ -1,6 +1,6 @@
 import { LeaseLostError, TaskTimeoutError, WorkerStoppedError } from './errors.js';
 import type { CompiledWorkerOptions } from './options.js';
-import { contextOf, progressSender, runToOutcome, type newCounters, type TaskOutcome } from './task-run.js';
+import { contextOf, failed, progressSender, runToOutcome, type newCounters, type TaskOutcome } from './task-run.js';
 import { deadlineOf, type WirePolledTask } from './wire.js';
 
 /**
@@ -45,11 +45,15 @@ export class RunningTask {
   /** Resolves when the deadline passes. */
   readonly expired: Promise<null>;
   private expire!: (value: null) => void;
+  /** Resolves when `stop({ timeoutMs })`'s grace ran out: failed and retryable. */
+  readonly halted: Promise<TaskOutcome>;
+  private halt!: (outcome: TaskOutcome) => void;
   private deadline: number | null;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(readonly task: WirePolledTask) {
     this.expired = new Promise((resolve) => (this.expire = resolve));
+    this.halted = new Promise((resolve) => (this.halt = resolve));
     this.deadline = deadlineOf(task);
     this.arm();
   }
@@ -64,6 +68,16 @@ export class RunningTask {
     if (this.timeout !== null) return;
     this.deadline = deadlineMs;
     this.arm();
+  }
+
+  /**
+   * `stop({ timeoutMs })`'s grace ran out: the attempt is over now, failed and retryable, and its
+   * signal is aborted. Settled here rather than by the abort, which does nothing to a signal a
+   * cancel or a lost lease aborted already (a handler that ignored that abort held `stop` for ever).
+   */
+  stop(error: WorkerStoppedError): void {
+    this.halt(failed(error));
+    this.controller.abort(error);
   }
 
   /** The attempt is over: no timer left armed. */
@@ -133,6 +147,7 @@ export class RunningTasks {
       const outcome = await Promise.race([
         runToOutcome(this.o.handler, context, this.o.maxResultBytes),
         running.expired,
+        running.halted,
       ]);
       running.end();
       if (outcome === null) this.counters.timedOut++;
@@ -151,14 +166,14 @@ export class RunningTasks {
   }
 
   /**
-   * Arms `stop({ timeoutMs })`'s grace: when it runs out, each task still running has its signal
-   * aborted with a `WorkerStoppedError` (and `runToOutcome` settles it at once). Returns the
-   * disarm; without a grace, nothing is armed.
+   * Arms `stop({ timeoutMs })`'s grace: when it runs out, each task still running is over at once,
+   * failed and retryable, its signal aborted with a `WorkerStoppedError` (see `RunningTask.stop`).
+   * Returns the disarm; without a grace, nothing is armed.
    */
   abortAfter(graceMs: number | undefined): () => void {
     if (graceMs === undefined) return () => undefined;
     const timer = setTimeout(() => {
-      for (const [taskId, { controller }] of this.byId) controller.abort(new WorkerStoppedError(taskId, graceMs));
+      for (const [taskId, running] of this.byId) running.stop(new WorkerStoppedError(taskId, graceMs));
     }, graceMs);
     return () => clearTimeout(timer);
   }

@@ -110,7 +110,8 @@ function succeeded(value: unknown, maxResultBytes: number): TaskOutcome {
   return { outcome: { status: 'succeeded', result: value }, resultBytes: encoded.bytes };
 }
 
-function failed(error: unknown): TaskOutcome {
+/** The outcome of an attempt that failed with `error` (retryable unless it says `retryable: false`). */
+export function failed(error: unknown): TaskOutcome {
   return { outcome: { status: 'failed', error: messageOf(error), retryable: !isPermanent(error) }, resultBytes: 0 };
 }
 

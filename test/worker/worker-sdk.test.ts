@@ -197,6 +197,27 @@ describe('worker SDK', () => {
     expect(reason).toBeInstanceOf(TaskCancelledError);
   });
 
+  it('stop({ timeoutMs }) ends a handler that ignored an earlier abort (a cancel) too', async () => {
+    const started = gate();
+    const aborted = gate();
+    const w = worker({
+      taskTypes: ['sdk.deaf'],
+      heartbeatEveryMs: 50,
+      handler: async ({ signal }) => {
+        started.open();
+        signal.addEventListener('abort', () => aborted.open(), { once: true });
+        await new Promise(() => undefined); // ignores the cancel, and every abort after it
+      },
+    });
+    const [id] = await submit([{ task_type: 'sdk.deaf' }]);
+    await started.promise;
+    expect((await api(node.url, 'DELETE', `/api/tasks/${id}`)).status).toBe(200);
+    await aborted.promise; // the cancel reached the handler, which went on
+    await w.stop({ timeoutMs: 100 }); // used to wait for ever: the second abort was a no-op
+    expect(w.stats).toMatchObject({ running: 0, failed: 1 });
+    await until(async () => (await getTask(id!)).status === 'cancelled', 'the cancelled task to end');
+  });
+
   it('reports one result per request when batching is off', async () => {
     const w = worker({ taskTypes: ['sdk.single'], batchCompletions: false, handler: async () => undefined });
     const ids = await submit(Array.from({ length: 5 }, () => ({ task_type: 'sdk.single' })));
