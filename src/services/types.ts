@@ -121,7 +121,7 @@ export interface WorkersApi {
    * answer was written): the tasks go back to pending at once, their attempt not counted,
    * instead of waiting out a lease nobody holds. Never rejects.
    */
-  release(assignments: readonly Assignment[]): Promise<void>;
+  release(assignments: readonly Pick<Assignment, 'id' | 'version'>[]): Promise<void>;
   heartbeat(taskId: string, leaseToken: string): Promise<{ leaseExpiresMs: number; cancelRequested: boolean }>;
   /**
    * Records results in one batch. A result whose lease is no longer held is reported with

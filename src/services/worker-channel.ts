@@ -4,7 +4,8 @@ import { isWheelhouseError } from '../lib/errors.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Cancel, Clock } from '../runtime/clock.js';
 import { RECHECK_MS, type Dispatcher } from './dispatcher.js';
-import type { Assignment, WorkersApi } from './types.js';
+import type { Assignment } from './types.js';
+import type { WorkerService } from './worker-service.js';
 import { CLOSE, WorkerSession, type ChannelSocket } from './worker-session.js';
 
 export { CLOSE, type ChannelAck, type ChannelSocket, type NodeFrame } from './worker-session.js';
@@ -44,7 +45,7 @@ export const MAX_CREDITS = 1_000_000;
 
 export interface WorkerChannelDeps {
   nodeId: string;
-  workers: Pick<WorkersApi, 'heartbeat' | 'complete' | 'progress' | 'release'>;
+  workers: Pick<WorkerService, 'heartbeat' | 'complete' | 'progress' | 'release' | 'releaseHeld'>;
   dispatcher: Pick<Dispatcher, 'claimReadyFor' | 'onPush'>;
   system: ActorSystemApi;
   clock: Clock;
@@ -60,8 +61,14 @@ export interface WorkerChannelApi {
   open(hello: ChannelHello, socket: ChannelSocket): Promise<WorkerSession>;
   /** `credit`: `n` more tasks may be sent. */
   credit(session: WorkerSession, n: number): void;
-  /** The socket closed (either side): its leases are left to run out, or to be resumed. */
-  closed(session: WorkerSession): void;
+  /**
+   * The socket closed. `handBack`: its worker closed it (or the node did for a reason that
+   * ends the worker's hold, a revoked key or a newer socket), so the leases it still holds
+   * without a result go back to their queues at once, their attempts not counted. Otherwise
+   * (the connection was lost, the node shut down or refused a frame) they are left to be
+   * resumed by the worker's next socket, or to run out.
+   */
+  closed(session: WorkerSession, handBack: boolean): void;
   /** Stops claiming; the HTTP face then closes the sockets. */
   stop(): void;
 }
@@ -132,8 +139,9 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
     this.scheduleTurn();
   }
 
-  closed(session: WorkerSession): void {
-    session.closed();
+  closed(session: WorkerSession, handBack: boolean): void {
+    const left = session.closed();
+    if (handBack && left.length > 0) void this.deps.workers.releaseHeld(left);
     this.sessions.delete(session);
     for (const type of session.taskTypes) {
       const set = this.byType.get(type);
@@ -244,20 +252,18 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
     } finally {
       for (const session of group) session.claiming = false;
     }
-    // Gone (or saying goodbye) while their tasks were being claimed: handed back now rather
-    // than left to wait out leases nobody holds.
+    // Gone, closing or saying goodbye while their tasks were being claimed, or their frame
+    // could not be written: handed back now rather than left to wait out leases nobody holds.
     const handBack: Assignment[] = [];
     for (const [i, session] of group.entries()) {
       const mine = claimed[i] ?? [];
       const want = (shares[i] as { maxTasks: number }).maxTasks;
       session.credits += want - mine.length;
       if (mine.length === 0) continue;
-      if (session.state !== 'open') {
+      if (!session.deliver(mine, () => this.unsent(session, mine))) {
         handBack.push(...mine);
-      } else {
-        session.holdAll(mine);
-        session.send({ type: 'tasks', tasks: mine });
-        if (mine.length === want) session.wanting = true; // there may be more
+      } else if (mine.length === want) {
+        session.wanting = true; // there may be more
       }
     }
     if (handBack.length > 0) await this.deps.workers.release(handBack);
@@ -267,6 +273,12 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
       again ||= session.claimable;
     }
     if (again) this.scheduleTurn();
+  }
+
+  /** A `tasks` frame that never reached the wire: its tasks still held without a result go back. */
+  private unsent(session: WorkerSession, tasks: readonly Assignment[]): void {
+    const lost = tasks.filter((task) => session.drop(task.id));
+    if (lost.length > 0) void this.deps.workers.release(lost);
   }
 
   private announce(session: WorkerSession): void {

@@ -28,9 +28,24 @@ export interface ChannelAck {
 
 /** The socket under a session: the HTTP face implements it over a WebSocket. */
 export interface ChannelSocket {
-  send(frame: NodeFrame): void;
+  /**
+   * Open, as the socket itself says: false from the moment either side started to close it
+   * (a worker's close frame read, a close sent), before the session hears it closed.
+   */
+  readonly open: boolean;
+  /**
+   * Writes a frame; false when it could not (the socket is not open). `unsent` is called
+   * should a frame written here never reach the wire (the connection broke first).
+   */
+  send(frame: NodeFrame, unsent?: () => void): boolean;
   /** Closes with a WebSocket close code; the session hears of it through `closed()`. */
   close(code: number, reason: string): void;
+}
+
+/** A lease a closed session still held, without a result: what a hand-back needs. */
+export interface LeftLease {
+  taskId: string;
+  leaseToken: string;
 }
 
 /** A lease a session holds. */
@@ -96,9 +111,20 @@ export class WorkerSession {
     return this.held.size;
   }
 
-  /** Ready to be claimed for: open, with credit, no claim in flight, something may be ready. */
+  /** Ready to be claimed for: open (its socket too), with credit, no claim in flight, something may be ready. */
   get claimable(): boolean {
-    return this.state === 'open' && this.credits > 0 && !this.claiming && this.wanting;
+    return this.state === 'open' && this.socket.open && this.credits > 0 && !this.claiming && this.wanting;
+  }
+
+  /**
+   * Pushes claimed tasks and holds their leases; false, holding nothing, when the frame could
+   * not be written (the caller hands them back). `unsent`: the frame was written but never
+   * reached the wire.
+   */
+  deliver(tasks: readonly Assignment[], unsent: () => void): boolean {
+    if (this.state !== 'open' || !this.send({ type: 'tasks', tasks: [...tasks] }, unsent)) return false;
+    this.holdAll(tasks);
+    return true;
   }
 
   /** Keeps a lease (pushed or resumed) alive from now on. */
@@ -122,12 +148,14 @@ export class WorkerSession {
     return this.held.has(taskId);
   }
 
-  send(frame: NodeFrame): void {
-    if (this.state === 'closed') return;
+  /** Writes a frame; false when it could not be (the socket closed or closing). */
+  send(frame: NodeFrame, unsent?: () => void): boolean {
+    if (this.state === 'closed') return false;
     try {
-      this.socket.send(frame);
+      return this.socket.send(frame, unsent);
     } catch (error) {
       this.deps.onError(error, `sending a ${frame.type} frame to worker ${this.workerId}`);
+      return false;
     }
   }
 
@@ -140,11 +168,17 @@ export class WorkerSession {
     }
   }
 
-  /** The socket closed: nothing more is sent; the leases are left to run out (or be resumed). */
-  closed(): void {
+  /**
+   * The socket closed: nothing more is sent or kept alive. Answers the leases it held without
+   * a result, for the channel to hand back or to leave to run out (or to be resumed).
+   */
+  closed(): LeftLease[] {
     this.state = 'closed';
     this.refreshTimer?.();
     this.refreshTimer = null;
+    const left = [...this.held].map(([taskId, lease]) => ({ taskId, leaseToken: lease.token.toString() }));
+    this.held.clear();
+    return left;
   }
 
   /** `goodbye`: no more tasks; the socket closes once every lease is settled. */

@@ -83,6 +83,10 @@ export type ProgressFrameJson = Static<typeof ProgressFrame>;
 
 export const GoodbyeFrame = Type.Object({ type: Type.Literal('goodbye') }, { additionalProperties: false });
 
+/** Any frame a worker sends, as its schema has it. */
+export type WorkerFrame =
+  HelloFrameJson | Static<typeof CreditFrame> | ResultsFrameJson | ProgressFrameJson | Static<typeof GoodbyeFrame>;
+
 export const WORKER_FRAMES = {
   hello: HelloFrame,
   credit: CreditFrame,
