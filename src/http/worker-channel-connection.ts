@@ -3,7 +3,14 @@ import { WheelhouseError, isWheelhouseError, type ErrorCode } from '../lib/error
 import { CLOSE, type ChannelSocket, type NodeFrame, type WorkerChannelApi } from '../services/worker-channel.js';
 import type { WorkerSession } from '../services/worker-session.js';
 import { truncateUtf8 } from './validation/fields.js';
-import { frameJson, frameText, readFrame, type FrameLimits, type ReadFrame } from './worker-channel-frames.js';
+import {
+  frameBytes,
+  frameJson,
+  frameText,
+  readFrame,
+  type FrameLimits,
+  type ReadFrame,
+} from './worker-channel-frames.js';
 
 /**
  * One worker socket on the HTTP face: its frames read and handled one after the other, the
@@ -16,13 +23,36 @@ import { frameJson, frameText, readFrame, type FrameLimits, type ReadFrame } fro
  * client has gone. A connection lost without a close frame (a network drop, the pinger's
  * terminate), or closed by the node for another reason (shutdown, a frame it refused): they
  * are kept for the worker's next socket to resume, and otherwise run out.
+ *
+ * What one socket can make the node hold is bounded (docs/security.md). Each frame is read as
+ * it arrives, every limit checked then (a result over `maxResultBytes` is refused before
+ * anything waits with it, and nothing after a refused frame is read), and waits its turn
+ * behind the frame in hand. Once more than `PAUSE_FRAMES` frames, or more than `PAUSE_BYTES`
+ * behind the one in hand, wait, the node stops reading the socket until they are handled: the
+ * worker's own writes then wait in its TCP buffers, not in the node. What was already read
+ * when it stopped is capped: past `MAX_QUEUED_FRAMES` frames, or twice the largest frame and
+ * a little more in bytes, the socket is refused (1008, or 1009 for bytes). The other way,
+ * once more than the largest frame waits to be written to the worker (it does not read its
+ * acks or its tasks), nothing more is claimed for it and its frames are not read until it
+ * catches up; a worker that reads nothing at all does not answer pings either, and the pinger
+ * closes it. Stopping rather than closing: a worker that is merely slow carries on, and a
+ * close would only make it reconnect and resume at once.
  */
+
+/** Frames waiting behind the one in hand past which the node stops reading the socket. */
+export const PAUSE_FRAMES = 16;
+/** Bytes of frames waiting behind the one in hand past which the node stops reading the socket. */
+export const PAUSE_BYTES = 1024 * 1024;
+/** Frames read and not handled past which the socket is refused (only reachable by frames read before the pause took hold). */
+export const MAX_QUEUED_FRAMES = 1_000;
 
 /** Who closed a socket: its worker (a close frame read from it), the node, or nobody (the connection was lost). */
 export type ClosedBy = 'worker' | 'node' | 'lost';
 
 export interface ConnectionOptions extends FrameLimits {
   api: WorkerChannelApi;
+  /** Largest frame a worker may send, bytes: the bounds on what waits are counted in these. */
+  maxFrameBytes: number;
 }
 
 type Received = { frame: ReadFrame } | { error: unknown };
@@ -39,16 +69,31 @@ export class Connection {
   private finished = false;
   /** Frames are handled in order: each waits for the one before. */
   private chain: Promise<void> = Promise.resolve();
+  /** A frame was refused as it was read: nothing after it is read. */
+  private unread = false;
+  /** Frames read and not yet handled (the one in hand included), and their bytes. */
+  private queuedFrames = 0;
+  private queuedBytes = 0;
+  /** Reading is stopped: too much waits to be handled, or to be written. */
+  private paused = false;
+  /** The worker answered the last ping. */
+  private answered = true;
   /** The socket as the channel sees it. */
   private readonly channelSocket: ChannelSocket;
+  /** Called when a write is flushed (or failed): reading may go on. */
+  private readonly flushed = (): void => this.flow();
 
   constructor(
     private readonly socket: WebSocket,
     private readonly opts: ConnectionOptions,
   ) {
+    const maxBuffered = opts.maxFrameBytes;
     this.channelSocket = {
       get open() {
         return socket.readyState === socket.OPEN;
+      },
+      get backlogged() {
+        return socket.bufferedAmount > maxBuffered;
       },
       send: (frame, unsent) => this.send(frame, unsent),
       // The channel closes a socket when a newer one of its worker takes its place, or after
@@ -69,8 +114,10 @@ export class Connection {
   }
 
   receive(data: unknown, isBinary: boolean): void {
-    if (this.stopped || this.closedBy !== null) return;
+    if (this.stopped || this.unread || this.closedBy !== null) return;
+    const bytes = frameBytes(data);
     const read = this.read(data, isBinary);
+    if ('error' in read) this.unread = true; // said in its turn; nothing after it is read
     // Credit is taken as it arrives, not behind the frames before it: a worker sends its credit
     // with its results, and credit that waited for those results to be recorded would hold the
     // next claim back by a statement. Everything else is handled in order.
@@ -78,7 +125,22 @@ export class Connection {
       this.opts.api.credit(this.session, read.frame.n);
       return;
     }
-    this.chain = this.chain.then(() => this.handle(read)).catch((error: unknown) => this.refuse(error));
+    if (!this.enqueue(bytes)) return;
+    this.chain = this.chain
+      .then(() => this.handle(read))
+      .catch((error: unknown) => this.refuse(error))
+      .finally(() => this.dequeue(bytes));
+  }
+
+  /** The pinger's turn: a socket that did not answer the last ping is lost, unless the node stopped reading it. */
+  ping(): void {
+    if (!this.answered && !this.waitingOnNode) return this.lost();
+    this.answered = false;
+    this.socket.ping();
+  }
+
+  pong(): void {
+    this.answered = true;
   }
 
   /** The socket's 'close': whoever had not said so closed it (a close frame from the worker, or none). */
@@ -156,9 +218,63 @@ export class Connection {
   private send(frame: NodeFrame, unsent?: () => void): boolean {
     if (this.socket.readyState !== this.socket.OPEN) return false;
     const json = JSON.stringify(frameJson(frame));
-    if (unsent === undefined) this.socket.send(json);
-    else this.socket.send(json, (error) => error && unsent());
+    if (unsent === undefined) this.socket.send(json, this.flushed);
+    else
+      this.socket.send(json, (error) => {
+        if (error) unsent();
+        this.flow();
+      });
+    const meter = this.opts.api.frames;
+    if (this.socket.bufferedAmount > meter.peakBufferedBytes) meter.peakBufferedBytes = this.socket.bufferedAmount;
+    this.flow();
     return true;
+  }
+
+  /** Counts a frame in; false when that is more than a socket may hold (it is then refused). */
+  private enqueue(bytes: number): boolean {
+    this.queuedFrames++;
+    this.queuedBytes += bytes;
+    const meter = this.opts.api.frames;
+    meter.queuedBytes += bytes;
+    if (this.queuedBytes > meter.peakQueuedBytes) meter.peakQueuedBytes = this.queuedBytes;
+    const maxBytes = 2 * this.opts.maxFrameBytes + 2 * PAUSE_BYTES;
+    if (this.queuedBytes > maxBytes || this.queuedFrames > MAX_QUEUED_FRAMES) {
+      const over = this.queuedFrames > MAX_QUEUED_FRAMES;
+      this.dequeue(bytes);
+      this.stopped = true;
+      this.fail(
+        'payload_too_large',
+        over
+          ? `more than ${MAX_QUEUED_FRAMES} frames wait to be handled on this socket: send the next when the last is answered`
+          : `more than ${maxBytes} bytes of frames wait to be handled on this socket (twice workerFrameMaxBytes and 2 MiB)`,
+        over ? CLOSE.policy : CLOSE.tooBig,
+      );
+      return false;
+    }
+    this.flow();
+    return true;
+  }
+
+  private dequeue(bytes: number): void {
+    this.queuedFrames--;
+    this.queuedBytes -= bytes;
+    this.opts.api.frames.queuedBytes -= bytes;
+    this.flow();
+  }
+
+  /** Frames wait on the node: too many to read more. */
+  private get waitingOnNode(): boolean {
+    return this.queuedFrames > PAUSE_FRAMES || (this.queuedFrames > 1 && this.queuedBytes > PAUSE_BYTES);
+  }
+
+  /** Stops or goes on reading the socket, as what waits on either side says. */
+  private flow(): void {
+    const pause = this.waitingOnNode || this.channelSocket.backlogged;
+    if (pause === this.paused || this.socket.readyState !== this.socket.OPEN) return;
+    this.paused = pause;
+    this.opts.api.frames.paused += pause ? 1 : -1;
+    if (pause) this.socket.pause();
+    else this.socket.resume();
   }
 
   /** Says why in an `error` frame, then closes; the leases are kept for a resume. */
@@ -176,6 +292,12 @@ export class Connection {
   private ended(by: ClosedBy, handBack: boolean): void {
     this.closedBy = by;
     this.handBack = handBack;
+    // Read again, so that the close handshake can finish; what is read from now on is dropped.
+    if (this.paused) {
+      this.paused = false;
+      this.opts.api.frames.paused--;
+      this.socket.resume();
+    }
     this.afterFrames();
   }
 

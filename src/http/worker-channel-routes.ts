@@ -35,7 +35,6 @@ export interface WorkerChannelRoutesOptions {
 export const workerChannelRoutes: FastifyPluginAsync<WorkerChannelRoutesOptions> = async (fastify, opts) => {
   const { api } = opts;
   const live = new Map<WebSocket, Connection>();
-  const answered = new WeakSet<WebSocket>();
   await fastify.register(fastifyWebsocket, {
     options: { maxPayload: opts.maxFrameBytes },
     // Shutdown: the channel stops claiming, then every socket is told why it closes. Its
@@ -49,14 +48,7 @@ export const workerChannelRoutes: FastifyPluginAsync<WorkerChannelRoutesOptions>
   });
 
   const pinger = setInterval(() => {
-    for (const [socket, connection] of live) {
-      if (!answered.has(socket)) {
-        connection.lost();
-        continue;
-      }
-      answered.delete(socket);
-      socket.ping();
-    }
+    for (const connection of live.values()) connection.ping();
   }, api.heartbeatMs);
   pinger.unref();
   fastify.addHook('onClose', async () => clearInterval(pinger));
@@ -88,10 +80,10 @@ export const workerChannelRoutes: FastifyPluginAsync<WorkerChannelRoutesOptions>
         maxTaskTypes: opts.maxTaskTypes,
         maxJsonDepth: opts.maxJsonDepth,
         maxResultBytes: opts.maxResultBytes,
+        maxFrameBytes: opts.maxFrameBytes,
       });
       live.set(socket, connection);
-      answered.add(socket);
-      socket.on('pong', () => answered.add(socket));
+      socket.on('pong', () => connection.pong());
       socket.on('error', () => connection.errored());
       socket.on('message', (data, isBinary) => connection.receive(data, isBinary));
       socket.on('close', (code) => {

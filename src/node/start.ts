@@ -16,6 +16,7 @@ import { ActorSystem } from '../runtime/system.js';
 import { SafetyNet } from '../services/safety-net.js';
 import { RetentionSweep } from '../services/retention-sweep.js';
 import type { Services } from '../services/types.js';
+import type { WorkerChannel } from '../services/worker-channel.js';
 import { openBackend, type Backend } from '../store/backend.js';
 import { registerActorKinds } from './actors.js';
 import { actorBrowser, adminFace, clusterPeers } from './admin.js';
@@ -41,6 +42,8 @@ export interface WheelhouseNode {
   readonly metrics: Metrics;
   /** What happens on the node (`domain/events.ts`): tests and tools wait on these. */
   readonly events: TypedEvents<NodeEvents>;
+  /** The worker channel: its sockets, and what they hold in frames (`frames`). */
+  readonly channel: Pick<WorkerChannel, 'frames' | 'size'>;
   close(): Promise<void>;
 }
 
@@ -292,6 +295,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     backend,
     metrics: metrics.registry,
     events,
+    channel,
     close() {
       closing ??= (async () => {
         started = false;

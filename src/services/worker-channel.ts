@@ -54,9 +54,26 @@ export interface WorkerChannelDeps {
   onError(error: unknown, context: string): void;
 }
 
+/**
+ * What this node's worker sockets hold in frames, as the HTTP face counts them (the bound on a
+ * socket's memory, docs/security.md): the tests read it, and so can an operator's debugger.
+ */
+export interface FrameMeter {
+  /** Bytes of frames read and not handled yet, over every socket. */
+  queuedBytes: number;
+  /** The most bytes of frames one socket held read and not handled yet. */
+  peakQueuedBytes: number;
+  /** The most bytes one socket had waiting to be written to its worker. */
+  peakBufferedBytes: number;
+  /** Sockets the node does not read now (too much waits on one side or the other). */
+  paused: number;
+}
+
 /** What the HTTP face asks of the channel. */
 export interface WorkerChannelApi {
   readonly heartbeatMs: number;
+  /** The HTTP face counts its sockets' frames here. */
+  readonly frames: FrameMeter;
   /** Verifies the resumed leases, sends `welcome`, and starts pushing tasks. */
   open(hello: ChannelHello, socket: ChannelSocket): Promise<WorkerSession>;
   /** `credit`: `n` more tasks may be sent. */
@@ -75,6 +92,7 @@ export interface WorkerChannelApi {
 
 export class WorkerChannel implements WorkerChannelApi, LocalSockets {
   readonly heartbeatMs: number;
+  readonly frames: FrameMeter = { queuedBytes: 0, peakQueuedBytes: 0, peakBufferedBytes: 0, paused: 0 };
   private readonly sessions = new Set<WorkerSession>();
   /** The newest session of each worker connected here. */
   private readonly byWorker = new Map<string, WorkerSession>();

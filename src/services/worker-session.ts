@@ -33,6 +33,8 @@ export interface ChannelSocket {
    * (a worker's close frame read, a close sent), before the session hears it closed.
    */
   readonly open: boolean;
+  /** More is waiting to be written to it than the node lets wait: claim nothing more for it until it reads. */
+  readonly backlogged: boolean;
   /**
    * Writes a frame; false when it could not (the socket is not open). `unsent` is called
    * should a frame written here never reach the wire (the connection broke first).
@@ -64,6 +66,7 @@ export const CLOSE = {
   normal: 1000,
   goingAway: 1001,
   policy: 1008,
+  tooBig: 1009,
   internal: 1011,
   tryAgainLater: 1013,
   /** A newer socket of the same worker took this one's place. */
@@ -111,9 +114,19 @@ export class WorkerSession {
     return this.held.size;
   }
 
-  /** Ready to be claimed for: open (its socket too), with credit, no claim in flight, something may be ready. */
+  /**
+   * Ready to be claimed for: open (its socket too, and reading what it is sent), with credit,
+   * no claim in flight, something may be ready.
+   */
   get claimable(): boolean {
-    return this.state === 'open' && this.socket.open && this.credits > 0 && !this.claiming && this.wanting;
+    return (
+      this.state === 'open' &&
+      this.socket.open &&
+      !this.socket.backlogged &&
+      this.credits > 0 &&
+      !this.claiming &&
+      this.wanting
+    );
   }
 
   /**
