@@ -155,6 +155,7 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
   if (input.channel !== undefined) {
     void app.register(workerChannelRoutes, {
       api: input.channel,
+      keys: services.keys,
       maxTaskTypes: options.pollMaxTaskTypes,
       maxSockets: options.workerSocketsMax,
       maxFrameBytes: options.workerFrameMaxBytes,

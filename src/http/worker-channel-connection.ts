@@ -51,6 +51,8 @@ export type ClosedBy = 'worker' | 'node' | 'lost';
 
 export interface ConnectionOptions extends FrameLimits {
   api: WorkerChannelApi;
+  /** The API key that opened the socket; null while the node asks for none. */
+  keyId: string | null;
   /** Largest frame a worker may send, bytes: the bounds on what waits are counted in these. */
   maxFrameBytes: number;
 }
@@ -159,6 +161,27 @@ export class Connection {
   lost(): void {
     if (this.closedBy === null) this.ended('lost', false);
     this.socket.terminate();
+  }
+
+  /**
+   * The key that opened the socket was revoked: nothing more is read from it or pushed to it,
+   * and what it holds goes back to its queues once the frame in hand is handled.
+   */
+  revoke(): void {
+    if (this.closedBy !== null) return;
+    this.stopped = true;
+    this.ended('node', true);
+    refuseSocket(
+      this.socket,
+      'unauthorized',
+      'the API key that opened this socket was revoked',
+      CLOSE.policy,
+      'key_revoked',
+    );
+  }
+
+  get keyId(): string | null {
+    return this.opts.keyId;
   }
 
   /** The node shuts down: the worker resumes its leases on another node. */
@@ -310,10 +333,16 @@ export class Connection {
   }
 }
 
-/** Says why in an `error` frame, then closes. */
-export function refuseSocket(socket: WebSocket, code: ErrorCode, message: string, closeCode: number): void {
+/** Says why in an `error` frame, then closes (the reason: the code, unless told). */
+export function refuseSocket(
+  socket: WebSocket,
+  code: ErrorCode,
+  message: string,
+  closeCode: number,
+  reason: string = code,
+): void {
   if (socket.readyState !== socket.OPEN) return;
   socket.send(JSON.stringify({ type: 'error', error: { code, message } }));
   // A close reason is at most 123 bytes.
-  socket.close(closeCode, truncateUtf8(code, 120));
+  socket.close(closeCode, truncateUtf8(reason, 120));
 }

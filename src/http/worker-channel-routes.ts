@@ -2,6 +2,7 @@ import fastifyWebsocket from '@fastify/websocket';
 import type { FastifyPluginAsync } from 'fastify';
 import type { WebSocket } from 'ws';
 import { WheelhouseError } from '../lib/errors.js';
+import type { ApiKeysApi } from '../services/api-keys.js';
 import { CLOSE, type WorkerChannelApi } from '../services/worker-channel.js';
 import { workerChannelSchemas } from './schemas/worker-channel.js';
 import { Connection, refuseSocket } from './worker-channel-connection.js';
@@ -20,6 +21,8 @@ import { Connection, refuseSocket } from './worker-channel-connection.js';
 
 export interface WorkerChannelRoutesOptions {
   api: WorkerChannelApi;
+  /** The API keys: a socket is closed when the key that opened it is revoked. @default none */
+  keys?: Pick<ApiKeysApi, 'onRevoked'>;
   /** Most task types in one hello (the long-poll's `pollMaxTaskTypes`). */
   maxTaskTypes: number;
   /** Sockets held at once; one more gets `too_many_sockets`. */
@@ -52,6 +55,12 @@ export const workerChannelRoutes: FastifyPluginAsync<WorkerChannelRoutesOptions>
   }, api.heartbeatMs);
   pinger.unref();
   fastify.addHook('onClose', async () => clearInterval(pinger));
+  // A revoked key closes what it opened within the keys' re-read (this node's revoke at once).
+  const offRevoked = opts.keys?.onRevoked((keyIds) => {
+    for (const connection of live.values())
+      if (connection.keyId !== null && keyIds.has(connection.keyId)) connection.revoke();
+  });
+  if (offRevoked !== undefined) fastify.addHook('onClose', async () => void offRevoked());
 
   fastify.route({
     method: 'GET',
@@ -65,7 +74,7 @@ export const workerChannelRoutes: FastifyPluginAsync<WorkerChannelRoutesOptions>
         'GET /api/workers/connect opens a WebSocket: send Connection: Upgrade and Upgrade: websocket',
       );
     },
-    wsHandler: (socket) => {
+    wsHandler: (socket, request) => {
       if (live.size >= opts.maxSockets) {
         refuseSocket(
           socket,
@@ -77,6 +86,7 @@ export const workerChannelRoutes: FastifyPluginAsync<WorkerChannelRoutesOptions>
       }
       const connection = new Connection(socket, {
         api,
+        keyId: request.principal?.keyId ?? null,
         maxTaskTypes: opts.maxTaskTypes,
         maxJsonDepth: opts.maxJsonDepth,
         maxResultBytes: opts.maxResultBytes,
