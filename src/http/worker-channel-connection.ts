@@ -55,6 +55,8 @@ export interface ConnectionOptions extends FrameLimits {
   keyId: string | null;
   /** Largest frame a worker may send, bytes: the bounds on what waits are counted in these. */
   maxFrameBytes: number;
+  /** A socket that has not said `hello` this long after it opened is closed, ms. */
+  helloTimeoutMs: number;
 }
 
 type Received = { frame: ReadFrame } | { error: unknown };
@@ -84,6 +86,9 @@ export class Connection {
   private readonly channelSocket: ChannelSocket;
   /** Called when a write is flushed (or failed): reading may go on. */
   private readonly flushed = (): void => this.flow();
+  /** A `hello` was read. */
+  private helloRead = false;
+  private helloTimer: NodeJS.Timeout | null;
 
   constructor(
     private readonly socket: WebSocket,
@@ -113,13 +118,26 @@ export class Connection {
       if (this.closedBy === null && received) this.ended('worker', true);
       close(code, data);
     };
+    // A socket that says nothing holds a slot of the node's budget: it has a few seconds to say hello.
+    this.helloTimer = setTimeout(() => {
+      this.helloTimer = null;
+      if (this.helloRead || this.closedBy !== null) return;
+      this.stopped = true;
+      this.fail(
+        'validation_failed',
+        `the first frame must be hello, within ${opts.helloTimeoutMs / 1000} s of opening the socket (workerHelloTimeoutSeconds)`,
+      );
+    }, opts.helloTimeoutMs);
+    this.helloTimer.unref();
   }
 
   receive(data: unknown, isBinary: boolean): void {
     if (this.stopped || this.unread || this.closedBy !== null) return;
     const bytes = frameBytes(data);
     const read = this.read(data, isBinary);
-    if ('error' in read) this.unread = true; // said in its turn; nothing after it is read
+    if ('error' in read)
+      this.unread = true; // said in its turn; nothing after it is read
+    else if (read.frame.type === 'hello') this.helloRead = true;
     // Credit is taken as it arrives, not behind the frames before it: a worker sends its credit
     // with its results, and credit that waited for those results to be recorded would hold the
     // next claim back by a statement. Everything else is handled in order.
@@ -325,6 +343,8 @@ export class Connection {
   }
 
   private afterFrames(): void {
+    if (this.helloTimer !== null) clearTimeout(this.helloTimer);
+    this.helloTimer = null;
     this.chain = this.chain.then(() => {
       if (this.finished) return;
       this.finished = true;

@@ -6,6 +6,7 @@ import type { ApiKeysApi } from '../services/api-keys.js';
 import { CLOSE, type WorkerChannelApi } from '../services/worker-channel.js';
 import { workerChannelSchemas } from './schemas/worker-channel.js';
 import { Connection, refuseSocket } from './worker-channel-connection.js';
+import type { WorkerSlots } from './worker-slots.js';
 
 /**
  * `GET /api/workers/connect`: the worker channel over a WebSocket (API.md, "Workers as remote
@@ -25,8 +26,10 @@ export interface WorkerChannelRoutesOptions {
   keys?: Pick<ApiKeysApi, 'onRevoked'>;
   /** Most task types in one hello (the long-poll's `pollMaxTaskTypes`). */
   maxTaskTypes: number;
-  /** Sockets held at once; one more gets `too_many_sockets`. */
-  maxSockets: number;
+  /** The budget sockets share with the long-polls (decision 0021); past it a socket gets `too_many_sockets`. */
+  slots: WorkerSlots;
+  /** A socket that has not said `hello` this long after it opened is closed, ms. */
+  helloTimeoutMs: number;
   /** Largest frame a worker may send, bytes (the WebSocket's `maxPayload`). */
   maxFrameBytes: number;
   /** Deepest nesting in a frame. */
@@ -75,13 +78,9 @@ export const workerChannelRoutes: FastifyPluginAsync<WorkerChannelRoutesOptions>
       );
     },
     wsHandler: (socket, request) => {
-      if (live.size >= opts.maxSockets) {
-        refuseSocket(
-          socket,
-          'too_many_sockets',
-          `this node holds ${live.size} worker sockets, the most it allows (workerSocketsMax)`,
-          CLOSE.tryAgainLater,
-        );
+      const refused = opts.slots.takeSocket();
+      if (refused !== null) {
+        refuseSocket(socket, 'too_many_sockets', refused, CLOSE.tryAgainLater);
         return;
       }
       const connection = new Connection(socket, {
@@ -91,6 +90,7 @@ export const workerChannelRoutes: FastifyPluginAsync<WorkerChannelRoutesOptions>
         maxJsonDepth: opts.maxJsonDepth,
         maxResultBytes: opts.maxResultBytes,
         maxFrameBytes: opts.maxFrameBytes,
+        helloTimeoutMs: opts.helloTimeoutMs,
       });
       live.set(socket, connection);
       socket.on('pong', () => connection.pong());
@@ -98,6 +98,7 @@ export const workerChannelRoutes: FastifyPluginAsync<WorkerChannelRoutesOptions>
       socket.on('message', (data, isBinary) => connection.receive(data, isBinary));
       socket.on('close', (code) => {
         live.delete(socket);
+        opts.slots.giveSocket();
         connection.closed(code);
       });
     },

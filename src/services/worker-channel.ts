@@ -43,6 +43,14 @@ export const MAX_CLAIM_ROWS = 2_000;
 /** Credits a session can hold at once; more granted is kept at this. */
 export const MAX_CREDITS = 1_000_000;
 
+/**
+ * Longest wait between the periodic rechecks of a session whose claims keep finding nothing:
+ * from `RECHECK_MS` it doubles with each empty claim up to this. Pushes of its task types (this
+ * node's and those other nodes announce) and credit still start a claim at once; the recheck
+ * is for what no push announced.
+ */
+export const MAX_RECHECK_MS = 8_000;
+
 export interface WorkerChannelDeps {
   nodeId: string;
   workers: Pick<WorkerService, 'heartbeat' | 'complete' | 'progress' | 'release' | 'releaseHeld'>;
@@ -107,7 +115,8 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
     this.heartbeatMs = deps.heartbeatMs;
     this.offPush = deps.dispatcher.onPush((types) => this.pushed(types));
     this.every(RECHECK_MS, () => {
-      for (const session of this.sessions) session.wanting = true;
+      const now = deps.clock.now();
+      for (const session of this.sessions) if (session.recheckAtMs <= now) session.wanting = true;
       this.scheduleTurn();
     });
     this.every(deps.heartbeatMs, () => {
@@ -265,6 +274,7 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
     let claimed: Assignment[][] = [];
     try {
       claimed = await this.deps.dispatcher.claimReadyFor(taskTypes, shares);
+      this.backOff(group, claimed);
     } catch (error) {
       this.deps.onError(error, `claiming tasks of ${taskTypes.join(', ')} for ${group.length} worker(s)`);
     } finally {
@@ -291,6 +301,20 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
       again ||= session.claimable;
     }
     if (again) this.scheduleTurn();
+  }
+
+  /** Sessions that found nothing are rechecked later each time; one that found something at once again. */
+  private backOff(group: readonly WorkerSession[], claimed: readonly Assignment[][]): void {
+    const now = this.deps.clock.now();
+    for (const [i, session] of group.entries()) {
+      if ((claimed[i]?.length ?? 0) > 0) {
+        session.emptyClaims = 0;
+        session.recheckAtMs = 0;
+      } else {
+        session.emptyClaims++;
+        session.recheckAtMs = now + Math.min(MAX_RECHECK_MS, RECHECK_MS * 2 ** Math.min(session.emptyClaims - 1, 16));
+      }
+    }
   }
 
   /** A `tasks` frame that never reached the wire: its tasks still held without a result go back. */

@@ -92,6 +92,10 @@ export class WorkerSession {
   claiming = false;
   /** Something may be ready for it: a push of its types, new credit, a recheck. */
   wanting = true;
+  /** Claims in a row that found nothing: its periodic recheck backs off with them. */
+  emptyClaims = 0;
+  /** When the periodic recheck may next look for it (pushes and credit do at once). */
+  recheckAtMs = 0;
   readonly taskTypes: ReadonlySet<string>;
   /** Its task types, sorted, as one string: sessions with the same key are claimed for together. */
   readonly taskTypesKey: string;
