@@ -160,6 +160,7 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
     void app.register(workerChannelRoutes, {
       api: input.channel,
       keys: services.keys,
+      ...(input.storeOutage === undefined ? {} : { storeOutage: input.storeOutage }),
       maxTaskTypes: options.pollMaxTaskTypes,
       slots,
       helloTimeoutMs: options.workerHelloTimeoutMs,

@@ -1,7 +1,9 @@
+import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket } from 'ws';
-import { WheelhouseError, isWheelhouseError, type ErrorCode } from '../lib/errors.js';
+import { WheelhouseError, type ErrorCode } from '../lib/errors.js';
 import { CLOSE, type ChannelSocket, type NodeFrame, type WorkerChannelApi } from '../services/worker-channel.js';
 import type { WorkerSession } from '../services/worker-session.js';
+import { publicError, toWheelhouseError } from './errors.js';
 import { truncateUtf8 } from './validation/fields.js';
 import {
   frameBytes,
@@ -57,6 +59,12 @@ export interface ConnectionOptions extends FrameLimits {
   maxFrameBytes: number;
   /** A socket that has not said `hello` this long after it opened is closed, ms. */
   helloTimeoutMs: number;
+  /** The upgrade request's id: what a worker is told of a server-side error names it, as an HTTP answer does. */
+  requestId: string;
+  /** The upgrade request's logger: server-side errors are logged here, as the HTTP path logs them. */
+  log: FastifyBaseLogger;
+  /** True when an error is a store outage the node has already logged (then it is logged at debug). */
+  explained: (error: unknown) => boolean;
 }
 
 type Received = { frame: ReadFrame } | { error: unknown };
@@ -251,14 +259,31 @@ export class Connection {
   /** A frame refused, or its handling failed: an error frame, and the socket is closed. */
   private refuse(error: unknown): void {
     this.stopped = true;
-    if (isWheelhouseError(error) && error.status < 500) this.fail(error.code, error.message);
-    else if (isWheelhouseError(error)) this.fail(error.code, error.message, CLOSE.tryAgainLater);
-    else this.fail('internal', 'the node could not handle this frame', CLOSE.internal);
+    const shown = this.show(toWheelhouseError(error));
+    const closeCode =
+      shown.status < 500 ? CLOSE.policy : shown.code === 'internal' ? CLOSE.internal : CLOSE.tryAgainLater;
+    this.fail(shown.code, shown.message, closeCode);
   }
+
+  /**
+   * A node-side error as the worker is told it: what an HTTP client would be told (src/http/
+   * errors.ts: no hosts, ports or node ids; the request id), the error itself logged as the HTTP
+   * path logs it.
+   */
+  private readonly show = (error: WheelhouseError): WheelhouseError => {
+    if (error.code === 'internal')
+      this.opts.log.error({ err: error.cause ?? error }, 'unexpected error on a worker socket');
+    else if (error.status >= 500 && error.code !== 'not_ready') {
+      const fields = { err: error, code: error.code };
+      if (this.opts.explained(error)) this.opts.log.debug(fields, 'worker socket: service unavailable');
+      else this.opts.log.warn(fields, 'worker socket: service unavailable');
+    }
+    return publicError(error, this.opts.requestId);
+  };
 
   private send(frame: NodeFrame, unsent?: () => void): boolean {
     if (this.socket.readyState !== this.socket.OPEN) return false;
-    const json = JSON.stringify(frameJson(frame));
+    const json = JSON.stringify(frameJson(frame, this.show));
     if (unsent === undefined) this.socket.send(json, this.flushed);
     else
       this.socket.send(json, (error) => {

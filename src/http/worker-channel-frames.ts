@@ -1,4 +1,4 @@
-import { WheelhouseError } from '../lib/errors.js';
+import { WheelhouseError, type ErrorCode } from '../lib/errors.js';
 import type { CompletionRequest, ProgressRequest } from '../services/types.js';
 import type { ChannelHello, NodeFrame } from '../services/worker-channel.js';
 import { parseJsonBody } from './json-body.js';
@@ -107,20 +107,36 @@ function helloOf(frame: Extract<WorkerFrame, { type: 'hello' }>, maxTaskTypes: n
   };
 }
 
-/** A node frame as the wire has it. */
-export function frameJson(frame: NodeFrame): Record<string, unknown> {
+/**
+ * A node frame as the wire has it. An ack's error raised by the node (the results could not be
+ * recorded) is written as `show` has it: as an HTTP client would be told it.
+ */
+export function frameJson(
+  frame: NodeFrame,
+  show: (error: WheelhouseError) => { code: ErrorCode; message: string },
+): Record<string, unknown> {
   switch (frame.type) {
     case 'welcome':
       return { type: 'welcome', node_id: frame.nodeId, heartbeat_ms: frame.heartbeatMs, resumed: frame.resumed };
     case 'tasks':
       return { type: 'tasks', tasks: frame.tasks.map(assignmentJson) };
-    case 'acks':
+    case 'acks': {
+      // One failure is usually every ack's: shown (and logged) once.
+      const shown = new Map<WheelhouseError, { code: ErrorCode; message: string }>();
+      const told = (error: WheelhouseError): { code: ErrorCode; message: string } => {
+        let seen = shown.get(error);
+        if (seen === undefined) shown.set(error, (seen = show(error)));
+        return seen;
+      };
       return {
         type: 'acks',
-        acks: frame.acks.map((a) =>
-          a.error ? { task_id: a.taskId, ok: a.ok, error: a.error } : { task_id: a.taskId, ok: a.ok },
-        ),
+        acks: frame.acks.map((a) => {
+          if (a.error === undefined) return { task_id: a.taskId, ok: a.ok };
+          const error = a.error instanceof WheelhouseError ? told(a.error) : a.error;
+          return { task_id: a.taskId, ok: a.ok, error: { code: error.code, message: error.message } };
+        }),
       };
+    }
     case 'cancel':
     case 'lease_lost':
       return { type: frame.type, task_ids: frame.taskIds };

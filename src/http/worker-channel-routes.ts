@@ -24,6 +24,8 @@ export interface WorkerChannelRoutesOptions {
   api: WorkerChannelApi;
   /** The API keys: a socket is closed when the key that opened it is revoked. @default none */
   keys?: Pick<ApiKeysApi, 'onRevoked'>;
+  /** True when an error is a store outage the node has already logged. @default never */
+  storeOutage?: (error: unknown) => boolean;
   /** Most task types in one hello (the long-poll's `pollMaxTaskTypes`). */
   maxTaskTypes: number;
   /** The budget sockets share with the long-polls (decision 0021); past it a socket gets `too_many_sockets`. */
@@ -91,6 +93,9 @@ export const workerChannelRoutes: FastifyPluginAsync<WorkerChannelRoutesOptions>
         maxResultBytes: opts.maxResultBytes,
         maxFrameBytes: opts.maxFrameBytes,
         helloTimeoutMs: opts.helloTimeoutMs,
+        requestId: request.id,
+        log: request.log,
+        explained: opts.storeOutage ?? (() => false),
       });
       live.set(socket, connection);
       socket.on('pong', () => connection.pong());

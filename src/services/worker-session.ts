@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { WorkerPush } from '../actors/worker.js';
-import { isWheelhouseError, type ErrorCode } from '../lib/errors.js';
+import { WheelhouseError, isWheelhouseError, type ErrorCode } from '../lib/errors.js';
 import type { Cancel, Clock } from '../runtime/clock.js';
 import type { Assignment, CompletionRequest, ProgressRequest, WorkersApi } from './types.js';
 
@@ -23,7 +23,12 @@ export type NodeFrame =
 export interface ChannelAck {
   taskId: string;
   ok: boolean;
-  error?: { code: ErrorCode | 'lease_lost'; message: string };
+  /**
+   * Why not: the lease is not held, or the results could not be recorded — that error as it
+   * was raised, whose message may name hosts and ports: the HTTP face tells the worker what it
+   * tells an HTTP client of it.
+   */
+  error?: { code: 'lease_lost'; message: string } | WheelhouseError;
 }
 
 /** The socket under a session: the HTTP face implements it over a WebSocket. */
@@ -241,7 +246,7 @@ export class WorkerSession {
       this.held.delete(r.taskId); // no heartbeat for a lease whose result is on its way
     }
     let outcome = new Map<string, boolean>();
-    let failure: { code: ErrorCode; message: string } | null = null;
+    let failure: WheelhouseError | null = null;
     if (sent.size > 0) {
       try {
         const answers = await this.deps.workers.complete([...sent.values()]);
@@ -249,8 +254,8 @@ export class WorkerSession {
       } catch (error) {
         // Not recorded (the store is out, say): the leases are kept, and the worker may send again.
         failure = isWheelhouseError(error)
-          ? { code: error.code, message: error.message }
-          : { code: 'internal', message: 'the results could not be recorded; send them again' };
+          ? error
+          : new WheelhouseError('internal', 'the results could not be recorded; send them again', { cause: error });
         if (!isWheelhouseError(error)) this.deps.onError(error, `recording results of worker ${this.workerId}`);
         for (const [taskId, lease] of taken) if (this.state !== 'closed') this.held.set(taskId, lease);
       }
