@@ -234,7 +234,7 @@ export class Connection {
       if (this.session !== null || this.opening)
         throw new WheelhouseError('validation_failed', 'hello was already said');
       this.opening = true;
-      this.session = await api.open(frame.hello, this.channelSocket);
+      this.session = await api.open({ ...frame.hello, keyId: this.opts.keyId }, this.channelSocket);
       return;
     }
     const session = this.session;

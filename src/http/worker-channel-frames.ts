@@ -15,7 +15,7 @@ import { checkWorkerJson, completionRequests } from './validation/requests.js';
 
 /** A worker's frame as the channel takes it, every limit already checked. */
 export type ReadFrame =
-  | { type: 'hello'; hello: ChannelHello }
+  | { type: 'hello'; hello: Omit<ChannelHello, 'keyId'> }
   | { type: 'credit'; n: number }
   | { type: 'results'; results: CompletionRequest[] }
   | { type: 'progress'; updates: ProgressRequest[] }
@@ -91,7 +91,7 @@ function parseFrame(text: string, maxDepth: number): WorkerFrame {
   return value as WorkerFrame;
 }
 
-function helloOf(frame: Extract<WorkerFrame, { type: 'hello' }>, maxTaskTypes: number): ChannelHello {
+function helloOf(frame: Extract<WorkerFrame, { type: 'hello' }>, maxTaskTypes: number): Omit<ChannelHello, 'keyId'> {
   if (frame.task_types.length > maxTaskTypes) {
     throw new WheelhouseError(
       'validation_failed',

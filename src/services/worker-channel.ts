@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { WORKER, type LocalSockets, type WorkerMessage, type WorkerPush } from '../actors/worker.js';
-import { isWheelhouseError } from '../lib/errors.js';
+import { WheelhouseError, isWheelhouseError } from '../lib/errors.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Cancel, Clock } from '../runtime/clock.js';
 import { RECHECK_MS, type Dispatcher } from './dispatcher.js';
@@ -25,6 +25,8 @@ export { CLOSE, type ChannelAck, type ChannelSocket, type NodeFrame } from './wo
 /** What a worker says first. */
 export interface ChannelHello {
   workerId: string;
+  /** The API key that opened the socket; null while the node asks for none. */
+  keyId: string | null;
   taskTypes: string[];
   credits: number;
   /** Leases it still holds from a previous socket. */
@@ -135,12 +137,19 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
   }
 
   async open(hello: ChannelHello, socket: ChannelSocket): Promise<WorkerSession> {
-    const session = new WorkerSession(randomUUID(), hello.workerId, hello.taskTypes, socket, {
+    this.checkBinding(hello);
+    const session = new WorkerSession(randomUUID(), hello.workerId, hello.keyId, hello.taskTypes, socket, {
       workers: this.deps.workers,
       clock: this.deps.clock,
       onError: this.deps.onError,
     });
     const resumed = await this.resume(session, hello.resume);
+    try {
+      this.checkBinding(hello); // a socket of another key may have said hello meanwhile
+    } catch (error) {
+      session.closed(); // what it resumed is left as it was: to its own worker
+      throw error;
+    }
     const previous = this.byWorker.get(hello.workerId);
     if (previous !== undefined && previous !== session) {
       for (const taskId of resumed) previous.drop(taskId);
@@ -193,6 +202,21 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
     this.stopped = true;
     this.offPush();
     for (const cancel of this.timers) cancel();
+  }
+
+  /**
+   * A worker id is bound to the API key whose socket holds it: a hello from a socket of another
+   * key is refused (403 `forbidden`), not allowed to displace it. The same key's newer socket
+   * takes the place of the older one.
+   */
+  private checkBinding(hello: ChannelHello): void {
+    const holder = this.byWorker.get(hello.workerId);
+    if (holder === undefined || holder.keyId === hello.keyId) return;
+    throw new WheelhouseError(
+      'forbidden',
+      `worker_id: ${JSON.stringify(hello.workerId)} is held by a socket that another API key opened; a worker id belongs to the key that connected it`,
+      { details: { field: 'worker_id' } },
+    );
   }
 
   /** Keeps the leases that are still the worker's (each verified by a heartbeat). */

@@ -111,6 +111,8 @@ export class WorkerSession {
   constructor(
     readonly id: string,
     readonly workerId: string,
+    /** The API key that opened its socket (null while the node asks for none): its worker id is bound to it. */
+    readonly keyId: string | null,
     taskTypes: readonly string[],
     readonly socket: ChannelSocket,
     private readonly deps: SessionDeps,

@@ -7,7 +7,8 @@ import { eventually } from '../support/waits.js';
 
 /**
  * The worker channel and the API keys that open its sockets: a revoked key's sockets are
- * closed within the keys' re-read, their leases handed back (security review N2).
+ * closed within the keys' re-read, their leases handed back (security review N2); a worker id
+ * is bound to the key whose socket holds it (N10).
  */
 const ADMIN = 'an-admin-key-for-the-channel-key-tests';
 const bearer = (secret: string): Record<string, string> => ({ authorization: `Bearer ${secret}` });
@@ -55,6 +56,27 @@ describe.each(BACKENDS)('worker sockets and API keys, on %s', (backend) => {
   };
   const task = async (id: string) =>
     (await api<{ status: string; attempts: number }>(c.url, 'GET', `/api/tasks/${id}`, undefined, bearer(ADMIN))).body;
+
+  it("refuses a hello for a worker id that another key's socket holds, and lets the same key's newer socket take it", async () => {
+    const type = uniqueType('bound');
+    const workerId = `w-${randomUUID()}`;
+    const owner = await workKey('owner');
+    const first = await connect(owner.secret, workerId, type, 1);
+    await first.next('welcome');
+    // Another key names the same worker id: refused, and the holder keeps its socket.
+    const intruder = await connect((await workKey('intruder')).secret, workerId, type, 5);
+    const error = await intruder.next('error');
+    expect(error.error.code).toBe('forbidden');
+    expect(error.error.message).toMatch(/worker_id.*another API key/);
+    expect((await intruder.closed).code).toBe(1008);
+    const id = await submit(type, {});
+    expect((await first.received(1))[0]?.task_id).toBe(id);
+    expect(first.ws.readyState).toBe(first.ws.OPEN);
+    // The same key's newer socket takes its place, as before.
+    const second = await connect(owner.secret, workerId, type, 0);
+    await second.next('welcome');
+    expect((await first.closed).code).toBe(4001);
+  });
 
   for (const how of ['through DELETE /admin/tokens', 'by another node (the periodic re-read)'] as const) {
     it(`closes the sockets of a key revoked ${how} within a second, pushes them nothing more, and hands their leases back`, async () => {
