@@ -81,8 +81,7 @@ export function errorHandler(
     let mapped = toWheelhouseError(error);
     if (mapped.code === 'internal') {
       request.log.error({ err: error }, 'unexpected error answering a request');
-      // Hide the internal message; give the request id to find the log line.
-      mapped = new WheelhouseError('internal', undefined, { details: { request_id: request.id }, cause: error });
+      mapped = publicError(mapped, request.id);
     } else if (mapped.code === 'payload_too_large' && !('limit_bytes' in mapped.details)) {
       const limit = request.routeOptions.bodyLimit;
       mapped = new WheelhouseError(
@@ -99,10 +98,21 @@ export function errorHandler(
         if (explained(mapped)) request.log.debug(fields, 'request failed: service unavailable');
         else request.log.warn(fields, 'request failed: service unavailable');
       }
-      mapped = unavailable(mapped, request.id);
+      mapped = publicError(mapped, request.id);
     }
     return sendError(reply, mapped);
   };
+}
+
+/**
+ * A server-side error (5xx) as a client is told it, on HTTP and on the worker channel alike: an
+ * `internal` error's message is hidden, a 503's is replaced (`unavailable`), and both carry the
+ * request id that finds the log line. A client error is returned as it is.
+ */
+export function publicError(error: WheelhouseError, requestId: string): WheelhouseError {
+  if (error.code === 'internal')
+    return new WheelhouseError('internal', undefined, { details: { request_id: requestId }, cause: error });
+  return error.status >= 500 ? unavailable(error, requestId) : error;
 }
 
 /**

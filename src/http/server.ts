@@ -19,6 +19,7 @@ import { checkResponses } from './validation/responses.js';
 import type { WorkerChannelApi } from '../services/worker-channel.js';
 import { workerChannelRoutes } from './worker-channel-routes.js';
 import { workerRoutes } from './worker-routes.js';
+import { WorkerSlots } from './worker-slots.js';
 
 /**
  * The fastify face of a node: body parsing, the error and not-found handlers, optional bearer
@@ -143,8 +144,11 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
     batchBodyLimitBytes: batchLimit,
   });
   void app.register(dagRoutes, { api: services.dags, defaults, bodyLimitBytes: batchLimit });
+  // Long-polls and worker sockets share one budget (decision 0021).
+  const slots = new WorkerSlots(options.pollMaxConcurrent, options.workerSocketsMax);
   void app.register(workerRoutes, {
     api: services.workers,
+    slots,
     pollMaxWaitMs: options.pollMaxWaitMs,
     pollMaxTaskTypes: options.pollMaxTaskTypes,
     pollMaxConcurrent: options.pollMaxConcurrent,
@@ -156,8 +160,11 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
   if (input.channel !== undefined) {
     void app.register(workerChannelRoutes, {
       api: input.channel,
+      keys: services.keys,
+      ...(input.storeOutage === undefined ? {} : { storeOutage: input.storeOutage }),
       maxTaskTypes: options.pollMaxTaskTypes,
-      maxSockets: options.workerSocketsMax,
+      slots,
+      helloTimeoutMs: options.workerHelloTimeoutMs,
       maxFrameBytes: options.workerFrameMaxBytes,
       maxJsonDepth: options.maxJsonDepth,
       maxResultBytes: options.maxResultBytes,

@@ -5,6 +5,7 @@ import type { Assignment, WorkersApi } from '../services/types.js';
 import { workerRoutesSchemas as schemas } from './schemas/workers.js';
 import { completionRequest, completionRequests, heartbeatRequest, pollRequest } from './validation/requests.js';
 import { assignmentJson, iso } from './serialize.js';
+import { WorkerSlots } from './worker-slots.js';
 
 /**
  * The worker routes of API.md — long-poll, heartbeat, complete — for workers in any language,
@@ -30,6 +31,11 @@ export interface WorkerRoutesOptions {
   pollMaxTaskTypes?: number;
   /** Long-polls held at once; one more is a 429 `too_many_polls`. @default unbounded */
   pollMaxConcurrent?: number;
+  /**
+   * The budget the polls share with the worker-channel sockets (decision 0021); without one,
+   * the polls have `pollMaxConcurrent` to themselves.
+   */
+  slots?: WorkerSlots;
   /** A poll answer stops adding tasks past this many bytes of JSON (it always holds one). @default unbounded */
   maxPageBytes?: number;
   /** Body limit of `POST /api/workers/complete`, bytes. */
@@ -55,7 +61,7 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (fast
     pollMaxWaitMs: opts.pollMaxWaitMs,
     ...(opts.pollMaxTaskTypes === undefined ? {} : { pollMaxTaskTypes: opts.pollMaxTaskTypes }),
   };
-  const maxPolls = opts.pollMaxConcurrent ?? Infinity;
+  const slots = opts.slots ?? new WorkerSlots(opts.pollMaxConcurrent ?? Infinity);
   const maxPageBytes = opts.maxPageBytes ?? Infinity;
   const resultLimits = opts.maxResultBytes === undefined ? {} : { maxResultBytes: opts.maxResultBytes };
   const withResult = opts.resultBodyLimitBytes === undefined ? {} : { bodyLimit: opts.resultBodyLimitBytes };
@@ -67,18 +73,13 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (fast
 
   /**
    * Long-poll: answers once a task is claimed, or `{tasks: []}` after `wait_ms`, or when the
-   * server closes. Past `pollMaxConcurrent` polls in flight, 429 `too_many_polls` at once: each
-   * waiting poll holds a connection and is woken by every push of its types.
+   * server closes. Past `pollMaxConcurrent` polls in flight and worker sockets open, 429
+   * `too_many_polls` at once: each waiting poll holds a connection and is woken by every push of
+   * its types.
    */
   app.post('/api/workers/poll', { ...quiet, schema: schemas.poll }, async (request, reply) => {
     const poll = pollRequest(request.body, limits);
-    if (polls.size >= maxPolls) {
-      throw new WheelhouseError(
-        'too_many_polls',
-        `this node holds ${polls.size} long-polls, the most it allows (pollMaxConcurrent); retry later or poll another node`,
-        { retryAfterSeconds: 1, details: { limit: maxPolls } },
-      );
-    }
+    slots.takePoll();
     const controller = new AbortController();
     const stopWatching = abortOnDisconnect(reply, controller);
     polls.add(controller);
@@ -87,6 +88,7 @@ export const workerRoutes: FastifyPluginAsync<WorkerRoutesOptions> = async (fast
       assignments = await api.poll(poll, controller.signal);
     } finally {
       polls.delete(controller);
+      slots.givePoll();
       stopWatching();
     }
     const res = reply.raw;

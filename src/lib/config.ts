@@ -39,6 +39,7 @@ export interface CompiledOptions {
   readonly pollMaxConcurrent: number;
   readonly workerHeartbeatMs: number;
   readonly workerSocketsMax: number;
+  readonly workerHelloTimeoutMs: number;
   readonly metricsTaskTypesMax: number;
   readonly workerFrameMaxBytes: number;
   readonly maxDependencies: number;
@@ -122,6 +123,7 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     pollMaxConcurrent: int('pollMaxConcurrent', o.pollMaxConcurrent, 1, 1_000_000),
     workerHeartbeatMs: num('workerHeartbeatSeconds', o.workerHeartbeatSeconds, 0.05, 600) * 1000,
     workerSocketsMax: int('workerSocketsMax', o.workerSocketsMax, 1, 1_000_000),
+    workerHelloTimeoutMs: num('workerHelloTimeoutSeconds', o.workerHelloTimeoutSeconds, 0.05, 3600) * 1000,
     metricsTaskTypesMax: int('metricsTaskTypesMax', o.metricsTaskTypesMax, 1, 100_000),
     workerFrameMaxBytes: int('workerFrameMaxBytes', o.workerFrameMaxBytes, 1024, 1024 * 1024 * 1024),
     maxDependencies: int('maxDependencies', o.maxDependencies, 1, MAX_DEPENDENCIES),
@@ -211,6 +213,7 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   pollMaxConcurrent: 1000,
   workerHeartbeatSeconds: 5,
   workerSocketsMax: 10_000,
+  workerHelloTimeoutSeconds: 10,
   metricsTaskTypesMax: 100,
   workerFrameMaxBytes: 16 * 1024 * 1024,
   maxDependencies: 1000,

@@ -78,8 +78,13 @@ export interface WheelhouseOptions {
    * says so in `welcome.heartbeat_ms`. @default 5
    */
   workerHeartbeatSeconds?: number;
-  /** Worker sockets this node holds at once; one more is refused with `too_many_sockets`. @default 10000 */
+  /**
+   * Worker sockets this node holds at once; one more is refused with `too_many_sockets`. They
+   * also count against `pollMaxConcurrent` with the long-polls (decision 0021). @default 10000
+   */
   workerSocketsMax?: number;
+  /** A worker socket that has not said `hello` this long after it opened is closed. @default 10 */
+  workerHelloTimeoutSeconds?: number;
   /**
    * Distinct `task_type` label values of each task metric on `/metrics`: the first task types
    * a node meets keep their name, the others are counted as `other`. @default 100

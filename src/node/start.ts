@@ -17,6 +17,7 @@ import { SafetyNet } from '../services/safety-net.js';
 import { RetentionSweep } from '../services/retention-sweep.js';
 import { StartDeadlines } from '../services/start-deadlines.js';
 import type { Services } from '../services/types.js';
+import type { WorkerChannel } from '../services/worker-channel.js';
 import { openBackend, type Backend } from '../store/backend.js';
 import { registerActorKinds } from './actors.js';
 import { actorBrowser, adminFace, clusterPeers } from './admin.js';
@@ -42,6 +43,8 @@ export interface WheelhouseNode {
   readonly metrics: Metrics;
   /** What happens on the node (`domain/events.ts`): tests and tools wait on these. */
   readonly events: TypedEvents<NodeEvents>;
+  /** The worker channel: its sockets, and what they hold in frames (`frames`). */
+  readonly channel: Pick<WorkerChannel, 'frames' | 'size'>;
   close(): Promise<void>;
 }
 
@@ -301,6 +304,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     backend,
     metrics: metrics.registry,
     events,
+    channel,
     close() {
       closing ??= (async () => {
         started = false;

@@ -42,6 +42,12 @@ export interface ApiKeysApi {
   list(): Promise<ApiKeyView[]>;
   /** `not_found` when no live key has this id. */
   revoke(keyId: string): Promise<void>;
+  /**
+   * Calls `listener` with the ids of the keys that a re-read of the keys (this node's revoke,
+   * or the periodic one) finds no longer live, so that what they opened is closed. Returns a
+   * function that stops.
+   */
+  onRevoked(listener: (keyIds: ReadonlySet<string>) => void): () => void;
 }
 
 export interface ApiKeysOptions {
@@ -63,6 +69,7 @@ export class ApiKeys implements ApiKeysApi {
   private loadedMs = 0;
   private loading: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
+  private readonly revokedListeners = new Set<(keyIds: ReadonlySet<string>) => void>();
 
   constructor(private readonly options: ApiKeysOptions) {
     this.adminHash = options.adminSecret === null ? null : sha256(options.adminSecret);
@@ -134,6 +141,22 @@ export class ApiKeys implements ApiKeysApi {
     return { keyId: stored.keyId, name: stored.name, scopes: unique, createdMs: stored.createdMs, secret };
   }
 
+  onRevoked(listener: (keyIds: ReadonlySet<string>) => void): () => void {
+    this.revokedListeners.add(listener);
+    return () => this.revokedListeners.delete(listener);
+  }
+
+  /** Tells the listeners of the keys live in `before` that are not in `after`. */
+  private tellRevoked(before: Map<string, Principal>, after: Map<string, Principal>): void {
+    if (this.revokedListeners.size === 0) return;
+    const live = new Set<string>();
+    for (const key of after.values()) live.add(key.keyId);
+    const revoked = new Set<string>();
+    for (const key of before.values()) if (!live.has(key.keyId)) revoked.add(key.keyId);
+    if (revoked.size === 0) return;
+    for (const listener of this.revokedListeners) listener(revoked);
+  }
+
   async list(): Promise<ApiKeyView[]> {
     const live = await this.options.store.live();
     return live.map((k) => ({ keyId: k.keyId, name: k.name, scopes: k.scopes as Scope[], createdMs: k.createdMs }));
@@ -153,7 +176,9 @@ export class ApiKeys implements ApiKeysApi {
       .then((live) => {
         const next = new Map<string, Principal>();
         for (const k of live) next.set(k.secretHash, { keyId: k.keyId, name: k.name, scopes: k.scopes as Scope[] });
+        const before = this.byHash;
         this.byHash = next;
+        this.tellRevoked(before, next);
         this.loadedMs = Date.now();
       })
       .finally(() => {

@@ -132,7 +132,7 @@ export interface WorkersApi {
    * answer was written): the tasks go back to pending at once, their attempt not counted,
    * instead of waiting out a lease nobody holds. Never rejects.
    */
-  release(assignments: readonly Assignment[]): Promise<void>;
+  release(assignments: readonly Pick<Assignment, 'id' | 'version'>[]): Promise<void>;
   /**
    * Extends the lease of a running task (never past its deadline; `extendSeconds` first pushes
    * the deadline to at least now + that, within `max_timeout_seconds` of the attempt's start).

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { WORKER, type LocalSockets, type WorkerMessage, type WorkerPush } from '../actors/worker.js';
-import { isWheelhouseError } from '../lib/errors.js';
+import { WheelhouseError, isWheelhouseError } from '../lib/errors.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Cancel, Clock } from '../runtime/clock.js';
 import { RECHECK_MS, type Dispatcher } from './dispatcher.js';
-import type { Assignment, WorkersApi } from './types.js';
+import type { Assignment } from './types.js';
+import type { WorkerService } from './worker-service.js';
 import { CLOSE, WorkerSession, type ChannelSocket } from './worker-session.js';
 
 export { CLOSE, type ChannelAck, type ChannelSocket, type NodeFrame } from './worker-session.js';
@@ -24,6 +25,8 @@ export { CLOSE, type ChannelAck, type ChannelSocket, type NodeFrame } from './wo
 /** What a worker says first. */
 export interface ChannelHello {
   workerId: string;
+  /** The API key that opened the socket; null while the node asks for none. */
+  keyId: string | null;
   taskTypes: string[];
   credits: number;
   /** Leases it still holds from a previous socket. */
@@ -42,9 +45,17 @@ export const MAX_CLAIM_ROWS = 2_000;
 /** Credits a session can hold at once; more granted is kept at this. */
 export const MAX_CREDITS = 1_000_000;
 
+/**
+ * Longest wait between the periodic rechecks of a session whose claims keep finding nothing:
+ * from `RECHECK_MS` it doubles with each empty claim up to this. Pushes of its task types (this
+ * node's and those other nodes announce) and credit still start a claim at once; the recheck
+ * is for what no push announced.
+ */
+export const MAX_RECHECK_MS = 8_000;
+
 export interface WorkerChannelDeps {
   nodeId: string;
-  workers: Pick<WorkersApi, 'heartbeat' | 'complete' | 'progress' | 'release'>;
+  workers: Pick<WorkerService, 'heartbeat' | 'complete' | 'progress' | 'release' | 'releaseHeld'>;
   dispatcher: Pick<Dispatcher, 'claimReadyFor' | 'onPush'>;
   system: ActorSystemApi;
   clock: Clock;
@@ -53,21 +64,45 @@ export interface WorkerChannelDeps {
   onError(error: unknown, context: string): void;
 }
 
+/**
+ * What this node's worker sockets hold in frames, as the HTTP face counts them (the bound on a
+ * socket's memory, docs/security.md): the tests read it, and so can an operator's debugger.
+ */
+export interface FrameMeter {
+  /** Bytes of frames read and not handled yet, over every socket. */
+  queuedBytes: number;
+  /** The most bytes of frames one socket held read and not handled yet. */
+  peakQueuedBytes: number;
+  /** The most bytes one socket had waiting to be written to its worker. */
+  peakBufferedBytes: number;
+  /** Sockets the node does not read now (too much waits on one side or the other). */
+  paused: number;
+}
+
 /** What the HTTP face asks of the channel. */
 export interface WorkerChannelApi {
   readonly heartbeatMs: number;
+  /** The HTTP face counts its sockets' frames here. */
+  readonly frames: FrameMeter;
   /** Verifies the resumed leases, sends `welcome`, and starts pushing tasks. */
   open(hello: ChannelHello, socket: ChannelSocket): Promise<WorkerSession>;
   /** `credit`: `n` more tasks may be sent. */
   credit(session: WorkerSession, n: number): void;
-  /** The socket closed (either side): its leases are left to run out, or to be resumed. */
-  closed(session: WorkerSession): void;
+  /**
+   * The socket closed. `handBack`: its worker closed it (or the node did for a reason that
+   * ends the worker's hold, a revoked key or a newer socket), so the leases it still holds
+   * without a result go back to their queues at once, their attempts not counted. Otherwise
+   * (the connection was lost, the node shut down or refused a frame) they are left to be
+   * resumed by the worker's next socket, or to run out.
+   */
+  closed(session: WorkerSession, handBack: boolean): void;
   /** Stops claiming; the HTTP face then closes the sockets. */
   stop(): void;
 }
 
 export class WorkerChannel implements WorkerChannelApi, LocalSockets {
   readonly heartbeatMs: number;
+  readonly frames: FrameMeter = { queuedBytes: 0, peakQueuedBytes: 0, peakBufferedBytes: 0, paused: 0 };
   private readonly sessions = new Set<WorkerSession>();
   /** The newest session of each worker connected here. */
   private readonly byWorker = new Map<string, WorkerSession>();
@@ -82,7 +117,8 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
     this.heartbeatMs = deps.heartbeatMs;
     this.offPush = deps.dispatcher.onPush((types) => this.pushed(types));
     this.every(RECHECK_MS, () => {
-      for (const session of this.sessions) session.wanting = true;
+      const now = deps.clock.now();
+      for (const session of this.sessions) if (session.recheckAtMs <= now) session.wanting = true;
       this.scheduleTurn();
     });
     this.every(deps.heartbeatMs, () => {
@@ -101,12 +137,19 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
   }
 
   async open(hello: ChannelHello, socket: ChannelSocket): Promise<WorkerSession> {
-    const session = new WorkerSession(randomUUID(), hello.workerId, hello.taskTypes, socket, {
+    this.checkBinding(hello);
+    const session = new WorkerSession(randomUUID(), hello.workerId, hello.keyId, hello.taskTypes, socket, {
       workers: this.deps.workers,
       clock: this.deps.clock,
       onError: this.deps.onError,
     });
     const resumed = await this.resume(session, hello.resume);
+    try {
+      this.checkBinding(hello); // a socket of another key may have said hello meanwhile
+    } catch (error) {
+      session.closed(); // what it resumed is left as it was: to its own worker
+      throw error;
+    }
     const previous = this.byWorker.get(hello.workerId);
     if (previous !== undefined && previous !== session) {
       for (const taskId of resumed) previous.drop(taskId);
@@ -132,8 +175,9 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
     this.scheduleTurn();
   }
 
-  closed(session: WorkerSession): void {
-    session.closed();
+  closed(session: WorkerSession, handBack: boolean): void {
+    const left = session.closed();
+    if (handBack && left.length > 0) void this.deps.workers.releaseHeld(left);
     this.sessions.delete(session);
     for (const type of session.taskTypes) {
       const set = this.byType.get(type);
@@ -158,6 +202,21 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
     this.stopped = true;
     this.offPush();
     for (const cancel of this.timers) cancel();
+  }
+
+  /**
+   * A worker id is bound to the API key whose socket holds it: a hello from a socket of another
+   * key is refused (403 `forbidden`), not allowed to displace it. The same key's newer socket
+   * takes the place of the older one.
+   */
+  private checkBinding(hello: ChannelHello): void {
+    const holder = this.byWorker.get(hello.workerId);
+    if (holder === undefined || holder.keyId === hello.keyId) return;
+    throw new WheelhouseError(
+      'forbidden',
+      `worker_id: ${JSON.stringify(hello.workerId)} is held by a socket that another API key opened; a worker id belongs to the key that connected it`,
+      { details: { field: 'worker_id' } },
+    );
   }
 
   /** Keeps the leases that are still the worker's (each verified by a heartbeat). */
@@ -244,25 +303,24 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
     let claimed: Assignment[][] = [];
     try {
       claimed = await this.deps.dispatcher.claimReadyFor(taskTypes, shares);
+      this.backOff(group, claimed);
     } catch (error) {
       this.deps.onError(error, `claiming tasks of ${taskTypes.join(', ')} for ${group.length} worker(s)`);
     } finally {
       for (const session of group) session.claiming = false;
     }
-    // Gone (or saying goodbye) while their tasks were being claimed: handed back now rather
-    // than left to wait out leases nobody holds.
+    // Gone, closing or saying goodbye while their tasks were being claimed, or their frame
+    // could not be written: handed back now rather than left to wait out leases nobody holds.
     const handBack: Assignment[] = [];
     for (const [i, session] of group.entries()) {
       const mine = claimed[i] ?? [];
       const want = (shares[i] as { maxTasks: number }).maxTasks;
       session.credits += want - mine.length;
       if (mine.length === 0) continue;
-      if (session.state !== 'open') {
+      if (!session.deliver(mine, () => this.unsent(session, mine))) {
         handBack.push(...mine);
-      } else {
-        session.holdAll(mine);
-        session.send({ type: 'tasks', tasks: mine });
-        if (mine.length === want) session.wanting = true; // there may be more
+      } else if (mine.length === want) {
+        session.wanting = true; // there may be more
       }
     }
     if (handBack.length > 0) await this.deps.workers.release(handBack);
@@ -272,6 +330,26 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
       again ||= session.claimable;
     }
     if (again) this.scheduleTurn();
+  }
+
+  /** Sessions that found nothing are rechecked later each time; one that found something at once again. */
+  private backOff(group: readonly WorkerSession[], claimed: readonly Assignment[][]): void {
+    const now = this.deps.clock.now();
+    for (const [i, session] of group.entries()) {
+      if ((claimed[i]?.length ?? 0) > 0) {
+        session.emptyClaims = 0;
+        session.recheckAtMs = 0;
+      } else {
+        session.emptyClaims++;
+        session.recheckAtMs = now + Math.min(MAX_RECHECK_MS, RECHECK_MS * 2 ** Math.min(session.emptyClaims - 1, 16));
+      }
+    }
+  }
+
+  /** A `tasks` frame that never reached the wire: its tasks still held without a result go back. */
+  private unsent(session: WorkerSession, tasks: readonly Assignment[]): void {
+    const lost = tasks.filter((task) => session.drop(task.id));
+    if (lost.length > 0) void this.deps.workers.release(lost);
   }
 
   private announce(session: WorkerSession): void {

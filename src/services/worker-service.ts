@@ -1,3 +1,4 @@
+import { timingSafeEqual } from 'node:crypto';
 import type { NodeEventSink } from '../domain/events.js';
 import type { BackoffPolicy, Completion, ProgressUpdate } from '../domain/model.js';
 import { leaseTokenDigest } from '../domain/lease-token.js';
@@ -50,7 +51,7 @@ export class WorkerService implements WorkersApi {
     return this.deps.dispatcher.poll(request, signal);
   }
 
-  async release(assignments: readonly Assignment[]): Promise<void> {
+  async release(assignments: readonly Pick<Assignment, 'id' | 'version'>[]): Promise<void> {
     if (assignments.length === 0) return;
     try {
       const claims = assignments.map((a) => ({ taskId: a.id, version: a.version }));
@@ -65,6 +66,30 @@ export class WorkerService implements WorkersApi {
         `could not hand back ${assignments.length} claims no worker received (their leases will)`,
       );
     }
+  }
+
+  /**
+   * `release` for leases known by their token alone (a worker-channel socket closed by its
+   * worker while it held them, resumed ones included): each running attempt is read, and
+   * handed back only when that token is its lease's. Never rejects.
+   */
+  async releaseHeld(leases: readonly { taskId: string; leaseToken: string }[]): Promise<void> {
+    if (leases.length === 0) return;
+    const claims: Pick<Assignment, 'id' | 'version'>[] = [];
+    try {
+      const running = await Promise.all(leases.map((l) => this.deps.tasks.runningLease(l.taskId)));
+      for (const [i, lease] of running.entries()) {
+        const { taskId, leaseToken } = leases[i] as { taskId: string; leaseToken: string };
+        const digest = leaseTokenDigest(leaseToken);
+        const held = lease?.tokenDigest ?? null;
+        if (lease && digest !== null && held !== null && digest.length === held.length && timingSafeEqual(digest, held))
+          claims.push({ id: taskId, version: lease.version });
+      }
+    } catch (error) {
+      this.deps.onError(error, `could not hand back ${leases.length} leases of a closed socket (their leases will)`);
+      return;
+    }
+    await this.release(claims);
   }
 
   /**

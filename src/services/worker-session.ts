@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { WorkerPush } from '../actors/worker.js';
-import { isWheelhouseError, type ErrorCode } from '../lib/errors.js';
+import { WheelhouseError, isWheelhouseError, type ErrorCode } from '../lib/errors.js';
 import type { Cancel, Clock } from '../runtime/clock.js';
 import type { Assignment, ChannelProgress, CompletionRequest, ProgressRequest, WorkersApi } from './types.js';
 
@@ -30,14 +30,36 @@ export type NodeFrame =
 export interface ChannelAck {
   taskId: string;
   ok: boolean;
-  error?: { code: ErrorCode | 'lease_lost'; message: string };
+  /**
+   * Why not: the lease is not held, or the results could not be recorded — that error as it
+   * was raised, whose message may name hosts and ports: the HTTP face tells the worker what it
+   * tells an HTTP client of it.
+   */
+  error?: { code: 'lease_lost'; message: string } | WheelhouseError;
 }
 
 /** The socket under a session: the HTTP face implements it over a WebSocket. */
 export interface ChannelSocket {
-  send(frame: NodeFrame): void;
+  /**
+   * Open, as the socket itself says: false from the moment either side started to close it
+   * (a worker's close frame read, a close sent), before the session hears it closed.
+   */
+  readonly open: boolean;
+  /** More is waiting to be written to it than the node lets wait: claim nothing more for it until it reads. */
+  readonly backlogged: boolean;
+  /**
+   * Writes a frame; false when it could not (the socket is not open). `unsent` is called
+   * should a frame written here never reach the wire (the connection broke first).
+   */
+  send(frame: NodeFrame, unsent?: () => void): boolean;
   /** Closes with a WebSocket close code; the session hears of it through `closed()`. */
   close(code: number, reason: string): void;
+}
+
+/** A lease a closed session still held, without a result: what a hand-back needs. */
+export interface LeftLease {
+  taskId: string;
+  leaseToken: string;
 }
 
 /** A lease a session holds. */
@@ -60,6 +82,7 @@ export const CLOSE = {
   normal: 1000,
   goingAway: 1001,
   policy: 1008,
+  tooBig: 1009,
   internal: 1011,
   tryAgainLater: 1013,
   /** A newer socket of the same worker took this one's place. */
@@ -93,6 +116,10 @@ export class WorkerSession {
   claiming = false;
   /** Something may be ready for it: a push of its types, new credit, a recheck. */
   wanting = true;
+  /** Claims in a row that found nothing: its periodic recheck backs off with them. */
+  emptyClaims = 0;
+  /** When the periodic recheck may next look for it (pushes and credit do at once). */
+  recheckAtMs = 0;
   readonly taskTypes: ReadonlySet<string>;
   /** Its task types, sorted, as one string: sessions with the same key are claimed for together. */
   readonly taskTypesKey: string;
@@ -103,6 +130,8 @@ export class WorkerSession {
   constructor(
     readonly id: string,
     readonly workerId: string,
+    /** The API key that opened its socket (null while the node asks for none): its worker id is bound to it. */
+    readonly keyId: string | null,
     taskTypes: readonly string[],
     readonly socket: ChannelSocket,
     private readonly deps: SessionDeps,
@@ -115,9 +144,30 @@ export class WorkerSession {
     return this.held.size;
   }
 
-  /** Ready to be claimed for: open, with credit, no claim in flight, something may be ready. */
+  /**
+   * Ready to be claimed for: open (its socket too, and reading what it is sent), with credit,
+   * no claim in flight, something may be ready.
+   */
   get claimable(): boolean {
-    return this.state === 'open' && this.credits > 0 && !this.claiming && this.wanting;
+    return (
+      this.state === 'open' &&
+      this.socket.open &&
+      !this.socket.backlogged &&
+      this.credits > 0 &&
+      !this.claiming &&
+      this.wanting
+    );
+  }
+
+  /**
+   * Pushes claimed tasks and holds their leases; false, holding nothing, when the frame could
+   * not be written (the caller hands them back). `unsent`: the frame was written but never
+   * reached the wire.
+   */
+  deliver(tasks: readonly Assignment[], unsent: () => void): boolean {
+    if (this.state !== 'open' || !this.send({ type: 'tasks', tasks: [...tasks] }, unsent)) return false;
+    this.holdAll(tasks);
+    return true;
   }
 
   /** Keeps a lease (pushed or resumed) alive from now on, up to its deadline. */
@@ -141,12 +191,14 @@ export class WorkerSession {
     return this.held.has(taskId);
   }
 
-  send(frame: NodeFrame): void {
-    if (this.state === 'closed') return;
+  /** Writes a frame; false when it could not be (the socket closed or closing). */
+  send(frame: NodeFrame, unsent?: () => void): boolean {
+    if (this.state === 'closed') return false;
     try {
-      this.socket.send(frame);
+      return this.socket.send(frame, unsent);
     } catch (error) {
       this.deps.onError(error, `sending a ${frame.type} frame to worker ${this.workerId}`);
+      return false;
     }
   }
 
@@ -159,11 +211,17 @@ export class WorkerSession {
     }
   }
 
-  /** The socket closed: nothing more is sent; the leases are left to run out (or be resumed). */
-  closed(): void {
+  /**
+   * The socket closed: nothing more is sent or kept alive. Answers the leases it held without
+   * a result, for the channel to hand back or to leave to run out (or to be resumed).
+   */
+  closed(): LeftLease[] {
     this.state = 'closed';
     this.refreshTimer?.();
     this.refreshTimer = null;
+    const left = [...this.held].map(([taskId, lease]) => ({ taskId, leaseToken: lease.token.toString() }));
+    this.held.clear();
+    return left;
   }
 
   /** `goodbye`: no more tasks; the socket closes once every lease is settled. */
@@ -209,7 +267,7 @@ export class WorkerSession {
       this.held.delete(r.taskId); // no heartbeat for a lease whose result is on its way
     }
     let outcome = new Map<string, boolean>();
-    let failure: { code: ErrorCode; message: string } | null = null;
+    let failure: WheelhouseError | null = null;
     if (sent.size > 0) {
       try {
         const answers = await this.deps.workers.complete([...sent.values()]);
@@ -217,8 +275,8 @@ export class WorkerSession {
       } catch (error) {
         // Not recorded (the store is out, say): the leases are kept, and the worker may send again.
         failure = isWheelhouseError(error)
-          ? { code: error.code, message: error.message }
-          : { code: 'internal', message: 'the results could not be recorded; send them again' };
+          ? error
+          : new WheelhouseError('internal', 'the results could not be recorded; send them again', { cause: error });
         if (!isWheelhouseError(error)) this.deps.onError(error, `recording results of worker ${this.workerId}`);
         for (const [taskId, lease] of taken) if (this.state !== 'closed') this.held.set(taskId, lease);
       }

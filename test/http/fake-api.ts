@@ -310,6 +310,7 @@ export function captureLogger(): {
 /** A worker channel that takes no worker: the route is served (auth, schema), its sockets refused. */
 const closedChannel: WorkerChannelApi = {
   heartbeatMs: 5_000,
+  frames: { queuedBytes: 0, peakQueuedBytes: 0, peakBufferedBytes: 0, paused: 0 },
   open: () => Promise.reject(new WheelhouseError('not_ready', 'this test server runs no worker channel')),
   credit: () => undefined,
   closed: () => undefined,

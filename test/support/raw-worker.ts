@@ -126,6 +126,25 @@ export class RawWorker {
     this.ws.close();
   }
 
+  /**
+   * Sends a close frame, then stops reading: the node sees the worker close, but the
+   * connection does not end until the worker reads the node's answer (a close handshake that
+   * is slow to finish, as over a congested or dying link). Resolves once that answer is here,
+   * i.e. once the node has read the close frame; the socket stays half-closed until
+   * `terminate`.
+   */
+  async closeHeld(timeoutMs = 10_000): Promise<void> {
+    this.ws.close();
+    this.ws.pause();
+    // The socket under ws is not part of its API; a paused one buffers what arrives.
+    const tcp = (this.ws as unknown as { _socket: { readableLength: number } })._socket;
+    const deadline = Date.now() + timeoutMs;
+    while (tcp.readableLength === 0) {
+      if (Date.now() > deadline) throw new Error(`the node did not answer a close frame within ${timeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+
   terminate(): void {
     this.ws.terminate();
   }

@@ -13,8 +13,11 @@ import { MAX_BATCH_COMPLETIONS, OUTCOMES } from './workers.js';
 /** Credits one frame may grant, and the most a socket holds. */
 export const MAX_FRAME_CREDITS = 1_000_000;
 
-/** Leases one `hello` may resume. */
-export const MAX_RESUME = 10_000;
+/**
+ * Leases one `hello` may resume: as many as one claim takes (`MAX_CLAIM`), so that a hello
+ * costs the node no more lease checks than a claim costs it rows. More is a `validation_failed`.
+ */
+export const MAX_RESUME = 1_000;
 
 /** A lease token as a worker sends it back; any other token is refused like a wrong one. */
 const LeaseToken = Type.String({ maxLength: 512 });
@@ -95,6 +98,10 @@ export const ProgressFrame = Type.Object(
 export type ProgressFrameJson = Static<typeof ProgressFrame>;
 
 export const GoodbyeFrame = Type.Object({ type: Type.Literal('goodbye') }, { additionalProperties: false });
+
+/** Any frame a worker sends, as its schema has it. */
+export type WorkerFrame =
+  HelloFrameJson | Static<typeof CreditFrame> | ResultsFrameJson | ProgressFrameJson | Static<typeof GoodbyeFrame>;
 
 export const WORKER_FRAMES = {
   hello: HelloFrame,
