@@ -21,6 +21,9 @@ import type { WireResult } from './wire.js';
 /** While stopping, how long the worker waits for an ack before it gives the node up, ms. */
 const ACK_PATIENCE_MS = 10_000;
 
+/** Most leases one `hello` may resume (the node refuses more). */
+export const MAX_RESUME = 1_000;
+
 /** What the link reads of the worker it serves. */
 export interface LinkOwner {
   /** Tasks holding a slot now. */
@@ -57,18 +60,31 @@ export class ChannelLink {
     return this.results.size;
   }
 
-  /** Takes `session` as the current socket and says `hello` on it, resuming `held` leases. */
+  /**
+   * Takes `session` as the current socket and says `hello` on it, resuming `held` leases and
+   * those of results not acknowledged — at most `MAX_RESUME`, the node's bound on one hello
+   * (running tasks first: a result not resumed is refused, a running task not resumed loses its
+   * lease; the node hands either on when its lease runs out).
+   */
   attach(session: ChannelSession, held: Iterable<WireLease>): void {
     this.session = session;
     const leases = new Map<string, WireLease>();
     for (const lease of held) leases.set(lease.task_id, lease);
     for (const lease of this.results.leases()) leases.set(lease.task_id, lease);
+    const resume = [...leases.values()];
+    if (resume.length > MAX_RESUME)
+      this.o.onError(
+        new Error(
+          `${resume.length - MAX_RESUME} of ${resume.length} leases not resumed: a hello resumes at most ${MAX_RESUME}`,
+        ),
+        'reconnecting',
+      );
     session.send({
       type: 'hello',
       worker_id: this.o.workerId,
       task_types: this.o.taskTypes,
       credits: this.credit.open(this.owner.running(), this.owner.taking()),
-      resume: [...leases.values()],
+      resume: resume.slice(0, MAX_RESUME),
     });
   }
 

@@ -271,6 +271,27 @@ describe('worker SDK on the channel', () => {
     expect(w.stats).toMatchObject({ reconnects: 1, reported: 1, discarded: 2, leasesLost: 1 });
   });
 
+  it('resumes at most 1 000 leases in one hello (the node refuses more), and says so', async () => {
+    const node = await fakeNode();
+    const errors: unknown[] = [];
+    const w = worker({
+      url: node.url,
+      concurrency: 1_005,
+      handler: () => new Promise(() => undefined),
+      onError: (error) => errors.push(error),
+    });
+    const first = await node.accept();
+    await first.next('hello');
+    first.welcome();
+    first.push(...Array.from({ length: 1_005 }, () => task()));
+    await until(() => w.stats.running === 1_005, 'all running');
+    first.socket.terminate();
+    const second = await node.accept();
+    const hello = await second.next('hello');
+    expect(hello.resume).toHaveLength(1_000);
+    expect(errors.some((e) => e instanceof Error && e.message.includes('5 of 1005 leases not resumed'))).toBe(true);
+  });
+
   it('drops a socket whose node stops answering pings, and reconnects', async () => {
     const node = await fakeNode({ autoPong: false });
     const w = worker({ url: node.url, handler: async () => undefined });
