@@ -15,5 +15,10 @@ export default defineConfig({
     // Every answer of every node a test starts is held to its route's response schema
     // (src/http/validation/responses.ts): an off-schema answer is a 500 that fails the test.
     env: { WHEELHOUSE_CHECK_RESPONSES: '1' },
+    // No process a test starts outlives the run: each carries the run's id in its environment
+    // (mark-children.ts), and the teardown fails the run naming any still alive, and kills it
+    // (leftover-processes.ts).
+    globalSetup: ['test/support/leftover-processes.ts'],
+    setupFiles: ['test/support/mark-children.ts'],
   },
 });
