@@ -5,11 +5,10 @@
 import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import pg from 'pg';
-import { Redis } from 'ioredis';
 import { TEST_POSTGRES_URL, TEST_REDIS_URL, type BackendName } from './nodes.js';
 import { killGroup, spawnChild } from './children.js';
-import { deleteKeysWithPrefix } from './redis.js';
+
+export { dropTestStores } from './nodes.js';
 
 export const CLI = resolve(import.meta.dirname, '../../dist/src/cli.js');
 
@@ -74,16 +73,6 @@ export function nodeArgs(backend: BackendName, schema: string, prefix: string, d
         prefix,
       ]
     : ['dev', '--data-dir', dataDir];
-}
-
-/** Drops a test's schema and Redis keys (what a node started with `nodeArgs` on Postgres left). */
-export async function dropTestStores(schema: string, prefix: string): Promise<void> {
-  const pool = new pg.Pool({ connectionString: TEST_POSTGRES_URL, max: 1 });
-  await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-  await pool.end();
-  const redis = new Redis(TEST_REDIS_URL);
-  await deleteKeysWithPrefix(redis, prefix);
-  redis.disconnect();
 }
 
 /**
