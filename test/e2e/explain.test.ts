@@ -201,6 +201,63 @@ describe.each(BACKENDS)('explain on %s', (backend) => {
     expect(cancelled.sentence).toMatch(/^Cancelled at .*: cancelled by request\.$/);
   });
 
+  it('failed and cancelled, the other reasons: a lease that ran out, an error not retryable, a schedule deleted or out of fire times', async () => {
+    // A worker that took the task over HTTP and never heartbeats: its 1 s lease runs out, and
+    // with max_retries 0 that ends the task.
+    const lapsed = await submit({ task_type: type('lapsed'), max_retries: 0, timeout_seconds: 1 });
+    await poll(type('lapsed'));
+    const expired = await eventually(
+      async () => {
+        const e = await explain(lapsed);
+        return e.state === 'failed' ? e : undefined;
+      },
+      15_000,
+      'the lapsed task to fail',
+    );
+    expect(expired.outcome).toMatchObject({
+      error: 'lease expired',
+      reason: 'the lease of attempt 1 ran out with no retry left',
+    });
+    expect(expired.sentence).toMatch(
+      /^Failed at .*: the lease of attempt 1 ran out with no retry left \(lease expired\)\.$/,
+    );
+
+    const refused = await submit({ task_type: type('refused'), max_retries: 3 });
+    const refusedLease = await poll(type('refused'));
+    await complete(refused, refusedLease.lease_token, { status: 'failed', error: 'bad input', retryable: false });
+    const notRetryable = await explain(refused);
+    expect(notRetryable.outcome).toMatchObject({
+      error: 'bad input',
+      reason: 'attempt 1 failed and was not retryable',
+    });
+    expect(notRetryable.sentence).toMatch(/^Failed at .*: attempt 1 failed and was not retryable \(bad input\)\.$/);
+
+    const deleted = await submit({
+      task_type: type('cron.deleted'),
+      schedule: { type: 'cron', cron_expression: '0 0 1 1 *' },
+    });
+    await api(c.url, 'DELETE', `/api/tasks/${deleted}`);
+    const gone = await explain(deleted);
+    expect(gone).toMatchObject({ state: 'cancelled', outcome: { reason: 'the schedule was deleted' } });
+    expect(gone.sentence).toMatch(/^Cancelled at .*: the schedule was deleted\.$/);
+
+    // Every second until a second from now: a fire or two, then no fire time is left.
+    const ending = await submit({
+      task_type: type('cron.ending'),
+      schedule: { type: 'cron', cron_expression: '* * * * * *', end_time: new Date(Date.now() + 1_500).toISOString() },
+    });
+    const ended = await eventually(
+      async () => {
+        const e = await explain(ending);
+        return e.state === 'succeeded' ? e : undefined;
+      },
+      15_000,
+      'the schedule to run out of fire times',
+    );
+    expect(ended.outcome).toMatchObject({ error: null, reason: 'no fire time left' });
+    expect(ended.sentence).toMatch(/^Succeeded at .*: no fire time left\.$/);
+  });
+
   it('active and paused: a cron schedule’s next fire, or its pause', async () => {
     const id = await submit({ task_type: type('cron'), schedule: { type: 'cron', cron_expression: '0 0 1 1 *' } });
     const active = await explain(id);
