@@ -5,15 +5,22 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     testTimeout: 120_000,
     hookTimeout: 120_000,
-    // Test files share one Postgres and one Redis; each isolates itself with its own
-    // schema and key prefix (test/support/backends.ts), so files may run in parallel.
+    // Test files share one Postgres and one Redis; each isolates itself with its own schema
+    // and key prefix, or its own PGlite directory (test/support/postgres.ts, redis.ts,
+    // nodes.ts), so files may run in parallel.
     fileParallelism: true,
     // Three files at a time on the 2-core CI machine: most e2e tests wait on real time (cron
-    // seconds, lease expiries, node start-ups), so a third worker fills the cores' idle time —
-    // the whole suite took 573 s of vitest instead of 650–672 s with two, same machine.
+    // seconds, lease expiries, node start-ups), so a third worker fills the cores' idle time.
+    // Measured when the suite had 123 files: 573 s of vitest with three, 650–672 s with two.
+    // It has 137 now and takes about 13 minutes (787 s at the last CI run).
     maxWorkers: 3,
     // Every answer of every node a test starts is held to its route's response schema
     // (src/http/validation/responses.ts): an off-schema answer is a 500 that fails the test.
     env: { WHEELHOUSE_CHECK_RESPONSES: '1' },
+    // No process a test starts outlives the run: each carries the run's id in its environment
+    // (mark-children.ts), and the teardown fails the run naming any still alive, and kills it
+    // (leftover-processes.ts).
+    globalSetup: ['test/support/leftover-processes.ts'],
+    setupFiles: ['test/support/mark-children.ts'],
   },
 });

@@ -14,6 +14,7 @@ import { SqlScheduleStore } from '../../src/store/schedule-store.js';
 import { SqlTaskStore } from '../../src/store/task-store.js';
 import { MemorySnapshotStore } from '../runtime/memory-snapshots.js';
 import { createTestSchema, type TestDb } from '../support/postgres.js';
+import { eventually } from '../support/waits.js';
 
 /**
  * A full rebuild (the bucket store lost a partition) of a partition holding more far tasks
@@ -111,10 +112,16 @@ describe('WheelPartition full rebuild: near first, far a page a message', () => 
     await system.ref(WHEEL, String(PARTITION)).ask({ type: 'schedule', entries: [] });
     let done = false;
     void rebuilt.then(() => (done = true));
-    while (!done) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      await clock.advance(1_000);
-    }
+    // Each look moves the fake clock on a second, so that a page retried after a failure runs.
+    await eventually(
+      async () => {
+        if (done) return true;
+        await clock.advance(1_000);
+        return undefined;
+      },
+      30_000,
+      'the partition:rebuilt event',
+    );
     await system.shutdown();
     return { order, buckets, errors };
   }

@@ -51,24 +51,43 @@ describe('wheelhouse dev on an address beyond loopback', () => {
     return { run, port: Number(port) };
   }
 
-  /** A request whose body never finishes: the graceful stop waits for it. */
-  function stuckRequest(port: number): Socket {
+  /**
+   * A request whose body never finishes: the graceful stop waits for it. Resolves once the node
+   * has read its headers (it answers `Expect: 100-continue` then) and the first bytes of its
+   * body are sent: from then on the request is in flight, not a connection still opening.
+   */
+  async function stuckRequest(port: number): Promise<Socket> {
     const socket = connect(port, '127.0.0.1');
     socket.on('error', () => undefined);
+    const continued = new Promise<void>((resolve, reject) => {
+      // not a wait: the bound on how long the node may take to read the headers
+      const timer = setTimeout(() => reject(new Error('the node did not read the stuck request within 10 s')), 10_000);
+      let answer = '';
+      const onData = (chunk: Buffer): void => {
+        answer += chunk.toString('latin1');
+        if (!answer.includes('\r\n\r\n')) return;
+        socket.off('data', onData);
+        clearTimeout(timer);
+        if (answer.startsWith('HTTP/1.1 100')) resolve();
+        else reject(new Error(`the node answered the stuck request's headers with ${JSON.stringify(answer)}`));
+      };
+      socket.on('data', onData);
+    });
     socket.write(
-      'POST /api/tasks HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"task',
+      `POST /api/tasks HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\ncontent-type: application/json\r\ncontent-length: 100\r\nexpect: 100-continue\r\n\r\n`,
     );
+    await continued;
+    socket.write('{"task');
     return socket;
   }
 
   it('starts with --insecure; a second SIGTERM exits at once while the first waits', async () => {
     const { run, port } = await insecureNode();
-    const socket = stuckRequest(port);
-    await sleep(200);
+    const socket = await stuckRequest(port);
     run.child.kill('SIGTERM');
     await eventually(() => (run.stdout().includes('shutting down') ? true : undefined), 10_000, 'the stop to begin');
-    await sleep(300);
-    expect(run.child.exitCode).toBeNull(); // still waiting for the stuck request
+    await sleep(300); // real time is the subject: the graceful stop waits for the stuck request, so nothing ends the process in this window
+    expect(run.child.exitCode).toBeNull();
     run.child.kill('SIGTERM');
     const { code } = await run.exited();
     socket.destroy();
@@ -78,8 +97,7 @@ describe('wheelhouse dev on an address beyond loopback', () => {
 
   it('exits after shutdownGraceSeconds when the graceful stop takes longer', async () => {
     const { run, port } = await insecureNode(['--shutdown-grace-seconds', '1']);
-    const socket = stuckRequest(port);
-    await sleep(200);
+    const socket = await stuckRequest(port);
     run.child.kill('SIGTERM');
     const { code } = await run.exited();
     socket.destroy();

@@ -3,14 +3,13 @@
  * embedded backend, in this process): the TypeScript worker takes its tasks over the channel,
  * and stops gracefully on SIGTERM.
  */
-import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { createClient, type WheelhouseClient } from '../../src/client/index.js';
 import { startNode, type WheelhouseNode } from '../../src/node/start.js';
-import { killOnExit } from '../support/children.js';
+import { spawnChild } from '../support/children.js';
 import { requireBuiltCli } from '../support/processes.js';
 import { eventually } from '../support/waits.js';
 
@@ -31,10 +30,9 @@ afterAll(async () => {
 
 describe('examples', () => {
   it('the TypeScript worker runs example.greet tasks over the channel and stops on SIGTERM', async () => {
-    const child = spawn(process.execPath, [TS_WORKER, '--urls', node.url, '--worker-id', 'example-ts'], {
+    const child = spawnChild(process.execPath, [TS_WORKER, '--urls', node.url, '--worker-id', 'example-ts'], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    killOnExit(child);
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
     child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));

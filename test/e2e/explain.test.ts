@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TIMED_OUT } from '../../src/domain/attempt-errors.js';
 import { partitionOf } from '../../src/lib/ids.js';
 import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
 import { RawWorker } from '../support/raw-worker.js';
@@ -206,6 +207,86 @@ describe.each(BACKENDS)('explain on %s', (backend) => {
     const cancelled = await explain(later);
     expect(cancelled).toMatchObject({ state: 'cancelled', outcome: { reason: 'cancelled by request' } });
     expect(cancelled.sentence).toMatch(/^Cancelled at .*: cancelled by request\.$/);
+  });
+
+  it('failed and cancelled, the other reasons: a deadline, a lease that ran out, an error not retryable, a schedule deleted or out of fire times', async () => {
+    const failedOf = (id: string, what: string) =>
+      eventually(
+        async () => {
+          const e = await explain(id);
+          return e.state === 'failed' ? e : undefined;
+        },
+        15_000,
+        what,
+      );
+    // A worker that took the task over HTTP and never reports: its attempt reaches its 1 s
+    // deadline, and with max_retries 0 that ends the task.
+    const hung = await submit({ task_type: type('hung'), max_retries: 0, timeout_seconds: 1 });
+    await poll(type('hung'));
+    const timedOut = await failedOf(hung, 'the hung task to fail');
+    expect(timedOut.outcome).toMatchObject({
+      error: TIMED_OUT,
+      reason: 'attempt 1 reached its deadline (timeout_seconds 1) with no retry left',
+    });
+    expect(timedOut.sentence).toMatch(
+      /^Failed at .*: attempt 1 reached its deadline \(timeout_seconds 1\) with no retry left \(timed out: the attempt reached its deadline\)\.$/,
+    );
+
+    // A worker that pushed its deadline far away, then went silent: its 1 s lease runs out first.
+    const lapsed = await submit({
+      task_type: type('lapsed'),
+      max_retries: 0,
+      timeout_seconds: 1,
+      max_timeout_seconds: 60,
+    });
+    const lapsedLease = await poll(type('lapsed'));
+    await api(c.url, 'POST', `/api/tasks/${lapsed}/heartbeat`, {
+      lease_token: lapsedLease.lease_token,
+      extend_seconds: 60,
+    });
+    const expired = await failedOf(lapsed, 'the lapsed task to fail');
+    expect(expired.outcome).toMatchObject({
+      error: 'lease expired',
+      reason: 'the lease of attempt 1 ran out with no retry left',
+    });
+    expect(expired.sentence).toMatch(
+      /^Failed at .*: the lease of attempt 1 ran out with no retry left \(lease expired\)\.$/,
+    );
+
+    const refused = await submit({ task_type: type('refused'), max_retries: 3 });
+    const refusedLease = await poll(type('refused'));
+    await complete(refused, refusedLease.lease_token, { status: 'failed', error: 'bad input', retryable: false });
+    const notRetryable = await explain(refused);
+    expect(notRetryable.outcome).toMatchObject({
+      error: 'bad input',
+      reason: 'attempt 1 failed and was not retryable',
+    });
+    expect(notRetryable.sentence).toMatch(/^Failed at .*: attempt 1 failed and was not retryable \(bad input\)\.$/);
+
+    const deleted = await submit({
+      task_type: type('cron.deleted'),
+      schedule: { type: 'cron', cron_expression: '0 0 1 1 *' },
+    });
+    await api(c.url, 'DELETE', `/api/tasks/${deleted}`);
+    const gone = await explain(deleted);
+    expect(gone).toMatchObject({ state: 'cancelled', outcome: { reason: 'the schedule was deleted' } });
+    expect(gone.sentence).toMatch(/^Cancelled at .*: the schedule was deleted\.$/);
+
+    // Every second until a second from now: a fire or two, then no fire time is left.
+    const ending = await submit({
+      task_type: type('cron.ending'),
+      schedule: { type: 'cron', cron_expression: '* * * * * *', end_time: new Date(Date.now() + 1_500).toISOString() },
+    });
+    const ended = await eventually(
+      async () => {
+        const e = await explain(ending);
+        return e.state === 'succeeded' ? e : undefined;
+      },
+      15_000,
+      'the schedule to run out of fire times',
+    );
+    expect(ended.outcome).toMatchObject({ error: null, reason: 'no fire time left' });
+    expect(ended.sentence).toMatch(/^Succeeded at .*: no fire time left\.$/);
   });
 
   it('active and paused: a cron schedule’s next fire, or its pause', async () => {

@@ -3,7 +3,7 @@ import parsePrometheusTextFormat, { type MetricFamily, type Sample } from 'parse
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
 import { uniqueType } from '../support/tasks.js';
-import { sleep } from '../support/waits.js';
+import { eventually, sleep } from '../support/waits.js';
 
 /**
  * `GET /metrics` read by a real Prometheus text parser, on each backend: the exposition is
@@ -138,12 +138,15 @@ describe.each(BACKENDS)('metrics on %s', (backend) => {
         { task_type: type, priority: 7 },
       ],
     });
-    let m = await scrape();
-    for (let i = 0; i < 100; i++) {
-      m = await scrape();
-      if (total(m, 'wheelhouse_ready_depth', { task_type: type }) === 3) break;
-      await sleep(50);
-    }
+    const m = await eventually(
+      async () => {
+        const scraped = await scrape();
+        return total(scraped, 'wheelhouse_ready_depth', { task_type: type }) === 3 ? scraped : undefined;
+      },
+      10_000,
+      'the three tasks in the ready depth',
+      50,
+    );
     expect(total(m, 'wheelhouse_ready_depth', { task_type: type, priority: '2' })).toBe(2);
     expect(total(m, 'wheelhouse_ready_depth', { task_type: type, priority: '7' })).toBe(1);
     const age = series(m, 'wheelhouse_ready_oldest_age_seconds', { task_type: type, priority: '2' });

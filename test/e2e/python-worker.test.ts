@@ -1,6 +1,7 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { killGroup, spawnChild } from '../support/children.js';
 import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
 import { eventually } from '../support/waits.js';
 
@@ -23,14 +24,14 @@ interface TaskJson {
 /** Runs the worker until it has reported `tasks` results; resolves with its output. */
 function runWorker(url: string, tasks: number): Promise<string> {
   return new Promise((resolveRun, reject) => {
-    const child = spawn(PYTHON, [WORKER, '--url', url, '--max-tasks', String(tasks), '--concurrency', '4'], {
+    const child = spawnChild(PYTHON, [WORKER, '--url', url, '--max-tasks', String(tasks), '--concurrency', '4'], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
     const timer = setTimeout(() => {
-      child.kill('SIGKILL');
+      killGroup(child, 'SIGKILL');
       reject(new Error(`the Python worker did not finish:\n${output}`));
     }, 60_000);
     child.once('exit', (code) => {

@@ -3,7 +3,7 @@
  * of the catalogue (or a page that stops early and says so), writes nothing when it refuses,
  * and none of the requests that answered 500 before does so now.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { api, BACKENDS, startTestNode, type TestCluster } from '../support/nodes.js';
 
 interface ErrorJson {
@@ -161,12 +161,22 @@ describe.each(BACKENDS)('request bounds on %s', (backend) => {
   });
 
   it('answers a poll past pollMaxConcurrent 429 too_many_polls with Retry-After', async () => {
+    // The first poll holds the node's one slot once the route hands it to the worker service.
+    const workers = node.node.services.workers;
+    const poll = workers.poll.bind(workers);
+    const holding = new Promise<void>((resolve) => {
+      vi.spyOn(workers, 'poll').mockImplementationOnce((request, signal) => {
+        resolve();
+        return poll(request, signal);
+      });
+    });
     const waiting = api(node.url, 'POST', '/api/workers/poll', {
       worker_id: 'w1',
       task_types: ['idle'],
       wait_ms: 1500,
     });
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await holding;
+    vi.restoreAllMocks();
     const refused = await api<ErrorJson>(node.url, 'POST', '/api/workers/poll', {
       worker_id: 'w2',
       task_types: ['idle'],

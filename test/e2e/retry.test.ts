@@ -1,10 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dagClient } from '../support/dags.js';
 import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
 
 /**
  * `POST /api/tasks/{id}/retry` on each backend, over HTTP: a failed task runs again through
  * its wheel partition and the ready queue to a worker's poll, as a new attempt, its history
- * keeping both; every other status is a 409, an unknown id a 404.
+ * keeping both; every other status is a 409, an unknown id a 404, and so is a task cancelled
+ * because its predecessor failed (docs/api.md: it would run without what it waits for).
  */
 interface TaskBody {
   task_id: string;
@@ -106,6 +108,29 @@ describe.each(BACKENDS)('retry on %s', (backend) => {
     const unknown = await retry('0192f3a4-5b6c-7d8e-9f00-112233445566');
     expect(unknown.status).toBe(404);
     expect(unknown.body.error.code).toBe('task_not_found');
+  });
+
+  it('refuses a task its failed predecessor cancelled, and leaves it as it was', async () => {
+    const w = dagClient(() => c.url);
+    const type = `retry.dag.${backend}`;
+    const submitted = await w.submitDag({
+      tasks: [
+        { ref: 'a', task_type: type, max_retries: 0 },
+        { ref: 'b', task_type: `${type}.after`, depends_on: ['a'] },
+      ],
+    });
+    expect(submitted.status).toBe(201);
+    const [a, b] = submitted.body.tasks.map((t) => t.task_id) as [string, string];
+    const taken = await w.take([type], 1);
+    await w.complete(taken, 'failed', { error: 'boom', retryable: false });
+    const cancelled = await w.waitStatus(b, 'cancelled');
+    expect(cancelled.last_error).toBe(`predecessor ${a} failed`);
+
+    const refused = await retry(b);
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.code).toBe('invalid_transition');
+    expect(await w.task(b)).toEqual(cancelled);
+    expect(await w.poll([`${type}.after`], 1, 0)).toEqual([]);
   });
 
   it('refuses a cron schedule', async () => {

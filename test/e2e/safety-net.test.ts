@@ -1,7 +1,8 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { TIMED_OUT } from '../../src/domain/attempt-errors.js';
 import { LEASE } from '../../src/actors/worker-lease.js';
 import { FakeClock } from '../../src/runtime/clock.js';
+import { SafetyNet, type SafetyNetPass } from '../../src/services/safety-net.js';
 import { dagClient } from '../support/dags.js';
 import { pollOnFakeTime } from '../support/faulty-node.js';
 import { BACKENDS, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
@@ -21,6 +22,7 @@ const OPTIONS = { safetyNetSeconds: 1, safetyNetGraceSeconds: GRACE_MS / 1000, r
 describe.each(BACKENDS)('the safety nets on %s', (backend: BackendName) => {
   let c: TestCluster | undefined;
   afterEach(async () => {
+    vi.restoreAllMocks();
     await c?.cleanup();
     c = undefined;
   });
@@ -98,7 +100,30 @@ describe.each(BACKENDS)('the safety nets on %s', (backend: BackendName) => {
     await w.complete(rest!.tasks);
     const again = await pollOnFakeTime(() => node.url, clock, type, START + 10_000);
     await w.complete(again?.tasks ?? []);
+    // Every pass the node's net completes, with the fake time it started at. A pass runs on
+    // real database round trips while the fake clock moves on, and the next is armed only
+    // when it ends: what counts is a pass that started after everything was past its grace
+    // and has ended, not the counter read right after the clock moved.
+    const passes: { startedAtMs: number; pass: SafetyNetPass }[] = [];
+    const sweep = SafetyNet.prototype.sweep;
+    vi.spyOn(SafetyNet.prototype, 'sweep').mockImplementation(async function (this: SafetyNet) {
+      const startedAtMs = clock.now();
+      const pass = await sweep.call(this);
+      passes.push({ startedAtMs, pass });
+      return pass;
+    });
     await clock.advance(GRACE_MS * 2);
+    const settledMs = clock.now();
+    const after = await eventually(
+      async () => {
+        const done = passes.find((p) => p.startedAtMs >= settledMs);
+        if (done === undefined) await clock.advance(OPTIONS.safetyNetSeconds * 1000);
+        return done;
+      },
+      10_000,
+      'a safety-net pass that started after the grace and ended',
+    );
+    expect(after.pass).toEqual({ leases: 0, pending: 0, schedules: 0 });
     for (const kind of ['lease', 'pending']) expect(await recovered(node, kind), kind).toBe(0);
   });
 });

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
 import { RawWorker } from '../support/raw-worker.js';
 import { uniqueType } from '../support/tasks.js';
+import { eventually } from '../support/waits.js';
 
 /**
  * A thousand workers on one node: each is welcomed, the tasks go one to a socket within the
@@ -55,12 +56,15 @@ describe.each(BACKENDS)('a thousand worker sockets on one node, on %s', (backend
       tasks: Array.from({ length: n }, () => ({ task_type: type })),
     });
     expect(res.status).toBe(201);
-    const deadline = Date.now() + 20_000;
-    let received = 0;
-    while (received < n && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      received = workers.reduce((sum, w) => sum + w.tasks.length, 0);
-    }
+    const received = await eventually(
+      () => {
+        const count = workers.reduce((sum, w) => sum + w.tasks.length, 0);
+        return count >= n ? count : undefined;
+      },
+      20_000,
+      `${n} tasks pushed`,
+      50,
+    );
     expect(received).toBe(n);
     // One credit each: no socket was sent two.
     expect(Math.max(...workers.map((w) => w.tasks.length))).toBe(1);

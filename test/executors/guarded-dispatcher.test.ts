@@ -1,9 +1,30 @@
+import type { LookupAddress } from 'node:dns';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { interceptors, request, type Dispatcher } from 'undici';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DestinationPolicy } from '../../src/executors/destination-policy.js';
 import { DestinationRefusedError, guardedDispatcher } from '../../src/executors/guarded-dispatcher.js';
+
+/**
+ * A name that resolves to a public address and a loopback one, public first, as a rebinding
+ * attacker's DNS would answer; every other name resolves as usual.
+ */
+const MIXED = vi.hoisted(() => ({
+  host: 'mixed.rebinding.test',
+  addresses: [
+    { address: '93.184.215.14', family: 4 },
+    { address: '127.0.0.1', family: 4 },
+  ] as LookupAddress[],
+}));
+vi.mock('node:dns', async (importOriginal) => {
+  const dns = await importOriginal<typeof import('node:dns')>();
+  const lookup = ((hostname: string, options: unknown, callback: (...args: unknown[]) => void) => {
+    if (hostname !== MIXED.host) return (dns.lookup as (...args: unknown[]) => void)(hostname, options, callback);
+    setImmediate(() => callback(null, MIXED.addresses));
+  }) as typeof dns.lookup;
+  return { ...dns, lookup };
+});
 
 /**
  * The guard sits on the connection, not on the URL: whatever leads a request to an address —
@@ -70,5 +91,17 @@ describe('the guarded dispatcher', () => {
     await expect(request(`${refusedUrl}/`, { dispatcher: byName })).rejects.toThrow(/^refused: 127\.0\.0\.1/);
     const answer = await request(`http://localhost:${port}/`, { dispatcher: byName });
     expect(await answer.body.text()).toBe('reached');
+  });
+
+  it('refuses a name if any of its addresses is refused, not only the first', async () => {
+    const port = new URL(refusedUrl).port;
+    const before = refusedConnections;
+    const error = await request(`http://${MIXED.host}:${port}/`, { dispatcher: guarded([]) }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    // On the refusal, not its wording: the guard said no before any socket was opened.
+    expect(error).toBeInstanceOf(DestinationRefusedError);
+    expect(refusedConnections).toBe(before);
   });
 });

@@ -6,10 +6,11 @@ import { TestWorker, duplicates, lagStats, missing, submitBatch } from '../suppo
 
 /**
  * Two nodes, one of whose clocks runs 3 s ahead (`--test-clock-offset-seconds 3`). A node reads
- * time as the database does, so the fast one neither fires its partitions' tasks 3 s early
- * (which the other node's claim would refuse — and, dropping the only entry, lose) nor expires
- * the leases it holds 3 s early (which would hand a task to a second worker while the first
- * still holds it). Both are measured on this machine's one clock.
+ * time as the database does (AlignedClock), so the fast one, n2, neither hands out tasks 3 s
+ * early nor writes lease expiries 3 s late. Both halves work through n2, the node whose clock
+ * is wrong: through n1 alone nothing depends on n2's clock (a take and a claim filter on the
+ * claiming node's now, and a lease is held by the node that claimed it). Measured on this
+ * machine's one clock, which the database shares.
  */
 const OFFSET_SECONDS = 3;
 
@@ -29,7 +30,7 @@ describe('a node whose clock runs 3 s ahead', () => {
     await cluster?.close();
   });
 
-  it("fires its partitions' tasks on time, and the other node claims every one", async () => {
+  it("fires its partitions' tasks on time, and hands out none early through it", async () => {
     const status = await cluster.status('n1');
     const onFast = status.partitions.filter((p) => p.owner === 'n2').length;
     expect(onFast).toBeGreaterThan(0);
@@ -40,8 +41,9 @@ describe('a node whose clock runs 3 s ahead', () => {
       schedule: { type: 'delayed', due_time: new Date(base + i * 10).toISOString() },
     }));
     const submitted = await submitBatch(cluster, 'n1', tasks);
-    // Claimed through the node with the right clock: entries fired by the fast one's wheels.
-    const worker = new TestWorker(cluster, { types: [type], targets: ['n1'] }).start();
+    // Claimed through the fast node: its wheels' pushes, its take and its claim all go by its
+    // clock, so a clock not aligned on the database's starts tasks 3 s early here.
+    const worker = new TestWorker(cluster, { types: [type], targets: ['n2'] }).start();
     try {
       await worker.waitFor(
         submitted.map((t) => t.taskId),
@@ -69,7 +71,7 @@ describe('a node whose clock runs 3 s ahead', () => {
     expect(lag.max).toBeLessThanOrEqual(1_000);
   });
 
-  it('expires the leases it holds when they run out, not 3 s early', async () => {
+  it('holds its leases to the expiry it tells the worker, and hands each on when it runs out', async () => {
     const type = uniqueType('skew-lease');
     const leaseMs = 4_000;
     const submitted = await submitBatch(
@@ -78,13 +80,11 @@ describe('a node whose clock runs 3 s ahead', () => {
       Array.from({ length: 40 }, () => ({ task_type: type, timeout_seconds: leaseMs / 1000 })),
     );
     const ids = submitted.map((t) => t.taskId);
-    const onFast: string[] = [];
-    for (const id of ids) if ((await cluster.ownerOfActor('lease', id)) === 'n2') onFast.push(id);
-    expect(onFast.length).toBeGreaterThan(5);
-    // Claimed through n1 by a worker that never reports; a second worker takes what comes back.
+    // Claimed through n2 by a worker that never reports: n2 holds the leases (a lease lives on
+    // the node that claimed it) and writes their expiries; a second worker takes what comes back.
     const vanishing = new TestWorker(cluster, {
       types: [type],
-      targets: ['n1'],
+      targets: ['n2'],
       hold: () => true,
       workerId: 'w-holds',
     }).start();
@@ -94,6 +94,17 @@ describe('a node whose clock runs 3 s ahead', () => {
       await vanishing.stop();
     }
     const claims = vanishing.firstStarts();
+    const held = await cluster.api<{ actors: { key: string }[] }>(
+      'n1',
+      'GET',
+      `/admin/actors?kind=lease&node=n2&limit=1000`,
+    );
+    expect(held.status).toBe(200);
+    const onFast = ids.filter((id) => held.body.actors.some((a) => a.key === id));
+    expect(onFast.length).toBeGreaterThan(5);
+    // The expiry told with the task is the claim plus the lease, on the database's clock: a
+    // worker that heartbeats by it is in time (3 s late, it would lose every lease).
+    const told = onFast.map((id) => claims.get(id)!.leaseExpiresMs - claims.get(id)!.atMs).sort((a, b) => a - b);
     const second = new TestWorker(cluster, { types: [type], targets: ['n1', 'n2'], workerId: 'w-next' }).start();
     try {
       await eventually(
@@ -107,8 +118,10 @@ describe('a node whose clock runs 3 s ahead', () => {
     const again = second.firstStarts();
     const lags = onFast.map((id) => again.get(id)!.atMs - claims.get(id)!.atMs).sort((a, b) => a - b);
     console.log(
-      `[skew] ${onFast.length} leases on the fast node handed on ${lags[0]}…${lags.at(-1)} ms after their claim (lease ${leaseMs} ms)`,
+      `[skew] ${onFast.length} leases held by the fast node: expiry told ${told[0]}…${told.at(-1)} ms after the answer, handed on ${lags[0]}…${lags.at(-1)} ms after their claim (lease ${leaseMs} ms)`,
     );
+    expect(told.at(-1)).toBeLessThanOrEqual(leaseMs + 250);
+    expect(told[0]).toBeGreaterThanOrEqual(leaseMs - 2_000);
     expect(lags[0]).toBeGreaterThanOrEqual(leaseMs - 250);
     expect(lags.at(-1)).toBeLessThanOrEqual(leaseMs + 2_000);
     expect(onFast.map((id) => again.get(id)!.attempt)).toEqual(onFast.map(() => 2));

@@ -3,7 +3,7 @@
  * from the tarball (its dependencies from the registry), then `npx wheelhouse dev` and a worker
  * written against `wheelhouse/worker`, both from that install. Needs the npm registry.
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { killOnExit } from '../support/children.js';
+import { killGroup, spawnChild } from '../support/children.js';
 import { api } from '../support/nodes.js';
 import { requireBuiltCli } from '../support/processes.js';
 import { eventually } from '../support/waits.js';
@@ -20,11 +20,13 @@ const run = promisify(execFile);
 const REPO = resolve(import.meta.dirname, '../..');
 
 describe('the packed package', () => {
-  const children: ReturnType<typeof spawn>[] = [];
+  const children: ChildProcess[] = [];
   let dir: string | null = null;
 
   afterAll(async () => {
-    for (const child of children) child.kill('SIGKILL');
+    // The whole group: `npx wheelhouse dev` is npx, a shell and then the node, which a kill of
+    // npx alone would leave running with parent 1.
+    for (const child of children) killGroup(child, 'SIGKILL');
     if (dir !== null) await rm(dir, { recursive: true, force: true });
   });
 
@@ -51,11 +53,13 @@ describe('the packed package', () => {
       timeout: 240_000,
     });
 
-    const node = killOnExit(
-      spawn('npx', ['wheelhouse', 'dev', '--port', '0', '--data-dir', 'memory://', '--log-level', 'warn'], {
+    const node = spawnChild(
+      'npx',
+      ['wheelhouse', 'dev', '--port', '0', '--data-dir', 'memory://', '--log-level', 'warn'],
+      {
         cwd: app,
         stdio: ['ignore', 'pipe', 'pipe'],
-      }),
+      },
     );
     children.push(node);
     const url = await new Promise<string>((resolveUrl, reject) => {
@@ -65,8 +69,8 @@ describe('the packed package', () => {
         const m = /listening on (http:\/\/[0-9.]+:\d+)/.exec(out);
         if (m) resolveUrl(m[1]!);
       };
-      node.stdout!.on('data', onData);
-      node.stderr!.on('data', onData);
+      node.stdout.on('data', onData);
+      node.stderr.on('data', onData);
       node.once('exit', (code) => reject(new Error(`wheelhouse dev exited with ${code}:\n${out}`)));
     });
 
@@ -77,7 +81,7 @@ const worker = createWorker({ url: process.argv[2], taskTypes: ['pack.hello'], h
 worker.start();
 `,
     );
-    const worker = killOnExit(spawn(process.execPath, ['worker.js', url], { cwd: app, stdio: 'ignore' }));
+    const worker = spawnChild(process.execPath, ['worker.js', url], { cwd: app, stdio: 'ignore' });
     children.push(worker);
 
     const noop = await api<{ task_id: string }>(url, 'POST', '/api/tasks', { task_type: 'wheelhouse.noop' });

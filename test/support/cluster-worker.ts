@@ -50,6 +50,8 @@ export interface Assignment {
   node: string;
   /** When the poll answer arrived, ms since the epoch. */
   atMs: number;
+  /** The lease's expiry the node told the worker (`lease_expires_at`), ms since the epoch. */
+  leaseExpiresMs: number;
 }
 
 export interface TestWorkerOptions {
@@ -176,7 +178,14 @@ export class TestWorker {
         await sleep(50); // real time is the subject: every node process is down or paused; look again shortly
         continue;
       }
-      let polled: { task_id: string; task_type: string; payload: unknown; attempt: number; lease_token: string }[];
+      let polled: {
+        task_id: string;
+        task_type: string;
+        payload: unknown;
+        attempt: number;
+        lease_token: string;
+        lease_expires_at: string;
+      }[];
       try {
         const r = await this.cluster.api<{ tasks: typeof polled }>(
           target,
@@ -208,6 +217,7 @@ export class TestWorker {
           leaseToken: t.lease_token,
           node: target,
           atMs,
+          leaseExpiresMs: Date.parse(t.lease_expires_at),
         };
         this.assignments.push(a);
         if (this.options.hold?.(a)) this.held.set(a.taskId, a);

@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { partitionOf } from '../../src/lib/ids.js';
 import { RingPlacement } from '../../src/runtime/ring.js';
+import { killGroup } from './children.js';
 import { TEST_POSTGRES_URL, TEST_REDIS_URL } from './nodes.js';
 import { eventually } from './waits.js';
 import { dropTestStores, requireBuiltCli, startCliProcess, type CliProcess } from './processes.js';
@@ -239,7 +240,7 @@ export class ProcessCluster {
     const node = this.node(id);
     if (!node.alive) return;
     node.alive = false;
-    node.proc.child.kill('SIGKILL');
+    killGroup(node.proc.child, 'SIGKILL');
     await node.proc.exited();
   }
 
@@ -371,7 +372,7 @@ export class ProcessCluster {
     this.closed = true;
     await Promise.all(
       this.nodes.map(async (n) => {
-        if (n.proc.child.exitCode === null && n.proc.child.signalCode === null) n.proc.child.kill('SIGKILL');
+        killGroup(n.proc.child, 'SIGKILL');
         n.alive = false;
         await n.proc.exited();
       }),

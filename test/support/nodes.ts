@@ -57,7 +57,16 @@ export async function startTestNode(
       : { dataDir }),
     ...options,
   };
-  let node = await startNode(base, overrides);
+  let node: WheelhouseNode;
+  try {
+    node = await startNode(base, overrides);
+  } catch (error) {
+    // A node that fails at start (a test of a refused start) has already made and migrated its
+    // schema, and may have written its fences: nothing of it is left behind either.
+    if (backend === 'postgres') await dropTestStores(schema, prefix);
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+    throw error;
+  }
   const redis = backend === 'postgres' ? new Redis(TEST_REDIS_URL, { lazyConnect: true }) : null;
   const pool = backend === 'postgres' ? new pg.Pool({ connectionString: TEST_POSTGRES_URL, max: 2 }) : null;
 
@@ -100,6 +109,16 @@ export async function startTestNode(
     },
   };
   return cluster;
+}
+
+/** Drops a test's schema and Redis keys (what a node on Postgres with that schema and prefix left). */
+export async function dropTestStores(schema: string, prefix: string): Promise<void> {
+  const pool = new pg.Pool({ connectionString: TEST_POSTGRES_URL, max: 1 });
+  await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  await pool.end();
+  const redis = new Redis(TEST_REDIS_URL);
+  await deleteKeysWithPrefix(redis, prefix);
+  redis.disconnect();
 }
 
 /** Calls the node's HTTP API with JSON. */

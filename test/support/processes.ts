@@ -2,14 +2,13 @@
  * A node as a process of its own (the built CLI), for tests that kill it with SIGKILL: no
  * shutdown, no final write (test/e2e/crash.test.ts, the DAG crash test).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import pg from 'pg';
-import { Redis } from 'ioredis';
 import { TEST_POSTGRES_URL, TEST_REDIS_URL, type BackendName } from './nodes.js';
-import { killOnExit } from './children.js';
-import { deleteKeysWithPrefix } from './redis.js';
+import { killGroup, spawnChild } from './children.js';
+
+export { dropTestStores } from './nodes.js';
 
 export const CLI = resolve(import.meta.dirname, '../../dist/src/cli.js');
 
@@ -26,12 +25,10 @@ export interface NodeProcess {
 /** Starts `node dist/src/cli.js <args>` on a free port; resolves once it listens. */
 export function startProcess(args: string[]): Promise<NodeProcess> {
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(
+    const child = spawnChild(
       process.execPath,
       [CLI, ...args, '--port', '0', '--log-level', 'warn', '--builtin-executors', 'false', '--partitions', '8'],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
+      { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let out = '';
     const onData = (chunk: Buffer): void => {
@@ -50,7 +47,7 @@ export function kill9(proc: NodeProcess): Promise<void> {
   if (proc.child.exitCode !== null || proc.child.signalCode !== null) return Promise.resolve();
   return new Promise((resolvePromise) => {
     proc.child.once('exit', () => resolvePromise());
-    proc.child.kill('SIGKILL');
+    killGroup(proc.child, 'SIGKILL');
   });
 }
 
@@ -78,16 +75,6 @@ export function nodeArgs(backend: BackendName, schema: string, prefix: string, d
     : ['dev', '--data-dir', dataDir];
 }
 
-/** Drops a test's schema and Redis keys (what a node started with `nodeArgs` on Postgres left). */
-export async function dropTestStores(schema: string, prefix: string): Promise<void> {
-  const pool = new pg.Pool({ connectionString: TEST_POSTGRES_URL, max: 1 });
-  await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-  await pool.end();
-  const redis = new Redis(TEST_REDIS_URL);
-  await deleteKeysWithPrefix(redis, prefix);
-  redis.disconnect();
-}
-
 /**
  * A CLI process started with exactly the flags given (nothing appended, unlike
  * `startProcess`), keeping the tail of what it wrote for failure messages. Every one is
@@ -110,8 +97,7 @@ export function startCliProcess(
   } = {},
 ): Promise<CliProcess> {
   const tailChars = options.tailChars ?? 256 * 1024;
-  const child = spawn(process.execPath, [options.cli ?? CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  killOnExit(child);
+  const child = spawnChild(process.execPath, [options.cli ?? CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveExit) => {
     child.once('exit', (code, signal) => {
@@ -123,7 +109,7 @@ export function startCliProcess(
     // not a wait: the bound on how long a node process may take to start listening
     const timer = setTimeout(() => {
       if (listening) return;
-      child.kill('SIGKILL');
+      killGroup(child, 'SIGKILL');
       reject(new Error(`node did not listen within ${options.startTimeoutMs ?? 60_000} ms:\n${out}`));
     }, options.startTimeoutMs ?? 60_000);
     const onData = (chunk: Buffer): void => {
@@ -183,12 +169,11 @@ export interface RunningCli {
 
 /** Starts `node dist/src/cli.js <args>` with stdin a pipe; SIGKILLed when the test process exits. */
 export function spawnCli(args: string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): RunningCli {
-  const child = spawn(process.execPath, [CLI, ...args], {
+  const child = spawnChild(process.execPath, [CLI, ...args], {
     stdio: ['pipe', 'pipe', 'pipe'],
     env: options.env ?? process.env,
     ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
   });
-  killOnExit(child);
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));

@@ -5,16 +5,16 @@
  * loads whatever `dump.rdb` the last SAVE left there, as a restarted production Redis would.
  *
  * No process outlives the test run: each is SIGKILLed when the test process exits or gets
- * SIGTERM/SIGINT (as test/support/processes.ts does), and, where `setpriv` exists, the kernel
+ * SIGTERM/SIGINT (test/support/children.ts), and, where `setpriv` exists, the kernel
  * SIGKILLs it too if the test process dies without running any handler (`--pdeathsig`).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis, ReplyError } from 'ioredis';
-import { killOnExit } from './children.js';
+import { killGroup, spawnChild } from './children.js';
 
 export interface RedisServerOptions {
   /** Keep Redis's default save points instead of `--save ""` (no automatic snapshot). @default false */
@@ -125,15 +125,17 @@ class RedisServerProcess implements RedisServer {
       ...(this.options.args ?? []),
     ];
     const child = existsSync(SETPRIV)
-      ? spawn(SETPRIV, ['--pdeathsig', 'KILL', '--', 'redis-server', ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
-      : spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    this.child = killOnExit(child);
+      ? spawnChild(SETPRIV, ['--pdeathsig', 'KILL', '--', 'redis-server', ...args], {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        })
+      : spawnChild('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = child;
     const startTimeoutMs = this.options.startTimeoutMs ?? 10_000;
     await new Promise<void>((resolve, reject) => {
       let ready = false;
       // not a wait: the bound on how long a redis-server may take to start
       const timer = setTimeout(() => {
-        child.kill('SIGKILL');
+        killGroup(child, 'SIGKILL');
         reject(new Error(`redis-server on port ${this.port} was not ready within ${startTimeoutMs} ms:\n${this.log}`));
       }, startTimeoutMs);
       const onData = (chunk: Buffer): void => {
@@ -179,7 +181,7 @@ class RedisServerProcess implements RedisServer {
   async kill(): Promise<void> {
     const child = this.child;
     if (child === undefined || !this.running()) return;
-    child.kill('SIGKILL');
+    killGroup(child, 'SIGKILL');
     await exited(child);
   }
 
