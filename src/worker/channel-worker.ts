@@ -220,7 +220,7 @@ export class ChannelWorker implements Worker {
   }
 
   private loseLease(t: RunningTask): void {
-    if (t.lost) return;
+    if (t.lost || t.timedOutByNode()) return;
     t.lost = true;
     const error = new LeaseLostError(t.task.task_id);
     this.link.progress.drop(t.task.task_id);

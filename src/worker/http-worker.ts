@@ -168,6 +168,7 @@ export class HttpWorker implements Worker {
       everyMs: this.o.heartbeatEveryMs,
       onError: this.o.onError,
       onLost: (l) => {
+        if (t.timedOutByNode()) return;
         t.lost = true;
         this.counters.leasesLost++;
         t.controller.abort(new LeaseLostError(l.taskId));

@@ -17,6 +17,12 @@ import { deadlineOf, type WirePolledTask } from './wire.js';
 
 /** Most seconds one extension may ask for (the API's bound: 7 days). */
 const MAX_EXTEND_SECONDS = 86_400 * 7;
+/**
+ * A lease the node takes back this close to the deadline (or after it), by this worker's clock,
+ * is the deadline coming: the attempt ends as a timeout, not as a lost lease. The node's clock
+ * and the worker's differ a little, and its `lease_lost` and the worker's timer race.
+ */
+const DEADLINE_MARGIN_MS = 1_000;
 /** Longest `setTimeout` (a longer wait is re-armed when it fires). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -92,11 +98,27 @@ export class RunningTask {
     const waitMs = Math.min(Math.max(0, deadline - Date.now()), MAX_TIMER_MS);
     this.timer = setTimeout(() => {
       if (Date.now() < deadline) return this.arm(); // a timer may fire a little early, or was clamped
-      this.timeout = new TaskTimeoutError(this.task.task_id, new Date(deadline));
-      // Settled before the abort, so that what the handler does on abort cannot win the race.
-      this.expire(null);
-      this.controller.abort(this.timeout);
+      this.timeOut(deadline);
     }, waitMs);
+  }
+
+  /**
+   * The node took the lease back: at (or within `DEADLINE_MARGIN_MS` of) the deadline that is
+   * the deadline, and the attempt ends as a timeout now; answers whether it did.
+   */
+  timedOutByNode(): boolean {
+    if (this.timeout !== null) return true;
+    if (this.deadline === null || Date.now() < this.deadline - DEADLINE_MARGIN_MS) return false;
+    this.timeOut(this.deadline);
+    return true;
+  }
+
+  private timeOut(deadline: number): void {
+    clearTimeout(this.timer);
+    this.timeout = new TaskTimeoutError(this.task.task_id, new Date(deadline));
+    // Settled before the abort, so that what the handler does on abort cannot win the race.
+    this.expire(null);
+    this.controller.abort(this.timeout);
   }
 }
 

@@ -20,6 +20,7 @@ describe('the task state machine', () => {
         'blocked→cancelled',
         'pending→running',
         'pending→cancelled',
+        'pending→expired',
         'running→succeeded',
         'running→pending',
         'running→failed',
@@ -31,6 +32,7 @@ describe('the task state machine', () => {
         'paused→cancelled',
         'failed→pending',
         'cancelled→pending',
+        'expired→pending',
       ].sort(),
     );
   });
@@ -50,9 +52,9 @@ describe('the task state machine', () => {
     }
   });
 
-  it('lets a failed or cancelled task, and only those, be retried to pending', () => {
+  it('lets a failed, cancelled or expired task, and only those, be retried to pending', () => {
     expect(all.filter((from) => canTransition(from, 'pending')).sort()).toEqual(
-      ['blocked', 'cancelled', 'failed', 'running'].sort(),
+      ['blocked', 'cancelled', 'expired', 'failed', 'running'].sort(),
     );
     expect(() => assertTransition('succeeded', 'pending')).toThrow(/cannot become pending/);
   });

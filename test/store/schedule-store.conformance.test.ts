@@ -107,7 +107,8 @@ describe.each(sqlBackends)('ScheduleStore on $name', ({ open }) => {
   async function withInstances(
     ...make: ((scheduleId: string) => NewInstance)[]
   ): Promise<{ id: string; instances: NewInstance[] }> {
-    const id = await createSchedule();
+    // A day's deadline: the instances' attempts are completed minutes after their claims.
+    const id = await createSchedule({ timeoutSeconds: 86_400 });
     const instances = make.map((m) => m(id));
     expect((await writeOne(write(id, 0, { instances }))).ok).toBe(true);
     return { id, instances };

@@ -27,6 +27,7 @@ const ALL_MIGRATIONS = [
   '000008_retention.sql',
   '000009_cron_wake.sql',
   '000010_running_lease_idx.sql',
+  '000011_deadlines.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

@@ -175,7 +175,8 @@ describe('deadlines over HTTP', () => {
         return new Promise(() => undefined); // ignores its signal and never settles
       },
     });
-    const deadline = Date.now() + 400;
+    // Far enough that its heartbeats (none within 250 ms of the deadline) have room on a busy machine.
+    const deadline = Date.now() + 1_000;
     const hung = task({ payload: 'hang', deadline_at: iso(deadline), lease_expires_at: iso(deadline) });
     node.offer(hung);
     node.offer(next); // waits for the one slot
