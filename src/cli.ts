@@ -65,6 +65,14 @@ Flags (each option also reads WHEELHOUSE_<NAME> from the environment):
                             --ready-backlog-limit 100000
 `;
 
+/**
+ * WHEELHOUSE_AUTH_TOKEN was both the clients' key and the node's admin key; a node no longer
+ * reads it, and says so when it finds it set (a worker's environment on the node's host).
+ */
+const AUTH_TOKEN_IGNORED =
+  'wheelhouse: WHEELHOUSE_AUTH_TOKEN is set, and a node ignores it: its admin key is WHEELHOUSE_ADMIN_TOKEN ' +
+  'or --admin-token-file (clients read their key from WHEELHOUSE_API_KEY)\n';
+
 /** Flags that alone mean true (`--insecure`); each also takes a value (`--insecure false`). */
 const SWITCHES = new Set(['insecure', 'redis-cluster']);
 
@@ -139,6 +147,7 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   const flags = parseFlags(rest);
+  if (process.env.WHEELHOUSE_AUTH_TOKEN !== undefined) process.stderr.write(AUTH_TOKEN_IGNORED);
   const file = optionsFromFile(resolve(flags.configPath ?? `config/${command}.json`), flags.configPath !== null);
   const layers: WheelhouseOptions = { ...file, ...optionsFromEnv(), ...flags.options };
   const options: WheelhouseOptions = {

@@ -20,13 +20,26 @@ export class UsageError extends Error {
   }
 }
 
-/** The node a verb talks to: `--url` or WHEELHOUSE_URL or the default, and `--token` or WHEELHOUSE_AUTH_TOKEN. */
+/** The variable that holds the key the CLI and `wheelhouse worker` send (docs/security.md). */
+export const API_KEY_VARIABLE = 'WHEELHOUSE_API_KEY';
+/** Its former name, still read, with a warning: nodes no longer read it as their admin key. */
+const OLD_API_KEY_VARIABLE = 'WHEELHOUSE_AUTH_TOKEN';
+
+/**
+ * The node a verb talks to: `--url` or WHEELHOUSE_URL or the default, and its key: `--token`
+ * or WHEELHOUSE_API_KEY (or, with a warning on `warn`, the former WHEELHOUSE_AUTH_TOKEN).
+ */
 export function nodeConnection(
   values: { url?: string | undefined; token?: string | undefined },
   env: NodeJS.ProcessEnv,
+  warn: (text: string) => void,
 ): { url: string; token?: string } {
   const url = values.url ?? env.WHEELHOUSE_URL ?? DEFAULT_NODE_URL;
-  const token = values.token ?? env.WHEELHOUSE_AUTH_TOKEN;
+  let token = values.token ?? env[API_KEY_VARIABLE];
+  if (token === undefined && env[OLD_API_KEY_VARIABLE] !== undefined) {
+    warn(`wheelhouse: ${OLD_API_KEY_VARIABLE} is deprecated for the key a client sends: set ${API_KEY_VARIABLE}\n`);
+    token = env[OLD_API_KEY_VARIABLE];
+  }
   return token ? { url, token } : { url };
 }
 

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 
-import { createClient, type WheelhouseClient } from '../client/index.js';
+import { createClient, type ClientOptions, type WheelhouseClient } from '../client/index.js';
 import type { Execution, NewDag, NewTask, Schedule, Task, TaskStatus } from '../client/types.js';
 import type { ProgressSink } from './progress.js';
 import { MAX_BATCH_TASKS, submitFile, summaryText } from './submit-file.js';
@@ -10,7 +10,7 @@ import { intFlag, nodeConnection, UsageError } from './usage.js';
 /**
  * The verbs that talk to a running node through `wheelhouse/client`: submit, get, list,
  * history, cancel, retry, pause, resume, dag submit. `--url` (or WHEELHOUSE_URL, default
- * http://127.0.0.1:7070) and `--token` (or WHEELHOUSE_AUTH_TOKEN) pick the node; `--json`
+ * http://127.0.0.1:7070) and `--token` (or WHEELHOUSE_API_KEY) pick the node; `--json`
  * prints what the API answered, for scripts; otherwise a table or a few lines for people.
  */
 
@@ -18,7 +18,7 @@ export const CLIENT_VERBS = ['submit', 'get', 'list', 'history', 'cancel', 'retr
 export type ClientVerb = (typeof CLIENT_VERBS)[number];
 
 export const CLIENT_HELP = `Talking to a node (--url, default $WHEELHOUSE_URL or http://127.0.0.1:7070;
---token, default $WHEELHOUSE_AUTH_TOKEN; --json for machine-readable output):
+--token, default $WHEELHOUSE_API_KEY; --json for machine-readable output):
   wheelhouse submit --type <task_type> [--payload <json>] [--delay <s> | --at <iso> |
                     --cron <expr> [--timezone <tz>]] [--priority <0-9>] [--max-retries <n>]
                     [--idempotency-key <k>] [--wait]
@@ -60,8 +60,9 @@ export async function runClientVerb(
 ): Promise<number> {
   const { values, positionals } = parse(argv);
   const json = values.json === true;
-  if (verb === 'submit' && values.file !== undefined) return submitFromFile(values, out, env, streams);
-  const client = createClient(nodeConnection(values, env));
+  const connection = nodeConnection(values, env, (text) => streams.stderr.write(text));
+  if (verb === 'submit' && values.file !== undefined) return submitFromFile(values, connection, out, streams);
+  const client = createClient(connection);
   const print = (value: unknown, human: () => string): void =>
     out(json ? `${JSON.stringify(value, null, 2)}\n` : human());
   const id = (): string => {
@@ -191,8 +192,8 @@ function parse(argv: string[]) {
  */
 async function submitFromFile(
   values: Values,
+  connection: ClientOptions,
   out: (text: string) => void,
-  env: NodeJS.ProcessEnv,
   streams: VerbStreams,
 ): Promise<number> {
   const taskFlags = [
@@ -212,7 +213,7 @@ async function submitFromFile(
     throw new UsageError(`--file takes each task from its line: drop ${mixed.map((f) => `--${f}`).join(', ')}`);
   }
   const summary = await submitFile(
-    nodeConnection(values, env),
+    connection,
     {
       file: values.file as string,
       batchSize:

@@ -53,7 +53,7 @@ export async function runWorkerVerb(
   const handlers = await loadHandlers(values.handler);
   const taskTypes = selectTypes(handlers, values.types, values.handler);
   const concurrency = values.concurrency === undefined ? undefined : intFlag(values.concurrency, '--concurrency', 1);
-  const { url, token } = nodeConnection(values, env);
+  const { url, token } = nodeConnection(values, env, log);
   const urls = url
     .split(',')
     .map((u) => u.trim())

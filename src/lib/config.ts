@@ -60,7 +60,7 @@ export interface CompiledOptions {
   readonly safetyNetGraceMs: number;
   readonly retentionMs: number;
   readonly testClockOffsetMs: number;
-  /** The bootstrap admin key (`adminToken`, `adminTokenFile` or the deprecated `authToken`). */
+  /** The bootstrap admin key (`adminToken` or the contents of `adminTokenFile`). */
   readonly adminToken: string | null;
   readonly insecure: boolean;
   /** `clusterSecret` or the contents of `clusterSecretFile`. */
@@ -86,6 +86,15 @@ export const MAX_POLL_TASK_TYPES = 1000;
 export const MAX_DEPENDENCIES = 10_000;
 export const MAX_JSON_DEPTH = 1000;
 
+/**
+ * `authToken` was the admin key's former name, and WHEELHOUSE_AUTH_TOKEN was also the key the
+ * CLI and workers send: a worker's environment on a node's host made its `work` key the node's
+ * admin key. A node reads neither now (docs/security.md).
+ */
+const AUTH_TOKEN_GONE =
+  'is no longer read by a node: its admin key is adminToken (WHEELHOUSE_ADMIN_TOKEN) or adminTokenFile ' +
+  '(--admin-token-file); WHEELHOUSE_API_KEY is the key clients send';
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const LOG_FORMATS: readonly LogFormat[] = ['pretty', 'json'];
 
@@ -93,6 +102,7 @@ const LOG_FORMATS: readonly LogFormat[] = ['pretty', 'json'];
 export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions {
   const known = new Set(Object.keys(DEFAULTS));
   for (const key of Object.keys(options)) {
+    if (key === 'authToken') throw new ConfigError(key, AUTH_TOKEN_GONE);
     if (!known.has(key)) throw new ConfigError(key, 'is not a known option');
   }
   const o = { ...DEFAULTS, ...stripUndefined(options) };
@@ -142,7 +152,7 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     safetyNetGraceMs: num('safetyNetGraceSeconds', o.safetyNetGraceSeconds, 0.05, 86_400) * 1000,
     retentionMs: retention(o.retentionSeconds) * 1000,
     testClockOffsetMs: Math.round(num('testClockOffsetSeconds', o.testClockOffsetSeconds, -86_400, 86_400) * 1000),
-    adminToken: secret('adminToken', o.adminToken ?? o.authToken, o.adminTokenFile, 16),
+    adminToken: secret('adminToken', o.adminToken, o.adminTokenFile, 16),
     insecure: bool('insecure', o.insecure),
     clusterSecret: secret('clusterSecret', o.clusterSecret, o.clusterSecretFile, 32),
     shutdownGraceMs: num('shutdownGraceSeconds', o.shutdownGraceSeconds, 0.1, 3600) * 1000,
@@ -232,7 +242,6 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   testClockOffsetSeconds: 0,
   adminToken: null,
   adminTokenFile: null,
-  authToken: null,
   insecure: false,
   clusterSecret: null,
   clusterSecretFile: null,

@@ -180,8 +180,6 @@ export interface WheelhouseOptions {
   adminToken?: string | null;
   /** A file holding the admin key (whitespace around it is dropped). @default null */
   adminTokenFile?: string | null;
-  /** The admin key's former name: the same option. @deprecated use adminToken. @default null */
-  authToken?: string | null;
   /**
    * Let `wheelhouse node` listen on an address other than loopback without an admin key.
    * @default false
