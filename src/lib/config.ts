@@ -292,6 +292,14 @@ export function optionsFromFile(path: string, required = false): WheelhouseOptio
   return parsed;
 }
 
+/** The options that hold a secret or name its file: never empty (see `coerce`). */
+const SECRET_KEYS: ReadonlySet<string> = new Set([
+  'adminToken',
+  'adminTokenFile',
+  'clusterSecret',
+  'clusterSecretFile',
+]);
+
 /** Converts a string flag or variable to the type of the option's default. */
 export function coerce(
   key: string,
@@ -308,7 +316,13 @@ export function coerce(
     if (['false', '0', 'no'].includes(raw)) return false;
     throw new ConfigError(key, `"${raw}" is not a boolean`);
   }
-  if (fallback === null && (raw === '' || raw === 'null')) return null;
+  if (fallback === null && (raw === '' || raw === 'null')) {
+    // An unset variable that expanded to nothing must not turn auth off: a secret is given or
+    // left out, never given empty.
+    if (SECRET_KEYS.has(key))
+      throw new ConfigError(key, `is ${raw === '' ? 'empty' : '"null"'}; leave it unset for none`);
+    return null;
+  }
   return raw;
 }
 

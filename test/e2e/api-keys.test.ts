@@ -5,6 +5,7 @@
  * one is refused by the other within a second (each node re-reads the keys every 500 ms).
  */
 import { randomBytes } from 'node:crypto';
+import type { DestinationStream } from 'pino';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startNode, type WheelhouseNode } from '../../src/node/start.js';
@@ -12,6 +13,39 @@ import { BACKENDS, TEST_POSTGRES_URL, TEST_REDIS_URL, api, startTestNode } from 
 
 const ADMIN = 'an-admin-key-for-the-e2e-tests';
 const bearer = (secret: string): Record<string, string> => ({ authorization: `Bearer ${secret}` });
+
+/** A pino destination that keeps the lines, parsed. */
+function capture(): { destination: DestinationStream; lines: { level: number; msg: string; url?: string }[] } {
+  const lines: { level: number; msg: string; url?: string }[] = [];
+  return { destination: { write: (line: string) => void lines.push(JSON.parse(line) as (typeof lines)[0]) }, lines };
+}
+const WARN = 40;
+
+describe('a node that asks for no key', () => {
+  it('says so as it starts, naming its address; with an admin key it does not', async () => {
+    const open = capture();
+    const t = await startTestNode(
+      'embedded',
+      { logLevel: 'warn', logFormat: 'json' },
+      { logDestination: open.destination },
+    );
+    try {
+      const warning = open.lines.find((l) => l.level === WARN && l.msg.startsWith('no API key is required'));
+      expect(warning?.msg).toContain(`any process on this machine can use every route of ${t.url}`);
+      expect(warning?.url).toBe(t.url);
+    } finally {
+      await t.cleanup();
+    }
+    const keyed = capture();
+    const k = await startTestNode(
+      'embedded',
+      { logLevel: 'warn', logFormat: 'json', adminToken: ADMIN },
+      { logDestination: keyed.destination },
+    );
+    await k.cleanup();
+    expect(keyed.lines.filter((l) => l.msg.startsWith('no API key is required'))).toEqual([]);
+  });
+});
 
 describe.each(BACKENDS)('API keys (%s)', (backend) => {
   it('keeps a key as a hash, holds it to its scopes across a restart, and refuses it once revoked', async () => {

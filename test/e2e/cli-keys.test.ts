@@ -2,7 +2,8 @@
  * Which key the built CLI sends and which key a node takes, each from its own variable
  * (docs/security.md): clients read WHEELHOUSE_API_KEY (the former WHEELHOUSE_AUTH_TOKEN with a
  * warning), and a node never takes WHEELHOUSE_AUTH_TOKEN as its admin key — a worker's
- * environment on a node's host used to make its `work` key the node's admin key.
+ * environment on a node's host used to make its `work` key the node's admin key. A node given an
+ * empty admin key (a variable that expanded to nothing) refuses to start rather than run open.
  */
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -79,6 +80,29 @@ describe('a node started with WHEELHOUSE_AUTH_TOKEN in its environment', () => {
     } finally {
       run.child.kill('SIGTERM');
       await run.exited();
+    }
+  });
+});
+
+describe('a node given an empty admin key', () => {
+  it('refuses to start, naming the key, whether the variable or the flag is empty', async () => {
+    for (const [args, env, key] of [
+      [['dev', '--port', '0', '--data-dir', 'memory://'], { WHEELHOUSE_ADMIN_TOKEN: '' }, 'adminToken'],
+      [['dev', '--port', '0', '--data-dir', 'memory://'], { WHEELHOUSE_ADMIN_TOKEN: 'null' }, 'adminToken'],
+      [['dev', '--port', '0', '--data-dir', 'memory://', '--admin-token-file', ''], {}, 'adminTokenFile'],
+    ] as const) {
+      const run = spawnCli([...args], { env: cleanEnv(env) });
+      // It exits, or it listens (then it is stopped here, and the test fails).
+      const listening = eventually(() => (/listening/.test(run.stdout()) ? true : undefined), 60_000, 'listening');
+      listening.catch(() => undefined);
+      const ended = await Promise.race([run.exited(), listening.then(() => null)]);
+      if (ended === null) {
+        run.child.kill('SIGTERM');
+        await run.exited();
+      }
+      expect(run.stdout(), `${args.join(' ')} ${JSON.stringify(env)}`).not.toMatch(/listening/);
+      expect(ended?.code).toBe(2);
+      expect(run.stderr()).toMatch(new RegExp(`config ${key}: is (empty|"null"); leave it unset for none`));
     }
   });
 });
