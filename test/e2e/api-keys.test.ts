@@ -91,6 +91,36 @@ describe.each(BACKENDS)('API keys (%s)', (backend) => {
   });
 });
 
+describe.each(BACKENDS)('a node without an admin key (%s)', (backend) => {
+  it('asks for keys once one was made, and goes on asking after the last is revoked, across a restart', async () => {
+    const t = await startTestNode(backend);
+    try {
+      expect((await api(t.url, 'GET', '/api/tasks')).status).toBe(200);
+      const made = await api<{ token_id: string; token: string }>(t.url, 'POST', '/admin/tokens', {
+        name: 'the only key',
+        scopes: ['admin', 'read'],
+      });
+      expect(made.status).toBe(201);
+      expect((await api(t.url, 'GET', '/api/tasks')).status).toBe(401);
+      const revoked = await api(
+        t.url,
+        'DELETE',
+        `/admin/tokens/${made.body.token_id}`,
+        undefined,
+        bearer(made.body.token),
+      );
+      expect(revoked.status).toBe(200);
+      // Revoking every key must not mean "open to everyone".
+      expect((await api(t.url, 'GET', '/api/tasks')).status).toBe(401);
+      expect((await api(t.url, 'POST', '/admin/tokens', { name: 'again', scopes: ['admin'] })).status).toBe(401);
+      await t.restart();
+      expect((await api(t.url, 'GET', '/api/tasks')).status).toBe(401);
+    } finally {
+      await t.cleanup();
+    }
+  });
+});
+
 describe('API keys across two nodes (postgres)', () => {
   const schema = `keys_${randomBytes(5).toString('hex')}`;
   const nodes: WheelhouseNode[] = [];
