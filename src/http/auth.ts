@@ -1,4 +1,11 @@
 import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
+import {
+  hostMatches,
+  isLoopbackHost,
+  parseDestinationPattern,
+  parseIp,
+  rangeContains,
+} from '../lib/address-patterns.js';
 import { WheelhouseError } from '../lib/errors.js';
 import type { ApiKeysApi, Principal, Scope } from '../services/api-keys.js';
 
@@ -65,4 +72,94 @@ export function keyAuth(keys: ApiKeysApi): onRequestAsyncHookHandler {
     }
     request.principal = principal;
   };
+}
+
+/**
+ * While the node asks for no key, the `Host` of every request must be one of its own names:
+ * loopback (`localhost`, 127.0.0.0/8, `[::1]`, any port), its `host` and the host of its
+ * advertised URL, or one `allowedHosts` names. A web page that rebinds its own name to
+ * 127.0.0.1 (DNS rebinding) is then same-origin with the node but its requests carry that
+ * name, and are refused: 403 `host_not_allowed`. With keys on, the key is the check, and a
+ * browser's page cannot send one.
+ */
+export function hostCheck(
+  keys: ApiKeysApi,
+  own: readonly string[],
+  allowed: readonly string[],
+): onRequestAsyncHookHandler {
+  const patterns = [...own, ...allowed].flatMap((entry) => parseDestinationPattern(entry) ?? []);
+  const accepts = (host: string): boolean => {
+    if (isLoopbackHost(host)) return true;
+    const ip = parseIp(host);
+    return patterns.some((p) =>
+      p.kind === 'range' ? ip !== null && rangeContains(p.range, ip) : ip === null && hostMatches(p, host),
+    );
+  };
+  return async (request) => {
+    const header = request.headers.host;
+    // No Host at all (HTTP/1.0) is no browser's request.
+    if (header === undefined || keys.enabled()) return;
+    const host = hostnameOf(header);
+    if (host !== null && accepts(host)) return;
+    const shown = header.length > 100 ? `${header.slice(0, 100)}…` : header;
+    throw new WheelhouseError(
+      'host_not_allowed',
+      `This node asks for no API key, so it answers only requests to its own host names, not ${JSON.stringify(shown)}: ` +
+        'add the name to allowedHosts (--allowed-hosts), or give the node an admin key (docs/security.md).',
+      { details: { host: shown } },
+    );
+  };
+}
+
+/** The host name of a `Host` header without its port (`[::1]:7070` → `::1`), or null when it is not one. */
+function hostnameOf(header: string): string | null {
+  const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([^:[\]\s]+))(?::\d{0,5})?$/.exec(header);
+  return match === null ? null : (match[1] ?? match[2] ?? null);
+}
+
+/**
+ * A WebSocket upgrade whose `Origin` names another site is refused before the upgrade: 403
+ * `origin_not_allowed`. Browsers apply no CORS to WebSockets, so without this any page the
+ * node's user opens could take tasks from a node that asks for no key (cross-site WebSocket
+ * hijacking). Workers send no `Origin`; a page of the node itself (its `Host`) or of an origin
+ * in `allowedOrigins` may.
+ */
+export function originCheck(allowedOrigins: readonly string[]): onRequestAsyncHookHandler {
+  const allowed = new Set(allowedOrigins);
+  return async (request) => {
+    const origin = request.headers.origin;
+    if (origin === undefined || !isUpgrade(request)) return;
+    if (allowed.has(origin.toLowerCase()) || sameHost(origin, request.headers.host)) return;
+    const shown = origin.length > 100 ? `${origin.slice(0, 100)}…` : origin;
+    throw new WheelhouseError(
+      'origin_not_allowed',
+      `A page of ${JSON.stringify(shown)} may not open this node's WebSocket: add the origin to allowedOrigins ` +
+        '(--allowed-origins) if it should.',
+      { details: { origin: shown } },
+    );
+  };
+}
+
+/**
+ * Whether `origin` (`https://host:port`) is of the host and port the request was sent to. A
+ * `Host` without a port (behind a proxy, on the scheme's port) takes an origin without one.
+ */
+function sameHost(origin: string, host: string | undefined): boolean {
+  const name = host === undefined ? null : hostnameOf(host);
+  if (host === undefined || name === null) return false;
+  let url: URL;
+  try {
+    url = new URL(origin);
+  } catch {
+    return false;
+  }
+  if (url.hostname.replace(/^\[|\]$/g, '').toLowerCase() !== name.toLowerCase()) return false;
+  const port = /\]?:(\d+)$/.exec(host)?.[1];
+  if (port === undefined) return url.port === '';
+  return (url.port || (url.protocol === 'https:' ? '443' : '80')) === String(Number(port));
+}
+
+/** Whether `request` asks to become a WebSocket. */
+export function isUpgrade(request: FastifyRequest): boolean {
+  return /\bwebsocket\b/i.test(request.headers.upgrade ?? '');
 }

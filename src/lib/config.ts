@@ -1,7 +1,19 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { isLoopbackHost } from './address-patterns.js';
-import { ConfigError, bool, destinations, int, num, oneOf, redisUrl, retention, secret, str } from './option-values.js';
+import {
+  ConfigError,
+  bool,
+  destinations,
+  int,
+  num,
+  oneOf,
+  origins,
+  redisUrl,
+  retention,
+  secret,
+  str,
+} from './option-values.js';
 
 /**
  * Options → compiled options. `compileOptions` fills defaults, converts durations to
@@ -63,6 +75,9 @@ export interface CompiledOptions {
   /** The bootstrap admin key (`adminToken` or the contents of `adminTokenFile`). */
   readonly adminToken: string | null;
   readonly insecure: boolean;
+  readonly allowedHosts: readonly string[];
+  /** `allowedOrigins`, each as its origin (`https://host[:port]`, lower case). */
+  readonly allowedOrigins: readonly string[];
   /** `clusterSecret` or the contents of `clusterSecretFile`. */
   readonly clusterSecret: string | null;
   readonly shutdownGraceMs: number;
@@ -154,6 +169,8 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     testClockOffsetMs: Math.round(num('testClockOffsetSeconds', o.testClockOffsetSeconds, -86_400, 86_400) * 1000),
     adminToken: secret('adminToken', o.adminToken, o.adminTokenFile, 16),
     insecure: bool('insecure', o.insecure),
+    allowedHosts: destinations('allowedHosts', o.allowedHosts),
+    allowedOrigins: origins('allowedOrigins', o.allowedOrigins),
     clusterSecret: secret('clusterSecret', o.clusterSecret, o.clusterSecretFile, 32),
     shutdownGraceMs: num('shutdownGraceSeconds', o.shutdownGraceSeconds, 0.1, 3600) * 1000,
     advertiseUrl: o.advertiseUrl === null ? null : str('advertiseUrl', o.advertiseUrl, /^https?:\/\/[^\s/]+$/),
@@ -243,6 +260,8 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   adminToken: null,
   adminTokenFile: null,
   insecure: false,
+  allowedHosts: [],
+  allowedOrigins: [],
   clusterSecret: null,
   clusterSecretFile: null,
   shutdownGraceSeconds: 30,

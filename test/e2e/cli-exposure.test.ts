@@ -56,7 +56,7 @@ describe('wheelhouse dev on an address beyond loopback', () => {
     const socket = connect(port, '127.0.0.1');
     socket.on('error', () => undefined);
     socket.write(
-      'POST /api/tasks HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"task',
+      'POST /api/tasks HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"task',
     );
     return socket;
   }
