@@ -28,11 +28,15 @@ declare module 'fastify' {
   }
 }
 
-type Needed = Scope | 'open' | 'cluster';
+/** What a route needs: nothing, the cluster secret, or a key with any of these scopes. */
+type Needed = 'open' | 'cluster' | readonly Scope[];
 
 interface SecuritySchema {
   security?: Record<string, string[]>[];
 }
+
+const ADMIN_ONLY: readonly Scope[] = ['admin'];
+const READ: readonly Scope[] = ['read'];
 
 /** What the route of `request` needs, from its schema. */
 export function neededScope(request: FastifyRequest): Needed {
@@ -41,13 +45,13 @@ export function neededScope(request: FastifyRequest): Needed {
   if (security === undefined) {
     // No route matched (a 404 follows) or a route without a schema: Swagger UI's own files are
     // as open as /docs; anything else is closed.
-    if (url === undefined) return isApiPath(request.url) ? 'read' : 'open';
-    return url === '/docs' || url.startsWith('/docs/') ? 'open' : 'admin';
+    if (url === undefined) return isApiPath(request.url) ? READ : 'open';
+    return url === '/docs' || url.startsWith('/docs/') ? 'open' : ADMIN_ONLY;
   }
   if (security.length === 0) return 'open';
-  const first = security[0] ?? {};
-  if ('cluster' in first) return 'cluster';
-  return (first.bearer?.[0] as Scope | undefined) ?? 'admin';
+  if (security.some((requirement) => 'cluster' in requirement)) return 'cluster';
+  const scopes = security.flatMap((requirement) => (requirement.bearer ?? []) as Scope[]);
+  return scopes.length === 0 ? ADMIN_ONLY : scopes;
 }
 
 function isApiPath(url: string): boolean {
@@ -65,9 +69,10 @@ export function keyAuth(keys: ApiKeysApi): onRequestAsyncHookHandler {
     if (!match?.[1]) throw new WheelhouseError('unauthorized', 'Send Authorization: Bearer <API key>.');
     const principal = await keys.authenticate(match[1]);
     if (principal === null) throw new WheelhouseError('unauthorized', 'The API key is not one this cluster knows.');
-    if (!principal.scopes.includes(needed)) {
-      throw new WheelhouseError('forbidden', `This route needs an API key with the ${needed} scope.`, {
-        details: { scope: needed },
+    if (!needed.some((scope) => principal.scopes.includes(scope))) {
+      const named = needed.length === 1 ? `the ${needed[0]} scope` : `one of the scopes ${needed.join(', ')}`;
+      throw new WheelhouseError('forbidden', `This route needs an API key with ${named}.`, {
+        details: { scope: needed[0], scopes: needed },
       });
     }
     request.principal = principal;

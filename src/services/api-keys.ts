@@ -14,7 +14,13 @@ import type { ApiKeyStore } from '../store/api-key-store.js';
  * however many arrive — so a key made on another node works on its first request here.
  */
 
-export const SCOPES = ['submit', 'read', 'work', 'admin'] as const;
+/**
+ * What a key may do (docs/security.md): `submit`, `read` and `work` on tasks; `metrics` reads
+ * `/metrics` (a Prometheus scrape); `ops` reads the operator routes (`/admin/cluster`, actors,
+ * queues, `/metrics`), so `["read", "ops"]` is a dashboard that cannot change anything;
+ * `admin` has those operator routes too and alone manages keys.
+ */
+export const SCOPES = ['submit', 'read', 'work', 'metrics', 'ops', 'admin'] as const;
 export type Scope = (typeof SCOPES)[number];
 
 /** Who a request is: a key's id and name, and what it may do. */

@@ -121,6 +121,107 @@ describe.each(BACKENDS)('a node without an admin key (%s)', (backend) => {
   });
 });
 
+describe('the read-only scopes (embedded)', () => {
+  it('a ["read", "ops"] key opens every GET the dashboard pages make, and no write nor key management', async () => {
+    const t = await startTestNode('embedded', { adminToken: ADMIN });
+    try {
+      const asAdmin = bearer(ADMIN);
+      const made = await api<{ token: string }>(
+        t.url,
+        'POST',
+        '/admin/tokens',
+        { name: 'dash', scopes: ['read', 'ops'] },
+        asAdmin,
+      );
+      expect(made.status).toBe(201);
+      const dash = bearer(made.body.token);
+      const task = (await api<{ task_id: string }>(t.url, 'POST', '/api/tasks', { task_type: 'dash.t' }, asAdmin)).body;
+      const cron = await api<{ task_id: string }>(
+        t.url,
+        'POST',
+        '/api/tasks',
+        { task_type: 'dash.c', schedule: { type: 'cron', cron_expression: '0 * * * *' } },
+        asAdmin,
+      );
+      const dag = await api<{ dag_id: string }>(
+        t.url,
+        'POST',
+        '/api/dags',
+        { tasks: [{ ref: 'a', task_type: 'dash.d' }] },
+        asAdmin,
+      );
+      const actors = await api<{ actors: { kind: string; key: string }[] }>(
+        t.url,
+        'GET',
+        '/admin/actors?limit=1',
+        undefined,
+        dash,
+      );
+      const actor = actors.body.actors[0]!;
+      // Every call of src/dashboard/pages-*.ts and app.ts that reads.
+      const reads = [
+        '/admin/cluster', // app.ts (sign-in), pages-cluster.ts
+        '/admin/queues', // pages-queues.ts
+        '/admin/actors?limit=100', // pages-actors.ts
+        `/admin/actors/${encodeURIComponent(actor.kind)}/${encodeURIComponent(actor.key)}`,
+        '/api/tasks?limit=50', // pages-tasks.ts
+        '/api/tasks?limit=200', // pages-dags.ts
+        `/api/dags/${dag.body.dag_id}`,
+        '/api/tasks?status=active&limit=100', // pages-schedules.ts
+        '/api/tasks?status=paused&limit=100',
+        `/api/tasks/${task.task_id}`, // pages-task.ts
+        `/api/tasks/${task.task_id}/history?limit=20`,
+        `/api/tasks/${task.task_id}/explain`,
+      ];
+      for (const path of reads) expect((await api(t.url, 'GET', path, undefined, dash)).status, path).toBe(200);
+
+      // The buttons need submit; the keys need admin; a scrape needs nothing more than metrics.
+      const writes: [string, string, unknown?][] = [
+        ['POST', '/api/tasks', { task_type: 'dash.t' }],
+        ['DELETE', `/api/tasks/${task.task_id}`],
+        ['POST', `/api/tasks/${task.task_id}/retry`],
+        ['POST', `/api/tasks/${cron.body.task_id}/pause`],
+        ['POST', `/api/tasks/${cron.body.task_id}/resume`],
+        ['GET', '/admin/tokens'],
+        ['POST', '/admin/tokens', { name: 'more', scopes: ['admin'] }],
+        ['DELETE', '/admin/tokens/0192f3a4-5b6c-7d8e-9f00-112233445566'],
+      ];
+      for (const [method, path, body] of writes) {
+        expect((await api(t.url, method, path, body, dash)).status, `${method} ${path}`).toBe(403);
+      }
+      expect((await api(t.url, 'GET', '/metrics', undefined, dash)).status).toBe(200);
+    } finally {
+      await t.cleanup();
+    }
+  });
+
+  it('a metrics key reads /metrics and nothing else', async () => {
+    const t = await startTestNode('embedded', { adminToken: ADMIN });
+    try {
+      const made = await api<{ token: string }>(
+        t.url,
+        'POST',
+        '/admin/tokens',
+        { name: 'prometheus', scopes: ['metrics'] },
+        bearer(ADMIN),
+      );
+      const scrape = bearer(made.body.token);
+      const metrics = await api<string>(t.url, 'GET', '/metrics', undefined, scrape);
+      expect(metrics.status).toBe(200);
+      expect(metrics.body).toContain('# TYPE');
+      for (const path of ['/admin/cluster', '/admin/queues', '/api/tasks', '/admin/tokens']) {
+        expect((await api(t.url, 'GET', path, undefined, scrape)).status, path).toBe(403);
+      }
+      // The admin key keeps what it had.
+      for (const path of ['/metrics', '/admin/cluster', '/admin/tokens']) {
+        expect((await api(t.url, 'GET', path, undefined, bearer(ADMIN))).status, path).toBe(200);
+      }
+    } finally {
+      await t.cleanup();
+    }
+  });
+});
+
 describe('API keys across two nodes (postgres)', () => {
   const schema = `keys_${randomBytes(5).toString('hex')}`;
   const nodes: WheelhouseNode[] = [];

@@ -163,12 +163,13 @@ export function errors(...statuses: number[]): Record<string, TSchema> {
 export const COMMON_ERRORS = [400, 401, 403, 413, 415, 429, 500, 503] as const;
 
 /**
- * The scope a route needs, as OpenAPI writes it (`security: [{bearer: ['read']}]`, role names of
- * a bearer scheme). The server's auth hook reads it from the same place, so the document and the
- * check cannot disagree, and test/http/scopes.test.ts fails on a route that names none.
+ * The scopes that open a route, as OpenAPI writes them (`security: [{bearer: ['ops']},
+ * {bearer: ['admin']}]`: role names of a bearer scheme, one requirement each, any of them
+ * enough). The server's auth hook reads them from the same place, so the document and the
+ * check cannot disagree, and test/http/contract.test.ts fails on a route that names none.
  */
-export function needs(scope: Scope): { security: { bearer: Scope[] }[] } {
-  return { security: [{ bearer: [scope] }] };
+export function needs(...scopes: [Scope, ...Scope[]]): { security: { bearer: Scope[] }[] } {
+  return { security: scopes.map((scope) => ({ bearer: [scope] })) };
 }
 
 /** A route anyone may call, with or without a key. */
