@@ -74,10 +74,13 @@ export const opsRoutesSchemas = {
   },
 } as const;
 
+/** What a dashboard file's name looks like (`app.js`, `dashboard.css`). */
+export const ASSET_NAME_PATTERN = '^[a-z][a-z0-9-]*\\.(js|css)$';
+
 /** A dashboard file: one of the names the build writes (src/dashboard/). */
 const AssetName = Type.String({
   maxLength: 64,
-  pattern: '^[a-z][a-z0-9-]*\\.(js|css)$',
+  pattern: ASSET_NAME_PATTERN,
   'x-hint': 'name a dashboard file (lower-case, .js or .css)',
 });
 
