@@ -290,7 +290,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     ? []
     : [
         startNoopExecutor(services.workers, options.nodeId, (e) => onError(e, 'noop executor')),
-        startHttpExecutor(services.workers, options, (e) => onError(e, 'http executor')),
+        startHttpExecutor(services.workers, options, (e) => onError(e, 'http executor'), log),
       ];
   started = true;
   log.info({ nodeId: options.nodeId, backend: backend.kind, url }, 'wheelhouse node started');
