@@ -210,6 +210,26 @@ describe('the dashboard', () => {
     await shot('dag');
   });
 
+  it('makes no call for a task or graph page whose id in the link is not a UUID', async () => {
+    const calls: string[] = [];
+    const onRequest = (request: { url(): string }): void => {
+      const path = new URL(request.url()).pathname;
+      if (path.startsWith('/api/') || (path.startsWith('/admin/') && !path.startsWith('/admin/assets/')))
+        calls.push(path);
+    };
+    page.on('request', onRequest);
+    try {
+      // A link someone sent: with the viewer's key, the page would GET /admin/cluster.
+      await page.goto(`${base}/admin#/tasks/..%2F..%2Fadmin%2Fcluster`);
+      await page.locator('.problem', { hasText: 'is not a task id (a UUID)' }).waitFor();
+      await page.goto(`${base}/admin#/dags/..%2F..%2Fadmin%2Ftokens`);
+      await page.locator('.problem', { hasText: 'is not a graph id (a UUID)' }).waitFor();
+    } finally {
+      page.off('request', onRequest);
+    }
+    expect(calls).toEqual([]);
+  });
+
   it('browses the actors, and no page logged an error', async () => {
     await page.goto(`${base}/admin#/actors`);
     await page.locator('table tbody tr').first().waitFor();
