@@ -10,15 +10,16 @@ import { intFlag, nodeConnection, UsageError } from './usage.js';
 /**
  * The verbs that talk to a running node through `wheelhouse/client`: submit, get, list,
  * history, cancel, retry, pause, resume, dag submit. `--url` (or WHEELHOUSE_URL, default
- * http://127.0.0.1:7070) and `--token` (or WHEELHOUSE_API_KEY) pick the node; `--json`
- * prints what the API answered, for scripts; otherwise a table or a few lines for people.
+ * http://127.0.0.1:7070) and `--token` or `--token-file` (or WHEELHOUSE_API_KEY) pick the
+ * node; `--json` prints what the API answered, for scripts; otherwise a table or a few lines
+ * for people.
  */
 
 export const CLIENT_VERBS = ['submit', 'get', 'list', 'history', 'cancel', 'retry', 'pause', 'resume', 'dag'] as const;
 export type ClientVerb = (typeof CLIENT_VERBS)[number];
 
 export const CLIENT_HELP = `Talking to a node (--url, default $WHEELHOUSE_URL or http://127.0.0.1:7070;
---token, default $WHEELHOUSE_API_KEY; --json for machine-readable output):
+--token or --token-file <path>, default $WHEELHOUSE_API_KEY; --json for machine-readable output):
   wheelhouse submit --type <task_type> [--payload <json>] [--delay <s> | --at <iso> |
                     --cron <expr> [--timezone <tz>]] [--priority <0-9>] [--max-retries <n>]
                     [--idempotency-key <k>] [--wait]
@@ -161,6 +162,7 @@ function parse(argv: string[]) {
       options: {
         url: { type: 'string' },
         token: { type: 'string' },
+        'token-file': { type: 'string' },
         json: { type: 'boolean' },
         type: { type: 'string' },
         payload: { type: 'string' },

@@ -26,11 +26,13 @@ import { intFlag, nodeConnection, UsageError } from './usage.js';
 
 export const WORKER_HELP = `Running tasks (the worker SDK in a process of its own):
   wheelhouse worker --handler <module> [--types <a,b>] [--concurrency <n>] [--worker-id <id>]
-                    [--url <url>[,<url>…]] [--token <t>] [--transport channel|http]
+                    [--url <url>[,<url>…]] [--token-file <path> | --token <t>]
+                    [--transport channel|http]
                     [--stop-grace <seconds>] [--json]
                     the module exports its handlers by task type:
                     export default { 'email.send': async (payload, task) => result, … }
                     (or a named export "handlers"); --types narrows which it runs.
+                    The key: --token-file, --token or $WHEELHOUSE_API_KEY (a work key).
                     Tasks come over the worker channel (one WebSocket; several --url
                     nodes to reconnect to), or long-poll with --transport http.
                     One line per task on stderr (--json: JSON lines); Ctrl-C or SIGTERM
@@ -126,6 +128,7 @@ function parse(argv: string[]) {
         'worker-id': { type: 'string' },
         url: { type: 'string' },
         token: { type: 'string' },
+        'token-file': { type: 'string' },
         json: { type: 'boolean' },
         transport: { type: 'string' },
         'stop-grace': { type: 'string' },

@@ -1,11 +1,14 @@
 /**
  * Which key the built CLI sends and which key a node takes, each from its own variable
  * (docs/security.md): clients read WHEELHOUSE_API_KEY (the former WHEELHOUSE_AUTH_TOKEN with a
- * warning), and a node never takes WHEELHOUSE_AUTH_TOKEN as its admin key — a worker's
+ * warning) or the file --token-file names, and warn before sending one over plain http:// to
+ * another machine; and a node never takes WHEELHOUSE_AUTH_TOKEN as its admin key — a worker's
  * environment on a node's host used to make its `work` key the node's admin key. A node given an
  * empty admin key (a variable that expanded to nothing) refuses to start rather than run open.
  */
-import { rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { networkInterfaces, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshPgliteDir } from '../support/pglite-dirs.js';
 import { api, startTestNode, type TestCluster } from '../support/nodes.js';
@@ -23,14 +26,27 @@ function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { ...env, ...extra };
 }
 
+/** An address of this machine that is not loopback, or null when it has none. */
+function outwardAddress(): string | null {
+  for (const list of Object.values(networkInterfaces())) {
+    for (const a of list ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  }
+  return null;
+}
+
 describe('the key a client sends', () => {
   let t: TestCluster;
+  let local: string;
   let readKey: string;
+  let dir: string;
 
   beforeAll(async () => {
-    t = await startTestNode('embedded', { adminToken: ADMIN });
+    // On every address (it has an admin key), so that it can also be reached as a remote host.
+    t = await startTestNode('embedded', { adminToken: ADMIN, host: '0.0.0.0' });
+    local = `http://127.0.0.1:${new URL(t.url).port}`;
+    dir = mkdtempSync(join(tmpdir(), 'wheelhouse-cli-keys-'));
     const made = await api<{ token: string }>(
-      t.url,
+      local,
       'POST',
       '/admin/tokens',
       { name: 'cli', scopes: ['read'] },
@@ -40,11 +56,12 @@ describe('the key a client sends', () => {
   });
   afterAll(async () => {
     await t?.cleanup();
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('is WHEELHOUSE_API_KEY', async () => {
     const run = await runCli(['list', '--json'], {
-      env: cleanEnv({ WHEELHOUSE_URL: t.url, WHEELHOUSE_API_KEY: readKey }),
+      env: cleanEnv({ WHEELHOUSE_URL: local, WHEELHOUSE_API_KEY: readKey }),
     });
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
@@ -52,10 +69,42 @@ describe('the key a client sends', () => {
 
   it('is still the former WHEELHOUSE_AUTH_TOKEN, with a warning naming the new variable', async () => {
     const run = await runCli(['list', '--json'], {
-      env: cleanEnv({ WHEELHOUSE_URL: t.url, WHEELHOUSE_AUTH_TOKEN: readKey }),
+      env: cleanEnv({ WHEELHOUSE_URL: local, WHEELHOUSE_AUTH_TOKEN: readKey }),
     });
     expect(run.code).toBe(0);
     expect(run.stderr).toMatch(/WHEELHOUSE_AUTH_TOKEN is deprecated .*WHEELHOUSE_API_KEY/);
+  });
+
+  it('can come from a file (--token-file), which ps does not show', async () => {
+    const file = join(dir, 'read.key');
+    writeFileSync(file, `${readKey}\n`, { mode: 0o600 });
+    const run = await runCli(['list', '--json', '--token-file', file], { env: cleanEnv({ WHEELHOUSE_URL: local }) });
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    // Without a key the same call is refused: the file's key is what let it through.
+    expect((await runCli(['list'], { env: cleanEnv({ WHEELHOUSE_URL: local }) })).code).toBe(1);
+    const both = await runCli(['list', '--token-file', file, '--token', readKey], { env: cleanEnv() });
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain('give --token or --token-file, not both');
+    const missing = await runCli(['list', '--token-file', join(dir, 'nope.key')], { env: cleanEnv() });
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/--token-file .*nope\.key: ENOENT/);
+    // `wheelhouse worker` takes the flag too (here it stops at the handler it lacks).
+    const worker = await runCli(['worker', '--token-file', file], { env: cleanEnv() });
+    expect(worker.code).toBe(2);
+    expect(worker.stderr).toContain('wheelhouse worker needs --handler');
+  });
+
+  it('is sent to a host beyond this machine over plain http:// with a warning', async () => {
+    const address = outwardAddress();
+    expect(address, 'this machine has an address beyond loopback').not.toBeNull();
+    const port = new URL(t.url).port;
+    const run = await runCli(['list', '--json', '--url', `http://${address}:${port}`], {
+      env: cleanEnv({ WHEELHOUSE_API_KEY: readKey }),
+    });
+    expect(run.code).toBe(0);
+    expect(run.stderr).toContain(`the API key goes to ${address}:${port} over plain http://`);
+    // To loopback, this machine, there is none (the first test of this file).
   });
 });
 
