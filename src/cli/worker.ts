@@ -234,9 +234,15 @@ const MAX_RESULT_CHARS = 200;
 /** Most characters of a result kept as JSON in a JSON log line; a longer one is cut as text. */
 const MAX_JSON_RESULT_CHARS = 4096;
 
+/**
+ * One JSON line per event, its fields in snake_case as the API writes its own (`task_id`,
+ * `worker_id`, `duration_ms`), so a script reads the worker's log and the API alike. The
+ * result is the handler's own value, left as it is.
+ */
 function jsonLine(log: LogSink): (event: LogEvent) => void {
   return (event) => {
-    const line: Record<string, unknown> = { time: new Date().toISOString(), ...event };
+    const line: Record<string, unknown> = { time: new Date().toISOString() };
+    for (const [key, value] of Object.entries(event)) line[key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] = value;
     if ('result' in event) {
       const json = resultJson(event.result);
       line.result = json !== undefined && json.length <= MAX_JSON_RESULT_CHARS ? event.result : preview(event.result);
