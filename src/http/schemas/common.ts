@@ -125,7 +125,7 @@ export type ErrorBodyJson = Static<typeof ErrorBody>;
 const ERROR_SUMMARY: Record<number, string> = {
   400: 'Malformed JSON, a schema violation, a bad cron expression, an unknown time zone, …',
   401: 'Bearer token missing (when auth is on).',
-  403: 'Bearer token wrong.',
+  403: 'The key has none of the scopes that open the route; or a Host or Origin the node does not answer.',
   404: 'Nothing has this id, or no such route.',
   405: 'The route does not take this method.',
   409: 'Idempotency conflict, lease no longer held, or task already finished.',
