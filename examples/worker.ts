@@ -7,7 +7,7 @@
  *     -d '{"task_type":"email.send","payload":{"to":"a@example.com"}}'
  *
  * Flags: --url (default http://127.0.0.1:7070), --types (comma-separated, required),
- * --concurrency (default 10), --token (bearer token, or WHEELHOUSE_TOKEN).
+ * --concurrency (default 10), --token (an API key with the work scope, or WHEELHOUSE_API_KEY).
  * Ctrl-C stops it gracefully: running tasks finish and are reported first.
  */
 import { parseArgs } from 'node:util';
@@ -36,7 +36,7 @@ const worker = createWorker({
     .map((t) => t.trim())
     .filter((t) => t.length > 0),
   concurrency: Number(values.concurrency),
-  token: values.token ?? process.env.WHEELHOUSE_TOKEN,
+  token: values.token ?? process.env.WHEELHOUSE_API_KEY,
   handler: async (task) => {
     const at = new Date().toISOString();
     process.stdout.write(

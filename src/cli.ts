@@ -14,6 +14,7 @@ import { UsageError } from './cli/usage.js';
 import { CLIENT_HELP, isClientVerb, runClientVerb } from './cli/verbs.js';
 import { runWorkerVerb, WORKER_HELP } from './cli/worker.js';
 import { WheelhouseApiError, WheelhouseNetworkError, WheelhouseTimeoutError } from './client/index.js';
+import { isLoopbackHost } from './lib/address-patterns.js';
 import { packageVersion } from './lib/version.js';
 import { migrate, SchemaTooNewError } from './store/migrate.js';
 
@@ -46,6 +47,10 @@ Flags (each option also reads WHEELHOUSE_<NAME> from the environment):
   --admin-token-file <path> the bootstrap admin key, read from a file (or WHEELHOUSE_ADMIN_TOKEN);
                             with it every route but /healthz, /readyz and /docs needs an API key
   --insecure                let a node listen beyond loopback without an admin key
+  --allowed-hosts <list>    host names a node without keys answers besides loopback and its
+                            own (names, *.names, addresses, CIDRs; comma-separated)
+  --allowed-origins <list>  web origins (https://host:port) that may open the worker channel's
+                            WebSocket besides the node's own pages
   --cluster-secret-file <path>  the cluster secret (32 bytes or more) from a file (or
                             WHEELHOUSE_CLUSTER_SECRET); without one a node takes no node-to-node
                             request
@@ -64,6 +69,14 @@ Flags (each option also reads WHEELHOUSE_<NAME> from the environment):
   --<option> <value>        any option of src/lib/config.ts in kebab-case, e.g. --partitions 64,
                             --ready-backlog-limit 100000
 `;
+
+/**
+ * WHEELHOUSE_AUTH_TOKEN was both the clients' key and the node's admin key; a node no longer
+ * reads it, and says so when it finds it set (a worker's environment on the node's host).
+ */
+const AUTH_TOKEN_IGNORED =
+  'wheelhouse: WHEELHOUSE_AUTH_TOKEN is set, and a node ignores it: its admin key is WHEELHOUSE_ADMIN_TOKEN ' +
+  'or --admin-token-file (clients read their key from WHEELHOUSE_API_KEY)\n';
 
 /** Flags that alone mean true (`--insecure`); each also takes a value (`--insecure false`). */
 const SWITCHES = new Set(['insecure', 'redis-cluster']);
@@ -139,6 +152,7 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   const flags = parseFlags(rest);
+  if (process.env.WHEELHOUSE_AUTH_TOKEN !== undefined) process.stderr.write(AUTH_TOKEN_IGNORED);
   const file = optionsFromFile(resolve(flags.configPath ?? `config/${command}.json`), flags.configPath !== null);
   const layers: WheelhouseOptions = { ...file, ...optionsFromEnv(), ...flags.options };
   const options: WheelhouseOptions = {
@@ -159,6 +173,10 @@ async function main(argv: string[]): Promise<void> {
     process.stdout.write(
       `  API:       ${node.url}/api/tasks\n  docs:      ${node.url}/docs\n  dashboard: ${node.url}/admin\n  admin:     ${node.url}/admin/cluster (also /admin/actors, /admin/queues)\n`,
     );
+    if (!node.services.keys.enabled()) {
+      const who = isLoopbackHost(node.options.host) ? 'any process on this machine' : 'anyone who reaches it';
+      process.stdout.write(`  keys:      none asked for: ${who} can use every route (docs/security.md)\n`);
+    }
   }
   let stopping = false;
   const stop = (signal: string): void => {

@@ -13,7 +13,7 @@ deadline, ``timeout_seconds`` after the claim), and reports each result with its
       -d '{"task_type":"example.echo","payload":{"hello":"world"}}'
 
 Flags: --url (default $WHEELHOUSE_URL or http://127.0.0.1:7070), --token (a bearer token
-with the work scope, or $WHEELHOUSE_TOKEN), --concurrency (tasks at once, default 10),
+with the work scope, or $WHEELHOUSE_API_KEY), --concurrency (tasks at once, default 10),
 --worker-id, --max-tasks (stop after that many results; default: run until Ctrl-C).
 
 Handlers (see HANDLERS below): ``example.echo`` prints its payload and succeeds;
@@ -216,7 +216,7 @@ class Worker:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--url", default=os.environ.get("WHEELHOUSE_URL", "http://127.0.0.1:7070"))
-    parser.add_argument("--token", default=os.environ.get("WHEELHOUSE_TOKEN"))
+    parser.add_argument("--token", default=os.environ.get("WHEELHOUSE_API_KEY"))
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--worker-id", default=f"py-{socket.gethostname()}-{os.getpid()}")
     parser.add_argument("--max-tasks", type=int, default=None)

@@ -20,7 +20,7 @@ const { values } = parseArgs({
 const worker = createWorker({
   urls: values.urls.split(',').map((u) => u.trim()),
   ...(values['worker-id'] !== undefined ? { workerId: values['worker-id'] } : {}),
-  token: process.env.WHEELHOUSE_AUTH_TOKEN,
+  token: process.env.WHEELHOUSE_API_KEY,
   taskTypes: ['example.greet'],
   concurrency: Number(values.concurrency),
   handler: async ({ taskId, payload, attempt, signal }) => {

@@ -176,8 +176,22 @@ export async function submitFile(
   };
 }
 
+/** One created task as a JSON line: its line, and the API's own fields for it. */
 function idLine(line: number | undefined, t: Submitted): string {
-  return `${JSON.stringify({ line, taskId: t.taskId, status: t.status, dueTime: t.dueTime })}\n`;
+  return `${JSON.stringify({ line, task_id: t.taskId, status: t.status, due_time: t.dueTime })}\n`;
+}
+
+/** The summary as `--json` prints it: snake_case, as the API writes its fields. */
+export function summaryJson(s: SubmitSummary): Record<string, unknown> {
+  return {
+    submitted: s.submitted,
+    failed: s.failed,
+    lines: s.lines,
+    not_sent_from_line: s.notSentFromLine,
+    elapsed_ms: s.elapsedMs,
+    per_second: s.perSecond,
+    failures: s.failures.map((f) => ({ from_line: f.fromLine, to_line: f.toLine, line: f.line, message: f.message })),
+  };
 }
 
 /** The summary for people: a first line with the counts, then one per failure. */

@@ -1,6 +1,10 @@
+import { readFileSync } from 'node:fs';
+import { isLoopbackHost } from '../lib/address-patterns.js';
+
 /**
  * What the verbs that talk to a node share: the error for something the user typed that
- * cannot be run, and where the node is (`--url`, `--token` and their environment twins).
+ * cannot be run, and where the node is (`--url`, `--token` or `--token-file`, and their
+ * environment twins).
  */
 
 /** Where a verb looks for a node when neither `--url` nor WHEELHOUSE_URL says: `wheelhouse dev`'s address. */
@@ -20,14 +24,65 @@ export class UsageError extends Error {
   }
 }
 
-/** The node a verb talks to: `--url` or WHEELHOUSE_URL or the default, and `--token` or WHEELHOUSE_AUTH_TOKEN. */
+/** The variable that holds the key the CLI and `wheelhouse worker` send (docs/security.md). */
+export const API_KEY_VARIABLE = 'WHEELHOUSE_API_KEY';
+/** Its former name, still read, with a warning: nodes no longer read it as their admin key. */
+const OLD_API_KEY_VARIABLE = 'WHEELHOUSE_AUTH_TOKEN';
+
+/**
+ * The node a verb talks to: `--url` or WHEELHOUSE_URL or the default, and its key: `--token`,
+ * or the file `--token-file` names (what `ps` cannot show), or WHEELHOUSE_API_KEY (or, with a
+ * warning on `warn`, the former WHEELHOUSE_AUTH_TOKEN). A key about to go over plain `http://`
+ * to a host that is not this machine is warned about: anyone on the way can read it.
+ */
 export function nodeConnection(
-  values: { url?: string | undefined; token?: string | undefined },
+  values: { url?: string | undefined; token?: string | undefined; 'token-file'?: string | undefined },
   env: NodeJS.ProcessEnv,
+  warn: (text: string) => void,
 ): { url: string; token?: string } {
   const url = values.url ?? env.WHEELHOUSE_URL ?? DEFAULT_NODE_URL;
-  const token = values.token ?? env.WHEELHOUSE_AUTH_TOKEN;
+  let token = values.token ?? tokenFromFile(values['token-file']) ?? env[API_KEY_VARIABLE];
+  if (values.token !== undefined && values['token-file'] !== undefined) {
+    throw new UsageError('give --token or --token-file, not both', { usage: null });
+  }
+  if (token === undefined && env[OLD_API_KEY_VARIABLE] !== undefined) {
+    warn(`wheelhouse: ${OLD_API_KEY_VARIABLE} is deprecated for the key a client sends: set ${API_KEY_VARIABLE}\n`);
+    token = env[OLD_API_KEY_VARIABLE];
+  }
+  if (token) {
+    for (const host of plainRemoteHosts(url)) {
+      warn(`wheelhouse: the API key goes to ${host} over plain http://, readable on the way: use https://\n`);
+    }
+  }
   return token ? { url, token } : { url };
+}
+
+/** The key in the file `--token-file` names (whitespace around it dropped), or undefined without the flag. */
+function tokenFromFile(file: string | undefined): string | undefined {
+  if (file === undefined) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8').trim();
+  } catch (error) {
+    throw new UsageError(`--token-file ${file}: ${(error as Error).message}`, { usage: null, cause: error });
+  }
+  if (text === '') throw new UsageError(`--token-file ${file} is empty`, { usage: null });
+  return text;
+}
+
+/** The hosts of `urls` (one, or several separated by commas) reached over `http:` that are not loopback. */
+function plainRemoteHosts(urls: string): string[] {
+  const hosts: string[] = [];
+  for (const text of urls.split(',')) {
+    let parsed: URL;
+    try {
+      parsed = new URL(text.trim());
+    } catch {
+      continue; // the client says what is wrong with it
+    }
+    if (parsed.protocol === 'http:' && !isLoopbackHost(parsed.hostname)) hosts.push(parsed.host);
+  }
+  return hosts;
 }
 
 /** `text` as a whole number of at least `min` (and at most `max`), or a `UsageError` naming `flag`. */

@@ -1,24 +1,36 @@
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 
-import { createClient, type WheelhouseClient } from '../client/index.js';
-import type { Execution, NewDag, NewTask, Schedule, Task, TaskStatus } from '../client/types.js';
+import { createClient, type ClientOptions } from '../client/index.js';
+import { Transport } from '../client/http.js';
+import type { NewTask, Schedule, Task } from '../client/types.js';
+import {
+  cancelFromWire,
+  dagSubmitFromWire,
+  executionFromWire,
+  itemsOf,
+  nextTokenFromWire,
+  submittedFromWire,
+  taskFromWire,
+  taskToWire,
+} from '../client/wire.js';
 import type { ProgressSink } from './progress.js';
-import { MAX_BATCH_TASKS, submitFile, summaryText } from './submit-file.js';
+import { MAX_BATCH_TASKS, submitFile, summaryJson, summaryText } from './submit-file.js';
 import { intFlag, nodeConnection, UsageError } from './usage.js';
 
 /**
  * The verbs that talk to a running node through `wheelhouse/client`: submit, get, list,
  * history, cancel, retry, pause, resume, dag submit. `--url` (or WHEELHOUSE_URL, default
- * http://127.0.0.1:7070) and `--token` (or WHEELHOUSE_AUTH_TOKEN) pick the node; `--json`
- * prints what the API answered, for scripts; otherwise a table or a few lines for people.
+ * http://127.0.0.1:7070) and `--token` or `--token-file` (or WHEELHOUSE_API_KEY) pick the
+ * node; `--json` prints what the API answered, for scripts; otherwise a table or a few lines
+ * for people.
  */
 
 export const CLIENT_VERBS = ['submit', 'get', 'list', 'history', 'cancel', 'retry', 'pause', 'resume', 'dag'] as const;
 export type ClientVerb = (typeof CLIENT_VERBS)[number];
 
 export const CLIENT_HELP = `Talking to a node (--url, default $WHEELHOUSE_URL or http://127.0.0.1:7070;
---token, default $WHEELHOUSE_AUTH_TOKEN; --json for machine-readable output):
+--token or --token-file <path>, default $WHEELHOUSE_API_KEY; --json for machine-readable output):
   wheelhouse submit --type <task_type> [--payload <json>] [--delay <s> | --at <iso> |
                     --cron <expr> [--timezone <tz>]] [--priority <0-9>] [--max-retries <n>]
                     [--idempotency-key <k>] [--wait]
@@ -26,7 +38,7 @@ export const CLIENT_HELP = `Talking to a node (--url, default $WHEELHOUSE_URL or
                     one POST /api/tasks body per line (- reads stdin), sent in batches of
                     up to 1000, 4 in flight; progress on stderr, then a summary. A line that
                     is not a task stops the run before its batch is sent (exit 1, naming the
-                    line); --ids prints {"line","taskId",…} per task created, as JSON lines
+                    line); --ids prints {"line","task_id",…} per task created, as JSON lines
   wheelhouse get <task_id>
   wheelhouse list [--status <s>] [--type <task_type>] [--limit <n>]
   wheelhouse history <task_id>
@@ -60,92 +72,108 @@ export async function runClientVerb(
 ): Promise<number> {
   const { values, positionals } = parse(argv);
   const json = values.json === true;
-  if (verb === 'submit' && values.file !== undefined) return submitFromFile(values, out, env, streams);
-  const client = createClient(nodeConnection(values, env));
-  const print = (value: unknown, human: () => string): void =>
-    out(json ? `${JSON.stringify(value, null, 2)}\n` : human());
-  const id = (): string => {
+  const connection = nodeConnection(values, env, (text) => streams.stderr.write(text));
+  if (verb === 'submit' && values.file !== undefined) return submitFromFile(values, connection, out, streams);
+  // The answers are printed as the node wrote them (--json: the API's own field names, so a
+  // script reads the CLI and the API alike); the client reads them only for the lines for people.
+  const http = new Transport(connection);
+  const print = (body: unknown, human: () => string): void =>
+    out(json ? `${JSON.stringify(body, null, 2)}\n` : human());
+  const taskPath = (tail = ''): string => {
     const taskId = positionals[0];
     if (taskId === undefined) throw new UsageError(`wheelhouse ${verb} needs a task id`);
-    return taskId;
+    return `/api/tasks/${encodeURIComponent(taskId)}${tail}`;
   };
+  const get = async (path: string): Promise<unknown> =>
+    (await http.send({ method: 'GET', path, idempotent: true })).body;
   switch (verb) {
     case 'submit': {
-      const submitted = await client.submit(newTask(values));
+      const task = newTask(values);
+      const answer = await http.send({
+        method: 'POST',
+        path: '/api/tasks',
+        body: taskToWire(task),
+        idempotent: task.idempotencyKey !== undefined,
+      });
+      const submitted = submittedFromWire(answer.body);
       if (values.wait === true) {
-        const task = await client.waitFor(submitted.taskId, ['succeeded', 'failed', 'cancelled', 'expired'], {
+        await createClient(connection).waitFor(submitted.taskId, ['succeeded', 'failed', 'cancelled', 'expired'], {
           timeoutMs: 600_000,
         });
-        print(task, () => taskLines(task));
+        const body = await get(`/api/tasks/${encodeURIComponent(submitted.taskId)}`);
+        print(body, () => taskLines(taskFromWire(body)));
       } else {
-        print(submitted, () => `${submitted.taskId}  ${submitted.status}  due ${submitted.dueTime ?? '-'}\n`);
+        print(answer.body, () => `${submitted.taskId}  ${submitted.status}  due ${submitted.dueTime ?? '-'}\n`);
       }
       return 0;
     }
     case 'get': {
-      const task = await client.get(id());
-      print(task, () => taskLines(task));
+      const body = await get(taskPath());
+      print(body, () => taskLines(taskFromWire(body)));
       return 0;
     }
     case 'list': {
       const limit = values.limit === undefined ? 50 : intFlag(values.limit, '--limit', 1);
-      const filter = {
-        ...(values.status ? { status: values.status as TaskStatus } : {}),
-        ...(values.type ? { taskType: values.type } : {}),
-      };
       // A page can be short, even empty, and still have a next one (it stops at the node's
       // page bytes, and a filter walks a bounded stretch a page): go on until `limit` tasks.
-      const tasks: Task[] = [];
+      const tasks: unknown[] = [];
       let nextToken: string | null = null;
       do {
-        const next = await client.listPage({
-          ...filter,
+        const query = {
+          status: values.status,
+          task_type: values.type,
           limit: limit - tasks.length,
-          ...(nextToken === null ? {} : { nextToken }),
-        });
-        tasks.push(...next.tasks);
-        nextToken = next.nextToken;
+          next_token: nextToken,
+        };
+        const { body } = await http.send({ method: 'GET', path: '/api/tasks', query, idempotent: true });
+        tasks.push(...itemsOf((body as { tasks?: unknown }).tasks));
+        nextToken = nextTokenFromWire(body);
       } while (nextToken !== null && tasks.length < limit);
-      const page = { tasks, nextToken };
-      print(page, () => table(['TASK ID', 'TYPE', 'STATUS', 'DUE', 'ATTEMPTS'], page.tasks.map(taskRow)));
+      print({ tasks, next_token: nextToken }, () =>
+        table(['TASK ID', 'TYPE', 'STATUS', 'DUE', 'ATTEMPTS'], tasks.map(taskFromWire).map(taskRow)),
+      );
       return 0;
     }
     case 'history': {
-      const executions: Execution[] = [];
-      for await (const e of client.history(id())) executions.push(e);
-      print(executions, () =>
+      const executions: unknown[] = [];
+      let nextToken: string | null = null;
+      do {
+        const query = { next_token: nextToken };
+        const { body } = await http.send({ method: 'GET', path: taskPath('/history'), query, idempotent: true });
+        executions.push(...itemsOf((body as { executions?: unknown }).executions));
+        nextToken = nextTokenFromWire(body);
+      } while (nextToken !== null);
+      print({ executions, next_token: null }, () =>
         table(
           ['ATTEMPT', 'STATUS', 'STARTED', 'COMPLETED', 'WORKER', 'ERROR'],
-          executions.map((e) => [
-            String(e.attempt),
-            e.status,
-            e.startedAt ?? '-',
-            e.completedAt ?? '-',
-            e.workerId ?? '-',
-            e.error ?? '',
-          ]),
+          executions
+            .map(executionFromWire)
+            .map((e) => [
+              String(e.attempt),
+              e.status,
+              e.startedAt ?? '-',
+              e.completedAt ?? '-',
+              e.workerId ?? '-',
+              e.error ?? '',
+            ]),
         ),
       );
       return 0;
     }
     case 'cancel': {
-      const result = await client.cancel(id());
-      print(result, () => `cancelled (${result.cancelledInstances} instance(s))\n`);
+      const { body } = await http.send({ method: 'DELETE', path: taskPath(), idempotent: false });
+      print(body, () => `cancelled (${cancelFromWire(body).cancelledInstances} instance(s))\n`);
       return 0;
     }
     case 'retry':
     case 'pause':
     case 'resume': {
-      const task = await (verb === 'retry'
-        ? client.retry(id())
-        : verb === 'pause'
-          ? client.pause(id())
-          : client.resume(id()));
-      print(task, () => taskLines(task));
+      const { body } = await http.send({ method: 'POST', path: taskPath(`/${verb}`), idempotent: false });
+      print(body, () => taskLines(taskFromWire(body)));
       return 0;
     }
     case 'dag':
-      await dagSubmit(client, positionals, print);
+      await dagSubmit(http, positionals, print);
       return 0;
   }
 }
@@ -160,6 +188,7 @@ function parse(argv: string[]) {
       options: {
         url: { type: 'string' },
         token: { type: 'string' },
+        'token-file': { type: 'string' },
         json: { type: 'boolean' },
         type: { type: 'string' },
         payload: { type: 'string' },
@@ -191,8 +220,8 @@ function parse(argv: string[]) {
  */
 async function submitFromFile(
   values: Values,
+  connection: ClientOptions,
   out: (text: string) => void,
-  env: NodeJS.ProcessEnv,
   streams: VerbStreams,
 ): Promise<number> {
   const taskFlags = [
@@ -212,7 +241,7 @@ async function submitFromFile(
     throw new UsageError(`--file takes each task from its line: drop ${mixed.map((f) => `--${f}`).join(', ')}`);
   }
   const summary = await submitFile(
-    nodeConnection(values, env),
+    connection,
     {
       file: values.file as string,
       batchSize:
@@ -224,7 +253,7 @@ async function submitFromFile(
     },
     { out, stderr: streams.stderr, stdin: streams.stdin },
   );
-  if (values.json === true) out(`${JSON.stringify(summary)}\n`);
+  if (values.json === true) out(`${JSON.stringify(summaryJson(summary))}\n`);
   else if (values.ids === true) streams.stderr.write(summaryText(summary));
   else out(summaryText(summary));
   return summary.failures.length > 0 ? 1 : 0;
@@ -260,10 +289,11 @@ function newTask(values: Values): NewTask {
   };
 }
 
+/** `dag submit <file>`: the file is a `POST /api/dags` body, sent as it is (the node checks it). */
 async function dagSubmit(
-  client: WheelhouseClient,
+  http: Transport,
   positionals: string[],
-  print: (value: unknown, human: () => string) => void,
+  print: (body: unknown, human: () => string) => void,
 ): Promise<void> {
   const [sub, file] = positionals;
   if (sub !== 'submit' || file === undefined) throw new UsageError('usage: wheelhouse dag submit <file.json>');
@@ -273,22 +303,18 @@ async function dagSubmit(
   } catch (error) {
     throw new UsageError(`${file}: ${(error as Error).message}`);
   }
-  if (!Array.isArray(body.tasks)) throw new UsageError(`${file}: needs "tasks", a list (the POST /api/dags body)`);
-  const dag: NewDag = {
-    tasks: (body.tasks as Record<string, unknown>[]).map((t) => ({
-      ref: String(t.ref),
-      taskType: String(t.task_type),
-      ...(t.payload !== undefined ? { payload: t.payload } : {}),
-      ...(Array.isArray(t.depends_on) ? { dependsOn: t.depends_on.map(String) } : {}),
-      ...(typeof t.priority === 'number' ? { priority: t.priority } : {}),
-      ...(typeof t.max_retries === 'number' ? { maxRetries: t.max_retries } : {}),
-      ...(typeof t.timeout_seconds === 'number' ? { timeoutSeconds: t.timeout_seconds } : {}),
-    })),
-    ...(typeof body.idempotency_key === 'string' ? { idempotencyKey: body.idempotency_key } : {}),
-  };
-  const result = await client.submitDag(dag);
+  if (typeof body !== 'object' || body === null || !Array.isArray(body.tasks)) {
+    throw new UsageError(`${file}: needs "tasks", a list (the POST /api/dags body)`);
+  }
+  const answer = await http.send({
+    method: 'POST',
+    path: '/api/dags',
+    body,
+    idempotent: typeof body.idempotency_key === 'string',
+  });
+  const result = dagSubmitFromWire(answer.body, answer.status === 201);
   print(
-    result,
+    answer.body,
     () =>
       `dag ${result.dagId}\n${table(
         ['REF', 'TASK ID', 'STATUS'],

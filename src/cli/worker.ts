@@ -26,11 +26,13 @@ import { intFlag, nodeConnection, UsageError } from './usage.js';
 
 export const WORKER_HELP = `Running tasks (the worker SDK in a process of its own):
   wheelhouse worker --handler <module> [--types <a,b>] [--concurrency <n>] [--worker-id <id>]
-                    [--url <url>[,<url>…]] [--token <t>] [--transport channel|http]
+                    [--url <url>[,<url>…]] [--token-file <path> | --token <t>]
+                    [--transport channel|http]
                     [--stop-grace <seconds>] [--json]
                     the module exports its handlers by task type:
                     export default { 'email.send': async (payload, task) => result, … }
                     (or a named export "handlers"); --types narrows which it runs.
+                    The key: --token-file, --token or $WHEELHOUSE_API_KEY (a work key).
                     Tasks come over the worker channel (one WebSocket; several --url
                     nodes to reconnect to), or long-poll with --transport http.
                     One line per task on stderr (--json: JSON lines); Ctrl-C or SIGTERM
@@ -53,7 +55,7 @@ export async function runWorkerVerb(
   const handlers = await loadHandlers(values.handler);
   const taskTypes = selectTypes(handlers, values.types, values.handler);
   const concurrency = values.concurrency === undefined ? undefined : intFlag(values.concurrency, '--concurrency', 1);
-  const { url, token } = nodeConnection(values, env);
+  const { url, token } = nodeConnection(values, env, log);
   const urls = url
     .split(',')
     .map((u) => u.trim())
@@ -126,6 +128,7 @@ function parse(argv: string[]) {
         'worker-id': { type: 'string' },
         url: { type: 'string' },
         token: { type: 'string' },
+        'token-file': { type: 'string' },
         json: { type: 'boolean' },
         transport: { type: 'string' },
         'stop-grace': { type: 'string' },
@@ -231,9 +234,15 @@ const MAX_RESULT_CHARS = 200;
 /** Most characters of a result kept as JSON in a JSON log line; a longer one is cut as text. */
 const MAX_JSON_RESULT_CHARS = 4096;
 
+/**
+ * One JSON line per event, its fields in snake_case as the API writes its own (`task_id`,
+ * `worker_id`, `duration_ms`), so a script reads the worker's log and the API alike. The
+ * result is the handler's own value, left as it is.
+ */
 function jsonLine(log: LogSink): (event: LogEvent) => void {
   return (event) => {
-    const line: Record<string, unknown> = { time: new Date().toISOString(), ...event };
+    const line: Record<string, unknown> = { time: new Date().toISOString() };
+    for (const [key, value] of Object.entries(event)) line[key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] = value;
     if ('result' in event) {
       const json = resultJson(event.result);
       line.result = json !== undefined && json.length <= MAX_JSON_RESULT_CHARS ? event.result : preview(event.result);

@@ -20,6 +20,8 @@ export const API_ERROR_CODES = [
   'payload_too_large',
   'unauthorized',
   'forbidden',
+  'host_not_allowed',
+  'origin_not_allowed',
   'not_found',
   'task_not_found',
   'route_not_found',

@@ -1,5 +1,5 @@
 /**
- * The node's API as the dashboard calls it: same origin, JSON, the admin key from the login
+ * The node's API as the dashboard calls it: same origin, JSON, the API key from the login
  * form as `Authorization: Bearer` on every call. The key lives in sessionStorage: it goes when
  * the tab closes, and no other tab or site sees it (docs/security.md).
  */

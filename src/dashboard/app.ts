@@ -2,7 +2,7 @@
  * The dashboard: a single page routed by the URL's hash (`#/cluster`, `#/tasks/<id>`, …). Each
  * page builds its frame once and answers a `refresh` that the app calls at once and then every
  * POLL_MS while the page is shown and the tab visible, one at a time, so what it shows is live
- * without reloading. Nothing here holds data between pages but the admin key.
+ * without reloading. Nothing here holds data between pages but the API key.
  */
 import { ApiError, api, forgetKey, saveKey, savedKey, whenUnauthorized } from './api.js';
 import { h } from './dom.js';
@@ -102,7 +102,7 @@ function show(): void {
   void tick();
 }
 
-/** The login form: the admin key, checked against `GET /admin/cluster` before it is kept. */
+/** The login form: an API key, checked against `GET /admin/cluster` before it is kept. */
 function login(message?: string): void {
   signOut.hidden = true;
   nav.hidden = true;
@@ -112,7 +112,7 @@ function login(message?: string): void {
     name: 'key',
     id: 'key',
     autocomplete: 'current-password',
-    placeholder: 'whk_… or the bootstrap admin key',
+    placeholder: 'whk_…',
     required: true,
   });
   const error = h('p', { class: 'problem', role: 'alert', hidden: message === undefined }, message ?? '');
@@ -123,9 +123,9 @@ function login(message?: string): void {
     h(
       'p',
       { class: 'muted' },
-      'The dashboard calls the API with a key that has the admin scope; it is kept in this tab only. A node that asks for no key (wheelhouse dev) takes any.',
+      'The dashboard calls the API with your key: the read and ops scopes show every page, submit adds the buttons (cancel, retry, pause, resume). It is kept in this tab only. A node that asks for no key (wheelhouse dev) takes any.',
     ),
-    h('label', { for: 'key' }, 'Admin key'),
+    h('label', { for: 'key' }, 'API key'),
     input,
     error,
     h('button', { type: 'submit', class: 'primary' }, 'Sign in'),

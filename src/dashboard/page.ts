@@ -19,3 +19,16 @@ export function withParams(route: Route, params: Record<string, string>): string
   const text = q.toString();
   return `#/${route.parts.map(encodeURIComponent).join('/')}${text ? `?${text}` : ''}`;
 }
+
+/** A task or graph id: a UUID, any case. */
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * `id` from the URL's hash, if it is a UUID; else an error for the page to show. Checked before
+ * any call: the hash is anyone's to write in a link, and a path built from it with the
+ * viewer's key (`../../admin/…`) would reach other routes.
+ */
+export function idFromHash(id: string, what: string): string {
+  if (!UUID.test(id)) throw new Error(`${JSON.stringify(id.slice(0, 80))} is not a ${what} id (a UUID)`);
+  return id.toLowerCase();
+}

@@ -5,10 +5,9 @@
  */
 import { api, type Dag, type TaskPage } from './api.js';
 import { badge, h, heading, link, s, shortId, table } from './dom.js';
-import type { Page } from './page.js';
+import { UUID, idFromHash, type Page } from './page.js';
 import { stat } from './pages-cluster.js';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Tasks drawn at most; a larger graph is listed by its counts only. */
 const MAX_DRAWN = 400;
 const COL_W = 200;
@@ -142,7 +141,7 @@ function draw(dag: Dag): SVGSVGElement {
 }
 
 export const dagPage: Page = (el, route) => {
-  const id = (route.parts[1] ?? '').toLowerCase();
+  const hashId = route.parts[1] ?? '';
   const title = heading('Graph');
   const summary = title.querySelector('.actions') as HTMLElement;
   const picture = h('section', { class: 'dag-frame' });
@@ -150,6 +149,7 @@ export const dagPage: Page = (el, route) => {
   el.append(title, picture, legend);
   let drawn = '';
   return async () => {
+    const id = idFromHash(hashId, 'graph');
     const dag = await api<Dag>(`/api/dags/${id}`);
     (title.querySelector('h1') as HTMLElement).replaceChildren(
       'Graph ',

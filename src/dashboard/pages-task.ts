@@ -5,7 +5,7 @@
  */
 import { ApiError, api, type Execution, type Explain, type Task } from './api.js';
 import { badge, confirmButton, duration, h, heading, json, link, relative, shortId, table, when } from './dom.js';
-import type { Page } from './page.js';
+import { idFromHash, type Page } from './page.js';
 
 const OPEN_STATUSES = new Set(['blocked', 'pending', 'ready', 'running', 'active', 'paused']);
 
@@ -22,7 +22,7 @@ async function explain(id: string): Promise<Explain | string> {
 }
 
 export const taskPage: Page = (el, route) => {
-  const id = (route.parts[1] ?? '').toLowerCase();
+  const hashId = route.parts[1] ?? '';
   const title = heading('Task');
   const actions = title.querySelector('.actions') as HTMLElement;
   const sentence = h('p', { class: 'explain', id: 'explain' });
@@ -52,6 +52,7 @@ export const taskPage: Page = (el, route) => {
     );
 
   return async () => {
+    const id = idFromHash(hashId, 'task');
     const [task, runs, why] = await Promise.all([
       api<Task>(`/api/tasks/${id}`),
       api<{ executions: Execution[] }>(`/api/tasks/${id}/history?limit=20`),

@@ -4,7 +4,7 @@
  */
 import { api, query, type TaskPage } from './api.js';
 import { badge, h, heading, link, relative, shortId, table, when } from './dom.js';
-import { withParams, type Page } from './page.js';
+import { UUID, withParams, type Page } from './page.js';
 
 const STATUSES = [
   '',
@@ -19,7 +19,6 @@ const STATUSES = [
   'active',
   'paused',
 ];
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const PAGE = 50;
 
 export const tasksPage: Page = (el, route) => {

@@ -36,20 +36,42 @@ export class DestinationPolicy {
 
   /**
    * Why a connection to `address`, reached through the URL's `host` (a name, or the address
-   * itself), is refused — the message a task fails with — or null if it may be made. A host
-   * name on the allow-list allows whatever it resolves to.
+   * itself), is refused, or null if it may be made. A host name on the allow-list allows
+   * whatever it resolves to.
    */
-  refusal(host: string, address: string): string | null {
+  refusal(host: string, address: string): Refusal | null {
     if (this.hosts.some((pattern) => hostMatches(pattern, host))) return null;
     const ip = parseIp(address);
-    if (ip === null) return `refused: ${address} is not an IP address`;
+    const named = parseIp(host) === null;
+    if (ip === null) {
+      const detail = `refused: ${host} resolves to ${address}, which is not an IP address`;
+      return { message: named ? `refused: ${host} resolves to a non-public address` : detail, detail };
+    }
     const carried = carriedIpv4(ip);
     if (this.ranges.some((range) => rangeContainsEither(range, ip, carried))) return null;
     const what = classify(ip, carried);
     if (what === null) return null;
-    const subject = parseIp(host) !== null ? address : `${host} resolves to ${address}, which`;
-    return `refused: ${subject} is ${what}; allow it with httpExecutorAllow`;
+    const hint = '; allow it with httpExecutorAllow';
+    if (!named) {
+      // The URL named the address: saying what it is tells the submitter nothing new.
+      const message = `refused: ${address} is ${what}${hint}`;
+      return { message, detail: message };
+    }
+    return {
+      message: `refused: ${host} resolves to a non-public address${hint}`,
+      detail: `refused: ${host} resolves to ${address}, which is ${what}${hint}`,
+    };
   }
+}
+
+/**
+ * A refused connection: what the task fails with (`message`, seen by whoever can read the task:
+ * it does not say what an internal name resolves to, or a submitter could map the node's
+ * network through its DNS), and what the node logs (`detail`: the address and the rule).
+ */
+export interface Refusal {
+  message: string;
+  detail: string;
 }
 
 /** Special-purpose ranges (IANA's registries), each with what it is. The first match names an address. */

@@ -1,14 +1,19 @@
 import { lookup as dnsLookup } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
 import { Agent, buildConnector } from 'undici';
-import type { DestinationPolicy } from './destination-policy.js';
+import type { DestinationPolicy, Refusal } from './destination-policy.js';
 
-/** A connection the destination policy refused; its message says which rule and how to allow it. */
+/**
+ * A connection the destination policy refused: its message is what the task fails with, its
+ * `detail` (the address and the rule) is for the node's log.
+ */
 export class DestinationRefusedError extends Error {
   readonly code = 'WH_DESTINATION_REFUSED';
-  constructor(message: string) {
-    super(message);
+  readonly detail: string;
+  constructor(refusal: Refusal) {
+    super(refusal.message);
     this.name = 'DestinationRefusedError';
+    this.detail = refusal.detail;
   }
 }
 

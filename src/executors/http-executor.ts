@@ -44,10 +44,22 @@ const SUMMARY_BYTES = 200;
 const MIN_TIMEOUT_MS = 100;
 const METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD']);
 
+/**
+ * Where the executor writes what it keeps from the task (a refusal's address and rule, a
+ * network error's own words): the node's log. A pino logger is one.
+ */
+export interface ExecutorLog {
+  warn(fields: object, message: string): void;
+  debug(fields: object, message: string): void;
+}
+
+const SILENT: ExecutorLog = { warn: () => undefined, debug: () => undefined };
+
 export function startHttpExecutor(
   api: WorkersApi,
   options: HttpExecutorOptions,
   onError: (error: unknown) => void,
+  log: ExecutorLog = SILENT,
 ): BuiltinExecutor {
   const dispatcher = guardedDispatcher(new DestinationPolicy(options.httpExecutorAllow), {
     connectionsPerDestination: options.httpExecutorConnectionsPerDestination,
@@ -57,7 +69,7 @@ export function startHttpExecutor(
   const executor = startBuiltinExecutor(api, options.nodeId, {
     taskType: HTTP_TASK_TYPE,
     concurrency: CONCURRENCY,
-    run: (task) => callOnce(task, dispatcher, limits),
+    run: (task) => callOnce(task, dispatcher, limits, log),
     onError,
   });
   return {
@@ -73,6 +85,7 @@ async function callOnce(
   task: Assignment,
   dispatcher: Dispatcher,
   limits: { timeoutMs: number; maxResponseBytes: number },
+  log: ExecutorLog,
 ): Promise<ExecutorOutcome> {
   const spec = readSpec(task.payload);
   if (typeof spec === 'string') return failedForGood(`payload: ${spec}`);
@@ -107,14 +120,42 @@ async function callOnce(
     return { outcome: 'failed', error: body === '' ? `HTTP ${status}` : `HTTP ${status}: ${body}`, retryable };
   } catch (error) {
     const refused = refusalIn(error);
-    if (refused !== null) return failedForGood(refused.message);
+    if (refused !== null) {
+      log.warn({ taskId: task.id }, `wheelhouse.http ${refused.detail}`);
+      return failedForGood(refused.message);
+    }
     if (signal.aborted) return { outcome: 'failed', error: `timed out after ${timeoutMs} ms`, retryable: true };
-    const message = clip(messageOf(error));
     // undici refuses what cannot be sent (a header with a line break in it): a payload error.
     if (error instanceof Error && (error as { code?: unknown }).code === 'UND_ERR_INVALID_ARG')
-      return failedForGood(`payload: ${message}`);
-    return { outcome: 'failed', error: `request failed: ${message}`, retryable: true };
+      return failedForGood(`payload: ${clip(messageOf(error))}`);
+    // The error's own words name the addresses a name resolved to ("connect ECONNREFUSED
+    // 10.0.0.5:443"): the log has them, the task a sentence of what happened.
+    log.debug({ taskId: task.id, host: new URL(spec.url).host, err: error }, 'wheelhouse.http request failed');
+    return { outcome: 'failed', error: `request failed: ${networkFailure(error)}`, retryable: true };
   }
+}
+
+/** What a network error was, in words that name no address: by its code, or the code alone. */
+function networkFailure(error: unknown): string {
+  const code = codeIn(error);
+  if (code === undefined) return 'the connection failed';
+  if (['ENOTFOUND', 'EAI_AGAIN', 'EAI_NONAME', 'EAI_FAIL', 'EAI_NODATA'].includes(code))
+    return `the host name was not found (${code})`;
+  if (code === 'ECONNREFUSED') return 'the connection was refused (ECONNREFUSED)';
+  if (['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET'].includes(code)) return `the connection was closed (${code})`;
+  if (['ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT'].includes(code)) return `connecting timed out (${code})`;
+  if (['EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ENETDOWN'].includes(code)) return `no route to the host (${code})`;
+  if (/CERT|TLS|SSL|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code)) return `TLS failed (${code})`;
+  return code;
+}
+
+/** The first `code` of an error or its causes that looks like one (`ECONNREFUSED`, `UND_ERR_SOCKET`). */
+function codeIn(error: unknown): string | undefined {
+  for (let e = error, depth = 0; e instanceof Error && depth < 3; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[A-Z0-9_]{2,64}$/.test(code)) return code;
+  }
+  return undefined;
 }
 
 function failedForGood(error: string): ExecutorOutcome {
@@ -203,6 +244,33 @@ interface HttpSpec {
   timeoutMs: number | undefined;
 }
 
+/**
+ * Headers of the connection, not of the request, and `host`: the executor sets them itself
+ * (the URL's host, its own framing), so a task cannot address another virtual host at the
+ * address it was allowed, smuggle a second request through its own framing, or upgrade the
+ * connection. Dropped from a payload's headers, with any header its `connection` names.
+ */
+const HOP_BY_HOP = new Set([
+  'host',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'proxy-authorization',
+  'proxy-authenticate',
+  'content-length',
+  'expect',
+  'http2-settings',
+]);
+
+function dropHopByHop(headers: Record<string, string>): void {
+  for (const named of (headers.connection ?? '').split(',')) delete headers[named.trim().toLowerCase()];
+  for (const name of HOP_BY_HOP) delete headers[name];
+}
+
 /** The request a payload describes, or why it describes none. */
 function readSpec(payload: unknown): HttpSpec | string {
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) return 'must be an object with a url';
@@ -222,6 +290,7 @@ function readSpec(payload: unknown): HttpSpec | string {
     if (typeof p.headers !== 'object' || p.headers === null || Array.isArray(p.headers))
       return 'headers must be an object';
     for (const [k, v] of Object.entries(p.headers)) headers[k.toLowerCase()] = String(v);
+    dropHopByHop(headers);
   }
   let body: string | undefined;
   if (p.body !== undefined && method !== 'GET' && method !== 'HEAD') {

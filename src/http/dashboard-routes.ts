@@ -4,14 +4,15 @@ import { fileURLToPath } from 'node:url';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { WheelhouseError } from '../lib/errors.js';
-import { dashboardRoutesSchemas as schemas } from './schemas/operations.js';
+import { ASSET_NAME_PATTERN, dashboardRoutesSchemas as schemas } from './schemas/operations.js';
 
 /**
  * The dashboard at `GET /admin`: a static page and its scripts, built from src/dashboard/ by
- * `npm run build` (docs/decisions/0014-dashboard.md). The node serves them from memory with an
- * ETag; the page holds no data, so neither needs a key (as `/docs`): the page asks for the
- * admin key and sends it on every API call it makes. A strict Content-Security-Policy keeps
- * the page to its own scripts and this origin, so nothing else can read the key it holds.
+ * `npm run build` (docs/decisions/0014-dashboard.md). The node lists the folder once as it
+ * starts and serves those files only, from memory once read, with an ETag. The page holds no
+ * data, so neither needs a key (as `/docs`): the page asks for an API key and sends it on every
+ * API call it makes. A strict Content-Security-Policy keeps the page to its own scripts and
+ * this origin, so nothing else can read the key it holds.
  */
 
 export interface DashboardRoutesOptions {
@@ -46,15 +47,47 @@ interface Asset {
   type: string;
 }
 
+/** A dashboard file's name, as the asset route's schema allows it (`app.js`, `dashboard.css`). */
+const ASSET_NAME = new RegExp(ASSET_NAME_PATTERN);
+
+/**
+ * The files each server's dashboard cache holds, across the servers of this process: what
+ * tests watch to see that asking for names the build did not write keeps nothing.
+ */
+const caches = new Set<ReadonlyMap<string, unknown>>();
+
+/** How many files the dashboard caches of this process hold. */
+export function dashboardFilesCached(): number {
+  let n = 0;
+  for (const cache of caches) n += cache.size;
+  return n;
+}
+
 export const dashboardRoutes: FastifyPluginAsync<DashboardRoutesOptions> = async (fastify, opts) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const dir = opts.dir ?? DASHBOARD_DIR;
+  // The files the build wrote, read once: any other name is a 404 that touches no cache, so
+  // the cache holds at most these (anyone may ask, without a key, for any name).
+  const files = await builtFiles(dir);
   const cache = new Map<string, Promise<Asset | null>>();
+  caches.add(cache);
+  fastify.addHook('onClose', (_instance, done) => {
+    caches.delete(cache);
+    done();
+  });
   const load = (name: string): Promise<Asset | null> => {
+    if (!files.has(name)) return Promise.resolve(null);
     let pending = cache.get(name);
     if (pending === undefined) {
       pending = readAsset(dir, name);
       cache.set(name, pending);
+      // A file gone since the start (or unreadable) is not kept: the cache holds hits only.
+      pending.then(
+        (asset) => {
+          if (asset === null) cache.delete(name);
+        },
+        () => cache.delete(name),
+      );
     }
     return pending;
   };
@@ -73,6 +106,18 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardRoutesOptions> = async
     return send(request, reply, asset);
   });
 };
+
+/** The page and the scripts and style sheets in `dir`; none when it is missing (not built). */
+async function builtFiles(dir: string): Promise<ReadonlySet<string>> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return new Set();
+    throw error;
+  }
+  return new Set(names.filter((name) => name === 'index.html' || ASSET_NAME.test(name)));
+}
 
 function notBuilt(name: string): WheelhouseError {
   return new WheelhouseError('not_found', `The dashboard has no file ${name} (is it built? npm run build).`, {

@@ -38,7 +38,8 @@ export function registerDocs(app: FastifyInstance, version: string): void {
             type: 'http',
             scheme: 'bearer',
             description:
-              'An API key. Each route names the scope it needs (submit, read, work or admin). Needed once the ' +
+              'An API key. Each route names the scopes that open it (submit, read, work, metrics, ops, admin; any ' +
+              'one of those listed is enough). Needed once the ' +
               'node has an admin key or any key was made; a node without either asks for none.',
           },
         },

@@ -4,7 +4,7 @@ import { WheelhouseError } from '../lib/errors.js';
 import { packageVersion } from '../lib/version.js';
 import type { Services } from '../services/types.js';
 import { tokenRoutes } from './admin-routes.js';
-import { keyAuth } from './auth.js';
+import { hostCheck, isUpgrade, keyAuth, originCheck } from './auth.js';
 import { dashboardRoutes } from './dashboard-routes.js';
 import { registerDocs } from './docs.js';
 import { parseJsonBody } from './json-body.js';
@@ -77,6 +77,17 @@ export function resultBodyLimitBytes(options: CompiledOptions): number {
   return Math.max(options.maxPayloadBytes, options.maxResultBytes + 64 * 1024);
 }
 
+/**
+ * The node's own host names, which a node that asks for no key answers besides loopback and
+ * `allowedHosts`: the address it listens on (unless that is every address) and the host of its
+ * advertised URL.
+ */
+function ownHosts(options: CompiledOptions): string[] {
+  const own = options.host === '0.0.0.0' || options.host === '::' ? [] : [options.host];
+  if (options.advertiseUrl !== null) own.push(new URL(options.advertiseUrl).hostname.replace(/^\[|\]$/g, ''));
+  return own;
+}
+
 /** Builds the server. Routes are registered when it is readied (`ready`, `listen`, `inject`). */
 export function buildServer(input: BuildServerOptions): FastifyInstance {
   const { services, options } = input;
@@ -118,7 +129,16 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
   app.addHook('onRequest', (_request, _reply, done) => {
     done(closing ? new WheelhouseError('not_ready', 'The node is shutting down.') : undefined);
   });
+  app.addHook('onRequest', hostCheck(services.keys, ownHosts(options), options.allowedHosts));
+  app.addHook('onRequest', originCheck(options.allowedOrigins));
   app.addHook('onRequest', keyAuth(services.keys));
+  // A WebSocket upgrade refused by a hook (401, 403) is answered on a socket the HTTP server
+  // gave up at its 'upgrade' event, and which the channel's plugin ends only for upgrades its
+  // own hook saw: end it here once the answer is written, or it stays open (and holds `close`).
+  app.addHook('onResponse', (request, _reply, done) => {
+    if (isUpgrade(request)) request.raw.socket?.end(() => request.raw.socket?.destroy());
+    done();
+  });
   const onAnswered = input.onAnswered;
   if (onAnswered !== undefined)
     app.addHook('onResponse', (request, reply, done) => {

@@ -1,7 +1,19 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { isLoopbackHost } from './address-patterns.js';
-import { ConfigError, bool, destinations, int, num, oneOf, redisUrl, retention, secret, str } from './option-values.js';
+import {
+  ConfigError,
+  bool,
+  destinations,
+  int,
+  num,
+  oneOf,
+  origins,
+  redisUrl,
+  retention,
+  secret,
+  str,
+} from './option-values.js';
 
 /**
  * Options → compiled options. `compileOptions` fills defaults, converts durations to
@@ -63,9 +75,12 @@ export interface CompiledOptions {
   readonly safetyNetGraceMs: number;
   readonly retentionMs: number;
   readonly testClockOffsetMs: number;
-  /** The bootstrap admin key (`adminToken`, `adminTokenFile` or the deprecated `authToken`). */
+  /** The bootstrap admin key (`adminToken` or the contents of `adminTokenFile`). */
   readonly adminToken: string | null;
   readonly insecure: boolean;
+  readonly allowedHosts: readonly string[];
+  /** `allowedOrigins`, each as its origin (`https://host[:port]`, lower case). */
+  readonly allowedOrigins: readonly string[];
   /** `clusterSecret` or the contents of `clusterSecretFile`. */
   readonly clusterSecret: string | null;
   readonly shutdownGraceMs: number;
@@ -89,6 +104,15 @@ export const MAX_POLL_TASK_TYPES = 1000;
 export const MAX_DEPENDENCIES = 10_000;
 export const MAX_JSON_DEPTH = 1000;
 
+/**
+ * `authToken` was the admin key's former name, and WHEELHOUSE_AUTH_TOKEN was also the key the
+ * CLI and workers send: a worker's environment on a node's host made its `work` key the node's
+ * admin key. A node reads neither now (docs/security.md).
+ */
+const AUTH_TOKEN_GONE =
+  'is no longer read by a node: its admin key is adminToken (WHEELHOUSE_ADMIN_TOKEN) or adminTokenFile ' +
+  '(--admin-token-file); WHEELHOUSE_API_KEY is the key clients send';
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const LOG_FORMATS: readonly LogFormat[] = ['pretty', 'json'];
 
@@ -96,6 +120,7 @@ const LOG_FORMATS: readonly LogFormat[] = ['pretty', 'json'];
 export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions {
   const known = new Set(Object.keys(DEFAULTS));
   for (const key of Object.keys(options)) {
+    if (key === 'authToken') throw new ConfigError(key, AUTH_TOKEN_GONE);
     if (!known.has(key)) throw new ConfigError(key, 'is not a known option');
   }
   const o = { ...DEFAULTS, ...stripUndefined(options) };
@@ -147,8 +172,10 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     safetyNetGraceMs: num('safetyNetGraceSeconds', o.safetyNetGraceSeconds, 0.05, 86_400) * 1000,
     retentionMs: retention(o.retentionSeconds) * 1000,
     testClockOffsetMs: Math.round(num('testClockOffsetSeconds', o.testClockOffsetSeconds, -86_400, 86_400) * 1000),
-    adminToken: secret('adminToken', o.adminToken ?? o.authToken, o.adminTokenFile, 16),
+    adminToken: secret('adminToken', o.adminToken, o.adminTokenFile, 16),
     insecure: bool('insecure', o.insecure),
+    allowedHosts: destinations('allowedHosts', o.allowedHosts),
+    allowedOrigins: origins('allowedOrigins', o.allowedOrigins),
     clusterSecret: secret('clusterSecret', o.clusterSecret, o.clusterSecretFile, 32),
     shutdownGraceMs: num('shutdownGraceSeconds', o.shutdownGraceSeconds, 0.1, 3600) * 1000,
     advertiseUrl: o.advertiseUrl === null ? null : str('advertiseUrl', o.advertiseUrl, /^https?:\/\/[^\s/]+$/),
@@ -239,8 +266,9 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   testClockOffsetSeconds: 0,
   adminToken: null,
   adminTokenFile: null,
-  authToken: null,
   insecure: false,
+  allowedHosts: [],
+  allowedOrigins: [],
   clusterSecret: null,
   clusterSecretFile: null,
   shutdownGraceSeconds: 30,
@@ -290,6 +318,14 @@ export function optionsFromFile(path: string, required = false): WheelhouseOptio
   return parsed;
 }
 
+/** The options that hold a secret or name its file: never empty (see `coerce`). */
+const SECRET_KEYS: ReadonlySet<string> = new Set([
+  'adminToken',
+  'adminTokenFile',
+  'clusterSecret',
+  'clusterSecretFile',
+]);
+
 /** Converts a string flag or variable to the type of the option's default. */
 export function coerce(
   key: string,
@@ -306,7 +342,13 @@ export function coerce(
     if (['false', '0', 'no'].includes(raw)) return false;
     throw new ConfigError(key, `"${raw}" is not a boolean`);
   }
-  if (fallback === null && (raw === '' || raw === 'null')) return null;
+  if (fallback === null && (raw === '' || raw === 'null')) {
+    // An unset variable that expanded to nothing must not turn auth off: a secret is given or
+    // left out, never given empty.
+    if (SECRET_KEYS.has(key))
+      throw new ConfigError(key, `is ${raw === '' ? 'empty' : '"null"'}; leave it unset for none`);
+    return null;
+  }
   return raw;
 }
 

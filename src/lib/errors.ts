@@ -12,6 +12,11 @@ export const ERROR_CATALOGUE = {
   payload_too_large: { status: 413, message: 'The request body is larger than the configured limit.' },
   unauthorized: { status: 401, message: 'A bearer token is required.' },
   forbidden: { status: 403, message: 'This token may not use this route.' },
+  host_not_allowed: {
+    status: 403,
+    message: 'This node asks for no API key and answers only requests to its own host names.',
+  },
+  origin_not_allowed: { status: 403, message: 'A web page of another origin may not open this WebSocket.' },
   not_found: { status: 404, message: 'No such resource.' },
   task_not_found: { status: 404, message: 'No task has this id.' },
   route_not_found: { status: 404, message: 'No such route.' },

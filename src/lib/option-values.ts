@@ -98,6 +98,30 @@ export function destinations(key: string, value: unknown): readonly string[] {
 }
 
 /**
+ * A list of web origins (`https://host[:port]`): a list, or one string of entries separated by
+ * commas or spaces. Each is kept as its origin (lower case, without a default port).
+ */
+export function origins(key: string, value: unknown): readonly string[] {
+  const entries = typeof value === 'string' ? value.split(/[\s,]+/).filter((e) => e !== '') : value;
+  if (!Array.isArray(entries)) throw new ConfigError(key, 'must be a list of origins (https://host[:port])');
+  return Object.freeze(
+    (entries as unknown[]).map((entry) => {
+      let url: URL | null = null;
+      try {
+        url = typeof entry === 'string' ? new URL(entry) : null;
+      } catch {
+        url = null;
+      }
+      const bare = url !== null && `${url.origin}/` === url.href;
+      if (url === null || !['http:', 'https:'].includes(url.protocol) || !bare) {
+        throw new ConfigError(key, `${JSON.stringify(entry)} is not an origin (http(s)://host[:port], no path)`);
+      }
+      return url.origin;
+    }),
+  );
+}
+
+/**
  * `redisUrl`: one URL, or with `redisCluster` a list of seed nodes separated by commas, each
  * `redis://host:port` or `rediss://host:port`.
  */

@@ -190,13 +190,26 @@ export interface WheelhouseOptions {
   adminToken?: string | null;
   /** A file holding the admin key (whitespace around it is dropped). @default null */
   adminTokenFile?: string | null;
-  /** The admin key's former name: the same option. @deprecated use adminToken. @default null */
-  authToken?: string | null;
   /**
    * Let `wheelhouse node` listen on an address other than loopback without an admin key.
    * @default false
    */
   insecure?: boolean;
+  /**
+   * Host names a node that asks for no key answers besides loopback (`localhost`, 127.0.0.0/8,
+   * `[::1]`), its own `host` and the host of `advertiseUrl`: names (`wheelhouse.internal`),
+   * `*.` names (their subdomains), addresses and CIDRs. Any other `Host` header is refused
+   * (403 `host_not_allowed`) while no key is asked for, so a web page that rebinds its own name
+   * to 127.0.0.1 cannot use the API. A list in a config file, comma-separated in the
+   * environment and on the command line. @default []
+   */
+  allowedHosts?: string | readonly string[];
+  /**
+   * Web origins (`https://ops.example.com`) that may open the worker channel's WebSocket
+   * besides the node's own: an upgrade whose `Origin` names another is refused (403
+   * `origin_not_allowed`). Workers send no `Origin`; browsers always do. @default []
+   */
+  allowedOrigins?: string | readonly string[];
   /**
    * Shared secret that authenticates messages between nodes (`/internal/*`), at least 32
    * bytes. Every node of a cluster needs the same one; without it a node refuses every

@@ -3,6 +3,7 @@ import type { DestinationStream } from 'pino';
 import type { NodeEvents } from '../domain/events.js';
 import { ConfigError, compileOptions, type CompiledOptions, type WheelhouseOptions } from '../lib/config.js';
 import { TypedEvents } from '../lib/events.js';
+import { isLoopbackHost } from '../lib/address-patterns.js';
 import type { Metrics } from '../lib/metrics.js';
 import { WHEEL } from '../actors/wheel-partition.js';
 import { WORKER_SOCKETS } from '../actors/worker.js';
@@ -97,6 +98,18 @@ export function checkExposure(options: CompiledOptions): void {
       `with --host ${options.host} the other nodes need the URL that reaches this one: set --advertise-url`,
     );
   }
+}
+
+/**
+ * What a node that asks for no key says as it starts: nothing else tells an operator that the
+ * node behind their proxy or tunnel is open (docs/security.md).
+ */
+export function keylessWarning(host: string, url: string): string {
+  const who = isLoopbackHost(host) ? 'any process on this machine' : 'anyone who reaches it';
+  return (
+    `no API key is required: ${who} can use every route of ${url}, key management included ` +
+    '(set WHEELHOUSE_ADMIN_TOKEN or --admin-token-file to require keys)'
+  );
 }
 
 /**
@@ -289,10 +302,11 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     ? []
     : [
         startNoopExecutor(services.workers, options.nodeId, (e) => onError(e, 'noop executor')),
-        startHttpExecutor(services.workers, options, (e) => onError(e, 'http executor')),
+        startHttpExecutor(services.workers, options, (e) => onError(e, 'http executor'), log),
       ];
   started = true;
   log.info({ nodeId: options.nodeId, backend: backend.kind, url }, 'wheelhouse node started');
+  if (!services.keys.enabled()) log.warn({ url }, keylessWarning(options.host, url));
 
   let closing: Promise<void> | undefined;
   return {

@@ -14,7 +14,13 @@ import type { ApiKeyStore } from '../store/api-key-store.js';
  * however many arrive — so a key made on another node works on its first request here.
  */
 
-export const SCOPES = ['submit', 'read', 'work', 'admin'] as const;
+/**
+ * What a key may do (docs/security.md): `submit`, `read` and `work` on tasks; `metrics` reads
+ * `/metrics` (a Prometheus scrape); `ops` reads the operator routes (`/admin/cluster`, actors,
+ * queues, `/metrics`), so `["read", "ops"]` is a dashboard that cannot change anything;
+ * `admin` has those operator routes too and alone manages keys.
+ */
+export const SCOPES = ['submit', 'read', 'work', 'metrics', 'ops', 'admin'] as const;
 export type Scope = (typeof SCOPES)[number];
 
 /** Who a request is: a key's id and name, and what it may do. */
@@ -34,7 +40,10 @@ export interface ApiKeyView {
 
 /** What the HTTP face needs of the keys. */
 export interface ApiKeysApi {
-  /** Whether requests need a key: an admin key is configured, or keys were made. */
+  /**
+   * Whether requests need a key: an admin key is configured, or a key was ever made — revoked
+   * or not, so revoking the last key does not open the node again.
+   */
   enabled(): boolean;
   /** The key `secret` names, or null. */
   authenticate(secret: string): Promise<Principal | null>;
@@ -67,6 +76,8 @@ export class ApiKeys implements ApiKeysApi {
   private byHash = new Map<string, Principal>();
   private readonly adminHash: Buffer | null;
   private loadedMs = 0;
+  /** A key was made once (`api_keys` holds a row): from then on, for good, keys are asked for. */
+  private everMade = false;
   private loading: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
   private readonly revokedListeners = new Set<(keyIds: ReadonlySet<string>) => void>();
@@ -96,7 +107,7 @@ export class ApiKeys implements ApiKeysApi {
   }
 
   enabled(): boolean {
-    return this.adminHash !== null || this.byHash.size > 0;
+    return this.adminHash !== null || this.everMade;
   }
 
   async authenticate(secret: string): Promise<Principal | null> {
@@ -169,15 +180,20 @@ export class ApiKeys implements ApiKeysApi {
     await this.refresh();
   }
 
-  /** Re-reads the live keys; concurrent callers share one read. */
+  /**
+   * Re-reads the live keys; concurrent callers share one read. While no key is live and none
+   * is known to have been made, it also asks whether a revoked one was (after a restart).
+   */
   refresh(): Promise<void> {
     this.loading ??= this.options.store
       .live()
-      .then((live) => {
+      .then(async (live) => {
         const next = new Map<string, Principal>();
         for (const k of live) next.set(k.secretHash, { keyId: k.keyId, name: k.name, scopes: k.scopes as Scope[] });
+        const made = this.everMade || live.length > 0 || (await this.options.store.anyMade());
         const before = this.byHash;
         this.byHash = next;
+        this.everMade = made;
         this.tellRevoked(before, next);
         this.loadedMs = Date.now();
       })

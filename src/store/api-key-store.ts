@@ -16,6 +16,8 @@ export interface ApiKeyStore {
   live(): Promise<ApiKeyRecord[]>;
   /** Revokes a live key; false when there is none with this id. */
   revoke(keyId: string): Promise<boolean>;
+  /** Whether any key was ever made, revoked ones included. */
+  anyMade(): Promise<boolean>;
 }
 
 interface Row {
@@ -57,6 +59,11 @@ export class SqlApiKeyStore implements ApiKeyStore {
       'api_keys_live',
     );
     return rows.map(record);
+  }
+
+  async anyMade(): Promise<boolean> {
+    const { rows } = await this.db.query<{ made: boolean }>('SELECT EXISTS (SELECT 1 FROM api_keys) AS made', []);
+    return rows[0]?.made === true;
   }
 
   async revoke(keyId: string): Promise<boolean> {

@@ -15,6 +15,7 @@ describe('the built-in executors', () => {
   let server: Server;
   let target: string;
   const received: { method: string; path: string; body: string; contentType: string | undefined }[] = [];
+  const headersOf = new Map<string, Record<string, string | string[] | undefined>>();
 
   beforeAll(async () => {
     server = createServer((req, res) => {
@@ -27,6 +28,7 @@ describe('the built-in executors', () => {
           body,
           contentType: req.headers['content-type'],
         });
+        headersOf.set(req.url ?? '', req.headers);
         const status = Number(/status=(\d+)/.exec(req.url ?? '')?.[1] ?? 200);
         res.writeHead(status, { 'content-type': 'text/plain' }).end(`answer ${status}`);
       });
@@ -82,6 +84,33 @@ describe('the built-in executors', () => {
       body: '{"order":42}',
       contentType: 'application/json',
     });
+  });
+
+  it("sends a payload's own headers, but not host nor those of the connection", async () => {
+    const id = await submit({
+      url: `${target}/headers`,
+      headers: {
+        'X-Custom': 'kept',
+        Host: 'internal.example',
+        Connection: 'close, x-dropped-too',
+        'x-dropped-too': 'named by connection',
+        'Transfer-Encoding': 'chunked',
+        TE: 'trailers',
+        'Keep-Alive': 'timeout=5',
+        Upgrade: 'h2c',
+        'Proxy-Authorization': 'Basic eDp5',
+      },
+      body: { n: 1 },
+    });
+    expect(await settled(id)).toMatchObject({ status: 'succeeded', attempts: 1 });
+    const headers = headersOf.get('/headers') ?? {};
+    expect(headers['x-custom']).toBe('kept');
+    expect(headers.host).toBe(new URL(target).host);
+    for (const name of ['x-dropped-too', 'te', 'upgrade', 'proxy-authorization', 'keep-alive']) {
+      expect(headers[name], name).toBeUndefined();
+    }
+    expect(headers['transfer-encoding']).toBeUndefined();
+    expect(headers['content-length']).toBe('7');
   });
 
   it('retries a 5xx and fails once retries are spent', async () => {

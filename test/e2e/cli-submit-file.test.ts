@@ -55,9 +55,9 @@ describe('wheelhouse submit --file', () => {
     const run = await cli(['submit', '--file', file, '--json']);
     expect(run.code, run.stderr).toBe(0);
     const summary = JSON.parse(run.stdout) as Record<string, unknown>;
-    expect(summary).toMatchObject({ submitted: 2500, failed: 0, lines: 2500, notSentFromLine: null, failures: [] });
-    expect(summary.elapsedMs).toEqual(expect.any(Number));
-    expect(summary.perSecond).toEqual(expect.any(Number));
+    expect(summary).toMatchObject({ submitted: 2500, failed: 0, lines: 2500, not_sent_from_line: null, failures: [] });
+    expect(summary.elapsed_ms).toEqual(expect.any(Number));
+    expect(summary.per_second).toEqual(expect.any(Number));
     expect(await countOf('file.bulk')).toBe(2500);
 
     const human = await cli(['submit', '--file', file]);
@@ -72,9 +72,9 @@ describe('wheelhouse submit --file', () => {
     const ids = run.stdout
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l) as { line: number; taskId: string; status: string });
+      .map((l) => JSON.parse(l) as { line: number; task_id: string; status: string });
     expect(ids.map((t) => t.line)).toEqual([1, 3, 5]);
-    for (const t of ids) expect((await client.get(t.taskId)).taskType).toBe('file.stdin');
+    for (const t of ids) expect((await client.get(t.task_id)).taskType).toBe('file.stdin');
     expect(run.stderr).toMatch(/submitted 3 of 3 tasks/);
   });
 
@@ -98,13 +98,13 @@ describe('wheelhouse submit --file', () => {
     await writeFile(file, body.join('\n'));
     const run = await cli(['submit', '--file', file, '--concurrency', '1', '--json']);
     expect(run.code).toBe(1);
-    const summary = JSON.parse(run.stdout) as { submitted: number; notSentFromLine: number; failures: unknown[] };
+    const summary = JSON.parse(run.stdout) as { submitted: number; not_sent_from_line: number; failures: unknown[] };
     expect(summary.submitted).toBe(1000);
-    expect(summary.notSentFromLine).toBe(2001);
+    expect(summary.not_sent_from_line).toBe(2001);
     expect(summary.failures).toEqual([
       {
-        fromLine: 1001,
-        toLine: 2000,
+        from_line: 1001,
+        to_line: 2000,
         line: 1500,
         message: expect.stringMatching(/^priority: .*\(validation_failed\)$/) as string,
       },

@@ -58,7 +58,7 @@ describe('wheelhouse CLI verbs', () => {
       '--json',
     );
     expect(submitted.code).toBe(0);
-    const { taskId } = JSON.parse(submitted.stdout) as { taskId: string };
+    const { task_id: taskId } = JSON.parse(submitted.stdout) as { task_id: string };
     expect(taskId).toMatch(/^[0-9a-f-]{36}$/);
     const waited = await cli('submit', '--type', 'wheelhouse.noop', '--wait');
     expect(waited.stdout).toMatch(/status\s+succeeded/);
@@ -67,12 +67,12 @@ describe('wheelhouse CLI verbs', () => {
     const listed = await cli('list', '--type', 'wheelhouse.noop', '--limit', '10');
     expect(listed.stdout.split('\n')[0]).toMatch(/^TASK ID\s+TYPE\s+STATUS/);
     const history = await cli('history', taskId, '--json');
-    expect(JSON.parse(history.stdout)).toBeInstanceOf(Array);
+    expect(JSON.parse(history.stdout)).toMatchObject({ executions: [expect.objectContaining({ attempt: 1 })] });
   });
 
   it('retries a cancelled task', async () => {
     const s = await cli('submit', '--type', 'cli.retry', '--delay', '3600', '--json');
-    const { taskId } = JSON.parse(s.stdout) as { taskId: string };
+    const { task_id: taskId } = JSON.parse(s.stdout) as { task_id: string };
     await cli('cancel', taskId);
     expect((await cli('retry', taskId)).stdout).toMatch(/status\s+(ready|pending)/);
     const again = await cli('retry', taskId);
@@ -82,7 +82,7 @@ describe('wheelhouse CLI verbs', () => {
 
   it('pauses, resumes and deletes a cron schedule', async () => {
     const s = await cli('submit', '--type', 'cli.cron', '--cron', '0 * * * *', '--json');
-    const { taskId } = JSON.parse(s.stdout) as { taskId: string };
+    const { task_id: taskId } = JSON.parse(s.stdout) as { task_id: string };
     expect((await cli('pause', taskId)).stdout).toMatch(/status\s+paused/);
     expect((await cli('resume', taskId)).stdout).toMatch(/status\s+active/);
     expect((await cli('cancel', taskId)).stdout).toMatch(/cancelled/);
@@ -103,6 +103,54 @@ describe('wheelhouse CLI verbs', () => {
     expect(out.code).toBe(0);
     expect(out.stdout).toMatch(/^dag [0-9a-f-]{36}/);
     expect(out.stdout).toMatch(/\nb\s+[0-9a-f-]{36}\s+blocked/);
+  });
+
+  it("prints with --json what the API answers, in the API's own field names", async () => {
+    /** The API's answer to a GET, as a script reading the API sees it. */
+    const apiGet = async (path: string): Promise<unknown> => (await fetch(`${node.url}${path}`)).json();
+    const snakeOnly = (value: unknown): void => {
+      for (const key of Object.keys(value as object)) expect(key, JSON.stringify(value)).toMatch(/^[a-z_]+$/);
+    };
+
+    const submitted = JSON.parse(
+      (await cli('submit', '--type', 'cli.json', '--delay', '3600', '--payload', '{"camelCase":1}', '--json')).stdout,
+    ) as Record<string, unknown>;
+    expect(Object.keys(submitted).sort()).toEqual(['due_time', 'status', 'task_id']);
+    const id = submitted.task_id as string;
+
+    const got = JSON.parse((await cli('get', id, '--json')).stdout) as Record<string, unknown>;
+    expect(got).toEqual(await apiGet(`/api/tasks/${id}`));
+    expect(got.payload).toEqual({ camelCase: 1 }); // the task's own data, as it was sent
+    snakeOnly(got);
+
+    const listed = JSON.parse((await cli('list', '--type', 'cli.json', '--json')).stdout) as {
+      tasks: Record<string, unknown>[];
+      next_token: string | null;
+    };
+    expect(Object.keys(listed).sort()).toEqual(['next_token', 'tasks']);
+    expect(listed.tasks).toEqual(((await apiGet('/api/tasks?task_type=cli.json')) as { tasks: unknown[] }).tasks);
+
+    const history = JSON.parse((await cli('history', id, '--json')).stdout) as Record<string, unknown>;
+    expect(history).toEqual(await apiGet(`/api/tasks/${id}/history`));
+
+    const paused = JSON.parse(
+      (await cli('submit', '--type', 'cli.json', '--cron', '0 * * * *', '--json')).stdout,
+    ) as Record<string, unknown>;
+    const pausedTask = JSON.parse((await cli('pause', paused.task_id as string, '--json')).stdout) as object;
+    snakeOnly(pausedTask);
+    expect(pausedTask).toMatchObject({ task_id: paused.task_id, status: 'paused', schedule_type: 'cron' });
+    const cancelled = JSON.parse((await cli('cancel', id, '--json')).stdout) as object;
+    snakeOnly(cancelled);
+
+    const file = join(dir, 'json-dag.json');
+    await writeFile(file, JSON.stringify({ tasks: [{ ref: 'only', task_type: 'cli.json' }] }));
+    const dag = JSON.parse((await cli('dag', 'submit', file, '--json')).stdout) as {
+      dag_id: string;
+      tasks: Record<string, unknown>[];
+    };
+    expect(dag.dag_id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(dag.tasks[0]).toMatchObject({ ref: 'only', status: 'pending' });
+    expect(dag.tasks[0]?.task_id).toMatch(/^[0-9a-f-]{36}$/);
   });
 
   it('says what is wrong: exit 2 for a usage error, 1 with the catalogue code for an API error', async () => {

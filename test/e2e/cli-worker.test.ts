@@ -75,26 +75,26 @@ describe('wheelhouse worker', () => {
     });
     await started(worker);
     expect(events(worker)[0]).toMatchObject({
-      taskTypes: ['cli.echo', 'cli.slow', 'cli.boom'],
-      workerId: 'cli-worker-1',
+      task_types: ['cli.echo', 'cli.slow', 'cli.boom'],
+      worker_id: 'cli-worker-1',
     });
 
     const { taskId } = await client.submit({ taskType: 'cli.echo', payload: { n: 7 } });
     await client.waitFor(taskId, 'succeeded', { timeoutMs: 20_000 });
     const got = await runCli(['get', taskId, '--json'], { env: env() });
     expect(JSON.parse(got.stdout)).toMatchObject({
-      taskId,
+      task_id: taskId,
       status: 'succeeded',
       attempts: 1,
       result: { echoed: { n: 7 }, attempt: 1 },
     });
     const history = await client.historyPage(taskId);
     expect(history.executions[0]?.workerId).toBe('cli-worker-1');
-    await eventually(() => events(worker).find((e) => e.taskId === taskId), 5_000, 'the log line of the task');
-    expect(events(worker).find((e) => e.taskId === taskId)).toMatchObject({
+    await eventually(() => events(worker).find((e) => e.task_id === taskId), 5_000, 'the log line of the task');
+    expect(events(worker).find((e) => e.task_id === taskId)).toMatchObject({
       event: 'task',
       outcome: 'succeeded',
-      taskType: 'cli.echo',
+      task_type: 'cli.echo',
       attempt: 1,
       result: { echoed: { n: 7 }, attempt: 1 },
     });

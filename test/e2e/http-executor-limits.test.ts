@@ -46,6 +46,12 @@ async function listen(
   return listener;
 }
 
+/** A line of the node's log. */
+interface LogLine {
+  msg: string;
+  taskId?: string;
+}
+
 interface TaskView {
   status: string;
   attempts: number;
@@ -83,6 +89,7 @@ describe('a node calls public addresses only, unless the allow-list says otherwi
   /** A listener the allow-list opens (127.0.0.2: the rest of 127.0.0.0/8 stays closed). */
   let allowed: Listener;
   const held: (() => void)[] = [];
+  const logs: LogLine[] = [];
   let holding = 0;
   let mostHeld = 0;
   const { submit, view, settled } = tasksOf(() => c);
@@ -103,11 +110,17 @@ describe('a node calls public addresses only, unless the allow-list says otherwi
         res.end('ok');
       }
     });
-    c = await startTestNode('postgres', {
-      builtinExecutors: true,
-      httpExecutorAllow: ['127.0.0.2'],
-      httpExecutorConnectionsPerDestination: 2,
-    });
+    c = await startTestNode(
+      'postgres',
+      {
+        builtinExecutors: true,
+        httpExecutorAllow: ['127.0.0.2'],
+        httpExecutorConnectionsPerDestination: 2,
+        logLevel: 'warn',
+        logFormat: 'json',
+      },
+      { logDestination: { write: (line: string) => void logs.push(JSON.parse(line) as LogLine) } },
+    );
   });
   afterAll(async () => {
     for (const release of held.splice(0)) release();
@@ -126,12 +139,18 @@ describe('a node calls public addresses only, unless the allow-list says otherwi
     expect(loopback.connections).toBe(0);
   });
 
-  it('refuses a name that resolves to loopback (localhost), after resolving it', async () => {
+  it('refuses a name that resolves to loopback (localhost), after resolving it, telling the log what to', async () => {
     const port = new URL(loopback.url).port;
-    const task = await settled(await submit({ url: `http://localhost:${port}/hook` }));
+    const id = await submit({ url: `http://localhost:${port}/hook` });
+    const task = await settled(id);
     expect(task).toMatchObject({ status: 'failed', attempts: 1 });
-    expect(task.last_error).toMatch(
-      /^refused: localhost resolves to (127\.0\.0\.1|::1), which is a loopback address; allow it with httpExecutorAllow$/,
+    // The submitter learns that the name is refused, not what the node's DNS answered.
+    expect(task.last_error).toBe(
+      'refused: localhost resolves to a non-public address; allow it with httpExecutorAllow',
+    );
+    const logged = logs.find((l) => l.taskId === id);
+    expect(logged?.msg).toMatch(
+      /^wheelhouse\.http refused: localhost resolves to (127\.0\.0\.1|::1), which is a loopback address/,
     );
     expect(loopback.connections).toBe(0);
   });
@@ -168,6 +187,13 @@ describe('a node calls public addresses only, unless the allow-list says otherwi
     );
     expect(allowed.paths).toContain('/redirect');
     expect(loopback.connections).toBe(0);
+  });
+
+  it('fails a call that gets no connection with what happened, not the address it tried', async () => {
+    // Port 1 of an allowed address: nothing listens there.
+    const task = await settled(await submit({ url: 'http://127.0.0.2:1/hook' }, { max_retries: 0 }));
+    expect(task).toMatchObject({ status: 'failed', attempts: 1 });
+    expect(task.last_error).toBe('request failed: the connection was refused (ECONNREFUSED)');
   });
 
   it('calls what the allow-list names', async () => {

@@ -14,7 +14,9 @@ describe('the destination policy', () => {
   /** What an address is refused as, or null; the address given as the URL's host. */
   const verdict = (address: string): string | null => {
     const refusal = byDefault.refusal(address, address);
-    return refusal === null ? null : (/ is (.+); allow it with httpExecutorAllow$/.exec(refusal)?.[1] ?? refusal);
+    return refusal === null
+      ? null
+      : (/ is (.+); allow it with httpExecutorAllow$/.exec(refusal.message)?.[1] ?? refusal.message);
   };
 
   it.each([
@@ -60,13 +62,13 @@ describe('the destination policy', () => {
     },
   );
 
-  it('names the address and the rule, and for a name what it resolved to', () => {
-    expect(byDefault.refusal('127.0.0.1', '127.0.0.1')).toBe(
-      'refused: 127.0.0.1 is a loopback address; allow it with httpExecutorAllow',
-    );
-    expect(byDefault.refusal('localhost', '::1')).toBe(
-      'refused: localhost resolves to ::1, which is a loopback address; allow it with httpExecutorAllow',
-    );
+  it('names the address and the rule; for a name, only the log is told what it resolved to', () => {
+    const literal = 'refused: 127.0.0.1 is a loopback address; allow it with httpExecutorAllow';
+    expect(byDefault.refusal('127.0.0.1', '127.0.0.1')).toEqual({ message: literal, detail: literal });
+    expect(byDefault.refusal('localhost', '::1')).toEqual({
+      message: 'refused: localhost resolves to a non-public address; allow it with httpExecutorAllow',
+      detail: 'refused: localhost resolves to ::1, which is a loopback address; allow it with httpExecutorAllow',
+    });
   });
 
   it('allows what the allow-list names: ranges, addresses, host names and subdomains', () => {
@@ -74,14 +76,14 @@ describe('the destination policy', () => {
     expect(policy.refusal('10.9.8.7', '10.9.8.7')).toBeNull();
     expect(policy.refusal('::ffff:10.9.8.7', '::ffff:10.9.8.7')).toBeNull();
     expect(policy.refusal('127.0.0.1', '127.0.0.1')).toBeNull();
-    expect(policy.refusal('127.0.0.2', '127.0.0.2')).toMatch(/loopback/);
+    expect(policy.refusal('127.0.0.2', '127.0.0.2')?.message).toMatch(/loopback/);
     expect(policy.refusal('fd00::5', 'fd00::5')).toBeNull();
-    expect(policy.refusal('192.168.0.1', '192.168.0.1')).toMatch(/private/);
+    expect(policy.refusal('192.168.0.1', '192.168.0.1')?.message).toMatch(/private/);
     // A name on the list allows whatever it resolves to; other names are judged by their addresses.
     expect(policy.refusal('HOOKS.internal.', '192.168.0.1')).toBeNull();
     expect(policy.refusal('a.b.svc.local', '172.16.0.1')).toBeNull();
-    expect(policy.refusal('svc.local', '172.16.0.1')).toMatch(/private/);
-    expect(policy.refusal('evil.hooks.internal', '172.16.0.1')).toMatch(/private/);
+    expect(policy.refusal('svc.local', '172.16.0.1')?.detail).toMatch(/private/);
+    expect(policy.refusal('evil.hooks.internal', '172.16.0.1')?.detail).toMatch(/private/);
   });
 });
 

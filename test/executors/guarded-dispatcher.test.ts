@@ -82,7 +82,15 @@ describe('the guarded dispatcher', () => {
 
   it('refuses a name by what it resolves to, and lets a name on the allow-list through', async () => {
     const port = new URL(refusedUrl).port;
-    await expect(request(`http://localhost:${port}/`, { dispatcher: guarded([]) })).rejects.toThrow(
+    const refused = await request(`http://localhost:${port}/`, { dispatcher: guarded([]) }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(refused).toBeInstanceOf(DestinationRefusedError);
+    expect((refused as DestinationRefusedError).message).toMatch(
+      /^refused: localhost resolves to a non-public address/,
+    );
+    expect((refused as DestinationRefusedError).detail).toMatch(
       /^refused: localhost resolves to (127\.0\.0\.1|::1), which is a loopback address/,
     );
     expect(refusedConnections).toBe(0);

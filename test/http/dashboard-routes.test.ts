@@ -13,9 +13,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serverWith } from './fake-api.js';
 
 let app: FastifyInstance;
+let dir: string;
 
 beforeAll(async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'wh-dash-files-'));
+  dir = mkdtempSync(join(tmpdir(), 'wh-dash-files-'));
   writeFileSync(
     join(dir, 'index.html'),
     '<head><!-- modulepreload --><script type="module" src="/admin/assets/app.js"></script></head>',
@@ -65,6 +66,11 @@ describe('GET /admin/assets/{file}', () => {
     expect(js.body).toBe('import "./dom.js";\n');
     const css = await app.inject({ method: 'GET', url: '/admin/assets/dashboard.css' });
     expect(css.headers['content-type']).toBe('text/css; charset=utf-8');
+  });
+
+  it('serves only the files the folder held at the start (it is listed once)', async () => {
+    writeFileSync(join(dir, 'late.js'), 'export const late = 1;\n');
+    expect((await app.inject({ method: 'GET', url: '/admin/assets/late.js' })).statusCode).toBe(404);
   });
 
   it('is 404 for a file the build did not write, and 400 for a name that is not a dashboard file', async () => {

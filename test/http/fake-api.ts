@@ -357,6 +357,10 @@ class ListKeyStore implements ApiKeyStore {
     return this.keys.filter((k) => !k.revoked);
   }
 
+  async anyMade(): Promise<boolean> {
+    return this.keys.length > 0;
+  }
+
   async revoke(keyId: string): Promise<boolean> {
     const key = this.keys.find((k) => k.keyId === keyId && !k.revoked);
     if (key !== undefined) key.revoked = true;

@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ERROR_CATALOGUE, WheelhouseError, type ErrorCode } from '../../src/lib/errors.js';
+import type { WheelhouseOptions } from '../../src/lib/config.js';
 import { FakeApi, KNOWN_ID, captureLogger, serverWith } from './fake-api.js';
 
 const apps: FastifyInstance[] = [];
@@ -253,11 +254,8 @@ describe('API keys', () => {
     expect(api.calls).toHaveLength(0);
   });
 
-  it('takes the deprecated authToken as the admin key', async () => {
-    const { app } = server({ authToken: admin });
-    expect((await app.inject({ method: 'GET', url: `/api/tasks/${KNOWN_ID}` })).statusCode).toBe(401);
-    const res = await app.inject({ method: 'GET', url: `/api/tasks/${KNOWN_ID}`, headers: bearer(admin) });
-    expect(res.statusCode).toBe(200);
+  it('refuses the former authToken option, naming the admin key it is not', () => {
+    expect(() => server({ authToken: admin } as WheelhouseOptions)).toThrow(/authToken: is no longer read.*adminToken/);
   });
 
   it('lets the admin key through on every scope', async () => {

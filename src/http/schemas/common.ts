@@ -126,7 +126,7 @@ export type ErrorBodyJson = Static<typeof ErrorBody>;
 const ERROR_SUMMARY: Record<number, string> = {
   400: 'Malformed JSON, a schema violation, a bad cron expression, an unknown time zone, …',
   401: 'Bearer token missing (when auth is on).',
-  403: 'Bearer token wrong.',
+  403: 'The key has none of the scopes that open the route; or a Host or Origin the node does not answer.',
   404: 'Nothing has this id, or no such route.',
   405: 'The route does not take this method.',
   409: 'Idempotency conflict, lease no longer held, or task already finished.',
@@ -164,12 +164,13 @@ export function errors(...statuses: number[]): Record<string, TSchema> {
 export const COMMON_ERRORS = [400, 401, 403, 413, 415, 429, 500, 503] as const;
 
 /**
- * The scope a route needs, as OpenAPI writes it (`security: [{bearer: ['read']}]`, role names of
- * a bearer scheme). The server's auth hook reads it from the same place, so the document and the
- * check cannot disagree, and test/http/scopes.test.ts fails on a route that names none.
+ * The scopes that open a route, as OpenAPI writes them (`security: [{bearer: ['ops']},
+ * {bearer: ['admin']}]`: role names of a bearer scheme, one requirement each, any of them
+ * enough). The server's auth hook reads them from the same place, so the document and the
+ * check cannot disagree, and test/http/contract.test.ts fails on a route that names none.
  */
-export function needs(scope: Scope): { security: { bearer: Scope[] }[] } {
-  return { security: [{ bearer: [scope] }] };
+export function needs(...scopes: [Scope, ...Scope[]]): { security: { bearer: Scope[] }[] } {
+  return { security: scopes.map((scope) => ({ bearer: [scope] })) };
 }
 
 /** A route anyone may call, with or without a key. */

@@ -62,7 +62,7 @@ export const opsRoutesSchemas = {
   metrics: {
     tags: ['operations'],
     summary: 'Prometheus metrics',
-    ...needs('admin'),
+    ...needs('metrics', 'ops', 'admin'),
     produces: ['text/plain'],
     response: { 200: text('Prometheus text exposition 0.0.4', 'text/plain') },
   },
@@ -74,21 +74,25 @@ export const opsRoutesSchemas = {
   },
 } as const;
 
+/** What a dashboard file's name looks like (`app.js`, `dashboard.css`). */
+export const ASSET_NAME_PATTERN = '^[a-z][a-z0-9-]*\\.(js|css)$';
+
 /** A dashboard file: one of the names the build writes (src/dashboard/). */
 const AssetName = Type.String({
   maxLength: 64,
-  pattern: '^[a-z][a-z0-9-]*\\.(js|css)$',
+  pattern: ASSET_NAME_PATTERN,
   'x-hint': 'name a dashboard file (lower-case, .js or .css)',
 });
 
 /**
  * The dashboard (docs/decisions/0014-dashboard.md): its page and its files are open, as `/docs`
- * is; they hold no data. Every call the page makes for data needs the `admin` scope.
+ * is; they hold no data. The calls the page makes need `read` (tasks, graphs) and `ops` (the
+ * cluster, queues and actors), and its buttons `submit`.
  */
 export const dashboardRoutesSchemas = {
   page: {
     tags: ['admin'],
-    summary: 'The dashboard (open: the page holds no data; its API calls need an admin key)',
+    summary: 'The dashboard (open: the page holds no data; its API calls need a read and ops key)',
     ...OPEN,
     produces: ['text/html'],
     response: { 200: text('The dashboard page', 'text/html') },
@@ -109,13 +113,13 @@ export const dashboardRoutesSchemas = {
 export const adminRoutesSchemas = {
   cluster: {
     tags: ['admin'],
-    ...needs('admin'),
+    ...needs('ops', 'admin'),
     summary: 'Nodes, liveness, ring spread and the owner of each wheel partition',
     response: { 200: Plain('The cluster as this node sees it.'), ...errors(401, 403, 500, 503) },
   },
   actors: {
     tags: ['admin'],
-    ...needs('admin'),
+    ...needs('ops', 'admin'),
     summary: 'Live actors across the live nodes, in (node, kind, key) order, paged',
     description:
       'Each live node lists its own actors; a node that does not answer is listed in `nodes` with `ok: false` ' +
@@ -145,14 +149,14 @@ export const adminRoutesSchemas = {
   },
   actor: {
     tags: ['admin'],
-    ...needs('admin'),
+    ...needs('ops', 'admin'),
     summary: 'One actor with its state, wherever in the cluster it lives',
     params: ActorParams,
     response: { 200: ActorInfoSchema, ...errors(400, 401, 403, 404, 500, 503) },
   },
   queues: {
     tags: ['admin'],
-    ...needs('admin'),
+    ...needs('ops', 'admin'),
     summary: 'Ready-queue depth and oldest age by task type and priority',
     response: {
       200: Type.Object(
