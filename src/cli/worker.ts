@@ -5,6 +5,8 @@ import { parseArgs } from 'node:util';
 import {
   createWorker,
   LeaseLostError,
+  TaskTimeoutError,
+  WorkerStoppedError,
   type TaskContext,
   type Worker,
   type WorkerStats,
@@ -211,7 +213,7 @@ interface TaskEvent {
   error?: string;
   retryable?: false;
   /** The task was taken away while it ran: its result is not recorded. */
-  aborted?: 'lease lost' | 'cancelled';
+  aborted?: 'lease lost' | 'cancelled' | 'timed out' | 'stopped';
 }
 
 type LogEvent =
@@ -298,8 +300,11 @@ function preview(value: unknown): string {
   return text.length > MAX_RESULT_CHARS ? `${text.slice(0, MAX_RESULT_CHARS)}…` : text;
 }
 
-function abortReason(signal: AbortSignal): 'lease lost' | 'cancelled' {
-  return signal.reason instanceof LeaseLostError ? 'lease lost' : 'cancelled';
+function abortReason(signal: AbortSignal): 'lease lost' | 'cancelled' | 'timed out' | 'stopped' {
+  if (signal.reason instanceof LeaseLostError) return 'lease lost';
+  if (signal.reason instanceof TaskTimeoutError) return 'timed out';
+  if (signal.reason instanceof WorkerStoppedError) return 'stopped';
+  return 'cancelled';
 }
 
 function messageOf(error: unknown): string {
