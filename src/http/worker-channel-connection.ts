@@ -197,12 +197,15 @@ export class Connection {
     if (this.closedBy !== null) return;
     this.stopped = true;
     this.ended('node', true);
+    const keyless = this.opts.keyId === null;
     refuseSocket(
       this.socket,
       'unauthorized',
-      'the API key that opened this socket was revoked',
+      keyless
+        ? 'this node now asks for an API key, and this socket was opened without one'
+        : 'the API key that opened this socket was revoked',
       CLOSE.policy,
-      'key_revoked',
+      keyless ? 'key_required' : 'key_revoked',
     );
   }
 

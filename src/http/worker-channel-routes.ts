@@ -60,10 +60,10 @@ export const workerChannelRoutes: FastifyPluginAsync<WorkerChannelRoutesOptions>
   }, api.heartbeatMs);
   pinger.unref();
   fastify.addHook('onClose', async () => clearInterval(pinger));
-  // A revoked key closes what it opened within the keys' re-read (this node's revoke at once).
+  // A revoked key closes what it opened within the keys' re-read (this node's revoke at once);
+  // the first key made on a node that asked for none closes what was opened without one.
   const offRevoked = opts.keys?.onRevoked((keyIds) => {
-    for (const connection of live.values())
-      if (connection.keyId !== null && keyIds.has(connection.keyId)) connection.revoke();
+    for (const connection of live.values()) if (keyIds.has(connection.keyId)) connection.revoke();
   });
   if (offRevoked !== undefined) fastify.addHook('onClose', async () => void offRevoked());
 

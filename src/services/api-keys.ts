@@ -53,10 +53,11 @@ export interface ApiKeysApi {
   revoke(keyId: string): Promise<void>;
   /**
    * Calls `listener` with the ids of the keys that a re-read of the keys (this node's revoke,
-   * or the periodic one) finds no longer live, so that what they opened is closed. Returns a
-   * function that stops.
+   * or the periodic one) finds no longer live, so that what they opened is closed; `null` among
+   * them when the node, which asked for no key, now asks for one (the first key was made): what
+   * was opened without a key goes too. Returns a function that stops.
    */
-  onRevoked(listener: (keyIds: ReadonlySet<string>) => void): () => void;
+  onRevoked(listener: (keyIds: ReadonlySet<string | null>) => void): () => void;
 }
 
 export interface ApiKeysOptions {
@@ -80,7 +81,7 @@ export class ApiKeys implements ApiKeysApi {
   private everMade = false;
   private loading: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
-  private readonly revokedListeners = new Set<(keyIds: ReadonlySet<string>) => void>();
+  private readonly revokedListeners = new Set<(keyIds: ReadonlySet<string | null>) => void>();
 
   constructor(private readonly options: ApiKeysOptions) {
     this.adminHash = options.adminSecret === null ? null : sha256(options.adminSecret);
@@ -152,18 +153,22 @@ export class ApiKeys implements ApiKeysApi {
     return { keyId: stored.keyId, name: stored.name, scopes: unique, createdMs: stored.createdMs, secret };
   }
 
-  onRevoked(listener: (keyIds: ReadonlySet<string>) => void): () => void {
+  onRevoked(listener: (keyIds: ReadonlySet<string | null>) => void): () => void {
     this.revokedListeners.add(listener);
     return () => this.revokedListeners.delete(listener);
   }
 
-  /** Tells the listeners of the keys live in `before` that are not in `after`. */
-  private tellRevoked(before: Map<string, Principal>, after: Map<string, Principal>): void {
+  /**
+   * Tells the listeners of the keys live in `before` that are not in `after`, and of the end of
+   * keyless access (`null`) when the node began asking for keys.
+   */
+  private tellRevoked(before: Map<string, Principal>, after: Map<string, Principal>, keylessEnded: boolean): void {
     if (this.revokedListeners.size === 0) return;
     const live = new Set<string>();
     for (const key of after.values()) live.add(key.keyId);
-    const revoked = new Set<string>();
+    const revoked = new Set<string | null>();
     for (const key of before.values()) if (!live.has(key.keyId)) revoked.add(key.keyId);
+    if (keylessEnded) revoked.add(null);
     if (revoked.size === 0) return;
     for (const listener of this.revokedListeners) listener(revoked);
   }
@@ -192,9 +197,10 @@ export class ApiKeys implements ApiKeysApi {
         for (const k of live) next.set(k.secretHash, { keyId: k.keyId, name: k.name, scopes: k.scopes as Scope[] });
         const made = this.everMade || live.length > 0 || (await this.options.store.anyMade());
         const before = this.byHash;
+        const wasEnabled = this.enabled();
         this.byHash = next;
         this.everMade = made;
-        this.tellRevoked(before, next);
+        this.tellRevoked(before, next, !wasEnabled && this.enabled());
         this.loadedMs = Date.now();
       })
       .finally(() => {

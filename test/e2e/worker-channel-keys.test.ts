@@ -121,3 +121,49 @@ describe.each(BACKENDS)('worker sockets and API keys, on %s', (backend) => {
     });
   }
 });
+
+describe.each(BACKENDS)('a node that begins to ask for keys, on %s', (backend) => {
+  let c: TestCluster;
+  afterAll(async () => {
+    await c?.cleanup();
+  });
+
+  it('closes the sockets opened without a key when the first key is made, and hands their leases back', async () => {
+    c = await startTestNode(backend, { safetyNetGraceSeconds: 60 });
+    const type = uniqueType('keyless');
+    const { worker } = await RawWorker.hello(c.url, { worker_id: `w-${randomUUID()}`, task_types: [type], credits: 1 });
+    const submitted = await api<{ task_id: string }>(c.url, 'POST', '/api/tasks', { task_type: type });
+    const [held] = await worker.received(1);
+    expect(held!.task_id).toBe(submitted.body.task_id);
+
+    // Anyone on the machine could make the first key; from then on, keys are asked for everywhere.
+    const made = await api<{ token: string }>(c.url, 'POST', '/admin/tokens', {
+      name: 'first',
+      scopes: ['admin', 'read'],
+    });
+    expect(made.status).toBe(201);
+    const closed = await Promise.race([
+      worker.closed,
+      // not a wait: the bound on how long the socket may stay open after the key was made
+      new Promise((_, reject) =>
+        setTimeout(() => reject(new Error('still open 5 s after the first key was made')), 5_000),
+      ),
+    ]);
+    expect(closed).toEqual({ code: 1008, reason: 'key_required' });
+    const key = { authorization: `Bearer ${made.body.token}` };
+    // The lease it held went back to its queue at once, its attempt not counted.
+    const back = await eventually(async () => {
+      const t = (
+        await api<{ status: string; attempts: number }>(
+          c.url,
+          'GET',
+          `/api/tasks/${submitted.body.task_id}`,
+          undefined,
+          key,
+        )
+      ).body;
+      return t.status === 'ready' ? t : undefined;
+    }, 2_000);
+    expect(back.attempts).toBe(0);
+  });
+});
