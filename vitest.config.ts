@@ -12,7 +12,7 @@ export default defineConfig({
     // Three files at a time on the 2-core CI machine: most e2e tests wait on real time (cron
     // seconds, lease expiries, node start-ups), so a third worker fills the cores' idle time.
     // Measured when the suite had 123 files: 573 s of vitest with three, 650–672 s with two.
-    // It has 149 now: 479 s of vitest in a fresh clone on the quiet machine (issue 27).
+    // It has 153 now: about 480 s of vitest in a fresh clone on the quiet machine (issue 27).
     maxWorkers: 3,
     // Every answer of every node a test starts is held to its route's response schema
     // (src/http/validation/responses.ts): an off-schema answer is a 500 that fails the test.
