@@ -43,6 +43,8 @@ export interface NewTask {
   /** The graph (POST /api/dags) the task belongs to, and its ref there. */
   dagId?: string | null;
   dagRef?: string | null;
+  /** The limits it takes part in, sorted and without repeats (`normaliseLimits`); null/absent: none. */
+  limits?: readonly string[] | null;
 }
 
 /** A task row as read back. Times are Unix milliseconds. */
@@ -97,6 +99,8 @@ export interface TaskRecord {
   progress: unknown;
   /** When `progress` was recorded (Unix ms); null when none. */
   progressMs: number | null;
+  /** The limits it takes part in (sorted; its type's not among them); absent or [] when none. */
+  limits?: readonly string[];
 }
 
 /** What the wheel and the ready queue need to know of a task: no payload. */
@@ -105,6 +109,11 @@ export interface DueEntry {
   taskType: string;
   priority: number;
   dueMs: number;
+  /**
+   * The limit names the task takes part in (`TaskRecord.limits`: sorted, no repeats, its
+   * type's `type:<t>` not among them); absent when it names none.
+   */
+  limits?: readonly string[];
 }
 
 /**
@@ -187,6 +196,11 @@ export interface Transition {
   startedMs: number | null;
   /** When it ended (Unix ms): the time of the result or of the expiry. */
   endedMs: number;
+  /**
+   * The limits it takes part in (sorted; its type's not among them); absent: none. The
+   * attempt that ended gives back its permits of these keys and of `type:<taskType>`.
+   */
+  limits?: readonly string[];
 }
 
 /** Retry timing: delay = min(baseMs · 2^(attempt−1), maxMs), scaled by a random 0.5…1. */

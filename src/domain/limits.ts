@@ -1,0 +1,158 @@
+/**
+ * Flow control's vocabulary (API.md "Flow control", docs/decisions/0023-flow-control.md):
+ * limit names and families, what a declaration holds, and the rate algorithm (GCRA). Pure:
+ * no I/O, no imports of the stores, the actors or the services.
+ */
+
+/** What a key does when its concurrency is reached. */
+export type OnLimit = 'queue' | 'cancel_running' | 'cancel_new' | 'keep_latest_waiting';
+
+export const ON_LIMIT: readonly OnLimit[] = ['queue', 'cancel_running', 'cancel_new', 'keep_latest_waiting'];
+
+/** Starts per period (GCRA): `limit` per `periodMs`, `burst` more allowed at once. */
+export interface RateSpec {
+  limit: number;
+  periodMs: number;
+  burst: number;
+}
+
+/** What an operator declares for a limit name (an exact key or a family). */
+export interface LimitSpec {
+  /** Tasks of the key running at once; null: unlimited; 0: paused. */
+  concurrency: number | null;
+  rate: RateSpec | null;
+  onLimit: OnLimit;
+  /** The key's share when keys of one family compete (> 0). */
+  weight: number;
+}
+
+/** A declaration as stored. */
+export interface LimitDeclaration extends LimitSpec {
+  name: string;
+  createdMs: number;
+  updatedMs: number;
+}
+
+/** A key's values as its actor applies them: declared exactly, or by its family. */
+export interface ResolvedLimit extends LimitSpec {
+  key: string;
+  /** The name whose declaration applies: the key itself or its family (`customer:*`). */
+  declaredAs: string;
+}
+
+/** Most limit names one task may take part in (its type's `type:<t>` not counted). */
+export const MAX_LIMITS_PER_TASK = 8;
+/** Longest limit name. */
+export const MAX_LIMIT_NAME_LENGTH = 200;
+/** Bounds of the declared values: a larger value is a 400, not a key nobody can reach. */
+export const MAX_CONCURRENCY = 1_000_000;
+export const MAX_RATE_LIMIT = 1_000_000;
+export const MAX_RATE_PERIOD_SECONDS = 86_400;
+export const MAX_RATE_BURST = 1_000_000;
+export const MAX_WEIGHT = 1_000_000;
+export const MIN_WEIGHT = 1e-6;
+
+/** The prefix of the limit every task type is: `type:email.send`. */
+export const TYPE_LIMIT_PREFIX = 'type:';
+
+const NAME = /^[A-Za-z0-9_.:*-]{1,200}$/;
+
+/**
+ * A valid limit name: 1–200 of `[A-Za-z0-9_.:*-]`, with `*` only as the last character of a
+ * family (`customer:*`).
+ */
+export function isLimitName(name: string): boolean {
+  if (!NAME.test(name)) return false;
+  const star = name.indexOf('*');
+  return star === -1 || (isFamily(name) && star === name.length - 1);
+}
+
+/** A family: a name ending in `:*`. */
+export function isFamily(name: string): boolean {
+  return name.length > 2 && name.endsWith(':*') && name.indexOf('*') === name.length - 1;
+}
+
+/** The limit a task type is. */
+export function typeLimit(taskType: string): string {
+  return `${TYPE_LIMIT_PREFIX}${taskType}`;
+}
+
+/**
+ * The families that could cover `key`, most specific first: `a:b:c` → `a:b:*`, `a:*`. A
+ * family never covers itself, and a key with no `:` has none.
+ */
+export function familiesOf(key: string): string[] {
+  if (isFamily(key)) return [];
+  const out: string[] = [];
+  for (let at = key.lastIndexOf(':'); at > 0; at = key.lastIndexOf(':', at - 1)) out.push(`${key.slice(0, at)}:*`);
+  return out;
+}
+
+/**
+ * The declaration that applies to `key`: its own, else its most specific declared family's;
+ * null when neither is declared (an unknown name, or a task type nobody limited).
+ */
+export function resolveLimit(key: string, declared: (name: string) => LimitSpec | undefined): ResolvedLimit | null {
+  const own = declared(key);
+  if (own) return { ...pick(own), key, declaredAs: key };
+  for (const family of familiesOf(key)) {
+    const spec = declared(family);
+    if (spec) return { ...pick(spec), key, declaredAs: family };
+  }
+  return null;
+}
+
+function pick(spec: LimitSpec): LimitSpec {
+  return { concurrency: spec.concurrency, rate: spec.rate, onLimit: spec.onLimit, weight: spec.weight };
+}
+
+/** Names sorted and without repeats, as a task stores them; null for none. */
+export function normaliseLimits(names: readonly string[] | null | undefined): string[] | null {
+  if (!names || names.length === 0) return null;
+  return [...new Set(names)].sort();
+}
+
+/**
+ * The generic cell rate algorithm: one start every `periodMs / limit`, with `burst` more
+ * allowed at once. State is one number, the theoretical arrival time (TAT) of the next start.
+ * A start at `nowMs` is allowed while `tat - burst·interval <= nowMs`; each start moves the TAT
+ * one interval on from `max(tat, now)`. Nothing waits inside it: a caller that is refused asks
+ * again at `nextAllowedMs`.
+ */
+export class Gcra {
+  private tatMs = 0;
+
+  constructor(private readonly rate: RateSpec) {}
+
+  /** ms between two starts at the steady rate. */
+  get intervalMs(): number {
+    return this.rate.periodMs / this.rate.limit;
+  }
+
+  /** How many starts are allowed at `nowMs` (at most `max`), without taking them. */
+  available(nowMs: number, max: number): number {
+    const interval = this.intervalMs;
+    const tat = Math.max(this.tatMs, nowMs);
+    // Starts k = 0..n-1 are allowed while tat + k·interval - (burst+1)·interval <= now.
+    const room = Math.floor((nowMs - tat) / interval + this.rate.burst + 1 + 1e-9);
+    return Math.max(0, Math.min(max, room));
+  }
+
+  /** Takes `n` starts at `nowMs` (the caller checked `available`). */
+  take(nowMs: number, n: number): void {
+    if (n <= 0) return;
+    this.tatMs = Math.max(this.tatMs, nowMs) + n * this.intervalMs;
+  }
+
+  /** Gives back `n` starts taken but not used (a claim the store refused). */
+  refund(n: number, nowMs: number): void {
+    if (n <= 0) return;
+    this.tatMs = Math.max(nowMs, this.tatMs - n * this.intervalMs);
+  }
+
+  /** When the next start is allowed (Unix ms): now or later. */
+  nextAllowedMs(nowMs: number): number {
+    const at = this.tatMs - this.rate.burst * this.intervalMs;
+    return Math.max(nowMs, Math.ceil(at));
+  }
+}
