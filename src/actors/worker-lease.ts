@@ -83,6 +83,7 @@ export function handOnExpired(
     taskType: transition.taskType,
     startedMs: transition.startedMs,
     endedMs: transition.endedMs,
+    ...(transition.limits ? { limits: transition.limits } : {}),
   });
   void deps.placement.requeue([transition]);
 }

@@ -1,5 +1,5 @@
 import type { EventSink } from '../lib/events.js';
-import type { ClaimedTask, StoredStatus, Transition } from './model.js';
+import type { ClaimedTask, DueEntry, StoredStatus, Transition } from './model.js';
 
 /**
  * What happens on a node, as events: emitted where the metrics are bumped, so that metrics,
@@ -35,13 +35,21 @@ export interface NodeEvents {
     taskType: string;
     startedMs: number | null;
     endedMs: number;
+    /** The limits it takes part in (its permits go back). */
+    limits?: readonly string[];
   };
   /** Results recorded (succeeded, failed, retried, cancelled); each transition says when its attempt ran. */
   'task:completed': { transitions: readonly Transition[] };
   /** Tasks that did not start within their start deadline ended `expired`. */
   'task:expired': { transitions: readonly Transition[] };
   /** Claims handed back because their long-poll went away. */
-  'task:released': { taskIds: readonly string[] };
+  'task:released': {
+    taskIds: readonly string[];
+    /** Each released task's type and limits (their permits go back), aligned with `taskIds`. */
+    tasks?: readonly Pick<DueEntry, 'taskType' | 'limits'>[];
+  };
+  /** Claims a limit key refused for its rate: they wait for the next allowed start. */
+  'limit:throttled': { key: string; declaredAs: string; count: number };
   /** A cron schedule reached fire times: fired, skipped for overlap, or missed by misfire policy. */
   'cron:fired': { outcome: 'fired' | 'skipped' | 'missed'; count: number };
   /** A blocked task's predecessors settled: it became pending (or was cancelled). */

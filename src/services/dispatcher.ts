@@ -4,6 +4,8 @@ import type { ClaimedTask, DueEntry } from '../domain/model.js';
 import type { NodeEventSink } from '../domain/events.js';
 import type { TaskStore } from '../store/types.js';
 import type { ReadyQueue } from '../store/fast-index-types.js';
+import type { LimitGrantRow } from '../store/limit-types.js';
+import type { LimitGate } from './limit-gate.js';
 import type { Assignment, PollRequest } from './types.js';
 
 /** One claim for one worker: up to `maxTasks` ready tasks of its types. */
@@ -26,6 +28,8 @@ export interface DispatcherDeps {
   leases: Pick<LeaseBook, 'granted'>;
   /** Upper bound of a poll's wait. */
   pollMaxWaitMs: number;
+  /** The limits' gate: absent, nothing is gated (tests of the dispatcher alone). */
+  gate?: Pick<LimitGate, 'admit' | 'giveBackGrants' | 'offer'>;
   events: NodeEventSink;
   onError?(error: unknown, context: string): void;
 }
@@ -185,31 +189,52 @@ export class Dispatcher {
         await this.putBack(entries);
         return out;
       }
-      const now = claimTime(clock.now(), entries);
-      const owners = deal(entries.length, shares);
-      const ids = new Array<string>(entries.length);
-      const workerIds = new Array<string>(entries.length);
-      for (let i = 0; i < entries.length; i++) {
-        ids[i] = (entries[i] as DueEntry).taskId;
+      // Entries that limits gate go past their keys first (docs/decisions/0023-flow-control.md).
+      let claimable = entries;
+      let grants: LimitGrantRow[] = [];
+      if (this.deps.gate) {
+        const admission = await this.deps.gate.admit(entries);
+        claimable = admission.claimable;
+        grants = admission.grants;
+        // Parked: the key that refused them keeps them. Unanswered: back in their queue.
+        if (admission.unanswered.length > 0) await this.putBack(admission.unanswered);
+        if (admission.parked.length > 0)
+          ready
+            .ack(admission.parked)
+            .catch((error: unknown) => this.deps.onError?.(error, 'ack of entries parked with their limit'));
+        if (claimable.length === 0) {
+          if (admission.unanswered.length > 0) return out;
+          continue;
+        }
+      }
+      const now = claimTime(clock.now(), claimable);
+      const owners = deal(claimable.length, shares);
+      const ids = new Array<string>(claimable.length);
+      const workerIds = new Array<string>(claimable.length);
+      for (let i = 0; i < claimable.length; i++) {
+        ids[i] = (claimable[i] as DueEntry).taskId;
         workerIds[i] = (shares[owners[i] as number] as ClaimShare).workerId;
       }
       let claimed;
       try {
         claimed =
           shares.length === 1
-            ? await tasks.claim(ids, (shares[0] as ClaimShare).workerId, now)
-            : await tasks.claimForWorkers(ids, workerIds, now);
+            ? await tasks.claim(ids, (shares[0] as ClaimShare).workerId, now, grants)
+            : await tasks.claimForWorkers(ids, workerIds, now, grants);
       } catch (error) {
         // Put the entries back at once; if that fails too, they stay in flight and
         // `requeueStale` returns them later. Either way the tasks are still `pending`.
-        await this.putBack(entries);
+        this.deps.gate?.giveBackGrants(grants);
+        await this.putBack(claimable);
         throw error;
       }
-      const early = claimed.length < entries.length ? await this.notYetDue(entries, claimed, now) : [];
+      const early = claimed.length < claimable.length ? await this.notYetDue(claimable, claimed, now) : [];
+      if (grants.length > 0 && claimed.length < claimable.length)
+        await this.unusedGrants(grants, claimable, claimed, early, now);
       // The claim is settled in Postgres; dropping the in-flight entries is housekeeping and
       // stays off the worker's critical path. If it fails, `requeueStale` puts them back
       // later and their claim is refused by the compare-and-set: nothing runs twice.
-      const settled = early.length === 0 ? entries : entries.filter((e) => !early.includes(e));
+      const settled = early.length === 0 ? claimable : claimable.filter((e) => !early.includes(e));
       ready.ack(settled).catch((error: unknown) => this.deps.onError?.(error, 'ack of claimed ready entries'));
       for (const entry of early) this.pushWhenDue(entry);
       if (claimed.length === 0) continue; // stale entries (cancelled, already claimed): look again
@@ -233,6 +258,33 @@ export class Dispatcher {
       for (const task of claimed) leases.granted(task.id, task.version, task.leaseExpiresMs);
       return out;
     }
+  }
+
+  /**
+   * Grants of tasks the claim did not start go back to their keys; a task still pending at its
+   * entry's due time (its key's epoch changed under the grant: a new activation) is offered to
+   * its home key again, which parks or admits it — it must not be dropped.
+   */
+  private async unusedGrants(
+    grants: readonly LimitGrantRow[],
+    claimable: readonly DueEntry[],
+    claimed: readonly ClaimedTask[],
+    early: readonly DueEntry[],
+    claimMs: number,
+  ): Promise<void> {
+    const gate = this.deps.gate;
+    if (!gate) return;
+    const started = new Set(claimed.map((t) => t.id));
+    const unused = grants.filter((g) => !started.has(g.taskId));
+    gate.giveBackGrants(unused);
+    const refusedIds = new Set(unused.map((g) => g.taskId));
+    const candidates = [...refusedIds].filter((id) => !early.some((e) => e.taskId === id));
+    if (candidates.length === 0) return;
+    const pending = await this.deps.tasks.pendingDueTimes(candidates);
+    const entries = claimable.filter(
+      (e) => refusedIds.has(e.taskId) && e.dueMs <= claimMs && pending.get(e.taskId) === e.dueMs,
+    );
+    if (entries.length > 0) gate.offer(entries);
   }
 
   /** Entries the claim refused whose task is pending at exactly their due time, after `claimMs`. */

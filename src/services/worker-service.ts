@@ -58,7 +58,7 @@ export class WorkerService implements WorkersApi {
       const entries = await this.deps.tasks.release(claims, this.deps.clock.now());
       for (const claim of claims) this.deps.leases.released(claim.taskId, claim.version);
       await this.deps.placement.place(entries);
-      this.deps.events.emit('task:released', { taskIds: entries.map((e) => e.taskId) });
+      this.deps.events.emit('task:released', { taskIds: entries.map((e) => e.taskId), tasks: entries });
     } catch (error) {
       // Not handed back: their leases run out and hand them on, as for any lost worker.
       this.deps.onError(

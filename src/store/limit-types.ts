@@ -7,6 +7,13 @@
 import type { DueEntry } from '../domain/model.js';
 import type { LimitDeclaration, LimitSpec } from '../domain/limits.js';
 
+/** A permit of one limit key granted to one task, under the epoch of the key's actor. */
+export interface LimitGrantRow {
+  taskId: string;
+  key: string;
+  epoch: number;
+}
+
 export interface LimitPage {
   items: LimitDeclaration[];
   /** The name to pass as `after` for the next page; null on the last. */
@@ -48,8 +55,8 @@ export interface LimitStore {
    * `limits` name it.
    */
   liveTasks(key: string, nowMs: number, maxWaiting: number): Promise<LiveTasks>;
-  /** Of these tasks, those still `running` at these versions (a key's reconcile of its holders). */
-  stillRunning(holders: readonly { taskId: string; version: number }[]): Promise<Set<string>>;
+  /** Of these tasks, those still `running` (a key's reconcile of its holders). */
+  stillRunning(taskIds: readonly string[]): Promise<Set<string>>;
   /** How many tasks of the key are pending (due or not) and running: for GET and metrics. */
   counts(key: string, nowMs: number): Promise<{ running: number; waiting: number }>;
 }

@@ -1,5 +1,6 @@
 import type { Db } from './db.js';
 import { cancelTask } from './sql/cancel.js';
+import type { LimitGrantRow } from './limit-types.js';
 import { claimTasks, expiredLeases, heartbeatTasks, releaseTasks, runningLease } from './sql/claim.js';
 import { completeTasks, expireLease } from './sql/complete.js';
 import { listTasks } from './sql/list.js';
@@ -92,12 +93,17 @@ export class SqlTaskStore implements TaskStore {
     return listTasks(this.listings, filter, nowMs);
   }
 
-  claim(ids: string[], workerId: string, nowMs: number): Promise<ClaimedTask[]> {
-    return claimTasks(this.leases, ids, workerId, nowMs);
+  claim(ids: string[], workerId: string, nowMs: number, grants?: readonly LimitGrantRow[]): Promise<ClaimedTask[]> {
+    return claimTasks(this.leases, ids, workerId, nowMs, grants);
   }
 
-  claimForWorkers(ids: readonly string[], workerIds: readonly string[], nowMs: number): Promise<ClaimedTask[]> {
-    return claimTasks(this.leases, ids, workerIds, nowMs);
+  claimForWorkers(
+    ids: readonly string[],
+    workerIds: readonly string[],
+    nowMs: number,
+    grants?: readonly LimitGrantRow[],
+  ): Promise<ClaimedTask[]> {
+    return claimTasks(this.leases, ids, workerIds, nowMs, grants);
   }
 
   heartbeat(

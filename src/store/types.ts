@@ -18,6 +18,7 @@ import type {
   TaskStatus,
   Transition,
 } from '../domain/model.js';
+import type { LimitGrantRow } from './limit-types.js';
 
 /** A position in a partition's pending tasks: the last entry a page returned. */
 export interface PartitionCursor {
@@ -167,12 +168,17 @@ export interface TaskStore {
    * (`ClaimedTask.leaseToken`) of which only the digest is stored. Ids that are not
    * claimable are left out of the answer.
    */
-  claim(ids: string[], workerId: string, nowMs: number): Promise<ClaimedTask[]>;
+  claim(ids: string[], workerId: string, nowMs: number, grants?: readonly LimitGrantRow[]): Promise<ClaimedTask[]>;
   /**
    * `claim` for many workers in the same one statement: `workerIds[i]` becomes the worker of
    * `ids[i]` (the two are aligned; an error if their lengths differ).
    */
-  claimForWorkers(ids: readonly string[], workerIds: readonly string[], nowMs: number): Promise<ClaimedTask[]>;
+  claimForWorkers(
+    ids: readonly string[],
+    workerIds: readonly string[],
+    nowMs: number,
+    grants?: readonly LimitGrantRow[],
+  ): Promise<ClaimedTask[]>;
   /**
    * Extends the lease of a running task whose token has digest `tokenDigest`, by its timeout
    * but never past the attempt's deadline (pushed later first by `extendSeconds`). null when it

@@ -97,6 +97,7 @@ const NODE_EVENTS: Record<keyof NodeEvents, true> = {
   'retention:removed': true,
   'partition:rebuilt': true,
   'ring:changed': true,
+  'limit:throttled': true,
 };
 
 /** Counts every event of `events` until the returned function is called. */

@@ -3,6 +3,7 @@ import { isUuid } from '../../lib/ids.js';
 import { LEASE_DIGEST_BYTES, mintLeaseTokens, type MintedLeaseToken } from '../../domain/lease-token.js';
 import type { ClaimedTask, DueEntry } from '../../domain/model.js';
 import type { ExtendedLease, LeaseHeartbeat, RunningLease } from '../types.js';
+import type { LimitGrantRow } from '../limit-types.js';
 import { WheelhouseError } from '../../lib/errors.js';
 import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './columns.js';
 
@@ -70,6 +71,34 @@ const CLAIM = `
   RETURNING t.id, t.task_type, t.payload, t.attempts, t.version, t.timeout_seconds, t.partition,
             ${msOf('t.lease_expires_at')} AS lease_expires_ms, ${msOf('t.due_time')} AS due_ms, c.n`;
 
+/**
+ * The claim of tasks that hold limit grants (docs/decisions/0023-flow-control.md): the claim
+ * above, and each task only if every grant it holds still carries its key's fence. `$6`, `$7`,
+ * `$8` are the grants (task id, key, the epoch of the key's actor that granted it), aligned.
+ * The keys' rows in `actor_snapshots` are locked FOR SHARE until the claim commits, so a new
+ * activation of a key — which takes its row over with an UPDATE, then reads the key's running
+ * tasks — either waits for this claim and sees its tasks running, or went first and this
+ * claim finds another epoch and leaves the task out. A grant of an activation that is gone can
+ * never start a task.
+ */
+const CLAIM_FENCED = CLAIM.replace(
+  'UPDATE tasks t',
+  `WITH fence AS MATERIALIZED (
+     SELECT s.key, s.epoch FROM actor_snapshots s
+     WHERE s.kind = 'limit' AND s.key = ANY($7::text[])
+     FOR SHARE
+   ),
+   grants AS (SELECT * FROM unnest($6::uuid[], $7::text[], $8::int8[]) AS g(task_id, key, epoch))
+  UPDATE tasks t`,
+).replace(
+  'WHERE t.id = c.id',
+  `WHERE t.id = c.id
+    AND NOT EXISTS (
+      SELECT 1 FROM grants g
+      WHERE g.task_id = t.id
+        AND NOT EXISTS (SELECT 1 FROM fence f WHERE f.key = g.key AND f.epoch = g.epoch))`,
+);
+
 interface ClaimRow {
   id: string;
   task_type: string;
@@ -94,6 +123,7 @@ export async function claimTasks(
   ids: readonly string[],
   workerIds: string | readonly string[],
   nowMs: number,
+  grants: readonly LimitGrantRow[] = [],
 ): Promise<ClaimedTask[]> {
   if (typeof workerIds !== 'string' && workerIds.length !== ids.length)
     throw new WheelhouseError('internal', `a claim of ${ids.length} ids named ${workerIds.length} workers`);
@@ -116,10 +146,17 @@ export async function claimTasks(
   });
   const tokens = mintLeaseTokens(wanted.length);
   const digests = Buffer.concat(tokens.map((t) => t.digest));
+  const params: unknown[] = [`{${wanted.join(',')}}`, workers, nowMs, digests, `{${owners.join(',')}}`];
+  if (grants.length > 0)
+    params.push(
+      grants.map((g) => g.taskId),
+      grants.map((g) => g.key),
+      grants.map((g) => g.epoch),
+    );
   const { rows } = await db.query<ClaimRow>(
-    CLAIM,
-    [`{${wanted.join(',')}}`, workers, nowMs, digests, `{${owners.join(',')}}`],
-    'wh_claim',
+    grants.length > 0 ? CLAIM_FENCED : CLAIM,
+    params,
+    grants.length > 0 ? 'wh_claim_fenced' : 'wh_claim',
   );
   return rows.map((r) => ({
     id: r.id,

@@ -1,0 +1,294 @@
+import { defineKind, type ActorContext, type Ask, type Behavior } from '../runtime/actor.js';
+import type { Cancel } from '../runtime/clock.js';
+import type { DueEntry } from '../domain/model.js';
+import { Gcra, type ResolvedLimit } from '../domain/limits.js';
+import type { NodeEventSink } from '../domain/events.js';
+import type { LimitStore } from '../store/limit-types.js';
+import type { ReadyQueue } from '../store/fast-index-types.js';
+import { WaitingTasks } from './limit-waiting.js';
+import { decodeLimitSnapshot, grantOrRefuse, sameLimit, type LimitSnapshot } from './limit-rules.js';
+
+/**
+ * One limit key (`("limit", name)`: `stripe-api`, `customer:42`, `type:email.send`), on the
+ * node the ring names (docs/decisions/0023-flow-control.md). It admits its waiting tasks into
+ * the ready queue a window at a time and grants the permits the claims ask for; both stay
+ * within the key's concurrency and rate. Its snapshot is its declaration; its counts are not
+ * kept anywhere: on activation it reads the key's live tasks, the `running` rows that name it
+ * (its permits: a permit is a lease), and the due `pending` ones (its waiting tasks). Its
+ * activation epoch — its row in `actor_snapshots` — fences its grants: a claim uses a grant
+ * only while that row still carries the epoch the grant was made under.
+ */
+export const LIMIT = defineKind<LimitMessage, LimitSnapshot>('limit', { version: 1, decode: decodeLimitSnapshot });
+
+/** The answer to `grant`: the tasks that may start, under this activation's epoch. */
+export interface LimitGrant {
+  epoch: number;
+  granted: string[];
+}
+
+/** What `inspect` answers (GET /api/limits/{name}, the dashboard, explain). */
+export interface LimitLiveView {
+  key: string;
+  declaredAs: string | null;
+  running: number;
+  /** Tasks of the key that may not start yet: parked here, or admitted and not yet claimed. */
+  waiting: number;
+  startsLastPeriod: number | null;
+  /** While the rate holds its waiting tasks back: when the next start is allowed (Unix ms). */
+  throttledUntilMs: number | null;
+}
+
+export type LimitMessage =
+  /** Due tasks whose home is this key (a wheel fired them, or the safety net found them loose). */
+  | { type: 'offer'; entries: DueEntry[] }
+  /** A claim took these tasks from a ready queue: which may start now? The rest wait here. */
+  | Ask<{ type: 'grant'; entries: DueEntry[] }, LimitGrant>
+  /** Permits back: the attempts ended (their leases did), or a grant went unused. */
+  | { type: 'returned'; taskIds: string[] }
+  /** The declaration may have changed: resolve it again. */
+  | { type: 'changed' }
+  /** The timer: the rate allows more starts, or the holders are due a reconcile. */
+  | { type: 'tick' }
+  | Ask<{ type: 'inspect' }, LimitLiveView>;
+
+export interface LimitKeyState {
+  limit: ResolvedLimit | null;
+  /** Tasks holding a permit (granted; running unless the claim has yet to land), with when. */
+  holders: Map<string, number>;
+  /** Tasks pushed to the ready queue and not yet granted, with when. */
+  admitted: Map<string, number>;
+  waiting: WaitingTasks;
+  /** Holders asked to stop by `cancel_running`, not yet back. */
+  cancelling: Set<string>;
+  gcra: Gcra | null;
+  /** Start times within the last rate period, oldest first (for `starts_last_period`). */
+  starts: number[];
+  tickAtMs: number | null;
+  cancelTick: Cancel | null;
+  lastReconcileMs: number;
+}
+
+export interface LimitKeyDeps {
+  store: Pick<LimitStore, 'liveTasks' | 'stillRunning'>;
+  /** The node's catalog of declarations. */
+  resolve(key: string): ResolvedLimit | null;
+  /** The ready queue itself (not the wheel's gate). */
+  ready: Pick<ReadyQueue, 'push'>;
+  /** Cancels tasks for a strategy of `on_limit` (a running one is told to stop). Never rejects. */
+  cancel(taskIds: string[], reason: string): void;
+  events: NodeEventSink;
+  /** Most tasks of a key (of weight 1) in the ready queue at once, not yet granted. */
+  admitWindow: number;
+  idlePassivationMs: number;
+  /** How often holders are checked against the task table while tasks wait. */
+  reconcileMs: number;
+  /** Most waiting tasks one activation reads; the rest come back through the safety net. */
+  maxWaitingLoad: number;
+}
+
+/** A grant younger than this may not have reached the store yet: a reconcile keeps it. */
+export const GRANT_GRACE_MS = 10_000;
+/** An admitted entry no claim asked about in this long is forgotten (it comes back if it was lost). */
+export const ADMITTED_TTL_MS = 30_000;
+
+type Ctx = ActorContext<LimitMessage, LimitSnapshot>;
+
+export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, LimitMessage, LimitSnapshot> {
+  return {
+    kind: LIMIT,
+    persistence: 'snapshot',
+    idlePassivationMs: deps.idlePassivationMs,
+    async activate(ctx, snapshot) {
+      const now = ctx.clock.now();
+      const limit = deps.resolve(ctx.key);
+      const live = await deps.store.liveTasks(ctx.key, now, deps.maxWaitingLoad);
+      const state: LimitKeyState = {
+        limit,
+        holders: new Map(live.running.map((r) => [r.taskId, r.startedMs ?? now])),
+        admitted: new Map(),
+        waiting: new WaitingTasks(),
+        cancelling: new Set(),
+        gcra: limit?.rate ? new Gcra(limit.rate) : null,
+        starts: [],
+        tickAtMs: null,
+        cancelTick: null,
+        lastReconcileMs: now,
+      };
+      for (const entry of live.waiting) state.waiting.add(entry);
+      if (!sameLimit(snapshot, limit)) await ctx.snapshot(limit);
+      await pump(state, ctx, deps);
+      return state;
+    },
+    describe: (state) => ({
+      declaredAs: state.limit?.declaredAs ?? null,
+      concurrency: state.limit?.concurrency ?? null,
+      holders: state.holders.size,
+      admitted: state.admitted.size,
+      waiting: state.waiting.size,
+      waitingIds: state.waiting.ids(20),
+    }),
+    async receive(state, message, ctx) {
+      refreshLimit(state, ctx, deps);
+      const now = ctx.clock.now();
+      switch (message.type) {
+        case 'offer':
+          for (const entry of message.entries) {
+            if (state.holders.has(entry.taskId) || state.admitted.has(entry.taskId)) continue;
+            if (state.waiting.add(entry)) onArrival(state, entry, deps);
+          }
+          break;
+        case 'grant': {
+          const granted = grantOrRefuse(state, message.entries, now, deps);
+          ctx.reply(message, { epoch: ctx.epoch, granted });
+          break;
+        }
+        case 'returned':
+          for (const id of message.taskIds) {
+            state.holders.delete(id);
+            state.admitted.delete(id);
+            state.cancelling.delete(id);
+          }
+          break;
+        case 'changed':
+          break;
+        case 'tick':
+          state.tickAtMs = null;
+          state.cancelTick = null;
+          await reconcile(state, now, deps);
+          break;
+        case 'inspect':
+          ctx.reply(message, view(state, ctx.key, now));
+          break;
+      }
+      await pump(state, ctx, deps);
+      return state;
+    },
+  };
+}
+
+/** Takes a changed declaration in (the catalog is the node's; the snapshot follows it). */
+function refreshLimit(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps): void {
+  const limit = deps.resolve(ctx.key);
+  if (sameLimit(state.limit, limit)) return;
+  const rateChanged = JSON.stringify(state.limit?.rate ?? null) !== JSON.stringify(limit?.rate ?? null);
+  state.limit = limit;
+  if (rateChanged) state.gcra = limit?.rate ? new Gcra(limit.rate) : null;
+  ctx.snapshot(limit).catch(() => undefined); // the declaration is in `limits`; the snapshot is its copy
+}
+
+/**
+ * A task arrived while the key has no room: `cancel_new` cancels it, `keep_latest_waiting`
+ * the ones that waited before it, `cancel_running` the oldest running one (the new one waits
+ * for its permit, so the key is never over its concurrency).
+ */
+function onArrival(state: LimitKeyState, entry: DueEntry, deps: LimitKeyDeps): void {
+  const limit = state.limit;
+  if (!limit || limit.concurrency === null || limit.onLimit === 'queue') return;
+  if (state.holders.size + state.admitted.size < limit.concurrency) return;
+  const why = `${limit.onLimit} on limit ${state.limit?.key}`;
+  if (limit.onLimit === 'cancel_new') {
+    state.waiting.delete(entry.taskId);
+    deps.cancel([entry.taskId], `cancelled by ${why}: it was at its concurrency (${limit.concurrency})`);
+  } else if (limit.onLimit === 'keep_latest_waiting') {
+    const older = [...state.waiting.takeAllButNewest(), ...state.admitted.keys()];
+    for (const id of state.admitted.keys()) state.admitted.delete(id);
+    if (older.length > 0) deps.cancel(older, `cancelled by ${why}: a newer task of the key arrived`);
+  } else if (limit.onLimit === 'cancel_running') {
+    let oldest: string | null = null;
+    let oldestMs = Infinity;
+    for (const [id, since] of state.holders) {
+      if (!state.cancelling.has(id) && since < oldestMs) {
+        oldest = id;
+        oldestMs = since;
+      }
+    }
+    if (oldest !== null) {
+      state.cancelling.add(oldest);
+      deps.cancel([oldest], `cancelled by ${why}: a newer task of the key arrived`);
+    }
+  }
+}
+
+/**
+ * Pushes the most urgent waiting tasks into the ready queue while the key has room —
+ * concurrency (holders and admitted), the rate's allowance now, and its window — and arms
+ * the timer for the next rate allowance or reconcile.
+ */
+async function pump(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps): Promise<void> {
+  const now = ctx.clock.now();
+  expireAdmitted(state, now);
+  const limit = state.limit;
+  const window = Math.max(1, Math.round(deps.admitWindow * (limit?.weight ?? 1))) - state.admitted.size;
+  let room = Math.min(window, state.waiting.size);
+  if (limit?.concurrency != null) room = Math.min(room, limit.concurrency - state.holders.size - state.admitted.size);
+  let throttled = false;
+  if (state.gcra && room > 0) {
+    const allowed = state.gcra.available(now, room + state.admitted.size) - state.admitted.size;
+    if (allowed < room) throttled = true;
+    room = Math.min(room, allowed);
+  }
+  if (room > 0) {
+    const entries = state.waiting.take(room);
+    for (const entry of entries) state.admitted.set(entry.taskId, now);
+    try {
+      await deps.ready.push(entries);
+    } catch (error) {
+      for (const entry of entries) {
+        state.admitted.delete(entry.taskId);
+        state.waiting.add(entry);
+      }
+      throw error;
+    }
+  }
+  armTick(state, ctx, deps, throttled && state.waiting.size > 0);
+}
+
+function armTick(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps, throttled: boolean): void {
+  const now = ctx.clock.now();
+  let at = Infinity;
+  if (throttled && state.gcra) at = state.gcra.nextAllowedMs(now) + state.admitted.size * state.gcra.intervalMs;
+  if (state.waiting.size > 0 || state.admitted.size > 0) at = Math.min(at, now + deps.reconcileMs);
+  if (at === Infinity) return;
+  if (state.tickAtMs !== null && state.tickAtMs <= at) return;
+  state.cancelTick?.();
+  state.tickAtMs = at;
+  state.cancelTick = ctx.schedule(Math.max(1, at - now), { type: 'tick' });
+}
+
+function expireAdmitted(state: LimitKeyState, now: number): void {
+  if (state.admitted.size === 0) return;
+  for (const [id, since] of state.admitted) if (now - since > ADMITTED_TTL_MS) state.admitted.delete(id);
+}
+
+/**
+ * Drops the holders whose attempt is over though no return reached the key (a node died
+ * between the end of a lease and its message): every `reconcileMs` while tasks wait.
+ */
+async function reconcile(state: LimitKeyState, now: number, deps: LimitKeyDeps): Promise<void> {
+  if (state.holders.size === 0 || now - state.lastReconcileMs < deps.reconcileMs) return;
+  if (state.waiting.size === 0 && state.admitted.size === 0) return;
+  state.lastReconcileMs = now;
+  const old = [...state.holders].filter(([, since]) => now - since > GRANT_GRACE_MS).map(([taskId]) => taskId);
+  if (old.length === 0) return;
+  const running = await deps.store.stillRunning(old);
+  for (const id of old) {
+    if (!running.has(id)) {
+      state.holders.delete(id);
+      state.cancelling.delete(id);
+    }
+  }
+}
+
+function view(state: LimitKeyState, key: string, now: number): LimitLiveView {
+  const rate = state.limit?.rate ?? null;
+  if (rate) while (state.starts.length > 0 && (state.starts[0] as number) <= now - rate.periodMs) state.starts.shift();
+  const throttled = state.gcra !== null && state.waiting.size > 0 && state.gcra.available(now, 1) === 0;
+  return {
+    key,
+    declaredAs: state.limit?.declaredAs ?? null,
+    running: state.holders.size,
+    waiting: state.waiting.size + state.admitted.size,
+    startsLastPeriod: rate ? state.starts.length : null,
+    throttledUntilMs: throttled && state.gcra ? state.gcra.nextAllowedMs(now) : null,
+  };
+}

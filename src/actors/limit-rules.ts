@@ -1,0 +1,87 @@
+import type { DueEntry } from '../domain/model.js';
+import { ON_LIMIT, type OnLimit, type ResolvedLimit } from '../domain/limits.js';
+import type { LimitKeyDeps, LimitKeyState } from './limit-key.js';
+
+/** A limit actor's snapshot: the declaration it applies (null: none applies any more). */
+export type LimitSnapshot = ResolvedLimit | null;
+
+/** Reads a snapshot back; throws on a shape it does not know (the activation fails). */
+export function decodeLimitSnapshot(raw: unknown, version: number): LimitSnapshot {
+  if (raw === null) return null;
+  if (version !== 1 || typeof raw !== 'object') throw new Error(`limit snapshot v${version}: unknown shape`);
+  const s = raw as Partial<ResolvedLimit>;
+  if (typeof s.key !== 'string' || typeof s.declaredAs !== 'string' || !ON_LIMIT.includes(s.onLimit as OnLimit))
+    throw new Error('limit snapshot: unknown shape');
+  return {
+    key: s.key,
+    declaredAs: s.declaredAs,
+    concurrency: typeof s.concurrency === 'number' ? s.concurrency : null,
+    rate: s.rate ?? null,
+    onLimit: s.onLimit as OnLimit,
+    weight: typeof s.weight === 'number' ? s.weight : 1,
+  };
+}
+
+/** Whether two declarations apply the same values. */
+export function sameLimit(a: LimitSnapshot | undefined, b: LimitSnapshot): boolean {
+  if (!a || !b) return (a ?? null) === b;
+  return (
+    a.declaredAs === b.declaredAs &&
+    a.concurrency === b.concurrency &&
+    a.onLimit === b.onLimit &&
+    a.weight === b.weight &&
+    a.rate?.limit === b.rate?.limit &&
+    a.rate?.periodMs === b.rate?.periodMs &&
+    a.rate?.burst === b.rate?.burst
+  );
+}
+
+/**
+ * Answers a claim's ask: each task, most urgent first, starts if the key has room — fewer
+ * holders than its concurrency, and a start the rate allows now — and holds a permit from
+ * then on; the others wait here (or meet their `on_limit`). A task that already holds a
+ * permit is granted again (the same claim asking twice). With no declaration, every task
+ * may start.
+ */
+export function grantOrRefuse(
+  state: LimitKeyState,
+  entries: readonly DueEntry[],
+  now: number,
+  deps: Pick<LimitKeyDeps, 'events' | 'cancel'>,
+): string[] {
+  const granted: string[] = [];
+  const limit = state.limit;
+  let throttled = 0;
+  const ordered = [...entries].sort((a, b) => a.priority - b.priority || a.dueMs - b.dueMs);
+  for (const entry of ordered) {
+    const id = entry.taskId;
+    if (state.holders.has(id)) {
+      granted.push(id);
+      continue;
+    }
+    state.admitted.delete(id);
+    const concurrencyRoom = !limit || limit.concurrency === null || state.holders.size < limit.concurrency;
+    const rateRoom = !state.gcra || state.gcra.available(now, 1) >= 1;
+    if (concurrencyRoom && rateRoom) {
+      state.waiting.delete(id);
+      state.holders.set(id, now);
+      if (state.gcra) {
+        state.gcra.take(now, 1);
+        state.starts.push(now);
+      }
+      granted.push(id);
+      continue;
+    }
+    if (!rateRoom && concurrencyRoom) throttled++;
+    if (state.waiting.add(entry) && !concurrencyRoom && limit?.onLimit === 'cancel_new') {
+      state.waiting.delete(id);
+      deps.cancel(
+        [id],
+        `cancelled by cancel_new on limit ${limit.key}: it was at its concurrency (${limit.concurrency})`,
+      );
+    }
+  }
+  if (throttled > 0 && limit)
+    deps.events.emit('limit:throttled', { key: limit.key, declaredAs: limit.declaredAs, count: throttled });
+  return granted;
+}

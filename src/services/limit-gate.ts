@@ -1,0 +1,175 @@
+import { LIMIT, type LimitGrant } from '../actors/limit-key.js';
+import type { ActorSystemApi } from '../runtime/actor.js';
+import type { DueEntry } from '../domain/model.js';
+import type { ResolvedLimit } from '../domain/limits.js';
+import type { LimitGrantRow } from '../store/limit-types.js';
+
+/** What the gate asks of the node's catalog of declarations. */
+export interface LimitKeys {
+  /** The keys of a task that resolve to a declaration (its named limits and `type:<t>`); [] mostly. */
+  gatedKeys(taskType: string, limits: readonly string[] | undefined): readonly string[];
+  resolve(key: string): ResolvedLimit | null;
+}
+
+export interface LimitGateDeps {
+  keys: LimitKeys;
+  system: ActorSystemApi;
+  /** How long a claim waits for a key's answer. */
+  askTimeoutMs: number;
+  onError(error: unknown, context: string): void;
+}
+
+/** A claim's entries after the keys answered. */
+export interface Admission {
+  /** May be claimed now: the entries no key gates, and those every key granted. */
+  claimable: DueEntry[];
+  /** The grants the claim must carry (fenced by the keys' epochs). */
+  grants: LimitGrantRow[];
+  /** Refused by a key, which keeps them: they leave the ready queue. */
+  parked: DueEntry[];
+  /** No answer from a key: back to the ready queue. */
+  unanswered: DueEntry[];
+}
+
+/**
+ * Between the fast index and the limit actors (docs/decisions/0023-flow-control.md). A due
+ * entry none of whose keys is declared passes untouched — the case of nearly every task, at
+ * the cost of a catalog lookup. A gated one is offered to its home key when a wheel fires
+ * it, and granted by every one of its keys when a claim takes it.
+ */
+export class LimitGate {
+  constructor(private readonly deps: LimitGateDeps) {}
+
+  /** The gated keys of an entry. */
+  keysOf(entry: Pick<DueEntry, 'taskType' | 'limits'>): readonly string[] {
+    return this.deps.keys.gatedKeys(entry.taskType, entry.limits);
+  }
+
+  /**
+   * The key that admits an entry into the ready queue: its first key with a concurrency or a
+   * rate (the one likely to bind), else its first.
+   */
+  homeOf(keys: readonly string[]): string {
+    for (const key of keys) {
+      const limit = this.deps.keys.resolve(key);
+      if (limit && (limit.concurrency !== null || limit.rate !== null)) return key;
+    }
+    return keys[0] as string;
+  }
+
+  /** Splits entries into those no key gates and those some key does. */
+  split(entries: readonly DueEntry[]): { free: DueEntry[]; gated: DueEntry[] } {
+    const free: DueEntry[] = [];
+    const gated: DueEntry[] = [];
+    for (const entry of entries) (this.keysOf(entry).length === 0 ? free : gated).push(entry);
+    return { free, gated };
+  }
+
+  /**
+   * Offers gated entries to their home keys, one message per key. A key that cannot be told
+   * (a full mailbox) loses nothing: the partition's safety net offers the task again.
+   */
+  offer(entries: readonly DueEntry[]): void {
+    const byKey = new Map<string, DueEntry[]>();
+    for (const entry of entries) {
+      const keys = this.keysOf(entry);
+      if (keys.length === 0) continue;
+      const home = this.homeOf(keys);
+      const list = byKey.get(home);
+      if (list) list.push(entry);
+      else byKey.set(home, [entry]);
+    }
+    for (const [key, list] of byKey) {
+      try {
+        this.deps.system.ref(LIMIT, key).tell({ type: 'offer', entries: list });
+      } catch (error) {
+        this.deps.onError(error, `offering ${list.length} tasks to limit ${key} (the safety net offers them again)`);
+      }
+    }
+  }
+
+  /**
+   * Asks every key of the gated entries, one message per key, which may start. An entry every
+   * key granted is claimable; one a key refused is parked there, and the permits the others
+   * granted it go back at once (nothing holds a permit while it waits for another: no key can
+   * deadlock another, before or after a restart).
+   */
+  async admit(entries: readonly DueEntry[]): Promise<Admission> {
+    const out: Admission = { claimable: [], grants: [], parked: [], unanswered: [] };
+    const keysOf = new Map<DueEntry, readonly string[]>();
+    const byKey = new Map<string, DueEntry[]>();
+    for (const entry of entries) {
+      const keys = this.keysOf(entry);
+      keysOf.set(entry, keys);
+      if (keys.length === 0) out.claimable.push(entry);
+      for (const key of keys) {
+        const list = byKey.get(key);
+        if (list) list.push(entry);
+        else byKey.set(key, [entry]);
+      }
+    }
+    if (byKey.size === 0) return out;
+    const answers = new Map<string, LimitGrant | null>();
+    await Promise.all(
+      [...byKey].map(async ([key, list]) => {
+        try {
+          const answer = await this.deps.system
+            .ref(LIMIT, key)
+            .ask({ type: 'grant', entries: list }, this.deps.askTimeoutMs);
+          answers.set(key, answer);
+        } catch (error) {
+          answers.set(key, null);
+          this.deps.onError(error, `asking limit ${key} for ${list.length} permits`);
+        }
+      }),
+    );
+    const unused = new Map<string, string[]>();
+    for (const [entry, keys] of keysOf) {
+      if (keys.length === 0) continue;
+      let refused = false;
+      let silent = false;
+      for (const key of keys) {
+        const answer = answers.get(key);
+        if (!answer) silent = true;
+        else if (!answer.granted.includes(entry.taskId)) refused = true;
+      }
+      if (!refused && !silent) {
+        out.claimable.push(entry);
+        for (const key of keys)
+          out.grants.push({ taskId: entry.taskId, key, epoch: (answers.get(key) as LimitGrant).epoch });
+        continue;
+      }
+      (refused ? out.parked : out.unanswered).push(entry);
+      for (const key of keys) {
+        if (answers.get(key)?.granted.includes(entry.taskId)) {
+          const list = unused.get(key);
+          if (list) list.push(entry.taskId);
+          else unused.set(key, [entry.taskId]);
+        }
+      }
+    }
+    for (const [key, taskIds] of unused) this.giveBack(key, taskIds);
+    return out;
+  }
+
+  /** Permits back to one key: attempts that ended, or grants no claim used. */
+  giveBack(key: string, taskIds: string[]): void {
+    if (taskIds.length === 0) return;
+    try {
+      this.deps.system.ref(LIMIT, key).tell({ type: 'returned', taskIds });
+    } catch (error) {
+      this.deps.onError(error, `returning ${taskIds.length} permits to limit ${key} (its reconcile will)`);
+    }
+  }
+
+  /** Permits back for the grants of tasks a claim did not start. */
+  giveBackGrants(grants: readonly LimitGrantRow[]): void {
+    const byKey = new Map<string, string[]>();
+    for (const g of grants) {
+      const list = byKey.get(g.key);
+      if (list) list.push(g.taskId);
+      else byKey.set(g.key, [g.taskId]);
+    }
+    for (const [key, ids] of byKey) this.giveBack(key, ids);
+  }
+}
