@@ -9,6 +9,7 @@ import type { DagStore } from '../store/dag-types.js';
 import type { ReadyQueue } from '../store/fast-index-types.js';
 import type { TaskStore } from '../store/types.js';
 import { explainSentence } from './explain-sentence.js';
+import { dueEntry } from './support.js';
 import { LEASE_EXPIRED, TIMED_OUT } from '../domain/attempt-errors.js';
 import type { MissingTasks } from './missing-tasks.js';
 import type { WorkerPresence } from './worker-presence.js';
@@ -110,7 +111,8 @@ export class ExplainService {
   }
 
   private async queue(task: TaskRecord): Promise<NonNullable<Explanation['queue']>> {
-    const entry = { taskId: task.id, taskType: task.taskType, priority: task.priority, dueMs: task.dueMs };
+    // With its limits: a ready queue holds a limited task's entry under a member that names them.
+    const entry = dueEntry(task);
     const [ahead, workers] = await Promise.all([this.deps.ready.ahead(entry), this.deps.presence(task.taskType)]);
     return {
       taskType: task.taskType,

@@ -25,8 +25,11 @@ export function leaseNotHeld(taskId: string): WheelhouseError {
   );
 }
 
+/** A task's due entry, with its limits when it names some (an entry without them has none). */
 export function dueEntry(task: SubmitResult['task']): DueEntry {
-  return { taskId: task.id, taskType: task.taskType, priority: task.priority, dueMs: task.dueMs };
+  const entry: DueEntry = { taskId: task.id, taskType: task.taskType, priority: task.priority, dueMs: task.dueMs };
+  if (task.limits !== undefined && task.limits.length > 0) entry.limits = task.limits;
+  return entry;
 }
 
 export function encodeToken(value: string): string {

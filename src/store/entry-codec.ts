@@ -3,7 +3,15 @@
  * stores so that both order and deduplicate alike.
  *
  * Task ids are UUIDs and task types are `[A-Za-z0-9_.:-]` (API.md), so `|` never occurs
- * inside a field; the task type goes last and is read to the end anyway.
+ * inside a field.
+ *
+ * Limits (`DueEntry.limits`, issue 28) ride along as a tail `|name1,name2` appended to every
+ * member (bucket, ready, in-flight), so a wheel firing an entry and a dispatcher taking one
+ * know the keys of its task without reading its row. Names are `[A-Za-z0-9_.:-]`: neither
+ * `|` nor `,` occurs in one. An entry without limits has no tail and encodes exactly as it did
+ * before limits existed, so it costs nothing and members written earlier read back alike.
+ * A task's limits never change, so the same task always makes the same member, and a store
+ * still holds it once (ZADD NX, ZREM by member).
  */
 import { WheelhouseError } from '../lib/errors.js';
 import type { DueEntry } from '../domain/model.js';
@@ -22,11 +30,14 @@ export function minuteStart(dueMs: number): number {
 
 /**
  * Checks an entry before it is written: an integer due time (the in-flight member repeats
- * it as text, and Redis must print it back identically), a priority of 0–9 and fields
- * without `|`. A bad entry is a bug upstream, so this throws `internal`.
+ * it as text, and Redis must print it back identically), a priority of 0–9, fields
+ * without `|`, and limits as the task row holds them: sorted, no repeats, none empty, none
+ * holding `|` or `,` (sorted, so the same task always makes the same member). A bad entry is
+ * a bug upstream, so this throws `internal`.
  */
 export function assertDueEntry(entry: DueEntry): void {
   if (
+    !validLimits(entry.limits) ||
     !Number.isSafeInteger(entry.dueMs) ||
     !Number.isInteger(entry.priority) ||
     entry.priority < 0 ||
@@ -42,9 +53,9 @@ export function assertDueEntry(entry: DueEntry): void {
   }
 }
 
-/** A bucket member: `taskId|priority|taskType` (the due time is the score). */
+/** A bucket member: `taskId|priority|taskType[|limits]` (the due time is the score). */
 export function encodeBucketMember(entry: DueEntry): string {
-  return `${entry.taskId}|${entry.priority}|${entry.taskType}`;
+  return `${entry.taskId}|${entry.priority}|${entry.taskType}${limitsTail(entry)}`;
 }
 
 /** Reads a bucket member back, with its score as the due time. Throws `internal` if malformed. */
@@ -55,12 +66,22 @@ export function decodeBucketMember(member: string, dueMs: number): DueEntry {
   if (first <= 0 || second < 0 || !Number.isInteger(priority) || !Number.isFinite(dueMs)) {
     throw malformed('bucket', member);
   }
-  return { taskId: member.slice(0, first), priority, taskType: member.slice(second + 1), dueMs };
+  const entry: DueEntry = { taskId: member.slice(0, first), priority, taskType: '', dueMs };
+  return withTail(entry, member, second + 1, 'bucket');
 }
 
-/** An in-flight member: `priority|dueMs|taskId|taskType`, enough to put it back exactly. */
+/**
+ * A ready-queue member: `taskId[|limits]` (the queue's name holds the type and priority, the
+ * score the due time). Task ids are UUIDs of one length, so members order by task id as
+ * before whatever their tails.
+ */
+export function encodeReadyMember(entry: DueEntry): string {
+  return `${entry.taskId}${limitsTail(entry)}`;
+}
+
+/** An in-flight member: `priority|dueMs|taskId|taskType[|limits]`, enough to put it back exactly. */
 export function encodeInFlightMember(entry: DueEntry): string {
-  return `${entry.priority}|${entry.dueMs}|${entry.taskId}|${entry.taskType}`;
+  return `${entry.priority}|${entry.dueMs}|${entry.taskId}|${entry.taskType}${limitsTail(entry)}`;
 }
 
 /** Reads an in-flight member back. Throws `internal` if malformed. */
@@ -73,7 +94,7 @@ export function decodeInFlightMember(member: string): DueEntry {
   if (a <= 0 || b < 0 || c < 0 || !Number.isInteger(priority) || !Number.isSafeInteger(dueMs)) {
     throw malformed('in-flight', member);
   }
-  return { priority, dueMs, taskId: member.slice(b + 1, c), taskType: member.slice(c + 1) };
+  return withTail({ priority, dueMs, taskId: member.slice(b + 1, c), taskType: '' }, member, c + 1, 'in-flight');
 }
 
 /** The name of the queue of a task type at a priority: `priority:taskType`. */
@@ -93,6 +114,40 @@ export function parseQueueName(name: string): { taskType: string; priority: numb
 export function compareQueueDepths(a: QueueDepth, b: QueueDepth): number {
   if (a.taskType !== b.taskType) return a.taskType < b.taskType ? -1 : 1;
   return a.priority - b.priority;
+}
+
+/** `|name1,name2`, or '' for an entry without limits. */
+function limitsTail(entry: DueEntry): string {
+  const limits = entry.limits;
+  return limits === undefined || limits.length === 0 ? '' : `|${limits.join(',')}`;
+}
+
+/**
+ * Fills in `taskType` from `member[from..]`, the last field, and the limits after it when a
+ * tail follows (none: no `limits` key, as the entry was written).
+ */
+function withTail(entry: DueEntry, member: string, from: number, kind: string): DueEntry {
+  const bar = member.indexOf('|', from);
+  if (bar < 0) {
+    entry.taskType = member.slice(from);
+    return entry;
+  }
+  entry.taskType = member.slice(from, bar);
+  const limits = member.slice(bar + 1).split(',');
+  if (!validLimits(limits)) throw malformed(kind, member);
+  entry.limits = limits;
+  return entry;
+}
+
+/** Absent, or non-empty names without `|` or `,`, each above the one before (sorted, no repeats). */
+function validLimits(limits: readonly string[] | undefined): boolean {
+  if (limits === undefined) return true;
+  for (let i = 0; i < limits.length; i++) {
+    const name = limits[i] as string;
+    if (name.length === 0 || name.includes('|') || name.includes(',')) return false;
+    if (i > 0 && !((limits[i - 1] as string) < name)) return false;
+  }
+  return true;
 }
 
 function malformed(kind: string, member: string): WheelhouseError {

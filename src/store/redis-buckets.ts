@@ -1,6 +1,6 @@
 /**
  * Far time buckets in Redis: one ZSET per partition per minute (member = task id,
- * priority and type; score = due ms), an index ZSET of each partition's bucket minutes so
+ * priority, type and limits, `encodeBucketMember`; score = due ms), an index ZSET of each partition's bucket minutes so
  * `takeUntil` never scans keys, a marker key per partition holding its stamp (it vanishes
  * when Redis loses its data, and goes back when Redis goes back in time), and a fence key
  * per partition (`fenceKey`) that fenced writes check in the same script that makes them.

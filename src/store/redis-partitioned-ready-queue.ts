@@ -1,6 +1,7 @@
 /**
  * Ready queues in Redis, the partitioned layout, for Redis Cluster: each wheel partition has
- * its own ready queues (a ZSET per task type × priority, member = task id, score = due ms),
+ * its own ready queues (a ZSET per task type × priority, member = task id and its limits
+ * (`encodeReadyMember`), score = due ms),
  * their registry SET and its in-flight ZSET, all tagged `{p<partition>}` beside the
  * partition's far buckets and fence. A task's entry lives in its wheel partition
  * (`partitionOf(taskId)`), so every script — a fenced push checking the fence, a take, a
@@ -23,6 +24,7 @@ import {
   assertDueEntry,
   compareQueueDepths,
   encodeInFlightMember,
+  encodeReadyMember,
   parseQueueName,
   queueName,
 } from './entry-codec.js';
@@ -153,7 +155,7 @@ export class PartitionedReadyQueue implements GroupingReadyQueue {
           }
           const transaction = this.redis.multi();
           for (const [name, queue] of byQueue) {
-            transaction.zmscore(`${keys.queuePrefix}${name}`, ...queue.map((e) => e.taskId));
+            transaction.zmscore(`${keys.queuePrefix}${name}`, ...queue.map(encodeReadyMember));
           }
           transaction.zmscore(keys.inFlight, ...list.map(encodeInFlightMember));
           const replies = (await execPipeline(transaction)) as (string | null)[][];
@@ -284,7 +286,7 @@ export class PartitionedReadyQueue implements GroupingReadyQueue {
           const queues = PRIORITIES.filter((p) => p <= entry.priority).map(
             (priority) => `${keys.queuePrefix}${queueName(entry.taskType, priority)}`,
           );
-          const args = [entry.dueMs, entry.taskId, partition === own ? '1' : '0'];
+          const args = [entry.dueMs, encodeReadyMember(entry), partition === own ? '1' : '0'];
           return runScript(this.redis, readyAhead, queues, args);
         }),
       ),

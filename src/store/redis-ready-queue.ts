@@ -1,6 +1,7 @@
 /**
  * Ready queues in Redis, the single-server layout: a ZSET per (task type, priority) with
- * member = task id and score = due ms, which orders by due time and never holds an id twice;
+ * member = task id (and its limits, `encodeReadyMember`) and score = due ms, which orders by
+ * due time and never holds a task twice (its limits never change);
  * a registry SET of queue names for depths and backlog; and an in-flight ZSET (the
  * reliable-queue pattern) holding what was taken until it is acknowledged or found stale. All
  * share the hash tag `{rq}`, so a take is one script over every queue of its types; a fenced
@@ -26,6 +27,7 @@ import {
   compareQueueDepths,
   decodeInFlightMember,
   encodeInFlightMember,
+  encodeReadyMember,
   parseQueueName,
   queueName,
 } from './entry-codec.js';
@@ -101,7 +103,7 @@ export class RedisReadyQueue implements GroupingReadyQueue {
       const name = queueName(entry.taskType, entry.priority);
       let args = byQueue.get(name);
       if (args === undefined) byQueue.set(name, (args = []));
-      args.push(entry.dueMs, entry.taskId);
+      args.push(entry.dueMs, encodeReadyMember(entry));
       taskTypes.add(entry.taskType);
     }
     // Registry first: a pipeline cut short still leaves every written queue visible.
@@ -210,7 +212,7 @@ export class RedisReadyQueue implements GroupingReadyQueue {
     }
     const transaction = this.redis.multi();
     for (const [name, list] of byQueue) {
-      transaction.zmscore(`${this.keys.queuePrefix}${name}`, ...list.map((e) => e.taskId));
+      transaction.zmscore(`${this.keys.queuePrefix}${name}`, ...list.map(encodeReadyMember));
     }
     transaction.zmscore(this.keys.inFlight, ...entries.map(encodeInFlightMember));
     const replies = (await redisOperation('ready.held', () => execPipeline(transaction))) as (string | null)[][];
@@ -298,7 +300,7 @@ export class RedisReadyQueue implements GroupingReadyQueue {
   async ahead(entry: DueEntry): Promise<number | null> {
     assertDueEntry(entry);
     const transaction = this.redis.multi();
-    transaction.zrank(`${this.keys.queuePrefix}${queueName(entry.taskType, entry.priority)}`, entry.taskId);
+    transaction.zrank(`${this.keys.queuePrefix}${queueName(entry.taskType, entry.priority)}`, encodeReadyMember(entry));
     for (const priority of PRIORITIES) {
       if (priority >= entry.priority) break;
       transaction.zcard(`${this.keys.queuePrefix}${queueName(entry.taskType, priority)}`);

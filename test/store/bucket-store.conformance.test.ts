@@ -74,6 +74,18 @@ describe.each(fastStoreBackends)('BucketStore on $name', (backend) => {
     expect(await take(3, T0 + MINUTE)).toEqual(entries);
   });
 
+  it("keeps an entry's limits, fenced or not, and adds none to an entry without them", async () => {
+    const { buckets } = stores;
+    const limited = { ...entry(1, T0, 'etl:load', 2), limits: ['customer:42', 'stripe-api', 'x'.repeat(200)] };
+    const plain = entry(2, T0 + 1);
+    const fenced = { ...entry(3, T0 + 2), limits: ['solo'] };
+    await buckets.add(4, [limited, plain]);
+    await buckets.add(4, [limited, fenced], 1);
+    const taken = await take(4, T0 + MINUTE);
+    expect(taken).toStrictEqual([limited, plain, fenced]);
+    expect('limits' in (taken[1] as DueEntry)).toBe(false);
+  });
+
   it('is idempotent: adding an entry twice stores it once', async () => {
     const { buckets } = stores;
     const entries = [entry(1, T0 + 5), entry(2, T0 + MINUTE + 5)];

@@ -1,5 +1,5 @@
 import type { DueEntry } from '../../domain/model.js';
-import { queueName } from '../entry-codec.js';
+import { encodeReadyMember, queueName } from '../entry-codec.js';
 import { defineScript } from '../redis-commands.js';
 import { BUMP_STAMP, ZADD_PAIRS } from './snippets.js';
 
@@ -27,7 +27,8 @@ export const pushReady = defineScript(
       epoch  the group's ownership epoch ('' when unfenced)
       Q      the number of its queues, then per queue:
         name  "priority:taskType"
-        n     the number of its entries, then n pairs due (Unix ms), taskId
+        n     the number of its entries, then n pairs due (Unix ms), member
+              ("taskId[|limits]", see encodeReadyMember)
 
   Output:
     a flat array of two values per group, in input order: 0 and the partition's stamp
@@ -125,7 +126,7 @@ export function appendPushGroup(
     const name = queueName(entry.taskType, entry.priority);
     let pairs = byQueue.get(name);
     if (pairs === undefined) byQueue.set(name, (pairs = []));
-    pairs.push(entry.dueMs, entry.taskId);
+    pairs.push(entry.dueMs, encodeReadyMember(entry));
   }
   args.push(fenceKeyIndex, epoch ?? '', byQueue.size);
   for (const [name, pairs] of byQueue) {

@@ -10,9 +10,11 @@ export const readyAhead = defineScript(
 
   Input:
     KEYS[1 .. n] the type's queues at the priorities up to the entry's, most urgent first:
-                 ZSET, member = task id, score = due (Unix ms); KEYS[n] is the entry's own
+                 ZSET, member = "taskId[|limits]", score = due (Unix ms); KEYS[n] is the
+                 entry's own
     ARGV[1] the entry's due (Unix ms)
-    ARGV[2] the entry's task id
+    ARGV[2] the entry's member ("taskId[|limits]"): task ids are UUIDs of one length, so
+            members compare as their task ids do
     ARGV[3] '1' when the entry belongs to this partition: its queue must hold it
 
   Output:

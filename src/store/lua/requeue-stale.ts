@@ -8,7 +8,7 @@ export const requeueStale = defineScript(
   they were (same due time), without duplicating one that was queued again meanwhile.
 
   Input:
-    KEYS[1] in-flight ZSET: member = "priority|dueMs|taskId|taskType", score = taken at
+    KEYS[1] in-flight ZSET: member = "priority|dueMs|taskId|taskType[|limits]", score = taken at
     KEYS[2] queue registry SET (names "priority:taskType")
     ARGV[1] bound, Unix ms, exclusive: entries taken before it are moved
     ARGV[2] queue key prefix: the queue named q is ARGV[2] .. q (the registry's hash tag, so its slot)
@@ -27,11 +27,12 @@ local malformed = 0
 local out = { 0, 0 }
 local seen = {}
 for _, member in ipairs(members) do
-  local priority, due, id, taskType = string.match(member, '^(%d+)|([^|]+)|([^|]+)|(.+)$')
+  -- tail: '' or "|limits", which the queue's member keeps after the task id.
+  local priority, due, id, taskType, tail = string.match(member, '^(%d+)|([^|]+)|([^|]+)|([^|]+)(.*)$')
   if priority then
     local name = priority .. ':' .. taskType
     redis.call('SADD', KEYS[2], name)
-    redis.call('ZADD', ARGV[2] .. name, 'NX', due, id)
+    redis.call('ZADD', ARGV[2] .. name, 'NX', due, id .. tail)
     moved = moved + 1
     if not seen[name] then
       seen[name] = true

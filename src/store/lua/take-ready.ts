@@ -10,10 +10,10 @@ export const takeReady = defineScript(
   so a crash between take and claim loses nothing.
 
   Input:
-    KEYS[1]            in-flight ZSET: member = "priority|dueMs|taskId|taskType",
+    KEYS[1]            in-flight ZSET: member = "priority|dueMs|taskId|taskType[|limits]",
                        score = taken at (Unix ms)
     KEYS[2 + p*T + t]  (p = 0..P-1, t = 0..T-1) the queue of type ARGV[4 + t] at priority
-                       ARGV[4 + T + p]: ZSET, member = task id, score = due (Unix ms)
+                       ARGV[4 + T + p]: ZSET, member = "taskId[|limits]", score = due (Unix ms)
     ARGV[1] now, Unix ms (the in-flight score)
     ARGV[2] the most entries to take
     ARGV[3] T, the number of task types
@@ -60,8 +60,16 @@ for p = 0, priorityCount - 1 do
         end
       end
     end
-    local id = best.items[best.head]
-    taken[#taken + 1] = priority .. '|' .. best.items[best.head + 1] .. '|' .. id .. '|' .. best.taskType
+    -- The member's limits tail, if any, moves to the end of the in-flight member.
+    local member = best.items[best.head]
+    local bar = string.find(member, '|', 1, true)
+    local due = best.items[best.head + 1]
+    if bar then
+      taken[#taken + 1] = priority .. '|' .. due .. '|' .. string.sub(member, 1, bar - 1) .. '|' .. best.taskType
+        .. string.sub(member, bar)
+    else
+      taken[#taken + 1] = priority .. '|' .. due .. '|' .. member .. '|' .. best.taskType
+    end
     best.count = best.count + 1
     best.head = best.head + 2
     remaining = remaining - 1

@@ -290,7 +290,7 @@ const RELEASE = `
       updated_at = ${tsParam(3)}
   FROM unnest($1::uuid[], $2::int4[]) AS r(id, version)
   WHERE t.id = r.id AND ${statusIs('t', 'running')} AND t.version = r.version AND NOT t.cancel_requested
-  RETURNING t.id, t.task_type, t.priority, ${msOf('t.due_time')} AS due_ms`;
+  RETURNING t.id, t.task_type, t.priority, ${msOf('t.due_time')} AS due_ms, t.limits`;
 
 /** See `TaskStore.release`. */
 export async function releaseTasks(

@@ -62,7 +62,7 @@ export function taskColumns(t = 't'): string {
     ${msOf(`${t}.last_fired_at`)} AS last_fired_ms, ${t}.dag_id, ${t}.dag_ref, ${t}.deps_total,
     ${t}.deps_satisfied, ${t}.has_dependents, ${t}.result, ${t}.progress,
     ${msOf(`${t}.progress_at`)} AS progress_ms, ${t}.max_timeout_seconds, ${t}.start_deadline_seconds,
-    ${msOf(`${t}.start_by`)} AS start_by_ms, ${msOf(`${t}.deadline_at`)} AS deadline_ms`;
+    ${msOf(`${t}.start_by`)} AS start_by_ms, ${msOf(`${t}.deadline_at`)} AS deadline_ms, ${t}.limits`;
 }
 
 /** A task row as {@link taskColumns} selects it. */
@@ -104,10 +104,12 @@ export interface TaskRow {
   start_deadline_seconds: number | null;
   start_by_ms: number | null;
   deadline_ms: number | null;
+  /** NULL for a task that names no limit (almost all of them). */
+  limits: string[] | null;
 }
 
 export function toTaskRecord(row: TaskRow): TaskRecord {
-  return {
+  const record: TaskRecord = {
     id: row.id,
     taskType: row.task_type,
     payload: row.payload,
@@ -146,18 +148,33 @@ export function toTaskRecord(row: TaskRow): TaskRecord {
     progress: row.progress,
     progressMs: row.progress_ms,
   };
+  if (row.limits !== null && row.limits.length > 0) record.limits = row.limits;
+  return record;
 }
 
-/** A due entry as selected by `id, task_type, priority, <msOf(due_time)> AS due_ms`. */
+/**
+ * SQL: the columns of a due entry of the task row aliased `t` ({@link DueRow}). `limits` is
+ * NULL for almost every task, so reading it costs nothing they would notice.
+ */
+export function dueColumns(t = 't'): string {
+  return `${t}.id, ${t}.task_type, ${t}.priority, ${msOf(`${t}.due_time`)} AS due_ms, ${t}.limits`;
+}
+
+/** A due entry as selected by {@link dueColumns}. */
 export interface DueRow {
   id: string;
   task_type: string;
   priority: number;
   due_ms: number;
+  /** The task's limits (sorted, no repeats); NULL when it names none. */
+  limits: string[] | null;
 }
 
+/** The entry of a row; `limits` only when the task names some, as an entry without them has none. */
 export function toDueEntry(row: DueRow): DueEntry {
-  return { taskId: row.id, taskType: row.task_type, priority: row.priority, dueMs: row.due_ms };
+  const entry: DueEntry = { taskId: row.id, taskType: row.task_type, priority: row.priority, dueMs: row.due_ms };
+  if (row.limits !== null && row.limits.length > 0) entry.limits = row.limits;
+  return entry;
 }
 
 /** Ids as Postgres will accept them: a malformed id names no task, so it is dropped, not an error. */

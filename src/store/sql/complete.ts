@@ -37,7 +37,7 @@ const RETRY_AFTER_EXPIRY = `NOT t.cancel_requested AND t.attempts <= t.max_retri
 
 /** Columns of the transition a statement reports, selected from its `done` CTE. */
 export const TRANSITION_COLUMNS = `d.id, d.status, d.version, d.task_type, d.priority, ${msOf('d.due_time')} AS due_ms,
-  d.has_dependents, ${msOf('d.started_at')} AS started_ms`;
+  d.has_dependents, ${msOf('d.started_at')} AS started_ms, d.limits`;
 
 /** SQL: the result `r` (`ok`: the attempt succeeded) sends task `t` back to pending. */
 const RETRY_AFTER_RESULT = `NOT t.cancel_requested AND NOT r.ok AND r.retryable AND t.attempts <= t.max_retries`;
@@ -79,7 +79,7 @@ const COMPLETE = `
     FROM r JOIN tasks o ON o.id = r.id
     WHERE t.id = r.id AND ${statusIs('t', 'running')} AND t.lease_token_hash = r.token_hash
       AND t.deadline_at > ${tsParam(6)}
-    RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.attempts,
+    RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.limits, t.attempts,
               t.started_at, t.worker_id, t.has_dependents, o.due_time AS attempt_due_time, r.ok, r.error
   ),
   ${dagEventsCte(6)},
@@ -106,8 +106,12 @@ export interface TransitionRow extends DueRow {
   started_ms: number | null;
 }
 
+/**
+ * The transition of a row; `limits` (and those of `requeued`) only when the task names some:
+ * the node gives back the permits of these keys, and of its type's, for the attempt that ended.
+ */
 export function toTransition(row: TransitionRow, endedMs: number): Transition {
-  return {
+  const transition: Transition = {
     taskId: row.id,
     status: row.status,
     version: row.version,
@@ -117,6 +121,8 @@ export function toTransition(row: TransitionRow, endedMs: number): Transition {
     startedMs: row.started_ms,
     endedMs: wholeMs(endedMs),
   };
+  if (row.limits !== null && row.limits.length > 0) transition.limits = row.limits;
+  return transition;
 }
 
 /** See `TaskStore.complete`. */
@@ -184,7 +190,7 @@ const EXPIRE_LEASE = `
     FROM tasks o
     WHERE o.id = $1 AND t.id = $1 AND ${statusIs('t', 'running')} AND t.version = $2
       AND t.lease_expires_at <= ${tsParam(3)}
-    RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.attempts,
+    RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.limits, t.attempts,
               t.started_at, t.worker_id, t.has_dependents, o.due_time AS attempt_due_time, t.last_error
   ),
   ${dagEventsCte(3)},

@@ -162,10 +162,11 @@ const RECONCILE = `
     FROM change ch
     WHERE t.id = ch.id AND ${statusIs('t', 'blocked')}
       AND (ch.n > 0 OR ch.broken_by IS NOT NULL OR t.deps_satisfied >= t.deps_total)
-    RETURNING t.id, t.status, t.task_type, t.priority, t.due_time, t.has_dependents
+    RETURNING t.id, t.status, t.task_type, t.priority, t.due_time, t.has_dependents, t.limits
   ),
   ${dagEventsCte(2)}
-  SELECT d.id, d.status, d.task_type, d.priority, ${msOf('d.due_time')} AS due_ms, d.has_dependents FROM done d`;
+  SELECT d.id, d.status, d.task_type, d.priority, ${msOf('d.due_time')} AS due_ms, d.has_dependents, d.limits
+  FROM done d`;
 
 interface OutcomeRow extends DueRow {
   status: DagOutcome['status'];

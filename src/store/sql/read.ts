@@ -4,6 +4,7 @@ import type { DueEntry, ExecutionRecord, TaskRecord } from '../../domain/model.j
 import type { PartitionCursor } from '../types.js';
 import { partitionPages } from './partition-pages.js';
 import {
+  dueColumns,
   msOf,
   statusIs,
   taskColumns,
@@ -131,7 +132,7 @@ export async function historyOf(
 /** A partition's pending tasks due before `to`: the partial index (partition, due_time, id) WHERE status = 'pending'. */
 const PENDING_PAGES = partitionPages({
   name: 'wh_pending_in_partition',
-  columns: `t.id, t.task_type, t.priority, ${msOf('t.due_time')} AS due_ms`,
+  columns: dueColumns('t'),
   where: "t.status = 'pending'",
   time: 't.due_time',
 });

@@ -40,7 +40,8 @@ const EXPIRE_UNSTARTED = `
         updated_at = ${tsParam(2)}
     FROM due
     WHERE t.id = due.id AND ${statusIs('t', 'pending')} AND t.start_by <= ${tsParam(2)}
-    RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.has_dependents, t.started_at
+    RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.has_dependents, t.started_at,
+              t.limits
   ),
   ${dagEventsCte(2)}
   SELECT ${TRANSITION_COLUMNS} FROM done d`;
