@@ -84,8 +84,8 @@ export interface LimitsApi {
 export interface LimitsServiceDeps {
   store: LimitStore;
   clock: Clock;
-  /** The node's catalog of declarations, reloaded after each change made here. */
-  catalog: { refresh(): Promise<unknown> };
+  /** The node's catalog of declarations, reloaded at once (`force`) after each change made here. */
+  catalog: { refresh(force?: boolean): Promise<unknown> };
   /** @default the task table's counts (`storeLive`) */
   live?: LimitLive;
   /** Told after each change made here, with the name changed. @default nothing */
@@ -208,7 +208,7 @@ export class LimitsService implements LimitsApi {
   }
 
   private async changed(name: string): Promise<void> {
-    await this.deps.catalog.refresh();
+    await this.deps.catalog.refresh(true);
     this.onChanged(name);
   }
 }
