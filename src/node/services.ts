@@ -134,11 +134,10 @@ export function buildServices(
     dags: new DagService({ dags: backend.dags, clock, partitions, admission, placement: wheel, events, missing }),
     workers,
     explain,
-    // TODO(fc-store merge): the node's LimitCatalog (ctx.limits) in place of this no-op.
     limits: new LimitsService({
       store: backend.limits,
       clock,
-      catalog: { refresh: async () => false },
+      catalog: ctx.limits,
       ...(deps.onLimitChanged === undefined ? {} : { onChanged: deps.onLimitChanged }),
     }),
     keys: new ApiKeys({ store: backend.apiKeys, adminSecret: options.adminToken }),

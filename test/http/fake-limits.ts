@@ -70,7 +70,7 @@ export class MemoryLimitStore implements LimitStore {
   }
 }
 
-/** A service over a fresh memory store, with the catalog refreshes and changes it made recorded. */
+/** A service over a fresh memory store, with the forced catalog refreshes and the changes it made recorded. */
 export function memoryLimits(): {
   service: LimitsService;
   store: MemoryLimitStore;
@@ -84,8 +84,9 @@ export function memoryLimits(): {
     store,
     clock: systemClock,
     catalog: {
-      refresh: async () => {
-        refreshes.count++;
+      // Counted only when forced: a change made here must be read at once, not within the second.
+      refresh: async (force?: boolean) => {
+        if (force === true) refreshes.count++;
       },
     },
     onChanged: (name) => changed.push(name),
