@@ -12,6 +12,7 @@ import {
 } from './lib/config.js';
 import { UsageError } from './cli/usage.js';
 import { CLIENT_HELP, isClientVerb, runClientVerb } from './cli/verbs.js';
+import { LIMITS_HELP, runLimitsVerb } from './cli/limits.js';
 import { runWorkerVerb, WORKER_HELP } from './cli/worker.js';
 import { WheelhouseApiError, WheelhouseNetworkError, WheelhouseTimeoutError } from './client/index.js';
 import { isLoopbackHost } from './lib/address-patterns.js';
@@ -114,7 +115,7 @@ export { packageVersion };
 async function main(argv: string[]): Promise<void> {
   const [command = 'help', ...rest] = argv;
   if (command === 'help' || command === '--help' || command === '-h' || rest.includes('--help')) {
-    process.stdout.write(`${HELP}\n${CLIENT_HELP}\n${WORKER_HELP}`);
+    process.stdout.write(`${HELP}\n${CLIENT_HELP}\n${LIMITS_HELP}\n${WORKER_HELP}`);
     return;
   }
   if (command === 'version' || command === '--version' || command === '-v') {
@@ -123,6 +124,10 @@ async function main(argv: string[]): Promise<void> {
   }
   if (isClientVerb(command)) {
     process.exitCode = await runClientVerb(command, rest, (text) => process.stdout.write(text));
+    return;
+  }
+  if (command === 'limits') {
+    process.exitCode = await runLimitsVerb(rest, (text) => process.stdout.write(text), process.env, process.stderr);
     return;
   }
   if (command === 'worker') {

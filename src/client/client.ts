@@ -1,6 +1,7 @@
 import { sleep } from './backoff.js';
 import { WheelhouseTimeoutError } from './errors.js';
 import { Transport } from './http.js';
+import { limitsClient, type LimitsClient } from './limits.js';
 import type {
   CancelResult,
   ClientOptions,
@@ -69,6 +70,8 @@ export interface WheelhouseClient {
    * that failed for good (`TaskNotFoundError`, …).
    */
   waitFor(taskId: string, statuses: TaskStatus | readonly TaskStatus[], options?: WaitOptions): Promise<Task>;
+  /** Flow control: declare, read, list and remove limits; pause and resume a task type. */
+  readonly limits: LimitsClient;
 }
 
 const DEFAULT_WAIT_MS = 60_000;
@@ -116,6 +119,8 @@ export function createClient(options: ClientOptions): WheelhouseClient {
     taskFromWire((await http.send({ method: 'GET', path: taskPath(taskId), idempotent: true })).body);
 
   return {
+    limits: limitsClient(http),
+
     async submit(task) {
       const answer = await http.send({
         method: 'POST',

@@ -31,6 +31,7 @@ export const API_ERROR_CODES = [
   'lease_not_held',
   'task_finished',
   'invalid_transition',
+  'limit_in_use',
   'backlog_full',
   'too_many_polls',
   'too_many_sockets',
@@ -144,7 +145,10 @@ export class TaskNotFoundError extends NotFoundError {
   }
 }
 
-/** A 409: idempotency key reused with another body, a task that already finished, a lost lease. */
+/**
+ * A 409: idempotency key reused with another body, a task that already finished, a lost lease,
+ * a limit that waiting tasks still take part in.
+ */
 export class ConflictError extends WheelhouseApiError {
   constructor(init: ApiErrorInit) {
     super(init);
@@ -272,6 +276,7 @@ export function apiErrorFrom(
     case 'lease_not_held':
     case 'task_finished':
     case 'invalid_transition':
+    case 'limit_in_use':
       return new ConflictError(init);
     case 'backlog_full':
       return new BacklogFullError(init);

@@ -15,7 +15,7 @@ import type { ClientOptions, RetryInfo } from './types.js';
  */
 
 export interface Call {
-  method: 'GET' | 'POST' | 'DELETE';
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   path: string;
   query?: Record<string, string | number | null | undefined>;
   body?: unknown;

@@ -11,6 +11,7 @@
  * ```
  */
 export { createClient, type WheelhouseClient } from './client.js';
+export type { LimitsClient } from './limits.js';
 export {
   API_ERROR_CODES,
   AuthError,

@@ -262,3 +262,67 @@ export interface ClientOptions {
   /** Called before each retry, for logs and metrics. */
   onRetry?: (info: RetryInfo) => void;
 }
+
+/** What a key does when its concurrency is reached (API.md "Flow control"). */
+export type OnLimit = 'queue' | 'cancel_running' | 'cancel_new' | 'keep_latest_waiting';
+
+/** Task starts per period (GCRA), `burst` more allowed at once. */
+export interface LimitRate {
+  limit: number;
+  /** Seconds, in whole milliseconds (0.001 to 86 400). */
+  periodSeconds: number;
+  burst: number;
+}
+
+/** `PUT /api/limits/{name}`: what is left out takes the node's default. */
+export interface LimitDeclaration {
+  /** Tasks of the key running at once; 0 pauses it. null or left out: unlimited. */
+  concurrency?: number | null;
+  /** null or left out: unlimited. `burst` defaults to 0. */
+  rate?: (Omit<LimitRate, 'burst'> & { burst?: number }) | null;
+  /** Default `queue`. */
+  onLimit?: OnLimit;
+  /** The key's share among its family's keys (> 0, default 1). */
+  weight?: number;
+}
+
+/** A limit as the node answers it. */
+export interface Limit {
+  name: string;
+  /** The name whose declaration applies: this one, or its family (`customer:*`). */
+  declaredAs: string;
+  concurrency: number | null;
+  rate: LimitRate | null;
+  onLimit: OnLimit;
+  weight: number;
+  /** Tasks of the key running now; null for a family and in a list. */
+  running: number | null;
+  /** Tasks of the key pending now; null for a family and in a list. */
+  waiting: number | null;
+  /** Starts within the rate's last period; null while the node does not count them. */
+  startsLastPeriod: number | null;
+}
+
+/** `GET /api/limits` filter. */
+export interface LimitListFilter {
+  /** Names starting with this. */
+  prefix?: string;
+  /** Page size, 1–1000; the node's default is 100. */
+  limit?: number;
+  nextToken?: string | null;
+}
+
+/** One page of `GET /api/limits`, in name order. */
+export interface LimitPage {
+  limits: Limit[];
+  nextToken: string | null;
+}
+
+/** What pausing or resuming a task type answers. */
+export interface TaskTypePause {
+  taskType: string;
+  /** Whether the type's key now resolves to concurrency 0. */
+  paused: boolean;
+  /** The values its key `type:<task_type>` now resolves to; null when nothing is declared. */
+  limit: Limit | null;
+}

@@ -28,6 +28,7 @@ export function registerDocs(app: FastifyInstance, version: string): void {
         { name: 'tasks', description: 'Submit, inspect, list and cancel tasks.' },
         { name: 'schedules', description: 'Pause and resume cron schedules.' },
         { name: 'dags', description: 'Graphs of dependent tasks, submitted whole.' },
+        { name: 'limits', description: 'Flow control: concurrency and rate limits, pausing a task type.' },
         { name: 'workers', description: 'Long-poll, heartbeat and report results (workers in any language).' },
         { name: 'admin', description: 'The cluster, its actors and queues (operators).' },
         { name: 'operations', description: 'Health, readiness, metrics and this document.' },

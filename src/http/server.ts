@@ -12,6 +12,7 @@ import { SHARED_SCHEMAS } from './schemas/index.js';
 import { errorHandler, handleNotFound } from './errors.js';
 import { opsRoutes, type MetricsRenderer } from './ops-routes.js';
 import { dagRoutes } from './dag-routes.js';
+import { limitsRoutes } from './limits-routes.js';
 import { tasksRoutes } from './tasks-routes.js';
 import { serializerCompiler } from './serializer.js';
 import { validatorCompiler } from './validation/ajv.js';
@@ -164,6 +165,7 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
     batchBodyLimitBytes: batchLimit,
   });
   void app.register(dagRoutes, { api: services.dags, defaults, bodyLimitBytes: batchLimit });
+  void app.register(limitsRoutes, { api: services.limits });
   // Long-polls and worker sockets share one budget (decision 0021).
   const slots = new WorkerSlots(options.pollMaxConcurrent, options.workerSocketsMax);
   void app.register(workerRoutes, {

@@ -29,6 +29,7 @@ export const ERROR_CATALOGUE = {
   lease_not_held: { status: 409, message: 'The lease is no longer held by this worker.' },
   task_finished: { status: 409, message: 'The task has already finished.' },
   invalid_transition: { status: 409, message: 'The task cannot make that transition.' },
+  limit_in_use: { status: 409, message: 'Tasks waiting to start take part in this limit.' },
   backlog_full: { status: 429, message: 'The ready backlog is past its limit; retry later.' },
   too_many_polls: { status: 429, message: 'This node holds as many long-polls as it allows; retry later.' },
   too_many_sockets: {

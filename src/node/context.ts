@@ -7,6 +7,7 @@ import type { TypedEvents } from '../lib/events.js';
 import { AlignedClock } from '../runtime/aligned-clock.js';
 import { offsetClock, systemClock, type Clock } from '../runtime/clock.js';
 import type { Backend } from '../store/backend.js';
+import type { LimitCatalog } from '../services/limit-catalog.js';
 
 /** What every part of a node is built with. */
 export interface NodeContext {
@@ -17,6 +18,8 @@ export interface NodeContext {
   readonly log: Logger;
   readonly events: TypedEvents<NodeEvents>;
   readonly backoff: BackoffPolicy;
+  /** Every limit declaration, as this node last read them (flow control). */
+  readonly limits: LimitCatalog;
   onError(error: unknown, context: string): void;
 }
 

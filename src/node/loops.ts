@@ -9,6 +9,7 @@ import type { Ownership } from './ownership.js';
 import type { SafetyNet } from '../services/safety-net.js';
 import type { RetentionSweep } from '../services/retention-sweep.js';
 import type { StartDeadlines } from '../services/start-deadlines.js';
+import { CATALOG_REFRESH_MS, type LimitCatalog } from '../services/limit-catalog.js';
 
 /** How often the node refreshes the ready backlog that admission control reads. */
 const BACKLOG_REFRESH_MS = 250;
@@ -47,6 +48,8 @@ export interface LoopDeps {
   safetyNet: SafetyNet;
   retention: RetentionSweep;
   startDeadlines: StartDeadlines;
+  /** The node's copy of the limit declarations, read again when they changed. */
+  limits: LimitCatalog;
   /** False while this node may have been declared out: it then takes nothing over. */
   mayOwn(): boolean;
   setBacklog(entries: number): void;
@@ -61,7 +64,8 @@ export interface LoopDeps {
  * The node's background duties: the nets under the live paths (outbox replay and sweep,
  * the lease, pending and schedule safety nets, owned partitions kept running, stale
  * in-flight entries put back), start deadlines, and the housekeeping (backlog for admission
- * control, retention of finished tasks and expired idempotency keys, the clock's offset). Each is supervised (`every`): a failure is reported
+ * control, retention of finished tasks and expired idempotency keys, the clock's offset, the
+ * limit catalog). Each is supervised (`every`): a failure is reported
  * and the duty comes back after a backoff. Returns their stop functions.
  */
 export function startLoops(deps: LoopDeps): Cancel[] {
@@ -100,6 +104,9 @@ export function startLoops(deps: LoopDeps): Cancel[] {
     loop('start_deadlines', START_DEADLINES_MS, async () => {
       if (!deps.mayOwn()) return;
       await deps.startDeadlines.sweep();
+    }),
+    loop('limit_catalog', CATALOG_REFRESH_MS, async () => {
+      await deps.limits.refresh();
     }),
     loop('requeue_stale', REQUEUE_STALE_MS, async () => {
       const n = await backend.ready.requeueStale(clock.now() - options.inflightTimeoutMs);

@@ -14,6 +14,7 @@ import type { Services } from '../services/types.js';
 import { WorkerService } from '../services/worker-service.js';
 import { WorkerChannel } from '../services/worker-channel.js';
 import { ExplainService } from '../services/explain-service.js';
+import { LimitsService } from '../services/limits-service.js';
 import { MissingTasks } from '../services/missing-tasks.js';
 import { ClusterPresence, type ClusterPeers, type WorkerPresence } from '../services/worker-presence.js';
 import { workerBehavior, workerSocketsBehavior } from '../actors/worker.js';
@@ -36,6 +37,8 @@ export interface ServiceDeps {
   inspect(kind: string, key: string): Promise<ActorInfo | null>;
   /** The other live nodes, for what is asked of every node (worker presence). */
   peers: ClusterPeers;
+  /** Told of each limit declared, changed or removed through this node (its key's actor looks again). @default nothing */
+  onLimitChanged?: (name: string) => void;
 }
 
 /** The services the HTTP face calls, and the dispatcher under the worker routes. */
@@ -131,6 +134,12 @@ export function buildServices(
     dags: new DagService({ dags: backend.dags, clock, partitions, admission, placement: wheel, events, missing }),
     workers,
     explain,
+    limits: new LimitsService({
+      store: backend.limits,
+      clock,
+      catalog: ctx.limits,
+      ...(deps.onLimitChanged === undefined ? {} : { onChanged: deps.onLimitChanged }),
+    }),
     keys: new ApiKeys({ store: backend.apiKeys, adminSecret: options.adminToken }),
     health: {
       isReady: async () =>

@@ -17,6 +17,7 @@ import { ActorSystem } from '../runtime/system.js';
 import { SafetyNet } from '../services/safety-net.js';
 import { RetentionSweep } from '../services/retention-sweep.js';
 import { StartDeadlines } from '../services/start-deadlines.js';
+import { LimitCatalog } from '../services/limit-catalog.js';
 import type { Services } from '../services/types.js';
 import type { WorkerChannel } from '../services/worker-channel.js';
 import { openBackend, type Backend } from '../store/backend.js';
@@ -129,7 +130,10 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   };
   const events = new TypedEvents<NodeEvents>((error, name) => onError(error, `a listener of ${name}`));
   const backoff = { baseMs: options.retryBaseMs, maxMs: options.retryMaxMs };
-  const ctx: NodeContext = { options, backend, clock, log, events, backoff, onError };
+  // The declarations are known before anything fires, claims or validates a submit.
+  const limits = new LimitCatalog({ store: backend.limits, clock });
+  await limits.start();
+  const ctx: NodeContext = { options, backend, clock, log, events, backoff, limits, onError };
   for (const warning of backend.warnings) log.warn(warning);
   if (aligned)
     log.info({ offsetMs: aligned.offsetMs, rttMs: aligned.rttMs }, "this node's clock is aligned on the database's");
@@ -292,6 +296,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     safetyNet,
     retention,
     startDeadlines,
+    limits,
     log,
     onDutyFailure: metrics.onDutyFailure,
     onDutyEnded: metrics.onDutyEnded,

@@ -3,6 +3,7 @@ import type { ApiKeysApi } from './api-keys.js';
 import type { ClaimedTask, ExecutionRecord, SubmitResult, TaskRecord, TaskStatus } from '../domain/model.js';
 import type { DagSpec, TaskSpec } from '../domain/specs.js';
 import type { Explanation } from './explanation.js';
+import type { LimitsApi } from './limits-service.js';
 
 /** One task of a graph as clients see it. */
 export interface DagNodeView {
@@ -167,6 +168,8 @@ export interface Services {
   workers: WorkersApi;
   health: HealthApi;
   explain: ExplainApi;
+  /** Flow control: declaring limits, pausing task types. */
+  limits: LimitsApi;
   /** API keys: who may call which route. */
   keys: ApiKeysApi;
 }

@@ -19,6 +19,7 @@ import {
   type RedisClient,
 } from './redis.js';
 import { SqlDagStore } from './dag-store.js';
+import { SqlLimitStore } from './limit-store.js';
 import { SqlApiKeyStore, type ApiKeyStore } from './api-key-store.js';
 import { SqlMembershipStore } from './membership-store.js';
 import { SqlScheduleStore } from './schedule-store.js';
@@ -28,6 +29,7 @@ import type { MembershipStore } from '../runtime/membership-store.js';
 import type { ScheduleStore, TaskStore } from './types.js';
 import type { BucketStore, ReadyQueue } from './fast-index-types.js';
 import type { DagStore } from './dag-types.js';
+import type { LimitStore } from './limit-types.js';
 
 /** How long a node's start waits for a Redis Cluster to be reachable and serve every slot. */
 const CLUSTER_READY_MS = 10_000;
@@ -41,6 +43,8 @@ export interface Backend {
   readonly tasks: TaskStore;
   readonly schedules: ScheduleStore;
   readonly dags: DagStore;
+  /** Flow control: declared limits and what a key's actor reads of the tasks. */
+  readonly limits: LimitStore;
   readonly snapshots: SnapshotStore;
   readonly buckets: BucketStore;
   readonly ready: ReadyQueue;
@@ -82,6 +86,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
       tasks: new SqlTaskStore(db),
       schedules: new SqlScheduleStore(db),
       dags: new SqlDagStore(db),
+      limits: new SqlLimitStore(db),
       snapshots: new SqlSnapshotStore(db),
       buckets: new MemoryBucketStore(marks),
       ready,
@@ -182,6 +187,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     tasks: new SqlTaskStore(db, leasesDb, listDb),
     schedules: new SqlScheduleStore(db),
     dags: new SqlDagStore(db, leasesDb),
+    limits: new SqlLimitStore(db),
     snapshots: new SqlSnapshotStore(db),
     buckets: new RedisBucketStore(redis, options.redisPrefix),
     ready,

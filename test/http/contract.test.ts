@@ -40,6 +40,8 @@ const BODILESS_POSTS = new Set([
   '/api/tasks/:task_id/pause',
   '/api/tasks/:task_id/resume',
   '/api/tasks/:task_id/retry',
+  '/api/task-types/:task_type/pause',
+  '/api/task-types/:task_type/resume',
   '/internal/cluster/refresh',
 ]);
 

@@ -31,6 +31,8 @@ import type {
   ExplainApi,
 } from '../../src/services/types.js';
 import type { Explanation } from '../../src/services/explanation.js';
+import type { LimitsApi } from '../../src/services/limits-service.js';
+import { memoryLimits } from './fake-limits.js';
 
 /** The fake's "now": 2026-11-30T12:00:00.000Z. */
 export const NOW_MS = Date.UTC(2026, 10, 30, 12, 0, 0, 0);
@@ -326,13 +328,24 @@ export function serverWith(
     metrics?: () => string;
     extraPlugins?: readonly FastifyPluginAsync[];
     dashboardDir?: string;
+    /** The limits service; without one, one over a fresh memory store (test/http/fake-limits.ts). */
+    limits?: LimitsApi;
   } = {},
 ): { app: FastifyInstance; api: FakeApi } {
   const api = extra.api ?? new FakeApi();
   const compiled = compileOptions({ logLevel: 'silent', builtinExecutors: false, ...options });
   const keys = new ApiKeys({ store: new ListKeyStore(), adminSecret: compiled.adminToken });
   const app = buildServer({
-    services: { tasks: api, schedules: api, dags: api, workers: api, health: api, explain: api, keys },
+    services: {
+      tasks: api,
+      schedules: api,
+      dags: api,
+      workers: api,
+      health: api,
+      explain: api,
+      limits: extra.limits ?? memoryLimits().service,
+      keys,
+    },
     channel: closedChannel,
     options: compiled,
     ...(extra.logger ? { logger: extra.logger } : {}),

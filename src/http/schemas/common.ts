@@ -129,7 +129,7 @@ const ERROR_SUMMARY: Record<number, string> = {
   403: 'The key has none of the scopes that open the route; or a Host or Origin the node does not answer.',
   404: 'Nothing has this id, or no such route.',
   405: 'The route does not take this method.',
-  409: 'Idempotency conflict, lease no longer held, or task already finished.',
+  409: 'Idempotency conflict, lease no longer held, task already finished, or a limit still in use.',
   413: 'Body larger than the configured limit.',
   415: 'Body is not application/json.',
   429: 'Ready backlog past its limit, or (a poll) the node holds as many long-polls as it allows. Carries Retry-After.',

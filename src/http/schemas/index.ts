@@ -2,6 +2,7 @@ import type { TSchema } from 'typebox';
 import { ErrorBody } from './common.js';
 import { Execution, Schedule, Submitted, Task, TaskRequest } from './tasks.js';
 import { Assignment } from './workers.js';
+import { Limit } from './limits.js';
 
 export * from './common.js';
 export * from './tasks.js';
@@ -9,6 +10,7 @@ export * from './task-routes.js';
 export * from './workers.js';
 export * from './operations.js';
 export * from './explain.js';
+export * from './limits.js';
 
 /**
  * The schemas routes refer to by name (`{$ref: 'Task#'}`): added to fastify (and so to its
@@ -22,4 +24,5 @@ export const SHARED_SCHEMAS: readonly (TSchema & { $id: string })[] = [
   { ...Task, $id: 'Task' },
   { ...Execution, $id: 'Execution' },
   { ...Assignment, $id: 'Assignment' },
+  { ...Limit, $id: 'Limit' },
 ];

@@ -10,19 +10,22 @@ import { tsParam, wholeMs } from './columns.js';
  * drivers pass through untouched. Nothing is returned: the caller knows every value.
  * A cron schedule's wake is its submission time: its actor must create its first instance
  * (000009_cron_wake). Schedules have no dependencies, so the graph statement has no wake.
+ * A task's limits travel as one text per task, the names joined by a space (a limit name has
+ * none): unnest cannot zip an array of arrays, and NULL stays NULL through `string_to_array`.
  */
 const INSERT_TASKS = `
   INSERT INTO tasks (id, task_type, payload, status, schedule_type, schedule, due_time, priority,
                      max_retries, timeout_seconds, partition, idempotency_key, created_at, updated_at,
-                     max_timeout_seconds, start_deadline_seconds, wake_time)
+                     max_timeout_seconds, start_deadline_seconds, wake_time, limits)
   SELECT u.id, u.task_type, u.payload::jsonb, u.status, u.schedule_type, u.schedule::jsonb,
          to_timestamp(u.due_ms / 1000), u.priority, u.max_retries, u.timeout_seconds, u.partition,
          u.idempotency_key, ${tsParam(13)}, ${tsParam(13)}, u.max_timeout_seconds, u.start_deadline_seconds,
-         CASE WHEN u.schedule_type = 'cron' THEN ${tsParam(13)} END
+         CASE WHEN u.schedule_type = 'cron' THEN ${tsParam(13)} END, string_to_array(u.limits, ' ')
   FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
-              $8::int2[], $9::int4[], $10::int4[], $11::int2[], $12::text[], $14::int4[], $15::int4[])
+              $8::int2[], $9::int4[], $10::int4[], $11::int2[], $12::text[], $14::int4[], $15::int4[],
+              $16::text[])
        AS u(id, task_type, payload, status, schedule_type, schedule, due_ms, priority, max_retries,
-            timeout_seconds, partition, idempotency_key, max_timeout_seconds, start_deadline_seconds)`;
+            timeout_seconds, partition, idempotency_key, max_timeout_seconds, start_deadline_seconds, limits)`;
 
 /**
  * The same for tasks with dependencies or in a graph, with their edges, in one statement
@@ -35,22 +38,23 @@ const INSERT_GRAPH_TASKS = `
   INSERT INTO tasks (id, task_type, payload, status, schedule_type, schedule, due_time, priority,
                      max_retries, timeout_seconds, partition, idempotency_key, created_at, updated_at,
                      max_timeout_seconds, start_deadline_seconds,
-                     dag_id, dag_ref, deps_total, deps_satisfied, has_dependents, last_error, completed_at)
+                     dag_id, dag_ref, deps_total, deps_satisfied, has_dependents, last_error, completed_at,
+                     limits)
   SELECT u.id, u.task_type, u.payload::jsonb, u.status, u.schedule_type, u.schedule::jsonb,
          to_timestamp(u.due_ms / 1000), u.priority, u.max_retries, u.timeout_seconds, u.partition,
          u.idempotency_key, ${tsParam(13)}, ${tsParam(13)}, u.max_timeout_seconds, u.start_deadline_seconds,
          u.dag_id, u.dag_ref, u.deps_total, u.deps_satisfied, u.has_dependents, u.last_error,
-         CASE WHEN u.status = 'cancelled' THEN ${tsParam(13)} END
+         CASE WHEN u.status = 'cancelled' THEN ${tsParam(13)} END, string_to_array(u.limits, ' ')
   FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
               $8::int2[], $9::int4[], $10::int4[], $11::int2[], $12::text[], $14::int4[], $15::int4[],
-              $16::uuid[], $17::text[], $18::int4[], $19::int4[], $20::bool[], $21::text[])
+              $16::text[], $17::uuid[], $18::text[], $19::int4[], $20::int4[], $21::bool[], $22::text[])
        AS u(id, task_type, payload, status, schedule_type, schedule, due_ms, priority, max_retries,
-            timeout_seconds, partition, idempotency_key, max_timeout_seconds, start_deadline_seconds,
+            timeout_seconds, partition, idempotency_key, max_timeout_seconds, start_deadline_seconds, limits,
             dag_id, dag_ref, deps_total, deps_satisfied, has_dependents, last_error)
   ),
   edges AS (
     INSERT INTO task_dependencies (task_id, predecessor_id, satisfied)
-    SELECT * FROM unnest($22::uuid[], $23::uuid[], $24::bool[])
+    SELECT * FROM unnest($23::uuid[], $24::uuid[], $25::bool[])
   )
   SELECT 1`;
 
@@ -91,6 +95,7 @@ export async function insertTasks(
   const startDeadlines = new Array<number | null>(n);
   const partitions = new Array<number>(n);
   const keys = new Array<string | null>(n);
+  const limits = new Array<string | null>(n);
   const records = new Array<TaskRecord>(n);
   const createdMs = wholeMs(nowMs);
   for (let i = 0; i < n; i++) {
@@ -111,6 +116,7 @@ export async function insertTasks(
     startDeadlines[i] = t.startDeadlineSeconds ?? null;
     partitions[i] = t.partition;
     keys[i] = t.idempotencyKey;
+    limits[i] = t.limits && t.limits.length > 0 ? t.limits.join(' ') : null;
     records[i] = newRecord(t, dueMs, createdMs, g);
   }
   const params: unknown[] = [
@@ -129,6 +135,7 @@ export async function insertTasks(
     nowMs,
     maxTimeouts,
     startDeadlines,
+    limits,
   ];
   if (graph === undefined) {
     await db.query(INSERT_TASKS, params, 'wh_insert_tasks');
@@ -194,5 +201,6 @@ function newRecord(t: NewTask, dueMs: number, nowMs: number, g: GraphColumns | u
     result: null,
     progress: null,
     progressMs: null,
+    limits: t.limits ? [...t.limits] : [],
   };
 }
