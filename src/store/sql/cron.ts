@@ -160,17 +160,17 @@ const RELEASE_INSTANCES = `
 
 /**
  * Step 4: inserts instances, copying the template (type, payload, priority, retries,
- * timeout) from the schedule row. An instance whose id exists is left alone: its fire time
+ * timeout, limits) from the schedule row. An instance whose id exists is left alone: its fire time
  * was reached before. (The same statement inserts the `ensure` instances between steps 1 and
  * 2, so that a cancel or a release of this write finds them.)
  */
 const INSERT_INSTANCES = `
   INSERT INTO tasks (id, task_type, payload, status, schedule_type, schedule, due_time, priority,
                      max_retries, timeout_seconds, max_timeout_seconds, start_deadline_seconds,
-                     partition, created_at, updated_at, schedule_id, fire_time)
+                     partition, created_at, updated_at, schedule_id, fire_time, limits)
   SELECT n.id, s.task_type, s.payload, n.status, 'delayed', NULL, to_timestamp(n.due_ms / 1000),
          s.priority, s.max_retries, s.timeout_seconds, s.max_timeout_seconds, s.start_deadline_seconds,
-         n.partition, ${tsParam(7)}, ${tsParam(7)}, n.schedule_id, to_timestamp(n.fire_ms / 1000)
+         n.partition, ${tsParam(7)}, ${tsParam(7)}, n.schedule_id, to_timestamp(n.fire_ms / 1000), s.limits
   FROM unnest($1::uuid[], $2::uuid[], $3::float8[], $4::float8[], $5::int2[], $6::text[])
        AS n(id, schedule_id, fire_ms, due_ms, partition, status)
   JOIN tasks s ON s.id = n.schedule_id
