@@ -17,6 +17,7 @@ export const API_ERROR_CODES = [
   'unknown_timezone',
   'dependency_cycle',
   'unknown_dependency',
+  'unknown_limit',
   'payload_too_large',
   'unauthorized',
   'forbidden',
@@ -261,6 +262,7 @@ export function apiErrorFrom(
     case 'unknown_timezone':
     case 'dependency_cycle':
     case 'unknown_dependency':
+    case 'unknown_limit':
       return new ValidationError(init);
     case 'payload_too_large':
       return new PayloadTooLargeError(init);

@@ -37,6 +37,7 @@ export function newTask(
     timeoutSeconds: spec.timeoutSeconds,
     maxTimeoutSeconds: spec.maxTimeoutSeconds,
     startDeadlineSeconds: spec.startDeadlineSeconds,
+    limits: spec.limits,
     partition: partitionOf(id, partitions),
     idempotencyKey: spec.idempotencyKey,
     requestHash: spec.idempotencyKey === null ? null : spec.requestHash,

@@ -25,6 +25,8 @@ export interface TaskSpec {
   maxTimeoutSeconds: number | null;
   /** How long the task may wait to start after its due time before it ends `expired`; null: for ever. */
   startDeadlineSeconds: number | null;
+  /** The limits it names, sorted and without repeats (`normaliseLimits`); null: none. */
+  limits: readonly string[] | null;
   /**
    * sha256 of the canonical JSON of the request body, to tell an idempotent replay from a
    * conflicting reuse of its key. Empty when the request carries no idempotency key.

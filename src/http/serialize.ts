@@ -51,6 +51,7 @@ export function taskJson(view: TaskView): TaskJson {
     idempotency_key: r.idempotencyKey,
     cancel_requested: r.cancelRequested,
     dependencies: view.dependencies,
+    limits: r.limits ? [...r.limits] : [],
     payload: r.payload === undefined ? null : r.payload,
     result: r.result ?? null,
     progress: r.progress ?? null,

@@ -30,7 +30,7 @@ export const tasksRoutes: FastifyPluginAsync<TasksRoutesOptions> = async (fastif
 
   /** Submit one task: 201, or 200 when an idempotency key matched an identical earlier request. */
   app.post('/api/tasks', { schema: schemas.submit }, async (request, reply) => {
-    const [result] = await api.submit([taskSpec(request.body, defaults)]);
+    const [result] = await api.submit([taskSpec(request.body, defaults)], true);
     if (result === undefined) throw new Error('TasksApi.submit answered no result for one task');
     reply.code(result.created ? 201 : 200);
     return submitJson(result);

@@ -9,6 +9,7 @@ export const ERROR_CATALOGUE = {
   unknown_timezone: { status: 400, message: 'The time zone is not a known IANA name.' },
   dependency_cycle: { status: 400, message: 'The dependencies form a cycle.' },
   unknown_dependency: { status: 400, message: 'A dependency names a task that does not exist.' },
+  unknown_limit: { status: 400, message: 'A limit is neither declared nor covered by a declared family.' },
   payload_too_large: { status: 413, message: 'The request body is larger than the configured limit.' },
   unauthorized: { status: 401, message: 'A bearer token is required.' },
   forbidden: { status: 403, message: 'This token may not use this route.' },

@@ -124,6 +124,7 @@ export function buildServices(
       resolver,
       missing,
       system,
+      catalog: ctx.limits,
       limits: {
         listScanRows: options.listScanRows,
         maxPageBytes: options.maxPageBytes,
@@ -131,7 +132,16 @@ export function buildServices(
       },
     }),
     schedules,
-    dags: new DagService({ dags: backend.dags, clock, partitions, admission, placement: wheel, events, missing }),
+    dags: new DagService({
+      dags: backend.dags,
+      clock,
+      partitions,
+      admission,
+      placement: wheel,
+      events,
+      missing,
+      catalog: ctx.limits,
+    }),
     workers,
     explain,
     limits: new LimitsService({

@@ -9,6 +9,7 @@ import type { WheelPlacement } from '../actors/wheel-placement.js';
 import type { Clock } from '../runtime/clock.js';
 import type { DagStore } from '../store/dag-types.js';
 import type { MissingTasks } from './missing-tasks.js';
+import { assertKnownLimits, type LimitCatalog } from './limit-catalog.js';
 import { dueEntry, type Admission } from './support.js';
 import type { DagsApi, DagSubmitResult, DagView } from './types.js';
 
@@ -21,6 +22,8 @@ export interface DagServiceDeps {
   events: NodeEventSink;
   /** The 404 of a graph id that names none (saying when it passed retention). */
   missing: Pick<MissingTasks, 'graph'>;
+  /** The node's limit declarations: a task may name only those (or keys of a declared family). */
+  catalog: Pick<LimitCatalog, 'firstUnknown'>;
 }
 
 /** Graphs of tasks (`POST /api/dags`): written all or nothing, their ready roots placed. */
@@ -36,6 +39,11 @@ export class DagService implements DagsApi {
   async submitDag(spec: DagSpec): Promise<DagSubmitResult> {
     this.deps.admission.admit();
     const plan = planGraph(spec.tasks.map((t) => ({ ref: t.ref, dependsOn: t.dependsOn })));
+    await assertKnownLimits(
+      this.deps.catalog,
+      spec.tasks.map((t) => t.spec),
+      true,
+    );
     const now = this.deps.clock.now();
     const ids = spec.tasks.map(() => uuidv7(now)).sort();
     const dagId = uuidv7(now);

@@ -1,3 +1,4 @@
+import { FieldPath } from '../domain/field-path.js';
 import { resolveLimit, typeLimit, type LimitDeclaration, type ResolvedLimit } from '../domain/limits.js';
 import type { Clock } from '../runtime/clock.js';
 import type { LimitStore } from '../store/limit-types.js';
@@ -156,4 +157,29 @@ export class LimitCatalog {
     for (const listener of this.listeners) listener();
     return true;
   }
+}
+
+/**
+ * Refuses a submission naming a limit that is neither declared nor covered by a declared
+ * family: 400 `unknown_limit` naming it, and the task (`tasks[3].limits`, `details.index`)
+ * when the request holds several. All or nothing, as the rest of a batch's validation. The
+ * catalog answers from memory; only on a miss does it read the store, once per request.
+ */
+export async function assertKnownLimits(
+  catalog: Pick<LimitCatalog, 'firstUnknown'>,
+  specs: readonly { limits: readonly string[] | null }[],
+  batch: boolean,
+): Promise<void> {
+  const names = new Set<string>();
+  for (const spec of specs) if (spec.limits) for (const name of spec.limits) names.add(name);
+  if (names.size === 0) return;
+  const unknown = await catalog.firstUnknown([...names]);
+  if (unknown === null) return;
+  const index = specs.findIndex((spec) => spec.limits?.includes(unknown) === true);
+  const at = batch ? new FieldPath(`tasks[${index}]`, index).at('limits') : new FieldPath('limits');
+  at.fail(
+    `"${unknown}" is neither declared nor covered by a declared family (declare it with PUT /api/limits/${unknown})`,
+    'unknown_limit',
+    { limit: unknown },
+  );
 }

@@ -13,6 +13,7 @@ import type { Clock } from '../runtime/clock.js';
 import { MAX_ATTEMPT } from '../store/sql/read.js';
 import type { ScheduleStore, TaskStore } from '../store/types.js';
 import type { ScheduleService } from './schedule-service.js';
+import { assertKnownLimits, type LimitCatalog } from './limit-catalog.js';
 import type { MissingTasks } from './missing-tasks.js';
 import { badToken, decodeToken, dueEntry, encodeToken, type Admission, type TaskViews } from './support.js';
 import type { TaskListFilter, TasksApi, TaskView } from './types.js';
@@ -32,6 +33,8 @@ export interface TaskServiceDeps {
   missing: Pick<MissingTasks, 'task'>;
   /** Reaches the worker actors: a cancel of a running task is pushed to its worker's socket. */
   system?: Pick<ActorSystemApi, 'ref'>;
+  /** The node's limit declarations: a task may name only those (or keys of a declared family). */
+  catalog: Pick<LimitCatalog, 'firstUnknown'>;
   /** What bounds one request's work (from configuration). @default unbounded */
   limits?: Partial<TaskLimits>;
 }
@@ -54,8 +57,9 @@ export interface TaskLimits {
 export class TaskService implements TasksApi {
   constructor(private readonly deps: TaskServiceDeps) {}
 
-  async submit(specs: TaskSpec[]): Promise<SubmitResult[]> {
+  async submit(specs: TaskSpec[], one = false): Promise<SubmitResult[]> {
     this.deps.admission.admit();
+    await assertKnownLimits(this.deps.catalog, specs, !one);
     const now = this.deps.clock.now();
     const budget = cronBudget(this.deps.limits?.cronCheckBudgetMs);
     const rows = specs.map((spec, index) => newTask(spec, uuidv7(now), now, index, this.deps.partitions, budget));

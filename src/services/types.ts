@@ -81,8 +81,12 @@ export type Assignment = ClaimedTask;
  * `WheelhouseError`.
  */
 export interface TasksApi {
-  /** Writes the tasks (all or nothing) and places them on the wheel. 429 past the backlog limit. */
-  submit(specs: TaskSpec[]): Promise<SubmitResult[]>;
+  /**
+   * Writes the tasks (all or nothing) and places them on the wheel. 429 past the backlog limit;
+   * 400 `unknown_limit` for a limit nobody declared. `one`: the request is `POST /api/tasks`
+   * (errors name `limits`, not `tasks[0].limits`).
+   */
+  submit(specs: TaskSpec[], one?: boolean): Promise<SubmitResult[]>;
   getTask(taskId: string): Promise<TaskView>;
   listTasks(filter: TaskListFilter): Promise<{ tasks: TaskView[]; nextToken: string | null }>;
   /** A cron schedule's cancel deletes the schedule (see `SchedulesApi`). */

@@ -1,4 +1,5 @@
 import Type, { type Static } from 'typebox';
+import { MAX_LIMIT_NAME_LENGTH, MAX_LIMITS_PER_TASK } from '../../domain/limits.js';
 import { MAX_DEPENDENCIES } from '../../lib/config.js';
 import {
   Nullable,
@@ -127,6 +128,23 @@ const taskTail = {
       }),
     ),
   ),
+  limits: Type.Optional(
+    Nullable(
+      Type.Array(
+        Type.String({
+          minLength: 1,
+          maxLength: MAX_LIMIT_NAME_LENGTH,
+          pattern: '^[A-Za-z0-9_.:*-]+$',
+          examples: ['customer:42'],
+        }),
+        {
+          maxItems: MAX_LIMITS_PER_TASK,
+          description:
+            "Limits the task takes part in (declared, or covered by a declared family); it starts only when each, and its type's, has room. Not a family, not type:<…>.",
+        },
+      ),
+    ),
+  ),
 };
 
 /** `POST /api/tasks`, and each task of a batch. */
@@ -245,6 +263,7 @@ export const Task = Type.Object(
     idempotency_key: Nullable(Type.String()),
     cancel_requested: Type.Boolean(),
     dependencies: Type.Array(Uuid, { description: 'Predecessor ids.' }),
+    limits: Type.Array(Type.String(), { description: "The limits it takes part in, sorted (its type's not listed)." }),
     payload: Type.Unknown(),
     result: Type.Unknown({ description: "What the succeeded attempt's worker returned; null when none." }),
     progress: Type.Unknown({

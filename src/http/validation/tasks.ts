@@ -1,5 +1,6 @@
 import type { DagSpec, DagTaskSpec, ScheduleSpec, TaskSpec } from '../../domain/specs.js';
 import { cronRule } from '../../domain/cron-rule.js';
+import { isFamily, isLimitName, normaliseLimits, TYPE_LIMIT_PREFIX } from '../../domain/limits.js';
 import {
   BatchRequest,
   DagRequest,
@@ -122,6 +123,7 @@ export function taskSpec(o: TaskRequestBody, defaults: TaskDefaults, at: FieldPa
     timeoutSeconds,
     maxTimeoutSeconds: maxTimeoutSeconds(o.max_timeout_seconds ?? null, timeoutSeconds, at),
     startDeadlineSeconds: o.start_deadline_seconds ?? defaults.startDeadlineSeconds ?? null,
+    limits: limitNames(o.limits ?? null, at.at('limits')),
     requestHash: '',
   };
   // Only a replay needs the hash: without a key it stays empty and is never compared.
@@ -192,8 +194,29 @@ function requestHashOf(spec: Omit<TaskSpec, 'requestHash'>, payloadJson: string)
     ...(spec.maxTimeoutSeconds === null && spec.startDeadlineSeconds === null
       ? []
       : [spec.maxTimeoutSeconds, spec.startDeadlineSeconds]),
+    ...(spec.limits === null ? [] : [['limits', spec.limits]]),
   ]);
   return sha256Hex(`${head}\n${payloadJson}`);
+}
+
+/**
+ * `limits` as stored (sorted, each once; null for none). Each a key a task may name: a valid
+ * name, not a family (a family is the default of its keys, not a key), not a type's
+ * `type:<t>` (every task takes part in its type's already). Whether each is declared is the
+ * services' check (`unknown_limit`): it needs the node's catalog.
+ */
+function limitNames(given: readonly string[] | null, at: FieldPath): string[] | null {
+  if (given === null) return null;
+  given.forEach((name, i) => {
+    const quoted = `"${name.length > 60 ? `${name.slice(0, 60)}…` : name}"`;
+    if (!isLimitName(name))
+      at.item(i).fail(`${quoted} is not a limit name: 1–200 of A-Z a-z 0-9 _ . : - (a family ends in :*)`);
+    if (isFamily(name))
+      at.item(i).fail(`${quoted} is a family; a task names one of its keys (such as ${name.slice(0, -1)}42)`);
+    if (name.startsWith(TYPE_LIMIT_PREFIX))
+      at.item(i).fail(`${quoted}: every task takes part in its own type's limit already; name no type:<…> limit`);
+  });
+  return normaliseLimits(given);
 }
 
 /** `max_timeout_seconds` as stored: null when it adds nothing to `timeout_seconds`; never below it. */
