@@ -1,4 +1,4 @@
-import type { CronDefinition } from './model.js';
+import type { CronDefinition, DebounceSpec } from './model.js';
 
 /**
  * Submissions as validated: what the HTTP face hands the services and `newTask` turns into rows.
@@ -25,6 +25,8 @@ export interface TaskSpec {
   maxTimeoutSeconds: number | null;
   /** How long the task may wait to start after its due time before it ends `expired`; null: for ever. */
   startDeadlineSeconds: number | null;
+  /** Merge into the waiting task of the same type and key (see {@link DebounceSpec}); absent: none. */
+  debounce?: DebounceSpec | null;
   /**
    * sha256 of the canonical JSON of the request body, to tell an idempotent replay from a
    * conflicting reuse of its key. Empty when the request carries no idempotency key.

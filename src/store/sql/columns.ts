@@ -62,7 +62,8 @@ export function taskColumns(t = 't'): string {
     ${msOf(`${t}.last_fired_at`)} AS last_fired_ms, ${t}.dag_id, ${t}.dag_ref, ${t}.deps_total,
     ${t}.deps_satisfied, ${t}.has_dependents, ${t}.result, ${t}.progress,
     ${msOf(`${t}.progress_at`)} AS progress_ms, ${t}.max_timeout_seconds, ${t}.start_deadline_seconds,
-    ${msOf(`${t}.start_by`)} AS start_by_ms, ${msOf(`${t}.deadline_at`)} AS deadline_ms`;
+    ${msOf(`${t}.start_by`)} AS start_by_ms, ${msOf(`${t}.deadline_at`)} AS deadline_ms,
+    ${t}.debounce_key`;
 }
 
 /** A task row as {@link taskColumns} selects it. */
@@ -104,6 +105,7 @@ export interface TaskRow {
   start_deadline_seconds: number | null;
   start_by_ms: number | null;
   deadline_ms: number | null;
+  debounce_key: string | null;
 }
 
 export function toTaskRecord(row: TaskRow): TaskRecord {
@@ -145,6 +147,7 @@ export function toTaskRecord(row: TaskRow): TaskRecord {
     result: row.result,
     progress: row.progress,
     progressMs: row.progress_ms,
+    ...(row.debounce_key === null || row.debounce_key === undefined ? {} : { debounceKey: row.debounce_key }),
   };
 }
 
