@@ -168,4 +168,44 @@ describe.each(BACKENDS)('debounce on %s', (backend) => {
     expect(batch.body.tasks[1]!.task_id).toBe(answers[0]!.body.task_id);
     expect((await get(answers[0]!.body.task_id)).payload).toEqual({ b: 2 });
   });
+
+  const good = { key: 'k', seconds: 1, max_wait_seconds: 2 };
+  const ID = '0192f3a4-5b6c-7d8e-9f00-112233445566';
+  it.each([
+    ['an empty key', { debounce: { ...good, key: '' } }, 'debounce.key'],
+    ['a key of 201 characters', { debounce: { ...good, key: 'k'.repeat(201) } }, 'debounce.key'],
+    ['a key with a space', { debounce: { ...good, key: 'a b' } }, 'debounce.key'],
+    ['seconds 0', { debounce: { ...good, seconds: 0 } }, 'debounce.seconds'],
+    ['seconds over a week', { debounce: { ...good, seconds: 604_801, max_wait_seconds: 604_801 } }, 'debounce.seconds'],
+    ['max_wait_seconds over a week', { debounce: { ...good, max_wait_seconds: 604_801 } }, 'debounce.max_wait_seconds'],
+    ['max_wait_seconds below seconds', { debounce: { ...good, seconds: 3 } }, 'debounce.max_wait_seconds'],
+    ['no max_wait_seconds', { debounce: { key: 'k', seconds: 1 } }, 'debounce'],
+    ['an unknown member', { debounce: { ...good, leading: true } }, 'debounce'],
+    ['a cron schedule', { debounce: good, schedule: { type: 'cron', cron_expression: '* * * * *' } }, 'debounce'],
+    ['a delayed schedule', { debounce: good, schedule: { type: 'delayed', delay_seconds: 5 } }, 'debounce'],
+    ['an idempotency key', { debounce: good, idempotency_key: 'once' }, 'debounce'],
+    ['dependencies', { debounce: good, dependencies: [ID] }, 'debounce'],
+  ])('refuses %s with 400', async (_what, extra, field) => {
+    const type = uniqueType('debounce.invalid');
+    const res = await api<{ error: { code: string; details: { field?: string } } }>(c.url, 'POST', '/api/tasks', {
+      task_type: type,
+      ...extra,
+    });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('validation_failed');
+    expect(res.body.error.details.field ?? '').toContain(field);
+    const batch = await api<{ error: { code: string } }>(c.url, 'POST', '/api/tasks/batch', {
+      tasks: [{ task_type: type }, { task_type: type, ...extra }],
+    });
+    expect(batch.status).toBe(400);
+    expect(await list(type)).toHaveLength(0);
+  });
+
+  it('refuses debounce on a task of a graph with 400', async () => {
+    const res = await api<{ error: { code: string } }>(c.url, 'POST', '/api/dags', {
+      tasks: [{ ref: 'a', task_type: uniqueType('debounce.dag'), debounce: good }],
+    });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('validation_failed');
+  });
 });
