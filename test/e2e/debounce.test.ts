@@ -79,7 +79,7 @@ describe.each(BACKENDS)('debounce on %s', (backend) => {
         expect([200, 201]).toContain(res.status);
       }
     };
-    await Promise.all([sender(), sender(), sender(), sender()]);
+    await Promise.all(Array.from({ length: 8 }, sender));
     const last = await submit({ task_type: type, payload: { i: 999 }, debounce });
     const elapsedMs = Date.now() - startMs;
     expect(last.body.status).toBe('pending');
