@@ -208,7 +208,8 @@ function debounceSpec(o: NonNullable<TaskRequestBody['debounce']>, spec: TaskSpe
   if (o.max_wait_seconds < o.seconds) {
     at.at('max_wait_seconds').fail(`is ${o.max_wait_seconds}, less than seconds (${o.seconds})`);
   }
-  if (spec.schedule.type !== 'immediate') at.fail(`cannot go with a ${spec.schedule.type} schedule: it sets the due time`);
+  if (spec.schedule.type !== 'immediate')
+    at.fail(`cannot go with a ${spec.schedule.type} schedule: it sets the due time`);
   if (spec.dependencies.length > 0) at.fail('cannot go with dependencies');
   if (spec.idempotencyKey !== null) at.fail('cannot go with an idempotency_key');
   return { key: o.key, seconds: o.seconds, maxWaitSeconds: o.max_wait_seconds };
