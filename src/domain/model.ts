@@ -12,6 +12,17 @@ export type TaskStatus = StoredStatus | 'ready';
 
 export type ScheduleType = 'immediate' | 'delayed' | 'cron';
 
+/**
+ * A submit's `debounce`: while a task of the same type and `key` is `pending`, the submit
+ * replaces its payload and moves its due time to now + `seconds`, never past its first submit
+ * + `maxWaitSeconds` (migrations/000013_debounce.sql).
+ */
+export interface DebounceSpec {
+  key: string;
+  seconds: number;
+  maxWaitSeconds: number;
+}
+
 /** A validated task, ready to be written. */
 export interface NewTask {
   id: string;
@@ -45,6 +56,8 @@ export interface NewTask {
   dagRef?: string | null;
   /** The limits it takes part in, sorted and without repeats (`normaliseLimits`); null/absent: none. */
   limits?: readonly string[] | null;
+  /** Merge into the waiting task of the same type and key (`TaskSpec.debounce`); null/absent: none. */
+  debounce?: DebounceSpec | null;
 }
 
 /** A task row as read back. Times are Unix milliseconds. */
@@ -101,6 +114,8 @@ export interface TaskRecord {
   progressMs: number | null;
   /** The limits it takes part in (sorted; its type's not among them); absent or [] when none. */
   limits?: readonly string[];
+  /** The debounce key it was submitted with (`debounce.key`); null or absent: none. */
+  debounceKey?: string | null;
 }
 
 /** What the wheel and the ready queue need to know of a task: no payload. */
@@ -136,8 +151,13 @@ export function isScheduleWake(entry: DueEntry): boolean {
 
 export interface SubmitResult {
   task: TaskRecord;
-  /** false when an idempotency key matched an earlier identical submission. */
+  /** false when an idempotency key matched an earlier identical submission, or a debounce merged it. */
   created: boolean;
+  /**
+   * Set for a submit that carried `debounce`: true when it merged into a waiting task (whose
+   * payload and due time it changed), false when it made a new task. Absent otherwise.
+   */
+  debounced?: boolean;
 }
 
 export interface ClaimedTask {

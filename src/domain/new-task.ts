@@ -42,10 +42,13 @@ export function newTask(
     idempotencyKey: spec.idempotencyKey,
     requestHash: spec.idempotencyKey === null ? null : spec.requestHash,
     ...(spec.dependencies.length > 0 ? { dependsOn: spec.dependencies } : {}),
+    ...(spec.debounce ? { debounce: spec.debounce } : {}),
   };
 }
 
 function dueTime(spec: TaskSpec, nowMs: number): number {
+  // A debounced task is due `seconds` after its (latest) submit: validation refused a schedule with it.
+  if (spec.debounce) return nowMs + Math.round(spec.debounce.seconds * 1000);
   const s = spec.schedule;
   if (s.type !== 'delayed') return nowMs;
   if (s.dueMs !== null) return Math.max(s.dueMs, nowMs);

@@ -1,4 +1,4 @@
-import type { CronDefinition } from './model.js';
+import type { CronDefinition, DebounceSpec } from './model.js';
 
 /**
  * Submissions as validated: what the HTTP face hands the services and `newTask` turns into rows.
@@ -27,6 +27,8 @@ export interface TaskSpec {
   startDeadlineSeconds: number | null;
   /** The limits it names, sorted and without repeats (`normaliseLimits`); null: none. */
   limits: readonly string[] | null;
+  /** Merge into the waiting task of the same type and key (see {@link DebounceSpec}); absent: none. */
+  debounce?: DebounceSpec | null;
   /**
    * sha256 of the canonical JSON of the request body, to tell an idempotent replay from a
    * conflicting reuse of its key. Empty when the request carries no idempotency key.

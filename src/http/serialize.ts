@@ -24,7 +24,9 @@ export function iso(ms: number | null | undefined): string | null {
 /** `POST /api/tasks` (and each item of the batch): the stored status (`pending`, `blocked`, `active`). */
 export function submitJson(result: SubmitResult): SubmittedJson {
   const t = result.task;
-  return { task_id: t.id, status: t.status, due_time: iso(t.dueMs) };
+  const out: SubmittedJson = { task_id: t.id, status: t.status, due_time: iso(t.dueMs) };
+  if (result.debounced !== undefined) out.debounced = result.debounced;
+  return out;
 }
 
 /** `GET /api/tasks/{task_id}` and the items of `GET /api/tasks`. */
@@ -58,6 +60,7 @@ export function taskJson(view: TaskView): TaskJson {
     progress_at: iso(r.progressMs),
   };
   if (r.depsTotal > 0) out.dependencies_satisfied = r.depsSatisfied;
+  if (r.debounceKey != null) out.debounce_key = r.debounceKey;
   if (r.dagId !== null) {
     out.dag_id = r.dagId;
     out.ref = r.dagRef;

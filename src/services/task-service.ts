@@ -65,7 +65,15 @@ export class TaskService implements TasksApi {
     const rows = specs.map((spec, index) => newTask(spec, uuidv7(now), now, index, this.deps.partitions, budget));
     const results = await this.deps.tasks.submit(rows, now);
     const created = results.filter((r) => r.created);
-    const due = created.filter((r) => r.task.status === 'pending');
+    // A debounced submit that merged moved its waiting task's due time: the task is placed
+    // again at the new one (the entry of the old one is refused by the claim and dropped); a
+    // batch that named it twice places it once.
+    const placed = new Set<string>();
+    const due = results.filter((r) => {
+      if (!(r.created || r.debounced === true) || r.task.status !== 'pending' || placed.has(r.task.id)) return false;
+      placed.add(r.task.id);
+      return true;
+    });
     const schedules = created.filter((r) => r.task.status === 'active').map((r) => scheduleRecord(r.task));
     await Promise.all([
       this.deps.placement.place(due.map((r) => dueEntry(r.task))),

@@ -41,6 +41,37 @@ export const SCHEDULE_TYPES = ['immediate', 'delayed', 'cron'] as const;
 
 const IdempotencyKey = StoredText(256);
 
+/** Longest `debounce.seconds` and `debounce.max_wait_seconds`: a week. */
+export const MAX_DEBOUNCE_SECONDS = 7 * 86_400;
+
+/** `debounce` of a submit (API.md "Flow control"); the rules a schema cannot say are in validation/tasks.ts. */
+const Debounce = Type.Object(
+  {
+    key: Type.String({
+      minLength: 1,
+      maxLength: 200,
+      pattern: '^[A-Za-z0-9_.:@/=+-]+$',
+      'x-hint': 'contain only letters, digits and _ . : @ / = + -',
+      examples: ['sync-user-7'],
+    }),
+    seconds: Type.Number({
+      exclusiveMinimum: 0,
+      maximum: MAX_DEBOUNCE_SECONDS,
+      description: 'Each submit of the key moves the waiting task this far after now.',
+    }),
+    max_wait_seconds: Type.Number({
+      exclusiveMinimum: 0,
+      maximum: MAX_DEBOUNCE_SECONDS,
+      description: "Never later than this after the waiting task's first submit; at least `seconds`.",
+    }),
+  },
+  {
+    additionalProperties: false,
+    description:
+      'While a task of this type and key is pending, a submit replaces its payload and moves its due time instead of making a task. Not with a schedule, dependencies or an idempotency key.',
+  },
+);
+
 const ImmediateSchedule = Type.Object({ type: Type.Literal('immediate') }, { additionalProperties: false });
 
 const DelayedSchedule = Type.Object(
@@ -162,6 +193,7 @@ export const TaskRequest = Type.Object(
     ),
     idempotency_key: Type.Optional(Nullable(IdempotencyKey)),
     ...taskTail,
+    debounce: Type.Optional(Nullable(Debounce)),
   },
   { additionalProperties: false },
 );
@@ -230,7 +262,17 @@ export type HistoryQueryJson = Static<typeof HistoryQuery>;
 
 /** What a submit answers for each task: the stored status (`pending`, `blocked`, `active`, …). */
 export const Submitted = Type.Object(
-  { task_id: Uuid, status: TaskStatus, due_time: NullableTime },
+  {
+    task_id: Uuid,
+    status: TaskStatus,
+    due_time: NullableTime,
+    debounced: Type.Optional(
+      Type.Boolean({
+        description:
+          'Only for a submit with `debounce`: true when it merged into the waiting task named (200), false when it made a new one.',
+      }),
+    ),
+  },
   { additionalProperties: false },
 );
 export type SubmittedJson = Static<typeof Submitted>;
@@ -275,6 +317,7 @@ export const Task = Type.Object(
       Type.Integer({ description: 'Tasks with predecessors only: how many have succeeded.' }),
     ),
     dag_id: Type.Optional({ ...Uuid, description: "A graph's tasks only, as is ref." }),
+    debounce_key: Type.Optional(Type.String({ description: 'Debounced tasks only: the `debounce.key` submitted.' })),
     ref: optionalString,
     cron_expression: Type.Optional(
       Nullable(Type.String({ description: 'Cron tasks only, as are the fields down to last_fired_at.' })),

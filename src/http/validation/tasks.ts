@@ -1,3 +1,4 @@
+import type { DebounceSpec } from '../../domain/model.js';
 import type { DagSpec, DagTaskSpec, ScheduleSpec, TaskSpec } from '../../domain/specs.js';
 import { cronRule } from '../../domain/cron-rule.js';
 import { isFamily, isLimitName, normaliseLimits, TYPE_LIMIT_PREFIX } from '../../domain/limits.js';
@@ -126,6 +127,7 @@ export function taskSpec(o: TaskRequestBody, defaults: TaskDefaults, at: FieldPa
     limits: limitNames(o.limits ?? null, at.at('limits')),
     requestHash: '',
   };
+  if (o.debounce != null) spec.debounce = debounceSpec(o.debounce, spec, at.at('debounce'));
   // Only a replay needs the hash: without a key it stays empty and is never compared.
   if (idempotencyKey !== null) spec.requestHash = requestHashOf(spec, payloadJson);
   return spec;
@@ -217,6 +219,23 @@ function limitNames(given: readonly string[] | null, at: FieldPath): string[] | 
       at.item(i).fail(`${quoted}: every task takes part in its own type's limit already; name no type:<…> limit`);
   });
   return normaliseLimits(given);
+}
+
+/**
+ * `debounce` → a `DebounceSpec`. Refused with what a merge could not honour: a schedule (the
+ * debounce sets the due time; a cron schedule is not a task that waits), dependencies (a
+ * waiting task would be `blocked`, not `pending`) and an idempotency key (a replay answers
+ * the task it made, a debounce the task still waiting: the two say different things).
+ */
+function debounceSpec(o: NonNullable<TaskRequestBody['debounce']>, spec: TaskSpec, at: FieldPath): DebounceSpec {
+  if (o.max_wait_seconds < o.seconds) {
+    at.at('max_wait_seconds').fail(`is ${o.max_wait_seconds}, less than seconds (${o.seconds})`);
+  }
+  if (spec.schedule.type !== 'immediate')
+    at.fail(`cannot go with a ${spec.schedule.type} schedule: it sets the due time`);
+  if (spec.dependencies.length > 0) at.fail('cannot go with dependencies');
+  if (spec.idempotencyKey !== null) at.fail('cannot go with an idempotency_key');
+  return { key: o.key, seconds: o.seconds, maxWaitSeconds: o.max_wait_seconds };
 }
 
 /** `max_timeout_seconds` as stored: null when it adds nothing to `timeout_seconds`; never below it. */

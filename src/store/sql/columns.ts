@@ -62,7 +62,8 @@ export function taskColumns(t = 't'): string {
     ${msOf(`${t}.last_fired_at`)} AS last_fired_ms, ${t}.dag_id, ${t}.dag_ref, ${t}.deps_total,
     ${t}.deps_satisfied, ${t}.has_dependents, ${t}.result, ${t}.progress,
     ${msOf(`${t}.progress_at`)} AS progress_ms, ${t}.max_timeout_seconds, ${t}.start_deadline_seconds,
-    ${msOf(`${t}.start_by`)} AS start_by_ms, ${msOf(`${t}.deadline_at`)} AS deadline_ms, ${t}.limits`;
+    ${msOf(`${t}.start_by`)} AS start_by_ms, ${msOf(`${t}.deadline_at`)} AS deadline_ms, ${t}.limits,
+    ${t}.debounce_key`;
 }
 
 /** A task row as {@link taskColumns} selects it. */
@@ -106,6 +107,7 @@ export interface TaskRow {
   deadline_ms: number | null;
   /** NULL for a task that names no limit (almost all of them). */
   limits: string[] | null;
+  debounce_key: string | null;
 }
 
 export function toTaskRecord(row: TaskRow): TaskRecord {
@@ -147,6 +149,7 @@ export function toTaskRecord(row: TaskRow): TaskRecord {
     result: row.result,
     progress: row.progress,
     progressMs: row.progress_ms,
+    ...(row.debounce_key === null || row.debounce_key === undefined ? {} : { debounceKey: row.debounce_key }),
   };
   if (row.limits !== null && row.limits.length > 0) record.limits = row.limits;
   return record;

@@ -1,8 +1,9 @@
 import { WheelhouseError } from '../../lib/errors.js';
-import type { Db } from '../db.js';
+import type { Db, DbTx } from '../db.js';
 import type { NewTask, SubmitResult } from '../../domain/model.js';
 import { hasDependencies, insertWithDependencies } from './dag-submit.js';
 import { insertTasks } from './insert.js';
+import { isDebounced, submitWithDebounced } from './debounce.js';
 import { IDEMPOTENCY_WINDOW_MS, taskColumns, toTaskRecord, tsParam, type TaskRow } from './columns.js';
 
 /**
@@ -59,6 +60,24 @@ function conflict(index: number, key: string): WheelhouseError {
 /** See `TaskStore.submit`. */
 export async function submitTasks(db: Db, tasks: NewTask[], nowMs: number): Promise<SubmitResult[]> {
   if (tasks.length === 0) return [];
+  // Debounced tasks merge or insert in a statement of their own, in one transaction with the rest.
+  if (tasks.some(isDebounced)) {
+    return db.transaction((tx) => submitWithDebounced(tx, tasks, nowMs, (rest) => submitIn(tx, rest, nowMs)));
+  }
+  return submitIn(db, tasks, nowMs, (fn) => db.transaction(fn));
+}
+
+/**
+ * `submitTasks` without debounced tasks. `begin` opens the transaction the keys and the
+ * dependencies need; without it `db` is already a transaction.
+ */
+async function submitIn(
+  db: DbTx,
+  tasks: NewTask[],
+  nowMs: number,
+  begin?: (fn: (tx: DbTx) => Promise<SubmitResult[]>) => Promise<SubmitResult[]>,
+): Promise<SubmitResult[]> {
+  if (tasks.length === 0) return [];
   // Keys inside the batch first: the first task with a key leads; a later one with the same
   // key is a replay of it (same hash) or a conflict, found before anything is written.
   const leaderOf = new Map<string, number>();
@@ -82,7 +101,7 @@ export async function submitTasks(db: Db, tasks: NewTask[], nowMs: number): Prom
     return records.map((task) => ({ task, created: true }));
   }
 
-  return db.transaction(async (tx) => {
+  const body = async (tx: DbTx): Promise<SubmitResult[]> => {
     const leaders = [...leaderOf.values()].map((i) => tasks[i]!);
     const claimed =
       leaders.length === 0
@@ -143,7 +162,8 @@ export async function submitTasks(db: Db, tasks: NewTask[], nowMs: number): Prom
       if (leader === undefined) return results[i]!;
       return { task: results[leader]!.task, created: false };
     });
-  });
+  };
+  return begin === undefined ? body(db) : begin(body);
 }
 
 /**
