@@ -20,10 +20,14 @@ import { decodeLimitSnapshot, grantOrRefuse, sameLimit, type LimitSnapshot } fro
  */
 export const LIMIT = defineKind<LimitMessage, LimitSnapshot>('limit', { version: 1, decode: decodeLimitSnapshot });
 
-/** The answer to `grant`: the tasks that may start, under this activation's epoch. */
+/**
+ * The answer to `grant`: the tasks that may start, under this activation's epoch, and those
+ * that hold a permit already (duplicates: they must not start again).
+ */
 export interface LimitGrant {
   epoch: number;
   granted: string[];
+  held: string[];
 }
 
 /** What `inspect` answers (GET /api/limits/{name}, the dashboard, explain). */
@@ -138,8 +142,8 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
           }
           break;
         case 'grant': {
-          const granted = grantOrRefuse(state, message.entries, now, deps);
-          ctx.reply(message, { epoch: ctx.epoch, granted });
+          const { granted, held } = grantOrRefuse(state, message.entries, now, deps);
+          ctx.reply(message, { epoch: ctx.epoch, granted, held });
           break;
         }
         case 'returned':

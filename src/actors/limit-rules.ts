@@ -48,15 +48,16 @@ export function grantOrRefuse(
   entries: readonly DueEntry[],
   now: number,
   deps: Pick<LimitKeyDeps, 'events' | 'cancel'>,
-): string[] {
+): { granted: string[]; held: string[] } {
   const granted: string[] = [];
+  const held: string[] = [];
   const limit = state.limit;
   let throttled = 0;
   const ordered = [...entries].sort((a, b) => a.priority - b.priority || a.dueMs - b.dueMs);
   for (const entry of ordered) {
     const id = entry.taskId;
     if (state.holders.has(id)) {
-      granted.push(id);
+      held.push(id);
       continue;
     }
     state.admitted.delete(id);
@@ -83,5 +84,5 @@ export function grantOrRefuse(
   }
   if (throttled > 0 && limit)
     deps.events.emit('limit:throttled', { key: limit.key, declaredAs: limit.declaredAs, count: throttled });
-  return granted;
+  return { granted, held };
 }

@@ -9,6 +9,10 @@ import { dagNodeBehavior } from '../actors/dag-node.js';
 import { wheelPartitionBehavior } from '../actors/wheel-partition.js';
 import { LEASE, workerLeaseBehavior } from '../actors/worker-lease.js';
 import { LeaseBook } from '../actors/lease-book.js';
+import { LIMIT, limitKeyBehavior } from '../actors/limit-key.js';
+import { LimitGate } from '../services/limit-gate.js';
+import { gatedReadyQueue } from '../services/gated-ready-queue.js';
+import { PermitReturns } from '../services/permit-returns.js';
 import type { DutyFailure, DutyFailuresEnded } from '../runtime/supervision.js';
 import type { ActorSystem } from '../runtime/system.js';
 import type { DagOutcome } from '../store/dag-types.js';
@@ -25,7 +29,22 @@ export interface ActorHelpers {
   activation: CronActivation;
   /** This node's passive leases. */
   leases: LeaseBook;
+  /** Between the fast index, the claims and the limit actors. */
+  gate: LimitGate;
+  /** How the limit actors cancel tasks for `on_limit` (set once the task service exists). */
+  limitCancels: { cancel(taskIds: string[], reason: string): void };
 }
+
+/** How long a claim waits for a limit key's answer. */
+const LIMIT_ASK_MS = 5_000;
+/** Most not-yet-granted tasks of a key (of weight 1) in the ready queue at once. */
+const LIMIT_ADMIT_WINDOW = 256;
+/** An idle limit key leaves memory after this long. */
+const LIMIT_IDLE_MS = 30_000;
+/** How often a key with waiting tasks checks its holders against the task table. */
+const LIMIT_RECONCILE_MS = 2_000;
+/** Most waiting tasks a key reads on activation. */
+const LIMIT_WAITING_LOAD = 100_000;
 
 /**
  * Registers the four actor kinds of a node, with the helpers beside them: the wheel placement,
@@ -51,13 +70,40 @@ export function registerActorKinds(
   });
   const resolver = new DagResolver({ dags: backend.dags, system, clock, askTimeoutMs: DAG_ASK_MS, events, onError });
   const activation = new CronActivation(system, onError);
+  const gate = new LimitGate({ keys: ctx.limits, system, askTimeoutMs: LIMIT_ASK_MS, onError });
+  const limitCancels = { cancel: (_taskIds: string[], _reason: string): void => undefined };
+  system.register(
+    limitKeyBehavior({
+      store: backend.limits,
+      resolve: (key) => ctx.limits.resolve(key),
+      ready: backend.ready,
+      cancel: (taskIds, reason) => limitCancels.cancel(taskIds, reason),
+      events,
+      admitWindow: LIMIT_ADMIT_WINDOW,
+      idlePassivationMs: LIMIT_IDLE_MS,
+      reconcileMs: LIMIT_RECONCILE_MS,
+      maxWaitingLoad: LIMIT_WAITING_LOAD,
+    }),
+  );
+  new PermitReturns(gate).listen(ctx.events);
+  // A declaration changed (here or, as the catalog reads it again, on another node): the live
+  // keys of this node apply it at once.
+  ctx.limits.onChange(() => {
+    for (const actor of system.list({ kind: LIMIT, limit: 1_000_000 })) {
+      try {
+        system.ref(LIMIT, actor.key).tell({ type: 'changed' });
+      } catch {
+        // A full mailbox: its next message applies the change anyway.
+      }
+    }
+  });
   system.register(
     wheelPartitionBehavior({
       tasks: backend.tasks,
       schedules: backend.schedules,
       wakes: activation,
       buckets: backend.buckets,
-      ready: backend.ready,
+      ready: gatedReadyQueue(backend.ready, gate),
       slotMs: options.slotMs,
       nearWindowMs: options.nearWindowMs,
       events,
@@ -109,5 +155,5 @@ export function registerActorKinds(
       idlePassivationMs: options.dagIdlePassivationMs,
     }),
   );
-  return { wheel, resolver, activation, leases };
+  return { wheel, resolver, activation, leases, gate, limitCancels };
 }

@@ -7,6 +7,8 @@ import type { ActorInfo } from '../runtime/actor.js';
 import { ApiKeys } from '../services/api-keys.js';
 import { DagService } from '../services/dag-service.js';
 import { Dispatcher } from '../services/dispatcher.js';
+import type { LimitGate } from '../services/limit-gate.js';
+import { LIMIT } from '../actors/limit-key.js';
 import { ScheduleService } from '../services/schedule-service.js';
 import { Admission, TaskViews } from '../services/support.js';
 import { TaskService } from '../services/task-service.js';
@@ -27,6 +29,7 @@ export interface ServiceDeps {
   resolver: DagResolver;
   activation: CronActivation;
   leases: LeaseBook;
+  gate: LimitGate;
   /** The ready backlog as last measured, for admission. */
   backlog(): number;
   /** Whether the node has finished starting (readiness). */
@@ -58,6 +61,7 @@ export function buildServices(
   const dispatcher = new Dispatcher({
     tasks: backend.tasks,
     ready: backend.ready,
+    gate: deps.gate,
     clock,
     leases: deps.leases,
     pollMaxWaitMs: options.pollMaxWaitMs,
@@ -148,6 +152,13 @@ export function buildServices(
       store: backend.limits,
       clock,
       catalog: ctx.limits,
+      // The key's own actor answers the live figures (its holders, its waiting tasks, its starts).
+      live: {
+        inspect: async (key) => {
+          const v = await system.ref(LIMIT, key).ask({ type: 'inspect' }, 5_000);
+          return { running: v.running, waiting: v.waiting, startsLastPeriod: v.startsLastPeriod };
+        },
+      },
       ...(deps.onLimitChanged === undefined ? {} : { onChanged: deps.onLimitChanged }),
     }),
     keys: new ApiKeys({ store: backend.apiKeys, adminSecret: options.adminToken }),

@@ -185,7 +185,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     onError: metrics.onActorError,
     onDutyEnded: metrics.onActorDutyEnded,
   });
-  const { wheel, resolver, activation, leases } = registerActorKinds(ctx, actors, metrics);
+  const { wheel, resolver, activation, leases, gate, limitCancels } = registerActorKinds(ctx, actors, metrics);
   const browser = actorBrowser({ options, system: actors, cluster, placement: () => placement });
   const { services, dispatcher, channel, presence } = buildServices(ctx, {
     system: actors,
@@ -193,6 +193,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     resolver,
     activation,
     leases,
+    gate,
     backlog: () => backlog,
     started: () => started,
     ownerOf: (kind, key) => placement.ownerOf(kind, key),
@@ -200,6 +201,11 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     peers: clusterPeers(options, cluster, () => placement),
   });
   const offPush = backend.ready.onPush((types) => dispatcher.notify(types));
+  // The limit actors' `on_limit` strategies cancel as DELETE does (a running task's worker is told).
+  limitCancels.cancel = (taskIds, reason) => {
+    for (const id of taskIds)
+      services.tasks.cancel(id).catch((error: unknown) => onError(error, `cancelling ${id} (${reason})`));
+  };
 
   const owned = (ownership = new Ownership({
     system: actors,

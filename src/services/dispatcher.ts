@@ -198,9 +198,10 @@ export class Dispatcher {
         grants = admission.grants;
         // Parked: the key that refused them keeps them. Unanswered: back in their queue.
         if (admission.unanswered.length > 0) await this.putBack(admission.unanswered);
-        if (admission.parked.length > 0)
+        const dropped = [...admission.parked, ...admission.duplicates];
+        if (dropped.length > 0)
           ready
-            .ack(admission.parked)
+            .ack(dropped)
             .catch((error: unknown) => this.deps.onError?.(error, 'ack of entries parked with their limit'));
         if (claimable.length === 0) {
           if (admission.unanswered.length > 0) return out;

@@ -1,4 +1,4 @@
-import { LIMIT, type LimitGrant } from '../actors/limit-key.js';
+import { LIMIT } from '../actors/limit-key.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { DueEntry } from '../domain/model.js';
 import type { ResolvedLimit } from '../domain/limits.js';
@@ -29,6 +29,8 @@ export interface Admission {
   parked: DueEntry[];
   /** No answer from a key: back to the ready queue. */
   unanswered: DueEntry[];
+  /** Duplicates of tasks that hold a permit (running, or being claimed): dropped. */
+  duplicates: DueEntry[];
 }
 
 /**
@@ -95,7 +97,7 @@ export class LimitGate {
    * deadlock another, before or after a restart).
    */
   async admit(entries: readonly DueEntry[]): Promise<Admission> {
-    const out: Admission = { claimable: [], grants: [], parked: [], unanswered: [] };
+    const out: Admission = { claimable: [], grants: [], parked: [], unanswered: [], duplicates: [] };
     const keysOf = new Map<DueEntry, readonly string[]>();
     const byKey = new Map<string, DueEntry[]>();
     for (const entry of entries) {
@@ -109,14 +111,14 @@ export class LimitGate {
       }
     }
     if (byKey.size === 0) return out;
-    const answers = new Map<string, LimitGrant | null>();
+    const answers = new Map<string, { epoch: number; granted: Set<string>; held: Set<string> } | null>();
     await Promise.all(
       [...byKey].map(async ([key, list]) => {
         try {
           const answer = await this.deps.system
             .ref(LIMIT, key)
             .ask({ type: 'grant', entries: list }, this.deps.askTimeoutMs);
-          answers.set(key, answer);
+          answers.set(key, { epoch: answer.epoch, granted: new Set(answer.granted), held: new Set(answer.held) });
         } catch (error) {
           answers.set(key, null);
           this.deps.onError(error, `asking limit ${key} for ${list.length} permits`);
@@ -128,20 +130,21 @@ export class LimitGate {
       if (keys.length === 0) continue;
       let refused = false;
       let silent = false;
+      let duplicate = false;
       for (const key of keys) {
         const answer = answers.get(key);
         if (!answer) silent = true;
-        else if (!answer.granted.includes(entry.taskId)) refused = true;
+        else if (answer.held.has(entry.taskId)) duplicate = true;
+        else if (!answer.granted.has(entry.taskId)) refused = true;
       }
-      if (!refused && !silent) {
+      if (!refused && !silent && !duplicate) {
         out.claimable.push(entry);
-        for (const key of keys)
-          out.grants.push({ taskId: entry.taskId, key, epoch: (answers.get(key) as LimitGrant).epoch });
+        for (const key of keys) out.grants.push({ taskId: entry.taskId, key, epoch: answers.get(key)!.epoch });
         continue;
       }
-      (refused ? out.parked : out.unanswered).push(entry);
+      (duplicate ? out.duplicates : refused ? out.parked : out.unanswered).push(entry);
       for (const key of keys) {
-        if (answers.get(key)?.granted.includes(entry.taskId)) {
+        if (answers.get(key)?.granted.has(entry.taskId)) {
           const list = unused.get(key);
           if (list) list.push(entry.taskId);
           else unused.set(key, [entry.taskId]);
