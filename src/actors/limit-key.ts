@@ -1,12 +1,11 @@
 import { defineKind, type ActorContext, type Ask, type Behavior } from '../runtime/actor.js';
-import type { Cancel } from '../runtime/clock.js';
 import type { DueEntry } from '../domain/model.js';
-import { Gcra, type ResolvedLimit } from '../domain/limits.js';
-import type { NodeEventSink } from '../domain/events.js';
-import type { LimitStore } from '../store/limit-types.js';
-import type { ReadyQueue } from '../store/fast-index-types.js';
+import { Gcra } from '../domain/limits.js';
 import { WaitingTasks } from './limit-waiting.js';
-import { decodeLimitSnapshot, grantOrRefuse, sameLimit, type LimitSnapshot } from './limit-rules.js';
+import { decodeLimitSnapshot, grantOrRefuse, sameLimit } from './limit-rules.js';
+import type { LimitKeyDeps, LimitKeyState, LimitSnapshot } from './limit-state.js';
+
+export type { LimitKeyDeps, LimitKeyState } from './limit-state.js';
 
 /**
  * One limit key (`("limit", name)`: `stripe-api`, `customer:42`, `type:email.send`), on the
@@ -54,41 +53,6 @@ export type LimitMessage =
   /** The timer: the rate allows more starts, or the holders are due a reconcile. */
   | { type: 'tick' }
   | Ask<{ type: 'inspect' }, LimitLiveView>;
-
-export interface LimitKeyState {
-  limit: ResolvedLimit | null;
-  /** Tasks holding a permit (granted; running unless the claim has yet to land), with when. */
-  holders: Map<string, number>;
-  /** Tasks pushed to the ready queue and not yet granted, with when. */
-  admitted: Map<string, number>;
-  waiting: WaitingTasks;
-  /** Holders asked to stop by `cancel_running`, not yet back. */
-  cancelling: Set<string>;
-  gcra: Gcra | null;
-  /** Start times within the last rate period, oldest first (for `starts_last_period`). */
-  starts: number[];
-  tickAtMs: number | null;
-  cancelTick: Cancel | null;
-  lastReconcileMs: number;
-}
-
-export interface LimitKeyDeps {
-  store: Pick<LimitStore, 'liveTasks' | 'stillRunning'>;
-  /** The node's catalog of declarations. */
-  resolve(key: string): ResolvedLimit | null;
-  /** The ready queue itself (not the wheel's gate). */
-  ready: Pick<ReadyQueue, 'push'>;
-  /** Cancels tasks for a strategy of `on_limit` (a running one is told to stop). Never rejects. */
-  cancel(taskIds: string[], reason: string): void;
-  events: NodeEventSink;
-  /** Most tasks of a key (of weight 1) in the ready queue at once, not yet granted. */
-  admitWindow: number;
-  idlePassivationMs: number;
-  /** How often holders are checked against the task table while tasks wait. */
-  reconcileMs: number;
-  /** Most waiting tasks one activation reads; the rest come back through the safety net. */
-  maxWaitingLoad: number;
-}
 
 /** A grant younger than this may not have reached the store yet: a reconcile keeps it. */
 export const GRANT_GRACE_MS = 10_000;

@@ -1,9 +1,6 @@
 import type { DueEntry } from '../domain/model.js';
 import { ON_LIMIT, type OnLimit, type ResolvedLimit } from '../domain/limits.js';
-import type { LimitKeyDeps, LimitKeyState } from './limit-key.js';
-
-/** A limit actor's snapshot: the declaration it applies (null: none applies any more). */
-export type LimitSnapshot = ResolvedLimit | null;
+import type { LimitKeyDeps, LimitKeyState, LimitSnapshot } from './limit-state.js';
 
 /** Reads a snapshot back; throws on a shape it does not know (the activation fails). */
 export function decodeLimitSnapshot(raw: unknown, version: number): LimitSnapshot {

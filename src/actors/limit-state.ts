@@ -1,0 +1,45 @@
+import type { Cancel } from '../runtime/clock.js';
+import type { Gcra, ResolvedLimit } from '../domain/limits.js';
+import type { NodeEventSink } from '../domain/events.js';
+import type { LimitStore } from '../store/limit-types.js';
+import type { ReadyQueue } from '../store/fast-index-types.js';
+import type { WaitingTasks } from './limit-waiting.js';
+
+/** A limit actor's snapshot: the declaration it applies (null: none applies any more). */
+export type LimitSnapshot = ResolvedLimit | null;
+
+/** What a limit key's actor holds in memory (src/actors/limit-key.ts). */
+export interface LimitKeyState {
+  limit: ResolvedLimit | null;
+  /** Tasks holding a permit (granted; running unless the claim has yet to land), with when. */
+  holders: Map<string, number>;
+  /** Tasks pushed to the ready queue and not yet granted, with when. */
+  admitted: Map<string, number>;
+  waiting: WaitingTasks;
+  /** Holders asked to stop by `cancel_running`, not yet back. */
+  cancelling: Set<string>;
+  gcra: Gcra | null;
+  /** Start times within the last rate period, oldest first (for `starts_last_period`). */
+  starts: number[];
+  tickAtMs: number | null;
+  cancelTick: Cancel | null;
+  lastReconcileMs: number;
+}
+
+export interface LimitKeyDeps {
+  store: Pick<LimitStore, 'liveTasks' | 'stillRunning'>;
+  /** The node's catalog of declarations. */
+  resolve(key: string): ResolvedLimit | null;
+  /** The ready queue itself (not the wheel's gate). */
+  ready: Pick<ReadyQueue, 'push'>;
+  /** Cancels tasks for a strategy of `on_limit` (a running one is told to stop). Never rejects. */
+  cancel(taskIds: string[], reason: string): void;
+  events: NodeEventSink;
+  /** Most tasks of a key (of weight 1) in the ready queue at once, not yet granted. */
+  admitWindow: number;
+  idlePassivationMs: number;
+  /** How often holders are checked against the task table while tasks wait. */
+  reconcileMs: number;
+  /** Most waiting tasks one activation reads; the rest come back through the safety net. */
+  maxWaitingLoad: number;
+}
