@@ -165,6 +165,9 @@ export class LimitCatalog {
  * when the request holds several. All or nothing, as the rest of a batch's validation. The
  * catalog answers from memory; only on a miss does it read the store, once per request.
  */
+/** Most distinct limit names one request (a batch, a graph) may name. */
+export const MAX_LIMIT_NAMES_PER_REQUEST = 1_000;
+
 export async function assertKnownLimits(
   catalog: Pick<LimitCatalog, 'firstUnknown'>,
   specs: readonly { limits: readonly string[] | null }[],
@@ -173,6 +176,10 @@ export async function assertKnownLimits(
   const names = new Set<string>();
   for (const spec of specs) if (spec.limits) for (const name of spec.limits) names.add(name);
   if (names.size === 0) return;
+  if (names.size > MAX_LIMIT_NAMES_PER_REQUEST)
+    new FieldPath(batch ? 'tasks' : 'limits').fail(
+      `name ${names.size} distinct limits; one request may name at most ${MAX_LIMIT_NAMES_PER_REQUEST}`,
+    );
   const unknown = await catalog.firstUnknown([...names]);
   if (unknown === null) return;
   const index = specs.findIndex((spec) => spec.limits?.includes(unknown) === true);

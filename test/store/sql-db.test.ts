@@ -28,6 +28,8 @@ const ALL_MIGRATIONS = [
   '000009_cron_wake.sql',
   '000010_running_lease_idx.sql',
   '000011_deadlines.sql',
+  '000012_limits.sql',
+  '000013_debounce.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

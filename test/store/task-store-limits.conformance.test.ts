@@ -83,7 +83,7 @@ describe.each(sqlBackends)('TaskStore on $name: limits in entries and transition
       entryOf(plain, T0 + 1),
     ]);
     expect((await tasks.get(limited.id))?.limits).toEqual(LIMITS);
-    expect('limits' in ((await tasks.get(plain.id)) ?? {})).toBe(false);
+    expect((await tasks.get(plain.id))?.limits).toEqual([]);
   });
 
   it('carries the limits in the transitions of results: a retry (and its entry) and an end', async () => {

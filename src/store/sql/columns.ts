@@ -150,8 +150,8 @@ export function toTaskRecord(row: TaskRow): TaskRecord {
     progress: row.progress,
     progressMs: row.progress_ms,
     ...(row.debounce_key === null || row.debounce_key === undefined ? {} : { debounceKey: row.debounce_key }),
+    limits: row.limits ?? [],
   };
-  if (row.limits !== null && row.limits.length > 0) record.limits = row.limits;
   return record;
 }
 
