@@ -1,6 +1,6 @@
 import { defineKind, type ActorContext, type Ask, type Behavior } from '../runtime/actor.js';
 import type { DueEntry } from '../domain/model.js';
-import { Gcra } from '../domain/limits.js';
+import { RateWindow } from '../domain/limits.js';
 import { WaitingTasks } from './limit-waiting.js';
 import { decodeLimitSnapshot, grantOrRefuse, sameLimit } from './limit-rules.js';
 import type { LimitKeyDeps, LimitKeyState, LimitSnapshot } from './limit-state.js';
@@ -68,7 +68,12 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
     idlePassivationMs: deps.idlePassivationMs,
     async activate(ctx, snapshot) {
       const now = ctx.clock.now();
-      const limit = deps.resolve(ctx.key);
+      let limit = deps.resolve(ctx.key);
+      // Declared on another node a moment ago: this node's catalog reads it now.
+      if (limit === null) {
+        await deps.reload();
+        limit = deps.resolve(ctx.key);
+      }
       const live = await deps.store.liveTasks(ctx.key, now, deps.maxWaitingLoad);
       const state: LimitKeyState = {
         limit,
@@ -76,8 +81,7 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
         admitted: new Map(),
         waiting: new WaitingTasks(),
         cancelling: new Set(),
-        gcra: limit?.rate ? new Gcra(limit.rate) : null,
-        starts: [],
+        rate: limit?.rate ? new RateWindow(limit.rate) : null,
         tickAtMs: null,
         cancelTick: null,
         lastReconcileMs: now,
@@ -140,7 +144,7 @@ function refreshLimit(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps): void 
   if (sameLimit(state.limit, limit)) return;
   const rateChanged = JSON.stringify(state.limit?.rate ?? null) !== JSON.stringify(limit?.rate ?? null);
   state.limit = limit;
-  if (rateChanged) state.gcra = limit?.rate ? new Gcra(limit.rate) : null;
+  if (rateChanged) state.rate = limit?.rate ? new RateWindow(limit.rate) : null;
   ctx.snapshot(limit).catch(() => undefined); // the declaration is in `limits`; the snapshot is its copy
 }
 
@@ -190,8 +194,8 @@ async function pump(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps): Promise
   let room = Math.min(window, state.waiting.size);
   if (limit?.concurrency != null) room = Math.min(room, limit.concurrency - state.holders.size - state.admitted.size);
   let throttled = false;
-  if (state.gcra && room > 0) {
-    const allowed = state.gcra.available(now, room + state.admitted.size) - state.admitted.size;
+  if (state.rate && room > 0) {
+    const allowed = state.rate.available(now, room + state.admitted.size) - state.admitted.size;
     if (allowed < room) throttled = true;
     room = Math.min(room, allowed);
   }
@@ -214,7 +218,7 @@ async function pump(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps): Promise
 function armTick(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps, throttled: boolean): void {
   const now = ctx.clock.now();
   let at = Infinity;
-  if (throttled && state.gcra) at = state.gcra.nextAllowedMs(now) + state.admitted.size * state.gcra.intervalMs;
+  if (throttled && state.rate) at = state.rate.nextAllowedMs(now) + state.admitted.size * state.rate.intervalMs;
   if (state.waiting.size > 0 || state.admitted.size > 0) at = Math.min(at, now + deps.reconcileMs);
   if (at === Infinity) return;
   if (state.tickAtMs !== null && state.tickAtMs <= at) return;
@@ -249,14 +253,13 @@ async function reconcile(state: LimitKeyState, now: number, deps: LimitKeyDeps):
 
 function view(state: LimitKeyState, key: string, now: number): LimitLiveView {
   const rate = state.limit?.rate ?? null;
-  if (rate) while (state.starts.length > 0 && (state.starts[0] as number) <= now - rate.periodMs) state.starts.shift();
-  const throttled = state.gcra !== null && state.waiting.size > 0 && state.gcra.available(now, 1) === 0;
+  const throttled = state.rate !== null && state.waiting.size > 0 && state.rate.available(now, 1) === 0;
   return {
     key,
     declaredAs: state.limit?.declaredAs ?? null,
     running: state.holders.size,
     waiting: state.waiting.size + state.admitted.size,
-    startsLastPeriod: rate ? state.starts.length : null,
-    throttledUntilMs: throttled && state.gcra ? state.gcra.nextAllowedMs(now) : null,
+    startsLastPeriod: rate && state.rate ? state.rate.startsInPeriod(now) : null,
+    throttledUntilMs: throttled && state.rate ? state.rate.nextAllowedMs(now) : null,
   };
 }

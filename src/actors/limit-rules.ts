@@ -59,14 +59,11 @@ export function grantOrRefuse(
     }
     state.admitted.delete(id);
     const concurrencyRoom = !limit || limit.concurrency === null || state.holders.size < limit.concurrency;
-    const rateRoom = !state.gcra || state.gcra.available(now, 1) >= 1;
+    const rateRoom = !state.rate || state.rate.available(now, 1) >= 1;
     if (concurrencyRoom && rateRoom) {
       state.waiting.delete(id);
       state.holders.set(id, now);
-      if (state.gcra) {
-        state.gcra.take(now, 1);
-        state.starts.push(now);
-      }
+      state.rate?.take(now);
       granted.push(id);
       continue;
     }

@@ -1,5 +1,5 @@
 import type { Cancel } from '../runtime/clock.js';
-import type { Gcra, ResolvedLimit } from '../domain/limits.js';
+import type { RateWindow, ResolvedLimit } from '../domain/limits.js';
 import type { NodeEventSink } from '../domain/events.js';
 import type { LimitStore } from '../store/limit-types.js';
 import type { ReadyQueue } from '../store/fast-index-types.js';
@@ -18,9 +18,8 @@ export interface LimitKeyState {
   waiting: WaitingTasks;
   /** Holders asked to stop by `cancel_running`, not yet back. */
   cancelling: Set<string>;
-  gcra: Gcra | null;
-  /** Start times within the last rate period, oldest first (for `starts_last_period`). */
-  starts: number[];
+  /** The rate's pacing and its log of starts (null: no rate). */
+  rate: RateWindow | null;
   tickAtMs: number | null;
   cancelTick: Cancel | null;
   lastReconcileMs: number;
@@ -30,6 +29,8 @@ export interface LimitKeyDeps {
   store: Pick<LimitStore, 'liveTasks' | 'stillRunning'>;
   /** The node's catalog of declarations. */
   resolve(key: string): ResolvedLimit | null;
+  /** Reads the declarations again now (a key its catalog did not know yet). */
+  reload(): Promise<void>;
   /** The ready queue itself (not the wheel's gate). */
   ready: Pick<ReadyQueue, 'push'>;
   /** Cancels tasks for a strategy of `on_limit` (a running one is told to stop). Never rejects. */

@@ -156,3 +156,63 @@ export class Gcra {
     return Math.max(nowMs, Math.ceil(at));
   }
 }
+
+/**
+ * A key's rate as the limit actor applies it: GCRA paces the starts, and a log of the starts
+ * within the last period is the hard bound — in any window of one period, at most
+ * `limit + burst` starts. The GCRA is given a little more burst than declared (a tenth of the
+ * limit) so that a start the actor could not hand out on the instant (a claim's round trip, a
+ * late timer) can be made up later in the same period instead of being lost — without it a
+ * rate of 100/s with burst 0 served one start per round trip (~10/s across three nodes) — while
+ * the log keeps every window within the declared bound.
+ */
+export class RateWindow {
+  private readonly gcra: Gcra;
+  /** Start times within the last period, oldest first. */
+  private readonly log: number[] = [];
+  private readonly cap: number;
+
+  constructor(private readonly rate: RateSpec) {
+    this.cap = rate.limit + rate.burst;
+    const slack = Math.max(1, Math.ceil(rate.limit / 10));
+    this.gcra = new Gcra({ ...rate, burst: rate.burst + slack });
+  }
+
+  /** How many starts are allowed at `nowMs` (at most `max`), without taking them. */
+  available(nowMs: number, max: number): number {
+    this.trim(nowMs);
+    return Math.max(0, Math.min(this.gcra.available(nowMs, max), this.cap - this.log.length));
+  }
+
+  /** Takes one start at `nowMs` (the caller checked `available`). */
+  take(nowMs: number): void {
+    this.gcra.take(nowMs, 1);
+    this.log.push(nowMs);
+  }
+
+  /** Starts within the last period. */
+  startsInPeriod(nowMs: number): number {
+    this.trim(nowMs);
+    return this.log.length;
+  }
+
+  /** When the next start is allowed (Unix ms): now or later. */
+  nextAllowedMs(nowMs: number): number {
+    this.trim(nowMs);
+    const byLog =
+      this.log.length < this.cap ? nowMs : (this.log[this.log.length - this.cap] as number) + this.rate.periodMs + 1;
+    return Math.max(this.gcra.nextAllowedMs(nowMs), byLog);
+  }
+
+  /** ms between two starts at the steady rate. */
+  get intervalMs(): number {
+    return this.gcra.intervalMs;
+  }
+
+  private trim(nowMs: number): void {
+    const since = nowMs - this.rate.periodMs;
+    let drop = 0;
+    while (drop < this.log.length && (this.log[drop] as number) <= since) drop++;
+    if (drop > 0) this.log.splice(0, drop);
+  }
+}

@@ -76,6 +76,9 @@ export function registerActorKinds(
     limitKeyBehavior({
       store: backend.limits,
       resolve: (key) => ctx.limits.resolve(key),
+      reload: async () => {
+        await ctx.limits.refresh(true);
+      },
       ready: backend.ready,
       cancel: (taskIds, reason) => limitCancels.cancel(taskIds, reason),
       events,

@@ -42,9 +42,18 @@ export interface Admission {
 export class LimitGate {
   constructor(private readonly deps: LimitGateDeps) {}
 
-  /** The gated keys of an entry. */
+  /**
+   * The gated keys of an entry: every limit it names — a name was declared when the task was
+   * submitted, so a node whose catalog has not read that declaration yet must not take the
+   * task for ungated (its key's actor reads the declaration itself) — and its type's
+   * `type:<t>` when the catalog has it.
+   */
   keysOf(entry: Pick<DueEntry, 'taskType' | 'limits'>): readonly string[] {
-    return this.deps.keys.gatedKeys(entry.taskType, entry.limits);
+    const named = entry.limits;
+    const typeKeys = this.deps.keys.gatedKeys(entry.taskType, undefined);
+    if (named === undefined || named.length === 0) return typeKeys;
+    if (typeKeys.length === 0) return named;
+    return [...named, ...typeKeys].sort();
   }
 
   /**
