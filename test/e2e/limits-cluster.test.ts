@@ -182,7 +182,8 @@ describe('flow control across a cluster of three node processes', () => {
 
   // Known: with burst 0 a rate key admits one task at a time into the ready queue (its GCRA
   // allows burst + 1 now), so each start waits for the previous one's whole round trip
-  // (push, take, grant): measured ~15 starts/s of 100 allowed. Remove `.fails` when fixed.
+  // (push, take, grant): measured 8–13 % of the 100/s allowed, at most 20 in a 1 s window.
+  // Remove `.fails` when fixed.
   it.fails('uses at least 95 % of the starts the rate allows', () => {
     expect(rateRun).not.toBeNull();
     expect(rateRun!.used).toBeGreaterThanOrEqual(0.95);
