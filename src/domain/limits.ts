@@ -160,7 +160,7 @@ export class Gcra {
 /**
  * A key's rate as the limit actor applies it: GCRA paces the starts, and a log of the starts
  * within the last period is the hard bound — in any window of one period, at most
- * `limit + burst` starts. The GCRA is given a little more burst than declared (a tenth of the
+ * `limit + burst` starts. The GCRA is given more burst than declared (a quarter of the
  * limit) so that a start the actor could not hand out on the instant (a claim's round trip, a
  * late timer) can be made up later in the same period instead of being lost — without it a
  * rate of 100/s with burst 0 served one start per round trip (~10/s across three nodes) — while
@@ -174,7 +174,7 @@ export class RateWindow {
 
   constructor(private readonly rate: RateSpec) {
     this.cap = rate.limit + rate.burst;
-    const slack = Math.max(1, Math.ceil(rate.limit / 10));
+    const slack = Math.max(1, Math.ceil(rate.limit / 4));
     this.gcra = new Gcra({ ...rate, burst: rate.burst + slack });
   }
 
