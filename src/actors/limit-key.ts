@@ -162,8 +162,12 @@ function onArrival(state: LimitKeyState, entry: DueEntry, deps: LimitKeyDeps): v
     state.waiting.delete(entry.taskId);
     deps.cancel([entry.taskId], `cancelled by ${why}: it was at its concurrency (${limit.concurrency})`);
   } else if (limit.onLimit === 'keep_latest_waiting') {
-    const older = [...state.waiting.takeAllButNewest(), ...state.admitted.keys()];
-    for (const id of state.admitted.keys()) state.admitted.delete(id);
+    // The newest by creation among those waiting and those admitted: arrival order is no
+    // guide (a batch reaches the key from several wheel partitions at once).
+    let newest = state.waiting.newest();
+    for (const id of state.admitted.keys()) if (newest === null || id > newest) newest = id;
+    const older = [...state.waiting.takeAllBut(newest), ...[...state.admitted.keys()].filter((id) => id !== newest)];
+    for (const id of older) state.admitted.delete(id);
     if (older.length > 0) deps.cancel(older, `cancelled by ${why}: a newer task of the key arrived`);
   } else if (limit.onLimit === 'cancel_running') {
     let oldest: string | null = null;

@@ -57,19 +57,24 @@ export class WaitingTasks {
     return out;
   }
 
-  /** Every waiting task but the newest to arrive (for `keep_latest_waiting`), taken out. */
-  takeAllButNewest(): string[] {
-    let newest: string | null = null;
-    let newestSeq = -1;
-    for (const [id, seq] of this.live) {
-      if (seq > newestSeq) {
-        newest = id;
-        newestSeq = seq;
-      }
-    }
-    const out = [...this.live.keys()].filter((id) => id !== newest);
+  /**
+   * Every waiting task but `keep`, taken out (for `keep_latest_waiting`). Answers their ids.
+   */
+  takeAllBut(keep: string | null): string[] {
+    const out = [...this.live.keys()].filter((id) => id !== keep);
     for (const id of out) this.live.delete(id);
     return out;
+  }
+
+  /**
+   * The newest task waiting by creation: the greatest id (a UUID v7 starts with its creation
+   * time), not the last to arrive — the tasks of one submission reach their key from several
+   * wheel partitions, in any order. null when none waits.
+   */
+  newest(): string | null {
+    let newest: string | null = null;
+    for (const id of this.live.keys()) if (newest === null || id > newest) newest = id;
+    return newest;
   }
 
   /** Ids of the waiting tasks (for the admin view), at most `max`. */

@@ -2,6 +2,7 @@ import { WheelhouseError } from '../lib/errors.js';
 import type { Cancel } from '../runtime/clock.js';
 import type { DueEntry } from '../domain/model.js';
 import type { PartitionCursor } from '../store/types.js';
+import { NOTHING_PUSHED } from '../store/fast-index-types.js';
 import type { TimeWheel } from './time-wheel.js';
 
 /**
@@ -143,6 +144,9 @@ export function nearHorizon(nowMs: number, nearWindowMs: number): number {
  * raises it: the store went back in time past a write this activation made.
  */
 export function observeStamp(state: WheelState, stamp: number, wrote: boolean): void {
+  // Every entry went to its limit key: nothing was written, so there is nothing to compare.
+  // (Taken for a loss, it had the partition rebuild and fire its gated tasks again, forever.)
+  if (stamp === NOTHING_PUSHED) return;
   if (stamp === 0 || stamp < state.stamp || (wrote && stamp === state.stamp)) state.lost = true;
   else state.stamp = stamp;
 }

@@ -71,6 +71,7 @@ export interface CompiledOptions {
   readonly cronAwakeIntervalMs: number;
   readonly dagSweepMs: number;
   readonly dagIdlePassivationMs: number;
+  readonly limitIdleMs: number;
   readonly safetyNetMs: number;
   readonly safetyNetGraceMs: number;
   readonly retentionMs: number;
@@ -168,6 +169,7 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     cronAwakeIntervalMs: num('cronAwakeIntervalSeconds', o.cronAwakeIntervalSeconds, 0, 3600) * 1000,
     dagSweepMs: num('dagSweepSeconds', o.dagSweepSeconds, 0.1, 86_400) * 1000,
     dagIdlePassivationMs: num('dagIdlePassivationSeconds', o.dagIdlePassivationSeconds, 0.01, 3600) * 1000,
+    limitIdleMs: num('limitIdleSeconds', o.limitIdleSeconds, 0.01, 3600) * 1000,
     safetyNetMs: num('safetyNetSeconds', o.safetyNetSeconds, 0.05, 3600) * 1000,
     safetyNetGraceMs: num('safetyNetGraceSeconds', o.safetyNetGraceSeconds, 0.05, 86_400) * 1000,
     retentionMs: retention(o.retentionSeconds) * 1000,
@@ -260,6 +262,7 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   cronAwakeIntervalSeconds: 2,
   dagSweepSeconds: 60,
   dagIdlePassivationSeconds: 5,
+  limitIdleSeconds: 30,
   safetyNetSeconds: 5,
   safetyNetGraceSeconds: 10,
   retentionSeconds: 7 * 86_400,

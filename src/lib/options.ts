@@ -154,6 +154,11 @@ export interface WheelhouseOptions {
   /** Idle time after which a DAG node's actor (a blocked task) leaves memory, seconds (at least 0.01). @default 5 */
   dagIdlePassivationSeconds?: number;
   /**
+   * Idle time after which a limit key's actor (no task holding a permit, none waiting) leaves
+   * memory, seconds (at least 0.01). @default 30
+   */
+  limitIdleSeconds?: number;
+  /**
    * How often the safety nets look for tasks their mechanism left behind in the partitions
    * this node owns: running tasks whose lease ran out, and pending tasks overdue that
    * nothing holds (they should find none; what they find is handed on and counted).

@@ -39,8 +39,6 @@ export interface ActorHelpers {
 const LIMIT_ASK_MS = 5_000;
 /** Most not-yet-granted tasks of a key (of weight 1) in the ready queue at once. */
 const LIMIT_ADMIT_WINDOW = 256;
-/** An idle limit key leaves memory after this long. */
-const LIMIT_IDLE_MS = 30_000;
 /** How often a key with waiting tasks checks its holders against the task table. */
 const LIMIT_RECONCILE_MS = 2_000;
 /** Most waiting tasks a key reads on activation. */
@@ -83,7 +81,7 @@ export function registerActorKinds(
       cancel: (taskIds, reason) => limitCancels.cancel(taskIds, reason),
       events,
       admitWindow: LIMIT_ADMIT_WINDOW,
-      idlePassivationMs: LIMIT_IDLE_MS,
+      idlePassivationMs: options.limitIdleMs,
       reconcileMs: LIMIT_RECONCILE_MS,
       maxWaitingLoad: LIMIT_WAITING_LOAD,
     }),

@@ -204,7 +204,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   // The limit actors' `on_limit` strategies cancel as DELETE does (a running task's worker is told).
   limitCancels.cancel = (taskIds, reason) => {
     for (const id of taskIds)
-      services.tasks.cancel(id).catch((error: unknown) => onError(error, `cancelling ${id} (${reason})`));
+      services.tasks.cancel(id, reason).catch((error: unknown) => onError(error, `cancelling ${id} (${reason})`));
   };
 
   const owned = (ownership = new Ownership({

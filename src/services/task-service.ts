@@ -116,10 +116,10 @@ export class TaskService implements TasksApi {
     };
   }
 
-  async cancel(taskId: string): Promise<{ cancelledInstances: number }> {
+  async cancel(taskId: string, reason?: string): Promise<{ cancelledInstances: number }> {
     const existing = await this.deps.tasks.get(taskId);
     if (existing?.scheduleType === 'cron') return this.deps.cron.cancel(existing);
-    const result = await this.deps.tasks.cancel(taskId, this.deps.clock.now());
+    const result = await this.deps.tasks.cancel(taskId, this.deps.clock.now(), reason);
     switch (result.kind) {
       case 'not_found':
         throw await this.deps.missing.task(taskId);

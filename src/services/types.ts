@@ -89,8 +89,11 @@ export interface TasksApi {
   submit(specs: TaskSpec[], one?: boolean): Promise<SubmitResult[]>;
   getTask(taskId: string): Promise<TaskView>;
   listTasks(filter: TaskListFilter): Promise<{ tasks: TaskView[]; nextToken: string | null }>;
-  /** A cron schedule's cancel deletes the schedule (see `SchedulesApi`). */
-  cancel(taskId: string): Promise<{ cancelledInstances: number }>;
+  /**
+   * A cron schedule's cancel deletes the schedule (see `SchedulesApi`). `reason`: the task's
+   * `last_error` (a limit's `on_limit` strategy); none for DELETE.
+   */
+  cancel(taskId: string, reason?: string): Promise<{ cancelledInstances: number }>;
   history(
     taskId: string,
     limit: number,

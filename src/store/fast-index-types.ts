@@ -63,6 +63,13 @@ export interface QueueDepth {
   oldestReadyAgeMs: number | null;
 }
 
+/**
+ * What a push answers when it wrote nothing to any queue: every entry went elsewhere (to its
+ * limit key, docs/decisions/0023-flow-control.md). There is no stamp to observe: the
+ * partition's stamp did not move, and it is not lost either.
+ */
+export const NOTHING_PUSHED = -1;
+
 /** Ready queues per task type × priority (Redis sorted sets, or in-process heaps). */
 export interface ReadyQueue {
   /**
@@ -72,7 +79,8 @@ export interface ReadyQueue {
    * `stale_epoch`, writing nothing, while that partition's fence — the one
    * {@link BucketStore.fence} raises — is above `fence.epoch`; otherwise it raises the
    * partition's stamp and resolves with it (0: the partition is lost). Check and write are
-   * atomic. Without `fence` it resolves with 0.
+   * atomic. Without `fence` it resolves with 0. A layer that passes the entries on instead
+   * (the limits' gate) resolves with {@link NOTHING_PUSHED} when none was written.
    */
   push(entries: DueEntry[], fence?: { partition: number; epoch: number }): Promise<number>;
   /**

@@ -140,8 +140,8 @@ export class SqlTaskStore implements TaskStore {
     return expireLease(this.leases, taskId, version, nowMs, backoff);
   }
 
-  cancel(taskId: string, nowMs: number): Promise<CancelResult> {
-    return cancelTask(this.db, taskId, nowMs);
+  cancel(taskId: string, nowMs: number, reason?: string): Promise<CancelResult> {
+    return cancelTask(this.db, taskId, nowMs, reason);
   }
 
   retry(taskId: string, nowMs: number): Promise<RetryResult> {

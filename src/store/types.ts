@@ -223,8 +223,11 @@ export interface TaskStore {
    * silent: back to `pending` (backoff) or `failed`. null if not held or not yet expired.
    */
   expireLease(taskId: string, version: number, nowMs: number, backoff: BackoffPolicy): Promise<Transition | null>;
-  /** Cancels a pending/blocked task at once, or marks a running one. */
-  cancel(taskId: string, nowMs: number): Promise<CancelResult>;
+  /**
+   * Cancels a pending/blocked task at once, or marks a running one. `reason`, when given,
+   * becomes its `last_error` (a limit's `on_limit` strategy says why).
+   */
+  cancel(taskId: string, nowMs: number, reason?: string): Promise<CancelResult>;
   /**
    * Runs a failed or cancelled task again: `pending` due at `nowMs`, attempts kept (the next
    * claim is attempt + 1), last error kept, result, progress and cancel request cleared, the

@@ -13,6 +13,9 @@ import { getTask } from './read.js';
  * - running → stays running with `cancel_requested`; the version is kept so the worker's
  *   lease token stays valid, and its completion (or the lease's expiry) records `cancelled`.
  * Finished tasks do not match the WHERE clause: they are reported, not changed.
+ * `$3`, the reason (NULL: none, as for DELETE), becomes the task's `last_error` (a limit's
+ * `on_limit` strategy says why it cancelled); a running task's result keeps it unless the
+ * attempt failed with an error of its own.
  */
 const CANCELLABLE: readonly StoredStatus[] = ['blocked', 'pending', 'active', 'paused', 'running'];
 
@@ -23,6 +26,7 @@ const CANCEL = `
       cancel_requested = t.cancel_requested OR t.status = 'running',
       version = CASE WHEN t.status = 'running' THEN t.version ELSE t.version + 1 END,
       completed_at = CASE WHEN t.status = 'running' THEN t.completed_at ELSE ${tsParam(2)} END,
+      last_error = coalesce($3::text, t.last_error),
       updated_at = ${tsParam(2)}
   WHERE t.id = $1 AND t.status IN (${CANCELLABLE.map((status) => `'${status}'`).join(', ')})
   RETURNING ${taskColumns('t')}
@@ -38,10 +42,10 @@ const CANCEL = `
 const ATTEMPTS = 3;
 
 /** See `TaskStore.cancel`. */
-export async function cancelTask(db: Db, taskId: string, nowMs: number): Promise<CancelResult> {
+export async function cancelTask(db: Db, taskId: string, nowMs: number, reason?: string): Promise<CancelResult> {
   if (validIds([taskId]).length === 0) return { kind: 'not_found' };
   for (let attempt = 1; ; attempt++) {
-    const updated = await db.query<TaskRow>(CANCEL, [taskId, nowMs], 'wh_cancel');
+    const updated = await db.query<TaskRow>(CANCEL, [taskId, nowMs, reason ?? null], 'wh_cancel');
     const row = updated.rows[0];
     if (row !== undefined) {
       const task = toTaskRecord(row);
