@@ -183,3 +183,21 @@ export interface ActorPage {
   next_token?: string | null;
   nodes?: { node_id: string; ok: boolean }[];
 }
+
+/** A limit as `GET /api/limits` and `GET /api/limits/{name}` answer it (docs/api.md, Flow control). */
+export interface Limit {
+  name: string;
+  declared_as: string;
+  concurrency: number | null;
+  rate: { limit: number; period_seconds: number; burst: number } | null;
+  on_limit: string;
+  weight: number;
+  running: number | null;
+  waiting: number | null;
+  starts_last_period: number | null;
+}
+
+export interface LimitPage {
+  limits: Limit[];
+  next_token: string | null;
+}

@@ -9,6 +9,7 @@ import { h } from './dom.js';
 import { actorPage, actorsPage } from './pages-actors.js';
 import { clusterPage } from './pages-cluster.js';
 import { dagPage, dagsPage } from './pages-dags.js';
+import { limitsPage } from './pages-limits.js';
 import { queuesPage } from './pages-queues.js';
 import { schedulesPage } from './pages-schedules.js';
 import { taskPage } from './pages-task.js';
@@ -22,6 +23,7 @@ const NAV: { path: string; title: string }[] = [
   { path: 'queues', title: 'Queues' },
   { path: 'tasks', title: 'Tasks' },
   { path: 'schedules', title: 'Schedules' },
+  { path: 'limits', title: 'Limits' },
   { path: 'dags', title: 'DAGs' },
   { path: 'actors', title: 'Actors' },
 ];
@@ -36,6 +38,8 @@ function pageFor(route: Route): Page {
       return rest[0] ? taskPage : tasksPage;
     case 'schedules':
       return schedulesPage;
+    case 'limits':
+      return limitsPage;
     case 'dags':
       return rest[0] ? dagPage : dagsPage;
     case 'actors':

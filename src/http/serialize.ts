@@ -190,6 +190,16 @@ export function explanationJson(e: Explanation): ExplanationJson {
             last_heartbeat_at: iso(e.lease.lastHeartbeatMs),
             owner_node: e.lease.ownerNode,
           },
+    limits:
+      e.limits?.map((l) => ({
+        name: l.name,
+        declared_as: l.declaredAs,
+        concurrency: l.concurrency,
+        running: l.running,
+        waiting: l.waiting,
+        throttled_until: iso(l.throttledUntilMs),
+        holds: l.holds,
+      })) ?? null,
     backoff:
       e.backoff === null
         ? null

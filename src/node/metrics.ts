@@ -19,6 +19,7 @@ import type { ActorSystem } from '../runtime/system.js';
 import { droppedTells } from './cluster.js';
 import type { DutyLog } from './duty-log.js';
 import { taskMetrics, type TaskMetricSources } from './task-metrics.js';
+import { limitMetrics } from './limit-metrics.js';
 
 /** What the node's metrics read when `/metrics` is scraped. */
 export interface MetricSources extends TaskMetricSources {
@@ -160,6 +161,8 @@ export function nodeMetrics(
   });
   transportCounters(registers, () => sources.cluster()?.transport.stats() ?? null);
   metrics.onCollect(taskMetrics(metrics.registry, events, sources.maxTaskTypes, sources, onError));
+  // Limits are capped as task types are: their keys are as unbounded (`customer:<anything>`).
+  metrics.onCollect(limitMetrics(metrics.registry, events, sources.maxTaskTypes, sources.system));
   const onAnswered = requestMetrics(registers);
 
   const onDutyFailure = (error: unknown, failure: DutyFailure): void => {

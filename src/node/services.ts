@@ -113,6 +113,11 @@ export function buildServices(
     holderOf: async (kind, key) => (await deps.inspect(kind, key))?.node ?? null,
     presence: (taskType) => cluster.of(taskType),
     missing,
+    limits: {
+      gatedKeys: (taskType, limits) => ctx.limits.gatedKeys(taskType, limits),
+      resolve: (key) => ctx.limits.resolve(key),
+      inspect: (key) => system.ref(LIMIT, key).ask({ type: 'inspect' }, 2_000),
+    },
   });
   const services: Services & { keys: ApiKeys } = {
     tasks: new TaskService({

@@ -21,6 +21,8 @@ function stateSentence(facts: Omit<Explanation, 'sentence'>): string {
         `: runs again in ${duration(due?.dueInMs ?? 0)} (at ${iso(backoff?.untilMs)}) ${partition(due)}.`
       );
     case 'ready': {
+      const held = limitClauses(facts.limits);
+      if (held !== null) return `${held}; ${workers(queue)}.`;
       const where =
         queue?.ahead === null || queue === null
           ? `Due, and not in the ready queue yet: ${partition(due).replace(/^on /, '')} is handing it over`
@@ -60,6 +62,30 @@ function stateSentence(facts: Omit<Explanation, 'sentence'>): string {
     case 'expired':
       return `Expired at ${iso(outcome?.finishedMs)}: ${outcome?.reason ?? ''}.`;
   }
+}
+
+/**
+ * What the gated keys that hold a due task hold it by, the most lasting first (a pause, then a
+ * full key, then a rate): `Paused: \`type:email.send\` has concurrency 0`, `Waiting for a slot
+ * of \`customer:42\` (5 of 5 running)`, `Throttled by \`stripe-api\` until …`. Null when no key
+ * holds it (none is gated, or each has room).
+ */
+function limitClauses(limits: Omit<Explanation, 'sentence'>['limits']): string | null {
+  if (limits === null) return null;
+  const order = { paused: 0, full: 1, throttled: 2 } as const;
+  const holding = limits
+    .filter((l) => l.holds === 'paused' || l.holds === 'full' || l.holds === 'throttled')
+    .sort((a, b) => order[a.holds as keyof typeof order] - order[b.holds as keyof typeof order]);
+  if (holding.length === 0) return null;
+  const clauses = holding.map((l) =>
+    l.holds === 'paused'
+      ? `paused: \`${l.name}\` has concurrency 0`
+      : l.holds === 'full'
+        ? `waiting for a slot of \`${l.name}\` (${l.running ?? 0} of ${l.concurrency ?? 0} running)`
+        : `throttled by \`${l.name}\` until ${iso(l.throttledUntilMs)}`,
+  );
+  const text = clauses.join('; and ');
+  return `${text.charAt(0).toUpperCase()}${text.slice(1)}`;
 }
 
 function partition(due: Omit<Explanation, 'sentence'>['due']): string {

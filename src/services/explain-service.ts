@@ -13,6 +13,7 @@ import { dueEntry } from './support.js';
 import { LEASE_EXPIRED, TIMED_OUT } from '../domain/attempt-errors.js';
 import type { MissingTasks } from './missing-tasks.js';
 import type { WorkerPresence } from './worker-presence.js';
+import { limitFacts, type ExplainLimits } from './explain-limits.js';
 
 export type { ExplainState, Explanation } from './explanation.js';
 
@@ -37,13 +38,15 @@ export interface ExplainDeps {
   presence(taskType: string): Promise<WorkerPresence>;
   /** The 404 of an id that names no task (saying when it passed retention). */
   missing: Pick<MissingTasks, 'task'>;
+  /** Flow control: the node's catalog and the keys' actors. @default no key is gated */
+  limits?: ExplainLimits;
 }
 
 /**
  * Answers "why isn't it running?" for one task. The task row says which state it is in; then
  * each fact comes from its owner: the wheel partition's owner and epoch from the ring and the
  * fencing rows, the place in line from the ready queue, the workers from every live node, the
- * predecessors from their rows. Nothing scans the task table: every read is by key.
+ * predecessors from their rows, a gated key's figures from its actor. Nothing scans the task table: every read is by key.
  */
 export class ExplainService {
   constructor(private readonly deps: ExplainDeps) {}
@@ -63,6 +66,7 @@ export class ExplainService {
       dependencies: null,
       queue: null,
       lease: null,
+      limits: null,
       backoff: null,
       startByMs: task.status === 'pending' ? task.startByMs : null,
       schedule: null,
@@ -75,7 +79,13 @@ export class ExplainService {
         facts.due = await this.due(task, now);
         if (state === 'backing_off')
           facts.backoff = { untilMs: task.dueMs, attempt: task.attempts, lastError: task.lastError };
-        if (state === 'ready') facts.queue = await this.queue(task);
+        if (state === 'ready') {
+          const limits = this.deps.limits;
+          [facts.queue, facts.limits] = await Promise.all([
+            this.queue(task),
+            limits === undefined ? null : limitFacts(limits, task),
+          ]);
+        }
         break;
       case 'waiting':
         facts.dependencies = await this.dependencies(task);

@@ -15,6 +15,13 @@ export type ExplainState =
   | 'cancelled'
   | 'expired';
 
+/**
+ * What a gated key holds a due task by: `paused` (concurrency 0), `full` (running at its
+ * concurrency), `throttled` (its rate allows the next start later), `open` (nothing), or
+ * `unknown` (its actor did not answer).
+ */
+export type LimitHold = 'paused' | 'full' | 'throttled' | 'open' | 'unknown';
+
 /** Why a task is where it is: the facts, each from whoever owns it, and one sentence. */
 export interface Explanation {
   taskId: string;
@@ -43,6 +50,24 @@ export interface Explanation {
     lastHeartbeatMs: number | null;
     ownerNode: string | null;
   } | null;
+  /**
+   * A due task's gated keys (its limits and `type:<its type>` when declared), each with its
+   * declared concurrency, its actor's live figures, and what it holds the task by; null when
+   * the task is not due or none of its keys is gated.
+   */
+  limits:
+    | {
+        name: string;
+        /** The name whose declaration applies: the key's own, or its family (`customer:*`). */
+        declaredAs: string | null;
+        concurrency: number | null;
+        running: number | null;
+        waiting: number | null;
+        /** While the key's rate holds its waiting tasks back: the next start allowed (Unix ms). */
+        throttledUntilMs: number | null;
+        holds: LimitHold;
+      }[]
+    | null;
   backoff: { untilMs: number; attempt: number; lastError: string | null } | null;
   /** A pending task's start deadline: not started by then, it ends `expired`; null: none. */
   startByMs: number | null;

@@ -190,6 +190,7 @@ export class FakeApi implements AllApis {
       dependencies: null,
       queue: null,
       lease: null,
+      limits: null,
       backoff: null,
       startByMs: null,
       schedule: null,

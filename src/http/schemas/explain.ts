@@ -19,6 +19,9 @@ export const EXPLAIN_STATES = [
 
 const Count = Type.Integer({ minimum: 0 });
 
+/** What a gated key holds a due task by (`LimitHold`). */
+export const LIMIT_HOLDS = ['paused', 'full', 'throttled', 'open', 'unknown'] as const;
+
 /** Why a task is where it is (docs/api.md, "explain"). Members that do not apply are null. */
 export const Explanation = Type.Object(
   {
@@ -85,6 +88,31 @@ export const Explanation = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    limits: Nullable(
+      Type.Array(
+        Type.Object(
+          {
+            name: Type.String({ description: 'A gated key of the task: a limit it names, or type:<its type>.' }),
+            declared_as: Nullable(
+              Type.String({ description: "The name whose declaration applies: the key's own, or its family." }),
+            ),
+            concurrency: Nullable(Count),
+            running: Nullable(Count),
+            waiting: Nullable(Count),
+            throttled_until: {
+              ...NullableTime,
+              description: "While the key's rate holds its waiting tasks back: when the next start is allowed.",
+            },
+            holds: StringEnum(LIMIT_HOLDS),
+          },
+          { additionalProperties: false },
+        ),
+        {
+          description:
+            "A due task's gated keys, each with its actor's live figures and what it holds the task by; null when none is gated.",
+        },
+      ),
+    ),
     backoff: Nullable(
       Type.Object(
         { until: Time, attempt: Count, last_error: Nullable(Type.String()) },
@@ -116,7 +144,7 @@ export const explainRouteSchema = {
   description:
     'Due on which wheel partition (owner node, epoch); waiting on which predecessors; in the ready queue behind ' +
     'how many tasks, with the workers of its type across the cluster; held by which worker; backing off; a ' +
-    "schedule's next fire; how it ended. Every fact is read by key from its owner: nothing scans the task table.",
+    "schedule's next fire; how it ended; which of its limits holds it (paused, full, throttled) with each key's live figures. Every fact is read by key from its owner: nothing scans the task table.",
   params: TaskIdParams,
   response: { 200: Explanation, ...errors(400, 401, 403, 404, 500, 503) },
 } as const;
