@@ -3,7 +3,14 @@ import type { Worker } from '../../src/worker/index.js';
 import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
 import { uniqueType } from '../support/tasks.js';
 import { eventually, sleep } from '../support/waits.js';
-import { LimitWatch, declareLimit, submitMany, submitOne, taskOf, watchingWorker } from '../support/limit-task-workers.js';
+import {
+  LimitWatch,
+  declareLimit,
+  submitMany,
+  submitOne,
+  taskOf,
+  watchingWorker,
+} from '../support/limit-task-workers.js';
 
 /**
  * Permits against the ways other schedulers lost them, one node, both backends:

@@ -247,15 +247,14 @@ describe.each(sqlBackends)('LimitStore on $name', ({ open }) => {
   });
 
   describe('stillRunning and counts', () => {
-    it('answers the holders still running at the version they were granted at', async () => {
+    it('answers which holders are still running', async () => {
       const key = fresh('holders');
       const a = makeTask({ limits: [key] });
       const b = makeTask({ limits: [key] });
       const c = makeTask({ limits: [key] });
       await submit(a, b, c);
-      const va = await run(a);
+      await run(a);
       const [claimed] = await tasks.claim([b.id], 'w-limits', T0 + 1000);
-      const vb = claimed!.version;
       const [ended] = await tasks.complete(
         [
           {
