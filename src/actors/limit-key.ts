@@ -74,7 +74,7 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
         await deps.reload();
         limit = deps.resolve(ctx.key);
       }
-      const live = await deps.store.liveTasks(ctx.key, now, deps.maxWaitingLoad);
+      const live = await deps.liveTasks(ctx.key, now);
       const state: LimitKeyState = {
         limit,
         holders: new Map(live.running.map((r) => [r.taskId, r.startedMs ?? now])),
@@ -87,7 +87,10 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
         lastReconcileMs: now,
       };
       for (const entry of live.waiting) state.waiting.add(entry);
-      if (!sameLimit(snapshot, limit)) await ctx.snapshot(limit);
+      // The snapshot is a copy of the declaration, which lives in `limits`: written when it
+      // changes (`refreshLimit`), not by every activation — a key's first activation costs
+      // its ownership statement and its live tasks' read, nothing more.
+      if (snapshot !== null && !sameLimit(snapshot, limit)) ctx.snapshot(limit).catch(() => undefined);
       await pump(state, ctx, deps);
       return state;
     },

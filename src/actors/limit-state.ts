@@ -1,7 +1,7 @@
 import type { Cancel } from '../runtime/clock.js';
 import type { RateWindow, ResolvedLimit } from '../domain/limits.js';
 import type { NodeEventSink } from '../domain/events.js';
-import type { LimitStore } from '../store/limit-types.js';
+import type { LimitStore, LiveTasks } from '../store/limit-types.js';
 import type { ReadyQueue } from '../store/fast-index-types.js';
 import type { WaitingTasks } from './limit-waiting.js';
 
@@ -26,7 +26,9 @@ export interface LimitKeyState {
 }
 
 export interface LimitKeyDeps {
-  store: Pick<LimitStore, 'liveTasks' | 'stillRunning'>;
+  store: Pick<LimitStore, 'stillRunning'>;
+  /** A key's live tasks (the node merges the reads of keys activating together). */
+  liveTasks(key: string, nowMs: number): Promise<LiveTasks>;
   /** The node's catalog of declarations. */
   resolve(key: string): ResolvedLimit | null;
   /** Reads the declarations again now (a key its catalog did not know yet). */
@@ -41,6 +43,4 @@ export interface LimitKeyDeps {
   idlePassivationMs: number;
   /** How often holders are checked against the task table while tasks wait. */
   reconcileMs: number;
-  /** Most waiting tasks one activation reads; the rest come back through the safety net. */
-  maxWaitingLoad: number;
 }

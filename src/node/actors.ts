@@ -16,6 +16,7 @@ import { PermitReturns } from '../services/permit-returns.js';
 import type { DutyFailure, DutyFailuresEnded } from '../runtime/supervision.js';
 import type { ActorSystem } from '../runtime/system.js';
 import type { DagOutcome } from '../store/dag-types.js';
+import type { LiveTasks } from '../store/limit-types.js';
 
 import type { NodeContext } from './context.js';
 
@@ -70,9 +71,18 @@ export function registerActorKinds(
   const activation = new CronActivation(system, onError);
   const gate = new LimitGate({ keys: ctx.limits, system, askTimeoutMs: LIMIT_ASK_MS, onError });
   const limitCancels = { cancel: (_taskIds: string[], _reason: string): void => undefined };
+  // The keys a wheel's fire activates together read their live tasks in one statement.
+  const liveReads = new WriteBatcher<{ key: string; nowMs: number }, LiveTasks>((reads) =>
+    backend.limits.liveTasksMany(
+      reads.map((r) => r.key),
+      reads.reduce((latest, r) => Math.max(latest, r.nowMs), 0),
+      LIMIT_WAITING_LOAD,
+    ),
+  );
   system.register(
     limitKeyBehavior({
       store: backend.limits,
+      liveTasks: (key, nowMs) => liveReads.submit({ key, nowMs }),
       resolve: (key) => ctx.limits.resolve(key),
       reload: async () => {
         await ctx.limits.refresh(true);
@@ -83,7 +93,6 @@ export function registerActorKinds(
       admitWindow: LIMIT_ADMIT_WINDOW,
       idlePassivationMs: options.limitIdleMs,
       reconcileMs: LIMIT_RECONCILE_MS,
-      maxWaitingLoad: LIMIT_WAITING_LOAD,
     }),
   );
   new PermitReturns(gate).listen(ctx.events);

@@ -8,6 +8,7 @@ import {
   limitInUse,
   listLimits,
   liveTasks,
+  liveTasksMany,
   putLimit,
   removeLimit,
   stillRunning,
@@ -47,6 +48,10 @@ export class SqlLimitStore implements LimitStore {
 
   liveTasks(key: string, nowMs: number, maxWaiting: number): Promise<LiveTasks> {
     return liveTasks(this.db, key, nowMs, maxWaiting);
+  }
+
+  liveTasksMany(keys: readonly string[], nowMs: number, maxWaiting: number): Promise<LiveTasks[]> {
+    return liveTasksMany(this.db, keys, nowMs, maxWaiting);
   }
 
   stillRunning(taskIds: readonly string[]): Promise<Set<string>> {

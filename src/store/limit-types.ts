@@ -55,6 +55,8 @@ export interface LimitStore {
    * `limits` name it.
    */
   liveTasks(key: string, nowMs: number, maxWaiting: number): Promise<LiveTasks>;
+  /** `liveTasks` of many keys at once (the named ones in one statement each for holders and waiting), in order. */
+  liveTasksMany(keys: readonly string[], nowMs: number, maxWaiting: number): Promise<LiveTasks[]>;
   /** Of these tasks, those still `running` (a key's reconcile of its holders). */
   stillRunning(taskIds: readonly string[]): Promise<Set<string>>;
   /** How many tasks of the key are pending (due or not) and running: for GET and metrics. */

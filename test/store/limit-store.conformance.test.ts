@@ -185,6 +185,28 @@ describe.each(sqlBackends)('LimitStore on $name', ({ open }) => {
     });
   });
 
+  describe('liveTasksMany', () => {
+    it('answers each key what liveTasks answers, named and type keys together, in order', async () => {
+      const a = fresh('many-a');
+      const b = fresh('many-b');
+      const type = fresh('many.type');
+      const both = makeTask({ limits: [a, b].sort() });
+      const onlyA = makeTask({ limits: [a], priority: 2 });
+      const ofType = makeTask({ taskType: type });
+      const holder = makeTask({ limits: [b] });
+      await submit(both, onlyA, ofType, holder);
+      await run(holder, T0 + 1000);
+      const keys = [b, `type:${type}`, a, fresh('many-none')];
+      const many = await limits.liveTasksMany(keys, T0 + 2000, 1);
+      const one = await Promise.all(keys.map((k) => limits.liveTasks(k, T0 + 2000, 1)));
+      expect(many).toEqual(one);
+      expect(many[2]!.waiting.map((e) => e.taskId)).toEqual([onlyA.id]);
+      expect(many[2]!.truncated).toBe(true);
+      expect(many[0]!.running.map((r) => r.taskId)).toEqual([holder.id]);
+      expect(many[3]).toEqual({ running: [], waiting: [], truncated: false });
+    });
+  });
+
   describe('liveTasks of a type key', () => {
     it('reads every task of the type, whether or not it names limits, and no other type', async () => {
       const type = uniqueType('limits');
