@@ -19,9 +19,10 @@ import { w2Herd } from './w2-herd.js';
 import { w3Precision } from './w3-precision.js';
 import { w4Cron } from './w4-cron.js';
 import { w5Dag } from './w5-dag.js';
+import { w6NoisyNeighbour } from './w6-noisy-neighbour.js';
 import type { RunContext, WithRunContext } from './workload.js';
 
-const WORKLOADS = [w1Throughput, w2Herd, w3Precision, w4Cron, w5Dag];
+const WORKLOADS = [w1Throughput, w2Herd, w3Precision, w4Cron, w5Dag, w6NoisyNeighbour];
 const DOC_PATH = resolve(import.meta.dirname, '../../docs/benchmarks.md');
 
 const log = (line: string): void => {
