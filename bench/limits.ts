@@ -38,9 +38,11 @@ export class QuietKeys {
   private sent = 0;
   private failed = 0;
   private lastError = '';
+  /** Each request's answer time − send time, ms. */
+  readonly answerMs: number[] = [];
 
   constructor(private readonly options: QuietKeysOptions) {
-    this.pool = new Pool(options.url, { connections: 8, pipelining: 1 });
+    this.pool = new Pool(options.url, { connections: 64, pipelining: 1 });
   }
 
   /** Starts submitting at `startMs` (now if past). */
@@ -60,16 +62,18 @@ export class QuietKeys {
 
   private submit(key: string): void {
     const { taskType, named } = this.options;
+    const sentMs = Date.now();
     const body = JSON.stringify({
       task_type: taskType,
       ...(named ? { limits: [key] } : {}),
-      payload: { due_ms: Date.now(), key },
+      payload: { due_ms: sentMs, key },
     });
     this.sent++;
     const p = this.pool
       .request({ path: '/api/tasks', method: 'POST', headers: JSON_HEADERS, body })
       .then(async (res) => {
         const text = await res.body.text();
+        this.answerMs.push(Date.now() - sentMs);
         if (res.statusCode !== 201 && res.statusCode !== 200) {
           this.failed++;
           this.lastError = `${res.statusCode} ${text.slice(0, 200)}`;

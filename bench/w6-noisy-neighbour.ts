@@ -172,6 +172,10 @@ async function runPhase(ctx: RunContext, phase: Phase): Promise<PhaseFigures> {
     }
     const sent = quiet ? await quiet.stop() : { accepted: 0, failed: 0, lastError: '' };
     if (Number.isNaN(drainMs)) throw new Error(`W6 ${phase}: the flood did not drain within ${DRAIN_LIMIT_MS} ms`);
+    if (quiet) {
+      const [a50, a99] = percentiles(quiet.answerMs, [50, 99]);
+      notes.push(`quiet submits answered in p50 ${a50} ms, p99 ${a99} ms`);
+    }
     if (sent.failed > 0) notes.push(`${sent.failed} quiet submits failed (last: ${sent.lastError})`);
     const total = count + sent.accepted;
     await fleet.until((f) => f.reported >= total, 60_000, `${total} W6 results`);
