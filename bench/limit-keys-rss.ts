@@ -67,7 +67,9 @@ async function measure(stores: BenchStores, keys: number, withLimits: boolean): 
     const f = fleet;
     await f.until(() => f.reported >= keys, 60 * 60_000, `${keys} results`);
     const processS = (Date.now() - startedMs) / 1000;
-    log(`${withLimits ? 'limits' : 'plain'}: ${spaced(keys)} tasks ran in ${processS.toFixed(1)} s; waiting ${IDLE_WAIT_MS / 1000} s`);
+    log(
+      `${withLimits ? 'limits' : 'plain'}: ${spaced(keys)} tasks ran in ${processS.toFixed(1)} s; waiting ${IDLE_WAIT_MS / 1000} s`,
+    );
     await f.stop();
     fleet = undefined;
     await sleep(IDLE_WAIT_MS);
@@ -79,7 +81,8 @@ async function measure(stores: BenchStores, keys: number, withLimits: boolean): 
     }
     const m = await scrapeMetrics(node.url);
     const counts = await stores.countByStatus(node.schema, TASK_TYPE);
-    if (counts.succeeded !== keys) throw new Error(`expected ${keys} succeeded, Postgres has ${JSON.stringify(counts)}`);
+    if (counts.succeeded !== keys)
+      throw new Error(`expected ${keys} succeeded, Postgres has ${JSON.stringify(counts)}`);
     return {
       idleMiB: median(samples),
       peakMiB: node.rss.maxMiB,
@@ -112,7 +115,9 @@ async function main(): Promise<number> {
     process.exit(1);
   }, timeoutMinutes * 60_000);
   const machine = describeMachine();
-  log(`${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, load ${machine.loadAvg1m}; ${spaced(keys)} keys`);
+  log(
+    `${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, load ${machine.loadAvg1m}; ${spaced(keys)} keys`,
+  );
   const stores = new BenchStores();
   try {
     const limited = await measure(stores, keys, true);
@@ -126,7 +131,9 @@ async function main(): Promise<number> {
       ['limit actors live: peak / at the read', `${limited.peakLimitActors} / ${limited.limitActorsAtRead}`, '—'],
       ['tasks run in (s)', limited.processS.toFixed(1), plain.processS.toFixed(1)],
     ];
-    process.stdout.write(`\n| ${spaced(keys)} tasks | own key each (k:*, concurrency 1) | no limits |\n|---|---|---|\n`);
+    process.stdout.write(
+      `\n| ${spaced(keys)} tasks | own key each (k:*, concurrency 1) | no limits |\n|---|---|---|\n`,
+    );
     for (const [label, a, b] of rows) process.stdout.write(`| ${label} | ${a} | ${b} |\n`);
     process.stdout.write(
       `\nRSS once idle, with − without: ${diffMiB.toFixed(0)} MiB (${((diffMiB * 2 ** 20) / keys).toFixed(0)} bytes per key); ` +

@@ -29,7 +29,13 @@ export const w1lNonBindingLimit: Workload = {
   metrics: [
     { key: 'plainRate', label: 'plain: processed, submit → last completion', unit: '/s', digits: 0 },
     { key: 'limitedRate', label: 'non-binding limit: processed', unit: '/s', digits: 0 },
-    { key: 'ratio', label: 'non-binding limit / plain, processed/s', unit: '×', digits: 3, bar: { op: '>=', value: 0.9 } },
+    {
+      key: 'ratio',
+      label: 'non-binding limit / plain, processed/s',
+      unit: '×',
+      digits: 3,
+      bar: { op: '>=', value: 0.9 },
+    },
     { key: 'plainCpu', label: 'plain: node CPU per 1 000 tasks', unit: 'ms', digits: 0 },
     { key: 'limitedCpu', label: 'non-binding limit: node CPU per 1 000 tasks', unit: 'ms', digits: 0 },
     { key: 'cpuRatio', label: 'node CPU per task, limited / plain', unit: '×', digits: 3 },

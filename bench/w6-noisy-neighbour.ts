@@ -56,7 +56,7 @@ export const w6NoisyNeighbour: Workload = {
       'spread evenly over each second). Every task has the same task type (one ready queue) and runs on one worker process of ' +
       `${SLOTS} slots whose handlers sleep ${HANDLER_SLEEP_MS} ms, so concurrency ${KEY_CONCURRENCY} binds on the handlers ` +
       `(at most ${KEY_CONCURRENCY} / ${HANDLER_SLEEP_MS} ms = ${(KEY_CONCURRENCY / HANDLER_SLEEP_MS) * 1000} starts/s) and not only on the node's round trip.`,
-    'W6 quiet-key start lag: handler start − Date.now() just before the task\'s submit request was sent (so it includes the submit ' +
+    "W6 quiet-key start lag: handler start − Date.now() just before the task's submit request was sent (so it includes the submit " +
       "request), over every quiet task submitted during the flood, each key's first task (its key's activation) included.",
     'W6 flood drain: T → the first 10 ms sample at which the worker had started every flood task (started − quiet tasks started); ' +
       'drain rate = N / drain time. "Without quiet keys": the same flood on a fresh node in the same run with no quiet keys; the ' +
@@ -72,7 +72,13 @@ export const w6NoisyNeighbour: Workload = {
     { key: 'drainS', label: 'flood drain, with quiet keys', unit: 's', digits: 2 },
     { key: 'drainRate', label: 'flood drain rate, with quiet keys', unit: '/s', digits: 0 },
     { key: 'aloneRate', label: 'flood drain rate, without quiet keys', unit: '/s', digits: 0 },
-    { key: 'ratio', label: 'drain rate with / without quiet keys', unit: '×', digits: 3, bar: { op: '>=', value: 0.8 } },
+    {
+      key: 'ratio',
+      label: 'drain rate with / without quiet keys',
+      unit: '×',
+      digits: 3,
+      bar: { op: '>=', value: 0.8 },
+    },
     { key: 'todayP99Ms', label: 'no limit declared: quiet start lag p99', unit: 'ms', digits: 1 },
     { key: 'todayMaxMs', label: 'no limit declared: quiet start lag max', unit: 'ms', digits: 1 },
     { key: 'todayDrainS', label: 'no limit declared: flood drain', unit: 's', digits: 2 },
@@ -183,7 +189,8 @@ async function runPhase(ctx: RunContext, phase: Phase): Promise<PhaseFigures> {
     const results = await fleet.stop();
     take();
     notes.push(`${workerTraffic(results)}; ${sent.accepted} quiet tasks`);
-    if (lags.length !== sent.accepted) notes.push(`worker saw ${lags.length} quiet starts for ${sent.accepted} submitted`);
+    if (lags.length !== sent.accepted)
+      notes.push(`worker saw ${lags.length} quiet starts for ${sent.accepted} submitted`);
     const check = await verifyAllSucceeded(ctx, node, TASK_TYPE, total);
     return {
       drainMs,
