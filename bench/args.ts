@@ -30,12 +30,13 @@ export interface BenchArgs {
   scaleSchedules: number;
 }
 
-export const USAGE = `npm run bench -- [--runs N] [--only W1,W2,W3,W4,W5] [--quick] [--workers N] [--pollers N]
+export const USAGE = `npm run bench -- [--runs N] [--only W1,W2,W3,W4,W5,W1L,W6] [--quick] [--workers N] [--pollers N]
                        [--timeout-minutes M] [--write | --no-write] ["--node-flags=--partitions 64 ..."]
                        [--cron-window-seconds S] [--peers [--rounds N] [--peers-redis-db N]]
                        [--scale [--scale-parts pending,cron] [--scale-tasks N] [--scale-schedules N]]
   --runs N            runs of each workload; the table shows the median and each run (default 3, --quick: 1)
-  --only LIST         workloads to run (default W1,W2,W3,W4,W5)
+  --only LIST         workloads to run (default W1,W2,W3,W4,W5; flow control: W1L a non-binding limit's cost,
+                      W6 noisy neighbour — only when named)
   --quick             small counts, for a smoke test (W1 5 000, W2 20 000, W3 200 over 5 s,
                       W4 1 000 per-second schedules for 20 s and 10 000 per-minute ones,
                       W5 100 diamonds, a 1 000-task chain of fans and 10 000 blocked tasks)

@@ -19,6 +19,11 @@ export interface BenchWorkerConfig {
    * as it is measured, instead of keeping them all for the result (its `lagsMs` is then empty).
    */
   streamLags?: boolean;
+  /**
+   * Each handler sleeps this long before it returns (W6: so a concurrency limit binds on the
+   * handlers, not on the node's round trip). Omitted: no-op handlers.
+   */
+  handlerSleepMs?: number;
 }
 
 /** Every handler start of one worker process, in start order (parallel arrays). */

@@ -15,13 +15,17 @@ import { runScale } from './scale/run-scale.js';
 import { consoleTable, markdown, notesText, type RunOutcome, type WorkloadReport } from './report.js';
 import { BenchStores } from './stores.js';
 import { w1Throughput } from './w1-throughput.js';
+import { w1lNonBindingLimit } from './w1l-nonbinding-limit.js';
 import { w2Herd } from './w2-herd.js';
 import { w3Precision } from './w3-precision.js';
 import { w4Cron } from './w4-cron.js';
 import { w5Dag } from './w5-dag.js';
+import { w6NoisyNeighbour } from './w6-noisy-neighbour.js';
 import type { RunContext, WithRunContext } from './workload.js';
 
+/** Run by default; W1L and W6 (flow control) only when `--only` names them. */
 const WORKLOADS = [w1Throughput, w2Herd, w3Precision, w4Cron, w5Dag];
+const ON_REQUEST = [w1lNonBindingLimit, w6NoisyNeighbour];
 const DOC_PATH = resolve(import.meta.dirname, '../../docs/benchmarks.md');
 
 const log = (line: string): void => {
@@ -77,9 +81,10 @@ async function main(): Promise<number> {
     return code;
   }
 
-  const selected = WORKLOADS.filter((w) => args.only === null || args.only.includes(w.id));
+  const selected =
+    args.only === null ? WORKLOADS : [...WORKLOADS, ...ON_REQUEST].filter((w) => args.only?.includes(w.id));
   if (selected.length === 0) {
-    process.stderr.write(`--only names no workload (${WORKLOADS.map((w) => w.id).join(', ')})\n`);
+    process.stderr.write(`--only names no workload (${[...WORKLOADS, ...ON_REQUEST].map((w) => w.id).join(', ')})\n`);
     return 2;
   }
   const versions = await stores.versions();

@@ -85,9 +85,20 @@ export const w1Throughput: Workload = {
   },
 };
 
-/** W1 on one node: `rate`, `wallS`, `submitRate`, `rssMiB` (also run by `--peers`). */
-export async function onOneNode(ctx: RunContext, count: number): Promise<RunFigures> {
+/** What W1L changes in W1 on one node: a limit every task names, declared before submitting. */
+export interface OneNodeVariant {
+  limits: string[];
+  declare(url: string): Promise<void>;
+}
+
+/**
+ * W1 on one node: `rate`, `wallS`, `submitRate`, `rssMiB`, and `nodeCpuMsPer1k` (the node's
+ * CPU ms per 1 000 tasks over the window) (also run by `--peers` and by W1L with a variant).
+ */
+export async function onOneNode(ctx: RunContext, count: number, variant?: OneNodeVariant): Promise<RunFigures> {
   const node = await ctx.startNode();
+  if (variant) await variant.declare(node.url);
+  const task = variant ? { task_type: TASK_TYPE, limits: variant.limits } : { task_type: TASK_TYPE };
   const fleet = await WorkerFleet.start(ctx.workers, {
     url: node.url,
     taskType: TASK_TYPE,
@@ -100,9 +111,10 @@ export async function onOneNode(ctx: RunContext, count: number): Promise<RunFigu
       ['node', [node.pid]],
       ['worker', fleet.pids],
     ]);
-    const submitted = await submitTasks(node.url, count, () => ({ task_type: TASK_TYPE }));
+    const submitted = await submitTasks(node.url, count, () => task);
     await fleet.until((f) => f.reported >= count, 60_000 + count, `${count} W1 results`);
     const cpuNote = cpu.note(count);
+    const nodeCpuMs = cpu.usedMs('node');
     const results = await fleet.stop();
     const lastMs = Math.max(...results.map((r) => r.lastReportedMs));
     const wallMs = lastMs - submitted.firstSubmitMs;
@@ -115,6 +127,7 @@ export async function onOneNode(ctx: RunContext, count: number): Promise<RunFigu
         wallS: wallMs / 1000,
         submitRate: (count / (submitted.lastAnsweredMs - submitted.firstSubmitMs)) * 1000,
         rssMiB: node.rss.maxMiB,
+        nodeCpuMsPer1k: (nodeCpuMs / count) * 1000,
       },
       notes,
       verified: check.verified,
@@ -267,6 +280,12 @@ class CpuWindow {
       ['postgres', cpuSnapshot(this.stores.postgres)],
       ['redis', cpuSnapshot(this.stores.redis)],
     ]);
+  }
+
+  /** CPU ms one named group used since the window began. */
+  usedMs(name: string): number {
+    const group = this.groups.find(([n]) => n === name);
+    return group ? cpuDelta(this.before.get(name) ?? new Map(), cpuSnapshot(group[1])) : Number.NaN;
   }
 
   /** "CPU s over the window (ms per 1 000 tasks)" for every group, measured now. */

@@ -8,6 +8,7 @@ import type { BenchWorkerConfig, FromWorker, PerUrlStats, StartRecord, ToWorker,
 import { PROGRESS_EVERY_MS } from './protocol.js';
 import { rssKiB } from './rss.js';
 import { BENCH_ADMIN_TOKEN } from './auth.js';
+import { sleep } from './time.js';
 
 const config = JSON.parse(process.argv[2] ?? '{}') as BenchWorkerConfig;
 const send = (message: FromWorker, then?: () => void): void => {
@@ -56,6 +57,7 @@ const workers: Worker[] = urls.map((url, via) =>
         starts.attempts.push(attempt);
         starts.via.push(via);
       }
+      if (config.handlerSleepMs !== undefined) await sleep(config.handlerSleepMs);
     },
     onError: (error, context) => {
       if (errors++ < 20)

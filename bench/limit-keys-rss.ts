@@ -1,0 +1,155 @@
+/**
+ * `npm run bench:limit-keys -- [--keys N] [--timeout-minutes M]`: what many distinct limit keys
+ * leave in a node's memory once they went idle (issue 28). The family `k:*` is declared with
+ * concurrency 1 and N immediate no-op tasks each name their own key `k:<i>`, so every task
+ * activates its own key's actor, runs once and leaves the key idle; the node's RSS is read
+ * after the keys passivated (LIMIT_IDLE_MS, src/node/actors.ts) and compared with the same run
+ * without limits (same N, same waits) on a fresh node. Prints the figures; bounded by a hard
+ * timeout that kills every child it started.
+ */
+import { parseArgs } from 'node:util';
+import { killAllChildren } from './children.js';
+import { metric, scrapeMetrics } from './cluster-nodes.js';
+import { declareLimit } from './limits.js';
+import { describeMachine } from './machine.js';
+import { runNames, startBenchNode } from './node-process.js';
+import { rssKiB } from './rss.js';
+import { median, spaced } from './stats.js';
+import { BenchStores } from './stores.js';
+import { submitTasks } from './submit.js';
+import { sleep } from './time.js';
+import { WorkerFleet } from './worker-process.js';
+
+const TASK_TYPE = 'bench.limitkeys';
+const FAMILY = 'k:*';
+/** LIMIT_IDLE_MS in src/node/actors.ts, and a margin for the passivation sweep. */
+const IDLE_WAIT_MS = 30_000 + 15_000;
+/** RSS is the median of this many samples, one a second, once idle. */
+const RSS_SAMPLES = 5;
+
+const log = (line: string): void => {
+  process.stdout.write(`[limit-keys ${new Date().toISOString().slice(11, 23)}] ${line}\n`);
+};
+
+interface Outcome {
+  /** Median RSS after the keys passivated (and the same wait without limits), MiB. */
+  idleMiB: number;
+  peakMiB: number;
+  heapUsedMiB: number;
+  /** Most limit actors seen live at once, and how many were live when RSS was read. */
+  peakLimitActors: number;
+  limitActorsAtRead: number;
+  /** Submit of the first task → last result, s. */
+  processS: number;
+}
+
+async function measure(stores: BenchStores, keys: number, withLimits: boolean): Promise<Outcome> {
+  const names = runNames();
+  const node = await startBenchNode(names);
+  let fleet: WorkerFleet | undefined;
+  try {
+    if (withLimits) await declareLimit(node.url, FAMILY, { concurrency: 1 });
+    fleet = await WorkerFleet.start(1, { url: node.url, taskType: TASK_TYPE, concurrency: 1000, pollers: 1 });
+    node.rss.reset();
+    let peakLimitActors = 0;
+    const watch = setInterval(() => {
+      scrapeMetrics(node.url)
+        .then((m) => {
+          peakLimitActors = Math.max(peakLimitActors, metric(m, 'wheelhouse_actors_live', 'kind="limit"'));
+        })
+        .catch(() => undefined);
+    }, 1_000);
+    const startedMs = Date.now();
+    await submitTasks(node.url, keys, (i) => ({
+      task_type: TASK_TYPE,
+      ...(withLimits ? { limits: [`k:${i}`] } : {}),
+    }));
+    const f = fleet;
+    await f.until(() => f.reported >= keys, 60 * 60_000, `${keys} results`);
+    const processS = (Date.now() - startedMs) / 1000;
+    log(
+      `${withLimits ? 'limits' : 'plain'}: ${spaced(keys)} tasks ran in ${processS.toFixed(1)} s; waiting ${IDLE_WAIT_MS / 1000} s`,
+    );
+    await f.stop();
+    fleet = undefined;
+    await sleep(IDLE_WAIT_MS);
+    clearInterval(watch);
+    const samples: number[] = [];
+    for (let i = 0; i < RSS_SAMPLES; i++) {
+      samples.push((rssKiB(node.pid) ?? Number.NaN) / 1024);
+      await sleep(1_000);
+    }
+    const m = await scrapeMetrics(node.url);
+    const counts = await stores.countByStatus(node.schema, TASK_TYPE);
+    if (counts.succeeded !== keys)
+      throw new Error(`expected ${keys} succeeded, Postgres has ${JSON.stringify(counts)}`);
+    return {
+      idleMiB: median(samples),
+      peakMiB: node.rss.maxMiB,
+      heapUsedMiB: metric(m, 'wheelhouse_nodejs_heap_size_used_bytes') / 2 ** 20,
+      peakLimitActors,
+      limitActorsAtRead: metric(m, 'wheelhouse_actors_live', 'kind="limit"'),
+      processS,
+    };
+  } finally {
+    fleet?.kill();
+    await node.stop();
+    await stores.removeRun(names.schema, names.redisPrefix).catch(() => undefined);
+  }
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    args: process.argv.slice(2),
+    options: { keys: { type: 'string', default: '1000000' }, 'timeout-minutes': { type: 'string', default: '60' } },
+  });
+  const keys = Number(values.keys);
+  const timeoutMinutes = Number(values['timeout-minutes']);
+  if (!Number.isInteger(keys) || keys <= 0 || !(timeoutMinutes > 0)) {
+    process.stderr.write('usage: npm run bench:limit-keys -- [--keys N] [--timeout-minutes M]\n');
+    return 2;
+  }
+  const hard = setTimeout(() => {
+    log(`ABORT: hard timeout of ${timeoutMinutes} min; killing child processes`);
+    killAllChildren();
+    process.exit(1);
+  }, timeoutMinutes * 60_000);
+  const machine = describeMachine();
+  log(
+    `${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, load ${machine.loadAvg1m}; ${spaced(keys)} keys`,
+  );
+  const stores = new BenchStores();
+  try {
+    const limited = await measure(stores, keys, true);
+    const plain = await measure(stores, keys, false);
+    clearTimeout(hard);
+    const diffMiB = limited.idleMiB - plain.idleMiB;
+    const rows: [string, string, string][] = [
+      ['RSS once idle (MiB)', limited.idleMiB.toFixed(0), plain.idleMiB.toFixed(0)],
+      ['peak RSS (MiB)', limited.peakMiB.toFixed(0), plain.peakMiB.toFixed(0)],
+      ['heap used once idle (MiB)', limited.heapUsedMiB.toFixed(0), plain.heapUsedMiB.toFixed(0)],
+      ['limit actors live: peak / at the read', `${limited.peakLimitActors} / ${limited.limitActorsAtRead}`, '—'],
+      ['tasks run in (s)', limited.processS.toFixed(1), plain.processS.toFixed(1)],
+    ];
+    process.stdout.write(
+      `\n| ${spaced(keys)} tasks | own key each (k:*, concurrency 1) | no limits |\n|---|---|---|\n`,
+    );
+    for (const [label, a, b] of rows) process.stdout.write(`| ${label} | ${a} | ${b} |\n`);
+    process.stdout.write(
+      `\nRSS once idle, with − without: ${diffMiB.toFixed(0)} MiB (${((diffMiB * 2 ** 20) / keys).toFixed(0)} bytes per key); ` +
+        `bar ≤ 256 MiB for 1 000 000 keys: ${keys === 1_000_000 ? (diffMiB <= 256 ? 'met' : 'NOT met') : `scaled to 1 000 000: ${((diffMiB * 1_000_000) / keys).toFixed(0)} MiB`}\n`,
+    );
+    return 0;
+  } finally {
+    await stores.close();
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`limit-keys: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    killAllChildren();
+    process.exit(1);
+  },
+);

@@ -1,0 +1,75 @@
+import { declareLimit } from './limits.js';
+import { onOneNode, w1Count, type OneNodeVariant } from './w1-throughput.js';
+import type { RunContext, RunFigures, Workload } from './workload.js';
+
+/**
+ * W1L: what a limit costs when it never binds. W1 on one node, once as W1 and once with every
+ * task naming one limit whose concurrency nothing can reach, interleaved in one sitting.
+ */
+const LIMIT_NAME = 'w1-nonbinding';
+/** Far above what one worker process (1 000 slots) can hold at once. */
+const NON_BINDING_CONCURRENCY = 1_000_000;
+
+const VARIANT: OneNodeVariant = {
+  limits: [LIMIT_NAME],
+  declare: (url) => declareLimit(url, LIMIT_NAME, { concurrency: NON_BINDING_CONCURRENCY }),
+};
+
+export const w1lNonBindingLimit: Workload = {
+  id: 'W1L',
+  title: 'cost of a non-binding limit',
+  definitions: [
+    `W1L: W1 on one node (same N, same definition of processed/s), run four times per run in the order plain, limited, ` +
+      `limited, plain, each on a fresh node; "limited" declares \`${LIMIT_NAME}\` with concurrency ` +
+      `${NON_BINDING_CONCURRENCY.toLocaleString('en-US').replace(/,/g, ' ')} and every task names it, so every task ` +
+      "goes past the key's actor (admitted by it, granted at the claim, its permit given back at the end) though the limit " +
+      'never binds. Each figure is the mean of its two runs; ratio = limited / plain. Node CPU: /proc utime + stime of the ' +
+      'node process from the first submit to the last result, per 1 000 tasks.',
+  ],
+  metrics: [
+    { key: 'plainRate', label: 'plain: processed, submit → last completion', unit: '/s', digits: 0 },
+    { key: 'limitedRate', label: 'non-binding limit: processed', unit: '/s', digits: 0 },
+    {
+      key: 'ratio',
+      label: 'non-binding limit / plain, processed/s',
+      unit: '×',
+      digits: 3,
+      bar: { op: '>=', value: 0.9 },
+    },
+    { key: 'plainCpu', label: 'plain: node CPU per 1 000 tasks', unit: 'ms', digits: 0 },
+    { key: 'limitedCpu', label: 'non-binding limit: node CPU per 1 000 tasks', unit: 'ms', digits: 0 },
+    { key: 'cpuRatio', label: 'node CPU per task, limited / plain', unit: '×', digits: 3 },
+  ],
+  async run(ctx: RunContext): Promise<RunFigures> {
+    const count = w1Count(ctx.quick);
+    const plain: RunFigures[] = [];
+    const limited: RunFigures[] = [];
+    for (const withLimit of [false, true, true, false]) {
+      const f = await onOneNode(ctx, count, withLimit ? VARIANT : undefined);
+      (withLimit ? limited : plain).push(f);
+      ctx.log(
+        `W1L ${withLimit ? 'limited' : 'plain'}: ${Math.round(f.values.rate as number)}/s, node CPU ${Math.round(f.values.nodeCpuMsPer1k as number)} ms per 1 000`,
+      );
+    }
+    const mean = (runs: RunFigures[], key: string): number =>
+      runs.reduce((n, r) => n + (r.values[key] as number), 0) / runs.length;
+    const values = {
+      plainRate: mean(plain, 'rate'),
+      limitedRate: mean(limited, 'rate'),
+      plainCpu: mean(plain, 'nodeCpuMsPer1k'),
+      limitedCpu: mean(limited, 'nodeCpuMsPer1k'),
+    };
+    return {
+      values: {
+        ...values,
+        ratio: values.limitedRate / values.plainRate,
+        cpuRatio: values.limitedCpu / values.plainCpu,
+      },
+      notes: [
+        `each: plain ${plain.map((r) => Math.round(r.values.rate as number)).join(', ')}/s; limited ${limited.map((r) => Math.round(r.values.rate as number)).join(', ')}/s`,
+        ...limited.flatMap((r) => r.notes.map((n) => `limited: ${n}`)),
+      ],
+      verified: [...plain, ...limited].every((r) => r.verified),
+    };
+  },
+};

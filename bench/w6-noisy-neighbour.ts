@@ -1,0 +1,211 @@
+import { declareLimit, QuietKeys } from './limits.js';
+import { percentiles } from './stats.js';
+import { submitTasks } from './submit.js';
+import { sleep } from './time.js';
+import { w2Shape } from './w2-herd.js';
+import { WorkerFleet } from './worker-process.js';
+import { verifyAllSucceeded, workerTraffic, type RunContext, type RunFigures, type Workload } from './workload.js';
+
+/**
+ * W6: a noisy neighbour. One key of a family floods (W2's herd, all due at T) under a
+ * concurrency limit while 99 other keys of the family each submit a task a second: do the
+ * quiet keys still start at once, and what does serving them cost the flood?
+ */
+const TASK_TYPE = 'bench.w6';
+const FAMILY = 'customer:*';
+const FLOOD_KEY = 'customer:0';
+const QUIET_KEYS = Array.from({ length: 99 }, (_, i) => `customer:${i + 1}`);
+/** The family's concurrency: every `customer:<x>` runs at most this many at once. */
+const KEY_CONCURRENCY = 50;
+/**
+ * Each handler sleeps this long: with no-op handlers the flood's rate under concurrency 50 is
+ * 50 / (the node's permit round trip), which measures the round trip rather than the limit;
+ * with 5 ms the limit alone allows at most 50 / 5 ms = 10 000/s.
+ */
+const HANDLER_SLEEP_MS = 5;
+/** Slots per worker process (W2's): far more than the limit. */
+const SLOTS = 1000;
+/** How often the harness samples the flood's progress, ms. */
+const SAMPLE_EVERY_MS = 10;
+/** The flood must drain within this long after T. */
+const DRAIN_LIMIT_MS = 300_000;
+
+type Phase = 'limited' | 'alone' | 'unlimited';
+
+interface PhaseFigures {
+  /** T → the sample at which the flood's last handler had started, ms. */
+  drainMs: number;
+  quietLagsMs: number[];
+  quietAccepted: number;
+  rssMiB: number;
+  notes: string[];
+  verified: boolean;
+}
+
+/** Alternates which of the two limited phases goes first, run by run. */
+let runIndex = 0;
+
+export const w6NoisyNeighbour: Workload = {
+  id: 'W6',
+  title: 'noisy neighbour',
+  definitions: [
+    `W6: the family \`${FAMILY}\` is declared with concurrency ${KEY_CONCURRENCY}. Key \`${FLOOD_KEY}\` floods: N = 200 000 (quick: 20 000) ` +
+      'tasks naming it, all due at T, submitted as W2 submits its herd (T from a calibrated submission rate; the calibration tasks ' +
+      `name \`customer:calibration\`). From T until the flood has drained, ${QUIET_KEYS.length} quiet keys \`customer:1\` … ` +
+      `\`customer:${QUIET_KEYS.length}\` each submit one immediate task a second (POST /api/tasks, one task a request, the keys ` +
+      'spread evenly over each second). Every task has the same task type (one ready queue) and runs on one worker process of ' +
+      `${SLOTS} slots whose handlers sleep ${HANDLER_SLEEP_MS} ms, so concurrency ${KEY_CONCURRENCY} binds on the handlers ` +
+      `(at most ${KEY_CONCURRENCY} / ${HANDLER_SLEEP_MS} ms = ${(KEY_CONCURRENCY / HANDLER_SLEEP_MS) * 1000} starts/s) and not only on the node's round trip.`,
+    "W6 quiet-key start lag: handler start − Date.now() just before the task's submit request was sent (so it includes the submit " +
+      "request), over every quiet task submitted during the flood, each key's first task (its key's activation) included.",
+    'W6 flood drain: T → the first 10 ms sample at which the worker had started every flood task (started − quiet tasks started); ' +
+      'drain rate = N / drain time. "Without quiet keys": the same flood on a fresh node in the same run with no quiet keys; the ' +
+      'two go in alternating order run by run; ratio = drain rate with / without.',
+    'W6 "no limit declared" (today\'s behaviour): the same flood and quiet keys with no limit declared and none named; the flood ' +
+      "then runs at the node's full speed and a quiet task waits behind the flood's entries in the ready queue.",
+  ],
+  metrics: [
+    { key: 'quietP50Ms', label: 'quiet keys: start lag p50', unit: 'ms', digits: 1 },
+    { key: 'quietP99Ms', label: 'quiet keys: start lag p99', unit: 'ms', digits: 1, bar: { op: '<=', value: 50 } },
+    { key: 'quietMaxMs', label: 'quiet keys: start lag max', unit: 'ms', digits: 1 },
+    { key: 'quietTasks', label: 'quiet tasks measured', unit: 'tasks', digits: 0 },
+    { key: 'drainS', label: 'flood drain, with quiet keys', unit: 's', digits: 2 },
+    { key: 'drainRate', label: 'flood drain rate, with quiet keys', unit: '/s', digits: 0 },
+    { key: 'aloneRate', label: 'flood drain rate, without quiet keys', unit: '/s', digits: 0 },
+    {
+      key: 'ratio',
+      label: 'drain rate with / without quiet keys',
+      unit: '×',
+      digits: 3,
+      bar: { op: '>=', value: 0.8 },
+    },
+    { key: 'todayP99Ms', label: 'no limit declared: quiet start lag p99', unit: 'ms', digits: 1 },
+    { key: 'todayMaxMs', label: 'no limit declared: quiet start lag max', unit: 'ms', digits: 1 },
+    { key: 'todayDrainS', label: 'no limit declared: flood drain', unit: 's', digits: 2 },
+    { key: 'rssMiB', label: 'node max RSS, with quiet keys', unit: 'MiB', digits: 0 },
+  ],
+  async run(ctx: RunContext): Promise<RunFigures> {
+    const order: Phase[] = runIndex++ % 2 === 0 ? ['limited', 'alone'] : ['alone', 'limited'];
+    const figures = new Map<Phase, PhaseFigures>();
+    for (const phase of [...order, 'unlimited' as const]) figures.set(phase, await runPhase(ctx, phase));
+    const limited = figures.get('limited') as PhaseFigures;
+    const alone = figures.get('alone') as PhaseFigures;
+    const today = figures.get('unlimited') as PhaseFigures;
+    const { count } = w2Shape(ctx.quick);
+    const [p50, p99, max] = percentiles(limited.quietLagsMs, [50, 99, 100]) as [number, number, number];
+    const [todayP99, todayMax] = percentiles(today.quietLagsMs, [99, 100]) as [number, number];
+    const drainRate = (count / limited.drainMs) * 1000;
+    const aloneRate = (count / alone.drainMs) * 1000;
+    return {
+      values: {
+        quietP50Ms: p50,
+        quietP99Ms: p99,
+        quietMaxMs: max,
+        quietTasks: limited.quietLagsMs.length,
+        drainS: limited.drainMs / 1000,
+        drainRate,
+        aloneRate,
+        ratio: drainRate / aloneRate,
+        todayP99Ms: todayP99,
+        todayMaxMs: todayMax,
+        todayDrainS: today.drainMs / 1000,
+        rssMiB: limited.rssMiB,
+      },
+      notes: [
+        `order: ${order.join(', ')}, unlimited`,
+        ...[...figures].flatMap(([phase, f]) => f.notes.map((n) => `${phase}: ${n}`)),
+      ],
+      verified: [...figures.values()].every((f) => f.verified),
+    };
+  },
+};
+
+/** One phase on a fresh node: the flood, with or without quiet keys, with or without the limit. */
+async function runPhase(ctx: RunContext, phase: Phase): Promise<PhaseFigures> {
+  const { count, marginMs, calibrationTasks, submitTimeFactor } = w2Shape(ctx.quick);
+  const limited = phase !== 'unlimited';
+  const node = await ctx.startNode();
+  if (limited) await declareLimit(node.url, FAMILY, { concurrency: KEY_CONCURRENCY });
+  const fleet = await WorkerFleet.start(ctx.workers, {
+    url: node.url,
+    taskType: TASK_TYPE,
+    concurrency: SLOTS,
+    pollers: ctx.pollers,
+    streamLags: true,
+    handlerSleepMs: HANDLER_SLEEP_MS,
+  });
+  const quiet =
+    phase === 'alone' ? null : new QuietKeys({ url: node.url, taskType: TASK_TYPE, keys: QUIET_KEYS, named: limited });
+  try {
+    node.rss.reset();
+    const calibrationTask = {
+      task_type: `${TASK_TYPE}.calibration`,
+      ...(limited ? { limits: ['customer:calibration'] } : {}),
+      schedule: { type: 'delayed', delay_seconds: 3_600 },
+    };
+    await submitTasks(node.url, calibrationTasks / 2, () => calibrationTask);
+    const calibration = await submitTasks(node.url, calibrationTasks / 2, () => calibrationTask);
+    const submitPerMs = calibrationTasks / 2 / (calibration.lastAnsweredMs - calibration.firstSubmitMs);
+    const dueMs = Date.now() + marginMs + Math.ceil((count / submitPerMs) * submitTimeFactor);
+    const task = {
+      task_type: TASK_TYPE,
+      ...(limited ? { limits: [FLOOD_KEY] } : {}),
+      schedule: { type: 'delayed', due_time: new Date(dueMs).toISOString() },
+    };
+    ctx.log(`W6 ${phase}: submitting ${count} flood tasks due in ${((dueMs - Date.now()) / 1000).toFixed(1)} s`);
+    const submitted = await submitTasks(node.url, count, () => task);
+    const notes: string[] = [];
+    const gapMs = dueMs - submitted.lastAnsweredMs;
+    if (gapMs < 2_000) notes.push(`INVALID: submission ended only ${(gapMs / 1000).toFixed(1)} s before T`);
+    if (submitted.retried > 0) notes.push(`${submitted.retried} submit requests were answered 429/503 and sent again`);
+
+    await sleep(Math.max(0, dueMs - Date.now()));
+    quiet?.start(dueMs);
+    // The flood's progress: every start the worker reports, less the quiet tasks' (their lags
+    // come in the same progress message as the count).
+    const lags: number[] = [];
+    const take = (): void => {
+      lags.push(...fleet.takeLags(0, Number.MAX_SAFE_INTEGER).lagMs);
+    };
+    let drainMs = Number.NaN;
+    while (Date.now() < dueMs + DRAIN_LIMIT_MS) {
+      take();
+      if (fleet.started - lags.length >= count) {
+        drainMs = Date.now() - dueMs;
+        break;
+      }
+      await sleep(SAMPLE_EVERY_MS);
+    }
+    const sent = quiet ? await quiet.stop() : { accepted: 0, failed: 0, lastError: '' };
+    if (Number.isNaN(drainMs)) throw new Error(`W6 ${phase}: the flood did not drain within ${DRAIN_LIMIT_MS} ms`);
+    if (quiet) {
+      const [a50, a99] = percentiles(quiet.answerMs, [50, 99]);
+      notes.push(`quiet submits answered in p50 ${a50} ms, p99 ${a99} ms`);
+    }
+    if (sent.failed > 0) notes.push(`${sent.failed} quiet submits failed (last: ${sent.lastError})`);
+    const total = count + sent.accepted;
+    await fleet.until((f) => f.reported >= total, 60_000, `${total} W6 results`);
+    take();
+    const results = await fleet.stop();
+    take();
+    notes.push(`${workerTraffic(results)}; ${sent.accepted} quiet tasks`);
+    if (lags.length !== sent.accepted)
+      notes.push(`worker saw ${lags.length} quiet starts for ${sent.accepted} submitted`);
+    const check = await verifyAllSucceeded(ctx, node, TASK_TYPE, total);
+    return {
+      drainMs,
+      quietLagsMs: lags,
+      quietAccepted: sent.accepted,
+      rssMiB: node.rss.maxMiB,
+      notes: [...notes, ...check.notes],
+      verified: check.verified,
+    };
+  } catch (error) {
+    fleet.kill();
+    await quiet?.stop();
+    throw error;
+  } finally {
+    // The next phase gets the machine to itself (the context stops it again, harmlessly).
+    await node.stop();
+  }
+}
