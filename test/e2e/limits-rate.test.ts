@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Worker } from '../../src/worker/index.js';
-import { BACKENDS, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { BACKENDS, api, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
 import { uniqueType } from '../support/tasks.js';
 import { eventually } from '../support/waits.js';
 import { LimitWatch, declareLimit, submitMany, watchingWorker } from '../support/limit-task-workers.js';
@@ -30,6 +30,23 @@ const ACCURACY: Record<BackendName, { tasks: number; limit: number }> = {
   embedded: { tasks: 2_000, limit: 50 },
 };
 
+/**
+ * When the node started each task of `type` (`started_at`: the claim, where the key's grant is
+ * used), read back page by page. The rate's bound is on these; the workers' own clocks add the
+ * delivery's jitter on top (printed beside).
+ */
+async function nodeStarts(url: string, type: string): Promise<number[]> {
+  const out: number[] = [];
+  let token: string | null = null;
+  do {
+    const query: string = `/api/tasks?task_type=${encodeURIComponent(type)}&limit=1000${token ? `&next_token=${token}` : ''}`;
+    const res = await api<{ tasks: { started_at: string | null }[]; next_token: string | null }>(url, 'GET', query);
+    for (const t of res.body.tasks) if (t.started_at) out.push(Date.parse(t.started_at));
+    token = res.body.next_token;
+  } while (token);
+  return out.sort((a, b) => a - b);
+}
+
 describe.each(BACKENDS)('rate limits on %s', (backend) => {
   let c: TestCluster;
   const workers: Worker[] = [];
@@ -57,7 +74,7 @@ describe.each(BACKENDS)('rate limits on %s', (backend) => {
     const watch = new LimitWatch();
     workers.push(watchingWorker(watch, { url: c.url, taskTypes: [type], concurrency: 100 }));
     await eventually(() => (watch.done.size === ids.length ? true : undefined), 30_000, `${due} tasks to run`);
-    const times = watch.starts.map((s) => s.atMs).sort((a, b) => a - b);
+    const times = await nodeStarts(c.url, type);
     return { spanMs: (times.at(-1) as number) - (times[0] as number), bestSecond: maxInWindow(times, 1000) };
   };
 
@@ -90,14 +107,19 @@ describe.each(BACKENDS)('rate limits on %s', (backend) => {
       (tasks / limit) * 1000 + 30_000,
       `${tasks} tasks to run`,
     ).catch(() => false);
-    const times = watch.starts.map((s) => s.atMs).sort((a, b) => a - b);
+    const times = await nodeStarts(c.url, type);
     const spanMs = (times.at(-1) as number) - (times[0] as number);
     const allowed = Math.floor((spanMs / 1000) * limit) + 1;
     const used = times.length / allowed;
     const worst = maxInWindow(times, 1000);
+    const workerSide = maxInWindow(
+      watch.starts.map((s) => s.atMs).sort((a, b) => a - b),
+      1000,
+    );
     console.log(
       `[${backend}] rate ${limit}/s, ${tasks} tasks: ${spanMs} ms, ` +
-        `${(used * 100).toFixed(1)} % of the ${allowed} allowed starts used, most in a 1 s window ${worst}`,
+        `${(used * 100).toFixed(1)} % of the ${allowed} allowed starts used, most in a 1 s window ${worst} ` +
+        `(node's start times; ${workerSide} by the worker's clock)`,
     );
     expect(worst).toBeLessThanOrEqual(limit + 1);
     expect(finished).toBe(true);
