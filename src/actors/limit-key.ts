@@ -106,12 +106,19 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
       refreshLimit(state, ctx, deps);
       const now = ctx.clock.now();
       switch (message.type) {
-        case 'offer':
+        case 'offer': {
+          const fresh: DueEntry[] = [];
           for (const entry of message.entries) {
-            if (state.holders.has(entry.taskId) || state.admitted.has(entry.taskId)) continue;
-            if (state.waiting.add(entry)) onArrival(state, entry, deps);
+            const id = entry.taskId;
+            if (state.holders.has(id) || state.admitted.has(id) || state.waiting.has(id)) continue;
+            // A strategy decides on arrival, with the task among the waiting ones.
+            if (state.limit?.onLimit !== undefined && state.limit.onLimit !== 'queue') {
+              if (state.waiting.add(entry)) onArrival(state, entry, deps);
+            } else fresh.push(entry);
           }
-          break;
+          await pump(state, ctx, deps, fresh);
+          return state;
+        }
         case 'grant': {
           const { granted, held } = grantOrRefuse(state, message.entries, now, deps);
           ctx.reply(message, { epoch: ctx.epoch, granted, held });
@@ -193,12 +200,17 @@ function onArrival(state: LimitKeyState, entry: DueEntry, deps: LimitKeyDeps): v
  * concurrency (holders and admitted), the rate's allowance now, and its window — and arms
  * the timer for the next rate allowance or reconcile.
  */
-async function pump(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps): Promise<void> {
+async function pump(
+  state: LimitKeyState,
+  ctx: Ctx,
+  deps: LimitKeyDeps,
+  offered: readonly DueEntry[] = [],
+): Promise<void> {
   const now = ctx.clock.now();
   expireAdmitted(state, now);
   const limit = state.limit;
   const window = Math.max(1, Math.round(deps.admitWindow * (limit?.weight ?? 1))) - state.admitted.size;
-  let room = Math.min(window, state.waiting.size);
+  let room = Math.min(window, state.waiting.size + offered.length);
   if (limit?.concurrency != null) room = Math.min(room, limit.concurrency - state.holders.size - state.admitted.size);
   let throttled = false;
   if (state.rate && room > 0) {
@@ -206,8 +218,19 @@ async function pump(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps): Promise
     if (allowed < room) throttled = true;
     room = Math.min(room, allowed);
   }
-  if (room > 0) {
-    const entries = state.waiting.take(room);
+  // Offered tasks go straight through while nothing waits before them (a key that is not
+  // binding: the common case, kept off the heap); the rest wait in it.
+  let entries: DueEntry[];
+  if (offered.length === 0) entries = room > 0 ? state.waiting.take(room) : [];
+  else if (state.waiting.size === 0) {
+    const ordered = [...offered].sort((a, b) => a.priority - b.priority || a.dueMs - b.dueMs);
+    entries = ordered.slice(0, Math.max(0, room));
+    for (const entry of ordered.slice(entries.length)) state.waiting.add(entry);
+  } else {
+    for (const entry of offered) state.waiting.add(entry);
+    entries = room > 0 ? state.waiting.take(room) : [];
+  }
+  if (entries.length > 0) {
     for (const entry of entries) state.admitted.set(entry.taskId, now);
     try {
       await deps.ready.push(entries);

@@ -113,7 +113,7 @@ export function registerActorKinds(
       schedules: backend.schedules,
       wakes: activation,
       buckets: backend.buckets,
-      ready: gatedReadyQueue(backend.ready, gate),
+      ready: gatedReadyQueue(backend.ready, gate, clock),
       slotMs: options.slotMs,
       nearWindowMs: options.nearWindowMs,
       events,

@@ -15,9 +15,30 @@ import type { LimitGate } from './limit-gate.js';
  * to the key: the safety net asks about the overdue pending tasks of a partition, and each
  * gated one is offered to its home key again, which knows it already or takes it back (a
  * crash between a wheel and a key, a key that passivated with tasks waiting). Nothing is
- * pushed or counted as recovered for it.
+ * pushed or counted as recovered for it. A task the net offered is not offered again for
+ * {@link REOFFER_AFTER_MS}: a key with 200 000 tasks waiting is the oldest overdue page of
+ * every partition at every pass, and offering it all again every few seconds only kept its
+ * key busy deduplicating.
  */
-export function gatedReadyQueue(inner: ReadyQueue, gate: Pick<LimitGate, 'split' | 'offer'>): ReadyQueue {
+/** How long a task the safety net offered to its key is not offered again. */
+export const REOFFER_AFTER_MS = 30_000;
+/** Most tasks whose last offer by the net is remembered. */
+const REOFFERS_REMEMBERED = 100_000;
+
+export function gatedReadyQueue(
+  inner: ReadyQueue,
+  gate: Pick<LimitGate, 'split' | 'offer'>,
+  clock: { now(): number } = Date,
+): ReadyQueue {
+  /** When the net last offered each task, oldest first (bounded). */
+  const offeredAt = new Map<string, number>();
+  const stale = (entry: DueEntry, now: number): boolean => {
+    const at = offeredAt.get(entry.taskId);
+    if (at !== undefined && now - at < REOFFER_AFTER_MS) return false;
+    offeredAt.delete(entry.taskId);
+    offeredAt.set(entry.taskId, now);
+    return true;
+  };
   return {
     async push(entries, fence) {
       const { free, gated } = gate.split(entries);
@@ -34,8 +55,13 @@ export function gatedReadyQueue(inner: ReadyQueue, gate: Pick<LimitGate, 'split'
       const { free, gated } = gate.split(entries);
       const held = free.length > 0 ? await inner.held(free) : new Set<string>();
       if (gated.length > 0) {
-        gate.offer(gated);
+        const now = clock.now();
+        gate.offer(gated.filter((entry) => stale(entry, now)));
         for (const entry of gated) held.add(entry.taskId);
+        for (const id of offeredAt.keys()) {
+          if (offeredAt.size <= REOFFERS_REMEMBERED) break;
+          offeredAt.delete(id);
+        }
       }
       return held;
     },

@@ -26,8 +26,8 @@ function maxInWindow(times: number[], windowMs: number): number {
 }
 
 const ACCURACY: Record<BackendName, { tasks: number; limit: number }> = {
-  postgres: { tasks: 5_000, limit: 100 },
-  embedded: { tasks: 2_000, limit: 50 },
+  postgres: { tasks: 2_000, limit: 100 },
+  embedded: { tasks: 1_000, limit: 50 },
 };
 
 /**
