@@ -5,7 +5,7 @@ import { limitFromWire, limitToWire, typePauseFromWire } from '../client/limits.
 import type { Limit, LimitDeclaration, OnLimit } from '../client/types.js';
 import { itemsOf, nextTokenFromWire } from '../client/wire.js';
 import type { ProgressSink } from './progress.js';
-import { intFlag, nodeConnection, UsageError } from './usage.js';
+import { CONNECTION_OPTIONS, intFlag, nodeConnection, UsageError } from './usage.js';
 import { table } from './verbs.js';
 
 /**
@@ -135,10 +135,7 @@ function parse(argv: string[]) {
       args: argv,
       allowPositionals: true,
       options: {
-        url: { type: 'string' },
-        token: { type: 'string' },
-        'token-file': { type: 'string' },
-        json: { type: 'boolean' },
+        ...CONNECTION_OPTIONS,
         concurrency: { type: 'string' },
         rate: { type: 'string' },
         burst: { type: 'string' },

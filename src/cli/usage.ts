@@ -94,3 +94,11 @@ export function intFlag(text: string, flag: string, min: number, max = Number.MA
   }
   return n;
 }
+
+/** The options of every verb that talks to a node: where, with which key, and how to print. */
+export const CONNECTION_OPTIONS = {
+  url: { type: 'string' },
+  token: { type: 'string' },
+  'token-file': { type: 'string' },
+  json: { type: 'boolean' },
+} as const;

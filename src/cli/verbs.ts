@@ -16,7 +16,7 @@ import {
 } from '../client/wire.js';
 import type { ProgressSink } from './progress.js';
 import { MAX_BATCH_TASKS, submitFile, summaryJson, summaryText } from './submit-file.js';
-import { intFlag, nodeConnection, UsageError } from './usage.js';
+import { CONNECTION_OPTIONS, intFlag, nodeConnection, UsageError } from './usage.js';
 
 /**
  * The verbs that talk to a running node through `wheelhouse/client`: submit, get, list,
@@ -186,10 +186,7 @@ function parse(argv: string[]) {
       args: argv,
       allowPositionals: true,
       options: {
-        url: { type: 'string' },
-        token: { type: 'string' },
-        'token-file': { type: 'string' },
-        json: { type: 'boolean' },
+        ...CONNECTION_OPTIONS,
         type: { type: 'string' },
         payload: { type: 'string' },
         delay: { type: 'string' },

@@ -13,7 +13,7 @@ import {
   type WorkerTransport,
 } from '../worker/index.js';
 import { loadHandlers, type ModuleHandler } from './handler-module.js';
-import { intFlag, nodeConnection, UsageError } from './usage.js';
+import { CONNECTION_OPTIONS, intFlag, nodeConnection, UsageError } from './usage.js';
 
 /**
  * `wheelhouse worker --handler ./tasks.js`: the worker SDK (`createWorker`) in a process of
@@ -128,10 +128,7 @@ function parse(argv: string[]) {
         types: { type: 'string' },
         concurrency: { type: 'string' },
         'worker-id': { type: 'string' },
-        url: { type: 'string' },
-        token: { type: 'string' },
-        'token-file': { type: 'string' },
-        json: { type: 'boolean' },
+        ...CONNECTION_OPTIONS,
         transport: { type: 'string' },
         'stop-grace': { type: 'string' },
       },
