@@ -1,5 +1,5 @@
 import Type, { type Static } from 'typebox';
-import { MAX_LIMIT_NAME_LENGTH, MAX_LIMITS_PER_TASK } from '../../domain/limits.js';
+import { Debounce, TaskLimits } from './flow-control.js';
 import { MAX_DEPENDENCIES } from '../../lib/config.js';
 import {
   Nullable,
@@ -40,37 +40,6 @@ export const OVERLAP_POLICIES = ['allow', 'skip'] as const;
 export const SCHEDULE_TYPES = ['immediate', 'delayed', 'cron'] as const;
 
 const IdempotencyKey = StoredText(256);
-
-/** Longest `debounce.seconds` and `debounce.max_wait_seconds`: a week. */
-export const MAX_DEBOUNCE_SECONDS = 7 * 86_400;
-
-/** `debounce` of a submit (API.md "Flow control"); the rules a schema cannot say are in validation/tasks.ts. */
-const Debounce = Type.Object(
-  {
-    key: Type.String({
-      minLength: 1,
-      maxLength: 200,
-      pattern: '^[A-Za-z0-9_.:@/=+-]+$',
-      'x-hint': 'contain only letters, digits and _ . : @ / = + -',
-      examples: ['sync-user-7'],
-    }),
-    seconds: Type.Number({
-      exclusiveMinimum: 0,
-      maximum: MAX_DEBOUNCE_SECONDS,
-      description: 'Each submit of the key moves the waiting task this far after now.',
-    }),
-    max_wait_seconds: Type.Number({
-      exclusiveMinimum: 0,
-      maximum: MAX_DEBOUNCE_SECONDS,
-      description: "Never later than this after the waiting task's first submit; at least `seconds`.",
-    }),
-  },
-  {
-    additionalProperties: false,
-    description:
-      'While a task of this type and key is pending, a submit replaces its payload and moves its due time instead of making a task. Not with a schedule, dependencies or an idempotency key.',
-  },
-);
 
 const ImmediateSchedule = Type.Object({ type: Type.Literal('immediate') }, { additionalProperties: false });
 
@@ -159,23 +128,7 @@ const taskTail = {
       }),
     ),
   ),
-  limits: Type.Optional(
-    Nullable(
-      Type.Array(
-        Type.String({
-          minLength: 1,
-          maxLength: MAX_LIMIT_NAME_LENGTH,
-          pattern: '^[A-Za-z0-9_.:*-]+$',
-          examples: ['customer:42'],
-        }),
-        {
-          maxItems: MAX_LIMITS_PER_TASK,
-          description:
-            "Limits the task takes part in (declared, or covered by a declared family); it starts only when each, and its type's, has room. Not a family, not type:<…>.",
-        },
-      ),
-    ),
-  ),
+  limits: Type.Optional(Nullable(TaskLimits)),
 };
 
 /** `POST /api/tasks`, and each task of a batch. */
