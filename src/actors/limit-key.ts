@@ -27,6 +27,8 @@ export interface LimitGrant {
   epoch: number;
   granted: string[];
   held: string[];
+  /** When the grants were made (this node's clock): the start its rate counted. */
+  atMs: number;
 }
 
 /** What `inspect` answers (GET /api/limits/{name}, the dashboard, explain). */
@@ -121,7 +123,7 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
         }
         case 'grant': {
           const { granted, held } = grantOrRefuse(state, message.entries, now, deps);
-          ctx.reply(message, { epoch: ctx.epoch, granted, held });
+          ctx.reply(message, { epoch: ctx.epoch, granted, held, atMs: now });
           break;
         }
         case 'returned':

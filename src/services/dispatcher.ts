@@ -192,10 +192,14 @@ export class Dispatcher {
       // Entries that limits gate go past their keys first (docs/decisions/0023-flow-control.md).
       let claimable = entries;
       let grants: LimitGrantRow[] = [];
+      let startMs = clock.now();
       if (this.deps.gate) {
         const admission = await this.deps.gate.admit(entries);
         claimable = admission.claimable;
         grants = admission.grants;
+        // A gated task starts when its keys granted it (their rate counted that instant), not
+        // after the answer's way back, which a loaded node or a hop between nodes stretches.
+        startMs = admission.grantedAtMs ?? clock.now();
         // Parked: the key that refused them keeps them. Unanswered: back in their queue.
         if (admission.unanswered.length > 0) await this.putBack(admission.unanswered);
         const dropped = [...admission.parked, ...admission.duplicates];
@@ -208,7 +212,7 @@ export class Dispatcher {
           continue;
         }
       }
-      const now = claimTime(clock.now(), claimable);
+      const now = claimTime(startMs, claimable);
       const owners = deal(claimable.length, shares);
       const ids = new Array<string>(claimable.length);
       const workerIds = new Array<string>(claimable.length);

@@ -31,6 +31,11 @@ export interface Admission {
   unanswered: DueEntry[];
   /** Duplicates of tasks that hold a permit (running, or being claimed): dropped. */
   duplicates: DueEntry[];
+  /**
+   * The latest instant a key granted one of `claimable` (its clock): the start its rate
+   * counted, which the claim records as the tasks' start. null: nothing granted.
+   */
+  grantedAtMs: number | null;
 }
 
 /**
@@ -106,7 +111,14 @@ export class LimitGate {
    * deadlock another, before or after a restart).
    */
   async admit(entries: readonly DueEntry[]): Promise<Admission> {
-    const out: Admission = { claimable: [], grants: [], parked: [], unanswered: [], duplicates: [] };
+    const out: Admission = {
+      claimable: [],
+      grants: [],
+      parked: [],
+      unanswered: [],
+      duplicates: [],
+      grantedAtMs: null,
+    };
     const keysOf = new Map<DueEntry, readonly string[]>();
     const byKey = new Map<string, DueEntry[]>();
     for (const entry of entries) {
@@ -120,14 +132,19 @@ export class LimitGate {
       }
     }
     if (byKey.size === 0) return out;
-    const answers = new Map<string, { epoch: number; granted: Set<string>; held: Set<string> } | null>();
+    const answers = new Map<string, { epoch: number; granted: Set<string>; held: Set<string>; atMs: number } | null>();
     await Promise.all(
       [...byKey].map(async ([key, list]) => {
         try {
           const answer = await this.deps.system
             .ref(LIMIT, key)
             .ask({ type: 'grant', entries: list }, this.deps.askTimeoutMs);
-          answers.set(key, { epoch: answer.epoch, granted: new Set(answer.granted), held: new Set(answer.held) });
+          answers.set(key, {
+            epoch: answer.epoch,
+            granted: new Set(answer.granted),
+            held: new Set(answer.held),
+            atMs: answer.atMs,
+          });
         } catch (error) {
           answers.set(key, null);
           this.deps.onError(error, `asking limit ${key} for ${list.length} permits`);

@@ -64,7 +64,8 @@ describe('wheelhouse limits', () => {
       weight: 2,
       running: 0,
       waiting: 0,
-      starts_last_period: null,
+      // The key's actor counts the starts of its rate (none yet).
+      starts_last_period: 0,
     });
     const got = await cli('limits', 'get', 'stripe-api');
     expect(got.stdout).toMatch(/concurrency\s+5\n/);

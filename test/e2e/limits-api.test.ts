@@ -47,7 +47,8 @@ describe.each(BACKENDS)('limits over HTTP (%s)', (backend) => {
       declaredAs: 'customer:*',
       concurrency: 2,
       running: 0,
-      waiting: 1,
+      // Its task is due in an hour: not waiting for the key yet (the key's actor counts due tasks).
+      waiting: 0,
     });
     expect(await client.limits.get('customer:*')).toMatchObject({ running: null, waiting: null });
   });

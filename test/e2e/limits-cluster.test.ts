@@ -261,7 +261,7 @@ describe('flow control across a cluster of three node processes', () => {
         const now = await epochs([one, five]);
         return [one, five].every((k) => (now.get(k) ?? 0) > (before.get(k) ?? 0)) ? now : undefined;
       },
-      15_000,
+      45_000,
       'the keys’ actors to activate on a survivor',
     );
     const attempts = await allSucceeded(ids, 'every task to succeed');
