@@ -42,6 +42,8 @@ const LIMIT_ASK_MS = 5_000;
 const LIMIT_ADMIT_WINDOW = 256;
 /** How often a key with waiting tasks checks its holders against the task table. */
 const LIMIT_RECONCILE_MS = 2_000;
+/** Most limit keys of a departed node woken at one ring change (the rest wake on their next message). */
+const LIMIT_WAKE_MAX = 10_000;
 /** Most waiting tasks a key reads on activation. */
 const LIMIT_WAITING_LOAD = 100_000;
 
@@ -96,6 +98,23 @@ export function registerActorKinds(
     }),
   );
   new PermitReturns(gate).listen(ctx.events);
+  // A node died holding live keys: the tasks parked in their memory would wait for the next
+  // message to the key (a permit back, the safety net's offer). Wake each on its new owner now,
+  // which reads its live tasks back from the task table.
+  ctx.events.on('ring:changed', ({ nodes }) => {
+    backend.limits
+      .keysHeldOutside(nodes, LIMIT_WAKE_MAX)
+      .then((keys) => {
+        for (const key of keys) {
+          try {
+            system.ref(LIMIT, key).tell({ type: 'changed' });
+          } catch {
+            // A full mailbox: the key is busy, so awake.
+          }
+        }
+      })
+      .catch((error: unknown) => onError(error, 'waking the limit keys of a node that left'));
+  });
   // A declaration changed (here or, as the catalog reads it again, on another node): the live
   // keys of this node apply it at once.
   ctx.limits.onChange(() => {

@@ -9,6 +9,7 @@ import {
   listLimits,
   liveTasks,
   liveTasksMany,
+  keysHeldOutside,
   putLimit,
   removeLimit,
   stillRunning,
@@ -48,6 +49,10 @@ export class SqlLimitStore implements LimitStore {
 
   liveTasks(key: string, nowMs: number, maxWaiting: number): Promise<LiveTasks> {
     return liveTasks(this.db, key, nowMs, maxWaiting);
+  }
+
+  keysHeldOutside(live: readonly string[], max: number): Promise<string[]> {
+    return keysHeldOutside(this.db, live, max);
   }
 
   liveTasksMany(keys: readonly string[], nowMs: number, maxWaiting: number): Promise<LiveTasks[]> {

@@ -55,6 +55,11 @@ export interface LimitStore {
    * `limits` name it.
    */
   liveTasks(key: string, nowMs: number, maxWaiting: number): Promise<LiveTasks>;
+  /**
+   * Keys whose actor was live on a node that is not in `live` (up to `max`): after a node
+   * died, their tasks parked in its memory wait until the key activates again somewhere.
+   */
+  keysHeldOutside(live: readonly string[], max: number): Promise<string[]>;
   /** `liveTasks` of many keys at once (the named ones in one statement each for holders and waiting), in order. */
   liveTasksMany(keys: readonly string[], nowMs: number, maxWaiting: number): Promise<LiveTasks[]>;
   /** Of these tasks, those still `running` (a key's reconcile of its holders). */

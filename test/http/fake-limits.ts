@@ -61,6 +61,10 @@ export class MemoryLimitStore implements LimitStore {
     return { running: [], waiting: [], truncated: false };
   }
 
+  async keysHeldOutside(): Promise<string[]> {
+    return [];
+  }
+
   async liveTasksMany(keys: readonly string[]): Promise<LiveTasks[]> {
     return keys.map(() => ({ running: [], waiting: [], truncated: false }));
   }

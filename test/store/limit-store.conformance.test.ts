@@ -6,6 +6,7 @@
  * `stillRunning`, and the counts. Runs against Postgres and PGlite (one SQL for both).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SqlSnapshotStore } from '../../src/store/snapshot-store.js';
 import type { LimitSpec } from '../../src/domain/limits.js';
 import type { NewTask } from '../../src/domain/model.js';
 import { SqlLimitStore } from '../../src/store/limit-store.js';
@@ -182,6 +183,25 @@ describe.each(sqlBackends)('LimitStore on $name', ({ open }) => {
       await submit(...[...list].reverse());
       const live = await limits.liveTasks(key, T0, 10);
       expect(live.waiting.map((e) => e.taskId)).toEqual(list.map((t) => t.id));
+    });
+  });
+
+  describe('keysHeldOutside', () => {
+    it('names the keys whose actor a node outside the live ones held, not released ones', async () => {
+      const snapshots = new SqlSnapshotStore(testDb.db);
+      const dead = fresh('dead');
+      const alive = fresh('alive');
+      const released = fresh('released');
+      await snapshots.acquire('limit', dead, 'n-gone', T0);
+      await snapshots.acquire('limit', alive, 'n-live', T0);
+      const r = await snapshots.acquire('limit', released, 'n-gone', T0);
+      await snapshots.release('limit', released, r.epoch, T0);
+      await snapshots.acquire('wheel', fresh('other-kind'), 'n-gone', T0);
+      const keys = await limits.keysHeldOutside(['n-live'], 1000);
+      expect(keys).toContain(dead);
+      expect(keys).not.toContain(alive);
+      expect(keys).not.toContain(released);
+      expect(keys.every((k) => !k.startsWith('other-kind'))).toBe(true);
     });
   });
 

@@ -323,6 +323,20 @@ export async function liveTasksMany(
   );
 }
 
+/**
+ * Limit keys whose actor was live on a node not among `live` (it died holding them): their
+ * rows in `actor_snapshots` still name it. A scan of the kind's rows, once per ring change.
+ */
+const HELD_OUTSIDE = `
+  SELECT s.key FROM actor_snapshots s
+  WHERE s.kind = 'limit' AND s.owner_node IS NOT NULL AND NOT (s.owner_node = ANY($1::text[]))
+  LIMIT $2`;
+
+export async function keysHeldOutside(db: Db, live: readonly string[], max: number): Promise<string[]> {
+  const { rows } = await db.query<{ key: string }>(HELD_OUTSIDE, [live, max], 'wh_limit_held_outside');
+  return rows.map((r) => r.key);
+}
+
 function toWaitingEntry(row: WaitingRow): DueEntry {
   const entry: DueEntry = {
     taskId: row.id,
