@@ -1,5 +1,5 @@
 /**
- * Workers for the flow-control cluster test (test/e2e/limits-cluster.test.ts), all in the test
+ * Workers for the flow-control cluster test (test/e2e/limits-cluster.slow.test.ts, `npm run test:slow`), all in the test
  * process so that the count of a key's tasks running at once is exact: every handler, whatever
  * its transport, counts its task's keys (named in its payload) as running from its first line
  * to its last. A handler ends before its result reaches the node, and the node gives the
