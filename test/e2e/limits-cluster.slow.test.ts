@@ -167,13 +167,11 @@ describe('flow control across a cluster of three node processes', () => {
         `allowed ${allowed}, used ${(used * 100).toFixed(1)} %; handler runs by path ${JSON.stringify(Object.fromEntries(count.byPath))}`,
     );
     expect(inRun.length).toBeGreaterThan(0);
-    // The key grants at most limit + burst in any window of its own clock (exact: the unit test
-    // of RateWindow and the single-node test, on the node's start times). A claim on another node
-    // starts its task after the grant's hop back, and that hop's jitter can carry a few grants of
-    // one window into the next on the claiming nodes' clocks (116 and 120 of 100 seen on a loaded
-    // 2-core machine; not understood: the claim records the grant's instant): a known gap,
-    // bounded here at 30 % (decision 0023).
-    expect(rateRun.maxInWindow).toBeLessThanOrEqual(Math.ceil((rate.limit + rate.burst) * 1.3));
+    // The key grants at most limit + burst in any window of its own clock (the unit test of
+    // RateWindow), and every claim, on whichever node, records the grant's instant as the start:
+    // the node-side start times keep the bound (+ 1 for the window's edge read back through a
+    // float). The workers' clocks see the hop from the grant to the socket as well; not bounded.
+    expect(rateRun.maxInWindow).toBeLessThanOrEqual(rate.limit + rate.burst + 1);
   });
 
   it('uses at least 95 % of the starts the rate allows', () => {
