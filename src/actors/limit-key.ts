@@ -96,6 +96,20 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
       await pump(state, ctx, deps);
       return state;
     },
+    /**
+     * The tasks waiting here live in this memory only (their rows say pending, nothing more):
+     * an activation that ends — idle, handed off by a ring change, dropped by a node that was
+     * declared out while paused — offers them to the key's owner now. A new activation reads
+     * the key's waiting tasks once, when it starts; a stale one (the paused node, awake again
+     * before it learns it was declared out) can still park tasks its claims took after that
+     * read, and without this they waited for the safety net (tens of seconds). A node that
+     * shuts down cannot route them yet (it is still in its own ring): the net finds them.
+     */
+    async deactivate(state, _ctx, reason) {
+      if (reason === 'shutdown') return;
+      const waiting = state.waiting.take(state.waiting.size);
+      if (waiting.length > 0) deps.handOn(waiting);
+    },
     describe: (state) => ({
       declaredAs: state.limit?.declaredAs ?? null,
       concurrency: state.limit?.concurrency ?? null,

@@ -4,6 +4,7 @@ import type { NodeEventSink } from '../domain/events.js';
 import type { LimitStore, LiveTasks } from '../store/limit-types.js';
 import type { ReadyQueue } from '../store/fast-index-types.js';
 import type { WaitingTasks } from './limit-waiting.js';
+import type { DueEntry } from '../domain/model.js';
 
 /** A limit actor's snapshot: the declaration it applies (null: none applies any more). */
 export type LimitSnapshot = ResolvedLimit | null;
@@ -33,6 +34,11 @@ export interface LimitKeyDeps {
   resolve(key: string): ResolvedLimit | null;
   /** Reads the declarations again now (a key its catalog did not know yet). */
   reload(): Promise<void>;
+  /**
+   * Offers entries to their home key wherever the ring puts it now (the gate's `offer`): the
+   * waiting tasks of an activation that ends, so that none is left only in a memory that goes.
+   */
+  handOn(entries: DueEntry[]): void;
   /** The ready queue itself (not the wheel's gate). */
   ready: Pick<ReadyQueue, 'push'>;
   /** Cancels tasks for a strategy of `on_limit` (a running one is told to stop). Never rejects. */

@@ -89,6 +89,7 @@ export function registerActorKinds(
       reload: async () => {
         await ctx.limits.refresh(true);
       },
+      handOn: (entries) => gate.offer(entries),
       ready: backend.ready,
       cancel: (taskIds, reason) => limitCancels.cancel(taskIds, reason),
       events,

@@ -46,4 +46,37 @@ describe.each(BACKENDS)('limits across a restart on %s', (backend) => {
     const times = watch.starts.map((s) => s.atMs).sort((a, b) => a - b);
     console.log(`[${backend}] starts after the first: ${times.map((t) => t - (times[0] as number)).join(', ')} ms`);
   });
+
+  it('a key that leaves memory with tasks waiting hands them to its next activation at once', async () => {
+    // Tasks wait in the key's memory for its rate; nothing else will message it (no holder
+    // left to return a permit, the safety net's grace is a minute). Its activation ends —
+    // here by passivation, in a cluster by a hand-off or a node dropping what it held — and
+    // the waiting tasks must not wait for the net.
+    const type = uniqueType('lim.handon');
+    const key = `${type}-rate`;
+    await declareLimit(c.url, key, { rate: { limit: 1, period_seconds: 3 } });
+    const watch = new LimitWatch();
+    workers.push(watchingWorker(watch, { url: c.url, taskTypes: [type], concurrency: 10 }));
+    const ids = await submitMany(
+      c.url,
+      Array.from({ length: 3 }, () => ({ task_type: type, limits: [key], payload: { keys: [key] } })),
+    );
+    await eventually(() => (watch.done.size >= 1 ? true : undefined), 20_000, 'a first task to run');
+    // Its permit back and the two others waiting for the rate, in the key's memory only.
+    await eventually(
+      async () => {
+        const r = await fetch(`${c.url}/api/limits/${key}`);
+        const body = (await r.json()) as { running: number; waiting: number };
+        return body.running === 0 && body.waiting === 2 ? true : undefined;
+      },
+      10_000,
+      'the key to hold two waiting tasks and no permit',
+    );
+    await c.node.system.passivate('limit', key);
+    await eventually(
+      () => (ids.every((id) => watch.done.has(id)) ? true : undefined),
+      20_000,
+      'the tasks that waited in the passivated key to run',
+    );
+  });
 });
