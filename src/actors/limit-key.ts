@@ -121,6 +121,8 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
     async receive(state, message, ctx) {
       refreshLimit(state, ctx, deps);
       const now = ctx.clock.now();
+      if (message.type === 'offer' || message.type === 'grant')
+        await dropEndedHolders(state, message.entries, now, deps);
       switch (message.type) {
         case 'offer': {
           const fresh: DueEntry[] = [];
@@ -294,6 +296,34 @@ async function reconcile(state: LimitKeyState, now: number, deps: LimitKeyDeps):
       state.holders.delete(id);
       state.cancelling.delete(id);
     }
+  }
+}
+
+/**
+ * A task offered or asked about is due and pending to whoever sent it; if the key still counts
+ * it a holder from a grant older than {@link GRANT_GRACE_MS}, its attempt may have ended
+ * without a return reaching the key (its lease ran out on a node that died, and the task is
+ * due again). Checked against the task table, so that the key neither drops it as a
+ * duplicate — it would then wait in no memory — nor counts a permit nobody holds.
+ */
+async function dropEndedHolders(
+  state: LimitKeyState,
+  entries: readonly DueEntry[],
+  now: number,
+  deps: LimitKeyDeps,
+): Promise<void> {
+  if (state.holders.size === 0) return;
+  const old: string[] = [];
+  for (const entry of entries) {
+    const since = state.holders.get(entry.taskId);
+    if (since !== undefined && now - since > GRANT_GRACE_MS) old.push(entry.taskId);
+  }
+  if (old.length === 0) return;
+  const running = await deps.store.stillRunning(old);
+  for (const id of old) {
+    if (running.has(id)) continue;
+    state.holders.delete(id);
+    state.cancelling.delete(id);
   }
 }
 

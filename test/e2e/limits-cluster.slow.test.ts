@@ -103,7 +103,21 @@ describe('flow control across a cluster of three node processes', () => {
         `SELECT status, count(*)::int AS n FROM ${cluster.schema}.tasks WHERE id = ANY($1::uuid[]) GROUP BY status`,
         [ids],
       );
-      throw new Error(`${String(error)}: ${JSON.stringify(rows)}\n${cluster.tails(2_000)}`);
+      // Why each task still waits, as the node explains it and as its row says.
+      const { rows: left } = await db.query<{ id: string }>(
+        `SELECT id, status, attempts, limits, due_at, updated_at FROM ${cluster.schema}.tasks
+         WHERE id = ANY($1::uuid[]) AND status <> 'succeeded' LIMIT 5`,
+        [ids],
+      );
+      const why = await Promise.all(
+        left.map(async (row) => ({
+          row,
+          explain: (await cluster.api(cluster.ids()[0]!, 'GET', `/api/tasks/${row.id}/explain`)).body,
+        })),
+      );
+      throw new Error(
+        `${String(error)}: ${JSON.stringify(rows)}\n${JSON.stringify(why, null, 1)}\n${cluster.tails(2_000)}`,
+      );
     });
   /** Workers on every path, spread over the nodes; `home` is where the keys' actors are. */
   const startWorkers = (count: RunningCount, types: string[], home: string, others: string[]): void => {
