@@ -165,7 +165,11 @@ export class LimitGate {
       }
       if (!refused && !silent && !duplicate) {
         out.claimable.push(entry);
-        for (const key of keys) out.grants.push({ taskId: entry.taskId, key, epoch: answers.get(key)!.epoch });
+        for (const key of keys) {
+          const answer = answers.get(key)!;
+          out.grants.push({ taskId: entry.taskId, key, epoch: answer.epoch });
+          if (out.grantedAtMs === null || answer.atMs > out.grantedAtMs) out.grantedAtMs = answer.atMs;
+        }
         continue;
       }
       (duplicate ? out.duplicates : refused ? out.parked : out.unanswered).push(entry);
