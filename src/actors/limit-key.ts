@@ -2,7 +2,7 @@ import { defineKind, type ActorContext, type Ask, type Behavior } from '../runti
 import type { DueEntry } from '../domain/model.js';
 import { RateWindow } from '../domain/limits.js';
 import { WaitingTasks } from './limit-waiting.js';
-import { decodeLimitSnapshot, grantOrRefuse, sameLimit } from './limit-rules.js';
+import { admissionRoom, decodeLimitSnapshot, grantOrRefuse, openRoom, sameLimit } from './limit-rules.js';
 import type { LimitKeyDeps, LimitKeyState, LimitSnapshot } from './limit-state.js';
 
 export type { LimitKeyDeps, LimitKeyState } from './limit-state.js';
@@ -29,6 +29,11 @@ export interface LimitGrant {
   held: string[];
   /** When the grants were made (this node's clock): the start its rate counted. */
   atMs: number;
+  /**
+   * How many more of the key's tasks a gate may push to the ready queue itself, without
+   * offering them (0: offer them). See `openRoom`.
+   */
+  openRoom: number;
 }
 
 /** What `inspect` answers (GET /api/limits/{name}, the dashboard, explain). */
@@ -139,7 +144,8 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
         }
         case 'grant': {
           const { granted, held } = grantOrRefuse(state, message.entries, now, deps);
-          ctx.reply(message, { epoch: ctx.epoch, granted, held, atMs: now });
+          const open = openRoom(state, now, deps.admitWindow);
+          ctx.reply(message, { epoch: ctx.epoch, granted, held, atMs: now, openRoom: open });
           break;
         }
         case 'returned':
@@ -226,16 +232,7 @@ async function pump(
 ): Promise<void> {
   const now = ctx.clock.now();
   expireAdmitted(state, now);
-  const limit = state.limit;
-  const window = Math.max(1, Math.round(deps.admitWindow * (limit?.weight ?? 1))) - state.admitted.size;
-  let room = Math.min(window, state.waiting.size + offered.length);
-  if (limit?.concurrency != null) room = Math.min(room, limit.concurrency - state.holders.size - state.admitted.size);
-  let throttled = false;
-  if (state.rate && room > 0) {
-    const allowed = state.rate.available(now, room + state.admitted.size) - state.admitted.size;
-    if (allowed < room) throttled = true;
-    room = Math.min(room, allowed);
-  }
+  const { room, throttled } = admissionRoom(state, now, deps.admitWindow, state.waiting.size + offered.length);
   // Offered tasks go straight through while nothing waits before them (a key that is not
   // binding: the common case, kept off the heap); the rest wait in it.
   let entries: DueEntry[];

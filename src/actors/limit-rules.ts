@@ -80,3 +80,41 @@ export function grantOrRefuse(
     deps.events.emit('limit:throttled', { key: limit.key, declaredAs: limit.declaredAs, count: throttled });
   return { granted, held };
 }
+
+/**
+ * How many more entries the key may put in the ready queue now: its window (`admitWindow` ×
+ * weight, less those admitted and not yet granted), its concurrency's room (less holders and
+ * admitted) and the rate's allowance now, at most `wanted`. `throttled`: the rate is what held
+ * it below `wanted`'s other bounds.
+ */
+export function admissionRoom(
+  state: LimitKeyState,
+  now: number,
+  admitWindow: number,
+  wanted: number,
+): { room: number; throttled: boolean } {
+  const limit = state.limit;
+  const window = Math.max(1, Math.round(admitWindow * (limit?.weight ?? 1))) - state.admitted.size;
+  let room = Math.min(window, wanted);
+  if (limit?.concurrency != null) room = Math.min(room, limit.concurrency - state.holders.size - state.admitted.size);
+  let throttled = false;
+  if (state.rate && room > 0) {
+    const allowed = state.rate.available(now, room + state.admitted.size) - state.admitted.size;
+    if (allowed < room) throttled = true;
+    room = Math.min(room, allowed);
+  }
+  return { room, throttled };
+}
+
+/**
+ * How many of its tasks a gate may push into the ready queue itself, without offering them
+ * here (docs/decisions/0023-flow-control.md, "Fast admission"): the key's room while nothing
+ * waits and its `on_limit` is `queue`; 0 otherwise (the tasks must pass here: to wait their
+ * turn, or for a strategy to see them arrive). Admission starts nothing — the grant does —
+ * so a gate that pushes a few too many only puts them back here at their claim.
+ */
+export function openRoom(state: LimitKeyState, now: number, admitWindow: number): number {
+  if (state.waiting.size > 0) return 0;
+  if (state.limit && state.limit.onLimit !== 'queue') return 0;
+  return Math.max(0, admissionRoom(state, now, admitWindow, Infinity).room);
+}

@@ -5,13 +5,15 @@ import type { LimitGate } from './limit-gate.js';
 /**
  * The ready queue as the wheels see it: due entries that no limit gates go in as before;
  * gated ones go to their home key's actor, which admits them a window at a time
- * (docs/decisions/0023-flow-control.md). The fenced push is made with the free entries
- * only; when there are none, nothing is pushed and the answer is `NOTHING_PUSHED`, which the
+ * (docs/decisions/0023-flow-control.md), unless the key said it is open: then they go in
+ * with the free ones, in the same fenced push (`LimitGate.route`, "Fast admission"). When
+ * nothing is to be pushed, nothing is and the answer is `NOTHING_PUSHED`, which the
  * wheel does not take for a lost store (a stamp of 0 had it rebuild and fire its gated tasks
  * again, every few hundred ms). A stale owner's offer is harmless: the key dedups, and a
  * claim takes only a task still pending at the entry's due time.
  *
- * `held`: a gated entry counts as held (its key keeps it), and asking is what hands it back
+ * `held`: an entry in the ready queue (or in flight) is held, gated or not; a gated entry
+ * that is not counts as held too (its key keeps it), and asking is what hands it back
  * to the key: the safety net asks about the overdue pending tasks of a partition, and each
  * gated one is offered to its home key again, which knows it already or takes it back (a
  * crash between a wheel and a key, a key that passivated with tasks waiting). Nothing is
@@ -27,7 +29,7 @@ const REOFFERS_REMEMBERED = 100_000;
 
 export function gatedReadyQueue(
   inner: ReadyQueue,
-  gate: Pick<LimitGate, 'split' | 'offer'>,
+  gate: Pick<LimitGate, 'split' | 'route' | 'offer' | 'notPushed'>,
   clock: { now(): number } = Date,
 ): ReadyQueue {
   /** When the net last offered each task, oldest first (bounded). */
@@ -41,19 +43,27 @@ export function gatedReadyQueue(
   };
   return {
     async push(entries, fence) {
-      const { free, gated } = gate.split(entries);
-      if (gated.length === 0) return inner.push(entries, fence);
-      if (free.length === 0) {
-        gate.offer(gated);
+      const { free, straight, offered } = gate.route(entries);
+      if (offered.length === 0) return inner.push(entries, fence);
+      const pushed = straight.length === 0 ? free : [...free, ...straight];
+      if (pushed.length === 0) {
+        gate.offer(offered);
         return NOTHING_PUSHED;
       }
-      const stamp = await inner.push(free, fence);
-      gate.offer(gated);
+      let stamp;
+      try {
+        stamp = await inner.push(pushed, fence);
+      } catch (error) {
+        gate.notPushed(straight);
+        throw error;
+      }
+      gate.offer(offered);
       return stamp;
     },
     async held(entries: readonly DueEntry[]) {
-      const { free, gated } = gate.split(entries);
-      const held = free.length > 0 ? await inner.held(free) : new Set<string>();
+      // Gated entries too: one its key admitted, or that went straight, is in the queue.
+      const held = await inner.held(entries);
+      const { gated } = gate.split(entries.filter((entry) => !held.has(entry.taskId)));
       if (gated.length > 0) {
         const now = clock.now();
         gate.offer(gated.filter((entry) => stale(entry, now)));

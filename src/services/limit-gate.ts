@@ -17,6 +17,32 @@ export interface LimitGateDeps {
   /** How long a claim waits for a key's answer. */
   askTimeoutMs: number;
   onError(error: unknown, context: string): void;
+  /** @default Date */
+  clock?: { now(): number };
+}
+
+/**
+ * How long a key's answer that it is open (`LimitGrant.openRoom`) is trusted, ms. The keys of a
+ * busy node answer many times a second; a key nobody claimed from lately is offered to first.
+ */
+export const OPEN_TRUSTED_MS = 1_000;
+/** An entry pushed straight that no claim here asked about in this long no longer counts. */
+export const STRAIGHT_TTL_MS = 30_000;
+
+/** What the gate knows of an open key (fast admission). */
+interface OpenKey {
+  /** The key's `openRoom` at its last answer. */
+  room: number;
+  untilMs: number;
+  /** Entries this gate pushed straight since, not yet asked about by a claim here, with when. */
+  pushed: Map<string, number>;
+}
+
+/** Gated entries a wheel fired, routed: pushed straight with the free ones, or offered to a key. */
+export interface Routed {
+  free: DueEntry[];
+  straight: DueEntry[];
+  offered: DueEntry[];
 }
 
 /** A claim's entries after the keys answered. */
@@ -45,7 +71,13 @@ export interface Admission {
  * it, and granted by every one of its keys when a claim takes it.
  */
 export class LimitGate {
-  constructor(private readonly deps: LimitGateDeps) {}
+  /** The keys that said they are open (fast admission), by name. */
+  private readonly open = new Map<string, OpenKey>();
+  private readonly clock: { now(): number };
+
+  constructor(private readonly deps: LimitGateDeps) {
+    this.clock = deps.clock ?? Date;
+  }
 
   /**
    * The gated keys of an entry: every limit it names — a name was declared when the task was
@@ -79,6 +111,94 @@ export class LimitGate {
     const gated: DueEntry[] = [];
     for (const entry of entries) (this.keysOf(entry).length === 0 ? free : gated).push(entry);
     return { free, gated };
+  }
+
+  /**
+   * Routes a wheel's due entries: those no key gates are free; a gated one whose home key
+   * said it is open (fast admission: nothing waits there, its `on_limit` is `queue`, it has
+   * room) goes straight into the ready queue with them, as many as the key's room less those
+   * this gate pushed straight since; the rest are offered to their home keys. Admission starts
+   * nothing — every task still needs its keys' grants at its claim — so a key that turned
+   * binding meanwhile only gets the extra ones back there, parked.
+   */
+  route(entries: readonly DueEntry[]): Routed {
+    const out: Routed = { free: [], straight: [], offered: [] };
+    const byHome = new Map<string, DueEntry[]>();
+    for (const entry of entries) {
+      const keys = this.keysOf(entry);
+      if (keys.length === 0) {
+        out.free.push(entry);
+        continue;
+      }
+      const home = this.homeOf(keys);
+      const list = byHome.get(home);
+      if (list) list.push(entry);
+      else byHome.set(home, [entry]);
+    }
+    if (byHome.size === 0) return out;
+    const now = this.clock.now();
+    for (const [key, list] of byHome) {
+      const room = this.openRoom(key, now);
+      if (room >= list.length) {
+        this.pushedStraight(key, list, now);
+        out.straight.push(...list);
+        continue;
+      }
+      if (room > 0) {
+        list.sort((a, b) => a.priority - b.priority || a.dueMs - b.dueMs);
+        const straight = list.splice(0, room);
+        this.pushedStraight(key, straight, now);
+        out.straight.push(...straight);
+      }
+      out.offered.push(...list);
+    }
+    return out;
+  }
+
+  /** Entries `route` sent straight that were not pushed after all (the push failed). */
+  notPushed(entries: readonly DueEntry[]): void {
+    for (const entry of entries) {
+      const keys = this.keysOf(entry);
+      if (keys.length > 0) this.open.get(this.homeOf(keys))?.pushed.delete(entry.taskId);
+    }
+  }
+
+  /** How many more entries of `key` may go straight now (0: offer them). */
+  private openRoom(key: string, now: number): number {
+    const open = this.open.get(key);
+    if (open === undefined) return 0;
+    if (now >= open.untilMs) {
+      this.open.delete(key);
+      return 0;
+    }
+    // The catalog here decides too: a strategy must see every arrival.
+    const limit = this.deps.keys.resolve(key);
+    if (limit !== null && limit.onLimit !== 'queue') return 0;
+    for (const [id, at] of open.pushed) {
+      if (now - at <= STRAIGHT_TTL_MS) break; // oldest first
+      open.pushed.delete(id);
+    }
+    return open.room - open.pushed.size;
+  }
+
+  private pushedStraight(key: string, entries: readonly DueEntry[], now: number): void {
+    const pushed = (this.open.get(key) as OpenKey).pushed;
+    for (const entry of entries) pushed.set(entry.taskId, now);
+  }
+
+  /** A key answered a claim here: what it said of its room, and the entries it was asked about. */
+  private answered(key: string, entries: readonly DueEntry[], openRoom: number | null, now: number): void {
+    const open = this.open.get(key);
+    if (open) for (const entry of entries) open.pushed.delete(entry.taskId);
+    if (openRoom === null || openRoom <= 0) {
+      if (open && open.pushed.size === 0) this.open.delete(key);
+      else if (open) open.room = 0;
+      return;
+    }
+    if (open) {
+      open.room = openRoom;
+      open.untilMs = now + OPEN_TRUSTED_MS;
+    } else this.open.set(key, { room: openRoom, untilMs: now + OPEN_TRUSTED_MS, pushed: new Map() });
   }
 
   /**
@@ -145,8 +265,10 @@ export class LimitGate {
             held: new Set(answer.held),
             atMs: answer.atMs,
           });
+          this.answered(key, list, answer.openRoom, this.clock.now());
         } catch (error) {
           answers.set(key, null);
+          this.answered(key, list, null, this.clock.now());
           this.deps.onError(error, `asking limit ${key} for ${list.length} permits`);
         }
       }),

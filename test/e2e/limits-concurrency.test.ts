@@ -81,6 +81,28 @@ describe.each(CASES)('concurrency limits on %s over %s', (backend, transport) =>
     expect(max.get(five)).toBeGreaterThan(1);
   });
 
+  // Fast admission (docs/decisions/0023-flow-control.md): tasks arriving a few at a time while
+  // the worker runs find the key open (it has answered claims and has room) and go straight
+  // into the ready queue; then the key binds, and only the grant at the claim holds it to its
+  // concurrency (with the grant skipped for the tasks pushed straight, 7 ran under 5).
+  it('keeps a key that turns binding mid-flood within its concurrency, its tasks pushed straight while it was open', async () => {
+    const type = uniqueType('lim.fast');
+    const key = `${type}-k`;
+    await declare(key, { concurrency: 5 });
+    const { max, done } = countingWorker(type);
+    let submitted = 0;
+    for (let batch = 0; batch < 15; batch++) {
+      const n = 1 + (batch % 4) * 6;
+      submitted += (
+        await submitAll(Array.from({ length: n }, () => ({ task_type: type, limits: [key], payload: { keys: [key] } })))
+      ).length;
+      await sleep(25);
+    }
+    await eventually(() => (done.size === submitted ? true : undefined), 60_000, 'every task to run');
+    expect(max.get(key)).toBeLessThanOrEqual(5);
+    expect(max.get(key)).toBeGreaterThan(1);
+  });
+
   it('holds a task naming two keys until both have room', async () => {
     const type = uniqueType('lim.two');
     const a = `${type}-a`;
