@@ -20,8 +20,12 @@ const NETWORK_CODES = new Set([
   'EAI_AGAIN',
 ]);
 
-/** SQLSTATEs that mean the server is going away or refusing connections. */
-const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
+/**
+ * SQLSTATEs that mean the server is going away or refusing connections — or takes no writes
+ * (`25006`): a standby, or a primary being demoted or promoted, which a failover makes of the
+ * server a connection was opened on (docs/decisions/0025-postgres-failover.md).
+ */
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '25006']);
 
 /** Messages of errors raised by `pg`, `pg-pool` and PGlite themselves, which carry no code. */
 const UNAVAILABLE_MESSAGES = [

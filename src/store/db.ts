@@ -4,6 +4,14 @@ import { PGlite } from '@electric-sql/pglite';
 import { WheelhouseError } from '../lib/errors.js';
 import { isConnectionLoss, isUnavailableError, toStoreError } from './db-errors.js';
 import type { ConnectionHealth } from './connection-health.js';
+import {
+  checkSession,
+  failedBeforeSending,
+  READ_ONLY_SQLSTATE,
+  HostRotation,
+  hostListClient,
+  parseHostList,
+} from './multi-host.js';
 
 /**
  * A small database abstraction with two real drivers: `pg` against a Postgres server and
@@ -44,7 +52,12 @@ export interface Db extends DbTx {
 
 /** Options of {@link openPostgres}. */
 export interface PostgresDbOptions {
-  /** A `postgres://` connection string. */
+  /**
+   * A `postgres://` connection string. It may name several servers and what a connection must
+   * find on one (`postgres://…@h1:5432,h2:5432/db?target_session_attrs=read-write`), as libpq
+   * reads it: each connection goes to the first of them that answers and fits
+   * (src/store/multi-host.ts).
+   */
   url: string;
   /** Schema the tables live in; set as `search_path` of every connection. */
   schema: string;
@@ -112,8 +125,13 @@ export function openPostgres(options: PostgresDbOptions): Db {
   checkSchema(options.schema);
   const types = new pg.TypeOverrides();
   types.setTypeParser(INT8_OID, parseInt8);
+  const hostList = parseHostList(options.url);
+  const rotation = hostList.hosts.length > 1 || hostList.target !== 'any' ? new HostRotation(hostList) : null;
   const pool = new pg.Pool({
-    connectionString: options.url,
+    connectionString: rotation === null ? options.url : hostList.singleHostUrl,
+    ...(rotation === null
+      ? {}
+      : { Client: hostListClient(rotation), onConnect: (client: pg.ClientBase) => checkSession(client, rotation) }),
     max: options.poolSize ?? 10,
     connectionTimeoutMillis: options.connectTimeoutMs ?? 5000,
     application_name: options.applicationName ?? 'wheelhouse',
@@ -132,20 +150,36 @@ export function openPostgres(options: PostgresDbOptions): Db {
   // next statement to tell (`health`): an idle connection also closes when the server ends
   // idle sessions, which loses nothing.
   pool.on('error', (error) => options.onIdleError?.(error));
-  return new PostgresDb(pool, options.schema, options.health);
+  return new PostgresDb(pool, options.schema, options.health, rotation?.list.hosts.length ?? 1);
 }
 
 type PgQueryable = pg.Pool | pg.PoolClient;
 
+/** A statement refused because the server takes no writes (raw, or mapped by {@link toStoreError}). */
+function isReadOnlyRefusal(error: unknown): boolean {
+  const cause = error instanceof WheelhouseError ? error.cause : error;
+  return (cause as { code?: unknown } | null)?.code === READ_ONLY_SQLSTATE;
+}
+
 /**
  * Runs one round trip to the server, telling `health` whether it reached it: a connection
  * failure marks the database lost, any answer (a result, or an error the server raised)
- * marks it reachable. Failures map with {@link toStoreError}.
+ * marks it reachable. Failures map with {@link toStoreError}. With several servers, a
+ * connection that could not be opened on one (or found it unfit) is tried on the next, up
+ * to `servers` tries: no statement was sent, so nothing can run twice.
  */
-async function reaching<T>(health: ConnectionHealth | undefined, run: () => Promise<T>): Promise<T> {
+async function reaching<T>(health: ConnectionHealth | undefined, run: () => Promise<T>, servers = 1): Promise<T> {
   const generation = health?.begin();
   try {
-    const value = await run();
+    let value: T;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        value = await run();
+        break;
+      } catch (error) {
+        if (attempt >= servers || !failedBeforeSending(error)) throw error;
+      }
+    }
     health?.up(generation);
     return value;
   } catch (error) {
@@ -163,20 +197,29 @@ function pgQuery<R>(
   params: readonly unknown[] | undefined,
   name: string | undefined,
   health: ConnectionHealth | undefined,
+  servers = 1,
 ): Promise<DbResult<R>> {
-  return reaching(health, async () => {
-    const config: pg.QueryConfig = { text, values: params as unknown[] | undefined };
-    if (name !== undefined) config.name = name;
-    const result = await on.query(config);
-    return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
-  });
+  return reaching(
+    health,
+    async () => {
+      const config: pg.QueryConfig = { text, values: params as unknown[] | undefined };
+      if (name !== undefined) config.name = name;
+      const result = await on.query(config);
+      return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
+    },
+    servers,
+  );
 }
 
 /** A script of several statements goes over the simple query protocol: no parameters, many results. */
-function pgExec(on: PgQueryable, script: string, health: ConnectionHealth | undefined): Promise<void> {
-  return reaching(health, async () => {
-    await on.query(script);
-  });
+function pgExec(on: PgQueryable, script: string, health: ConnectionHealth | undefined, servers = 1): Promise<void> {
+  return reaching(
+    health,
+    async () => {
+      await on.query(script);
+    },
+    servers,
+  );
 }
 
 class PostgresDb implements Db {
@@ -186,19 +229,21 @@ class PostgresDb implements Db {
     private readonly pool: pg.Pool,
     readonly schema: string,
     private readonly health: ConnectionHealth | undefined,
+    /** How many servers the connection string names: how often opening a connection is tried. */
+    private readonly servers: number,
   ) {}
 
   query<R = Record<string, unknown>>(text: string, params?: readonly unknown[], name?: string): Promise<DbResult<R>> {
-    return pgQuery<R>(this.pool, text, params, name, this.health);
+    return pgQuery<R>(this.pool, text, params, name, this.health, this.servers);
   }
 
   exec(script: string): Promise<void> {
-    return pgExec(this.pool, script, this.health);
+    return pgExec(this.pool, script, this.health, this.servers);
   }
 
   async transaction<T>(fn: (tx: DbTx) => Promise<T>): Promise<T> {
     const health = this.health;
-    const client = await reaching(health, () => this.pool.connect());
+    const client = await reaching(health, () => this.pool.connect(), this.servers);
     const tx: DbTx = {
       query: <R>(text: string, params?: readonly unknown[], name?: string) =>
         pgQuery<R>(client, text, params, name, health),
@@ -218,6 +263,9 @@ class PostgresDb implements Db {
       await pgQuery(client, 'COMMIT', undefined, undefined, health);
       return value;
     } catch (error) {
+      // A server that refused a write as read-only was demoted (or is being promoted): this
+      // connection must not serve another transaction; the next one looks for the primary.
+      if (isReadOnlyRefusal(error)) broken ??= error as Error;
       try {
         await client.query('ROLLBACK');
       } catch (rollbackError) {
