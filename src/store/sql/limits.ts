@@ -82,10 +82,26 @@ const IN_USE_TYPE = `
 const IN_USE_TYPE_FAMILY = `
   SELECT EXISTS (SELECT 1 FROM tasks t WHERE t.status IN ('pending', 'blocked') AND starts_with(t.task_type, $1)) AS used`;
 
-/** A named key's holders: the running rows that name it (the GIN partial index). */
+/**
+ * A named key's live rows (`key`: an SQL expression), through the GIN partial index alone: its
+ * conditions are the index's, and `OFFSET 0` keeps the planner from folding the key's
+ * `status`/`due_time` filters in and scanning `tasks_pending_due_idx` instead — which it did on
+ * fresh statistics (a flood inserted seconds before: estimated 13 rows), reading every due
+ * pending row of every key to find one key's. In W6 that was 45 ms per quiet key's activation
+ * with 20 000 of another key's tasks due (200 000: ten times that), and the read of the keys
+ * activating together waited for all of theirs. Through the index, a key's read costs its own
+ * live rows.
+ */
+const liveRowsOf = (key: string): string => `(
+  SELECT t.id, t.version, t.status, t.started_at, t.task_type, t.priority, t.due_time, t.limits
+  FROM tasks t
+  WHERE t.limits IS NOT NULL AND t.status IN ('pending', 'running') AND t.limits @> ARRAY[${key}]
+  OFFSET 0)`;
+
+/** A named key's holders: the running rows that name it. */
 const RUNNING_NAMED = `
   SELECT t.id, t.version, ${msOf('t.started_at')} AS started_ms
-  FROM tasks t WHERE t.status = 'running' AND t.limits @> ARRAY[$1::text]`;
+  FROM ${liveRowsOf('$1::text')} t WHERE t.status = 'running'`;
 
 /** A type's holders: its running rows (`tasks_running_idx`, filtered by type). */
 const RUNNING_TYPE = `
@@ -97,8 +113,8 @@ const WAITING_COLUMNS = `t.id, t.task_type, t.priority, ${msOf('t.due_time')} AS
 /** A named key's due pending rows, most urgent first: the order its actor admits them in. */
 const WAITING_NAMED = `
   SELECT ${WAITING_COLUMNS}
-  FROM tasks t
-  WHERE t.status = 'pending' AND t.limits @> ARRAY[$1::text] AND t.due_time <= ${tsParam(2)}
+  FROM ${liveRowsOf('$1::text')} t
+  WHERE t.status = 'pending' AND t.due_time <= ${tsParam(2)}
   ORDER BY t.priority, t.due_time, t.id
   LIMIT $3`;
 
@@ -259,18 +275,21 @@ export async function liveTasks(db: Db, key: string, nowMs: number, maxWaiting: 
 }
 
 /** Named keys' holders, many keys in one statement (a GIN lookup per key). */
-const RUNNING_NAMED_MANY = `
+export const RUNNING_NAMED_MANY = `
   SELECT k.key, r.id, r.version, r.started_ms
   FROM unnest($1::text[]) AS k(key),
   LATERAL (SELECT t.id, t.version, ${msOf('t.started_at')} AS started_ms
-           FROM tasks t WHERE t.status = 'running' AND t.limits @> ARRAY[k.key]) r`;
+           FROM ${liveRowsOf('k.key')} t WHERE t.status = 'running') r`;
 
-/** Named keys' due pending rows, most urgent first, at most `$3` per key, many keys at once. */
-const WAITING_NAMED_MANY = `
+/**
+ * Named keys' due pending rows, most urgent first, at most `$3` per key, many keys at once.
+ * Exported with `RUNNING_NAMED_MANY` for the test of their plans (test/store/limit-live-plan.test.ts).
+ */
+export const WAITING_NAMED_MANY = `
   SELECT k.key, w.*
   FROM unnest($1::text[]) AS k(key),
-  LATERAL (SELECT ${WAITING_COLUMNS} FROM tasks t
-           WHERE t.status = 'pending' AND t.limits @> ARRAY[k.key] AND t.due_time <= ${tsParam(2)}
+  LATERAL (SELECT ${WAITING_COLUMNS} FROM ${liveRowsOf('k.key')} t
+           WHERE t.status = 'pending' AND t.due_time <= ${tsParam(2)}
            ORDER BY t.priority, t.due_time, t.id LIMIT $3) w`;
 
 /**
