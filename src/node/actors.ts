@@ -133,7 +133,7 @@ export function registerActorKinds(
       schedules: backend.schedules,
       wakes: activation,
       buckets: backend.buckets,
-      ready: gatedReadyQueue(backend.ready, gate, clock),
+      ready: gatedReadyQueue(backend.ready, gate, clock, (forget) => ctx.events.on('ring:changed', forget)),
       slotMs: options.slotMs,
       nearWindowMs: options.nearWindowMs,
       events,

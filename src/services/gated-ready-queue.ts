@@ -31,9 +31,16 @@ export function gatedReadyQueue(
   inner: ReadyQueue,
   gate: Pick<LimitGate, 'split' | 'route' | 'offer' | 'notPushed'>,
   clock: { now(): number } = Date,
+  /**
+   * Registers what forgets the net's offers: an offer made before the ring changed may have
+   * been told to a node that has left (lost with it), so after a change every overdue task is
+   * offered again at the next pass rather than {@link REOFFER_AFTER_MS} later.
+   */
+  onRingChange?: (forget: () => void) => void,
 ): ReadyQueue {
   /** When the net last offered each task, oldest first (bounded). */
   const offeredAt = new Map<string, number>();
+  onRingChange?.(() => offeredAt.clear());
   const stale = (entry: DueEntry, now: number): boolean => {
     const at = offeredAt.get(entry.taskId);
     if (at !== undefined && now - at < REOFFER_AFTER_MS) return false;

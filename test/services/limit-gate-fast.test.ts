@@ -50,8 +50,17 @@ function setUp(onLimit: OnLimit = 'queue') {
     clock: { now: () => now },
   });
   const inner = new MemoryReadyQueue();
-  const ready = gatedReadyQueue(inner, gate, { now: () => now });
-  return { gate, key, inner, ready, advance: (ms: number) => (now += ms), now: () => now };
+  let ringChanged = (): void => undefined;
+  const ready = gatedReadyQueue(inner, gate, { now: () => now }, (forget) => (ringChanged = forget));
+  return {
+    gate,
+    key,
+    inner,
+    ready,
+    advance: (ms: number) => (now += ms),
+    now: () => now,
+    ringChanged: () => ringChanged(),
+  };
 }
 
 const ids = (entries: readonly DueEntry[]): string[] => entries.map((e) => e.taskId).sort();
@@ -112,5 +121,19 @@ describe('fast admission through the gate', () => {
     expect(await ready.held([entry(1), entry(2)])).toEqual(new Set(ids([entry(1), entry(2)])));
     // entry 2 is nowhere: the net's ask hands it back to its key; entry 1 is queued.
     expect(ids(key.offered)).toEqual([entry(2).taskId]);
+  });
+
+  it('offers an overdue gated task again at once after the ring changed, not a re-offer period later', async () => {
+    const { key, ready, advance, ringChanged } = setUp();
+    // The safety net asks about a task that is in no ready queue: it is offered to its key.
+    expect(await ready.held([entry(1)])).toEqual(new Set([entry(1).taskId]));
+    expect(key.offered.length).toBe(1);
+    advance(1_000);
+    await ready.held([entry(1)]);
+    expect(key.offered.length).toBe(1); // not again within the re-offer period
+    // That offer may have gone to a node that has since left the ring.
+    ringChanged();
+    await ready.held([entry(1)]);
+    expect(key.offered.length).toBe(2);
   });
 });
