@@ -9,7 +9,7 @@
  */
 import { parseArgs } from 'node:util';
 import { killAllChildren } from './children.js';
-import { metric, scrapeMetrics } from './cluster-nodes.js';
+import { cpuMs, metric, scrapeMetrics } from './cluster-nodes.js';
 import { declareLimit } from './limits.js';
 import { describeMachine } from './machine.js';
 import { runNames, startBenchNode } from './node-process.js';
@@ -41,6 +41,8 @@ interface Outcome {
   limitActorsAtRead: number;
   /** Submit of the first task → last result, s. */
   processS: number;
+  /** The node's CPU (utime + stime, /proc) over the same span, ms. */
+  nodeCpuMs: number;
 }
 
 async function measure(stores: BenchStores, keys: number, withLimits: boolean): Promise<Outcome> {
@@ -60,6 +62,7 @@ async function measure(stores: BenchStores, keys: number, withLimits: boolean): 
         .catch(() => undefined);
     }, 1_000);
     const startedMs = Date.now();
+    const cpuBefore = cpuMs(node.pid);
     await submitTasks(node.url, keys, (i) => ({
       task_type: TASK_TYPE,
       ...(withLimits ? { limits: [`k:${i}`] } : {}),
@@ -67,6 +70,7 @@ async function measure(stores: BenchStores, keys: number, withLimits: boolean): 
     const f = fleet;
     await f.until(() => f.reported >= keys, 60 * 60_000, `${keys} results`);
     const processS = (Date.now() - startedMs) / 1000;
+    const nodeCpuMs = cpuMs(node.pid) - cpuBefore;
     log(
       `${withLimits ? 'limits' : 'plain'}: ${spaced(keys)} tasks ran in ${processS.toFixed(1)} s; waiting ${IDLE_WAIT_MS / 1000} s`,
     );
@@ -90,6 +94,7 @@ async function measure(stores: BenchStores, keys: number, withLimits: boolean): 
       peakLimitActors,
       limitActorsAtRead: metric(m, 'wheelhouse_actors_live', 'kind="limit"'),
       processS,
+      nodeCpuMs,
     };
   } finally {
     fleet?.kill();
@@ -130,6 +135,12 @@ async function main(): Promise<number> {
       ['heap used once idle (MiB)', limited.heapUsedMiB.toFixed(0), plain.heapUsedMiB.toFixed(0)],
       ['limit actors live: peak / at the read', `${limited.peakLimitActors} / ${limited.limitActorsAtRead}`, '—'],
       ['tasks run in (s)', limited.processS.toFixed(1), plain.processS.toFixed(1)],
+      ['tasks (keys) per s', (keys / limited.processS).toFixed(0), (keys / plain.processS).toFixed(0)],
+      [
+        'node CPU per 1 000 tasks (ms)',
+        ((limited.nodeCpuMs * 1000) / keys).toFixed(0),
+        ((plain.nodeCpuMs * 1000) / keys).toFixed(0),
+      ],
     ];
     process.stdout.write(
       `\n| ${spaced(keys)} tasks | own key each (k:*, concurrency 1) | no limits |\n|---|---|---|\n`,
