@@ -64,12 +64,7 @@ export async function acquireSnapshots(db: Db, requests: readonly AcquireRequest
   const { rows } = await retryingConflicts(() =>
     db.query<{ kind: string; key: string; epoch: number; version: number; state: unknown }>(
       ACQUIRE_MANY,
-      [
-        requests.map((r) => r.kind),
-        requests.map((r) => r.key),
-        requests.map((r) => r.nodeId),
-        requests.map((r) => r.nowMs),
-      ],
+      columnsOf(requests, ['kind', 'key', 'nodeId', 'nowMs']),
       'wh_snapshot_acquire_many',
     ),
   );
@@ -83,18 +78,14 @@ export async function acquireSnapshots(db: Db, requests: readonly AcquireRequest
 /** Gives up the rows of `requests` whose epoch still holds, each key at most once. */
 export async function releaseSnapshots(db: Db, requests: readonly ReleaseRequest[]): Promise<void[]> {
   await retryingConflicts(() =>
-    db.query(
-      RELEASE_MANY,
-      [
-        requests.map((r) => r.kind),
-        requests.map((r) => r.key),
-        requests.map((r) => r.epoch),
-        requests.map((r) => r.nowMs),
-      ],
-      'wh_snapshot_release_many',
-    ),
+    db.query(RELEASE_MANY, columnsOf(requests, ['kind', 'key', 'epoch', 'nowMs']), 'wh_snapshot_release_many'),
   );
   return requests.map(() => undefined);
+}
+
+/** The requests as a statement's parameters: one array per field, aligned (for `unnest`). */
+function columnsOf<R>(requests: readonly R[], fields: readonly (keyof R)[]): unknown[][] {
+  return fields.map((field) => requests.map((r) => r[field]));
 }
 
 /** An aborted statement changed nothing: running it again is safe. */
