@@ -1,15 +1,20 @@
 /**
- * `npm run bench:limit-keys -- [--keys N] [--timeout-minutes M]`: what many distinct limit keys
+ * `npm run bench:limit-keys -- [--keys N] [--backlog B] [--timeout-minutes M]`: what many distinct limit keys
  * leave in a node's memory once they went idle (issue 28). The family `k:*` is declared with
  * concurrency 1 and N immediate no-op tasks each name their own key `k:<i>`, so every task
  * activates its own key's actor, runs once and leaves the key idle; the node's RSS is read
  * after the keys passivated (LIMIT_IDLE_MS, src/node/actors.ts) and compared with the same run
  * without limits (same N, same waits) on a fresh node. Prints the figures; bounded by a hard
  * timeout that kills every child it started.
+ *
+ * `--backlog B` paces the producer: it submits the next 10 000 tasks once at most B of those
+ * it submitted are not done yet. Without it all N are submitted at once, and every key is live
+ * at once (each holds its admitted task until a worker claims it): the node's memory is then
+ * that of N live keys, not of N keys that went idle one after another.
  */
 import { parseArgs } from 'node:util';
 import { killAllChildren } from './children.js';
-import { metric, scrapeMetrics } from './cluster-nodes.js';
+import { cpuMs, metric, scrapeMetrics } from './cluster-nodes.js';
 import { declareLimit } from './limits.js';
 import { describeMachine } from './machine.js';
 import { runNames, startBenchNode } from './node-process.js';
@@ -26,6 +31,8 @@ const FAMILY = 'k:*';
 const IDLE_WAIT_MS = 30_000 + 15_000;
 /** RSS is the median of this many samples, one a second, once idle. */
 const RSS_SAMPLES = 5;
+/** With `--backlog`: tasks submitted at a time. */
+const PACED_CHUNK = 10_000;
 
 const log = (line: string): void => {
   process.stdout.write(`[limit-keys ${new Date().toISOString().slice(11, 23)}] ${line}\n`);
@@ -41,9 +48,16 @@ interface Outcome {
   limitActorsAtRead: number;
   /** Submit of the first task → last result, s. */
   processS: number;
+  /** The node's CPU (utime + stime, /proc) over the same span, ms. */
+  nodeCpuMs: number;
 }
 
-async function measure(stores: BenchStores, keys: number, withLimits: boolean): Promise<Outcome> {
+async function measure(
+  stores: BenchStores,
+  keys: number,
+  withLimits: boolean,
+  backlog: number | null,
+): Promise<Outcome> {
   const names = runNames();
   const node = await startBenchNode(names);
   let fleet: WorkerFleet | undefined;
@@ -60,13 +74,17 @@ async function measure(stores: BenchStores, keys: number, withLimits: boolean): 
         .catch(() => undefined);
     }, 1_000);
     const startedMs = Date.now();
-    await submitTasks(node.url, keys, (i) => ({
-      task_type: TASK_TYPE,
-      ...(withLimits ? { limits: [`k:${i}`] } : {}),
-    }));
+    const cpuBefore = cpuMs(node.pid);
     const f = fleet;
+    const taskAt = (i: number) => ({ task_type: TASK_TYPE, ...(withLimits ? { limits: [`k:${i}`] } : {}) });
+    const chunk = backlog === null ? keys : PACED_CHUNK;
+    for (let from = 0; from < keys; from += chunk) {
+      if (backlog !== null) await f.until(() => from - f.reported <= backlog, 60 * 60_000, `a backlog of ${backlog}`);
+      await submitTasks(node.url, Math.min(chunk, keys - from), (i) => taskAt(from + i));
+    }
     await f.until(() => f.reported >= keys, 60 * 60_000, `${keys} results`);
     const processS = (Date.now() - startedMs) / 1000;
+    const nodeCpuMs = cpuMs(node.pid) - cpuBefore;
     log(
       `${withLimits ? 'limits' : 'plain'}: ${spaced(keys)} tasks ran in ${processS.toFixed(1)} s; waiting ${IDLE_WAIT_MS / 1000} s`,
     );
@@ -90,6 +108,7 @@ async function measure(stores: BenchStores, keys: number, withLimits: boolean): 
       peakLimitActors,
       limitActorsAtRead: metric(m, 'wheelhouse_actors_live', 'kind="limit"'),
       processS,
+      nodeCpuMs,
     };
   } finally {
     fleet?.kill();
@@ -101,12 +120,17 @@ async function measure(stores: BenchStores, keys: number, withLimits: boolean): 
 async function main(): Promise<number> {
   const { values } = parseArgs({
     args: process.argv.slice(2),
-    options: { keys: { type: 'string', default: '1000000' }, 'timeout-minutes': { type: 'string', default: '60' } },
+    options: {
+      keys: { type: 'string', default: '1000000' },
+      backlog: { type: 'string' },
+      'timeout-minutes': { type: 'string', default: '60' },
+    },
   });
   const keys = Number(values.keys);
   const timeoutMinutes = Number(values['timeout-minutes']);
-  if (!Number.isInteger(keys) || keys <= 0 || !(timeoutMinutes > 0)) {
-    process.stderr.write('usage: npm run bench:limit-keys -- [--keys N] [--timeout-minutes M]\n');
+  const backlog = values.backlog === undefined ? null : Number(values.backlog);
+  if (!Number.isInteger(keys) || keys <= 0 || !(timeoutMinutes > 0) || (backlog !== null && !(backlog >= 0))) {
+    process.stderr.write('usage: npm run bench:limit-keys -- [--keys N] [--backlog B] [--timeout-minutes M]\n');
     return 2;
   }
   const hard = setTimeout(() => {
@@ -116,12 +140,13 @@ async function main(): Promise<number> {
   }, timeoutMinutes * 60_000);
   const machine = describeMachine();
   log(
-    `${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, load ${machine.loadAvg1m}; ${spaced(keys)} keys`,
+    `${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, load ${machine.loadAvg1m}; ${spaced(keys)} keys` +
+      (backlog === null ? ', submitted at once' : `, 10 000 more once at most ${spaced(backlog)} are not done`),
   );
   const stores = new BenchStores();
   try {
-    const limited = await measure(stores, keys, true);
-    const plain = await measure(stores, keys, false);
+    const limited = await measure(stores, keys, true, backlog);
+    const plain = await measure(stores, keys, false, backlog);
     clearTimeout(hard);
     const diffMiB = limited.idleMiB - plain.idleMiB;
     const rows: [string, string, string][] = [
@@ -130,6 +155,12 @@ async function main(): Promise<number> {
       ['heap used once idle (MiB)', limited.heapUsedMiB.toFixed(0), plain.heapUsedMiB.toFixed(0)],
       ['limit actors live: peak / at the read', `${limited.peakLimitActors} / ${limited.limitActorsAtRead}`, '—'],
       ['tasks run in (s)', limited.processS.toFixed(1), plain.processS.toFixed(1)],
+      ['tasks (keys) per s', (keys / limited.processS).toFixed(0), (keys / plain.processS).toFixed(0)],
+      [
+        'node CPU per 1 000 tasks (ms)',
+        ((limited.nodeCpuMs * 1000) / keys).toFixed(0),
+        ((plain.nodeCpuMs * 1000) / keys).toFixed(0),
+      ],
     ];
     process.stdout.write(
       `\n| ${spaced(keys)} tasks | own key each (k:*, concurrency 1) | no limits |\n|---|---|---|\n`,

@@ -2,18 +2,7 @@ import { WheelhouseError } from '../lib/errors.js';
 import type { AcquiredSnapshot, SnapshotOwner, SnapshotRow, SnapshotStore } from '../runtime/snapshots.js';
 import type { Db } from './db.js';
 import { msOf, tsParam } from './sql/columns.js';
-
-/**
- * Acquiring: creates the row at epoch 1, or takes it over at epoch + 1, in one statement.
- * The row lock of ON CONFLICT DO UPDATE orders concurrent acquirers: each gets a distinct
- * epoch, and only the highest can save.
- */
-const ACQUIRE = `
-  INSERT INTO actor_snapshots AS s (kind, key, owner_node, epoch, version, state, updated_at)
-  VALUES ($1, $2, $3, 1, 0, NULL, ${tsParam(4)})
-  ON CONFLICT (kind, key) DO UPDATE
-    SET owner_node = excluded.owner_node, epoch = s.epoch + 1, updated_at = excluded.updated_at
-  RETURNING s.epoch, s.version, s.state`;
+import { acquireSnapshots, releaseSnapshots, SnapshotBatches } from './snapshot-batches.js';
 
 /** The fenced write: matches only while `epoch` is still the row's. State travels as JSON text. */
 const SAVE = `
@@ -21,11 +10,6 @@ const SAVE = `
   SET state = $4::text::jsonb, version = s.version + 1, updated_at = ${tsParam(5)}
   WHERE s.kind = $1 AND s.key = $2 AND s.epoch = $3
   RETURNING s.version`;
-
-const RELEASE = `
-  UPDATE actor_snapshots s
-  SET owner_node = NULL, updated_at = ${tsParam(4)}
-  WHERE s.kind = $1 AND s.key = $2 AND s.epoch = $3`;
 
 const READ = `
   SELECT s.kind, s.key, s.owner_node, s.epoch, s.version, s.state, ${msOf('s.updated_at')} AS updated_ms
@@ -52,18 +36,23 @@ interface SnapshotDbRow {
  * Actor snapshots with fenced ownership over SQL (Postgres or PGlite), in the
  * `actor_snapshots` table. A save carrying an epoch older than the row's is refused with
  * `stale_epoch`, so a node that was paused and wakes up cannot overwrite the new owner.
+ *
+ * Acquires and releases made in one event-loop turn go to the database together (see
+ * `snapshot-batches.ts`): ten thousand limit keys activating at a wheel's fire take their
+ * rows in ten statements, not ten thousand commits queued behind the pool.
  */
 export class SqlSnapshotStore implements SnapshotStore {
-  constructor(private readonly db: Db) {}
+  private readonly batches: SnapshotBatches;
 
-  async acquire(kind: string, key: string, nodeId: string, nowMs: number): Promise<AcquiredSnapshot> {
-    const { rows } = await this.db.query<{ epoch: number; version: number; state: unknown }>(
-      ACQUIRE,
-      [kind, key, nodeId, nowMs],
-      'wh_snapshot_acquire',
+  constructor(private readonly db: Db) {
+    this.batches = new SnapshotBatches(
+      (acquires) => acquireSnapshots(db, acquires),
+      (releases) => releaseSnapshots(db, releases),
     );
-    const row = rows[0]!;
-    return { epoch: row.epoch, version: row.version, state: row.state };
+  }
+
+  acquire(kind: string, key: string, nodeId: string, nowMs: number): Promise<AcquiredSnapshot> {
+    return this.batches.acquire({ kind, key, nodeId, nowMs });
   }
 
   async save(kind: string, key: string, epoch: number, state: unknown, nowMs: number): Promise<number> {
@@ -81,8 +70,8 @@ export class SqlSnapshotStore implements SnapshotStore {
     return row.version;
   }
 
-  async release(kind: string, key: string, epoch: number, nowMs: number): Promise<void> {
-    await this.db.query(RELEASE, [kind, key, epoch, nowMs], 'wh_snapshot_release');
+  release(kind: string, key: string, epoch: number, nowMs: number): Promise<void> {
+    return this.batches.release({ kind, key, epoch, nowMs });
   }
 
   async owners(kind: string): Promise<SnapshotOwner[]> {

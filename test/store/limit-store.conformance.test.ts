@@ -225,6 +225,15 @@ describe.each(sqlBackends)('LimitStore on $name', ({ open }) => {
       expect(many[0]!.running.map((r) => r.taskId)).toEqual([holder.id]);
       expect(many[3]).toEqual({ running: [], waiting: [], truncated: false });
     });
+
+    it('reads through an index without a pending list (every lookup would scan it: 000014)', async () => {
+      const { rows } = await testDb.db.query<{ options: string[] | null }>(
+        `SELECT c.reloptions AS options FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
+         WHERE c.relname = 'tasks_live_limits_idx' AND ns.nspname = $1`,
+        [testDb.schema],
+      );
+      expect(rows[0]?.options).toContain('fastupdate=off');
+    });
   });
 
   describe('liveTasks of a type key', () => {

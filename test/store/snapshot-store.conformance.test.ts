@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isWheelhouseError } from '../../src/lib/errors.js';
+import type { Db } from '../../src/store/db.js';
 import type { SnapshotStore } from '../../src/runtime/snapshots.js';
 import { SqlSnapshotStore } from '../../src/store/snapshot-store.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
@@ -120,5 +121,63 @@ describe.each(sqlBackends)('SnapshotStore on $name', ({ name, open }) => {
     const key = freshKey();
     await store.acquire('wheel', key, 'node-a', T0);
     expect((await store.acquire('cron', key, 'node-a', T0)).epoch).toBe(1);
+  });
+
+  /** The database, counting the statements run under each name. */
+  function counting(db: Db): { db: Db; counts: Map<string, number> } {
+    const counts = new Map<string, number>();
+    const query: Db['query'] = (text, params, statement) => {
+      const name = statement ?? 'unnamed';
+      counts.set(name, (counts.get(name) ?? 0) + 1);
+      return db.query(text, params, statement);
+    };
+    return { db: Object.assign(Object.create(db) as Db, { query }), counts };
+  }
+
+  it('takes the rows of the acquirers of one turn in one statement, each at its own epoch + 1', async () => {
+    const { db, counts } = counting(testDb.db);
+    const batched = new SqlSnapshotStore(db);
+    const keys = Array.from({ length: 300 }, () => freshKey());
+    await store.acquire('limit', keys[7]!, 'node-a', T0); // one row exists: it is taken over at epoch 2
+    const acquired = await Promise.all(keys.map((key) => batched.acquire('limit', key, 'node-b', T0 + 1)));
+    expect(acquired.map((a) => a.epoch)).toEqual(keys.map((_, i) => (i === 7 ? 2 : 1)));
+    expect(counts.get('wh_snapshot_acquire_many')).toBe(1);
+    expect(await store.read('limit', keys[7]!)).toMatchObject({ ownerNode: 'node-b', epoch: 2, updatedMs: T0 + 1 });
+  });
+
+  it('runs a key acquired twice in one turn as two rounds, the later acquirer at the higher epoch', async () => {
+    const { db, counts } = counting(testDb.db);
+    const batched = new SqlSnapshotStore(db);
+    const [a, b] = [freshKey(), freshKey()];
+    const acquired = await Promise.all([
+      batched.acquire('limit', a, 'node-a', T0),
+      batched.acquire('limit', b, 'node-a', T0),
+      batched.acquire('limit', a, 'node-b', T0 + 1),
+      batched.acquire('limit', a, 'node-c', T0 + 2),
+    ]);
+    expect(acquired.map((x) => x.epoch)).toEqual([1, 1, 2, 3]);
+    expect(counts.get('wh_snapshot_acquire_many')).toBe(3);
+    expect(await store.read('limit', a)).toMatchObject({ ownerNode: 'node-c', epoch: 3 });
+    expect(await staleEpochOf(store.save('limit', a, 2, {}, T0))).toBe(true);
+  });
+
+  it('releases the rows of one turn in one statement, each only under its held epoch', async () => {
+    const { db, counts } = counting(testDb.db);
+    const batched = new SqlSnapshotStore(db);
+    const keys = Array.from({ length: 200 }, () => freshKey());
+    const first = await Promise.all(keys.map((key) => store.acquire('limit', key, 'node-a', T0)));
+    // Every tenth key has a newer owner: its old activation's release must leave it alone.
+    const taken = keys.filter((_, i) => i % 10 === 0);
+    await Promise.all(taken.map((key) => store.acquire('limit', key, 'node-b', T0 + 1)));
+    await Promise.all(keys.map((key, i) => batched.release('limit', key, first[i]!.epoch, T0 + 2)));
+    expect(counts.get('wh_snapshot_release_many')).toBe(1);
+    const owners = new Map((await store.owners('limit')).map((o) => [o.key, o]));
+    for (const [i, key] of keys.entries()) {
+      expect(owners.get(key)).toMatchObject(
+        i % 10 === 0
+          ? { ownerNode: 'node-b', epoch: 2, updatedMs: T0 + 1 }
+          : { ownerNode: null, epoch: 1, updatedMs: T0 + 2 },
+      );
+    }
   });
 });

@@ -79,13 +79,15 @@ const CLAIM = `
  * activation of a key — which takes its row over with an UPDATE, then reads the key's running
  * tasks — either waits for this claim and sees its tasks running, or went first and this
  * claim finds another epoch and leaves the task out. A grant of an activation that is gone can
- * never start a task.
+ * never start a task. The rows are locked in key order, as batched acquires and releases lock
+ * them (`snapshot-batches.ts`), so that a claim and a batch never deadlock.
  */
 const CLAIM_FENCED = CLAIM.replace(
   'UPDATE tasks t',
   `WITH fence AS MATERIALIZED (
      SELECT s.key, s.epoch FROM actor_snapshots s
      WHERE s.kind = 'limit' AND s.key = ANY($7::text[])
+     ORDER BY s.key
      FOR SHARE
    ),
    grants AS (SELECT * FROM unnest($6::uuid[], $7::text[], $8::int8[]) AS g(task_id, key, epoch))
