@@ -37,12 +37,9 @@ export class PartitionTaker {
   /**
    * Takes up to `max` entries of these types (see the file's comment): the registries read,
    * then per priority waves of take scripts, one per partition, each in its slot. Entries come
-   * back lowest priority number first, then oldest due, then task id. A partition whose
-   * script fails (its primary lost, until the replica is promoted) is left out of this take,
-   * and the others are taken from all the same: one primary's loss must not stop the claims
-   * of every partition, nor strand in flight what the other scripts of its wave took. Should
-   * any fail, what was taken is answered (it is in flight) and the failure is told to
-   * `onError`; failures with nothing taken reject.
+   * back lowest priority number first, then oldest due, then task id. Should a wave fail after
+   * entries were taken, those are answered (they are in flight) and the failure is told to
+   * `onError`; a failure before any was taken rejects.
    */
   async take(taskTypes: string[], max: number, nowMs: number): Promise<DueEntry[]> {
     const types = [...new Set(taskTypes)];
@@ -61,7 +58,6 @@ export class PartitionTaker {
     const start = this.rotation++;
     const taken: DueEntry[] = [];
     const emptied: RegisteredQueue[] = [];
-    let failure: { error: unknown } | null = null;
     try {
       for (const priority of PRIORITIES) {
         const partitions = byPriority.get(priority);
@@ -74,18 +70,12 @@ export class PartitionTaker {
           const wave = candidates.slice(0, Math.min(candidates.length, remaining));
           const share = Math.floor(remaining / wave.length);
           const asks = wave.map((_, i) => share + (i < remaining % wave.length ? 1 : 0));
-          const replies = await Promise.allSettled(
+          const replies = await Promise.all(
             wave.map((partition, i) => this.takeFrom(partition, types, priority, asks[i] as number, nowMs)),
           );
           const again: number[] = [];
           wave.forEach((partition, i) => {
-            const reply = replies[i] as PromiseSettledResult<DueEntry[]>;
-            // Neither asked again nor pruned: its queues stay registered for the next take.
-            if (reply.status === 'rejected') {
-              failure ??= { error: reply.reason };
-              return;
-            }
-            const got = reply.value;
+            const got = replies[i] as DueEntry[];
             for (const entry of got) taken.push(entry);
             remaining -= got.length;
             // Fewer than asked: every queue of these types at this priority is read to its end.
@@ -96,14 +86,11 @@ export class PartitionTaker {
         }
       }
     } catch (error) {
-      failure = { error };
+      // Entries already taken are in flight: hand them out rather than leave them to the requeue.
+      if (taken.length === 0) throw error;
+      this.onError(error, `a take of ready entries stopped after ${taken.length}`);
     } finally {
       if (emptied.length > 0) this.pruneLater(emptied);
-    }
-    if (failure !== null) {
-      // Entries already taken are in flight: hand them out rather than leave them to the requeue.
-      if (taken.length === 0) throw failure.error;
-      this.onError(failure.error, `a take of ready entries failed in part (${taken.length} taken)`);
     }
     return taken.sort(compareTakeOrder);
   }
