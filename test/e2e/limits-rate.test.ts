@@ -116,8 +116,9 @@ describe.each(BACKENDS)('rate limits on %s', (backend) => {
       watch.starts.map((s) => s.atMs).sort((a, b) => a - b),
       1000,
     );
+    const activations = (await c.node.backend.snapshots.owners('limit')).find((o) => o.key === key)?.epoch ?? 0;
     console.log(
-      `[${backend}] rate ${limit}/s, ${tasks} tasks: ${spanMs} ms, ` +
+      `[${backend}] rate ${limit}/s, ${tasks} tasks (key activated ${activations}×): ${spanMs} ms, ` +
         `${(used * 100).toFixed(1)} % of the ${allowed} allowed starts used, most in a 1 s window ${worst} ` +
         `(node's start times; ${workerSide} by the worker's clock)`,
     );
