@@ -30,6 +30,7 @@ const ALL_MIGRATIONS = [
   '000011_deadlines.sql',
   '000012_limits.sql',
   '000013_debounce.sql',
+  '000014_limits_index_no_pending_list.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
