@@ -105,7 +105,7 @@ describe('flow control across a cluster of three node processes', () => {
       );
       // Why each task still waits, as the node explains it and as its row says.
       const { rows: left } = await db.query<{ id: string }>(
-        `SELECT id, status, attempts, limits, due_at, updated_at FROM ${cluster.schema}.tasks
+        `SELECT id, status, attempts, limits, due_time, updated_at FROM ${cluster.schema}.tasks
          WHERE id = ANY($1::uuid[]) AND status <> 'succeeded' LIMIT 5`,
         [ids],
       );
