@@ -51,8 +51,8 @@ export function gatedReadyQueue(
   return {
     async push(entries, fence) {
       const { free, straight, offered } = gate.route(entries);
-      if (offered.length === 0) return inner.push(entries, fence);
-      const pushed = straight.length === 0 ? free : [...free, ...straight];
+      // Nothing gated or all straight: `entries` as they came (an empty push still runs the fence).
+      const pushed = offered.length === 0 ? entries : [...free, ...straight];
       if (pushed.length === 0) {
         gate.offer(offered);
         return NOTHING_PUSHED;
@@ -64,7 +64,7 @@ export function gatedReadyQueue(
         gate.notPushed(straight);
         throw error;
       }
-      gate.offer(offered);
+      if (offered.length > 0) gate.offer(offered);
       return stamp;
     },
     async held(entries: readonly DueEntry[]) {
