@@ -139,6 +139,7 @@ export interface ClusterStatus {
     self: boolean;
     started_at: string | null;
     heartbeat_age_ms: number | null;
+    redis_reachable: boolean | null;
   }[];
   ring: { nodes: string[]; vnodes_per_node: number; partitions_per_node: Record<string, number>; spread: string };
   partitions: { partition: number; owner: string; held_by: string | null; epoch: number | null }[];

@@ -32,7 +32,14 @@ export const clusterPage: Page = (el) => {
       table(
         [
           { title: 'node', cell: (n) => h('span', { class: `dot c${nodeColour(ids, n.node_id)}` }, n.node_id) },
-          { title: 'state', cell: (n) => badge(n.live ? 'live' : n.state === 'live' ? 'silent' : n.state) },
+          // Live but cut off from Redis: out of the ring while another node reaches it.
+          {
+            title: 'state',
+            cell: (n) =>
+              badge(
+                n.live ? (n.redis_reachable === false ? 'no-redis' : 'live') : n.state === 'live' ? 'silent' : n.state,
+              ),
+          },
           { title: 'url', cell: (n) => h('code', {}, n.url) },
           { title: 'partitions', num: true, cell: (n) => status.ring.partitions_per_node[n.node_id] ?? 0 },
           { title: 'heartbeat age', num: true, cell: (n) => duration(n.heartbeat_age_ms) },

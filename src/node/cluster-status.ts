@@ -19,6 +19,8 @@ export interface ClusterStatus {
     started_at: string | null;
     heartbeat_at: string | null;
     heartbeat_age_ms: number | null;
+    /** What its last heartbeat said: false takes it out of the ring while another node reaches Redis. */
+    redis_reachable: boolean | null;
   }[];
   ring: {
     nodes: readonly string[];
@@ -92,6 +94,7 @@ function nodeView(node: ClusterNodeStatus, selfId: string): ClusterStatus['nodes
     started_at: new Date(node.startedMs).toISOString(),
     heartbeat_at: new Date(node.heartbeatMs).toISOString(),
     heartbeat_age_ms: node.heartbeatAgeMs,
+    redis_reachable: node.redisReachable,
   };
 }
 
@@ -105,5 +108,6 @@ function selfOnly(source: ClusterStatusSource): ClusterStatus['nodes'][number] {
     started_at: null,
     heartbeat_at: null,
     heartbeat_age_ms: null,
+    redis_reachable: null,
   };
 }

@@ -22,6 +22,8 @@ export interface NodeClusterDeps {
   events: EventSink<NodeEvents>;
   log: FastifyBaseLogger;
   onError(error: unknown, context: string): void;
+  /** Whether this node reaches Redis now (its heartbeat says so). */
+  redisReachable?: () => boolean;
 }
 
 /**
@@ -56,6 +58,7 @@ export function nodeCluster(deps: NodeClusterDeps): Cluster {
       await deps.ownership().takeOwnership();
     },
     onError: deps.onError,
+    ...(deps.redisReachable === undefined ? {} : { redisReachable: deps.redisReachable }),
   });
   return cluster;
 }

@@ -25,6 +25,7 @@ import { registerActorKinds } from './actors.js';
 import { actorBrowser, adminFace, clusterPeers } from './admin.js';
 import { nodeClock, type NodeContext } from './context.js';
 import { nodeCluster } from './cluster.js';
+import { ReachProbe } from './reach-probe.js';
 import { DutyLog } from './duty-log.js';
 import { nodeLogger } from './logger.js';
 import { startLoops } from './loops.js';
@@ -151,12 +152,23 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     pinned: new Set([WORKER_SOCKETS.name]),
   };
   let ownership: Ownership | null = null;
+  // A node cut off from Redis alone says so in its heartbeats, and the ring moves its
+  // partitions to nodes that can fire them (src/node/reach-probe.ts).
+  const redisReach =
+    backend.pingRedis === undefined
+      ? null
+      : new ReachProbe(() => backend.pingRedis!(), {
+          intervalMs: options.heartbeatMs,
+          patienceMs: options.failureTimeoutMs,
+          clock,
+        }).start();
   const cluster: Cluster | null =
     backend.kind !== 'postgres'
       ? null
       : nodeCluster({
           ...ctx,
           ring,
+          ...(redisReach === null ? {} : { redisReachable: () => redisReach.reached() }),
           system: (): ActorSystem => actors,
           ownership: () => ownership!,
           onHandedOff: (n) => metrics.onHandedOff(n),
@@ -347,6 +359,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
         // node leaves the ring and tells the others, who take over at once.
         await actors.shutdown();
         await cluster?.leave();
+        redisReach?.stop();
         outages.stop();
         if (!overrides.backend) await backend.close();
         log.info({ nodeId: options.nodeId }, 'wheelhouse node stopped');

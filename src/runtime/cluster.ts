@@ -29,6 +29,8 @@ export interface ClusterOptions {
   /** This node was declared out and has rejoined: its actors may live elsewhere now. */
   onDeclaredOut(): Promise<void>;
   onError(error: unknown, context: string): void;
+  /** Whether this node reaches Redis, told with each heartbeat (see `ringMembers`). @default always */
+  redisReachable?: () => boolean;
 }
 
 /** One change of the ring as this node saw it. */
@@ -117,6 +119,7 @@ export class Cluster {
       heartbeatMs: this.options.heartbeatMs,
       failureTimeoutMs: this.options.failureTimeoutMs,
       onError: (error, step: MembershipStep) => this.options.onError(error, `membership ${step}`),
+      ...(this.options.redisReachable === undefined ? {} : { redisReachable: this.options.redisReachable }),
       onDeclaredOut: () => {
         void this.options
           .onDeclaredOut()

@@ -18,6 +18,11 @@ export interface ClusterNode {
   startedMs: number;
   heartbeatMs: number;
   state: NodeState;
+  /**
+   * Whether the node's last heartbeat said it reaches Redis (true until it says otherwise).
+   * The ring leaves out live nodes that do not, while some live node does.
+   */
+  redisReachable: boolean;
 }
 
 /** A node as the admin view shows it: its row, and whether it counts as live right now. */
@@ -43,9 +48,10 @@ export interface MembershipStore {
    * Bumps the heartbeat of a node that is still in the cluster. False, writing nothing, when
    * the row is gone, `left`, or its last heartbeat is already older than `failureTimeoutMs`:
    * the others have declared it out (and may have taken over its actors), so it must not go
-   * on acting as live but rejoin. A late heartbeat never silently revives a node.
+   * on acting as live but rejoin. A late heartbeat never silently revives a node. Records
+   * `redisReachable` (default true) with it.
    */
-  heartbeat(id: string, failureTimeoutMs: number): Promise<boolean>;
+  heartbeat(id: string, failureTimeoutMs: number, redisReachable?: boolean): Promise<boolean>;
   /** Marks the node `left`: out of the live set at once. Nothing happens for an unknown id. */
   leave(id: string): Promise<void>;
   /** The live set: state `live` and a heartbeat younger than `failureTimeoutMs`, in id order. */

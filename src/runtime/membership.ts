@@ -35,6 +35,23 @@ export interface MembershipOptions {
    * has rejoined as a new incarnation. The others may have taken over its actors meanwhile.
    */
   onDeclaredOut?: (rejoined: ClusterNode) => void;
+  /**
+   * Asked at each beat: does this node reach Redis? Sent with the heartbeat; the ring leaves
+   * out the nodes that do not (`ringMembers`). @default always true
+   */
+  redisReachable?: () => boolean;
+}
+
+/**
+ * The nodes the ring is built from: the live nodes that reach Redis, or every live node when
+ * none does. A node cut off from Redis alone still heartbeats, but what it owns cannot fire:
+ * its wheel partitions belong on a node that can fire them. When Redis is gone for everyone,
+ * moving partitions gains nothing (and an empty ring would refuse the submissions Postgres
+ * can still take), so the ring stays as it is.
+ */
+export function ringMembers(live: readonly ClusterNode[]): ClusterNode[] {
+  const reaching = live.filter((node) => node.redisReachable);
+  return reaching.length > 0 ? reaching : [...live];
 }
 
 /** Receives the new live set, in id order, each time it changes. */
@@ -71,6 +88,7 @@ export class Membership {
   private readonly clock: Clock;
   private readonly onError: MembershipOptions['onError'];
   private readonly onDeclaredOut: MembershipOptions['onDeclaredOut'];
+  private readonly redisReachable: () => boolean;
   private readonly listeners = new Set<LiveSetListener>();
   private phase: MembershipPhase = 'idle';
   private liveSet: readonly ClusterNode[] = [];
@@ -90,6 +108,7 @@ export class Membership {
     this.failureTimeoutMs = options.failureTimeoutMs ?? DEFAULT_FAILURE_TIMEOUT_MS;
     this.onError = options.onError;
     this.onDeclaredOut = options.onDeclaredOut;
+    this.redisReachable = options.redisReachable ?? (() => true);
     if (this.nodeId === '') throw new WheelhouseError('internal', 'membership: nodeId is empty.');
     if (!Number.isFinite(this.failureTimeoutMs) || this.failureTimeoutMs <= 0) {
       throw new WheelhouseError(
@@ -111,7 +130,10 @@ export class Membership {
     return this.phase;
   }
 
-  /** The live set as of the last beat, in id order (empty before `start` and after `stop`). */
+  /**
+   * The ring's members as of the last beat, in id order: the live set less the nodes that do
+   * not reach Redis (`ringMembers`). Empty before `start` and after `stop`.
+   */
   get live(): readonly ClusterNode[] {
     return this.liveSet;
   }
@@ -126,7 +148,7 @@ export class Membership {
     return this.phase === 'running' && this.clock.now() - this.lastBeatMs < this.failureTimeoutMs;
   }
 
-  /** Ids of the live set, in id order: what a `RingPlacement` is built from. */
+  /** Ids of the ring's members, in id order: what a `RingPlacement` is built from. */
   get liveIds(): string[] {
     return this.liveSet.map((node) => node.id);
   }
@@ -245,7 +267,7 @@ export class Membership {
     let stillIn: boolean;
     const began = this.clock.now();
     try {
-      stillIn = await this.store.heartbeat(this.nodeId, this.failureTimeoutMs);
+      stillIn = await this.store.heartbeat(this.nodeId, this.failureTimeoutMs, this.redisReachable());
     } catch (error) {
       this.onError(error, 'heartbeat');
       return;
@@ -271,8 +293,12 @@ export class Membership {
     }
   }
 
-  /** Takes the new live set; tells listeners when its ids changed (the ring depends on ids alone). */
-  private publish(live: ClusterNode[]): void {
+  /**
+   * Takes the new live set; tells listeners when its ring members changed (the ring depends on
+   * their ids alone).
+   */
+  private publish(all: ClusterNode[]): void {
+    const live = ringMembers(all);
     const changed = live.length !== this.liveSet.length || live.some((node, i) => node.id !== this.liveSet[i]!.id);
     this.liveSet = Object.freeze(live);
     if (!changed) return;

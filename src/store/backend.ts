@@ -54,6 +54,8 @@ export interface Backend {
   readonly apiKeys: ApiKeyStore;
   /** Resolves when every store answers. */
   ping(): Promise<void>;
+  /** Asks Redis alone (a PING): what a node's heartbeat says of its reach (src/node/reach-probe.ts). Absent embedded. */
+  pingRedis?(): Promise<void>;
   /** The database's clock now, Unix ms: what nodes align their clocks on (`AlignedClock`). */
   databaseNowMs(): Promise<number>;
   /** What the node should warn about at start (a store setting that is allowed but not advised). */
@@ -195,6 +197,9 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     apiKeys: new SqlApiKeyStore(membershipDb),
     ping: async () => {
       await Promise.all([db.query('SELECT 1'), redis.ping()]);
+    },
+    pingRedis: async () => {
+      await redis.ping();
     },
     // The membership connection: it carries one heartbeat a second, so a sample rarely waits.
     databaseNowMs: () => databaseNowMs(membershipDb),

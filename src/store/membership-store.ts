@@ -15,8 +15,8 @@ export class SqlMembershipStore implements MembershipStore {
     return joinCluster(this.db, node);
   }
 
-  heartbeat(id: string, failureTimeoutMs: number): Promise<boolean> {
-    return heartbeat(this.db, id, failureTimeoutMs);
+  heartbeat(id: string, failureTimeoutMs: number, redisReachable?: boolean): Promise<boolean> {
+    return heartbeat(this.db, id, failureTimeoutMs, redisReachable);
   }
 
   leave(id: string): Promise<void> {

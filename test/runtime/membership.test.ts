@@ -91,7 +91,7 @@ describe.each(sqlBackends)('Membership on $name', ({ open }) => {
     );
   });
 
-  function member(nodeId: string): Member {
+  function member(nodeId: string, redisReachable?: () => boolean): Member {
     const clock = new CrashableClock();
     const m: Member = {
       clock,
@@ -107,6 +107,7 @@ describe.each(sqlBackends)('Membership on $name', ({ open }) => {
         failureTimeoutMs: FAILURE_TIMEOUT_MS,
         onError: (error, step) => m.errors.push({ error, step }),
         onDeclaredOut: (node) => m.declaredOut.push(node),
+        ...(redisReachable === undefined ? {} : { redisReachable }),
       }),
     };
     m.membership.onChange((live) => m.changes.push(live.map((node) => node.id)));
@@ -119,12 +120,34 @@ describe.each(sqlBackends)('Membership on $name', ({ open }) => {
   const storeLiveIds = async () => (await store.live(FAILURE_TIMEOUT_MS)).map((node) => node.id);
 
   async function startAll(ids: string[]): Promise<Member[]> {
-    const ms = ids.map(member);
+    const ms = ids.map((id) => member(id));
     await Promise.all(ms.map((m) => m.membership.start()));
     const expected = [...ids].sort();
     await waitUntil(`every node sees ${expected.join(', ')}`, () => allSee(ms, expected));
     return ms;
   }
+
+  it('a node whose heartbeat says it does not reach Redis leaves the ring while another does, and comes back', async () => {
+    let bReaches = true;
+    let aReaches = true;
+    const a = member('node-a', () => aReaches);
+    const b = member('node-b', () => bReaches);
+    await Promise.all([a.membership.start(), b.membership.start()]);
+    await waitUntil('both see both', () => allSee([a, b], ['node-a', 'node-b']));
+    bReaches = false;
+    // b still heartbeats: it is live, and in good standing, but no longer a member of the ring.
+    await waitUntil('both see a alone', () => allSee([a, b], ['node-a']));
+    expect(await storeLiveIds()).toEqual(['node-a', 'node-b']);
+    expect(b.membership.inGoodStanding).toBe(true);
+    expect(b.declaredOut).toEqual([]);
+    // Redis gone for everyone: moving gains nothing, the ring keeps every live node.
+    aReaches = false;
+    await waitUntil('both see both again (nobody reaches Redis)', () => allSee([a, b], ['node-a', 'node-b']));
+    aReaches = true;
+    await waitUntil('both see a alone again', () => allSee([a, b], ['node-a']));
+    bReaches = true;
+    await waitUntil('both see both once b reaches Redis', () => allSee([a, b], ['node-a', 'node-b']));
+  });
 
   it('nodes that join see each other, with the same live set, and hear it through onChange', async () => {
     const [a, b, c] = await startAll(['node-c', 'node-a', 'node-b']);

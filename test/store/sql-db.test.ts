@@ -31,6 +31,7 @@ const ALL_MIGRATIONS = [
   '000012_limits.sql',
   '000013_debounce.sql',
   '000014_limits_index_no_pending_list.sql',
+  '000015_cluster_redis_reachable.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

@@ -26,6 +26,7 @@ export interface ClusterStatusJson {
     started_at: string | null;
     heartbeat_at: string | null;
     heartbeat_age_ms: number | null;
+    redis_reachable: boolean | null;
   }[];
   ring: { nodes: string[]; vnodes_per_node: number; partitions_per_node: Record<string, number>; spread: string };
   partitions: { partition: number; owner: string; held_by: string | null; epoch: number | null }[];
@@ -66,6 +67,19 @@ export interface ClusterOptions {
   adminToken?: string;
   /** The cli.js to run (another build). @default `$WHEELHOUSE_TEST_CLI`, else `CLI` (this checkout's dist) */
   cli?: string;
+  /**
+   * Runs each node in a network of its own (test/support/netns.ts): its address, the command
+   * that starts it there, and the stores as that network reaches them. @default loopback
+   */
+  network?: ClusterNetwork;
+}
+
+/** Where the nodes of a cluster run when not all on loopback (a `TestNetwork`). */
+export interface ClusterNetwork {
+  host(id: string): string;
+  launcher(id: string): string[];
+  readonly postgresUrl: string;
+  readonly redisUrl: string;
 }
 
 /** The result of a wait for the ring. */
@@ -147,6 +161,7 @@ export class ProcessCluster {
   private readonly nodeArgs: Record<string, string[]>;
   private readonly cli: string | undefined;
   private readonly token: string | undefined;
+  private readonly network: ClusterNetwork | undefined;
   private closed = false;
 
   constructor(options: ClusterOptions = {}) {
@@ -163,6 +178,7 @@ export class ProcessCluster {
     // WHEELHOUSE_TEST_CLI runs the cluster tests against another build (a bisect, a patched copy).
     this.cli = options.cli ?? process.env.WHEELHOUSE_TEST_CLI;
     this.token = options.adminToken;
+    this.network = options.network;
   }
 
   /** The configured failure timeout, ms. */
@@ -193,13 +209,16 @@ export class ProcessCluster {
       '--port',
       '0',
       '--host',
-      '127.0.0.1',
+      this.network?.host(id) ?? '127.0.0.1',
+      // Off loopback a node asks for an admin key unless told not to: the test network is
+      // the test's own.
+      ...(this.network === undefined ? [] : ['--insecure']),
       '--postgres-url',
-      TEST_POSTGRES_URL,
+      this.network?.postgresUrl ?? TEST_POSTGRES_URL,
       '--postgres-schema',
       this.schema,
       '--redis-url',
-      TEST_REDIS_URL,
+      this.network?.redisUrl ?? TEST_REDIS_URL,
       '--redis-prefix',
       this.prefix,
       '--cluster-secret',
@@ -225,7 +244,10 @@ export class ProcessCluster {
   async addNode(id: string): Promise<ClusterNode> {
     if (this.closed) throw new Error('the cluster is closed');
     if (this.nodes.some((n) => n.id === id && n.alive)) throw new Error(`node ${id} already runs`);
-    const proc = await startCliProcess(this.args(id), this.cli === undefined ? {} : { cli: this.cli });
+    const proc = await startCliProcess(this.args(id), {
+      ...(this.cli === undefined ? {} : { cli: this.cli }),
+      ...(this.network === undefined ? {} : { launcher: this.network.launcher(id) }),
+    });
     const node: ClusterNode = { id, url: proc.url, proc, alive: true, paused: false };
     void proc.exited().then(() => {
       node.alive = false;

@@ -94,10 +94,13 @@ export function startCliProcess(
     tailChars?: number;
     startTimeoutMs?: number;
     /** Another build's cli.js. @default CLI */ cli?: string;
+    /** A command that runs the node (`ip netns exec <ns>`: the test network's namespace). @default none */
+    launcher?: string[];
   } = {},
 ): Promise<CliProcess> {
   const tailChars = options.tailChars ?? 256 * 1024;
-  const child = spawnChild(process.execPath, [options.cli ?? CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const [command, ...prefix] = [...(options.launcher ?? []), process.execPath];
+  const child = spawnChild(command!, [...prefix, options.cli ?? CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveExit) => {
     child.once('exit', (code, signal) => {

@@ -20,7 +20,7 @@ function fresh(n: number, alias = 'n'): string {
   return `${alias}.heartbeat_at > now() - $${n}::float8 * interval '1 millisecond'`;
 }
 
-const NODE_COLUMNS = `n.id, n.address, ${msOf('n.started_at')} AS started_ms, ${msOf('n.heartbeat_at')} AS heartbeat_ms, n.state`;
+const NODE_COLUMNS = `n.id, n.address, ${msOf('n.started_at')} AS started_ms, ${msOf('n.heartbeat_at')} AS heartbeat_ms, n.state, n.redis_reachable`;
 
 /**
  * Join or rejoin, whatever the row's state. started_at is at least a millisecond past the
@@ -28,22 +28,24 @@ const NODE_COLUMNS = `n.id, n.address, ${msOf('n.started_at')} AS started_ms, ${
  * same millisecond or the database clock stepped back.
  */
 const JOIN = `
-  INSERT INTO cluster_nodes AS n (id, address, started_at, heartbeat_at, state)
-  VALUES ($1, $2, ${NOW}, ${NOW}, 'live')
+  INSERT INTO cluster_nodes AS n (id, address, started_at, heartbeat_at, state, redis_reachable)
+  VALUES ($1, $2, ${NOW}, ${NOW}, 'live', true)
   ON CONFLICT (id) DO UPDATE
     SET address = excluded.address,
         started_at = greatest(excluded.started_at, n.started_at + interval '1 millisecond'),
         heartbeat_at = excluded.heartbeat_at,
-        state = 'live'
+        state = 'live',
+        redis_reachable = true
   RETURNING ${NODE_COLUMNS}`;
 
 /**
  * The heartbeat is a compare-and-set on "still in the cluster": the same freshness test as the
  * live set, so it fails exactly when the other nodes already count this one out. A `leaving`
- * node (draining) still heartbeats. It changes no indexed column: a HOT update.
+ * node (draining) still heartbeats. It says whether the node reaches Redis ($3: see
+ * migration 000015). It changes no indexed column: a HOT update.
  */
 const HEARTBEAT = `
-  UPDATE cluster_nodes n SET heartbeat_at = ${NOW}
+  UPDATE cluster_nodes n SET heartbeat_at = ${NOW}, redis_reachable = $3
   WHERE n.id = $1 AND n.state <> 'left' AND ${fresh(2)}
   RETURNING n.id`;
 
@@ -71,6 +73,7 @@ interface NodeRow {
   started_ms: number;
   heartbeat_ms: number;
   state: NodeState;
+  redis_reachable: boolean;
 }
 
 function toClusterNode(row: NodeRow): ClusterNode {
@@ -80,6 +83,7 @@ function toClusterNode(row: NodeRow): ClusterNode {
     startedMs: row.started_ms,
     heartbeatMs: row.heartbeat_ms,
     state: row.state,
+    redisReachable: row.redis_reachable,
   };
 }
 
@@ -100,9 +104,13 @@ export async function joinCluster(db: Db, node: { id: string; address: string })
 }
 
 /** See `MembershipStore.heartbeat`. */
-export async function heartbeat(db: Db, id: string, failureTimeoutMs: number): Promise<boolean> {
+export async function heartbeat(db: Db, id: string, failureTimeoutMs: number, redisReachable = true): Promise<boolean> {
   checkTimeout(failureTimeoutMs);
-  const { rows } = await db.query<{ id: string }>(HEARTBEAT, [id, failureTimeoutMs], 'wh_cluster_heartbeat');
+  const { rows } = await db.query<{ id: string }>(
+    HEARTBEAT,
+    [id, failureTimeoutMs, redisReachable],
+    'wh_cluster_heartbeat',
+  );
   return rows.length > 0;
 }
 
