@@ -16,9 +16,11 @@ import type { DueEntry } from '../domain/model.js';
  * believes it owns the partition cannot touch its successor's buckets or fire its slots. The
  * check and the write are one atomic step. A write without an epoch is never refused.
  *
- * Stamps: each partition also has a stamp, a counter that every write made for it (`add`,
- * a `takeUntil` that takes something, a fenced `push`) raises by one and answers, in the
- * same atomic step. A partition whose stamp is gone (0) was never rebuilt, or the store lost
+ * Stamps: each partition also has a stamp, a counter that every write its owner makes for it
+ * (a fenced `add`, a `takeUntil` that takes something, a fenced `push`) raises by one and
+ * answers, in the same atomic step. An unfenced `add` (a submit placing a task while the
+ * partition did not answer) leaves it as it is: writes the owner never saw must not lift a
+ * stamp that a failover to a replica behind has put back, which would hide that loss. A partition whose stamp is gone (0) was never rebuilt, or the store lost
  * its data (a flush, a restart empty, an evicted key). A stamp lower than one a write has
  * already answered means the store went back in time (a restart from an older snapshot, a
  * failover to a replica that had not seen the latest writes) and lost those writes. Either
@@ -38,7 +40,7 @@ export interface BucketStore {
   /**
    * Adds entries to the minute buckets their due times fall in. Idempotent. With `epoch`,
    * rejects with `stale_epoch` and adds nothing while the partition's fence is above it.
-   * Resolves with the partition's stamp after the write (0: lost).
+   * Resolves with the partition's stamp after the write (0: lost); only a fenced add raises it.
    */
   add(partition: number, entries: DueEntry[], epoch?: number): Promise<number>;
   /**

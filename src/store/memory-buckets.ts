@@ -52,7 +52,8 @@ export class MemoryBucketStore implements BucketStore {
       // Same task, same bucket: one entry, the latest due time (as ZADD does).
       bucket.set(entry.taskId, { ...entry });
     }
-    return this.marks.bump(partition);
+    // An unfenced add leaves the stamp alone (see BucketStore: the stamp counts the owner's writes).
+    return epoch === undefined ? this.marks.stamp(partition) : this.marks.bump(partition);
   }
 
   async takeUntil(partition: number, untilMs: number, epoch?: number): Promise<{ entries: DueEntry[]; stamp: number }> {

@@ -144,10 +144,12 @@ describe.each(fastStoreBackends)('BucketStore on $name', (backend) => {
     expect(await buckets.stamps([])).toEqual([]);
   });
 
-  it('raises the stamp by one with every write, answering it: adds, and takes that take something', async () => {
+  it('raises the stamp by one with every write, answering it: fenced adds, and takes that take something', async () => {
     const { buckets } = stores;
     await buckets.setIntact(1, 10);
-    expect(await buckets.add(1, [entry(1, T0), entry(2, T0 + MINUTE)])).toBe(11);
+    expect(await buckets.add(1, [entry(1, T0), entry(2, T0 + MINUTE)], 4)).toBe(11);
+    // An unfenced add answers the stamp and leaves it (see the fencing suite).
+    expect(await buckets.add(1, [entry(3, T0)])).toBe(11);
     expect(await buckets.add(1, [entry(3, T0)], 4)).toBe(12);
     expect(await buckets.takeUntil(1, T0)).toEqual({ entries: [], stamp: 12 });
     const first = await buckets.takeUntil(1, T0 + MINUTE);
@@ -160,17 +162,17 @@ describe.each(fastStoreBackends)('BucketStore on $name', (backend) => {
 
   it('leaves a lost partition lost through its writes: they answer 0 until it is marked intact', async () => {
     const { buckets } = stores;
-    expect(await buckets.add(2, [entry(3, T0)])).toBe(0);
+    expect(await buckets.add(2, [entry(3, T0)], 1)).toBe(0);
     expect(await buckets.takeUntil(2, T0 + MINUTE)).toEqual({ entries: [entry(3, T0)], stamp: 0 });
     expect(await buckets.stamps([2])).toEqual([0]);
     await buckets.setIntact(2, 1);
-    expect(await buckets.add(2, [entry(4, T0)])).toBe(2);
+    expect(await buckets.add(2, [entry(4, T0)], 1)).toBe(2);
   });
 
   it('loses stamps and buckets together when the store is flushed', async () => {
     const { buckets } = stores;
     await buckets.setIntact(1, 3);
-    await buckets.add(1, [entry(1, T0)]);
+    await buckets.add(1, [entry(1, T0)], 1);
     await buckets.setIntact(2, 5);
     expect(await buckets.stamps([1, 2])).toEqual([4, 5]);
     await stores.flush();

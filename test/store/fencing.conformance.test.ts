@@ -201,6 +201,20 @@ describe.each(backends)('fences on $name', (backend) => {
       expect(await buckets.stamps([6, 7])).toEqual([23, 0]);
     });
 
+    it('leaves the stamp alone on an unfenced add, so writes the owner never saw cannot hide a store gone back', async () => {
+      const { buckets } = stores;
+      await buckets.setIntact(8, 40);
+      expect(await buckets.add(8, [entry(1, T0 + MINUTE)], 1)).toBe(41);
+      // A failover to a replica that missed the last write puts the stamp back to 40; then
+      // submits place two tasks straight into the buckets (the partition did not answer).
+      await buckets.setIntact(8, 40);
+      expect(await buckets.add(8, [entry(2, T0 + MINUTE)])).toBe(40);
+      expect(await buckets.add(8, [entry(3, T0 + MINUTE)])).toBe(40);
+      // The owner's next write still answers less than 41 + 1: the loss shows.
+      expect(await buckets.add(8, [entry(4, T0 + MINUTE)], 1)).toBe(41);
+      expect(await buckets.stamps([8])).toEqual([41]);
+    });
+
     it('allows every epoch where no fence was raised, and keeps partitions apart', async () => {
       const { buckets } = stores;
       await buckets.fence(1, 9);

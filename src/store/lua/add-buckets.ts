@@ -6,8 +6,11 @@ export const addBuckets = defineScript(
   'addBuckets',
   `--[[
   Adds entries to a partition's minute buckets and their minutes to its index, in one step,
-  so a take never sees a bucket missing from the index, and raises the partition's stamp.
-  With an epoch, writes nothing when the partition's fence stands above it.
+  so a take never sees a bucket missing from the index. With an epoch, writes nothing when
+  the partition's fence stands above it, and raises the partition's stamp when it writes;
+  without one (a submit placing a task while its partition did not answer) the stamp stays
+  as it is: the stamp counts the owner's writes, so writes it never saw cannot lift a stamp
+  that a failover to a replica behind has put back, and hide that loss.
 
   Input:
     KEYS[1] the partition's minute index: ZSET, member = score = minute start (Unix ms)
@@ -19,7 +22,8 @@ export const addBuckets = defineScript(
                due (Unix ms), member ("taskId|priority|taskType[|limits]")
 
   Output:
-    { 0, stamp } when written: the partition's stamp after the add (0: lost, left so);
+    { 0, stamp } when written: the partition's stamp after the add (0: lost, left so;
+                 unchanged by an unfenced add);
     { 1, fence } when refused: the fence above the epoch; nothing written
 
   The bucket keys are built here, as in take-buckets: they carry KEYS[1]'s hash tag.
@@ -51,6 +55,9 @@ while i <= argc do
   local n = tonumber(ARGV[i + 1])
   zaddPairs(ARGV[2] .. ARGV[i], false, i + 2, n)
   i = i + 2 + 2 * n
+end
+if ARGV[1] == '' then
+  return { 0, tonumber(redis.call('GET', KEYS[3]) or '0') }
 end
 return { 0, bumpStamp(KEYS[3]) }
 `,
