@@ -175,7 +175,8 @@ async function main(): Promise<number> {
     for (const [label, a, b] of rows) process.stdout.write(`| ${label} | ${a} | ${b} |\n`);
     process.stdout.write(
       `\nRSS once idle, with − without: ${diffMiB.toFixed(0)} MiB (${((diffMiB * 2 ** 20) / keys).toFixed(0)} bytes per key); ` +
-        `bar ≤ 256 MiB for 1 000 000 keys: ${keys === 1_000_000 ? (diffMiB <= 256 ? 'met' : 'NOT met') : `scaled to 1 000 000: ${((diffMiB * 1_000_000) / keys).toFixed(0)} MiB`}\n`,
+        // Not scaled to 1 000 000: the RSS follows the keys live at once (the backlog), not N.
+        `bar ≤ 256 MiB for 1 000 000 keys: ${keys === 1_000_000 ? (diffMiB <= 256 ? 'met' : 'NOT met') : 'run with --keys 1000000 to judge'}\n`,
     );
     return 0;
   } finally {
