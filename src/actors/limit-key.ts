@@ -65,6 +65,14 @@ export type LimitMessage =
 export const GRANT_GRACE_MS = 10_000;
 /** An admitted entry no claim asked about in this long is forgotten (it comes back if it was lost). */
 export const ADMITTED_TTL_MS = 30_000;
+/**
+ * How long a key that holds nothing stays in memory once idle (`idlePassivationMs` for the
+ * others). A family such as `customer:*` names a key per customer, most of which run a task
+ * now and then: kept for the full idle time, every key touched in the last 30 s stayed live,
+ * ≈ 7 KB each (issue 28). Short enough that live keys are those at work; long enough that a key
+ * whose tasks come one after another is not activated again for each.
+ */
+export const QUIET_PASSIVATION_MS = 2_000;
 
 type Ctx = ActorContext<LimitMessage, LimitSnapshot>;
 
@@ -73,6 +81,7 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
     kind: LIMIT,
     persistence: 'snapshot',
     idlePassivationMs: deps.idlePassivationMs,
+    idlePassivationMsFor: (state, nowMs) => idleForMs(state, nowMs, deps.idlePassivationMs),
     async activate(ctx, snapshot) {
       const now = ctx.clock.now();
       let limit = deps.resolve(ctx.key);
@@ -170,6 +179,21 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
       return state;
     },
   };
+}
+
+/**
+ * How long an idle key stays in memory: {@link QUIET_PASSIVATION_MS} once it holds nothing —
+ * no permit out, nothing admitted or waiting — and `idleMs` (the kind's idle time) while it
+ * holds something; and in either case until its rate, if it has one, remembers no start that
+ * still limits it: a new activation starts with a fresh window (its log of starts is in this
+ * memory only), so one that came sooner could start more than the rate allows. A key that
+ * leaves reads its live tasks again when a message brings it back.
+ */
+export function idleForMs(state: LimitKeyState, nowMs: number, idleMs: number): number {
+  const holds =
+    state.holders.size > 0 || state.admitted.size > 0 || state.waiting.size > 0 || state.cancelling.size > 0;
+  const rateMs = state.rate === null ? 0 : state.rate.forgottenAtMs - nowMs;
+  return Math.max(holds ? idleMs : Math.min(idleMs, QUIET_PASSIVATION_MS), rateMs);
 }
 
 /** Takes a changed declaration in (the catalog is the node's; the snapshot follows it). */

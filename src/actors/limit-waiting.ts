@@ -7,6 +7,11 @@ interface Waiting {
   seq: number;
 }
 
+/** Priority, then due time, then arrival; one function for every key (not a closure per key). */
+function moreUrgent(a: Waiting, b: Waiting): number {
+  return a.entry.priority - b.entry.priority || a.entry.dueMs - b.entry.dueMs || a.seq - b.seq;
+}
+
 /**
  * The tasks of one limit key that wait for room: most urgent first (priority, then due time,
  * then arrival), each task once. Removal is lazy: a task taken out of the middle (granted
@@ -14,9 +19,7 @@ interface Waiting {
  * it reaches the top.
  */
 export class WaitingTasks {
-  private readonly heap = new BinaryHeap<Waiting>(
-    (a, b) => a.entry.priority - b.entry.priority || a.entry.dueMs - b.entry.dueMs || a.seq - b.seq,
-  );
+  private readonly heap = new BinaryHeap<Waiting>(moreUrgent);
   /** The live ones, by task id, with their arrival number. */
   private readonly live = new Map<string, number>();
   private seq = 0;

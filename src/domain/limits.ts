@@ -150,6 +150,11 @@ export class Gcra {
     this.tatMs = Math.max(nowMs, this.tatMs - n * this.intervalMs);
   }
 
+  /** From when this pacing allows what a fresh one would (Unix ms; 0: always). */
+  get forgottenAtMs(): number {
+    return this.tatMs;
+  }
+
   /** When the next start is allowed (Unix ms): now or later. */
   nextAllowedMs(nowMs: number): number {
     const at = this.tatMs - this.rate.burst * this.intervalMs;
@@ -207,6 +212,16 @@ export class RateWindow {
   /** ms between two starts at the steady rate. */
   get intervalMs(): number {
     return this.gcra.intervalMs;
+  }
+
+  /**
+   * From when this window allows exactly what a fresh one would (Unix ms): its pacing has
+   * caught up and its last start has left the period. Before it, forgetting the window could
+   * let the key start more than its rate allows; from it on, nothing is lost.
+   */
+  get forgottenAtMs(): number {
+    const last = this.log.length === 0 ? 0 : (this.log[this.log.length - 1] as number) + this.rate.periodMs;
+    return Math.max(this.gcra.forgottenAtMs, last);
   }
 
   private trim(nowMs: number): void {

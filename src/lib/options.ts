@@ -154,8 +154,10 @@ export interface WheelhouseOptions {
   /** Idle time after which a DAG node's actor (a blocked task) leaves memory, seconds (at least 0.01). @default 5 */
   dagIdlePassivationSeconds?: number;
   /**
-   * Idle time after which a limit key's actor (no task holding a permit, none waiting) leaves
-   * memory, seconds (at least 0.01). @default 30
+   * Idle time after which a limit key's actor that still holds something (a permit out, a task
+   * admitted or waiting) leaves memory, seconds (at least 0.01); one that holds nothing leaves
+   * after 2 s, or sooner if this is less (decision 0026). A rate key stays at least until its
+   * last start has left the rate's period. @default 30
    */
   limitIdleSeconds?: number;
   /**

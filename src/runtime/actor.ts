@@ -161,6 +161,14 @@ export interface Behavior<S, M extends Message, Snap = never> {
   deactivate?(state: S, ctx: ActorContext<M, Snap>, reason: DeactivationReason): Promise<void>;
   /** Idle time after which the actor passivates. Absent: it never passivates. */
   readonly idlePassivationMs?: number;
+  /**
+   * The idle time after which the actor passivates in `state`, instead of `idlePassivationMs`
+   * (undefined: `idlePassivationMs`; only kinds that have it passivate). Asked each time the
+   * actor goes idle, and again when its idle timer fires. For kinds with many keys that each
+   * wake once and then hold nothing — they leave memory soon, the others keep theirs — or whose
+   * state must outlive a longer idle time than the kind's.
+   */
+  idlePassivationMsFor?(state: S, nowMs: number): number | undefined;
   /** Mailbox capacity. @default 10000 */
   readonly mailboxCapacity?: number;
   /** What the admin endpoint shows of the state. @default the state itself */

@@ -10,6 +10,7 @@ import type {
 } from './actor.js';
 import type { Cancel, Clock } from './clock.js';
 import { CellTimers, type DutyCell } from './duties.js';
+import { IdleTimer, type IdleCell } from './idle-timer.js';
 import {
   checkedTransition,
   fencedError,
@@ -36,7 +37,7 @@ import { readSnapshot, wrapSnapshot, type AcquiredSnapshot } from './snapshots.j
  * becomes of the messages it leaves unhandled, in `cell-lifecycle.ts`.
  */
 export class ActorCell<S, M extends Message, Snap = unknown>
-  implements ActorContext<M, Snap>, MailboxHandler<M, S>, DutyCell<M>
+  implements ActorContext<M, Snap>, MailboxHandler<M, S>, DutyCell<M>, IdleCell<S>
 {
   readonly kind: string;
   epoch = 0;
@@ -53,8 +54,8 @@ export class ActorCell<S, M extends Message, Snap = unknown>
   private leaveAfterMessage = false;
   private ownsSnapshot = false;
   private fencedBy: unknown = null;
-  private idleTimer: Cancel | null = null;
-  private idleSinceMs = 0;
+  /** Its idle passivation; created when it first goes idle, for kinds that passivate. */
+  private idleTimer: IdleTimer<S> | null = null;
   /** The actor's timers and their duties; created with its first timer. */
   private timers: CellTimers<M> | null = null;
   private selfRef: ActorRef<M> | null = null;
@@ -198,11 +199,20 @@ export class ActorCell<S, M extends Message, Snap = unknown>
       return; // defensive: only a halted mailbox rests with messages waiting, and halting sets stopReason
     } else if (this.passivateWhenIdle || this.leaveAfterMessage) {
       this.deactivate('passivated');
-    } else {
-      this.idleSinceMs = this.host.clock.now();
-      const idleMs = this.behavior.idlePassivationMs;
-      if (idleMs !== undefined && this.idleTimer === null) this.armIdleTimer(idleMs);
+    } else if (this.behavior.idlePassivationMs !== undefined) {
+      (this.idleTimer ??= new IdleTimer(this.host.clock, this.behavior, this)).idle();
     }
+  }
+
+  // ── Idle cell ──────────────────────────────────────────────────────────────────────────
+
+  get restful(): boolean {
+    return this.phase === 'active' && this.stopReason === null && !this.mailbox.isRunning && this.mailbox.waiting === 0;
+  }
+
+  /** The idle timer's end: the actor leaves memory (`IdleCell`). */
+  passivateIdle(): void {
+    this.deactivate('passivated');
   }
 
   // ── Lifecycle, driven by the system ────────────────────────────────────────────────────
@@ -375,26 +385,8 @@ export class ActorCell<S, M extends Message, Snap = unknown>
 
   // ── Timers ─────────────────────────────────────────────────────────────────────────────
 
-  private armIdleTimer(delayMs: number): void {
-    this.idleTimer = this.host.clock.setTimer(delayMs, () => this.idleTimerFired());
-  }
-
-  /** One idle timer per idle stretch, re-armed for the remainder if a message came since. */
-  private idleTimerFired(): void {
-    this.idleTimer = null;
-    const limitMs = this.behavior.idlePassivationMs;
-    if (limitMs === undefined || this.phase !== 'active' || this.stopReason !== null) return;
-    if (this.mailbox.isRunning || this.mailbox.waiting > 0) return; // onIdle re-arms
-    const now = this.host.clock.now();
-    if (now < this.idleSinceMs) this.idleSinceMs = now; // the clock went backwards
-    const idleMs = now - this.idleSinceMs;
-    if (idleMs >= limitMs) this.deactivate('passivated');
-    else this.armIdleTimer(limitMs - idleMs);
-  }
-
   private cancelTimers(): void {
-    this.idleTimer?.();
-    this.idleTimer = null;
+    this.idleTimer?.cancel();
     this.timers?.cancelAll();
   }
 

@@ -73,6 +73,8 @@ export interface Admission {
 export class LimitGate {
   /** The keys that said they are open (fast admission), by name. */
   private readonly open = new Map<string, OpenKey>();
+  /** When `open` is next swept of the answers no longer trusted. */
+  private sweepAtMs = 0;
   private readonly clock: { now(): number };
 
   constructor(private readonly deps: LimitGateDeps) {
@@ -198,7 +200,26 @@ export class LimitGate {
     if (open) {
       open.room = openRoom;
       open.untilMs = now + OPEN_TRUSTED_MS;
-    } else this.open.set(key, { room: openRoom, untilMs: now + OPEN_TRUSTED_MS, pushed: new Map() });
+    } else {
+      this.sweep(now);
+      this.open.set(key, { room: openRoom, untilMs: now + OPEN_TRUSTED_MS, pushed: new Map() });
+    }
+  }
+
+  /**
+   * Forgets the keys whose answer is no longer trusted, at most once a trust period: a key
+   * that answered once and was never routed again (one of a million `customer:<id>`) would
+   * otherwise stay here for good. `openRoom` forgets them too, but only the keys it is asked of.
+   */
+  private sweep(now: number): void {
+    if (now < this.sweepAtMs) return;
+    this.sweepAtMs = now + OPEN_TRUSTED_MS;
+    for (const [key, open] of this.open) if (now >= open.untilMs) this.open.delete(key);
+  }
+
+  /** How many keys this gate holds an answer of (tests, metrics). */
+  get openKeys(): number {
+    return this.open.size;
   }
 
   /**

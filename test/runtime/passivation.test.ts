@@ -93,6 +93,35 @@ describe('passivation', () => {
     expect(p.deactivations).toEqual(['passivated']);
   });
 
+  it('takes the idle time its state asks for (idlePassivationMsFor): sooner once quiet, longer when it must', async () => {
+    const p = probe();
+    const { system, clock } = testSystem();
+    // 100 ms once it has 2 visits, 5 s at 3, the kind's 1 s otherwise.
+    system.register({
+      ...visitsBehavior(p),
+      idlePassivationMsFor: (state: { visits: number }) =>
+        state.visits === 2 ? 100 : state.visits === 3 ? 5_000 : undefined,
+    });
+    const ref = system.ref(VISITS, 'v1');
+    ref.tell({ type: 'visit' });
+    await flushMicrotasks();
+    await clock.advance(500); // the kind's 1 s armed
+    ref.tell({ type: 'visit' }); // now quiet: the armed timer moves to 100 ms from here
+    await flushMicrotasks();
+    expect(clock.pendingTimers).toBe(1);
+    await clock.advance(99);
+    expect(p.deactivations).toEqual([]);
+    await clock.advance(1);
+    expect(p.deactivations).toEqual(['passivated']);
+
+    ref.tell({ type: 'visit' }); // 3 visits: it must stay 5 s, past the kind's 1 s
+    await flushMicrotasks();
+    await clock.advance(4_999);
+    expect(p.deactivations).toEqual(['passivated']);
+    await clock.advance(1);
+    expect(p.deactivations).toEqual(['passivated', 'passivated']);
+  });
+
   it('does not passivate while a message is in its handler or waiting', async () => {
     const p = probe();
     const gate = deferred();

@@ -136,4 +136,15 @@ describe('fast admission through the gate', () => {
     await ready.held([entry(1)]);
     expect(key.offered.length).toBe(2);
   });
+
+  it('forgets the answers of keys it is no longer asked about (one of a million keys answers once)', async () => {
+    const { gate, key, advance } = setUp();
+    key.openRoom = 5;
+    const once = Array.from({ length: 100 }, (_, i) => ({ ...entry(i), limits: [`c:${i}`] }));
+    await gate.admit(once);
+    expect(gate.openKeys).toBe(100);
+    advance(OPEN_TRUSTED_MS);
+    await gate.admit([{ ...entry(100), limits: ['c:100'] }]);
+    expect(gate.openKeys).toBe(1);
+  });
 });
