@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueType } from '../support/tasks.js';
-import { TOLERANCE_MS, pickVictim, startCluster, type ProcessCluster } from '../support/cluster.js';
+import { TOLERANCE_MS, fencedActors, pickVictim, startCluster, type ProcessCluster } from '../support/cluster.js';
 import { startFaultProxy, type FaultProxy } from '../support/fault-proxy.js';
 import { TEST_POSTGRES_URL } from '../support/nodes.js';
 import { sleep } from '../support/waits.js';
-import { TestWorker, duplicates, lagStats, missing, submitBatch } from '../support/cluster-worker.js';
+import { TestWorker, expectEachRanOnce, lagStats, submitBatch } from '../support/cluster-worker.js';
 
 /**
  * A node whose partitions the others took over while it still held them — frozen with
@@ -18,19 +18,6 @@ import { TestWorker, duplicates, lagStats, missing, submitBatch } from '../suppo
 const PAUSE_MS = 10_000;
 /** The node started with its Postgres behind a proxy, so that it can be cut off from it alone. */
 const CUT = 'n3';
-
-/** The actors a node's log says were fenced (its warn line for a refused stale write), with the refusal and its time. */
-function fencedActors(log: string): { kind: string; key: string; reason: string; atMs: number }[] {
-  const actors: { kind: string; key: string; reason: string; atMs: number }[] = [];
-  for (const line of log.split('\n')) {
-    // The tail of the output may start mid-line: only whole JSON lines count.
-    if (!line.startsWith('{') || !line.includes('a stale activation was fenced')) continue;
-    const entry = JSON.parse(line) as { actor?: { kind?: string; key?: string }; reason?: string; time?: number };
-    if (entry.actor?.kind !== undefined && entry.actor.key !== undefined)
-      actors.push({ kind: entry.actor.kind, key: entry.actor.key, reason: entry.reason ?? '', atMs: entry.time ?? 0 });
-  }
-  return actors;
-}
 
 describe('a cluster node whose partitions moved on while it held them', () => {
   let cluster: ProcessCluster;
@@ -101,15 +88,7 @@ describe('a cluster node whose partitions moved on while it held them', () => {
     } finally {
       await worker.stop();
     }
-    const counts = worker.counts();
-    expect(
-      missing(
-        counts,
-        submitted.map((t) => t.taskId),
-      ),
-    ).toEqual([]);
-    expect(duplicates(counts)).toEqual([]);
-    expect(worker.refused).toEqual([]);
+    expectEachRanOnce(worker, submitted);
 
     // The fence itself. Each of its wheels that held a task falling due while it was stopped
     // woke up under an epoch the new owner has since passed: its first write was refused
@@ -206,15 +185,7 @@ describe('a cluster node whose partitions moved on while it held them', () => {
       } finally {
         await worker.stop();
       }
-      const counts = worker.counts();
-      expect(
-        missing(
-          counts,
-          submitted.map((t) => t.taskId),
-        ),
-      ).toEqual([]);
-      expect(duplicates(counts)).toEqual([]);
-      expect(worker.refused).toEqual([]);
+      expectEachRanOnce(worker, submitted);
 
       const fenced = fencedActors(cluster.node(CUT).proc.output()).filter(
         (a) => a.kind === 'wheel' && a.atMs >= cutAtMs && /\(([a-zA-Z.]+)\)\.$/.test(a.reason),

@@ -2,7 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueType } from '../support/tasks.js';
 import { TOLERANCE_MS, pickVictim, startCluster, type ProcessCluster } from '../support/cluster.js';
 import { eventually, sleep } from '../support/waits.js';
-import { TestWorker, duplicates, lagStats, missing, submitBatch } from '../support/cluster-worker.js';
+import {
+  TestWorker,
+  duplicates,
+  expectEachRanOnce,
+  lagStats,
+  missing,
+  submitBatch,
+} from '../support/cluster-worker.js';
 
 /**
  * Several `wheelhouse node` processes on one Postgres and one Redis form one scheduler. Here
@@ -131,15 +138,7 @@ describe('a cluster of node processes', () => {
     } finally {
       await worker.stop();
     }
-    const counts = worker.counts();
-    expect(
-      missing(
-        counts,
-        submitted.map((t) => t.taskId),
-      ),
-    ).toEqual([]);
-    expect(duplicates(counts)).toEqual([]);
-    expect(worker.refused).toEqual([]);
+    expectEachRanOnce(worker, submitted);
     const lag = lagStats(worker, submitted);
     const movedPartitions = new Set(
       (await cluster.status('n1')).partitions.filter((p) => p.owner === 'n4').map((p) => p.partition),

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueType } from '../support/tasks.js';
-import { TOLERANCE_MS, startCluster, type ProcessCluster } from '../support/cluster.js';
+import { TOLERANCE_MS, fencedActors, startCluster, type ProcessCluster } from '../support/cluster.js';
 import { TEST_POSTGRES_URL, TEST_REDIS_URL } from '../support/nodes.js';
 import { TestNetwork, type Peer } from '../support/netns.js';
 import { sleep } from '../support/waits.js';
-import { TestWorker, duplicates, lagStats, missing, submitBatch, type Submitted } from '../support/cluster-worker.js';
+import { TestWorker, expectEachRanOnce, lagStats, submitBatch, type Submitted } from '../support/cluster-worker.js';
 
 /**
  * Real network partitions (issue 29): three node processes, each in a network namespace of its
@@ -23,16 +23,11 @@ const FAILOVER_BOUND_MS = 6_000;
 let network: TestNetwork | string;
 let cluster: ProcessCluster | undefined;
 
-/** The actors a node's log says were fenced (its warn line for a refused stale write), with the refusal and its time. */
+/** The cut node's wheels that its log says were fenced since `sinceMs`. */
 function fencedWheels(log: string, sinceMs: number): { key: number; reason: string }[] {
-  const out: { key: number; reason: string }[] = [];
-  for (const line of log.split('\n')) {
-    if (!line.startsWith('{') || !line.includes('a stale activation was fenced')) continue;
-    const entry = JSON.parse(line) as { actor?: { kind?: string; key?: string }; reason?: string; time?: number };
-    if (entry.actor?.kind === 'wheel' && (entry.time ?? 0) >= sinceMs)
-      out.push({ key: Number(entry.actor.key), reason: entry.reason ?? '' });
-  }
-  return out;
+  return fencedActors(log)
+    .filter((a) => a.kind === 'wheel' && a.atMs >= sinceMs)
+    .map((a) => ({ key: Number(a.key), reason: a.reason }));
 }
 
 /** A fenced write refused by Redis (a push, a bucket write), not by Postgres (a snapshot). */
@@ -128,18 +123,6 @@ describe('network partitions between real namespaces', () => {
     };
   }
 
-  function runOnce(worker: TestWorker, submitted: Submitted[]): void {
-    const counts = worker.counts();
-    expect(
-      missing(
-        counts,
-        submitted.map((t) => t.taskId),
-      ),
-    ).toEqual([]);
-    expect(duplicates(counts)).toEqual([]);
-    expect(worker.refused).toEqual([]);
-  }
-
   it.runIf(process.getuid?.() === 0)(
     'a node cut off from Postgres only: its partitions move within the bound, its stale writes are refused',
     async () => {
@@ -153,7 +136,7 @@ describe('network partitions between real namespaces', () => {
         `[netns] ${CUT} cut from Postgres: survivors held its ${r.itsPartitions.length} partitions ${r.takeoverMs} ms after the cut; ` +
           `lag on them max ${lag.max} ms; fenced wheels ${r.fenced.map((f) => `${f.key} (${f.reason.slice(-20)})`).join(', ')}`,
       );
-      runOnce(r.worker, r.submitted);
+      expectEachRanOnce(r.worker, r.submitted);
       expect(r.takeoverMs).not.toBeNull();
       expect(r.takeoverMs!).toBeLessThanOrEqual(FAILOVER_BOUND_MS);
       expect(lag.max).toBeLessThanOrEqual(FAILOVER_BOUND_MS + TOLERANCE_MS);
@@ -178,7 +161,7 @@ describe('network partitions between real namespaces', () => {
         `[netns] ${CUT} cut from Redis: survivors held its ${r.itsPartitions.length} partitions ${r.takeoverMs} ms after the cut; ` +
           `lag on them max ${lag.max} ms; fenced wheels ${r.fenced.map((f) => `${f.key} (${f.reason.slice(-24)})`).join(', ')}`,
       );
-      runOnce(r.worker, r.submitted);
+      expectEachRanOnce(r.worker, r.submitted);
       // It still heartbeats (Postgres answers), so only its word that Redis does not moves them.
       expect(
         r.takeoverMs,
@@ -206,7 +189,7 @@ describe('network partitions between real namespaces', () => {
         console.log(
           `[netns] ${CUT} cut from its peers ${name}: takeover ${r.takeoverMs} ms; lag max ${lag.max} ms; fenced wheels ${r.fenced.length}`,
         );
-        runOnce(r.worker, r.submitted);
+        expectEachRanOnce(r.worker, r.submitted);
         // Membership lives in Postgres, which every node still reaches: nobody is out, no
         // partition changes hands, and so none fires on two nodes.
         expect(r.takeoverMs).toBeNull();

@@ -4,6 +4,7 @@
  * read the outcome — tasks missing or run twice, start lags, and where a missing task is.
  */
 import { Redis } from 'ioredis';
+import { expect } from 'vitest';
 import { type ProcessCluster } from './cluster.js';
 import { eventually, sleep } from './waits.js';
 import { TEST_REDIS_URL } from './nodes.js';
@@ -268,6 +269,19 @@ export function duplicates(counts: Map<string, number>, ids?: Iterable<string>):
 }
 
 /** Which of `ids` never ran. */
+/** Asserts that the worker was handed each of `submitted` exactly once, and that no result of it was refused. */
+export function expectEachRanOnce(worker: TestWorker, submitted: Submitted[]): void {
+  const counts = worker.counts();
+  expect(
+    missing(
+      counts,
+      submitted.map((t) => t.taskId),
+    ),
+  ).toEqual([]);
+  expect(duplicates(counts)).toEqual([]);
+  expect(worker.refused).toEqual([]);
+}
+
 export function missing(counts: Map<string, number>, ids: Iterable<string>): string[] {
   return [...ids].filter((id) => !counts.has(id));
 }

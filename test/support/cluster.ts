@@ -452,3 +452,25 @@ export function pickVictim(status: ClusterStatusJson, spare = 'n1'): string {
   candidates.sort((x, y) => y[1] - x[1]);
   return candidates[0]![0];
 }
+
+/** An actor a node's log says was fenced: its warn line for a refused stale write. */
+export interface FencedActor {
+  kind: string;
+  key: string;
+  /** The refusal, ending with the write refused in parentheses (`(ready.push).`). */
+  reason: string;
+  atMs: number;
+}
+
+/** The actors a node's log says were fenced, in log order. */
+export function fencedActors(log: string): FencedActor[] {
+  const actors: FencedActor[] = [];
+  for (const line of log.split('\n')) {
+    // The tail of the output may start mid-line: only whole JSON lines count.
+    if (!line.startsWith('{') || !line.includes('a stale activation was fenced')) continue;
+    const entry = JSON.parse(line) as { actor?: { kind?: string; key?: string }; reason?: string; time?: number };
+    if (entry.actor?.kind !== undefined && entry.actor.key !== undefined)
+      actors.push({ kind: entry.actor.kind, key: entry.actor.key, reason: entry.reason ?? '', atMs: entry.time ?? 0 });
+  }
+  return actors;
+}
