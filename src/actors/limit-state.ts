@@ -24,6 +24,10 @@ export interface LimitKeyState {
   tickAtMs: number | null;
   cancelTick: Cancel | null;
   lastReconcileMs: number;
+  /** Waiting tasks of the key may be in the task table that its reads have not brought yet. */
+  unread: boolean;
+  /** A read of the next waiting tasks is under way (`readMore`). */
+  reading: boolean;
 }
 
 export interface LimitKeyDeps {
