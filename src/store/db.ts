@@ -4,6 +4,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { WheelhouseError } from '../lib/errors.js';
 import { isConnectionLoss, isUnavailableError, toStoreError } from './db-errors.js';
 import type { ConnectionHealth } from './connection-health.js';
+import { trace, tracing } from '../lib/trace.js';
 import {
   checkSession,
   failedBeforeSending,
@@ -204,11 +205,33 @@ function pgQuery<R>(
     async () => {
       const config: pg.QueryConfig = { text, values: params as unknown[] | undefined };
       if (name !== undefined) config.name = name;
+      if (tracing && on instanceof pg.Pool) return tracedQuery<R>(on, config);
       const result = await on.query(config);
       return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
     },
     servers,
   );
+}
+
+/** {@link pgQuery} with the wait for a connection and the statement's time traced apart. */
+async function tracedQuery<R>(pool: pg.Pool, config: pg.QueryConfig): Promise<DbResult<R>> {
+  const t0 = Date.now();
+  const queued = pool.waitingCount;
+  const client = await pool.connect();
+  const t1 = Date.now();
+  try {
+    const result = await client.query(config);
+    trace('db', {
+      name: config.name ?? config.text.slice(0, 40),
+      queued,
+      waitMs: t1 - t0,
+      runMs: Date.now() - t1,
+      max: (pool as unknown as { options: { max: number } }).options.max,
+    });
+    return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
+  } finally {
+    client.release();
+  }
 }
 
 /** A script of several statements goes over the simple query protocol: no parameters, many results. */
