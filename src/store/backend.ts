@@ -155,6 +155,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     url: options.postgresUrl,
     schema: options.postgresSchema,
     poolSize: LANE_CONNECTIONS,
+    keepOpen: true,
     applicationName,
     health: postgresHealth,
   });
@@ -162,6 +163,8 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
   const pools = [db, leasesDb, membershipDb, listDb, laneDb];
   try {
     await migrate(db, options.postgresSchema);
+    // The lane's connections open now, not when a flood's first second needs them.
+    await Promise.all(Array.from({ length: LANE_CONNECTIONS }, () => laneDb.query('SELECT 1')));
   } catch (error) {
     await Promise.allSettled(pools.map((p) => p.close()));
     throw error;

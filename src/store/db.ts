@@ -64,6 +64,8 @@ export interface PostgresDbOptions {
   schema: string;
   /** Largest number of connections. @default 10 */
   poolSize?: number;
+  /** Keep every connection once opened (no idle timeout): a lane whose first use must not pay for one. */
+  keepOpen?: boolean;
   /** How long to wait for a free connection or a new one, ms. @default 5000 */
   connectTimeoutMs?: number;
   /**
@@ -134,6 +136,7 @@ export function openPostgres(options: PostgresDbOptions): Db {
       ? {}
       : { Client: hostListClient(rotation), onConnect: (client: pg.ClientBase) => checkSession(client, rotation) }),
     max: options.poolSize ?? 10,
+    ...(options.keepOpen ? { min: options.poolSize ?? 10 } : {}),
     connectionTimeoutMillis: options.connectTimeoutMs ?? 5000,
     application_name: options.applicationName ?? 'wheelhouse',
     // Every connection runs in the Wheelhouse schema, so SQL never names it.
