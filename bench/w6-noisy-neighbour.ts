@@ -1,3 +1,4 @@
+import { appendFileSync } from 'node:fs';
 import { declareLimit, QuietKeys } from './limits.js';
 import { percentiles } from './stats.js';
 import { submitTasks } from './submit.js';
@@ -164,8 +165,11 @@ async function runPhase(ctx: RunContext, phase: Phase): Promise<PhaseFigures> {
     // The flood's progress: every start the worker reports, less the quiet tasks' (their lags
     // come in the same progress message as the count).
     const lags: number[] = [];
+    const starts: number[] = [];
     const take = (): void => {
-      lags.push(...fleet.takeLags(0, Number.MAX_SAFE_INTEGER).lagMs);
+      const taken = fleet.takeLags(0, Number.MAX_SAFE_INTEGER);
+      lags.push(...taken.lagMs);
+      starts.push(...taken.startMs.map((ms) => ms - dueMs));
     };
     let drainMs = Number.NaN;
     while (Date.now() < dueMs + DRAIN_LIMIT_MS) {
@@ -192,6 +196,8 @@ async function runPhase(ctx: RunContext, phase: Phase): Promise<PhaseFigures> {
     if (lags.length !== sent.accepted)
       notes.push(`worker saw ${lags.length} quiet starts for ${sent.accepted} submitted`);
     const check = await verifyAllSucceeded(ctx, node, TASK_TYPE, total);
+    // W6_LAGS_FILE: each quiet start (ms after T) and its lag, for a look at when the slow ones start.
+    if (process.env.W6_LAGS_FILE) appendFileSync(process.env.W6_LAGS_FILE, `${JSON.stringify({ phase, starts, lags })}\n`);
     return {
       drainMs,
       quietLagsMs: lags,

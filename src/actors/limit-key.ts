@@ -3,9 +3,11 @@ import type { DueEntry } from '../domain/model.js';
 import { RateWindow } from '../domain/limits.js';
 import { WaitingTasks } from './limit-waiting.js';
 import { admissionRoom, decodeLimitSnapshot, grantOrRefuse, openRoom, sameLimit } from './limit-rules.js';
-import type { LimitKeyDeps, LimitKeyState, LimitSnapshot } from './limit-state.js';
+import { idleForMs, isNew, type LimitKeyDeps, type LimitKeyState, type LimitSnapshot } from './limit-state.js';
+import { trace } from '../lib/trace.js';
 
 export type { LimitKeyDeps, LimitKeyState } from './limit-state.js';
+export { QUIET_PASSIVATION_MS } from './limit-state.js';
 
 /**
  * One limit key (`("limit", name)`: `stripe-api`, `customer:42`, `type:email.send`), on the
@@ -57,6 +59,11 @@ export type LimitMessage =
   | { type: 'returned'; taskIds: string[] }
   /** The declaration may have changed: resolve it again. */
   | { type: 'changed' }
+  /**
+   * Due tasks read back from the task table: the next of the key's waiting tasks, when its
+   * activation read only the most urgent of them (`more`: still more than were read).
+   */
+  | { type: 'read'; entries: DueEntry[]; more: boolean }
   /** The timer: the rate allows more starts, or the holders are due a reconcile. */
   | { type: 'tick' }
   | Ask<{ type: 'inspect' }, LimitLiveView>;
@@ -65,15 +72,6 @@ export type LimitMessage =
 export const GRANT_GRACE_MS = 10_000;
 /** An admitted entry no claim asked about in this long is forgotten (it comes back if it was lost). */
 export const ADMITTED_TTL_MS = 30_000;
-/**
- * How long a key that holds nothing stays in memory once idle (`idlePassivationMs` for the
- * others). A family such as `customer:*` names a key per customer, most of which run a task
- * now and then: kept for the full idle time, every key touched in the last 30 s stayed live,
- * ≈ 7 KB each (issue 28). Short enough that live keys are those at work; long enough that a key
- * whose tasks come one after another is not activated again for each.
- */
-export const QUIET_PASSIVATION_MS = 2_000;
-
 type Ctx = ActorContext<LimitMessage, LimitSnapshot>;
 
 export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, LimitMessage, LimitSnapshot> {
@@ -90,7 +88,9 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
         await deps.reload();
         limit = deps.resolve(ctx.key);
       }
+      const t0 = Date.now();
       const live = await deps.liveTasks(ctx.key, now);
+      trace('activate', { key: ctx.key, liveMs: Date.now() - t0, sinceNowMs: Date.now() - now });
       const state: LimitKeyState = {
         limit,
         holders: new Map(live.running.map((r) => [r.taskId, r.startedMs ?? now])),
@@ -101,6 +101,8 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
         tickAtMs: null,
         cancelTick: null,
         lastReconcileMs: now,
+        unread: live.truncated,
+        reading: false,
       };
       for (const entry of live.waiting) state.waiting.add(entry);
       // The snapshot is a copy of the declaration, which lives in `limits`: written when it
@@ -135,14 +137,21 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
     async receive(state, message, ctx) {
       refreshLimit(state, ctx, deps);
       const now = ctx.clock.now();
-      if (message.type === 'offer' || message.type === 'grant')
+      if (message.type === 'offer' || message.type === 'grant' || message.type === 'read')
         await dropEndedHolders(state, message.entries, now, deps);
       switch (message.type) {
+        case 'read':
         case 'offer': {
+          if (message.type === 'read') {
+            // A read answers at most two windows it holds already (admitted, waiting), a
+            // quarter of it: one that brings nothing new found none left.
+            state.reading = false;
+            state.unread = message.more && message.entries.some((e) => isNew(state, e.taskId));
+          }
           const fresh: DueEntry[] = [];
           for (const entry of message.entries) {
             const id = entry.taskId;
-            if (state.holders.has(id) || state.admitted.has(id) || state.waiting.has(id)) continue;
+            if (!isNew(state, id)) continue;
             // A strategy decides on arrival, with the task among the waiting ones.
             if (state.limit?.onLimit !== undefined && state.limit.onLimit !== 'queue') {
               if (state.waiting.add(entry)) onArrival(state, entry, deps);
@@ -179,21 +188,6 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
       return state;
     },
   };
-}
-
-/**
- * How long an idle key stays in memory: {@link QUIET_PASSIVATION_MS} once it holds nothing —
- * no permit out, nothing admitted or waiting — and `idleMs` (the kind's idle time) while it
- * holds something; and in either case until its rate, if it has one, remembers no start that
- * still limits it: a new activation starts with a fresh window (its log of starts is in this
- * memory only), so one that came sooner could start more than the rate allows. A key that
- * leaves reads its live tasks again when a message brings it back.
- */
-export function idleForMs(state: LimitKeyState, nowMs: number, idleMs: number): number {
-  const holds =
-    state.holders.size > 0 || state.admitted.size > 0 || state.waiting.size > 0 || state.cancelling.size > 0;
-  const rateMs = state.rate === null ? 0 : state.rate.forgottenAtMs - nowMs;
-  return Math.max(holds ? idleMs : Math.min(idleMs, QUIET_PASSIVATION_MS), rateMs);
 }
 
 /** Takes a changed declaration in (the catalog is the node's; the snapshot follows it). */
@@ -282,6 +276,26 @@ async function pump(
     }
   }
   armTick(state, ctx, deps, throttled && state.waiting.size > 0);
+  readMore(state, ctx, deps);
+}
+
+/**
+ * An activation reads only the most urgent of its key's waiting tasks (a flood's key would
+ * otherwise read and decode every one of its 200 000 rows on the node's event loop and in the
+ * priority lane, while other keys' first tasks wait behind it); the wheel offers the rest as
+ * they fire. Those parked in a memory that is gone (a passivation, a node that died) are read
+ * here, the next most urgent batch each time the key has fewer waiting than its window: those
+ * it holds already (admitted, waiting) are dropped as duplicates.
+ */
+function readMore(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps): void {
+  if (!state.unread || state.reading || state.waiting.size >= deps.admitWindow) return;
+  state.reading = true;
+  deps
+    .liveTasks(ctx.key, ctx.clock.now())
+    .then((live) => ctx.self.tell({ type: 'read', entries: live.waiting, more: live.truncated }))
+    .catch(() => {
+      state.reading = false; // a failed read or a full mailbox: the next pump tries again
+    });
 }
 
 function armTick(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps, throttled: boolean): void {

@@ -24,6 +24,10 @@ export interface LimitKeyState {
   tickAtMs: number | null;
   cancelTick: Cancel | null;
   lastReconcileMs: number;
+  /** Waiting tasks of the key may be in the task table that its reads have not brought yet. */
+  unread: boolean;
+  /** A read of the next waiting tasks is under way (`readMore`). */
+  reading: boolean;
 }
 
 export interface LimitKeyDeps {
@@ -49,4 +53,38 @@ export interface LimitKeyDeps {
   idlePassivationMs: number;
   /** How often holders are checked against the task table while tasks wait. */
   reconcileMs: number;
+}
+
+/**
+ * How long a key that holds nothing stays in memory once idle (`idlePassivationMs` for the
+ * others). A family such as `customer:*` names a key per customer, most of which run a task
+ * now and then: kept for the full idle time, every key touched in the last 30 s stayed live,
+ * ≈ 7 KB each (issue 28). Short enough that live keys are those at work; long enough that a key
+ * whose tasks come one after another is not activated again for each.
+ */
+export const QUIET_PASSIVATION_MS = 2_000;
+
+/**
+ * How long an idle key stays in memory: {@link QUIET_PASSIVATION_MS} once it holds nothing —
+ * no permit out, nothing admitted or waiting, no waiting task left unread in the table — and `idleMs` (the kind's idle time) while it
+ * holds something; and in either case until its rate, if it has one, remembers no start that
+ * still limits it: a new activation starts with a fresh window (its log of starts is in this
+ * memory only), so one that came sooner could start more than the rate allows. A key that
+ * leaves reads its live tasks again when a message brings it back.
+ */
+export function idleForMs(state: LimitKeyState, nowMs: number, idleMs: number): number {
+  const holds =
+    state.holders.size > 0 ||
+    state.admitted.size > 0 ||
+    state.waiting.size > 0 ||
+    state.cancelling.size > 0 ||
+    state.unread ||
+    state.reading;
+  const rateMs = state.rate === null ? 0 : state.rate.forgottenAtMs - nowMs;
+  return Math.max(holds ? idleMs : Math.min(idleMs, QUIET_PASSIVATION_MS), rateMs);
+}
+
+/** Whether the key knows nothing of this task yet: not a holder, not admitted, not waiting. */
+export function isNew(state: LimitKeyState, taskId: string): boolean {
+  return !state.holders.has(taskId) && !state.admitted.has(taskId) && !state.waiting.has(taskId);
 }

@@ -44,8 +44,12 @@ const LIMIT_ADMIT_WINDOW = 256;
 const LIMIT_RECONCILE_MS = 2_000;
 /** Most limit keys of a departed node woken at one ring change (the rest wake on their next message). */
 const LIMIT_WAKE_MAX = 10_000;
-/** Most waiting tasks a key reads on activation. */
-const LIMIT_WAITING_LOAD = 100_000;
+/**
+ * Most waiting tasks a key reads at once (on activation, then a batch whenever fewer than its
+ * window wait): 8 windows, so that a read brings new ones while any are left (it answers at most
+ * two windows the key holds: admitted, waiting). A flood's key read all its rows at activation.
+ */
+const LIMIT_WAITING_LOAD = 2_048;
 
 /**
  * Registers the four actor kinds of a node, with the helpers beside them: the wheel placement,

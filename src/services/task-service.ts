@@ -1,3 +1,4 @@
+import { trace } from '../lib/trace.js';
 import type { NodeEventSink } from '../domain/events.js';
 import type { SubmitResult, TaskRecord } from '../domain/model.js';
 import { cronBudget } from '../domain/cron-budget.js';
@@ -63,7 +64,9 @@ export class TaskService implements TasksApi {
     const now = this.deps.clock.now();
     const budget = cronBudget(this.deps.limits?.cronCheckBudgetMs);
     const rows = specs.map((spec, index) => newTask(spec, uuidv7(now), now, index, this.deps.partitions, budget));
+    const t0 = Date.now();
     const results = await this.deps.tasks.submit(rows, now);
+    const t1 = Date.now();
     const created = results.filter((r) => r.created);
     // A debounced submit that merged moved its waiting task's due time: the task is placed
     // again at the new one (the entry of the old one is refused by the claim and dropped); a
@@ -79,6 +82,7 @@ export class TaskService implements TasksApi {
       this.deps.placement.place(due.map((r) => dueEntry(r.task))),
       this.deps.cron.activate(schedules),
     ]);
+    if (one) trace('submit', { insertMs: t1 - t0, placeMs: Date.now() - t1, limits: specs[0]?.limits });
     // Every task written counts, blocked ones (and ones born cancelled) included.
     if (created.length > 0)
       this.deps.events.emit('task:submitted', {

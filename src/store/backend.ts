@@ -4,6 +4,7 @@ import { ConnectionHealth } from './connection-health.js';
 import { openPglite, openPostgres, type Db } from './db.js';
 import { CoalescingReadyQueue } from './coalescing-ready-queue.js';
 import { PartitionMarks } from './fences.js';
+import { PriorityLane } from './priority-lane.js';
 import { MemoryBucketStore } from './memory-buckets.js';
 import { MemoryReadyQueue } from './memory-ready-queue.js';
 import { migrate } from './migrate.js';
@@ -30,6 +31,9 @@ import type { ScheduleStore, TaskStore } from './types.js';
 import type { BucketStore, ReadyQueue } from './fast-index-types.js';
 import type { DagStore } from './dag-types.js';
 import type { LimitStore } from './limit-types.js';
+
+/** Connections reserved for the priority lane's statements (src/store/priority-lane.ts). */
+const LANE_CONNECTIONS = 2;
 
 /** How long a node's start waits for a Redis Cluster to be reachable and serve every slot. */
 const CLUSTER_READY_MS = 10_000;
@@ -108,7 +112,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
   }
   // Every connection of this node carries its id, so pg_stat_activity tells whose it is.
   const applicationName = `wheelhouse ${options.nodeId}`;
-  // One for the four pools: the database is lost when a statement of any of them cannot
+  // One for the five pools: the database is lost when a statement of any of them cannot
   // reach it, and back when one gets an answer.
   const postgresHealth = new ConnectionHealth('postgres');
   const redisHealth = new ConnectionHealth('redis');
@@ -148,9 +152,21 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     applicationName,
     health: postgresHealth,
   });
-  const pools = [db, leasesDb, membershipDb, listDb];
+  // Limit keys' activations and one-task submits go first: decision 0028.
+  const laneDb = openPostgres({
+    url: options.postgresUrl,
+    schema: options.postgresSchema,
+    poolSize: LANE_CONNECTIONS,
+    keepOpen: true,
+    applicationName,
+    health: postgresHealth,
+  });
+  const lane = new PriorityLane(db, laneDb, LANE_CONNECTIONS);
+  const pools = [db, leasesDb, membershipDb, listDb, laneDb];
   try {
     await migrate(db, options.postgresSchema);
+    // The lane's connections open now, not when a flood's first second needs them.
+    await Promise.all(Array.from({ length: LANE_CONNECTIONS }, () => laneDb.query('SELECT 1')));
   } catch (error) {
     await Promise.allSettled(pools.map((p) => p.close()));
     throw error;
@@ -186,11 +202,11 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     kind: 'postgres',
     db,
     listings: listDb,
-    tasks: new SqlTaskStore(db, leasesDb, listDb),
+    tasks: new SqlTaskStore(db, leasesDb, listDb, lane),
     schedules: new SqlScheduleStore(db),
     dags: new SqlDagStore(db, leasesDb),
-    limits: new SqlLimitStore(db),
-    snapshots: new SqlSnapshotStore(db),
+    limits: new SqlLimitStore(db, lane),
+    snapshots: new SqlSnapshotStore(db, lane),
     buckets: new RedisBucketStore(redis, options.redisPrefix),
     ready,
     membership: new SqlMembershipStore(membershipDb),

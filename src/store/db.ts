@@ -4,6 +4,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { WheelhouseError } from '../lib/errors.js';
 import { isConnectionLoss, isUnavailableError, toStoreError } from './db-errors.js';
 import type { ConnectionHealth } from './connection-health.js';
+import { trace, tracing } from '../lib/trace.js';
 import {
   checkSession,
   failedBeforeSending,
@@ -63,6 +64,8 @@ export interface PostgresDbOptions {
   schema: string;
   /** Largest number of connections. @default 10 */
   poolSize?: number;
+  /** Keep every connection once opened (no idle timeout): a lane whose first use must not pay for one. */
+  keepOpen?: boolean;
   /** How long to wait for a free connection or a new one, ms. @default 5000 */
   connectTimeoutMs?: number;
   /**
@@ -133,6 +136,7 @@ export function openPostgres(options: PostgresDbOptions): Db {
       ? {}
       : { Client: hostListClient(rotation), onConnect: (client: pg.ClientBase) => checkSession(client, rotation) }),
     max: options.poolSize ?? 10,
+    ...(options.keepOpen ? { min: options.poolSize ?? 10 } : {}),
     connectionTimeoutMillis: options.connectTimeoutMs ?? 5000,
     application_name: options.applicationName ?? 'wheelhouse',
     // Every connection runs in the Wheelhouse schema, so SQL never names it.
@@ -204,11 +208,33 @@ function pgQuery<R>(
     async () => {
       const config: pg.QueryConfig = { text, values: params as unknown[] | undefined };
       if (name !== undefined) config.name = name;
+      if (tracing && on instanceof pg.Pool) return tracedQuery<R>(on, config);
       const result = await on.query(config);
       return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
     },
     servers,
   );
+}
+
+/** {@link pgQuery} with the wait for a connection and the statement's time traced apart. */
+async function tracedQuery<R>(pool: pg.Pool, config: pg.QueryConfig): Promise<DbResult<R>> {
+  const t0 = Date.now();
+  const queued = pool.waitingCount;
+  const client = await pool.connect();
+  const t1 = Date.now();
+  try {
+    const result = await client.query(config);
+    trace('db', {
+      name: config.name ?? config.text.slice(0, 40),
+      queued,
+      waitMs: t1 - t0,
+      runMs: Date.now() - t1,
+      max: (pool as unknown as { options: { max: number } }).options.max,
+    });
+    return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
+  } finally {
+    client.release();
+  }
 }
 
 /** A script of several statements goes over the simple query protocol: no parameters, many results. */

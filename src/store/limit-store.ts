@@ -21,7 +21,11 @@ import {
  * an actor that activates must see every claim committed before its ownership statement.
  */
 export class SqlLimitStore implements LimitStore {
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    /** The priority lane: an activating key's read of its live tasks, which its first tasks wait on. */
+    private readonly lane: Db = db,
+  ) {}
 
   put(name: string, spec: LimitSpec, nowMs: number): Promise<LimitDeclaration> {
     return putLimit(this.db, name, spec, nowMs);
@@ -48,7 +52,7 @@ export class SqlLimitStore implements LimitStore {
   }
 
   liveTasks(key: string, nowMs: number, maxWaiting: number): Promise<LiveTasks> {
-    return liveTasks(this.db, key, nowMs, maxWaiting);
+    return liveTasks(this.lane, key, nowMs, maxWaiting);
   }
 
   keysHeldOutside(live: readonly string[], max: number): Promise<string[]> {
@@ -56,7 +60,7 @@ export class SqlLimitStore implements LimitStore {
   }
 
   liveTasksMany(keys: readonly string[], nowMs: number, maxWaiting: number): Promise<LiveTasks[]> {
-    return liveTasksMany(this.db, keys, nowMs, maxWaiting);
+    return liveTasksMany(this.lane, keys, nowMs, maxWaiting);
   }
 
   stillRunning(taskIds: readonly string[]): Promise<Set<string>> {

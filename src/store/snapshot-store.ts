@@ -1,6 +1,7 @@
 import { WheelhouseError } from '../lib/errors.js';
 import type { AcquiredSnapshot, SnapshotOwner, SnapshotRow, SnapshotStore } from '../runtime/snapshots.js';
 import type { Db } from './db.js';
+import { trace, tracing } from '../lib/trace.js';
 import { msOf, tsParam } from './sql/columns.js';
 import { acquireSnapshots, releaseSnapshots, SnapshotBatches } from './snapshot-batches.js';
 
@@ -44,15 +45,24 @@ interface SnapshotDbRow {
 export class SqlSnapshotStore implements SnapshotStore {
   private readonly batches: SnapshotBatches;
 
-  constructor(private readonly db: Db) {
+  constructor(
+    private readonly db: Db,
+    /** The priority lane: acquires, which an activating actor's first messages wait on. */
+    lane: Db = db,
+  ) {
     this.batches = new SnapshotBatches(
-      (acquires) => acquireSnapshots(db, acquires),
+      (acquires) => acquireSnapshots(lane, acquires),
       (releases) => releaseSnapshots(db, releases),
     );
   }
 
   acquire(kind: string, key: string, nodeId: string, nowMs: number): Promise<AcquiredSnapshot> {
-    return this.batches.acquire({ kind, key, nodeId, nowMs });
+    if (!tracing) return this.batches.acquire({ kind, key, nodeId, nowMs });
+    const t0 = Date.now();
+    return this.batches.acquire({ kind, key, nodeId, nowMs }).then((a) => {
+      trace('acquire', { kind, key, ms: Date.now() - t0 });
+      return a;
+    });
   }
 
   async save(kind: string, key: string, epoch: number, state: unknown, nowMs: number): Promise<number> {

@@ -59,10 +59,12 @@ export class SqlTaskStore implements TaskStore {
     private readonly db: Db,
     private readonly leases: Db = db,
     private readonly listings: Db = db,
+    /** The priority lane (src/store/priority-lane.ts): one-task submits, which a request waits on. */
+    private readonly lane: Db = db,
   ) {}
 
   submit(tasks: NewTask[], nowMs: number): Promise<SubmitResult[]> {
-    return submitTasks(this.db, tasks, nowMs);
+    return submitTasks(tasks.length === 1 ? this.lane : this.db, tasks, nowMs);
   }
 
   purgeExpiredIdempotencyKeys(nowMs: number, limit: number): Promise<number> {

@@ -1,0 +1,79 @@
+/**
+ * A limit key's activation reads only the most urgent of its waiting tasks; the rest of those
+ * in the task table (parked in a memory that is gone) are read a batch at a time as the key's
+ * waiting tasks run low, so none is left for the safety net.
+ */
+import { describe, expect, it } from 'vitest';
+import { LIMIT, limitKeyBehavior, type LimitGrant } from '../../src/actors/limit-key.js';
+import type { DueEntry } from '../../src/domain/model.js';
+import { NO_EVENTS } from '../../src/lib/events.js';
+import { systemClock } from '../../src/runtime/clock.js';
+import { LocalPlacement } from '../../src/runtime/placement.js';
+import { ActorSystem } from '../../src/runtime/system.js';
+import type { LiveTasks } from '../../src/store/limit-types.js';
+import { MemorySnapshotStore } from '../runtime/memory-snapshots.js';
+
+const KEY = 'k:1';
+const WINDOW = 4;
+/** What one read answers at most: three windows. */
+const READ = 12;
+const entry = (n: number): DueEntry => ({
+  taskId: `task-${String(n).padStart(2, '0')}`,
+  taskType: 't',
+  priority: 5,
+  dueMs: n,
+  limits: [KEY],
+});
+
+describe('limit key: reading its waiting tasks in batches', () => {
+  it('reads the next batch as its waiting tasks run low, until every one has run', async () => {
+    // The task table: 30 due pending tasks of the key, none offered by a wheel (their
+    // activation's memory is gone). A task granted has run and left the table.
+    const pending = new Map(Array.from({ length: 30 }, (_, i) => [entry(i).taskId, entry(i)]));
+    const admitted: DueEntry[] = [];
+    const liveTasks = async (): Promise<LiveTasks> => {
+      const waiting = [...pending.values()].slice(0, READ);
+      return { running: [], waiting, truncated: pending.size > READ };
+    };
+    const system = new ActorSystem({
+      nodeId: 'n1',
+      clock: systemClock,
+      snapshots: new MemorySnapshotStore(),
+      placement: new LocalPlacement('n1'),
+      onError: () => undefined,
+    });
+    system.register(
+      limitKeyBehavior({
+        store: { stillRunning: async () => new Set() },
+        liveTasks,
+        resolve: (key) => ({ key, declaredAs: 'k:*', concurrency: 100, rate: null, onLimit: 'queue', weight: 1 }),
+        reload: async () => undefined,
+        handOn: () => undefined,
+        ready: {
+          push: async (entries: DueEntry[]) => {
+            admitted.push(...entries);
+            return 0;
+          },
+        },
+        cancel: () => undefined,
+        events: NO_EVENTS,
+        admitWindow: WINDOW,
+        idlePassivationMs: 60_000,
+        reconcileMs: 60_000,
+      }),
+    );
+    const key = system.ref(LIMIT, KEY);
+    try {
+      // Claims take what the key admitted, run it and give the permits back, round by round.
+      for (let round = 0; round < 1_000 && pending.size > 0; round++) {
+        const entries = admitted.splice(0);
+        const grant: LimitGrant = await key.ask({ type: 'grant', entries }, 5_000);
+        for (const id of grant.granted) pending.delete(id);
+        key.tell({ type: 'returned', taskIds: grant.granted });
+      }
+      expect([...pending.keys()]).toEqual([]);
+    } finally {
+      await system.shutdown();
+    }
+  });
+});
