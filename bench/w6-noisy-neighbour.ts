@@ -197,7 +197,8 @@ async function runPhase(ctx: RunContext, phase: Phase): Promise<PhaseFigures> {
       notes.push(`worker saw ${lags.length} quiet starts for ${sent.accepted} submitted`);
     const check = await verifyAllSucceeded(ctx, node, TASK_TYPE, total);
     // W6_LAGS_FILE: each quiet start (ms after T) and its lag, for a look at when the slow ones start.
-    if (process.env.W6_LAGS_FILE) appendFileSync(process.env.W6_LAGS_FILE, `${JSON.stringify({ phase, starts, lags })}\n`);
+    if (process.env.W6_LAGS_FILE)
+      appendFileSync(process.env.W6_LAGS_FILE, `${JSON.stringify({ phase, starts, lags })}\n`);
     return {
       drainMs,
       quietLagsMs: lags,

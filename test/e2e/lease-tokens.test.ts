@@ -264,7 +264,7 @@ describe('lease tokens across the nodes of a cluster', () => {
         polled.push(...res.body.tasks);
         return polled.length === wanted ? true : undefined;
       });
-      for (const t of polled) owners.add(a.system.ownerOf(LEASE, t.task_id)!);
+      for (const t of polled) owners.add(a.system.ownerOf(LEASE, t.task_id));
     }
     expect(owners, 'leases on both nodes').toEqual(new Set(['lt-a', 'lt-b']));
 

@@ -100,7 +100,7 @@ export function startCliProcess(
 ): Promise<CliProcess> {
   const tailChars = options.tailChars ?? 256 * 1024;
   const [command, ...prefix] = [...(options.launcher ?? []), process.execPath];
-  const child = spawnChild(command!, [...prefix, options.cli ?? CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawnChild(command, [...prefix, options.cli ?? CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveExit) => {
     child.once('exit', (code, signal) => {
