@@ -72,6 +72,7 @@ export type LimitMessage =
 export const GRANT_GRACE_MS = 10_000;
 /** An admitted entry no claim asked about in this long is forgotten (it comes back if it was lost). */
 export const ADMITTED_TTL_MS = 30_000;
+
 type Ctx = ActorContext<LimitMessage, LimitSnapshot>;
 
 export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, LimitMessage, LimitSnapshot> {

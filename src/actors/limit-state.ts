@@ -66,11 +66,12 @@ export const QUIET_PASSIVATION_MS = 2_000;
 
 /**
  * How long an idle key stays in memory: {@link QUIET_PASSIVATION_MS} once it holds nothing —
- * no permit out, nothing admitted or waiting, no waiting task left unread in the table — and `idleMs` (the kind's idle time) while it
- * holds something; and in either case until its rate, if it has one, remembers no start that
- * still limits it: a new activation starts with a fresh window (its log of starts is in this
- * memory only), so one that came sooner could start more than the rate allows. A key that
- * leaves reads its live tasks again when a message brings it back.
+ * no permit out, nothing admitted or waiting, no waiting task left unread in the table — and
+ * `idleMs` (the kind's idle time) while it holds something; and in either case until its rate,
+ * if it has one, remembers no start that still limits it: a new activation starts with a fresh
+ * window (its log of starts is in this memory only), so one that came sooner could start more
+ * than the rate allows. A key that leaves reads its live tasks again when a message brings it
+ * back.
  */
 export function idleForMs(state: LimitKeyState, nowMs: number, idleMs: number): number {
   const holds =
