@@ -1,0 +1,268 @@
+/**
+ * The nemesis's history (issue 29): the records its producers, workers and fault injector write
+ * to a run directory, the rows the checker reads from the database, and the pure check that
+ * turns both into one report. No I/O here: bench/nemesis-check.ts reads the files and the
+ * tables; the rules themselves are in bench/nemesis-rules.ts and bench/nemesis-timing.ts.
+ */
+import { checkAttempts, checkHolding, checkLost, type Context } from './nemesis-rules.js';
+import { checkCron, checkDag, checkLimits } from './nemesis-timing.js';
+
+export { FAILOVER_LOSS_MS, FAULT_DEFAULT_MS, TOLERANCE_MS } from './nemesis-rules.js';
+
+export type FaultKind =
+  | 'node-kill'
+  | 'node-stop'
+  | 'pg-failover'
+  | 'redis-primary-kill'
+  | 'partition'
+  | 'clock-step'
+  | 'worker-drop-leases'
+  | 'worker-kill';
+
+/** `run.json`. */
+export interface RunInfo {
+  schema: string;
+  postgres_url: string;
+  started_ms: number;
+  ended_ms: number;
+  /** Declared limits by name; `x:*` is a family. */
+  limits: Record<string, { concurrency?: number | null }>;
+}
+
+export type ProducerRecord =
+  | { ev: 'ack'; t: number; task_id: string; idem: string; kind: 'immediate' | 'delayed' | 'limited'; due_ms: number }
+  | { ev: 'dag'; t: number; dag_id: string; nodes: { ref: string; task_id: string; deps: string[] }[] }
+  | { ev: 'cron'; t: number; schedule_id: string; expr: string; every_ms: number; end_ms: number }
+  | { ev: 'gave_up'; t: number; idem: string; kind: string; last: string };
+
+export type WorkerRecord =
+  | {
+      ev: 'start';
+      t: number;
+      task_id: string;
+      attempt: number;
+      worker: string;
+      path: 'channel' | 'http';
+      task_type: string;
+    }
+  | { ev: 'end'; t: number; task_id: string; attempt: number; worker: string; outcome: 'ok' | 'lease_lost' | 'error' }
+  | { ev: 'drop'; t: number; task_id: string; attempt: number; worker: string };
+
+export interface FaultRecord {
+  ev: 'fault';
+  t: number;
+  kind: FaultKind;
+  target: string;
+  until?: number;
+}
+
+/** A row of `tasks`, times in Unix ms. */
+export interface TaskRow {
+  id: string;
+  taskType: string;
+  status: string;
+  attempts: number;
+  scheduleType: string;
+  scheduleId: string | null;
+  fireMs: number | null;
+  dagId: string | null;
+  limits: string[] | null;
+  completedMs: number | null;
+  dueMs: number;
+}
+
+/** A row of `executions`: an attempt the task outlived (or that a lease expiry ended). */
+export interface ExecutionRow {
+  taskId: string;
+  attempt: number;
+  status: string;
+  startedMs: number | null;
+  completedMs: number;
+}
+
+export interface HistoryInput {
+  run: RunInfo;
+  producers: ProducerRecord[];
+  workers: WorkerRecord[];
+  faults: FaultRecord[];
+  /** Lines of the logs that did not parse (a torn last line of a killed process). */
+  tornLines: number;
+  tasks: Map<string, TaskRow>;
+  /** By task id, then attempt. */
+  executions: Map<string, Map<number, ExecutionRow>>;
+  /** Task id → its predecessors' ids (`task_dependencies`). */
+  dependencies: Map<string, string[]>;
+}
+
+/** One hand-out of a task as a worker saw it: from its start to what ended its hold. */
+export interface Run {
+  taskId: string;
+  attempt: number;
+  worker: string;
+  startMs: number;
+  endMs: number;
+  /** `cut`: no end, drop or kill before the run's end. */
+  how: 'end' | 'drop' | 'killed' | 'cut';
+  outcome?: 'ok' | 'lease_lost' | 'error';
+}
+
+export type RuleId = 'lost' | 'attempts' | 'double-holding' | 'cron' | 'dag' | 'limits';
+export const RULES: readonly RuleId[] = ['lost', 'attempts', 'double-holding', 'cron', 'dag', 'limits'];
+
+export interface Violation {
+  rule: RuleId;
+  taskIds: string[];
+  why: string;
+}
+
+export type DuplicateReason =
+  'lease ran out' | 'claim lost in failover' | 'result lost in failover' | 'retry after failure' | 'other';
+
+export interface NemesisReport {
+  runMs: number;
+  faults: Record<string, number>;
+  acknowledged: Record<string, number>;
+  dags: { count: number; nodes: number };
+  cron: { schedules: number; instances: number };
+  gaveUp: number;
+  tornLines: number;
+  /** Worker ends and drops that match no start (a torn start line). */
+  orphanEnds: number;
+  /** Runs with no end, drop or kill: cut at the run's end. */
+  cutRuns: number;
+  /** Tasks due after the run ended: not expected to have finished. */
+  notDue: number;
+  lost: { taskId: string; status: string }[];
+  /** Extra starts (beyond a task's first) by why they happened. */
+  duplicates: Record<DuplicateReason, number>;
+  duplicatedTasks: number;
+  /** Attempts no worker saw, each ended `timed_out` (a claim's answer lost with a node). */
+  unseenAttempts: number;
+  /** Succeeded tasks whose final run has no answer logged (worker killed, or report answered error). */
+  unknownAnswers: number;
+  cronGaps: { count: number; missed: number; longestMs: number };
+  limits: { key: string; concurrency: number; maxObserved: number }[];
+  violations: Violation[];
+  violationsByRule: Record<RuleId, number>;
+  verdict: 'PASS' | 'FAIL';
+}
+
+/**
+ * One log file's records: a line that does not parse as a JSON object with an `ev` (a torn
+ * write of a killed process) is counted and skipped.
+ */
+export function parseJsonLines<T>(text: string): { records: T[]; torn: number } {
+  const records: T[] = [];
+  let torn = 0;
+  for (const line of text.split('\n')) {
+    if (line.trim() === '') continue;
+    try {
+      const value = JSON.parse(line) as unknown;
+      if (typeof value === 'object' && value !== null && typeof (value as { ev?: unknown }).ev === 'string') {
+        records.push(value as T);
+      } else torn++;
+    } catch {
+      torn++;
+    }
+  }
+  return { records, torn };
+}
+
+/**
+ * The workers' runs. A start is paired with the first later end or drop of the same worker,
+ * task and attempt; one with neither ends at its worker's kill (a `worker-kill` fault after
+ * it) or else at the run's end.
+ */
+export function runsOf(input: HistoryInput): { runs: Map<string, Run[]>; orphanEnds: number; cut: number } {
+  const kills = new Map<string, number[]>();
+  for (const f of input.faults) {
+    if (f.kind === 'worker-kill') kills.set(f.target, [...(kills.get(f.target) ?? []), f.t]);
+  }
+  const byKey = new Map<string, WorkerRecord[]>();
+  for (const r of input.workers) {
+    const key = `${r.task_id} ${r.attempt} ${r.worker}`;
+    const list = byKey.get(key);
+    if (list) list.push(r);
+    else byKey.set(key, [r]);
+  }
+  const runs = new Map<string, Run[]>();
+  let orphanEnds = 0;
+  let cut = 0;
+  for (const records of byKey.values()) {
+    records.sort((a, b) => a.t - b.t || (a.ev === 'start' ? -1 : 1));
+    let open: Run | null = null;
+    const close = (run: Run): void => {
+      const list = runs.get(run.taskId);
+      if (list) list.push(run);
+      else runs.set(run.taskId, [run]);
+    };
+    const closeUnended = (run: Run, before: number): void => {
+      const kill = (kills.get(run.worker) ?? [])
+        .filter((t) => t >= run.startMs && t <= before)
+        .sort((a, b) => a - b)[0];
+      if (kill !== undefined) close({ ...run, endMs: kill, how: 'killed' });
+      else {
+        cut++;
+        close({ ...run, endMs: Math.max(run.startMs, input.run.ended_ms), how: 'cut' });
+      }
+    };
+    for (const r of records) {
+      if (r.ev === 'start') {
+        if (open) closeUnended(open, r.t);
+        open = { taskId: r.task_id, attempt: r.attempt, worker: r.worker, startMs: r.t, endMs: r.t, how: 'cut' };
+      } else if (!open) {
+        orphanEnds++;
+      } else {
+        close({ ...open, endMs: r.t, how: r.ev, ...(r.ev === 'end' ? { outcome: r.outcome } : {}) });
+        open = null;
+      }
+    }
+    if (open) closeUnended(open, Infinity);
+  }
+  for (const list of runs.values()) list.sort((a, b) => a.startMs - b.startMs);
+  return { runs, orphanEnds, cut };
+}
+
+/** Checks a run's history against every rule (see the issue 29 brief and each rule's comment). */
+export function checkHistory(input: HistoryInput): NemesisReport {
+  const { runs, orphanEnds, cut } = runsOf(input);
+  const violations: Violation[] = [];
+  const ctx: Context = { input, runs, violate: (v) => violations.push(v) };
+  const lost = checkLost(ctx);
+  const attempts = checkAttempts(ctx);
+  const holding = checkHolding(ctx);
+  const cron = checkCron(ctx);
+  checkDag(ctx);
+  const limits = checkLimits(ctx, holding.claimLostCuts);
+
+  const count = (keys: string[]): Record<string, number> => {
+    const out: Record<string, number> = {};
+    for (const k of keys) out[k] = (out[k] ?? 0) + 1;
+    return out;
+  };
+  const dags = input.producers.filter((p) => p.ev === 'dag');
+  return {
+    runMs: input.run.ended_ms - input.run.started_ms,
+    faults: count(input.faults.map((f) => f.kind)),
+    acknowledged: count(input.producers.flatMap((p) => (p.ev === 'ack' ? [p.kind] : []))),
+    dags: { count: dags.length, nodes: dags.reduce((n, d) => n + d.nodes.length, 0) },
+    cron: { schedules: cron.schedules, instances: cron.instances },
+    gaveUp: input.producers.filter((p) => p.ev === 'gave_up').length,
+    tornLines: input.tornLines,
+    orphanEnds,
+    cutRuns: cut,
+    notDue: lost.notDue,
+    lost: lost.lost,
+    duplicates: holding.duplicates,
+    duplicatedTasks: holding.duplicatedTasks,
+    unseenAttempts: attempts.unseen,
+    unknownAnswers: attempts.unknownAnswers,
+    cronGaps: cron.gaps,
+    limits,
+    violations,
+    violationsByRule: Object.fromEntries(
+      RULES.map((rule) => [rule, violations.filter((v) => v.rule === rule).length]),
+    ) as Record<RuleId, number>,
+    verdict: violations.length === 0 ? 'PASS' : 'FAIL',
+  };
+}
