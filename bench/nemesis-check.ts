@@ -169,7 +169,9 @@ export function printReport(report: NemesisReport, log: (line: string) => void):
   );
   const lostBy: Record<string, number> = {};
   for (const l of report.lost) lostBy[l.status] = (lostBy[l.status] ?? 0) + 1;
-  log(`lost: ${report.lost.length}${report.lost.length > 0 ? ` (${list(lostBy)})` : ''}`);
+  log(
+    `lost: ${report.lost.length}${report.lost.length > 0 ? ` (${list(lostBy)})` : ''}; rows no acknowledgement names: ${report.strays}`,
+  );
   log(`duplicated: ${report.duplicatedTasks} tasks; extra starts by why: ${list(report.duplicates)}`);
   log(
     `attempts no worker saw (timed out): ${report.unseenAttempts}; succeeded tasks whose final answer was not logged: ${report.unknownAnswers}`,

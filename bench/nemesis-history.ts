@@ -133,6 +133,8 @@ export interface NemesisReport {
   /** Tasks due after the run ended: not expected to have finished. */
   notDue: number;
   lost: { taskId: string; status: string }[];
+  /** Task rows that no acknowledgement names (a submit whose answer was lost: allowed). */
+  strays: number;
   /** Extra starts (beyond a task's first) by why they happened. */
   duplicates: Record<DuplicateReason, number>;
   duplicatedTasks: number;
@@ -253,6 +255,7 @@ export function checkHistory(input: HistoryInput): NemesisReport {
     cutRuns: cut,
     notDue: lost.notDue,
     lost: lost.lost,
+    strays: lost.strays,
     duplicates: holding.duplicates,
     duplicatedTasks: holding.duplicatedTasks,
     unseenAttempts: attempts.unseen,

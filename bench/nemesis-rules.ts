@@ -67,12 +67,18 @@ export function expectedTasks(input: HistoryInput): Map<string, string> {
 
 /**
  * Rule `lost`: every expected task is in the database and final. A task due after the run
- * ended is not expected to have finished (counted, not reported).
+ * ended is not expected to have finished (counted, not reported). Also counts the strays: rows
+ * no producer was acknowledged (a submit whose answer was lost, given up).
  */
-export function checkLost(ctx: Context): { lost: { taskId: string; status: string }[]; notDue: number } {
+export function checkLost(ctx: Context): {
+  lost: { taskId: string; status: string }[];
+  notDue: number;
+  strays: number;
+} {
   const lost: { taskId: string; status: string }[] = [];
   let notDue = 0;
-  for (const [id, kind] of expectedTasks(ctx.input)) {
+  const expected = expectedTasks(ctx.input);
+  for (const [id, kind] of expected) {
     const row = ctx.input.tasks.get(id);
     if (!row) {
       lost.push({ taskId: id, status: 'missing' });
@@ -90,7 +96,9 @@ export function checkLost(ctx: Context): { lost: { taskId: string; status: strin
       });
     }
   }
-  return { lost, notDue };
+  let strays = 0;
+  for (const id of ctx.input.tasks.keys()) if (!expected.has(id)) strays++;
+  return { lost, notDue, strays };
 }
 
 /**

@@ -139,6 +139,7 @@ describe('checkHistory', () => {
     expect(report.dags).toEqual({ count: 1, nodes: 2 });
     expect(report.cron).toEqual({ schedules: 1, instances: 6 });
     expect(report.gaveUp).toBe(1);
+    expect(report.strays).toBe(0);
     expect(report.duplicates['lease ran out']).toBe(1);
     expect(report.duplicatedTasks).toBe(1);
     expect(report.cronGaps.count).toBe(0);
@@ -147,18 +148,21 @@ describe('checkHistory', () => {
     expect(Object.values(report.violationsByRule)).toEqual([0, 0, 0, 0, 0, 0]);
   });
 
-  it('reports an acknowledged task that is not final, or not in the database, but not one due after the run', () => {
+  it('reports an acknowledged task that is not final, or not in the database, but not one due after the run nor a stray', () => {
     const input = clean();
     setTask(input, 'aaaa', { status: 'pending', completedMs: null });
     input.producers.push({ ev: 'ack', t: at(1), task_id: id('gone'), idem: 'k3', kind: 'immediate', due_ms: at(1) });
     input.tasks.set(id('late'), task('late', { status: 'pending', scheduleType: 'delayed', dueMs: at(90) }));
     input.producers.push({ ev: 'ack', t: at(1), task_id: id('late'), idem: 'k4', kind: 'delayed', due_ms: at(90) });
+    // A submit that gave up after its row was written: not acknowledged, so not lost.
+    input.tasks.set(id('stray'), task('stray', { status: 'pending' }));
     const report = checkHistory(input);
     expect(report.lost).toEqual([
       { taskId: id('aaaa'), status: 'pending' },
       { taskId: id('gone'), status: 'missing' },
     ]);
     expect(report.notDue).toBe(1);
+    expect(report.strays).toBe(1);
     expect(rules(input)).toEqual(['lost', 'lost']);
   });
 
