@@ -119,7 +119,9 @@ export class ChannelLink {
 
   /** Counts an `acks` frame; room for results again may mean room for credit again. */
   acknowledged(acks: readonly WireAck[]): void {
-    const { accepted, refused } = this.results.ack(acks);
+    const { accepted, refused } = this.results.ack(acks, (taskId, ok) =>
+      this.o.onResult(taskId, ok ? 'accepted' : 'refused'),
+    );
     this.counters.reported += accepted;
     this.counters.discarded += refused;
     if (this.credit.grantable(this.owner.running(), this.results.size, this.owner.taking()) > 0) this.scheduleFlush();
@@ -129,6 +131,7 @@ export class ChannelLink {
   /** Drops a result not sent yet whose lease is gone; true when there was one. */
   dropWaiting(taskId: string): boolean {
     const dropped = this.results.dropWaiting(taskId);
+    if (dropped) this.o.onResult(taskId, 'dropped');
     this.changed.notify();
     return dropped;
   }
@@ -170,9 +173,10 @@ export class ChannelLink {
   async close(): Promise<void> {
     if (this.results.size > 0) {
       const dropped = this.results.clear();
-      this.counters.discarded += dropped;
+      this.counters.discarded += dropped.length;
+      for (const taskId of dropped) this.o.onResult(taskId, 'dropped');
       this.o.onError(
-        new Error(`${dropped} result(s) dropped: the node did not acknowledge them before the channel closed`),
+        new Error(`${dropped.length} result(s) dropped: the node did not acknowledge them before the channel closed`),
         'stopping',
       );
     }

@@ -71,14 +71,18 @@ export class ChannelResults {
     return frames;
   }
 
-  /** Applies an `acks` frame: how many results the node accepted and refused (acks of unknown ids are ignored). */
-  ack(acks: readonly WireAck[]): { accepted: number; refused: number } {
+  /**
+   * Applies an `acks` frame: how many results the node accepted and refused, each also told to
+   * `each` (acks of unknown ids are ignored).
+   */
+  ack(acks: readonly WireAck[], each: (taskId: string, ok: boolean) => void): { accepted: number; refused: number } {
     let accepted = 0;
     let refused = 0;
     for (const a of acks) {
       if (!this.unacked.delete(a.task_id)) continue;
       if (a.ok) accepted++;
       else refused++;
+      each(a.task_id, a.ok);
     }
     return { accepted, refused };
   }
@@ -97,11 +101,11 @@ export class ChannelResults {
     }));
   }
 
-  /** Drops everything; returns how many results were dropped. */
-  clear(): number {
-    const n = this.size;
+  /** Drops everything; returns the task ids of the results dropped. */
+  clear(): string[] {
+    const ids = [...this.waiting.keys(), ...this.unacked.keys()];
     this.waiting.clear();
     this.unacked.clear();
-    return n;
+    return ids;
   }
 }

@@ -1,6 +1,7 @@
 import { backoffMs, sleep } from './backoff.js';
 import { NodeAnswerError, type NodeAnswer, type NodeClient } from './http.js';
 import type { CompiledBatchOptions } from './options.js';
+import type { ResultOutcome } from './types.js';
 import { readBatchOutcome, type WireResult } from './wire.js';
 
 /**
@@ -67,6 +68,8 @@ export interface ReporterDeps {
    * whether this settlement is a request the node answered (false: dropped undelivered).
    */
   onSettled(accepted: number, discarded: number, answered: boolean): void;
+  /** Called for each result once its fate is known (`WorkerOptions.onResult`). */
+  onResult(taskId: string, outcome: ResultOutcome): void;
 }
 
 export class CompletionReporter {
@@ -124,7 +127,11 @@ export class CompletionReporter {
       try {
         const outcome = await this.send(pending);
         let accepted = 0;
-        for (const r of pending) if (outcome.get(r.wire.task_id) === true) accepted++;
+        for (const r of pending) {
+          const taken = outcome.get(r.wire.task_id) === true;
+          if (taken) accepted++;
+          this.deps.onResult(r.wire.task_id, taken ? 'accepted' : 'refused');
+        }
         this.deps.onSettled(accepted, pending.length - accepted, true);
         return;
       } catch (error) {
@@ -132,6 +139,7 @@ export class CompletionReporter {
         this.deps.onError(error, `reporting ${pending.length} result(s)${transient ? ', will retry' : ''}`);
         if (!transient) {
           this.deps.onSettled(0, pending.length, true);
+          for (const r of pending) this.deps.onResult(r.wire.task_id, 'refused');
           return;
         }
         waitMs =
@@ -145,6 +153,7 @@ export class CompletionReporter {
           'reporting results',
         );
         this.deps.onSettled(0, late.length, false);
+        for (const r of late) this.deps.onResult(r.wire.task_id, 'dropped');
         pending = pending.filter((r) => r.deadlineMs >= retryAtMs);
         if (pending.length === 0) return;
       }

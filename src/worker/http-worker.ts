@@ -66,6 +66,7 @@ export class HttpWorker implements Worker {
       client: this.client,
       options: o.batch,
       onError: o.onError,
+      onResult: o.onResult,
       onSettled: (accepted, discarded, answered) => {
         if (answered) this.counters.completionRequests++;
         this.counters.reported += accepted;

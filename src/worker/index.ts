@@ -23,6 +23,7 @@ export { NodeAnswerError } from './http.js';
 export { ChannelError } from './channel-wire.js';
 export type {
   CompletionBatchOptions,
+  ResultOutcome,
   StopOptions,
   TaskContext,
   TaskHandler,

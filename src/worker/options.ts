@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { TaskHandler, WorkerOptions, WorkerTransport } from './types.js';
+import type { ResultOutcome, TaskHandler, WorkerOptions, WorkerTransport } from './types.js';
 
 /** Options after defaults and checks: complete, in milliseconds, frozen. */
 export interface CompiledWorkerOptions {
@@ -23,6 +23,7 @@ export interface CompiledWorkerOptions {
   /** Bytes of JSON. */
   readonly maxResultBytes: number;
   readonly onError: (error: unknown, context: string) => void;
+  readonly onResult: (taskId: string, outcome: ResultOutcome) => void;
 }
 
 export interface CompiledBatchOptions {
@@ -88,6 +89,7 @@ export function compileWorkerOptions(o: WorkerOptions): CompiledWorkerOptions {
     connections: int('connections', o.connections, 8, 2, 1_000),
     maxResultBytes: int('maxResultBytes', o.maxResultBytes, 64 * 1024, 1, 64 * 1024 * 1024),
     onError: o.onError ?? writeToStderr,
+    onResult: o.onResult ?? (() => undefined),
   });
 }
 

@@ -139,7 +139,18 @@ export interface WorkerOptions {
    * result that could not be delivered). @default writes one line to stderr
    */
   onError?: (error: unknown, context: string) => void;
+  /**
+   * Called once for each result this worker reported, when its fate is known: `accepted` (the
+   * node stored it), `refused` (the lease was no longer this worker's, or the node rejected the
+   * result), `dropped` (never delivered: its lease ran out before a node could be reached, or
+   * the worker stopped first). For audits that must know which attempt's result counted.
+   * @default none
+   */
+  onResult?: (taskId: string, outcome: ResultOutcome) => void;
 }
+
+/** What became of a reported result (`WorkerOptions.onResult`). */
+export type ResultOutcome = 'accepted' | 'refused' | 'dropped';
 
 /** Counters of one worker since it started. A fresh object on every read. */
 export interface WorkerStats {

@@ -32,12 +32,17 @@ describe('ChannelResults', () => {
     results.send((f) => frames.push(f));
     expect(results.size).toBe(3);
     expect(results.waitingCount).toBe(0);
+    const told: [string, boolean][] = [];
+    const tell = (taskId: string, ok: boolean): void => void told.push([taskId, ok]);
     expect(
-      results.ack([
-        { task_id: 't-0', ok: true },
-        { task_id: 't-0', ok: true },
-        { task_id: 'nope', ok: false },
-      ]),
+      results.ack(
+        [
+          { task_id: 't-0', ok: true },
+          { task_id: 't-0', ok: true },
+          { task_id: 'nope', ok: false },
+        ],
+        tell,
+      ),
     ).toEqual({ accepted: 1, refused: 0 });
     results.requeue();
     expect(results.leases()).toEqual([
@@ -46,7 +51,12 @@ describe('ChannelResults', () => {
     ]);
     results.send((f) => frames.push(f));
     expect(frames[1]).toBe(`{"type":"results","results":[${JSON.stringify(result(1))},${JSON.stringify(result(2))}]}`);
-    expect(results.ack([{ task_id: 't-1', ok: false }])).toEqual({ accepted: 0, refused: 1 });
-    expect(results.clear()).toBe(1);
+    expect(results.ack([{ task_id: 't-1', ok: false }], tell)).toEqual({ accepted: 0, refused: 1 });
+    // Each known result is told once, with the node's answer; what is left is dropped by id.
+    expect(told).toEqual([
+      ['t-0', true],
+      ['t-1', false],
+    ]);
+    expect(results.clear()).toEqual(['t-2']);
   });
 });

@@ -139,7 +139,13 @@ describe('worker SDK on the channel', () => {
   it('sends the results of tasks that finish together in one frame, with their credit, and counts the acks', async () => {
     const node = await fakeNode();
     const all = gate();
-    const w = worker({ url: node.url, concurrency: 20, handler: () => all.promise });
+    const told = new Map<string, string>();
+    const w = worker({
+      url: node.url,
+      concurrency: 20,
+      handler: () => all.promise,
+      onResult: (taskId, outcome) => told.set(taskId, outcome),
+    });
     const conn = await node.accept();
     await conn.next('hello');
     conn.welcome();
@@ -162,6 +168,9 @@ describe('worker SDK on the channel', () => {
     });
     await until(() => w.stats.unreported === 0, 'the acks');
     expect(w.stats).toMatchObject({ reported: 19, discarded: 1, resultFrames: 1 });
+    // Each result's own fate, as the node answered it.
+    expect(told.get(results[0]!.task_id)).toBe('refused');
+    expect(results.slice(1).map((r) => told.get(r.task_id))).toEqual(Array.from({ length: 19 }, () => 'accepted'));
   });
 
   it("sends the handler's value as the result, and the latest progress of a running task in a progress frame", async () => {
@@ -235,7 +244,13 @@ describe('worker SDK on the channel', () => {
   it('after a lost socket, resumes its leases on the next one, resends unacknowledged results and counts refused ones as discarded', async () => {
     const node = await fakeNode();
     const held = heldHandlers();
-    const w = worker({ url: node.url, concurrency: 4, handler: held.handler });
+    const told: [string, string][] = [];
+    const w = worker({
+      url: node.url,
+      concurrency: 4,
+      handler: held.handler,
+      onResult: (taskId, outcome) => told.push([taskId, outcome]),
+    });
     const first = await node.accept();
     await first.next('hello');
     first.welcome();
@@ -269,6 +284,12 @@ describe('worker SDK on the channel', () => {
     second.ack(later.results);
     await until(() => w.stats.unreported === 0 && w.stats.running === 0, 'everything settled');
     expect(w.stats).toMatchObject({ reconnects: 1, reported: 1, discarded: 2, leasesLost: 1 });
+    // The result sent on the lost socket is told once, when the second socket answers it; the
+    // lost lease's task never reported (its handler was aborted), so it is told nothing.
+    expect(told).toEqual([
+      [finished.task_id, 'refused'],
+      [runningTask.task_id, 'accepted'],
+    ]);
   });
 
   it('resumes at most 1 000 leases in one hello (the node refuses more), and says so', async () => {

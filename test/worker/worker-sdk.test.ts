@@ -78,9 +78,11 @@ describe('worker SDK', () => {
     const count = 40;
     const seen: unknown[] = [];
     const allStarted = gate();
+    const told = new Map<string, string>();
     const w = worker({
       taskTypes: ['sdk.basic'],
       concurrency: count,
+      onResult: (taskId, outcome) => told.set(taskId, outcome),
       handler: async ({ payload, attempt }) => {
         expect(attempt).toBe(1);
         seen.push(payload);
@@ -97,6 +99,7 @@ describe('worker SDK', () => {
     expect(w.stats.completionRequests).toBeLessThanOrEqual(2);
     const statuses = await Promise.all(ids.map(async (id) => (await getTask(id)).status));
     expect(new Set(statuses)).toEqual(new Set(['succeeded']));
+    expect(ids.map((id) => told.get(id))).toEqual(ids.map(() => 'accepted'));
   });
 
   it('never runs more than `concurrency` handlers', async () => {
