@@ -76,6 +76,7 @@ export interface CompiledOptions {
   readonly safetyNetGraceMs: number;
   readonly retentionMs: number;
   readonly testClockOffsetMs: number;
+  readonly testClockStepFile: string | null;
   /** The bootstrap admin key (`adminToken` or the contents of `adminTokenFile`). */
   readonly adminToken: string | null;
   readonly insecure: boolean;
@@ -174,6 +175,7 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     safetyNetGraceMs: num('safetyNetGraceSeconds', o.safetyNetGraceSeconds, 0.05, 86_400) * 1000,
     retentionMs: retention(o.retentionSeconds) * 1000,
     testClockOffsetMs: Math.round(num('testClockOffsetSeconds', o.testClockOffsetSeconds, -86_400, 86_400) * 1000),
+    testClockStepFile: o.testClockStepFile === null ? null : str('testClockStepFile', o.testClockStepFile),
     adminToken: secret('adminToken', o.adminToken, o.adminTokenFile, 16),
     insecure: bool('insecure', o.insecure),
     allowedHosts: destinations('allowedHosts', o.allowedHosts),
@@ -267,6 +269,7 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   safetyNetGraceSeconds: 10,
   retentionSeconds: 7 * 86_400,
   testClockOffsetSeconds: 0,
+  testClockStepFile: null,
   adminToken: null,
   adminTokenFile: null,
   insecure: false,

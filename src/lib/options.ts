@@ -189,6 +189,13 @@ export interface WheelhouseOptions {
    */
   testClockOffsetSeconds?: number;
   /**
+   * For tests of clock steps only: a file holding a number of seconds. Whenever its contents
+   * change, this node's own clock is stepped to read that many seconds ahead (negative:
+   * behind), on top of `testClockOffsetSeconds` — as when an operator or NTP steps a running
+   * machine's clock. @default null
+   */
+  testClockStepFile?: string | null;
+  /**
    * The bootstrap admin key: a bearer secret with every scope (docs/security.md). With it, or
    * once any key was made through `/admin/tokens`, every route but the open ones needs a key.
    * Better given as a file (`adminTokenFile`) or the environment (WHEELHOUSE_ADMIN_TOKEN) than a

@@ -1,3 +1,4 @@
+import { readFileSync, watchFile } from 'node:fs';
 import type { Logger } from 'pino';
 
 import type { NodeEvents } from '../domain/events.js';
@@ -36,9 +37,30 @@ export async function nodeClock(
   backend: Backend,
   given: Clock | undefined,
 ): Promise<{ clock: Clock; aligned: AlignedClock | null }> {
-  const own = given ?? offsetClock(systemClock, options.testClockOffsetMs);
+  const own = given ?? ownClock(options);
   if (given !== undefined || backend.kind !== 'postgres') return { clock: own, aligned: null };
   const aligned = new AlignedClock(own, () => backend.databaseNowMs());
   for (let i = 0; i < CLOCK_SAMPLES_AT_START; i++) await aligned.sample();
   return { clock: aligned, aligned };
+}
+
+/** The machine's clock, set wrong on purpose where a test of clock skew or steps asks for it. */
+function ownClock(options: CompiledOptions): Clock {
+  const offset = offsetClock(systemClock, options.testClockOffsetMs);
+  const file = options.testClockStepFile;
+  if (file === null) return offset;
+  let stepMs = 0;
+  const read = (): void => {
+    try {
+      const seconds = Number(readFileSync(file, 'utf8').trim());
+      if (Number.isFinite(seconds)) stepMs = Math.round(seconds * 1000);
+    } catch {
+      // No file (yet): no step.
+    }
+  };
+  read();
+  // Polled, not inotify: a step lands within 100 ms. Timers keep running on the monotonic
+  // clock, as they do when a real machine's clock is stepped.
+  watchFile(file, { interval: 100, persistent: false }, read);
+  return { now: () => offset.now() + stepMs, setTimer: (delayMs, fn) => offset.setTimer(delayMs, fn) };
 }
