@@ -119,10 +119,10 @@ export function startLoops(deps: LoopDeps): Cancel[] {
     loops.push(
       loop('clock_sample', CLOCK_SAMPLE_MS, async () => {
         await aligned.sample();
-        const off = Math.abs(aligned.offsetMs) > CLOCK_WARN_MS;
+        const off = Math.abs(aligned.ownSkewMs) > CLOCK_WARN_MS;
         if (off && !warned)
           log.warn(
-            { offsetMs: aligned.offsetMs },
+            { offsetMs: aligned.ownSkewMs },
             "this node's clock is off the database's; the node reads time as the database does",
           );
         warned = off;

@@ -154,7 +154,7 @@ export function nodeMetrics(
     },
   });
   gauge('wheelhouse_clock_offset_seconds', "What this node adds to its own clock to read the database's.", function () {
-    this.set((sources.aligned?.offsetMs ?? 0) / 1000);
+    this.set((sources.aligned?.ownSkewMs ?? 0) / 1000);
   });
   gauge('wheelhouse_cluster_live_nodes', 'Nodes in the ring this node routes by.', function () {
     this.set(sources.placement().ring.nodes().length);

@@ -137,7 +137,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   const ctx: NodeContext = { options, backend, clock, log, events, backoff, limits, onError };
   for (const warning of backend.warnings) log.warn(warning);
   if (aligned)
-    log.info({ offsetMs: aligned.offsetMs, rttMs: aligned.rttMs }, "this node's clock is aligned on the database's");
+    log.info({ offsetMs: aligned.ownSkewMs, rttMs: aligned.rttMs }, "this node's clock is aligned on the database's");
   let started = false;
   let backlog = 0;
   let url = `http://${options.host}:${options.port}`;
