@@ -42,6 +42,7 @@ import { DOC_PATH, consoleTable, fmtS, writeDoc, type ChaosRun, type Outcome } f
 import { runFaults } from './chaos-faults.js';
 import { ensureServices } from './services.js';
 import { faultTable, writeFaultsDoc, type FaultRun } from './chaos-faults-report.js';
+import { nemesisMain } from './nemesis.js';
 
 const NODES = 3;
 /** Lease of every task, s: a task whose worker's node died comes back this long after its claim. */
@@ -63,6 +64,8 @@ const SUBMIT_TIME_FACTOR = 1.3;
 const USAGE = `npm run chaos -- [--quick] [--tasks N] [--kill-after-ms MS] [--failure-timeout-seconds S]
                        [--workers N] [--pollers N] [--timeout-minutes M] [--only no-kill|kill] [--keep] [--write]
        npm run chaos -- --faults [--runs N] [--load-seconds S] [--tasks N] [--quick] [--write]
+       npm run chaos -- --nemesis [--minutes M] [--rate N] [--fault-every MIN-MAX] [--broken lease-recovery]
+                            (bench/nemesis.ts: --nemesis --help)
   --faults                  one node under load while its Postgres and Redis fail for real (restarts,
                             killed connections, a pause, Redis emptied), its clock 3 s ahead: see
                             bench/chaos-faults.ts. Restarts this machine's Postgres and Redis (root).
@@ -569,11 +572,14 @@ async function runOnce(stores: BenchStores, args: ChaosArgs, kill: boolean): Pro
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    process.stderr.write(`chaos: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    killAllChildren();
-    process.exit(1);
-  },
-);
+// `--nemesis` is a run of its own (bench/nemesis.ts), with its own flags.
+if (process.argv.includes('--nemesis')) nemesisMain(process.argv.slice(2));
+else
+  main().then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      process.stderr.write(`chaos: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+      killAllChildren();
+      process.exit(1);
+    },
+  );

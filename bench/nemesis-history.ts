@@ -4,6 +4,7 @@
  * turns both into one report. No I/O here: bench/nemesis-check.ts reads the files and the
  * tables; the rules themselves are in bench/nemesis-rules.ts and bench/nemesis-timing.ts.
  */
+import type { ResultOutcome } from '../src/worker/index.js';
 import { checkAttempts, checkHolding, checkLost, type Context } from './nemesis-rules.js';
 import { checkCron, checkDag, checkLimits } from './nemesis-timing.js';
 
@@ -46,7 +47,9 @@ export type WorkerRecord =
       task_type: string;
     }
   | { ev: 'end'; t: number; task_id: string; attempt: number; worker: string; outcome: 'ok' | 'lease_lost' | 'error' }
-  | { ev: 'drop'; t: number; task_id: string; attempt: number; worker: string };
+  | { ev: 'drop'; t: number; task_id: string; attempt: number; worker: string }
+  /** The node's answer to the result of a run that ended `ok` (the SDK's `onResult`). */
+  | { ev: 'answer'; t: number; task_id: string; attempt: number; worker: string; outcome: ResultOutcome };
 
 export interface FaultRecord {
   ev: 'fault';
@@ -104,6 +107,9 @@ export interface Run {
   /** `cut`: no end, drop or kill before the run's end. */
   how: 'end' | 'drop' | 'killed' | 'cut';
   outcome?: 'ok' | 'lease_lost' | 'error';
+  /** What the node made of the run's result; none when no answer was logged (worker killed, run cut). */
+  answer?: ResultOutcome;
+  answerMs?: number;
 }
 
 export type RuleId = 'lost' | 'attempts' | 'double-holding' | 'cron' | 'dag' | 'limits';
@@ -193,7 +199,9 @@ export function runsOf(input: HistoryInput): { runs: Map<string, Run[]>; orphanE
   for (const records of byKey.values()) {
     records.sort((a, b) => a.t - b.t || (a.ev === 'start' ? -1 : 1));
     let open: Run | null = null;
+    let last = null as Run | null;
     const close = (run: Run): void => {
+      last = run;
       const list = runs.get(run.taskId);
       if (list) list.push(run);
       else runs.set(run.taskId, [run]);
@@ -209,7 +217,12 @@ export function runsOf(input: HistoryInput): { runs: Map<string, Run[]>; orphanE
       }
     };
     for (const r of records) {
-      if (r.ev === 'start') {
+      if (r.ev === 'answer') {
+        if (open) closeUnended(open, r.t);
+        open = null;
+        if (last) Object.assign(last, { answer: r.outcome, answerMs: r.t });
+        else orphanEnds++;
+      } else if (r.ev === 'start') {
         if (open) closeUnended(open, r.t);
         open = { taskId: r.task_id, attempt: r.attempt, worker: r.worker, startMs: r.t, endMs: r.t, how: 'cut' };
       } else if (!open) {

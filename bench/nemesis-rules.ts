@@ -44,6 +44,20 @@ export function attemptEnd(
   return null;
 }
 
+/**
+ * Whether a fault of the cluster or its stores (a worker's own faults aside) was under way at
+ * some instant of [fromMs, toMs]: its window is [t, until], or [t, t + FAULT_DEFAULT_MS].
+ */
+export function clusterFaultOverlaps(input: HistoryInput, fromMs: number, toMs: number): boolean {
+  return input.faults.some(
+    (f) =>
+      f.kind !== 'worker-kill' &&
+      f.kind !== 'worker-drop-leases' &&
+      f.t <= toMs &&
+      (f.until ?? f.t + FAULT_DEFAULT_MS) >= fromMs,
+  );
+}
+
 /** The first `pg-failover` fault injected within [fromMs, toMs]. */
 export function failoverWithin(input: HistoryInput, fromMs: number, toMs: number): number | null {
   const f = input.faults.find((x) => x.kind === 'pg-failover' && x.t >= fromMs && x.t <= toMs);
@@ -145,14 +159,26 @@ export function checkAttempts(ctx: Context): { unseen: number; unknownAnswers: n
     }
     if (row.status === 'succeeded' && seen.has(n)) {
       const last = runs.filter((r) => r.attempt === n);
-      if (!last.some((r) => r.outcome === 'ok')) {
-        if (last.some((r) => r.how === 'killed' || r.how === 'cut' || r.outcome === 'error')) unknownAnswers++;
+      // A result the node stored can still be answered `refused`: when the node dies before its
+      // ack leaves, the worker sends the result again on its next socket, and the new node finds
+      // the attempt over. So a refusal with a cluster fault between the run's end and its answer
+      // says nothing either way.
+      const ackLost = (r: Run): boolean =>
+        r.answer !== 'accepted' && clusterFaultOverlaps(input, r.endMs, r.answerMs ?? r.endMs);
+      if (!last.some((r) => r.answer === 'accepted')) {
+        if (
+          last.some(
+            (r) =>
+              r.how === 'killed' || r.how === 'cut' || (r.outcome === 'ok' && r.answer === undefined) || ackLost(r),
+          )
+        )
+          unknownAnswers++;
         else bad(`succeeded at attempt ${n}, but every run of it was refused or dropped`);
       }
     }
     const accepted = new Map<number, number>();
     for (const r of runs) {
-      if (r.outcome !== 'ok') continue;
+      if (r.answer !== 'accepted') continue;
       accepted.set(r.attempt, (accepted.get(r.attempt) ?? 0) + 1);
       if (r.attempt >= n) continue;
       const end = attemptEnd(input, row, r.attempt);
@@ -182,7 +208,7 @@ function whyAgain(input: HistoryInput, row: TaskRow, earlier: Run, later: Run): 
   const end = attemptEnd(input, row, earlier.attempt);
   if (end?.status === 'failed') return 'retry after failure';
   if (end?.status !== 'timed_out') return 'other';
-  return earlier.outcome === 'ok' ? 'result lost in failover' : 'lease ran out';
+  return earlier.answer === 'accepted' ? 'result lost in failover' : 'lease ran out';
 }
 
 /**

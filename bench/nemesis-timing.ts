@@ -4,19 +4,8 @@
  * predecessors succeeded, and no limit key ever had more runs at once than its concurrency.
  */
 import { resolveLimit, typeLimit, type LimitSpec } from '../src/domain/limits.js';
-import type { HistoryInput, Run } from './nemesis-history.js';
-import { attemptEnd, FAULT_DEFAULT_MS, iso, TOLERANCE_MS, type Context } from './nemesis-rules.js';
-
-/** Faults that can keep a schedule's actor from firing (a worker's faults cannot). */
-function clusterFaultOverlaps(input: HistoryInput, fromMs: number, toMs: number): boolean {
-  return input.faults.some(
-    (f) =>
-      f.kind !== 'worker-kill' &&
-      f.kind !== 'worker-drop-leases' &&
-      f.t < toMs &&
-      (f.until ?? f.t + FAULT_DEFAULT_MS) > fromMs,
-  );
-}
+import type { Run } from './nemesis-history.js';
+import { attemptEnd, clusterFaultOverlaps, iso, TOLERANCE_MS, type Context } from './nemesis-rules.js';
 
 /**
  * Rule `cron`. An instance's id is derived from (schedule, generation, fire time), so two

@@ -27,10 +27,11 @@ async function ip(...args: string[]): Promise<void> {
   await run('ip', args);
 }
 
-/** A TCP relay from `host:0` to `target`, and the sockets it holds (destroyed on close). */
+/** A TCP relay from `host:port` (a free port by default) to `target`, and the sockets it holds (destroyed on close). */
 async function forward(
   host: string,
   target: { host: string; port: number },
+  port = 0,
 ): Promise<{ server: Server; port: number }> {
   const sockets = new Set<Socket>();
   const server = createServer((client) => {
@@ -56,7 +57,7 @@ async function forward(
   };
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, host, () => resolve());
+    server.listen(port, host, () => resolve());
   });
   const address = server.address();
   if (address === null || typeof address === 'string') throw new Error('the relay has no port');
@@ -77,12 +78,13 @@ export class TestNetwork {
   ) {}
 
   /**
-   * The bridge, a namespace per node, and the relays to `postgresUrl` and `redisUrl`; or a
-   * sentence saying why this machine cannot have them (not root, no namespaces).
+   * The bridge, a namespace per node, and the relays to `postgresUrl` and `redisUrl` (none
+   * without `stores`: see `relayPorts`); or a sentence saying why this machine cannot have
+   * them (not root, no namespaces).
    */
   static async open(
     nodeIds: string[],
-    stores: { postgresUrl: string; redisUrl: string },
+    stores?: { postgresUrl: string; redisUrl: string },
   ): Promise<TestNetwork | string> {
     if (process.platform !== 'linux') return 'network namespaces need Linux';
     if (process.getuid?.() !== 0) return 'network namespaces need root (CI runs as root on this machine)';
@@ -116,6 +118,7 @@ export class TestNetwork {
         await ip('-n', ns, 'link', 'set', 'lo', 'up');
         i++;
       }
+      if (stores === undefined) return new TestNetwork(tag, subnet, namespaces, relays, '', '');
       const pg = new URL(stores.postgresUrl);
       const redis = new URL(stores.redisUrl);
       const pgRelay = await forward(`${subnet}.1`, { host: pg.hostname, port: Number(pg.port || 5432) });
@@ -149,10 +152,36 @@ export class TestNetwork {
     return ['ip', 'netns', 'exec', ns];
   }
 
+  /** Where the nodes reach a store: `.1` Postgres, `.2` Redis. */
+  storeAddress(store: 'postgres' | 'redis'): string {
+    return this.target(store);
+  }
+
   private target(to: Peer): string {
     if (to === 'postgres') return `${this.subnet}.1`;
     if (to === 'redis') return `${this.subnet}.2`;
     return this.addressOf(to);
+  }
+
+  /**
+   * Relays each of `ports` on loopback from the store's address (`.1` Postgres, `.2` Redis) —
+   * for stores of several servers: an HA Postgres, a Redis Cluster and its bus ports. On the
+   * same port number with `samePort` (a Redis Cluster's servers announce the store's address
+   * with their own ports), else on free ones (a server that listens on every address already
+   * holds its port there). Answers each loopback port's relay port.
+   */
+  async relayPorts(
+    store: 'postgres' | 'redis',
+    ports: readonly number[],
+    samePort: boolean,
+  ): Promise<Map<number, number>> {
+    const relayed = new Map<number, number>();
+    for (const port of ports) {
+      const relay = await forward(this.target(store), { host: '127.0.0.1', port }, samePort ? port : 0);
+      this.relays.push(relay.server);
+      relayed.set(port, relay.port);
+    }
+    return relayed;
   }
 
   /** From now on nothing `from` sends to `to` arrives (what `to` sends still does). */

@@ -51,7 +51,8 @@ export async function onNode(port: number, ...args: string[]): Promise<unknown> 
  */
 export async function startRedisCluster(
   args: readonly string[] = [],
-  options: { replicas?: 0 | 1 } = {},
+  /** `beforeCreate`: runs once the servers are up, before they are joined (e.g. to relay their ports). */
+  options: { replicas?: 0 | 1; beforeCreate?: (servers: readonly RedisServer[]) => Promise<void> } = {},
 ): Promise<RedisCluster> {
   const replicas = options.replicas ?? 0;
   const servers: RedisServer[] = [];
@@ -65,6 +66,7 @@ export async function startRedisCluster(
         await startRedisServer({ args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', ...args] }),
       );
     }
+    await options.beforeCreate?.(servers);
     const addresses = servers.map((server) => `127.0.0.1:${server.port}`);
     await run(
       'redis-cli',
