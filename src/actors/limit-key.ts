@@ -325,9 +325,16 @@ function armTick(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps, throttled: 
   state.cancelTick = ctx.schedule(Math.max(1, at - now), { type: 'tick' });
 }
 
+/**
+ * Oldest first (a map keeps the order entries were admitted in), so it stops at the first
+ * still young: every message pumps, and a window of 2 000 walked whole each time was 76 ms of
+ * a W1L run's profile.
+ */
 function expireAdmitted(state: LimitKeyState, now: number): void {
-  if (state.admitted.size === 0) return;
-  for (const [id, since] of state.admitted) if (now - since > ADMITTED_TTL_MS) state.admitted.delete(id);
+  for (const [id, since] of state.admitted) {
+    if (now - since <= ADMITTED_TTL_MS) break;
+    state.admitted.delete(id);
+  }
 }
 
 /**
