@@ -118,3 +118,40 @@ export function openRoom(state: LimitKeyState, now: number, admitWindow: number)
   if (state.limit && state.limit.onLimit !== 'queue') return 0;
   return Math.max(0, admissionRoom(state, now, admitWindow, Infinity).room);
 }
+
+/**
+ * A task arrived while the key has no room: `cancel_new` cancels it, `keep_latest_waiting`
+ * the ones that waited before it, `cancel_running` the oldest running one (the new one waits
+ * for its permit, so the key is never over its concurrency).
+ */
+export function onArrival(state: LimitKeyState, entry: DueEntry, deps: LimitKeyDeps): void {
+  const limit = state.limit;
+  if (!limit || limit.concurrency === null || limit.onLimit === 'queue') return;
+  if (state.holders.size + state.admitted.size < limit.concurrency) return;
+  const why = `${limit.onLimit} on limit ${state.limit?.key}`;
+  if (limit.onLimit === 'cancel_new') {
+    state.waiting.delete(entry.taskId);
+    deps.cancel([entry.taskId], `cancelled by ${why}: it was at its concurrency (${limit.concurrency})`);
+  } else if (limit.onLimit === 'keep_latest_waiting') {
+    // The newest by creation among those waiting and those admitted: arrival order is no
+    // guide (a batch reaches the key from several wheel partitions at once).
+    let newest = state.waiting.newest();
+    for (const id of state.admitted.keys()) if (newest === null || id > newest) newest = id;
+    const older = [...state.waiting.takeAllBut(newest), ...[...state.admitted.keys()].filter((id) => id !== newest)];
+    for (const id of older) state.admitted.delete(id);
+    if (older.length > 0) deps.cancel(older, `cancelled by ${why}: a newer task of the key arrived`);
+  } else if (limit.onLimit === 'cancel_running') {
+    let oldest: string | null = null;
+    let oldestMs = Infinity;
+    for (const [id, since] of state.holders) {
+      if (!state.cancelling.has(id) && since < oldestMs) {
+        oldest = id;
+        oldestMs = since;
+      }
+    }
+    if (oldest !== null) {
+      state.cancelling.add(oldest);
+      deps.cancel([oldest], `cancelled by ${why}: a newer task of the key arrived`);
+    }
+  }
+}

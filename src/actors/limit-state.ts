@@ -28,12 +28,19 @@ export interface LimitKeyState {
   unread: boolean;
   /** A read of the next waiting tasks is under way (`readMore`). */
   reading: boolean;
+  /** Admitted entries not yet sent to the ready queue: they go with the next push (`pushAdmitted`). */
+  unsent: DueEntry[];
+  /** A push of admitted entries is under way. */
+  pushing: boolean;
 }
 
 export interface LimitKeyDeps {
   store: Pick<LimitStore, 'stillRunning'>;
-  /** A key's live tasks (the node merges the reads of keys activating together). */
-  liveTasks(key: string, nowMs: number): Promise<LiveTasks>;
+  /**
+   * A key's live tasks (the node merges the reads of keys activating together): the running
+   * ones and the most urgent waiting ones, as many as the node reads at once and `beyond` more.
+   */
+  liveTasks(key: string, nowMs: number, beyond?: number): Promise<LiveTasks>;
   /** The node's catalog of declarations. */
   resolve(key: string): ResolvedLimit | null;
   /** Reads the declarations again now (a key its catalog did not know yet). */
@@ -50,6 +57,8 @@ export interface LimitKeyDeps {
   events: NodeEventSink;
   /** Most tasks of a key (of weight 1) in the ready queue at once, not yet granted. */
   admitWindow: number;
+  /** A key with unread waiting tasks reads the next batch once fewer than this wait here. */
+  readMoreBelow: number;
   idlePassivationMs: number;
   /** How often holders are checked against the task table while tasks wait. */
   reconcileMs: number;
@@ -80,7 +89,8 @@ export function idleForMs(state: LimitKeyState, nowMs: number, idleMs: number): 
     state.waiting.size > 0 ||
     state.cancelling.size > 0 ||
     state.unread ||
-    state.reading;
+    state.reading ||
+    state.pushing;
   const rateMs = state.rate === null ? 0 : state.rate.forgottenAtMs - nowMs;
   return Math.max(holds ? idleMs : Math.min(idleMs, QUIET_PASSIVATION_MS), rateMs);
 }

@@ -13,6 +13,7 @@ import { LIMIT, limitKeyBehavior } from '../actors/limit-key.js';
 import { LimitGate } from '../services/limit-gate.js';
 import { gatedReadyQueue } from '../services/gated-ready-queue.js';
 import { PermitReturns } from '../services/permit-returns.js';
+import { MAX_CLAIM_ROWS } from '../services/worker-channel.js';
 import type { DutyFailure, DutyFailuresEnded } from '../runtime/supervision.js';
 import type { ActorSystem } from '../runtime/system.js';
 import type { DagOutcome } from '../store/dag-types.js';
@@ -38,18 +39,26 @@ export interface ActorHelpers {
 
 /** How long a claim waits for a limit key's answer. */
 const LIMIT_ASK_MS = 5_000;
-/** Most not-yet-granted tasks of a key (of weight 1) in the ready queue at once. */
-const LIMIT_ADMIT_WINDOW = 256;
+/**
+ * Most not-yet-granted tasks of a key (of weight 1) in the ready queue at once: the rows of one
+ * claim statement. A smaller window split a non-binding key's claims (the window was 256: a
+ * claim of 1 000 slots took 256 at a time, each claim and its results frame costing as much as
+ * one of 1 000, and W1L ran at 0.64 of W1 for it; docs/decisions/0030-admit-window.md). A key
+ * whose concurrency or rate binds is held by its room, not by this.
+ */
+const LIMIT_ADMIT_WINDOW = MAX_CLAIM_ROWS;
 /** How often a key with waiting tasks checks its holders against the task table. */
 const LIMIT_RECONCILE_MS = 2_000;
 /** Most limit keys of a departed node woken at one ring change (the rest wake on their next message). */
 const LIMIT_WAKE_MAX = 10_000;
 /**
- * Most waiting tasks a key reads at once (on activation, then a batch whenever fewer than its
- * window wait): 8 windows, so that a read brings new ones while any are left (it answers at most
- * two windows the key holds: admitted, waiting). A flood's key read all its rows at activation.
+ * Most waiting tasks a key reads at once on activation, and beyond those it may hold in each
+ * later read (see `readMore` in src/actors/limit-key.ts). A flood's key read all its rows at
+ * activation.
  */
 const LIMIT_WAITING_LOAD = 2_048;
+/** A key with unread waiting tasks reads the next batch once fewer than this wait: an eighth of a read. */
+const LIMIT_READ_MORE_BELOW = LIMIT_WAITING_LOAD / 8;
 
 /**
  * Registers the four actor kinds of a node, with the helpers beside them: the wheel placement,
@@ -78,17 +87,18 @@ export function registerActorKinds(
   const gate = new LimitGate({ keys: ctx.limits, system, askTimeoutMs: LIMIT_ASK_MS, onError });
   const limitCancels = { cancel: (_taskIds: string[], _reason: string): void => undefined };
   // The keys a wheel's fire activates together read their live tasks in one statement.
-  const liveReads = new WriteBatcher<{ key: string; nowMs: number }, LiveTasks>((reads) =>
+  // A key may get more than it asked for (the largest ask of the batch): it drops duplicates.
+  const liveReads = new WriteBatcher<{ key: string; nowMs: number; beyond: number }, LiveTasks>((reads) =>
     backend.limits.liveTasksMany(
       reads.map((r) => r.key),
       reads.reduce((latest, r) => Math.max(latest, r.nowMs), 0),
-      LIMIT_WAITING_LOAD,
+      LIMIT_WAITING_LOAD + reads.reduce((most, r) => Math.max(most, r.beyond), 0),
     ),
   );
   system.register(
     limitKeyBehavior({
       store: backend.limits,
-      liveTasks: (key, nowMs) => liveReads.submit({ key, nowMs }),
+      liveTasks: (key, nowMs, beyond = 0) => liveReads.submit({ key, nowMs, beyond }),
       resolve: (key) => ctx.limits.resolve(key),
       reload: async () => {
         await ctx.limits.refresh(true);
@@ -98,6 +108,7 @@ export function registerActorKinds(
       cancel: (taskIds, reason) => limitCancels.cancel(taskIds, reason),
       events,
       admitWindow: LIMIT_ADMIT_WINDOW,
+      readMoreBelow: LIMIT_READ_MORE_BELOW,
       idlePassivationMs: options.limitIdleMs,
       reconcileMs: LIMIT_RECONCILE_MS,
     }),

@@ -32,6 +32,7 @@ function keySystem(limit: Omit<ResolvedLimit, 'key' | 'declaredAs'>) {
       cancel: () => undefined,
       events: NO_EVENTS,
       admitWindow: 256,
+      readMoreBelow: 256,
       idlePassivationMs: IDLE_MS,
       reconcileMs: 2_000,
     }),

@@ -25,55 +25,70 @@ const entry = (n: number): DueEntry => ({
   limits: [KEY],
 });
 
+/**
+ * Runs a key of window `window` over 30 due pending tasks of the task table that no wheel
+ * offers (their activation's memory is gone), reads answering the most urgent `read` and as
+ * many more as the key asks beyond: claims take what it admitted, round by round. Answers the
+ * tasks never granted.
+ */
+async function drain(window: number, read: number): Promise<string[]> {
+  // A task granted has run and left the table.
+  const pending = new Map(Array.from({ length: 30 }, (_, i) => [entry(i).taskId, entry(i)]));
+  const admitted: DueEntry[] = [];
+  const liveTasks = async (_key: string, _nowMs: number, beyond = 0): Promise<LiveTasks> => {
+    const waiting = [...pending.values()].slice(0, read + beyond);
+    return { running: [], waiting, truncated: pending.size > read + beyond };
+  };
+  const system = new ActorSystem({
+    nodeId: 'n1',
+    clock: systemClock,
+    snapshots: new MemorySnapshotStore(),
+    placement: new LocalPlacement('n1'),
+    onError: () => undefined,
+  });
+  system.register(
+    limitKeyBehavior({
+      store: { stillRunning: async () => new Set() },
+      liveTasks,
+      resolve: (key) => ({ key, declaredAs: 'k:*', concurrency: 100, rate: null, onLimit: 'queue', weight: 1 }),
+      reload: async () => undefined,
+      handOn: () => undefined,
+      ready: {
+        push: async (entries: DueEntry[]) => {
+          admitted.push(...entries);
+          return 0;
+        },
+      },
+      cancel: () => undefined,
+      events: NO_EVENTS,
+      admitWindow: window,
+      readMoreBelow: window,
+      idlePassivationMs: 60_000,
+      reconcileMs: 60_000,
+    }),
+  );
+  const key = system.ref(LIMIT, KEY);
+  try {
+    for (let round = 0; round < 1_000 && pending.size > 0; round++) {
+      const entries = admitted.splice(0);
+      const grant: LimitGrant = await key.ask({ type: 'grant', entries }, 5_000);
+      for (const id of grant.granted) pending.delete(id);
+      key.tell({ type: 'returned', taskIds: grant.granted });
+    }
+    return [...pending.keys()];
+  } finally {
+    await system.shutdown();
+  }
+}
+
 describe('limit key: reading its waiting tasks in batches', () => {
   it('reads the next batch as its waiting tasks run low, until every one has run', async () => {
-    // The task table: 30 due pending tasks of the key, none offered by a wheel (their
-    // activation's memory is gone). A task granted has run and left the table.
-    const pending = new Map(Array.from({ length: 30 }, (_, i) => [entry(i).taskId, entry(i)]));
-    const admitted: DueEntry[] = [];
-    const liveTasks = async (): Promise<LiveTasks> => {
-      const waiting = [...pending.values()].slice(0, READ);
-      return { running: [], waiting, truncated: pending.size > READ };
-    };
-    const system = new ActorSystem({
-      nodeId: 'n1',
-      clock: systemClock,
-      snapshots: new MemorySnapshotStore(),
-      placement: new LocalPlacement('n1'),
-      onError: () => undefined,
-    });
-    system.register(
-      limitKeyBehavior({
-        store: { stillRunning: async () => new Set() },
-        liveTasks,
-        resolve: (key) => ({ key, declaredAs: 'k:*', concurrency: 100, rate: null, onLimit: 'queue', weight: 1 }),
-        reload: async () => undefined,
-        handOn: () => undefined,
-        ready: {
-          push: async (entries: DueEntry[]) => {
-            admitted.push(...entries);
-            return 0;
-          },
-        },
-        cancel: () => undefined,
-        events: NO_EVENTS,
-        admitWindow: WINDOW,
-        idlePassivationMs: 60_000,
-        reconcileMs: 60_000,
-      }),
-    );
-    const key = system.ref(LIMIT, KEY);
-    try {
-      // Claims take what the key admitted, run it and give the permits back, round by round.
-      for (let round = 0; round < 1_000 && pending.size > 0; round++) {
-        const entries = admitted.splice(0);
-        const grant: LimitGrant = await key.ask({ type: 'grant', entries }, 5_000);
-        for (const id of grant.granted) pending.delete(id);
-        key.tell({ type: 'returned', taskIds: grant.granted });
-      }
-      expect([...pending.keys()]).toEqual([]);
-    } finally {
-      await system.shutdown();
-    }
+    expect(await drain(WINDOW, READ)).toEqual([]);
+  });
+
+  it('finds the rest when its window is as large as a read (the read asks beyond what it holds)', async () => {
+    // The key admits a whole read at once; its next read, of the same size, would bring only
+    // the tasks it admitted and take that for "none left".
+    expect(await drain(READ, READ)).toEqual([]);
   });
 });
