@@ -162,9 +162,10 @@ export function checkAttempts(ctx: Context): { unseen: number; unknownAnswers: n
       // A result the node stored can still be answered `refused`: when the node dies before its
       // ack leaves, the worker sends the result again on its next socket, and the new node finds
       // the attempt over. So a refusal with a cluster fault between the run's end and its answer
-      // says nothing either way.
+      // says nothing either way; nor does `unacknowledged` (the worker stopped before the ack).
       const ackLost = (r: Run): boolean =>
-        r.answer !== 'accepted' && clusterFaultOverlaps(input, r.endMs, r.answerMs ?? r.endMs);
+        r.answer === 'unacknowledged' ||
+        (r.answer !== 'accepted' && clusterFaultOverlaps(input, r.endMs, r.answerMs ?? r.endMs));
       if (!last.some((r) => r.answer === 'accepted')) {
         if (
           last.some(

@@ -172,11 +172,13 @@ export class ChannelLink {
    */
   async close(): Promise<void> {
     if (this.results.size > 0) {
-      const dropped = this.results.clear();
-      this.counters.discarded += dropped.length;
-      for (const taskId of dropped) this.o.onResult(taskId, 'dropped');
+      const { unsent, unacknowledged } = this.results.clear();
+      const dropped = unsent.length + unacknowledged.length;
+      this.counters.discarded += dropped;
+      for (const taskId of unsent) this.o.onResult(taskId, 'dropped');
+      for (const taskId of unacknowledged) this.o.onResult(taskId, 'unacknowledged');
       this.o.onError(
-        new Error(`${dropped.length} result(s) dropped: the node did not acknowledge them before the channel closed`),
+        new Error(`${dropped} result(s) dropped: the node did not acknowledge them before the channel closed`),
         'stopping',
       );
     }

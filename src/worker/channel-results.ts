@@ -101,11 +101,11 @@ export class ChannelResults {
     }));
   }
 
-  /** Drops everything; returns the task ids of the results dropped. */
-  clear(): string[] {
-    const ids = [...this.waiting.keys(), ...this.unacked.keys()];
+  /** Drops everything; returns the task ids of the results dropped: those never sent, and those sent and not acknowledged. */
+  clear(): { unsent: string[]; unacknowledged: string[] } {
+    const dropped = { unsent: [...this.waiting.keys()], unacknowledged: [...this.unacked.keys()] };
     this.waiting.clear();
     this.unacked.clear();
-    return ids;
+    return dropped;
   }
 }

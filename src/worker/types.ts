@@ -143,14 +143,15 @@ export interface WorkerOptions {
    * Called once for each result this worker reported, when its fate is known: `accepted` (the
    * node stored it), `refused` (the lease was no longer this worker's, or the node rejected the
    * result), `dropped` (never delivered: its lease ran out before a node could be reached, or
-   * the worker stopped first). For audits that must know which attempt's result counted.
-   * @default none
+   * the worker stopped first), `unacknowledged` (sent, but the worker stopped before the node
+   * answered: it may have been stored). For audits that must know which attempt's result
+   * counted. @default none
    */
   onResult?: (taskId: string, outcome: ResultOutcome) => void;
 }
 
 /** What became of a reported result (`WorkerOptions.onResult`). */
-export type ResultOutcome = 'accepted' | 'refused' | 'dropped';
+export type ResultOutcome = 'accepted' | 'refused' | 'dropped' | 'unacknowledged';
 
 /** Counters of one worker since it started. A fresh object on every read. */
 export interface WorkerStats {

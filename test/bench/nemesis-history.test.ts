@@ -230,6 +230,20 @@ describe('checkHistory', () => {
     expect(report.unknownAnswers).toBe(1);
   });
 
+  it('counts a result sent but unacknowledged when its worker stopped as unknown, not refused', () => {
+    const input = clean();
+    const runs = input.workers.filter((w) => w.task_id === id('aaaa'));
+    input.workers = input.workers.filter((w) => w.task_id !== id('aaaa'));
+    input.workers.push(...runs.map((w): WorkerRecord => (w.ev === 'answer' ? { ...w, outcome: 'unacknowledged' } : w)));
+    const report = checkHistory(input);
+    expect(report.violations).toEqual([]);
+    expect(report.unknownAnswers).toBe(1);
+    input.workers = input.workers.map((w): WorkerRecord =>
+      w.ev === 'answer' && w.task_id === id('aaaa') ? { ...w, outcome: 'dropped' } : w,
+    );
+    expect(checkHistory(input).violations.map((v) => v.rule)).toEqual(['attempts']);
+  });
+
   it('reports an attempt that ended without a worker unless it timed out', () => {
     const input = clean();
     setTask(input, 'aaaa', { attempts: 2 });

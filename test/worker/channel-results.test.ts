@@ -57,6 +57,6 @@ describe('ChannelResults', () => {
       ['t-0', true],
       ['t-1', false],
     ]);
-    expect(results.clear()).toEqual(['t-2']);
+    expect(results.clear()).toEqual({ unsent: [], unacknowledged: ['t-2'] });
   });
 });
