@@ -90,6 +90,11 @@ export class WorkerSession {
   /** Its task types, sorted, as one string: sessions with the same key are claimed for together. */
   readonly taskTypesKey: string;
   private readonly held: HeldLeases;
+  /**
+   * `results` frames being recorded: their leases are released already (no heartbeat for a
+   * result on its way) and their acks not yet sent, so a draining socket must not close yet.
+   */
+  private recording = 0;
 
   constructor(
     readonly id: string,
@@ -198,7 +203,7 @@ export class WorkerSession {
   }
 
   closeIfDrained(): void {
-    if (this.state === 'draining' && this.held.size === 0 && !this.claiming)
+    if (this.state === 'draining' && this.held.size === 0 && !this.claiming && this.recording === 0)
       this.close(CLOSE.normal, 'goodbye: every lease settled');
   }
 
@@ -231,6 +236,7 @@ export class WorkerSession {
     }
     let outcome = new Map<string, boolean>();
     let failure: WheelhouseError | null = null;
+    this.recording++;
     if (sent.size > 0) {
       try {
         const answers = await this.deps.workers.complete([...sent.values()]);
@@ -260,6 +266,7 @@ export class WorkerSession {
       }
     }
     this.send({ type: 'acks', acks });
+    this.recording--;
     this.held.arm();
     this.closeIfDrained();
   }
