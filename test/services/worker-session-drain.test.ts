@@ -31,7 +31,7 @@ describe('a draining worker session', () => {
         },
         heartbeat: () => Promise.reject(new Error('not in this test')),
         progress: () => Promise.reject(new Error('not in this test')),
-      } as unknown as SessionDeps['workers'],
+      },
       clock: new FakeClock(0),
       onError: (error) => {
         throw error;
