@@ -5,7 +5,7 @@
  * read a {@link HistoryInput} and the workers' runs and report through `violate`.
  */
 import { FINAL_STATUSES } from '../src/domain/lifecycle.js';
-import type { DuplicateReason, HistoryInput, Run, TaskRow, Violation } from './nemesis-history.js';
+import type { DuplicateReason, HistoryInput, Run, TaskRow, Violation } from './nemesis-records.js';
 
 /** How far a worker's clock reading may sit from the database's for the same instant, ms. */
 export const TOLERANCE_MS = 250;

@@ -4,7 +4,7 @@
  * predecessors succeeded, and no limit key ever had more runs at once than its concurrency.
  */
 import { resolveLimit, typeLimit, type LimitSpec } from '../src/domain/limits.js';
-import type { Run } from './nemesis-history.js';
+import type { Run } from './nemesis-records.js';
 import { attemptEnd, clusterFaultOverlaps, iso, TOLERANCE_MS, type Context } from './nemesis-rules.js';
 
 /**
