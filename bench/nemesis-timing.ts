@@ -5,7 +5,15 @@
  */
 import { resolveLimit, typeLimit, type LimitSpec } from '../src/domain/limits.js';
 import type { Run } from './nemesis-records.js';
-import { attemptEnd, clusterFaultOverlaps, iso, TOLERANCE_MS, type Context } from './nemesis-rules.js';
+import {
+  attemptEnd,
+  clusterFaultOverlaps,
+  FAILOVER_LOSS_MS,
+  failoverWithin,
+  iso,
+  TOLERANCE_MS,
+  type Context,
+} from './nemesis-rules.js';
 
 /**
  * Rule `cron`. An instance's id is derived from (schedule, generation, fire time), so two
@@ -111,10 +119,20 @@ export function checkDag(ctx: Context): void {
     if (!first) continue;
     for (const p of preds) {
       const row = input.tasks.get(p);
+      // A predecessor's success that a Postgres failover then lost (its completion committed
+      // asynchronously, decision 0003) still happened: a dependent it released may have
+      // started before the failover, and the predecessor runs again.
+      const lostSuccess = (ctx.runs.get(p) ?? []).some(
+        (r) =>
+          r.answer === 'accepted' &&
+          r.answerMs !== undefined &&
+          r.answerMs <= first.startMs + TOLERANCE_MS &&
+          failoverWithin(input, r.answerMs - TOLERANCE_MS, r.answerMs + FAILOVER_LOSS_MS) !== null,
+      );
       const why =
         row?.status !== 'succeeded'
           ? `started at ${iso(first.startMs)} though its predecessor ${p} is ${row?.status ?? 'missing'}`
-          : row.completedMs === null || first.startMs < row.completedMs - TOLERANCE_MS
+          : (row.completedMs === null || first.startMs < row.completedMs - TOLERANCE_MS) && !lostSuccess
             ? `started at ${iso(first.startMs)}, before its predecessor ${p} completed at ${iso(row.completedMs)}`
             : null;
       if (why !== null) ctx.violate({ rule: 'dag', taskIds: [id, p], why });

@@ -324,6 +324,18 @@ describe('checkHistory', () => {
     expect(checkHistory(input).violations.map((v) => v.why)).toEqual([
       expect.stringContaining('before its predecessor'),
     ]);
+    // The same when a Postgres failover lost the predecessor's first, accepted success (its
+    // completion was committed asynchronously) and it ran again: the dependent's start is
+    // explained by that first success.
+    const accepted = input.workers.find((w) => w.task_id === id('dag1') && w.ev === 'answer')!;
+    const explained = {
+      ...input,
+      faults: [
+        ...input.faults,
+        { ev: 'fault' as const, t: accepted.t + 50, kind: 'pg-failover' as const, target: 'pg1' },
+      ],
+    };
+    expect(checkHistory(explained).violations).toEqual([]);
     setTask(input, 'dag1', { status: 'failed', completedMs: at(3) });
     expect(checkHistory(input).violations.map((v) => v.why)).toEqual([expect.stringContaining('is failed')]);
   });
