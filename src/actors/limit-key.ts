@@ -74,6 +74,8 @@ export type LimitMessage =
 export const GRANT_GRACE_MS = 10_000;
 /** An admitted entry no claim asked about in this long is forgotten (it comes back if it was lost). */
 export const ADMITTED_TTL_MS = 30_000;
+/** After a failed push of admitted tasks, how long before the key pumps again, ms. */
+const UNPUSHED_RETRY_MS = 500;
 
 type Ctx = ActorContext<LimitMessage, LimitSnapshot>;
 
@@ -181,11 +183,11 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
         case 'changed':
           break;
         case 'unpushed':
-          // They wait for the next message's pump: pushing again now would spin while the
-          // ready queue is down.
+          // Pumped again after a pause (not at once: a down queue would spin); no other message may come.
           for (const entry of message.entries) {
             if (state.admitted.delete(entry.taskId)) state.waiting.add(entry);
           }
+          ctx.schedule(UNPUSHED_RETRY_MS, { type: 'changed' });
           return state;
         case 'tick':
           state.tickAtMs = null;
