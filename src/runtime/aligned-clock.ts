@@ -44,7 +44,8 @@ export class AlignedClock implements Clock {
   }
 
   now(): number {
-    return this.samples.length === 0 ? this.base.now() : this.elapsed() + this.offset;
+    // Whole milliseconds, as Date.now(): the monotonic reading has fractions.
+    return this.samples.length === 0 ? this.base.now() : Math.floor(this.elapsed() + this.offset);
   }
 
   setTimer(delayMs: number, fn: () => void): Cancel {
@@ -53,7 +54,7 @@ export class AlignedClock implements Clock {
 
   /** How far this clock is from the node's own clock, ms: what an operator's "clock off by" means. */
   get ownSkewMs(): number {
-    return this.samples.length === 0 ? 0 : this.now() - this.base.now();
+    return this.samples.length === 0 ? 0 : Math.round(this.now() - this.base.now());
   }
 
   /** The round trip of the sample in use, ms (Infinity before the first). */

@@ -8,7 +8,7 @@ import type { Clock } from '../../src/runtime/clock.js';
  * `rttMs` of monotonic time (the answer is read at its midpoint).
  */
 function machine() {
-  const m = { monotonic: 1_000, wallAheadMs: 1_700_000_000_000, dbAheadMs: 1_700_000_000_000 + 40, rttMs: 2 };
+  const m = { monotonic: 1_000.25, wallAheadMs: 1_700_000_000_000, dbAheadMs: 1_700_000_000_000 + 40, rttMs: 2 };
   const wall: Clock = { now: () => m.monotonic + m.wallAheadMs, setTimer: () => () => undefined };
   const reference = async (): Promise<number> => {
     m.monotonic += m.rttMs / 2;
@@ -17,7 +17,7 @@ function machine() {
     return answer;
   };
   const clock = new AlignedClock(wall, reference, { elapsed: () => m.monotonic });
-  const dbNow = (): number => m.monotonic + m.dbAheadMs;
+  const dbNow = (): number => Math.floor(m.monotonic + m.dbAheadMs);
   return { m, wall, clock, dbNow };
 }
 
@@ -27,6 +27,7 @@ describe('AlignedClock', () => {
     expect(clock.now()).toBe(wall.now()); // no sample yet: its own clock
     await clock.sample();
     expect(clock.now()).toBe(dbNow());
+    expect(Number.isInteger(clock.now())).toBe(true); // whole ms, as Date.now(), though the monotonic clock has fractions
     expect(clock.ownSkewMs).toBe(40);
 
     m.wallAheadMs -= 2_000; // the machine's clock is stepped back 2 s
