@@ -59,7 +59,7 @@ export class FaultLog {
 const WORKER_SCRIPT = resolve(import.meta.dirname, 'nemesis-worker.js');
 
 /** The worker processes: two on the channel, two on the HTTP long-poll, churned. */
-export class WorkerFleet {
+export class NemesisWorkers {
   private readonly children = new Map<string, ChildProcess>();
   private incarnations = 0;
 

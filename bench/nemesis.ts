@@ -22,7 +22,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { request } from 'undici';
 import { killAllChildren } from './children.js';
-import { FAULT_KINDS, FaultLog, FaultMenu, WorkerFleet, type FaultKind } from './nemesis-faults.js';
+import { FAULT_KINDS, FaultLog, FaultMenu, NemesisWorkers, type FaultKind } from './nemesis-faults.js';
 import { DEFAULT_CLI, NemesisNode } from './nemesis-nodes.js';
 import { LIMIT_FAMILY, Producer } from './nemesis-producer.js';
 import { NemesisStores } from './nemesis-stores.js';
@@ -165,7 +165,7 @@ export async function runNemesis(argv: string[]): Promise<number> {
     throw error;
   });
   const nodes: NemesisNode[] = [];
-  let fleet: WorkerFleet | undefined;
+  let fleet: NemesisWorkers | undefined;
   try {
     const flags = [
       ...['--postgres-url', stores.nodePostgresUrl, '--postgres-schema', schema],
@@ -200,7 +200,7 @@ export async function runNemesis(argv: string[]): Promise<number> {
     await Promise.all(nodes.slice(1).map((n) => n.start()));
     const urls = nodes.map((n) => n.url);
     await declareLimits(urls[0]!);
-    const workers = new WorkerFleet(dir, urls);
+    const workers = new NemesisWorkers(dir, urls);
     fleet = workers;
     await workers.startAll();
 

@@ -4,14 +4,10 @@
  * waiting tasks run low, so none is left for the safety net.
  */
 import { describe, expect, it } from 'vitest';
-import { LIMIT, limitKeyBehavior, type LimitGrant } from '../../src/actors/limit-key.js';
+import { LIMIT, type LimitGrant } from '../../src/actors/limit-key.js';
 import type { DueEntry } from '../../src/domain/model.js';
-import { NO_EVENTS } from '../../src/lib/events.js';
-import { systemClock } from '../../src/runtime/clock.js';
-import { LocalPlacement } from '../../src/runtime/placement.js';
-import { ActorSystem } from '../../src/runtime/system.js';
+import { limitKeySystem } from './limit-key-system.js';
 import type { LiveTasks } from '../../src/store/limit-types.js';
-import { MemorySnapshotStore } from '../runtime/memory-snapshots.js';
 
 const KEY = 'k:1';
 const WINDOW = 4;
@@ -39,33 +35,19 @@ async function drain(window: number, read: number): Promise<string[]> {
     const waiting = [...pending.values()].slice(0, read + beyond);
     return { running: [], waiting, truncated: pending.size > read + beyond };
   };
-  const system = new ActorSystem({
-    nodeId: 'n1',
-    clock: systemClock,
-    snapshots: new MemorySnapshotStore(),
-    placement: new LocalPlacement('n1'),
-    onError: () => undefined,
-  });
-  system.register(
-    limitKeyBehavior({
-      store: { stillRunning: async () => new Set() },
+  const system = limitKeySystem(
+    {
       liveTasks,
-      resolve: (key) => ({ key, declaredAs: 'k:*', concurrency: 100, rate: null, onLimit: 'queue', weight: 1 }),
-      reload: async () => undefined,
-      handOn: () => undefined,
       ready: {
         push: async (entries: DueEntry[]) => {
           admitted.push(...entries);
           return 0;
         },
       },
-      cancel: () => undefined,
-      events: NO_EVENTS,
       admitWindow: window,
       readMoreBelow: window,
-      idlePassivationMs: 60_000,
-      reconcileMs: 60_000,
-    }),
+    },
+    100,
   );
   const key = system.ref(LIMIT, KEY);
   try {

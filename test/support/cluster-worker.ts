@@ -268,7 +268,6 @@ export function duplicates(counts: Map<string, number>, ids?: Iterable<string>):
   return out;
 }
 
-/** Which of `ids` never ran. */
 /** Asserts that the worker was handed each of `submitted` exactly once, and that no result of it was refused. */
 export function expectEachRanOnce(worker: TestWorker, submitted: Submitted[]): void {
   const counts = worker.counts();

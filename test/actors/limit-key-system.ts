@@ -1,0 +1,39 @@
+import { limitKeyBehavior, type LimitKeyDeps } from '../../src/actors/limit-key.js';
+import { NO_EVENTS } from '../../src/lib/events.js';
+import { systemClock } from '../../src/runtime/clock.js';
+import { LocalPlacement } from '../../src/runtime/placement.js';
+import { ActorSystem } from '../../src/runtime/system.js';
+import { MemorySnapshotStore } from '../runtime/memory-snapshots.js';
+
+/**
+ * One node's actor system running limit keys of the family `k:*` at `concurrency`, on what the
+ * test gives (the key's task reads and its ready queue) and nothing else behind them.
+ */
+export function limitKeySystem(
+  deps: Pick<LimitKeyDeps, 'liveTasks' | 'ready'> & Partial<LimitKeyDeps>,
+  concurrency: number,
+): ActorSystem {
+  const system = new ActorSystem({
+    nodeId: 'n1',
+    clock: systemClock,
+    snapshots: new MemorySnapshotStore(),
+    placement: new LocalPlacement('n1'),
+    onError: () => undefined,
+  });
+  system.register(
+    limitKeyBehavior({
+      store: { stillRunning: async () => new Set() },
+      resolve: (key) => ({ key, declaredAs: 'k:*', concurrency, rate: null, onLimit: 'queue', weight: 1 }),
+      reload: async () => undefined,
+      handOn: () => undefined,
+      cancel: () => undefined,
+      events: NO_EVENTS,
+      admitWindow: 100,
+      readMoreBelow: 100,
+      idlePassivationMs: 60_000,
+      reconcileMs: 60_000,
+      ...deps,
+    }),
+  );
+  return system;
+}
