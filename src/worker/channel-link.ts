@@ -39,6 +39,8 @@ export class ChannelLink {
   /** The socket `hello` went out on (welcomed or not yet), null between sockets. */
   private session: ChannelSession | null = null;
   private flushTimer: NodeJS.Timeout | undefined;
+  /** `close` began: a task pushed from now on is not run (the node hands it on once the socket closes). */
+  private closingSocket = false;
   /** Wakes `drain`: an ack came, a result was dropped or added, the socket went. */
   private readonly changed = new Notifier();
 
@@ -53,6 +55,11 @@ export class ChannelLink {
       const session = this.session;
       return session?.ready === true ? (frame) => session.send(frame) : null;
     });
+  }
+
+  /** Whether the worker has begun to close its socket for good (`close`). */
+  get closing(): boolean {
+    return this.closingSocket;
   }
 
   /** Results waiting to be sent or acknowledged. */
@@ -171,6 +178,7 @@ export class ChannelLink {
    * tasks on when their leases run out), closes the socket, and leaves no timer armed.
    */
   async close(): Promise<void> {
+    this.closingSocket = true;
     if (this.results.size > 0) {
       const { unsent, unacknowledged } = this.results.clear();
       const dropped = unsent.length + unacknowledged.length;

@@ -187,6 +187,12 @@ export class ChannelWorker implements Worker {
   }
 
   private pushed(tasks: readonly WirePolledTask[]): void {
+    if (this.link.closing) {
+      // Pushed before the node read our close frame: it hands back what this socket held
+      // without a result as soon as it does, so running it here would run it twice at once.
+      this.counters.notRun += tasks.length;
+      return;
+    }
     for (const task of tasks) {
       if (this.running.get(task.task_id) !== undefined) {
         this.o.onError(new ProtocolError(`task ${task.task_id} was pushed while it already runs here`), 'channel');

@@ -31,6 +31,7 @@ export function newCounters(): Omit<WorkerStats, 'running' | 'unreported'> {
     discarded: 0,
     leasesLost: 0,
     timedOut: 0,
+    notRun: 0,
     polls: 0,
     completionRequests: 0,
     resultFrames: 0,

@@ -173,6 +173,11 @@ export interface WorkerStats {
   leasesLost: number;
   /** Attempts that reached their deadline here: aborted, slot freed, no result sent (not counted in `failed`). */
   timedOut: number;
+  /**
+   * Tasks pushed after the worker began to close its socket (channel): not run, and not
+   * reported — the node hands them on at once when it reads the close.
+   */
+  notRun: number;
   /** Poll requests answered (HTTP transport). */
   polls: number;
   /** Completion requests answered, batched or single (HTTP transport). */

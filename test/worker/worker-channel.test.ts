@@ -475,4 +475,25 @@ describe('worker SDK on the channel', () => {
     await stopping;
     expect(w.stats).toMatchObject({ reported: 1, running: 0 });
   });
+
+  it('does not run a task pushed after it began to close its socket: the node hands that back at once', async () => {
+    const node = await fakeNode();
+    let started = 0;
+    const w = worker({ url: node.url, handler: async () => void started++ });
+    const conn = await node.accept();
+    await conn.next('hello');
+    conn.welcome();
+    conn.push(task()); // one that runs: the worker has been welcomed once its result comes
+    conn.ack((await conn.next('results')).results);
+    await until(() => w.stats.reported === 1, 'the first result acknowledged');
+    // The node pushes as it reads `goodbye`: the worker's close frame is already on its way.
+    const t = task();
+    conn.socket.on('message', (data: Buffer) => {
+      if ((JSON.parse(data.toString()) as { type: string }).type === 'goodbye') conn.push(t);
+    });
+    await w.stop();
+    await sleep(50); // real time: a late frame would have been read by now
+    expect(started).toBe(1);
+    expect(w.stats).toMatchObject({ started: 1, notRun: 1, running: 0 });
+  });
 });
