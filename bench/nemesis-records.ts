@@ -48,6 +48,7 @@ export type WorkerRecord =
 
 export interface FaultRecord {
   ev: 'fault';
+  /** When it struck: a `pg-failover`'s is the primary's kill (what the loss windows count from). */
   t: number;
   kind: FaultKind;
   target: string;

@@ -87,17 +87,18 @@ export class NemesisStores {
   }
 
   /**
-   * kill -9 of the Postgres primary (its keeper and server); resolves once the secondary takes
-   * writes, with a description. The killed server is started again in the background and
-   * rejoins as the new secondary.
+   * kill -9 of the Postgres primary (its keeper and server; `killed` is told the instant it is
+   * dead); resolves once the secondary takes writes, with a description. The killed server is
+   * started again in the background and rejoins as the new secondary.
    */
-  async failOverPostgres(): Promise<string> {
+  async failOverPostgres(killed: () => void): Promise<string> {
+    const primary = await this.postgres.killPrimary();
     const killedAt = Date.now();
-    const killed = await this.postgres.killPrimary();
-    const port = await this.postgres.waitForWritable(120_000, killed.port);
+    killed();
+    const port = await this.postgres.waitForWritable(120_000, primary.port);
     const writableMs = Date.now() - killedAt;
-    void this.rejoinPostgres(killed.name);
-    return `killed ${killed.name} (:${killed.port}); :${port} took writes after ${writableMs} ms`;
+    void this.rejoinPostgres(primary.name);
+    return `killed ${primary.name} (:${primary.port}); :${port} took writes after ${writableMs} ms`;
   }
 
   private async rejoinPostgres(name: string): Promise<void> {
