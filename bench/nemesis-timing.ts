@@ -21,11 +21,15 @@ import {
  * `fire_once` (the default), a schedule whose actor was away longer than the misfire threshold
  * runs its overdue instance once — it keeps its own, earlier fire time — and goes on from the
  * first fire time after it is back (src/actors/cron-times.ts `fireChange`). So a gap between
- * two instances' fire times is what downtime leaves, and it is allowed when a cluster fault's
- * window [t, until or t + 15 s] overlaps the gap (the time between the instance before it and
- * the one after). Also checked: the first instance came one interval after the schedule was
+ * two instances' fire times is what downtime leaves, and it is allowed when each fire time it
+ * misses is under a cluster fault or within `CRON_RECOVERY_MS` of one's end (its window
+ * [t, until or t + 15 s]): a schedule that stays silent longer than that after the cluster
+ * is whole again is stuck, however many faults came before. Also checked: the first instance came one interval after the schedule was
  * acknowledged, and instances went on until its end (or the run's end, less one interval).
  */
+/** How long after a fault a schedule may stay silent: the failure timeout, a rehydration, a misfire pass, ms. */
+export const CRON_RECOVERY_MS = 30_000;
+
 export function checkCron(ctx: Context): {
   schedules: number;
   instances: number;
@@ -66,11 +70,16 @@ export function checkCron(ctx: Context): {
       gaps.count++;
       gaps.missed += missed;
       gaps.longestMs = Math.max(gaps.longestMs, toMs - fromMs);
-      if (clusterFaultOverlaps(input, fromMs, toMs)) return;
+      const unexplained: number[] = [];
+      for (let k = 1; k <= missed; k++) {
+        const fireMs = fromMs + k * s.every_ms;
+        if (!clusterFaultOverlaps(input, fireMs - CRON_RECOVERY_MS, fireMs)) unexplained.push(fireMs);
+      }
+      if (unexplained.length === 0) return;
       ctx.violate({
         rule: 'cron',
         taskIds: [s.schedule_id],
-        why: `schedule ${s.schedule_id}: no instance for ${missed} fire time(s) between ${iso(fromMs)} and ${iso(toMs)}, and no fault then`,
+        why: `schedule ${s.schedule_id}: no instance for ${missed} fire time(s) between ${iso(fromMs)} and ${iso(toMs)}, ${unexplained.length} of them (from ${iso(unexplained[0] as number)}) more than ${CRON_RECOVERY_MS / 1000} s after any fault`,
       });
     };
     const first = times[0] ?? Infinity;

@@ -82,6 +82,11 @@ export class Mailbox<M, R> {
     return this.running;
   }
 
+  /** The message in its handler now, if any. */
+  get handling(): M | undefined {
+    return this.currentMessage;
+  }
+
   /** Records `value` as the reply to `message`, if it is the ask being handled. */
   replyTo(message: M, value: unknown): void {
     if (message === this.currentMessage) this.currentAsk?.reply(value);

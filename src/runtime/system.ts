@@ -56,6 +56,9 @@ export const DEFAULT_ASK_TIMEOUT_MS = 5_000;
 /** How many actors `list` returns when no limit is given. */
 export const DEFAULT_LIST_LIMIT = 1_000;
 
+/** After this long, `dropAll` reports the actors that have not left yet (and why), ms. */
+const SLOW_DROP_MS = 10_000;
+
 /**
  * The actor host of one node: registered kinds, the actors live here, and the way messages
  * reach them. Each actor handles one message at a time from a bounded mailbox; it is
@@ -174,14 +177,34 @@ export class ActorSystem implements ActorSystemApi {
    */
   dropAll(): Promise<void> {
     const gone: Promise<void>[] = [];
+    const cells: ActorCell<unknown, Message, unknown>[] = [];
     for (const entry of this.router.kinds.values()) {
       entry.passive?.clear();
       for (const cell of [...entry.cells.values()]) {
         cell.requestStop('failed');
         gone.push(cell.whenGone());
+        cells.push(cell);
       }
     }
-    return Promise.all(gone).then(() => undefined);
+    // An actor leaves once its current message is done: one whose handler never settles
+    // keeps its key from activating again here, and the node from taking over what it owns.
+    const cancel = this.router.clock.setTimer(SLOW_DROP_MS, () => this.reportStragglers(cells));
+    return Promise.all(gone).then(() => cancel());
+  }
+
+  private reportStragglers(cells: readonly ActorCell<unknown, Message, unknown>[]): void {
+    const now = this.router.clock.now();
+    for (const cell of cells) {
+      if (cell.lifecycle === 'deactivated') continue;
+      const message = cell.mailbox.handling;
+      const since = cell.lastMessageAtMs === null ? '' : ` for ${now - cell.lastMessageAtMs} ms`;
+      const error = new WheelhouseError(
+        'internal',
+        `${cell.address} has not left ${SLOW_DROP_MS} ms after the node dropped its actors: ` +
+          (message === undefined ? `it is ${cell.lifecycle}` : `its '${message.type}' handler has run${since}`),
+      );
+      this.router.report(error, { kind: cell.kind, key: cell.key, during: 'deactivate', messageType: message?.type });
+    }
   }
 
   /** How many actors of each kind this node holds (activating or live): O(kinds), for metrics. */

@@ -307,6 +307,11 @@ describe('checkHistory', () => {
     expect(checkHistory(input).violations).toEqual([]);
     input.faults = [{ ev: 'fault', t: at(13), kind: 'worker-kill', target: 'w9' }];
     expect(rules(input)).toEqual(['cron']);
+    // A fault long over does not explain a schedule that is still silent (it is stuck).
+    input.faults = [{ ev: 'fault', t: at(13) - 60_000, kind: 'node-stop', target: 'n1', until: at(13) - 45_000 }];
+    expect(checkHistory(input).violations.map((v) => v.why)).toEqual([expect.stringContaining('2 of them (from')]);
+    input.faults[0]!.until = at(15) - 30_000; // the fire time at 14 s is within 30 s of its end, 16 s is not
+    expect(checkHistory(input).violations.map((v) => v.why)).toEqual([expect.stringContaining('1 of them (from')]);
   });
 
   it('reports a schedule that stopped firing before its end', () => {

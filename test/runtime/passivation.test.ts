@@ -312,4 +312,32 @@ describe('fencing', () => {
     });
     expect(errors).toEqual([]);
   });
+
+  it('dropAll names an actor whose handler has not settled 10 s after it was dropped', async () => {
+    const p = probe();
+    const gate = deferred();
+    p.gates.push(gate);
+    const { system, clock, errors } = testSystem();
+    system.register(visitsBehavior(p));
+    const ref = system.ref(VISITS, 'v1');
+    ref.tell({ type: 'visit' });
+    expect(await ref.ask({ type: 'count' }, 60_000)).toBe(1);
+    ref.tell({ type: 'slow' });
+    await flushMicrotasks();
+    let dropped = false;
+    const dropping = system.dropAll().then(() => (dropped = true));
+    await clock.advance(9_999);
+    expect(errors).toEqual([]);
+    await clock.advance(1);
+    expect(dropped).toBe(false);
+    expect(errors.map((e) => [(e.error as Error).message, e.info])).toEqual([
+      [
+        "visits/v1 has not left 10000 ms after the node dropped its actors: its 'slow' handler has run for 10000 ms",
+        { kind: 'visits', key: 'v1', during: 'deactivate', messageType: 'slow' },
+      ],
+    ]);
+    gate.resolve();
+    await dropping;
+    expect(p.deactivations).toEqual(['failed']);
+  });
 });
