@@ -20,7 +20,8 @@ import pg from 'pg';
 import { bucketKeys, typeRegistryKeys } from '../src/store/redis-keys.js';
 import { PgHa } from './pg-ha.js';
 import { POSTGRES_URL, REDIS_URL } from './stores.js';
-import { failOver, primaryOf, startRedisCluster, type RedisCluster } from '../test/support/redis-cluster.js';
+import { failOver, onNode, primaryOf, startRedisCluster, type RedisCluster } from '../test/support/redis-cluster.js';
+import type { RedisServer } from '../test/support/redis-server.js';
 
 /** Where the Postgres set of the `postgres` case listens (monitor; the servers take the next two). */
 const PG_HA_BASE_PORT = 56432;
@@ -100,11 +101,16 @@ async function startPgHa(names: HerdStoreNames, log: (line: string) => void): Pr
 
 async function startRedisClusterStores(names: HerdStoreNames): Promise<HerdStores> {
   const cluster = await startRedisCluster(['--cluster-node-timeout', String(REDIS_NODE_TIMEOUT_MS)], { replicas: 1 });
+  // Chosen now, so that the kill comes when it is due (the slots stay where they are until then).
+  const target = await busiestPrimary(cluster, names).catch(async (error: unknown) => {
+    await cluster.stop();
+    throw error;
+  });
   return {
     nodeFlags: ['--postgres-url', POSTGRES_URL, '--redis-url', cluster.seeds, '--redis-cluster'],
     description: `Redis Cluster (3 primaries + 3 replicas, node timeout ${REDIS_NODE_TIMEOUT_MS} ms) on ${cluster.seeds}; Postgres: ${POSTGRES_URL} schema ${names.schema}`,
     postgresUrl: () => Promise.resolve(POSTGRES_URL),
-    killPrimary: () => killBusiestRedisPrimary(cluster, names),
+    killPrimary: () => killRedisPrimary(cluster, target),
     async stop() {
       await cluster.stop();
       const client = new pg.Client({ connectionString: POSTGRES_URL });
@@ -119,8 +125,17 @@ async function startRedisClusterStores(names: HerdStoreNames): Promise<HerdStore
   };
 }
 
-/** The kill of the Redis case: which primary, and the partitions it served. */
-async function killBusiestRedisPrimary(cluster: RedisCluster, names: HerdStoreNames): Promise<Failover> {
+interface RedisTarget {
+  primary: RedisServer;
+  replica: RedisServer;
+  /** The wheel partitions whose keys it serves. */
+  affectedPartitions: number[];
+  /** The port of the primary that holds the task type's registry. */
+  registry: number;
+}
+
+/** The primary that serves the most wheel partitions, other than the task type's registry's. */
+async function busiestPrimary(cluster: RedisCluster, names: HerdStoreNames): Promise<RedisTarget> {
   const served = await Promise.all(
     Array.from({ length: names.partitions }, (_, p) => primaryOf(cluster, bucketKeys(names.redisPrefix, p).intact)),
   );
@@ -134,13 +149,25 @@ async function killBusiestRedisPrimary(cluster: RedisCluster, names: HerdStoreNa
   const affectedPartitions = served.flatMap((s, p) => (s.primary.port === port ? [p] : []));
   const { primary, replica } = served[affectedPartitions[0] ?? -1] ?? {};
   if (primary === undefined || replica === undefined) throw new Error('no Redis primary with a replica to kill');
+  return { primary, replica, affectedPartitions, registry };
+}
+
+/** The kill of the Redis case: SIGKILL, then its replica's promotion and a whole cluster. */
+async function killRedisPrimary(cluster: RedisCluster, target: RedisTarget): Promise<Failover> {
+  const { primary, replica, affectedPartitions, registry } = target;
+  // How far behind the replica may have been as the primary died (Redis replicates
+  // asynchronously; a replica acknowledges once a second, so this is an upper bound).
+  const info = String(await onNode(primary.port, 'INFO', 'replication').catch(() => ''));
+  const sent = Number(/master_repl_offset:(\d+)/.exec(info)?.[1]);
+  const acked = Number(/slave\d+:[^\r\n]*offset=(\d+)/.exec(info)?.[1]);
+  const behind = Number.isFinite(sent - acked) ? `${sent - acked} bytes` : 'unknown';
   const { killedAt, promotedAt } = await failOver(cluster, primary, replica);
   return {
     killedMs: killedAt,
     takeOverMs: promotedAt - killedAt,
     what:
       `killed the Redis primary :${primary.port} (${affectedPartitions.length} wheel partitions; the type's registry is on :${registry}); ` +
-      `replica :${replica.port} promoted after ${promotedAt - killedAt} ms`,
+      `replica :${replica.port} (its last acknowledged offset ${behind} behind the primary's just before the kill) promoted after ${promotedAt - killedAt} ms`,
     affectedPartitions,
   };
 }

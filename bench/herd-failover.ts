@@ -11,12 +11,14 @@
  * lost, handed out twice and why (pg-failover's classification), kill → writable / replica
  * promoted, kill → first claim after it, the herd's start lag, and on Redis the affected
  * partitions' gap. Exits 1 on a lost task. Run it under `flock /tmp/wh-bench.lock`.
+ * HERD_FAILOVER_DUMP=<file> also writes T, the kill and every handler start there (JSON).
  */
 import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { killAllChildren } from './children.js';
-import { startBenchCluster, submitSpread, type BenchCluster } from './cluster-nodes.js';
+import { metric, scrapeMetrics, startBenchCluster, submitSpread, type BenchCluster } from './cluster-nodes.js';
 import {
   countSucceeded,
   describeGaps,
@@ -144,10 +146,12 @@ async function main(): Promise<number> {
     if (marginLeftMs < 1_000) log('herd-failover: !!! submission ended less than 1 s before T');
 
     await sleep(Math.max(0, dueMs + args.killAfterMs - Date.now()));
+    const rebuildsBefore = await rebuilds(urls);
     const failover = await stores.killPrimary();
     log(`herd-failover: ${failover.what}`);
 
     const settledAfterMs = await waitForSucceeded(stores, names.schema, args.count, failover, args.settleMs);
+    const rebuiltAfterKill = (await rebuilds(urls)) - rebuildsBefore;
     const results = await fleet.stop();
     fleet = undefined;
     const outcome = await readOutcome(
@@ -159,6 +163,8 @@ async function main(): Promise<number> {
     );
     const starts = flattenStarts(results.map((r) => r.starts));
     const h = handouts(starts, dueMs, failover.killedMs);
+    if (process.env.HERD_FAILOVER_DUMP)
+      writeFileSync(process.env.HERD_FAILOVER_DUMP, JSON.stringify({ dueMs, failover, starts }));
     const lines = [
       `store ${args.store}; nodes ${args.nodes}; count ${spaced(args.count)}; kill ${args.killAfterMs} ms after T; lease ${args.leaseSeconds} s`,
       `load average before ${loadBefore}, after ${load()}`,
@@ -172,6 +178,7 @@ async function main(): Promise<number> {
         `last completion ${outcome.lastCompletedMs === null ? 'none' : `T + ${((outcome.lastCompletedMs - dueMs) / 1000).toFixed(2)} s (kill + ${((outcome.lastCompletedMs - failover.killedMs) / 1000).toFixed(2)} s)`}` +
         (settledAfterMs === null ? `; NOT every task succeeded within ${args.settleMs / 1000} s of the kill` : ''),
       `start lag p50 ${(h.lagMs.p50 / 1000).toFixed(3)} s, p99 ${(h.lagMs.p99 / 1000).toFixed(3)} s, max ${(h.lagMs.max / 1000).toFixed(3)} s (first start − T, ${spaced(h.started)} tasks)`,
+      `wheel partitions rebuilt from Postgres after the kill ${rebuiltAfterKill}`,
       ...gapLines(starts, failover),
     ];
     if (outcome.lost.length > 0)
@@ -223,6 +230,12 @@ async function waitForSucceeded(
     }
     await sleep(1_000);
   }
+}
+
+/** Partition rebuilds so far, over the nodes (`wheelhouse_partition_rebuilds_total`); NaN if one does not answer. */
+async function rebuilds(urls: readonly string[]): Promise<number> {
+  const scrapes = await Promise.all(urls.map((url) => scrapeMetrics(url).catch(() => null)));
+  return scrapes.reduce((n, s) => n + (s === null ? Number.NaN : metric(s, 'wheelhouse_partition_rebuilds_total')), 0);
 }
 
 /** Redis: the affected partitions' gap, and the others' for comparison. */
