@@ -145,8 +145,9 @@ async function main(): Promise<number> {
     log(`herd-failover: submitted; T in ${(marginLeftMs / 1000).toFixed(1)} s; ${submitted.retried} batches re-sent`);
     if (marginLeftMs < 1_000) log('herd-failover: !!! submission ended less than 1 s before T');
 
-    await sleep(Math.max(0, dueMs + args.killAfterMs - Date.now()));
+    // Scraped before T: at T the node is busy firing the herd, and the kill must not wait on it.
     const rebuildsBefore = await rebuilds(urls);
+    await sleep(Math.max(0, dueMs + args.killAfterMs - Date.now()));
     const failover = await stores.killPrimary();
     log(`herd-failover: ${failover.what}`);
 
@@ -172,7 +173,7 @@ async function main(): Promise<number> {
       `acknowledged ${spaced(acknowledged.filter(Boolean).length)}; lost ${outcome.lost.length}; rows by status ${JSON.stringify(outcome.byStatus)}`,
       `tasks started before the kill ${spaced(h.started - h.startedAfterKill)}, first started after it ${spaced(h.startedAfterKill)}`,
       `handed out more than once ${h.duplicates.length} ${JSON.stringify(h.why)}`,
-      `${failover.what}`,
+      `${failover.what}; the kill at T + ${((failover.killedMs - dueMs) / 1000).toFixed(2)} s`,
       `kill -> ${args.store === 'postgres' ? 'a server takes writes' : 'replica promoted'} ${failover.takeOverMs} ms; ` +
         `kill -> first claim after it ${outcome.firstClaimAfterKillMs ?? 'none'} ms; ` +
         `last completion ${outcome.lastCompletedMs === null ? 'none' : `T + ${((outcome.lastCompletedMs - dueMs) / 1000).toFixed(2)} s (kill + ${((outcome.lastCompletedMs - failover.killedMs) / 1000).toFixed(2)} s)`}` +
