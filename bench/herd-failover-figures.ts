@@ -168,6 +168,7 @@ export function partitionGaps(starts: readonly Start[], partitions: number, kill
 /** `p3 4.21 s (812 left)`-style lines: the partitions that still had tasks at the kill, longest gap first. */
 export function describeGaps(gaps: readonly PartitionGap[]): {
   line: string;
+  minS: number | null;
   maxS: number | null;
   medianS: number | null;
 } {
@@ -179,6 +180,7 @@ export function describeGaps(gaps: readonly PartitionGap[]): {
     (idle > 0 ? `${busy.length > 0 ? '; ' : ''}${idle} drained before the kill` : '');
   return {
     line,
+    minS: seconds.at(-1) ?? null,
     maxS: seconds[0] ?? null,
     medianS: seconds.length === 0 ? null : seconds[Math.floor(seconds.length / 2)]!,
   };

@@ -239,18 +239,24 @@ async function rebuilds(urls: readonly string[]): Promise<number> {
   return scrapes.reduce((n, s) => n + (s === null ? Number.NaN : metric(s, 'wheelhouse_partition_rebuilds_total')), 0);
 }
 
-/** Redis: the affected partitions' gap, and the others' for comparison. */
+/**
+ * Each wheel partition's gap: on Redis those on the killed primary, and the others for
+ * comparison; on Postgres every partition (all claims stop).
+ */
 function gapLines(starts: ReturnType<typeof flattenStarts>, failover: Failover): string[] {
-  const affected = failover.affectedPartitions;
-  if (affected === null) return [];
+  const affected = failover.affectedPartitions ?? Array.from({ length: PARTITIONS }, (_, p) => p);
   const gaps = partitionGaps(starts, PARTITIONS, failover.killedMs);
   const mine = describeGaps(gaps.filter((g) => affected.includes(g.partition)));
   const others = describeGaps(gaps.filter((g) => !affected.includes(g.partition)));
   const s = (v: number | null): string => (v === null ? '-' : `${v.toFixed(2)} s`);
   return [
-    `affected partitions (${affected.length}): longest time without a delivery from the kill, median ${s(mine.medianS)}, max ${s(mine.maxS)}`,
+    `affected partitions (${affected.length}): longest time without a delivery from the kill, min ${s(mine.minS)}, median ${s(mine.medianS)}, max ${s(mine.maxS)}`,
     `  ${mine.line}`,
-    `other partitions (${PARTITIONS - affected.length}): median ${s(others.medianS)}, max ${s(others.maxS)}`,
+    ...(affected.length < PARTITIONS
+      ? [
+          `other partitions (${PARTITIONS - affected.length}): min ${s(others.minS)}, median ${s(others.medianS)}, max ${s(others.maxS)}`,
+        ]
+      : []),
   ];
 }
 
