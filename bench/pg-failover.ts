@@ -261,8 +261,13 @@ async function waitSettled(s: FailoverScenario, acked: Map<string, Acknowledged>
   }
 }
 
-function duplicatesOf(runs: readonly Run[]): Duplicate[] {
-  const byTask = new Map<string, Run[]>();
+/**
+ * The tasks handed out more than once among `runs` (one entry per hand-out), and why: the same
+ * attempt twice is a claim lost with the old primary, a later attempt a lease that ran out.
+ * Also used by `npm run bench:herd-failover`.
+ */
+export function duplicatesOf(runs: readonly Pick<Run, 'taskId' | 'attempt'>[]): Duplicate[] {
+  const byTask = new Map<string, Pick<Run, 'taskId' | 'attempt'>[]>();
   for (const run of runs) byTask.set(run.taskId, [...(byTask.get(run.taskId) ?? []), run]);
   return [...byTask.entries()]
     .filter(([, list]) => list.length > 1)

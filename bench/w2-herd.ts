@@ -71,16 +71,7 @@ export const w2Herd: Workload = {
     });
     try {
       node.rss.reset();
-      // Every task carries T, so T is fixed before submitting: from a measured submission
-      // rate, the second of two rounds (the first warms the node up).
-      const calibrationTask = {
-        task_type: `${TASK_TYPE}.calibration`,
-        schedule: { type: 'delayed', delay_seconds: 3_600 },
-      };
-      await submitTasks(node.url, CALIBRATION_TASKS / 2, () => calibrationTask);
-      const calibration = await submitTasks(node.url, CALIBRATION_TASKS / 2, () => calibrationTask);
-      const submitPerMs = CALIBRATION_TASKS / 2 / (calibration.lastAnsweredMs - calibration.firstSubmitMs);
-      const dueMs = Date.now() + marginMs + Math.ceil((count / submitPerMs) * SUBMIT_TIME_FACTOR);
+      const { dueMs, submitPerMs } = await chooseDueMs(node.url, TASK_TYPE, count, marginMs);
       const dueTime = new Date(dueMs).toISOString();
       const task = {
         task_type: TASK_TYPE,
@@ -125,6 +116,33 @@ export const w2Herd: Workload = {
     }
   },
 };
+
+/**
+ * T for a herd of `count` tasks. Every task carries T, so T is fixed before submitting: from a
+ * measured submission rate, the second of two rounds of `CALIBRATION_TASKS / 2` tasks of
+ * `<taskType>.calibration` due in an hour (never run; the first round warms the node up),
+ * T = now + `marginMs` + 1.3 × `count` / rate. `extra(i)` adds fields to calibration task `i`
+ * (0 … CALIBRATION_TASKS − 1), so that the calibration costs what the herd's submits will (an
+ * idempotency key, say). Also shared by `npm run bench:herd-failover`.
+ */
+export async function chooseDueMs(
+  url: string,
+  taskType: string,
+  count: number,
+  marginMs: number,
+  extra: (i: number) => Record<string, unknown> = () => ({}),
+): Promise<{ dueMs: number; submitPerMs: number }> {
+  const calibrationTask = (i: number): Record<string, unknown> => ({
+    task_type: `${taskType}.calibration`,
+    schedule: { type: 'delayed', delay_seconds: 3_600 },
+    ...extra(i),
+  });
+  const half = CALIBRATION_TASKS / 2;
+  await submitTasks(url, half, calibrationTask);
+  const calibration = await submitTasks(url, half, (i) => calibrationTask(half + i));
+  const submitPerMs = half / (calibration.lastAnsweredMs - calibration.firstSubmitMs);
+  return { dueMs: Date.now() + marginMs + Math.ceil((count / submitPerMs) * SUBMIT_TIME_FACTOR), submitPerMs };
+}
 
 /** Samples from just before T until ready + in flight + started reaches `count`; returns that time − T, ms. */
 async function watchReady(

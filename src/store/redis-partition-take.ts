@@ -37,9 +37,10 @@ export class PartitionTaker {
   /**
    * Takes up to `max` entries of these types (see the file's comment): the registries read,
    * then per priority waves of take scripts, one per partition, each in its slot. Entries come
-   * back lowest priority number first, then oldest due, then task id. Should a wave fail after
-   * entries were taken, those are answered (they are in flight) and the failure is told to
-   * `onError`; a failure before any was taken rejects.
+   * back lowest priority number first, then oldest due, then task id. Should a script fail after
+   * entries were taken — in an earlier wave or by the other scripts of its own wave — those are
+   * answered (they are in flight) and the failure is told to `onError`; a failure with none
+   * taken rejects.
    */
   async take(taskTypes: string[], max: number, nowMs: number): Promise<DueEntry[]> {
     const types = [...new Set(taskTypes)];
@@ -70,18 +71,25 @@ export class PartitionTaker {
           const wave = candidates.slice(0, Math.min(candidates.length, remaining));
           const share = Math.floor(remaining / wave.length);
           const asks = wave.map((_, i) => share + (i < remaining % wave.length ? 1 : 0));
-          const replies = await Promise.all(
+          // Settled, not all: a partition whose script failed (its primary down) must not drop
+          // what the others of the wave took — those entries are in flight already, and would
+          // wait for the requeue of stale entries (`inflightTimeoutSeconds`) to go out again.
+          const replies = await Promise.allSettled(
             wave.map((partition, i) => this.takeFrom(partition, types, priority, asks[i] as number, nowMs)),
           );
+          const failed = replies.find((r): r is PromiseRejectedResult => r.status === 'rejected');
           const again: number[] = [];
           wave.forEach((partition, i) => {
-            const got = replies[i] as DueEntry[];
+            const reply = replies[i] as PromiseSettledResult<DueEntry[]>;
+            if (reply.status === 'rejected') return;
+            const got = reply.value;
             for (const entry of got) taken.push(entry);
             remaining -= got.length;
             // Fewer than asked: every queue of these types at this priority is read to its end.
             if (got.length === asks[i]) again.push(partition);
             else emptied.push(...(partitions.get(partition) ?? []));
           });
+          if (failed !== undefined) throw failed.reason;
           candidates = [...candidates.slice(wave.length), ...again];
         }
       }
