@@ -4,6 +4,7 @@ import type { ClaimedTask, ExecutionRecord, SubmitResult, TaskRecord, TaskStatus
 import type { DagSpec, TaskSpec } from '../domain/specs.js';
 import type { Explanation } from './explanation.js';
 import type { LimitsApi } from './limits-service.js';
+import type { OperationsApi } from './operations-service.js';
 
 /** One task of a graph as clients see it. */
 export interface DagNodeView {
@@ -179,4 +180,6 @@ export interface Services {
   limits: LimitsApi;
   /** API keys: who may call which route. */
   keys: ApiKeysApi;
+  /** Operations on many tasks. */
+  operations: OperationsApi;
 }
