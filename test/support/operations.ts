@@ -32,6 +32,7 @@ export async function failedTasks(
   count: number,
   error: string,
   headers: Record<string, string> = {},
+  fields: Record<string, unknown> = {},
 ): Promise<string[]> {
   const ids: string[] = [];
   for (let from = 0; from < count; from += 1000) {
@@ -40,7 +41,7 @@ export async function failedTasks(
       url,
       'POST',
       '/api/tasks/batch',
-      { tasks: Array.from({ length: n }, () => ({ task_type: taskType, max_retries: 0 })) },
+      { tasks: Array.from({ length: n }, () => ({ task_type: taskType, max_retries: 0, ...fields })) },
       headers,
     );
     expect(batch.status).toBe(201);
