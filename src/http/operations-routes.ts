@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { OperationFilter, OperationRecord } from '../domain/operations.js';
 import { WheelhouseError } from '../lib/errors.js';
 import type { ApiKeysApi } from '../services/api-keys.js';
-import type { OperationsApi } from '../services/operations-service.js';
+import type { OperationsApi } from '../services/types.js';
 import { operationRoutes as schemas, type OperationJson } from './schemas/operation-routes.js';
 import { operationRequest } from './validation/operations.js';
 

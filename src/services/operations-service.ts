@@ -1,20 +1,10 @@
 import type { OperationAction, OperationFilter, OperationRecord } from '../domain/operations.js';
+import type { OperationsApi } from './types.js';
 import { WheelhouseError } from '../lib/errors.js';
 import { isUuid, uuidv7, uuidv7Floor } from '../lib/ids.js';
 import type { Clock } from '../runtime/clock.js';
 import type { OperationStore } from '../store/operation-types.js';
 import { badToken, decodeToken, encodeToken } from './support.js';
-
-/** What the operations routes call (`/api/operations`). */
-export interface OperationsApi {
-  /** Records a running operation; a node of the cluster runs it in the background. */
-  start(action: OperationAction, filter: OperationFilter): Promise<OperationRecord>;
-  get(operationId: string): Promise<OperationRecord>;
-  /** Newest first. */
-  list(limit: number, nextToken?: string): Promise<{ operations: OperationRecord[]; nextToken: string | null }>;
-  /** Stops a running operation (the page under way may finish); 409 when it has already ended. */
-  cancel(operationId: string): Promise<OperationRecord>;
-}
 
 export interface OperationsServiceDeps {
   operations: Pick<OperationStore, 'create' | 'get' | 'list' | 'cancel'>;

@@ -32,7 +32,7 @@ import type {
 } from '../../src/services/types.js';
 import type { Explanation } from '../../src/services/explanation.js';
 import type { LimitsApi } from '../../src/services/limits-service.js';
-import type { OperationsApi } from '../../src/services/operations-service.js';
+import type { OperationsApi } from '../../src/services/types.js';
 import { memoryLimits } from './fake-limits.js';
 
 /** The fake's "now": 2026-11-30T12:00:00.000Z. */
