@@ -32,12 +32,15 @@ interface ErrorBody {
 
 describe.each(BACKENDS)('operations on many tasks, on %s', (backend) => {
   let c: TestCluster;
+  /** What the safety nets caught: nothing, while operations hand tasks on as the single routes do. */
+  const recovered: unknown[] = [];
   beforeAll(async () => {
     c = await startTestNode(backend, {
       logLevel: process.env.TEST_LOG ?? 'silent',
       adminToken: ADMIN,
       operationPageTasks: 7,
     });
+    c.node.events.on('safety-net:recovered', (e) => recovered.push(e));
   });
   afterAll(async () => {
     await c?.cleanup();
@@ -64,8 +67,10 @@ describe.each(BACKENDS)('operations on many tasks, on %s', (backend) => {
     expect(op.filter).toEqual({ status: 'failed', task_type: type, error_contains: 'timeout' });
     expect(op.finished_at).not.toBeNull();
     for (const id of refused) expect((await task(id)).status).toBe('failed');
-    // Each retried task reaches a worker (through its wheel partition and ready queue) as attempt 2.
-    const again = await failPolled(c.url, type, 30, 'again', admin);
+    // Each retried task reaches a worker (through its wheel partition and ready queue) as
+    // attempt 2, at once: not after the pending safety net's grace (10 s) found it left behind.
+    const again = await failPolled(c.url, type, 30, 'again', admin, 5_000);
+    expect(recovered).toEqual([]);
     expect(again.map((t) => t.task_id).sort()).toEqual([...timeouts].sort());
     expect(new Set(again.map((t) => t.attempt))).toEqual(new Set([2]));
   });
@@ -260,6 +265,22 @@ describe.each(BACKENDS)('operations on many tasks, on %s', (backend) => {
     const finished = await api<ErrorBody>(c.url, 'DELETE', `/api/operations/${done.operation_id}`, undefined, admin);
     expect(finished.status).toBe(409);
     expect(finished.body.error.code).toBe('invalid_transition');
+  });
+
+  it('does no page twice when two nodes run the same operation at once (around a ring change)', async () => {
+    const type = `ops.twice.${backend}`;
+    await failedTasks(c.url, type, 200, 'down', admin);
+    const op = await startOperation(c.url, { action: 'retry', filter: { task_type: type } }, admin);
+    // A second owner: the store's pages, run by the test as fast as it can, beside the node's runner.
+    const second = (async () => {
+      for (;;) {
+        const page = await c.node.backend.operations.runPage(op.operation_id, 7, Date.now());
+        if (page.kind === 'stopped' || page.operation.state !== 'running') return;
+      }
+    })();
+    const final = await ended(url, op.operation_id, admin);
+    await second;
+    expect(final).toMatchObject({ state: 'done', matched: 200, done: 200, failed: 0 });
   });
 
   it('lists operations newest first, in pages', async () => {

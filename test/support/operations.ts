@@ -58,9 +58,10 @@ export async function failPolled(
   count: number,
   error: string,
   headers: Record<string, string> = {},
+  withinMs = 60_000,
 ): Promise<Polled['tasks']> {
   const seen: Polled['tasks'] = [];
-  const deadline = Date.now() + 60_000;
+  const deadline = Date.now() + withinMs;
   while (seen.length < count && Date.now() < deadline) {
     const polled = await api<Polled>(
       url,
