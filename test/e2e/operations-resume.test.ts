@@ -4,7 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { api, type BackendName } from '../support/nodes.js';
-import { ended, failedTasks, startOperation, type OperationBody, type Polled } from '../support/operations.js';
+import {
+  ended,
+  failedTasks,
+  startOperation,
+  tasksOfType,
+  type OperationBody,
+  type Polled,
+} from '../support/operations.js';
 import { seedPgliteDir } from '../support/pglite-dirs.js';
 import {
   dropTestStores,
@@ -106,23 +113,9 @@ describe.each(['postgres', 'embedded'] as BackendName[])('an operation whose nod
 
     // Every task ran its second attempt (reported failed, or its lease ran out where the kill
     // lost the poll's answer), and none a third.
-    const listed = async (): Promise<{ task_id: string; attempts: number; status: string }[]> => {
-      const all: { task_id: string; attempts: number; status: string }[] = [];
-      let token: string | null = '';
-      while (token !== null) {
-        const page: { status: number; body: { tasks: typeof all; next_token: string | null } } = await api(
-          node.url,
-          'GET',
-          `/api/tasks?task_type=${type}&limit=1000${token === '' ? '' : `&next_token=${token}`}`,
-        );
-        all.push(...page.body.tasks);
-        token = page.body.next_token;
-      }
-      return all;
-    };
     const tasks = await eventually(
       async () => {
-        const all = await listed();
+        const all = await tasksOfType(node.url, type);
         return all.length === TASKS && all.every((t) => t.status === 'failed') ? all : undefined;
       },
       60_000,

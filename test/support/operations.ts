@@ -116,3 +116,22 @@ export function ended(
     50,
   );
 }
+
+/** Every task of `taskType`, through the task list, page after page. */
+export async function tasksOfType(
+  url: string,
+  taskType: string,
+): Promise<{ task_id: string; attempts: number; status: string }[]> {
+  const all: { task_id: string; attempts: number; status: string }[] = [];
+  let token: string | null = '';
+  while (token !== null) {
+    const page: { status: number; body: { tasks: typeof all; next_token: string | null } } = await api(
+      url,
+      'GET',
+      `/api/tasks?task_type=${taskType}&limit=1000${token === '' ? '' : `&next_token=${token}`}`,
+    );
+    all.push(...page.body.tasks);
+    token = page.body.next_token;
+  }
+  return all;
+}
