@@ -14,6 +14,7 @@ import {
   taskFromWire,
   taskToWire,
 } from '../client/wire.js';
+import { runOperationVerb } from './operations.js';
 import type { ProgressSink } from './progress.js';
 import { MAX_BATCH_TASKS, submitFile, summaryJson, summaryText } from './submit-file.js';
 import { CONNECTION_OPTIONS, intFlag, nodeConnection, UsageError } from './usage.js';
@@ -26,7 +27,18 @@ import { CONNECTION_OPTIONS, intFlag, nodeConnection, UsageError } from './usage
  * for people.
  */
 
-export const CLIENT_VERBS = ['submit', 'get', 'list', 'history', 'cancel', 'retry', 'pause', 'resume', 'dag'] as const;
+export const CLIENT_VERBS = [
+  'submit',
+  'get',
+  'list',
+  'history',
+  'cancel',
+  'retry',
+  'delete',
+  'pause',
+  'resume',
+  'dag',
+] as const;
 export type ClientVerb = (typeof CLIENT_VERBS)[number];
 
 export const CLIENT_HELP = `Talking to a node (--url, default $WHEELHOUSE_URL or http://127.0.0.1:7070;
@@ -44,6 +56,12 @@ export const CLIENT_HELP = `Talking to a node (--url, default $WHEELHOUSE_URL or
   wheelhouse history <task_id>
   wheelhouse cancel <task_id>      (a cron schedule: deletes it)
   wheelhouse retry <task_id>       (a failed or cancelled task runs again)
+  wheelhouse cancel|retry|delete --filter <name=value,…> [--detach]
+                    acts on every task the filter matches (POST /api/operations): names
+                    status, task_type, created_after, created_before, due_after, due_before,
+                    limit, error_contains; progress on stderr until it ends, then a summary
+                    (exit 1 if it was cancelled or failed); --detach prints its id and returns.
+                    delete removes finished tasks and needs an admin key
   wheelhouse pause <task_id>       wheelhouse resume <task_id>
   wheelhouse dag submit <file.json> (a POST /api/dags body)
 `;
@@ -74,6 +92,14 @@ export async function runClientVerb(
   const json = values.json === true;
   const connection = nodeConnection(values, env, (text) => streams.stderr.write(text));
   if (verb === 'submit' && values.file !== undefined) return submitFromFile(values, connection, out, streams);
+  if (values.filter !== undefined || verb === 'delete') {
+    if (verb !== 'cancel' && verb !== 'retry' && verb !== 'delete')
+      throw new UsageError(`--filter goes with cancel, retry and delete, not ${verb}`);
+    if (values.filter === undefined) throw new UsageError('wheelhouse delete needs --filter <name=value,…>');
+    if (positionals.length > 0) throw new UsageError(`wheelhouse ${verb} takes a task id or --filter, not both`);
+    const options = { json, detach: values.detach === true };
+    return runOperationVerb(verb, values.filter, options, connection, out, streams.stderr);
+  }
   // The answers are printed as the node wrote them (--json: the API's own field names, so a
   // script reads the CLI and the API alike); the client reads them only for the lines for people.
   const http = new Transport(connection);
@@ -203,6 +229,8 @@ function parse(argv: string[]) {
         ids: { type: 'boolean' },
         'batch-size': { type: 'string' },
         concurrency: { type: 'string' },
+        filter: { type: 'string', multiple: true },
+        detach: { type: 'boolean' },
       },
     });
   } catch (error) {

@@ -2,6 +2,7 @@ import { sleep } from './backoff.js';
 import { WheelhouseTimeoutError } from './errors.js';
 import { Transport } from './http.js';
 import { limitsClient, type LimitsClient } from './limits.js';
+import { operationsClient, type OperationsClient } from './operations.js';
 import type {
   CancelResult,
   ClientOptions,
@@ -72,6 +73,8 @@ export interface WheelhouseClient {
   waitFor(taskId: string, statuses: TaskStatus | readonly TaskStatus[], options?: WaitOptions): Promise<Task>;
   /** Flow control: declare, read, list and remove limits; pause and resume a task type. */
   readonly limits: LimitsClient;
+  /** Operations on many tasks: cancel, retry or delete what a filter matches, in the background. */
+  readonly operations: OperationsClient;
 }
 
 const DEFAULT_WAIT_MS = 60_000;
@@ -120,6 +123,7 @@ export function createClient(options: ClientOptions): WheelhouseClient {
 
   return {
     limits: limitsClient(http),
+    operations: operationsClient(http),
 
     async submit(task) {
       const answer = await http.send({

@@ -12,6 +12,15 @@
  */
 export { createClient, type WheelhouseClient } from './client.js';
 export type { LimitsClient } from './limits.js';
+export type {
+  Operation,
+  OperationAction,
+  OperationFilter,
+  OperationPage,
+  OperationState,
+  OperationWaitOptions,
+  OperationsClient,
+} from './operations.js';
 export {
   API_ERROR_CODES,
   AuthError,

@@ -13,6 +13,7 @@ import { errorHandler, handleNotFound } from './errors.js';
 import { opsRoutes, type MetricsRenderer } from './ops-routes.js';
 import { dagRoutes } from './dag-routes.js';
 import { limitsRoutes } from './limits-routes.js';
+import { operationsRoutes } from './operations-routes.js';
 import { tasksRoutes } from './tasks-routes.js';
 import { serializerCompiler } from './serializer.js';
 import { validatorCompiler } from './validation/ajv.js';
@@ -166,6 +167,7 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
   });
   void app.register(dagRoutes, { api: services.dags, defaults, bodyLimitBytes: batchLimit });
   void app.register(limitsRoutes, { api: services.limits });
+  void app.register(operationsRoutes, { api: services.operations, keys: services.keys });
   // Long-polls and worker sockets share one budget (decision 0021).
   const slots = new WorkerSlots(options.pollMaxConcurrent, options.workerSocketsMax);
   void app.register(workerRoutes, {

@@ -58,6 +58,7 @@ export interface CompiledOptions {
   readonly maxPageBytes: number;
   readonly maxJsonDepth: number;
   readonly listScanRows: number;
+  readonly operationPageTasks: number;
   readonly listTimeoutMs: number;
   readonly listPoolSize: number;
   readonly cronCheckBudgetMs: number;
@@ -157,6 +158,7 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     maxPageBytes: int('maxPageBytes', o.maxPageBytes, 1024, 1024 * 1024 * 1024),
     maxJsonDepth: int('maxJsonDepth', o.maxJsonDepth, 2, MAX_JSON_DEPTH),
     listScanRows: int('listScanRows', o.listScanRows, 100, 10_000_000),
+    operationPageTasks: int('operationPageTasks', o.operationPageTasks, 1, 100_000),
     listTimeoutMs: num('listTimeoutSeconds', o.listTimeoutSeconds, 0.01, 3600) * 1000,
     listPoolSize: int('listPoolSize', o.listPoolSize, 1, 100),
     cronCheckBudgetMs: num('cronCheckBudgetSeconds', o.cronCheckBudgetSeconds, 0.001, 60) * 1000,
@@ -251,6 +253,7 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   maxPageBytes: 8 * 1024 * 1024,
   maxJsonDepth: 64,
   listScanRows: 10_000,
+  operationPageTasks: 1000,
   listTimeoutSeconds: 5,
   listPoolSize: 2,
   cronCheckBudgetSeconds: 0.5,

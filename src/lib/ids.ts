@@ -8,6 +8,14 @@ export function uuidv7(nowMs: number = Date.now()): string {
   return formatV7(randomChunk(), nowMs);
 }
 
+/**
+ * The lowest UUID v7 of the millisecond `ms`: every id made at an earlier millisecond sorts
+ * below it, every id made at `ms` or later at or above it (a bound of a walk by id).
+ */
+export function uuidv7Floor(ms: number): string {
+  return formatV7(Buffer.alloc(16), ms);
+}
+
 /** Writes the v7 layout over 16 bytes: `ms` in the first 48 bits, then version and variant. */
 function formatV7(bytes: Buffer, ms: number): string {
   let rest = Math.max(0, Math.floor(ms));

@@ -106,6 +106,8 @@ export interface WheelhouseOptions {
    * no index of their own: the page stops there, with a `next_token` to go on. @default 10000
    */
   listScanRows?: number;
+  /** Tasks one page of an operation on many tasks walks by id, in one transaction. @default 1000 */
+  operationPageTasks?: number;
   /** Statement timeout of a listing on Postgres, seconds (past it: 503). @default 5 */
   listTimeoutSeconds?: number;
   /** Postgres connections of the listings' own pool, besides `postgresPoolSize`. @default 2 */

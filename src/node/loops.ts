@@ -9,6 +9,7 @@ import type { Ownership } from './ownership.js';
 import type { SafetyNet } from '../services/safety-net.js';
 import type { RetentionSweep } from '../services/retention-sweep.js';
 import type { StartDeadlines } from '../services/start-deadlines.js';
+import type { OperationRunner } from '../services/operation-runner.js';
 import { CATALOG_REFRESH_MS, type LimitCatalog } from '../services/limit-catalog.js';
 
 /** How often the node refreshes the ready backlog that admission control reads. */
@@ -30,6 +31,8 @@ const RETENTION_MAX_MS = 5_000;
 const RETENTION_MIN_MS = 250;
 /** How often the node ends the tasks of its partitions that passed their start deadline. */
 const START_DEADLINES_MS = 1_000;
+/** How often the node looks for running operations on many tasks that it owns and does not run. */
+const OPERATIONS_CHECK_MS = 1_000;
 /** How often outbox events the live path did not clear are delivered again. */
 const DAG_REPLAY_MS = 2_000;
 /** How often the node measures its clock against the database's. */
@@ -48,6 +51,8 @@ export interface LoopDeps {
   safetyNet: SafetyNet;
   retention: RetentionSweep;
   startDeadlines: StartDeadlines;
+  /** Runs the operations on many tasks this node owns. */
+  operationRunner: Pick<OperationRunner, 'check'>;
   /** The node's copy of the limit declarations, read again when they changed. */
   limits: LimitCatalog;
   /** False while this node may have been declared out: it then takes nothing over. */
@@ -104,6 +109,10 @@ export function startLoops(deps: LoopDeps): Cancel[] {
     loop('start_deadlines', START_DEADLINES_MS, async () => {
       if (!deps.mayOwn()) return;
       await deps.startDeadlines.sweep();
+    }),
+    loop('operations', OPERATIONS_CHECK_MS, async () => {
+      if (!deps.mayOwn()) return;
+      await deps.operationRunner.check();
     }),
     loop('limit_catalog', CATALOG_REFRESH_MS, async () => {
       await deps.limits.refresh();

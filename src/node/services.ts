@@ -18,6 +18,8 @@ import { WorkerChannel } from '../services/worker-channel.js';
 import { ExplainService } from '../services/explain-service.js';
 import { LimitsService } from '../services/limits-service.js';
 import { MissingTasks } from '../services/missing-tasks.js';
+import { OPERATION_KIND, OperationRunner } from '../services/operation-runner.js';
+import { OperationsService } from '../services/operations-service.js';
 import { ClusterPresence, type ClusterPeers, type WorkerPresence } from '../services/worker-presence.js';
 import { workerBehavior, workerSocketsBehavior } from '../actors/worker.js';
 
@@ -54,6 +56,8 @@ export function buildServices(
   channel: WorkerChannel;
   /** This node's own workers of a task type (the `/internal` presence route answers it). */
   presence(taskType: string): WorkerPresence;
+  /** Runs the operations on many tasks this node owns. */
+  operationRunner: OperationRunner;
 } {
   const { options, backend, clock, events, onError } = ctx;
   const { system, wheel, resolver, activation } = deps;
@@ -119,6 +123,20 @@ export function buildServices(
       inspect: (key) => system.ref(LIMIT, key).ask({ type: 'inspect' }, 2_000),
     },
   });
+  const operationRunner = new OperationRunner({
+    operations: backend.operations,
+    clock,
+    nodeId: options.nodeId,
+    ownerOf: (id) => deps.ownerOf(OPERATION_KIND, id),
+    placement: wheel,
+    resolver,
+    system,
+    onError,
+    pageTasks: options.operationPageTasks,
+  });
+  const startRuns = (): void => {
+    operationRunner.check().catch((error: unknown) => onError(error, 'starting the operations this node owns'));
+  };
   const services: Services & { keys: ApiKeys } = {
     tasks: new TaskService({
       tasks: backend.tasks,
@@ -167,6 +185,7 @@ export function buildServices(
       ...(deps.onLimitChanged === undefined ? {} : { onChanged: deps.onLimitChanged }),
     }),
     keys: new ApiKeys({ store: backend.apiKeys, adminSecret: options.adminToken }),
+    operations: new OperationsService({ operations: backend.operations, clock, started: startRuns }),
     health: {
       isReady: async () =>
         deps.started() &&
@@ -176,5 +195,5 @@ export function buildServices(
         )),
     },
   };
-  return { services, dispatcher, channel, presence };
+  return { services, dispatcher, channel, presence, operationRunner };
 }

@@ -199,7 +199,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   });
   const { wheel, resolver, activation, leases, gate, limitCancels } = registerActorKinds(ctx, actors, metrics);
   const browser = actorBrowser({ options, system: actors, cluster, placement: () => placement });
-  const { services, dispatcher, channel, presence } = buildServices(ctx, {
+  const { services, dispatcher, channel, presence, operationRunner } = buildServices(ctx, {
     system: actors,
     wheel,
     resolver,
@@ -314,6 +314,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     safetyNet,
     retention,
     startDeadlines,
+    operationRunner,
     limits,
     log,
     onDutyFailure: metrics.onDutyFailure,
@@ -347,6 +348,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
         started = false;
         for (const stop of loops) stop();
         retention.stop();
+        await operationRunner.stop();
         resolver.stop();
         wheel.stop();
         dispatcher.stop();

@@ -4,6 +4,7 @@ import type { ClaimedTask, ExecutionRecord, SubmitResult, TaskRecord, TaskStatus
 import type { DagSpec, TaskSpec } from '../domain/specs.js';
 import type { Explanation } from './explanation.js';
 import type { LimitsApi } from './limits-service.js';
+import type { OperationAction, OperationFilter, OperationRecord } from '../domain/operations.js';
 
 /** One task of a graph as clients see it. */
 export interface DagNodeView {
@@ -168,6 +169,17 @@ export interface HealthApi {
 }
 
 /** Every service the HTTP face calls. */
+/** What the operations routes call (`/api/operations`). */
+export interface OperationsApi {
+  /** Records a running operation; a node of the cluster runs it in the background. */
+  start(action: OperationAction, filter: OperationFilter): Promise<OperationRecord>;
+  get(operationId: string): Promise<OperationRecord>;
+  /** Newest first. */
+  list(limit: number, nextToken?: string): Promise<{ operations: OperationRecord[]; nextToken: string | null }>;
+  /** Stops a running operation (the page under way may finish); 409 when it has already ended. */
+  cancel(operationId: string): Promise<OperationRecord>;
+}
+
 export interface Services {
   tasks: TasksApi;
   schedules: SchedulesApi;
@@ -179,4 +191,6 @@ export interface Services {
   limits: LimitsApi;
   /** API keys: who may call which route. */
   keys: ApiKeysApi;
+  /** Operations on many tasks. */
+  operations: OperationsApi;
 }

@@ -26,6 +26,8 @@ import { SqlMembershipStore } from './membership-store.js';
 import { SqlScheduleStore } from './schedule-store.js';
 import { SqlSnapshotStore } from './snapshot-store.js';
 import { SqlTaskStore } from './task-store.js';
+import { SqlOperationStore } from './operation-store.js';
+import type { OperationStore } from './operation-types.js';
 import type { MembershipStore } from '../runtime/membership-store.js';
 import type { ScheduleStore, TaskStore } from './types.js';
 import type { BucketStore, ReadyQueue } from './fast-index-types.js';
@@ -47,6 +49,8 @@ export interface Backend {
   readonly tasks: TaskStore;
   readonly schedules: ScheduleStore;
   readonly dags: DagStore;
+  /** Operations on many tasks (`operations`). */
+  readonly operations: OperationStore;
   /** Flow control: declared limits and what a key's actor reads of the tasks. */
   readonly limits: LimitStore;
   readonly snapshots: SnapshotStore;
@@ -92,6 +96,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
       tasks: new SqlTaskStore(db),
       schedules: new SqlScheduleStore(db),
       dags: new SqlDagStore(db),
+      operations: new SqlOperationStore(db),
       limits: new SqlLimitStore(db),
       snapshots: new SqlSnapshotStore(db),
       buckets: new MemoryBucketStore(marks),
@@ -205,6 +210,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     tasks: new SqlTaskStore(db, leasesDb, listDb, lane),
     schedules: new SqlScheduleStore(db),
     dags: new SqlDagStore(db, leasesDb),
+    operations: new SqlOperationStore(db),
     limits: new SqlLimitStore(db, lane),
     snapshots: new SqlSnapshotStore(db, lane),
     buckets: new RedisBucketStore(redis, options.redisPrefix),

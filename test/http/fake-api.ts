@@ -32,6 +32,7 @@ import type {
 } from '../../src/services/types.js';
 import type { Explanation } from '../../src/services/explanation.js';
 import type { LimitsApi } from '../../src/services/limits-service.js';
+import type { OperationsApi } from '../../src/services/types.js';
 import { memoryLimits } from './fake-limits.js';
 
 /** The fake's "now": 2026-11-30T12:00:00.000Z. */
@@ -320,6 +321,14 @@ const closedChannel: WorkerChannelApi = {
   stop: () => undefined,
 };
 
+/** Operations are tested through real nodes (test/e2e/operations*.test.ts): here none exists. */
+const noOperations: OperationsApi = {
+  start: () => Promise.reject(new WheelhouseError('internal', 'the fake server runs no operations')),
+  get: (id) => Promise.reject(new WheelhouseError('not_found', `no operation ${id}`)),
+  list: () => Promise.resolve({ operations: [], nextToken: null }),
+  cancel: (id) => Promise.reject(new WheelhouseError('not_found', `no operation ${id}`)),
+};
+
 /** A server over a fresh fake, with silent logs unless a logger is given. */
 export function serverWith(
   options: WheelhouseOptions = {},
@@ -346,6 +355,7 @@ export function serverWith(
       explain: api,
       limits: extra.limits ?? memoryLimits().service,
       keys,
+      operations: noOperations,
     },
     channel: closedChannel,
     options: compiled,

@@ -1,6 +1,6 @@
 import { WheelhouseError } from '../../lib/errors.js';
-import type { Db } from '../db.js';
-import type { StoredStatus } from '../../domain/model.js';
+import type { Db, DbTx } from '../db.js';
+import type { StoredStatus, TaskRecord } from '../../domain/model.js';
 import type { CancelResult } from '../types.js';
 import { taskColumns, toTaskRecord, tsParam, validIds, type TaskRow } from './columns.js';
 import { dagEventsCte } from './outbox.js';
@@ -19,7 +19,8 @@ import { getTask } from './read.js';
  */
 const CANCELLABLE: readonly StoredStatus[] = ['blocked', 'pending', 'active', 'paused', 'running'];
 
-const CANCEL = `
+function cancelStatement(ids: string): string {
+  return `
   WITH done AS (
   UPDATE tasks t
   SET status = CASE WHEN t.status = 'running' THEN 'running' ELSE 'cancelled' END,
@@ -28,11 +29,16 @@ const CANCEL = `
       completed_at = CASE WHEN t.status = 'running' THEN t.completed_at ELSE ${tsParam(2)} END,
       last_error = coalesce($3::text, t.last_error),
       updated_at = ${tsParam(2)}
-  WHERE t.id = $1 AND t.status IN (${CANCELLABLE.map((status) => `'${status}'`).join(', ')})
+  WHERE ${ids} AND t.status IN (${CANCELLABLE.map((status) => `'${status}'`).join(', ')})
   RETURNING ${taskColumns('t')}
   ),
   ${dagEventsCte(2)}
   SELECT * FROM done`;
+}
+
+const CANCEL = cancelStatement('t.id = $1');
+/** The same edges for many tasks at once (an operation's page): `$1` their ids. */
+const CANCEL_MANY = cancelStatement('t.id = ANY($1::uuid[])');
 
 /**
  * Tries the UPDATE a few times: when it matches nothing, the task is read to tell
@@ -58,4 +64,15 @@ export async function cancelTask(db: Db, taskId: string, nowMs: number, reason?:
       throw new WheelhouseError('internal', `task ${taskId} kept changing while being cancelled`);
     }
   }
+}
+
+/**
+ * Cancels the tasks of `taskIds` that are still unfinished, as {@link cancelTask} cancels one
+ * (no reason): answers the rows it changed, running ones with `cancel_requested`. For an
+ * operation's page, inside its transaction.
+ */
+export async function cancelMany(db: DbTx, taskIds: readonly string[], nowMs: number): Promise<TaskRecord[]> {
+  if (taskIds.length === 0) return [];
+  const { rows } = await db.query<TaskRow>(CANCEL_MANY, [taskIds, nowMs, null], 'wh_cancel_many');
+  return rows.map(toTaskRecord);
 }

@@ -1,4 +1,5 @@
-import type { Db } from '../db.js';
+import type { Db, DbTx } from '../db.js';
+import type { TaskRecord } from '../../domain/model.js';
 import type { RetryResult } from '../types.js';
 import { taskColumns, toTaskRecord, tsParam, validIds, type TaskRow } from './columns.js';
 import { getTask } from './read.js';
@@ -22,7 +23,8 @@ import { getTask } from './read.js';
  * again it would skip what it waits for, and nothing would release it if it went back to
  * blocked (its predecessors' events are spent).
  */
-const RETRY = `
+function retryStatement(ids: string): string {
+  return `
   WITH done AS (
     UPDATE tasks t
     SET status = 'pending',
@@ -37,7 +39,7 @@ const RETRY = `
         lease_token_hash = NULL,
         updated_at = ${tsParam(2)}
     FROM tasks o
-    WHERE o.id = $1 AND t.id = $1 AND t.status IN ('failed', 'cancelled', 'expired')
+    WHERE ${ids} AND t.status IN ('failed', 'cancelled', 'expired')
       AND t.schedule_type <> 'cron' AND t.deps_satisfied = t.deps_total
     RETURNING ${taskColumns('t')}, o.status AS old_status, o.due_time AS old_due_time,
               o.started_at AS old_started_at, o.completed_at AS old_completed_at
@@ -52,6 +54,11 @@ const RETRY = `
     ON CONFLICT (task_id, attempt) DO NOTHING
   )
   SELECT * FROM done`;
+}
+
+const RETRY = retryStatement('o.id = $1 AND t.id = $1');
+/** The same edges for many tasks at once (an operation's page): `$1` their ids. */
+const RETRY_MANY = retryStatement('o.id = t.id AND t.id = ANY($1::uuid[])');
 
 /** See `TaskStore.retry`. */
 export async function retryTask(db: Db, taskId: string, nowMs: number): Promise<RetryResult> {
@@ -63,4 +70,15 @@ export async function retryTask(db: Db, taskId: string, nowMs: number): Promise<
   // retry is the latter: the task is pending again either way).
   const current = await getTask(db, taskId);
   return current === null ? { kind: 'not_found' } : { kind: 'refused', task: current };
+}
+
+/**
+ * Retries the tasks of `taskIds` that are failed, cancelled or expired (and may be retried), as
+ * {@link retryTask} retries one: answers the rows it changed, pending and due now. For an
+ * operation's page, inside its transaction; the caller places them on the wheel once it commits.
+ */
+export async function retryMany(db: DbTx, taskIds: readonly string[], nowMs: number): Promise<TaskRecord[]> {
+  if (taskIds.length === 0) return [];
+  const { rows } = await db.query<TaskRow>(RETRY_MANY, [taskIds, nowMs], 'wh_retry_many');
+  return rows.map(toTaskRecord);
 }
