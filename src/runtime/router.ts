@@ -180,7 +180,7 @@ export class Router implements CellHost {
         );
       }
       const cell = this.localCell(entry, envelope.key);
-      if (message.type === ACTIVATE) return cell.whenActive();
+      if (message.type === ACTIVATE) return this.byDeadline(cell.whenActive(), envelope);
       if (!envelope.ask) {
         cell.mailbox.post(message, null);
         return Promise.resolve(undefined);
@@ -198,6 +198,28 @@ export class Router implements CellHost {
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /**
+   * `active` within the envelope's deadline, as an ask's answer is: the batch it came in is
+   * answered once every envelope of it settles, so one activation that never ends (its
+   * previous instance has not left) would otherwise hold the answer to every tell beside it.
+   */
+  private byDeadline(active: Promise<void>, envelope: TransportEnvelope): Promise<void> {
+    const timeoutMs = envelope.deadlineMs - this.clock.now();
+    const late = (): WheelhouseError =>
+      new WheelhouseError(
+        'ask_timeout',
+        `${envelope.kind}/${envelope.key} was not active by its activation's deadline (${Math.max(0, timeoutMs)} ms).`,
+      );
+    if (timeoutMs <= 0) return Promise.reject(late());
+    return new Promise((resolve, reject) => {
+      const cancel = this.clock.setTimer(timeoutMs, () => reject(late()));
+      active.then(
+        () => (cancel(), resolve()),
+        (error: unknown) => (cancel(), reject(error)),
+      );
+    });
   }
 
   /**

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { defineKind, type Ask, type Behavior } from '../../src/runtime/actor.js';
 import type { Placement, Transport } from '../../src/runtime/placement.js';
 import type { TransportEnvelope } from '../../src/runtime/router.js';
-import { flushMicrotasks, testSystem } from './helpers.js';
+import { deferred, flushMicrotasks, testSystem } from './helpers.js';
 
 type Echo = Ask<{ type: 'echo'; text: string }, string>;
 type Note = { type: 'note'; text: string };
@@ -120,5 +120,34 @@ describe('placement and transport', () => {
     await expect(
       system.acceptRemote({ kind: 'nope', key: 'k', message: { type: 'echo' }, deadlineMs: now + 1_000, ask: true }),
     ).rejects.toThrow(/No actor kind 'nope'/);
+  });
+
+  it("answers a forwarded activation by its deadline when the actor's previous instance does not leave", async () => {
+    const release = deferred();
+    const { system, clock } = testSystem();
+    system.register({
+      kind: ECHO,
+      persistence: 'external',
+      activate: async () => null,
+      async receive(state, message) {
+        if (message.type === 'note') await release.promise;
+        return state;
+      },
+    } satisfies Behavior<null, EchoMessage>);
+    system.ref(ECHO, 'k').tell({ type: 'note', text: 'never settles' });
+    await flushMicrotasks();
+    const dropping = system.dropAll(); // its handler runs on: the instance cannot leave
+    const activation = system.acceptRemote({
+      kind: 'echo',
+      key: 'k',
+      message: { type: '$activate' },
+      deadlineMs: clock.now() + 5_000,
+      ask: true,
+    });
+    const check = expect(activation).rejects.toMatchObject({ code: 'ask_timeout' });
+    await clock.advance(5_000);
+    await check;
+    release.resolve();
+    await dropping;
   });
 });
