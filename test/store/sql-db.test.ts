@@ -32,6 +32,7 @@ const ALL_MIGRATIONS = [
   '000013_debounce.sql',
   '000014_limits_index_no_pending_list.sql',
   '000015_cluster_redis_reachable.sql',
+  '000016_operations.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
