@@ -1,11 +1,21 @@
 /**
  * The task vocabulary: statuses, records, due entries and cron definitions, as every layer
- * speaks it. Pure types: no I/O, no imports of the stores, the actors or the services.
+ * speaks it. Pure types and the lists they are made of: no I/O, no imports of the stores, the actors or the services.
  */
 
 /** Task statuses as stored. `ready` is never stored: it is `pending` with `due_time <= now`. */
-export type StoredStatus =
-  'blocked' | 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'expired' | 'active' | 'paused';
+export const STORED_STATUSES = [
+  'blocked',
+  'pending',
+  'running',
+  'succeeded',
+  'failed',
+  'cancelled',
+  'expired',
+  'active',
+  'paused',
+] as const;
+export type StoredStatus = (typeof STORED_STATUSES)[number];
 
 /** Statuses as clients see them: the stored ones plus the derived `ready`. */
 export type TaskStatus = StoredStatus | 'ready';

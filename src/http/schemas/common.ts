@@ -1,6 +1,7 @@
 import Type, { type Static, type TSchema, type TString, type TUnsafe } from 'typebox';
 import { ERROR_CATALOGUE, ERROR_CODES, type ErrorCode } from '../../lib/errors.js';
 import type { Scope } from '../../services/api-keys.js';
+import { STORED_STATUSES } from '../../domain/model.js';
 
 /**
  * The building blocks of the route schemas: the one description of the HTTP contract. Fastify
@@ -85,18 +86,8 @@ export const TimeInput = Type.String({
   description: 'ISO-8601 (2026-11-30T12:00:00Z, …+02:00, or a date: midnight UTC). Without an offset: UTC.',
 });
 
-export const TASK_STATUSES = [
-  'blocked',
-  'pending',
-  'ready',
-  'running',
-  'succeeded',
-  'failed',
-  'cancelled',
-  'expired',
-  'active',
-  'paused',
-] as const;
+/** What a client may see: the stored statuses and the derived `ready`. */
+export const TASK_STATUSES = [...STORED_STATUSES, 'ready'] as const;
 export const TaskStatus = StringEnum(TASK_STATUSES);
 
 /** `{ok: true}`. */

@@ -1,5 +1,6 @@
 import Type, { type Static } from 'typebox';
 import { OPERATION_ACTIONS, OPERATION_STATES } from '../../domain/operations.js';
+import { STORED_STATUSES } from '../../domain/model.js';
 import {
   COMMON_ERRORS,
   Nullable,
@@ -20,21 +21,9 @@ import {
  * not supported yet, the times) is checked in src/http/validation/operations.ts.
  */
 
-/** The statuses a filter may name: every stored one; which the action takes is checked after. */
-const FILTER_STATUSES = [
-  'blocked',
-  'pending',
-  'running',
-  'succeeded',
-  'failed',
-  'cancelled',
-  'expired',
-  'active',
-  'paused',
-] as const;
-
 const filterFields = {
-  status: Type.Optional(Nullable(StringEnum(FILTER_STATUSES))),
+  // Any stored status; which ones the action takes is checked after (validation/operations.ts).
+  status: Type.Optional(Nullable(StringEnum(STORED_STATUSES))),
   task_type: Type.Optional(Nullable(TaskType)),
   created_after: Type.Optional(Nullable(TimeInput)),
   created_before: Type.Optional(Nullable(TimeInput)),
@@ -66,7 +55,7 @@ export type OperationRequestJson = Static<typeof OperationRequest>;
 /** The filter as an operation answers it: the fields given, times as the API writes them. */
 const OperationFilterJson = Type.Object(
   {
-    status: Type.Optional(StringEnum(FILTER_STATUSES)),
+    status: Type.Optional(StringEnum(STORED_STATUSES)),
     task_type: Type.Optional(Type.String()),
     created_after: Type.Optional(Time),
     created_before: Type.Optional(Time),
