@@ -62,9 +62,7 @@ describe('client.operations', () => {
       (await client.operations.start('cancel', { taskType: 'none' })).operationId,
     );
     expect(await rejectionOf(client.operations.cancel(done.operationId))).toBeInstanceOf(ConflictError);
-    const refused = await rejectionOf(
-      client.operations.start('retry', { parentId: 'not-a-task-id' }),
-    );
+    const refused = await rejectionOf(client.operations.start('retry', { parentId: 'not-a-task-id' }));
     expect(refused).toBeInstanceOf(ValidationError);
     expect(await rejectionOf(client.operations.start('retry', {}))).toBeInstanceOf(ValidationError);
   });
