@@ -85,7 +85,9 @@ const ROW_BYTES = `coalesce(octet_length(c.result::text), 0) + coalesce(octet_le
  * (NULL: any), `$4` `due` or `later` (for `ready` and `pending`) or NULL, `$5` limit, `$6`
  * bytes, `$7` now. Through `tasks_parent_idx`, in id order (the order they were spawned in). As
  * a listing does (src/store/sql/list.ts), a page stops once its results and errors pass `$6`
- * bytes, keeping at least one child: a thousand results of 1 MiB are not one answer.
+ * bytes, keeping at least one child: a thousand results of 1 MiB are not one answer. A status
+ * filters the parent's children as the index yields them: a page reads at most the parent's
+ * children, never the table.
  */
 const LIST_CHILDREN = `
   SELECT p.id, p.child_key, p.status, p.due_ms, p.result, p.last_error, p.page_bytes FROM (
