@@ -33,6 +33,7 @@ const ALL_MIGRATIONS = [
   '000014_limits_index_no_pending_list.sql',
   '000015_cluster_redis_reachable.sql',
   '000016_operations.sql',
+  '000017_children.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
