@@ -4,7 +4,7 @@
  * keeps its data in its directory.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -267,4 +267,16 @@ describe('PGlite on disk', () => {
       await second.close();
     }
   }, 120_000); // two PGlite start-ups, several seconds each on a busy machine
+
+  it('makes no directory for `memory://`, in memory', async () => {
+    const cwd = process.cwd();
+    process.chdir(dataDir);
+    try {
+      const db = await openPglite({ dataDir: 'memory://', schema: 'wheelhouse' });
+      await db.close();
+      expect(existsSync(join(dataDir, 'memory:'))).toBe(false);
+    } finally {
+      process.chdir(cwd);
+    }
+  });
 });
