@@ -60,7 +60,7 @@ export async function runOperationVerb(
   stderr: ProgressSink,
 ): Promise<number> {
   const filter = parseFilter(filterValues);
-  // The node answers a filter it cannot run (parent_id, a status the action does not take) with a 400.
+  // The node answers a filter it cannot run (a status the action does not take, a bad time or id) with a 400.
   const client = createClient(connection);
   const started = await client.operations.start(action, filter);
   if (options.detach) {

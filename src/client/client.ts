@@ -1,3 +1,4 @@
+import { childrenClient, type ChildrenClient } from './children.js';
 import { sleep } from './backoff.js';
 import { WheelhouseTimeoutError } from './errors.js';
 import { Transport } from './http.js';
@@ -75,6 +76,8 @@ export interface WheelhouseClient {
   readonly limits: LimitsClient;
   /** Operations on many tasks: cancel, retry or delete what a filter matches, in the background. */
   readonly operations: OperationsClient;
+  /** Children of a running task: list them (and spawn them, as the parent's worker). */
+  readonly children: ChildrenClient;
 }
 
 const DEFAULT_WAIT_MS = 60_000;
@@ -124,6 +127,7 @@ export function createClient(options: ClientOptions): WheelhouseClient {
   return {
     limits: limitsClient(http),
     operations: operationsClient(http),
+    children: childrenClient(http),
 
     async submit(task) {
       const answer = await http.send({

@@ -22,7 +22,7 @@ export interface OperationFilter {
   limit?: string;
   /** Text in the task's last error, ignoring case. */
   errorContains?: string;
-  /** Children of one task: not supported by the node yet (it answers 400). */
+  /** The children of this task (`client.children`). */
   parentId?: string;
 }
 
@@ -162,6 +162,7 @@ export function operationFromWire(body: unknown): Operation {
   if (typeof f.due_before === 'string') filter.dueBefore = f.due_before;
   if (typeof f.limit === 'string') filter.limit = f.limit;
   if (typeof f.error_contains === 'string') filter.errorContains = f.error_contains;
+  if (typeof f.parent_id === 'string') filter.parentId = f.parent_id;
   return {
     operationId: String(o.operation_id),
     action: o.action as OperationAction,

@@ -144,6 +144,10 @@ export interface Task {
   idempotencyKey: string | null;
   cancelRequested: boolean;
   dependencies: string[];
+  /** The running task that spawned it (a child, `client.children`); null: none. */
+  parentId: string | null;
+  /** A child's name within its parent, when it was given one. */
+  childKey: string | null;
   payload: unknown;
   /** What the succeeded attempt's worker returned (any JSON); null when none. */
   result: unknown;

@@ -120,6 +120,8 @@ export function taskFromWire(body: unknown): Task {
     idempotencyKey: str(o.idempotency_key),
     cancelRequested: o.cancel_requested === true,
     dependencies: strs(o.dependencies),
+    parentId: str(o.parent_id),
+    childKey: str(o.child_key),
     payload: o.payload === undefined ? null : o.payload,
     result: o.result === undefined ? null : o.result,
     progress: o.progress === undefined ? null : o.progress,

@@ -68,6 +68,10 @@ export interface NewTask {
   limits?: readonly string[] | null;
   /** Merge into the waiting task of the same type and key (`TaskSpec.debounce`); null/absent: none. */
   debounce?: DebounceSpec | null;
+  /** The running task that spawned it (`POST /api/tasks/{id}/children`); null/absent: none. */
+  parentId?: string | null;
+  /** Its name within its parent: a spawn that names it again answers this task. null/absent: none. */
+  childKey?: string | null;
 }
 
 /** A task row as read back. Times are Unix milliseconds. */
@@ -126,6 +130,10 @@ export interface TaskRecord {
   limits?: readonly string[];
   /** The debounce key it was submitted with (`debounce.key`); null or absent: none. */
   debounceKey?: string | null;
+  /** The task that spawned it (a child of a running task); null or absent: none. */
+  parentId?: string | null;
+  /** Its name within its parent; null or absent: none. */
+  childKey?: string | null;
 }
 
 /** What the wheel and the ready queue need to know of a task: no payload. */

@@ -27,7 +27,8 @@ export const ACTION_STATUSES: Readonly<Record<OperationAction, readonly StoredSt
 /**
  * Which tasks an operation looks at: every field present narrows it (AND). Times are Unix ms;
  * `after` bounds are exclusive, `before` bounds exclusive too. `limit` is a limit name the task
- * takes part in; `errorContains` is matched in the task's last error, ignoring case.
+ * takes part in; `errorContains` is matched in the task's last error, ignoring case; `parentId`
+ * names the running task whose children it looks at.
  */
 export interface OperationFilter {
   status?: StoredStatus;
@@ -38,6 +39,7 @@ export interface OperationFilter {
   dueBeforeMs?: number;
   limit?: string;
   errorContains?: string;
+  parentId?: string;
 }
 
 /** An operation as the store keeps it. */

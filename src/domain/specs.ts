@@ -36,6 +36,13 @@ export interface TaskSpec {
   requestHash: string;
 }
 
+/** One child of a `POST /api/tasks/{id}/children` request (or a channel `spawn`), validated. */
+export interface ChildSpec {
+  spec: TaskSpec;
+  /** Its name within the parent: the same key again answers the child made first. null: always new. */
+  childKey: string | null;
+}
+
 /** One task of a `POST /api/dags` request, validated. */
 export interface DagTaskSpec {
   ref: string;

@@ -78,5 +78,6 @@ function filterJson(f: OperationFilter): OperationJson['filter'] {
     ...(f.dueBeforeMs === undefined ? {} : { due_before: iso(f.dueBeforeMs) }),
     ...(f.limit === undefined ? {} : { limit: f.limit }),
     ...(f.errorContains === undefined ? {} : { error_contains: f.errorContains }),
+    ...(f.parentId === undefined ? {} : { parent_id: f.parentId }),
   };
 }

@@ -1,6 +1,8 @@
+import type { Static } from 'typebox';
 import type { ExecutionRecord, SubmitResult } from '../domain/model.js';
 import type { Explanation } from '../services/explanation.js';
-import type { Assignment, DagView, TaskView } from '../services/types.js';
+import type { Assignment, ChildRecord, DagView, TaskView } from '../services/types.js';
+import type { Child, Spawned } from './schemas/children.js';
 import type {
   AssignmentJson,
   DagJson,
@@ -29,6 +31,23 @@ export function submitJson(result: SubmitResult): SubmittedJson {
   return out;
 }
 
+/** A child as a spawn answers it (the route's and the channel's `spawned`). */
+export function spawnedJson(result: SubmitResult): Static<typeof Spawned> {
+  const t = result.task;
+  return { task_id: t.id, status: t.status, due_time: iso(t.dueMs), child_key: t.childKey ?? null };
+}
+
+/** A child as its parent's listing shows it. */
+export function childJson(c: ChildRecord): Static<typeof Child> {
+  return {
+    task_id: c.taskId,
+    child_key: c.childKey,
+    status: c.status,
+    result: c.result ?? null,
+    last_error: c.lastError,
+  };
+}
+
 /** `GET /api/tasks/{task_id}` and the items of `GET /api/tasks`. */
 export function taskJson(view: TaskView): TaskJson {
   const r = view.record;
@@ -53,6 +72,8 @@ export function taskJson(view: TaskView): TaskJson {
     idempotency_key: r.idempotencyKey,
     cancel_requested: r.cancelRequested,
     dependencies: view.dependencies,
+    parent_id: r.parentId ?? null,
+    child_key: r.childKey ?? null,
     limits: r.limits ? [...r.limits] : [],
     payload: r.payload === undefined ? null : r.payload,
     result: r.result ?? null,

@@ -15,6 +15,7 @@ import { dagRoutes } from './dag-routes.js';
 import { limitsRoutes } from './limits-routes.js';
 import { operationsRoutes } from './operations-routes.js';
 import { tasksRoutes } from './tasks-routes.js';
+import { childrenRoutes } from './children-routes.js';
 import { serializerCompiler } from './serializer.js';
 import { validatorCompiler } from './validation/ajv.js';
 import { checkResponses } from './validation/responses.js';
@@ -165,6 +166,7 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
     defaults,
     batchBodyLimitBytes: batchLimit,
   });
+  void app.register(childrenRoutes, { api: services.children, defaults, batchBodyLimitBytes: batchLimit });
   void app.register(dagRoutes, { api: services.dags, defaults, bodyLimitBytes: batchLimit });
   void app.register(limitsRoutes, { api: services.limits });
   void app.register(operationsRoutes, { api: services.operations, keys: services.keys });
@@ -192,6 +194,7 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
       maxFrameBytes: options.workerFrameMaxBytes,
       maxJsonDepth: options.maxJsonDepth,
       maxResultBytes: options.maxResultBytes,
+      taskDefaults: defaults,
     });
   }
   for (const plugin of input.extraPlugins ?? []) void app.register(plugin);

@@ -253,6 +253,9 @@ export class Connection {
       case 'progress':
         await session.progress(frame.updates);
         return;
+      case 'spawn':
+        this.send(await api.spawn(frame.spawn));
+        return;
       case 'goodbye':
         session.goodbye();
         return;

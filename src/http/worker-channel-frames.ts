@@ -1,9 +1,11 @@
 import { WheelhouseError, type ErrorCode } from '../lib/errors.js';
 import type { ChannelProgress, CompletionRequest } from '../services/types.js';
-import type { ChannelHello, NodeFrame } from '../services/worker-channel.js';
+import type { ChannelHello, ChannelSpawn, NodeFrame } from '../services/worker-channel.js';
 import { parseJsonBody } from './json-body.js';
 import { WORKER_FRAMES, WORKER_FRAME_TYPES, type WorkerFrame, type WorkerFrameType } from './schemas/worker-channel.js';
-import { assignmentJson } from './serialize.js';
+import { assignmentJson, spawnedJson } from './serialize.js';
+import { validateChildren } from './validation/children.js';
+import type { TaskDefaults } from './validation/tasks.js';
 import { assertSchema } from './validation/ajv.js';
 import { FieldPath } from './validation/fields.js';
 import { checkWorkerJson, completionRequests } from './validation/requests.js';
@@ -19,6 +21,7 @@ export type ReadFrame =
   | { type: 'credit'; n: number }
   | { type: 'results'; results: CompletionRequest[] }
   | { type: 'progress'; updates: ChannelProgress[] }
+  | { type: 'spawn'; spawn: ChannelSpawn }
   | { type: 'goodbye' };
 
 export interface FrameLimits {
@@ -28,6 +31,8 @@ export interface FrameLimits {
   maxJsonDepth: number;
   /** Largest `result` or `progress` value, bytes of JSON. */
   maxResultBytes: number;
+  /** Defaults and limits for a `spawn` frame's children, as for a submission. */
+  taskDefaults: TaskDefaults;
 }
 
 /**
@@ -50,9 +55,31 @@ export function readFrame(text: string, limits: FrameLimits): ReadFrame {
       };
     case 'progress':
       return { type: 'progress', updates: progressOf(frame, limits.maxResultBytes) };
+    case 'spawn':
+      return { type: 'spawn', spawn: spawnOf(frame, limits.taskDefaults) };
     case 'goodbye':
       return { type: 'goodbye' };
   }
+}
+
+/**
+ * A `spawn` frame's children, checked as the route checks them. A bad child is answered in the
+ * `spawned` frame of its `request_id` (the socket stays open), not refused as a bad frame is.
+ */
+function spawnOf(frame: Extract<WorkerFrame, { type: 'spawn' }>, defaults: TaskDefaults): ChannelSpawn {
+  let children: ChannelSpawn['children'];
+  try {
+    children = validateChildren(frame.tasks, defaults);
+  } catch (error) {
+    if (!(error instanceof WheelhouseError)) throw error;
+    children = error;
+  }
+  return {
+    requestId: frame.request_id,
+    parentId: frame.task_id.toLowerCase(),
+    leaseToken: frame.lease_token,
+    children,
+  };
 }
 
 /** Progress updates, each held to `maxResultBytes` like a result; each has progress, an extension, or both. */
@@ -69,6 +96,19 @@ function progressOf(frame: Extract<WorkerFrame, { type: 'progress' }>, maxResult
       at.fail('an update carries progress, extend_seconds or both');
     return update;
   });
+}
+
+/**
+ * An error as a `spawned` frame says it: code and message as shown, and the details that name a
+ * field or a child (`field`, `index`) when the error is the worker's own, as an HTTP 400 has them.
+ */
+function errorJson(
+  shown: { code: ErrorCode; message: string },
+  error: WheelhouseError,
+): { code: ErrorCode; message: string; details?: unknown } {
+  const out: { code: ErrorCode; message: string; details?: unknown } = { code: shown.code, message: shown.message };
+  if (error.status < 500 && Object.keys(error.details).length > 0) out.details = error.details;
+  return out;
 }
 
 /** A text frame's bytes as a string (ws hands a Buffer, or fragments). */
@@ -157,5 +197,11 @@ export function frameJson(
       };
     case 'error':
       return { type: 'error', error: { code: frame.code, message: frame.message } };
+    case 'spawned': {
+      if ('tasks' in frame)
+        return { type: 'spawned', request_id: frame.requestId, tasks: frame.tasks.map(spawnedJson) };
+      const error = show(frame.error);
+      return { type: 'spawned', request_id: frame.requestId, error: errorJson(error, frame.error) };
+    }
   }
 }

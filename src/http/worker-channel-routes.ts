@@ -6,6 +6,7 @@ import type { ApiKeysApi } from '../services/api-keys.js';
 import { CLOSE, type WorkerChannelApi } from '../services/worker-channel.js';
 import { workerChannelSchemas } from './schemas/worker-channel.js';
 import { Connection, refuseSocket } from './worker-channel-connection.js';
+import type { TaskDefaults } from './validation/tasks.js';
 import type { WorkerSlots } from './worker-slots.js';
 
 /**
@@ -38,6 +39,8 @@ export interface WorkerChannelRoutesOptions {
   maxJsonDepth: number;
   /** Largest `result` or `progress` value, bytes of JSON. */
   maxResultBytes: number;
+  /** Defaults and limits for the children of a `spawn` frame, as for a submission. */
+  taskDefaults: TaskDefaults;
 }
 
 export const workerChannelRoutes: FastifyPluginAsync<WorkerChannelRoutesOptions> = async (fastify, opts) => {
@@ -91,6 +94,7 @@ export const workerChannelRoutes: FastifyPluginAsync<WorkerChannelRoutesOptions>
         maxTaskTypes: opts.maxTaskTypes,
         maxJsonDepth: opts.maxJsonDepth,
         maxResultBytes: opts.maxResultBytes,
+        taskDefaults: opts.taskDefaults,
         maxFrameBytes: opts.maxFrameBytes,
         helloTimeoutMs: opts.helloTimeoutMs,
         requestId: request.id,

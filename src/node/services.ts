@@ -84,6 +84,30 @@ export function buildServices(
     events,
     onError,
   });
+  const views = new TaskViews({ dags: backend.dags, clock });
+  const admission = new Admission({ backlog: deps.backlog, readyBacklogLimit: options.readyBacklogLimit });
+  const missing = new MissingTasks({ tasks: backend.tasks });
+  const schedules = new ScheduleService({ tasks: backend.tasks, system, activation, views, missing, onError });
+  const tasks = new TaskService({
+    tasks: backend.tasks,
+    schedules: backend.schedules,
+    clock,
+    partitions,
+    admission,
+    views,
+    events,
+    placement: wheel,
+    cron: schedules,
+    resolver,
+    missing,
+    system,
+    catalog: ctx.limits,
+    limits: {
+      listScanRows: options.listScanRows,
+      maxPageBytes: options.maxPageBytes,
+      cronCheckBudgetMs: options.cronCheckBudgetMs,
+    },
+  });
   // The worker channel, and the two actor kinds through which the cluster reaches its sockets:
   // `worker` (placed by the ring) and `worker-sockets` (pinned to this node), registered here
   // because the second hands messages to the channel.
@@ -94,14 +118,11 @@ export function buildServices(
     system,
     clock,
     heartbeatMs: options.workerHeartbeatMs,
+    children: tasks,
     onError,
   });
   system.register(workerBehavior({ idlePassivationMs: Math.max(60_000, 3 * options.workerHeartbeatMs) }));
   system.register(workerSocketsBehavior(channel));
-  const views = new TaskViews({ dags: backend.dags, clock });
-  const admission = new Admission({ backlog: deps.backlog, readyBacklogLimit: options.readyBacklogLimit });
-  const missing = new MissingTasks({ tasks: backend.tasks });
-  const schedules = new ScheduleService({ tasks: backend.tasks, system, activation, views, missing, onError });
   const presence = (taskType: string): WorkerPresence => ({
     ...dispatcher.presence(taskType),
     connected: channel.connected(taskType),
@@ -138,26 +159,8 @@ export function buildServices(
     operationRunner.check().catch((error: unknown) => onError(error, 'starting the operations this node owns'));
   };
   const services: Services & { keys: ApiKeys } = {
-    tasks: new TaskService({
-      tasks: backend.tasks,
-      schedules: backend.schedules,
-      clock,
-      partitions,
-      admission,
-      views,
-      events,
-      placement: wheel,
-      cron: schedules,
-      resolver,
-      missing,
-      system,
-      catalog: ctx.limits,
-      limits: {
-        listScanRows: options.listScanRows,
-        maxPageBytes: options.maxPageBytes,
-        cronCheckBudgetMs: options.cronCheckBudgetMs,
-      },
-    }),
+    tasks,
+    children: tasks,
     schedules,
     dags: new DagService({
       dags: backend.dags,

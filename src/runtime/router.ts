@@ -185,7 +185,7 @@ export class Router implements CellHost {
         cell.mailbox.post(message, null);
         return Promise.resolve(undefined);
       }
-      const timeoutMs = envelope.deadlineMs - this.clock.now();
+      const timeoutMs = answerWithinMs(envelope.deadlineMs - this.clock.now());
       if (timeoutMs <= 0) {
         throw new WheelhouseError(
           'ask_timeout',
@@ -206,7 +206,7 @@ export class Router implements CellHost {
    * previous instance has not left) would otherwise hold the answer to every tell beside it.
    */
   private byDeadline(active: Promise<void>, envelope: TransportEnvelope): Promise<void> {
-    const timeoutMs = envelope.deadlineMs - this.clock.now();
+    const timeoutMs = answerWithinMs(envelope.deadlineMs - this.clock.now());
     const late = (): WheelhouseError =>
       new WheelhouseError(
         'ask_timeout',
@@ -323,6 +323,20 @@ export class Router implements CellHost {
       );
     }
   }
+}
+
+/**
+ * How long a forwarded ask (or activation) may wait here for its answer, of the `remainingMs`
+ * to its deadline: a little less, so that its answer — an `ask_timeout` included — reaches the
+ * sender before the sender stops waiting for the request that carried it. The request answers
+ * once every envelope of its batch has settled; were a slow actor's ask to time out here only
+ * at the deadline, the sender would already have given the request up, and with it the
+ * answers of every other envelope in it (a lease's heartbeat, a limit's grant), its tells
+ * reported dropped and sent again. Seen in the nemesis: one limit actor slow to answer on a
+ * node made every batch to that node time out for minutes.
+ */
+export function answerWithinMs(remainingMs: number): number {
+  return remainingMs - Math.min(1_000, Math.max(100, remainingMs / 5));
 }
 
 /** The cell of `(kind, key)` on this node if it is activating or active. */

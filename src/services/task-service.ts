@@ -3,7 +3,9 @@ import type { NodeEventSink } from '../domain/events.js';
 import type { SubmitResult, TaskRecord } from '../domain/model.js';
 import { cronBudget } from '../domain/cron-budget.js';
 import { newTask, scheduleRecord } from '../domain/new-task.js';
-import type { TaskSpec } from '../domain/specs.js';
+import type { ChildSpec, TaskSpec } from '../domain/specs.js';
+import { leaseTokenDigest } from '../domain/lease-token.js';
+import { visibleStatus } from '../domain/lifecycle.js';
 import { isUuid, uuidv7 } from '../lib/ids.js';
 import { WheelhouseError } from '../lib/errors.js';
 import type { DagResolver } from '../actors/dag-resolver.js';
@@ -16,8 +18,16 @@ import type { ScheduleStore, TaskStore } from '../store/types.js';
 import type { ScheduleService } from './schedule-service.js';
 import { assertKnownLimits, type LimitCatalog } from './limit-catalog.js';
 import type { MissingTasks } from './missing-tasks.js';
-import { badToken, decodeToken, dueEntry, encodeToken, type Admission, type TaskViews } from './support.js';
-import type { TaskListFilter, TasksApi, TaskView } from './types.js';
+import {
+  badToken,
+  decodeToken,
+  dueEntry,
+  encodeToken,
+  leaseNotHeld,
+  type Admission,
+  type TaskViews,
+} from './support.js';
+import type { ChildListFilter, ChildRecord, ChildrenApi, TaskListFilter, TasksApi, TaskView } from './types.js';
 
 export interface TaskServiceDeps {
   tasks: TaskStore;
@@ -55,7 +65,7 @@ export interface TaskLimits {
  * it is answered; then its due entries go to their wheel partitions and its schedules' actors
  * are activated.
  */
-export class TaskService implements TasksApi {
+export class TaskService implements TasksApi, ChildrenApi {
   constructor(private readonly deps: TaskServiceDeps) {}
 
   async submit(specs: TaskSpec[], one = false): Promise<SubmitResult[]> {
@@ -67,6 +77,71 @@ export class TaskService implements TasksApi {
     const t0 = Date.now();
     const results = await this.deps.tasks.submit(rows, now);
     const t1 = Date.now();
+    await this.written(results);
+    if (one) trace('submit', { insertMs: t1 - t0, placeMs: Date.now() - t1, limits: specs[0]?.limits });
+    return results;
+  }
+
+  /**
+   * Adds children to a running task, all or none, as a batch submission would add them; the
+   * caller must hold the parent's lease (409 `lease_not_held` otherwise, as a heartbeat is
+   * answered), and an unknown parent is a 404. A child whose `childKey` the parent already has
+   * is answered with that child, `created: false`: nothing is written for it.
+   */
+  async spawnChildren(parentId: string, leaseToken: string, children: ChildSpec[]): Promise<SubmitResult[]> {
+    this.deps.admission.admit();
+    const specs = children.map((c) => c.spec);
+    await assertKnownLimits(this.deps.catalog, specs, true);
+    const now = this.deps.clock.now();
+    // Ids sorted, so that the children of one request list (by id) in request order.
+    const ids = children.map(() => uuidv7(now)).sort();
+    const rows = children.map(({ spec, childKey }, index) => ({
+      ...newTask(spec, ids[index]!, now, index, this.deps.partitions),
+      childKey,
+    }));
+    // A token that cannot be one this version issued matches no lease: an empty digest never does.
+    const digest = leaseTokenDigest(leaseToken) ?? Buffer.alloc(0);
+    const spawned = await this.deps.tasks.spawnChildren(parentId, digest, rows, now);
+    if (spawned.kind === 'not_found') throw await this.deps.missing.task(parentId);
+    if (spawned.kind === 'lease_not_held') throw leaseNotHeld(parentId);
+    await this.written(spawned.results);
+    return spawned.results;
+  }
+
+  /** A page of a task's children, in the order they were spawned; 404 for an unknown task. */
+  async listChildren(
+    parentId: string,
+    filter: ChildListFilter,
+  ): Promise<{ children: ChildRecord[]; nextToken: string | null }> {
+    const afterId = filter.nextToken === undefined ? undefined : decodeToken(filter.nextToken, 'next_token');
+    if (afterId !== undefined && !isUuid(afterId)) throw badToken();
+    const now = this.deps.clock.now();
+    const maxBytes = this.deps.limits?.maxPageBytes;
+    const page = await this.deps.tasks.listChildren(
+      parentId,
+      {
+        limit: filter.limit,
+        ...(filter.status === undefined ? {} : { status: filter.status }),
+        ...(afterId === undefined ? {} : { afterId }),
+        ...(maxBytes === undefined ? {} : { maxBytes }),
+      },
+      now,
+    );
+    // An empty first page may be a parent without children or no task at all: only then is it read.
+    if (page.children.length === 0 && afterId === undefined && !(await this.deps.tasks.get(parentId))) {
+      throw await this.deps.missing.task(parentId);
+    }
+    return {
+      children: page.children.map((c) => ({ ...c, status: visibleStatus(c.status, c.dueMs, now) })),
+      nextToken: page.nextAfterId === null ? null : encodeToken(page.nextAfterId),
+    };
+  }
+
+  /**
+   * What follows the write of new tasks: their due entries go to their wheel partitions, their
+   * schedules' actors are activated, and the node counts them.
+   */
+  private async written(results: SubmitResult[]): Promise<void> {
     const created = results.filter((r) => r.created);
     // A debounced submit that merged moved its waiting task's due time: the task is placed
     // again at the new one (the entry of the old one is refused by the claim and dropped); a
@@ -82,14 +157,12 @@ export class TaskService implements TasksApi {
       this.deps.placement.place(due.map((r) => dueEntry(r.task))),
       this.deps.cron.activate(schedules),
     ]);
-    if (one) trace('submit', { insertMs: t1 - t0, placeMs: Date.now() - t1, limits: specs[0]?.limits });
     // Every task written counts, blocked ones (and ones born cancelled) included.
     if (created.length > 0)
       this.deps.events.emit('task:submitted', {
         taskIds: created.map((r) => r.task.id),
         taskTypes: created.map((r) => r.task.taskType),
       });
-    return results;
   }
 
   async getTask(taskId: string): Promise<TaskView> {

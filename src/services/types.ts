@@ -1,7 +1,8 @@
 import type { ExtendedLease } from '../store/types.js';
+import type { ChildRecord as StoreChildRecord } from '../store/children-types.js';
 import type { ApiKeysApi } from './api-keys.js';
 import type { ClaimedTask, ExecutionRecord, SubmitResult, TaskRecord, TaskStatus } from '../domain/model.js';
-import type { DagSpec, TaskSpec } from '../domain/specs.js';
+import type { ChildSpec, DagSpec, TaskSpec } from '../domain/specs.js';
 import type { Explanation } from './explanation.js';
 import type { LimitsApi } from './limits-service.js';
 import type { OperationAction, OperationFilter, OperationRecord } from '../domain/operations.js';
@@ -107,6 +108,31 @@ export interface TasksApi {
   retry(taskId: string): Promise<TaskView>;
 }
 
+/** Children of a running task (`POST` and `GET /api/tasks/{id}/children`, the channel's `spawn`). */
+export interface ChildrenApi {
+  /**
+   * Adds children to a running task, all or none; 409 `lease_not_held` unless `leaseToken` is
+   * its lease's, 404 for an unknown task. Results in request order.
+   */
+  spawnChildren(parentId: string, leaseToken: string, children: ChildSpec[]): Promise<SubmitResult[]>;
+  /** 404 for an unknown task. */
+  listChildren(
+    parentId: string,
+    filter: ChildListFilter,
+  ): Promise<{ children: ChildRecord[]; nextToken: string | null }>;
+}
+
+export interface ChildListFilter {
+  status?: TaskStatus;
+  limit: number;
+  nextToken?: string;
+}
+
+/** One child as its parent's listing shows it: the status as visible (`ready` when pending and due). */
+export interface ChildRecord extends Omit<StoreChildRecord, 'status'> {
+  status: TaskStatus;
+}
+
 /** `GET /api/tasks/{id}/explain`: why a task is where it is. */
 export interface ExplainApi {
   /** 404 `task_not_found` for an unknown id. */
@@ -182,6 +208,7 @@ export interface OperationsApi {
 
 export interface Services {
   tasks: TasksApi;
+  children: ChildrenApi;
   schedules: SchedulesApi;
   dags: DagsApi;
   workers: WorkersApi;

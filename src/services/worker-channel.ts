@@ -4,11 +4,13 @@ import { WheelhouseError, isWheelhouseError } from '../lib/errors.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Cancel, Clock } from '../runtime/clock.js';
 import { RECHECK_MS, type Dispatcher } from './dispatcher.js';
-import type { Assignment } from './types.js';
+import { spawnAnswer, type ChannelSpawn } from './channel-spawn.js';
+import type { Assignment, ChildrenApi } from './types.js';
 import type { WorkerService } from './worker-service.js';
-import { CLOSE, WorkerSession, type ChannelSocket } from './worker-session.js';
+import { CLOSE, WorkerSession, type ChannelSocket, type NodeFrame } from './worker-session.js';
 
 export { CLOSE, type ChannelAck, type ChannelSocket, type NodeFrame } from './worker-session.js';
+export type { ChannelSpawn } from './channel-spawn.js';
 
 /**
  * The worker channel of one node: the WebSocket sessions of the workers connected here
@@ -61,6 +63,8 @@ export interface WorkerChannelDeps {
   clock: Clock;
   /** How often a session pings its socket and announces itself to its actor, ms. */
   heartbeatMs: number;
+  /** Where a `spawn` frame's children go: the service of `POST /api/tasks/{id}/children`. */
+  children: Pick<ChildrenApi, 'spawnChildren'>;
   onError(error: unknown, context: string): void;
 }
 
@@ -88,6 +92,11 @@ export interface WorkerChannelApi {
   open(hello: ChannelHello, socket: ChannelSocket): Promise<WorkerSession>;
   /** `credit`: `n` more tasks may be sent. */
   credit(session: WorkerSession, n: number): void;
+  /**
+   * `spawn`: adds the children as `POST /api/tasks/{id}/children` does; answers the `spawned`
+   * frame to send (with the error when none was added). Never rejects.
+   */
+  spawn(spawn: ChannelSpawn): Promise<NodeFrame>;
   /**
    * The socket closed. `handBack`: its worker closed it (or the node did for a reason that
    * ends the worker's hold, a revoked key or a newer socket), so the leases it still holds
@@ -173,6 +182,10 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
     session.credits = Math.min(MAX_CREDITS, session.credits + n);
     session.wanting = true;
     this.scheduleTurn();
+  }
+
+  spawn(spawn: ChannelSpawn): Promise<NodeFrame> {
+    return spawnAnswer(this.deps.children, spawn);
   }
 
   closed(session: WorkerSession, handBack: boolean): void {

@@ -1,5 +1,6 @@
 import type { WorkerPush } from '../actors/worker.js';
 import { WheelhouseError, isWheelhouseError, type ErrorCode } from '../lib/errors.js';
+import type { SubmitResult } from '../domain/model.js';
 import type { Clock } from '../runtime/clock.js';
 import { HeldLeases, type HeldLease, type LeaseGrant, type LeftLease } from './held-leases.js';
 import type { Assignment, ChannelProgress, CompletionRequest, ProgressRequest, WorkersApi } from './types.js';
@@ -23,7 +24,13 @@ export type NodeFrame =
   | { type: 'lease_lost'; taskIds: string[] }
   /** Deadlines moved at the worker's request (`extend_seconds`). */
   | { type: 'extended'; tasks: { taskId: string; deadlineMs: number }[] }
-  | { type: 'error'; code: ErrorCode; message: string };
+  | { type: 'error'; code: ErrorCode; message: string }
+  /**
+   * The answer to a `spawn` frame, named by its `request_id`: the children in request order, or
+   * why none was added (the HTTP face tells the worker what it tells an HTTP client of it).
+   */
+  | { type: 'spawned'; requestId: string; tasks: SubmitResult[] }
+  | { type: 'spawned'; requestId: string; error: WheelhouseError };
 
 export interface ChannelAck {
   taskId: string;

@@ -319,7 +319,9 @@ export async function openPglite(options: PgliteDbOptions): Promise<Db> {
   checkSchema(options.schema);
   let lite: PGlite;
   try {
-    if (options.dataDir !== null) mkdirSync(options.dataDir, { recursive: true });
+    // `memory://` (PGlite's in-memory scheme) is no directory: made, it was an empty `memory:`
+    // in the working directory.
+    if (options.dataDir !== null && !options.dataDir.includes('://')) mkdirSync(options.dataDir, { recursive: true });
     const parsers = { [INT8_OID]: parseInt8 };
     lite = await PGlite.create(options.dataDir === null ? { parsers } : { dataDir: options.dataDir, parsers });
     // The schema need not exist yet: search_path names that do not exist are skipped until

@@ -1,8 +1,10 @@
 import type { Db } from './db.js';
+import type { ChildPage, ChildrenFilter, SpawnResult } from './children-types.js';
 import { cancelTask } from './sql/cancel.js';
 import type { LimitGrantRow } from './limit-types.js';
 import { claimTasks, expiredLeases, heartbeatTasks, releaseTasks, runningLease } from './sql/claim.js';
 import { completeTasks, expireLease } from './sql/complete.js';
+import { listChildren, spawnChildren } from './sql/children.js';
 import { listTasks } from './sql/list.js';
 import { recordProgress } from './sql/progress.js';
 import { getTask, pendingDueTimes, pendingInPartition, runningInPartitions, taskHistory } from './sql/read.js';
@@ -65,6 +67,14 @@ export class SqlTaskStore implements TaskStore {
 
   submit(tasks: NewTask[], nowMs: number): Promise<SubmitResult[]> {
     return submitTasks(tasks.length === 1 ? this.lane : this.db, tasks, nowMs);
+  }
+
+  spawnChildren(parentId: string, tokenDigest: Buffer, children: NewTask[], nowMs: number): Promise<SpawnResult> {
+    return spawnChildren(this.db, parentId, tokenDigest, children, nowMs);
+  }
+
+  listChildren(parentId: string, filter: ChildrenFilter, nowMs: number): Promise<ChildPage> {
+    return listChildren(this.listings, parentId, filter, nowMs);
   }
 
   purgeExpiredIdempotencyKeys(nowMs: number, limit: number): Promise<number> {

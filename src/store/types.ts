@@ -18,6 +18,7 @@ import type {
   TaskStatus,
   Transition,
 } from '../domain/model.js';
+import type { ChildPage, ChildrenFilter, SpawnResult } from './children-types.js';
 import type { LimitGrantRow } from './limit-types.js';
 
 /** A position in a partition's pending tasks: the last entry a page returned. */
@@ -162,6 +163,14 @@ export interface TaskStore {
   get(id: string): Promise<TaskRecord | null>;
   /** A page newest first (see src/store/sql/list.ts for what bounds it). */
   list(filter: ListFilter, nowMs: number): Promise<TaskListPage>;
+  /**
+   * Adds children to a running task whose lease token has digest `tokenDigest`, all or none,
+   * in one transaction (src/store/sql/children.ts): a `childKey` the parent already has answers
+   * that child (`created: false`), every other child is inserted as a submission is.
+   */
+  spawnChildren(parentId: string, tokenDigest: Buffer, children: NewTask[], nowMs: number): Promise<SpawnResult>;
+  /** A page of a task's children, in the order they were spawned. */
+  listChildren(parentId: string, filter: ChildrenFilter, nowMs: number): Promise<ChildPage>;
   /**
    * Claims in one statement: each id that is `pending` and due becomes `running` with
    * attempts + 1, version + 1, a lease of its timeout, `workerId`, and a new lease token

@@ -2,8 +2,9 @@ import { sleep } from './backoff.js';
 import { ChannelCredit } from './channel-credit.js';
 import { ChannelProgress } from './channel-progress.js';
 import { ChannelResults } from './channel-results.js';
+import { ChannelSpawns } from './channel-spawns.js';
 import type { ChannelSession } from './channel-session.js';
-import type { WireAck, WireLease } from './channel-wire.js';
+import type { WireAck, WireLease, WorkerFrame } from './channel-wire.js';
 import { Notifier } from './notifier.js';
 import type { CompiledWorkerOptions } from './options.js';
 import type { newCounters } from './task-run.js';
@@ -34,6 +35,8 @@ export interface LinkOwner {
 
 export class ChannelLink {
   readonly progress: ChannelProgress;
+  /** `ctx.spawn` requests waiting for their answer. */
+  readonly spawns: ChannelSpawns;
   private readonly results: ChannelResults;
   private readonly credit: ChannelCredit;
   /** The socket `hello` went out on (welcomed or not yet), null between sockets. */
@@ -51,10 +54,12 @@ export class ChannelLink {
   ) {
     this.results = new ChannelResults(o.batch.maxBatchSize);
     this.credit = new ChannelCredit(o.concurrency);
-    this.progress = new ChannelProgress(o.batch.maxBatchSize, () => {
+    const sender = () => {
       const session = this.session;
-      return session?.ready === true ? (frame) => session.send(frame) : null;
-    });
+      return session?.ready === true ? (frame: WorkerFrame) => session.send(frame) : null;
+    };
+    this.progress = new ChannelProgress(o.batch.maxBatchSize, sender);
+    this.spawns = new ChannelSpawns(sender);
   }
 
   /** Whether the worker has begun to close its socket for good (`close`). */
@@ -102,6 +107,7 @@ export class ChannelLink {
     this.credit.lose();
     this.results.requeue();
     this.progress.requeue();
+    this.spawns.lost();
     this.changed.notify();
     return true;
   }

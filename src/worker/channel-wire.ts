@@ -33,6 +33,7 @@ export type WorkerFrame =
   | { type: 'credit'; n: number }
   | { type: 'results'; results: WireResult[] }
   | { type: 'progress'; updates: WireProgress[] }
+  | { type: 'spawn'; request_id: string; task_id: string; lease_token: string; tasks: Record<string, unknown>[] }
   | { type: 'goodbye' };
 
 /** One entry of an `acks` frame. */
@@ -50,7 +51,9 @@ export type NodeFrame =
   | { type: 'cancel'; task_ids: string[] }
   | { type: 'lease_lost'; task_ids: string[] }
   | { type: 'extended'; tasks: WireExtended[] }
-  | { type: 'error'; error: { code: string; message: string } };
+  | { type: 'error'; error: { code: string; message: string } }
+  /** The answer to a `spawn`: `tasks` (checked when read by `ChannelSpawns`), or `error`. */
+  | { type: 'spawned'; request_id: string; tasks: unknown; error: unknown };
 
 /** The node closed the channel with an `error` frame. */
 export class ChannelError extends Error {
@@ -135,6 +138,11 @@ export function readNodeFrame(text: string): NodeFrame | null {
     }
     case 'error':
       return { type, error: readError(field(frame, 'error')) };
+    case 'spawned': {
+      const requestId = field(frame, 'request_id');
+      if (typeof requestId !== 'string') throw new ProtocolError('spawned frame has no request_id');
+      return { type, request_id: requestId, tasks: field(frame, 'tasks'), error: field(frame, 'error') };
+    }
     default:
       if (typeof type !== 'string') throw new ProtocolError('the node sent a frame without a type');
       return null;

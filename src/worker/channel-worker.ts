@@ -172,6 +172,8 @@ export class ChannelWorker implements Worker {
       case 'error':
         this.o.onError(new ChannelError(frame.error.code, frame.error.message), 'channel');
         return;
+      case 'spawned':
+        return this.link.spawns.answered(frame.request_id, frame.tasks, frame.error);
     }
   }
 
@@ -244,6 +246,7 @@ export class ChannelWorker implements Worker {
         this.link.progress.set({ task_id: taskId, lease_token: leaseToken, progress: value });
       },
       extend: (seconds) => this.link.progress.extend(taskId, leaseToken, seconds),
+      spawn: (tasks) => this.link.spawns.spawn(taskId, leaseToken, tasks),
       finished: (ran) => {
         this.link.progress.drop(taskId); // the result says more
         this.link.progress.endExtensions(taskId, t.timeout ?? t.deadlineMs ?? Date.now());

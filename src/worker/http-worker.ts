@@ -7,6 +7,7 @@ import { Lifecycle } from './lifecycle.js';
 import { Notifier } from './notifier.js';
 import { MAX_TASKS_PER_REQUEST, stopTimeoutMs, type CompiledWorkerOptions } from './options.js';
 import { RunningTasks, type RunningTask } from './running-tasks.js';
+import { spawnOverHttp } from './spawn.js';
 import { newCounters, type TaskOutcome } from './task-run.js';
 import type { StopOptions, Worker, WorkerStats } from './types.js';
 import { readPolledTasks, type WirePolledTask } from './wire.js';
@@ -182,6 +183,7 @@ export class HttpWorker implements Worker {
     this.running.start(t, {
       progress: (value) => heartbeats.progress(value),
       extend: (seconds) => heartbeats.extend(seconds),
+      spawn: (tasks) => spawnOverHttp(this.client, task, tasks),
       finished: (ran) => {
         heartbeats.stop(t.timeout ?? t.deadlineMs ?? Date.now());
         // Past its deadline the node ends the attempt itself and would refuse a result (409): none is sent.

@@ -21,6 +21,7 @@ export {
 } from './errors.js';
 export { NodeAnswerError } from './http.js';
 export { ChannelError } from './channel-wire.js';
+export { SpawnError, type ChildTask, type SpawnedChild } from './spawn.js';
 export type {
   CompletionBatchOptions,
   ResultOutcome,

@@ -1,6 +1,7 @@
 import { LeaseLostError, TaskTimeoutError, WorkerStoppedError } from './errors.js';
 import type { CompiledWorkerOptions } from './options.js';
 import { contextOf, failed, progressSender, runToOutcome, type newCounters, type TaskOutcome } from './task-run.js';
+import { MAX_SPAWN, type ChildTask, type SpawnedChild } from './spawn.js';
 import { deadlineOf, type WirePolledTask } from './wire.js';
 
 /**
@@ -36,6 +37,8 @@ export interface AttemptHooks {
    * this one included, before it resolves.
    */
   extend(seconds: number): Promise<number>;
+  /** Adds children to the task (checked here first); resolves with them as the node answered. */
+  spawn(tasks: readonly ChildTask[]): Promise<SpawnedChild[]>;
   /** The attempt is over and its slot free: the outcome to report, or null when it reached its deadline (nothing to report). */
   finished(outcome: TaskOutcome | null): void;
 }
@@ -164,6 +167,7 @@ export class RunningTasks {
       progress: progressSender(task.task_id, this.o, (value) => hooks.progress(value)),
       deadline: () => (running.deadlineMs === null ? null : new Date(running.deadlineMs)),
       extendDeadline: (seconds) => this.extend(running, hooks, seconds),
+      spawn: (tasks) => this.spawn(running, hooks, tasks),
     });
     const run = (async () => {
       const outcome = await Promise.race([
@@ -198,6 +202,17 @@ export class RunningTasks {
       for (const [taskId, running] of this.byId) running.stop(new WorkerStoppedError(taskId, graceMs));
     }, graceMs);
     return () => clearTimeout(timer);
+  }
+
+  /** `ctx.spawn`: refused here when the attempt is over or the count is out of bounds, else asked of the node. */
+  private async spawn(running: RunningTask, hooks: AttemptHooks, tasks: readonly ChildTask[]): Promise<SpawnedChild[]> {
+    if (!Array.isArray(tasks) || tasks.length === 0 || tasks.length > MAX_SPAWN)
+      throw new RangeError(
+        `spawn: 1 to ${MAX_SPAWN} children per call, got ${Array.isArray(tasks) ? tasks.length : typeof tasks}`,
+      );
+    if (running.timeout !== null) throw running.timeout;
+    if (running.lost || this.byId.get(running.task.task_id) !== running) throw new LeaseLostError(running.task.task_id);
+    return hooks.spawn(tasks);
   }
 
   /** `ctx.extendDeadline`: checks what can be answered here, then asks the node through the transport. */

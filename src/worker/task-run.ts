@@ -42,7 +42,7 @@ export function newCounters(): Omit<WorkerStats, 'running' | 'unreported'> {
 /** What the handler sees of a task the node handed out (by poll or push); `deadline` is read live. */
 export function contextOf(
   task: WirePolledTask,
-  run: Pick<TaskContext, 'signal' | 'progress' | 'extendDeadline'> & { deadline(): Date | null },
+  run: Pick<TaskContext, 'signal' | 'progress' | 'extendDeadline' | 'spawn'> & { deadline(): Date | null },
 ): TaskContext {
   return {
     taskId: task.task_id,
@@ -55,6 +55,7 @@ export function contextOf(
       return run.deadline();
     },
     extendDeadline: run.extendDeadline,
+    spawn: run.spawn,
   };
 }
 

@@ -3,6 +3,8 @@
  * back. Everything on the wire (snake_case) lives in `wire.ts`.
  */
 
+import type { ChildTask, SpawnedChild } from './spawn.js';
+
 /** One task as the handler sees it. */
 export interface TaskContext {
   /** The task's id (a UUID). */
@@ -52,6 +54,19 @@ export interface TaskContext {
    * value that cannot be sent (not JSON, too large) is reported to `onError` and dropped.
    */
   progress(value: unknown): void;
+  /**
+   * Adds children to this task (1–1 000 per call, all or none): each an ordinary task of its
+   * own, whose `parent_id` is this one, due as its schedule says and run by whichever worker
+   * takes its type. Resolves with them in order, as the node answered. A `childKey` makes the
+   * call safe to repeat: a child the task already has under that key is answered, not made
+   * again (a retried attempt that spawns again adds nothing). Over the channel a `spawn` frame,
+   * over HTTP `POST /api/tasks/{id}/children`. Rejects with a `LeaseLostError` when the lease is
+   * gone, a `TaskTimeoutError` past the deadline, a `SpawnError` for a child the node refused
+   * (`details.index` names it), a `RangeError` for a count out of bounds, and an `Error` when the
+   * channel's socket closed before the answer (spawn again, with keys). Waiting for the children
+   * to end is not there yet: the task's own attempt goes on (and ends) as usual.
+   */
+  spawn(tasks: readonly ChildTask[]): Promise<SpawnedChild[]>;
 }
 
 /**

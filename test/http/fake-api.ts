@@ -32,7 +32,7 @@ import type {
 } from '../../src/services/types.js';
 import type { Explanation } from '../../src/services/explanation.js';
 import type { LimitsApi } from '../../src/services/limits-service.js';
-import type { OperationsApi } from '../../src/services/types.js';
+import type { ChildrenApi, OperationsApi } from '../../src/services/types.js';
 import { memoryLimits } from './fake-limits.js';
 
 /** The fake's "now": 2026-11-30T12:00:00.000Z. */
@@ -318,7 +318,14 @@ const closedChannel: WorkerChannelApi = {
   open: () => Promise.reject(new WheelhouseError('not_ready', 'this test server runs no worker channel')),
   credit: () => undefined,
   closed: () => undefined,
+  spawn: () => Promise.reject(new WheelhouseError('not_ready', 'this test server runs no worker channel')),
   stop: () => undefined,
+};
+
+/** Children are tested through real nodes (test/e2e/children.test.ts): here no task runs. */
+const noChildren: ChildrenApi = {
+  spawnChildren: (id) => Promise.reject(new WheelhouseError('task_not_found', `no task ${id}`)),
+  listChildren: (id) => Promise.reject(new WheelhouseError('task_not_found', `no task ${id}`)),
 };
 
 /** Operations are tested through real nodes (test/e2e/operations*.test.ts): here none exists. */
@@ -356,6 +363,7 @@ export function serverWith(
       limits: extra.limits ?? memoryLimits().service,
       keys,
       operations: noOperations,
+      children: noChildren,
     },
     channel: closedChannel,
     options: compiled,

@@ -30,7 +30,8 @@ type Msg =
   | { type: 'note'; text: string }
   | Ask<{ type: 'mirror'; data: unknown }, unknown>
   | Ask<{ type: 'refuse' }, never>
-  | Ask<{ type: 'crash' }, never>;
+  | Ask<{ type: 'crash' }, never>
+  | Ask<{ type: 'hang' }, never>;
 const ECHO = defineKind<Msg>('echo');
 
 interface TestNode {
@@ -122,6 +123,8 @@ class TestCluster {
             throw new WheelhouseError('task_finished', 'already done', { details: { taskId: 't-1' } });
           case 'crash':
             throw new Error('boom');
+          case 'hang':
+            return held.promise.then(() => state); // not answered while it holds the actor
         }
         return state;
       },
@@ -201,8 +204,12 @@ class TestCluster {
 }
 
 let cluster: TestCluster;
+/** What a `hang` waits for: released after each test, so that its actor can leave. */
+let held = deferred();
 
 afterEach(async () => {
+  held.resolve();
+  held = deferred();
   await cluster.close();
 });
 
@@ -282,6 +289,21 @@ describe('HttpTransport between real nodes', () => {
     await b.noteArrived(texts[3] as string);
     expect(b.notes).toEqual(texts);
     expect(a.transport.stats()).toMatchObject({ requests: 3, envelopes: 4 });
+  });
+
+  it('answers the rest of a batch when one ask in it is never answered', async () => {
+    newCluster();
+    const a = await cluster.node('node-a');
+    const b = await cluster.node('node-b');
+    // One turn, one request: an ask its actor never answers, an ask answered at once, a tell.
+    const hung = caught(a.system.ref(ECHO, 'b-hang').ask({ type: 'hang' }, 1_500));
+    const echoed = a.system.ref(ECHO, 'b-1').ask({ type: 'echo', text: 'beside' }, 1_500);
+    a.system.ref(ECHO, 'b-2').tell({ type: 'note', text: 'told beside' });
+    expect(await echoed).toBe('node-b: beside');
+    expect((await hung).code).toBe('ask_timeout');
+    expect(b.notes).toEqual(['told beside']);
+    // Answered within the request: nothing sent again, only the hung ask failed.
+    expect(a.transport.stats()).toEqual({ requests: 1, envelopes: 3, retries: 0, failed: 1 });
   });
 
   it('rejects with the remote error and its code; an unknown kind is internal', async () => {

@@ -4,7 +4,7 @@
  * keeps its data in its directory.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,6 +33,7 @@ const ALL_MIGRATIONS = [
   '000014_limits_index_no_pending_list.sql',
   '000015_cluster_redis_reachable.sql',
   '000016_operations.sql',
+  '000017_children.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -266,4 +267,16 @@ describe('PGlite on disk', () => {
       await second.close();
     }
   }, 120_000); // two PGlite start-ups, several seconds each on a busy machine
+
+  it('makes no directory for `memory://`, in memory', async () => {
+    const cwd = process.cwd();
+    process.chdir(dataDir);
+    try {
+      const db = await openPglite({ dataDir: 'memory://', schema: 'wheelhouse' });
+      await db.close();
+      expect(existsSync(join(dataDir, 'memory:'))).toBe(false);
+    } finally {
+      process.chdir(cwd);
+    }
+  });
 });

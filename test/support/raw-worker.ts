@@ -20,7 +20,13 @@ export type NodeFrameJson =
   | { type: 'acks'; acks: { task_id: string; ok: boolean; error?: { code: string; message: string } }[] }
   | { type: 'cancel'; task_ids: string[] }
   | { type: 'lease_lost'; task_ids: string[] }
-  | { type: 'error'; error: { code: string; message: string } };
+  | { type: 'error'; error: { code: string; message: string } }
+  | {
+      type: 'spawned';
+      request_id: string;
+      tasks?: { task_id: string; status: string; due_time: string | null; child_key: string | null }[];
+      error?: { code: string; message: string; details?: Record<string, unknown> };
+    };
 
 type FrameOf<T extends NodeFrameJson['type']> = Extract<NodeFrameJson, { type: T }>;
 

@@ -17,8 +17,8 @@ import {
 
 /**
  * Operations on many tasks (`/api/operations`): what each route takes and answers. What a
- * schema cannot say (at least one filter field, a status the action applies to, `parent_id`
- * not supported yet, the times) is checked in src/http/validation/operations.ts.
+ * schema cannot say (at least one filter field, a status the action applies to, the times) is
+ * checked in src/http/validation/operations.ts.
  */
 
 const filterFields = {
@@ -38,7 +38,7 @@ const filterFields = {
 export const OperationFilterRequest = Type.Object(
   {
     ...filterFields,
-    parent_id: Type.Optional(Nullable({ ...Uuid, description: 'Not supported yet: a 400.' })),
+    parent_id: Type.Optional(Nullable({ ...Uuid, description: 'The children of this task (its spawned tasks).' })),
   },
   { additionalProperties: false },
 );
@@ -63,6 +63,7 @@ const OperationFilterJson = Type.Object(
     due_before: Type.Optional(Time),
     limit: Type.Optional(Type.String()),
     error_contains: Type.Optional(Type.String()),
+    parent_id: Type.Optional(Uuid),
   },
   { additionalProperties: false },
 );

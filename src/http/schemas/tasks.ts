@@ -258,6 +258,8 @@ export const Task = Type.Object(
     idempotency_key: Nullable(Type.String()),
     cancel_requested: Type.Boolean(),
     dependencies: Type.Array(Uuid, { description: 'Predecessor ids.' }),
+    parent_id: Nullable({ ...Uuid, description: 'The running task that spawned it (a child); null: none.' }),
+    child_key: Nullable(Type.String({ description: 'A child only: its name within its parent, when given.' })),
     limits: Type.Array(Type.String(), { description: "The limits it takes part in, sorted (its type's not listed)." }),
     payload: Type.Unknown(),
     result: Type.Unknown({ description: "What the succeeded attempt's worker returned; null when none." }),

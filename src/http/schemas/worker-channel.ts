@@ -22,7 +22,7 @@ export const MAX_RESUME = 1_000;
 /** A lease token as a worker sends it back; any other token is refused like a wrong one. */
 const LeaseToken = Type.String({ maxLength: 512 });
 
-export const WORKER_FRAME_TYPES = ['hello', 'credit', 'results', 'progress', 'goodbye'] as const;
+export const WORKER_FRAME_TYPES = ['hello', 'credit', 'results', 'progress', 'spawn', 'goodbye'] as const;
 export type WorkerFrameType = (typeof WORKER_FRAME_TYPES)[number];
 
 export const HelloFrame = Type.Object(
@@ -97,17 +97,40 @@ export const ProgressFrame = Type.Object(
 );
 export type ProgressFrameJson = Static<typeof ProgressFrame>;
 
+/**
+ * Children for a running task whose lease the worker holds, answered by a `spawned` frame with
+ * the same `request_id`. The children themselves are checked as `POST /api/tasks/{id}/children`
+ * checks them (src/http/validation/children.ts), and a bad one is answered there, not refused
+ * as a malformed frame is.
+ */
+export const SpawnFrame = Type.Object(
+  {
+    type: Type.Literal('spawn'),
+    request_id: StoredText(128),
+    task_id: Uuid,
+    lease_token: LeaseToken,
+    tasks: Type.Array(Type.Unknown()),
+  },
+  { additionalProperties: false },
+);
+
 export const GoodbyeFrame = Type.Object({ type: Type.Literal('goodbye') }, { additionalProperties: false });
 
 /** Any frame a worker sends, as its schema has it. */
 export type WorkerFrame =
-  HelloFrameJson | Static<typeof CreditFrame> | ResultsFrameJson | ProgressFrameJson | Static<typeof GoodbyeFrame>;
+  | HelloFrameJson
+  | Static<typeof CreditFrame>
+  | ResultsFrameJson
+  | ProgressFrameJson
+  | Static<typeof SpawnFrame>
+  | Static<typeof GoodbyeFrame>;
 
 export const WORKER_FRAMES = {
   hello: HelloFrame,
   credit: CreditFrame,
   results: ResultsFrame,
   progress: ProgressFrame,
+  spawn: SpawnFrame,
   goodbye: GoodbyeFrame,
 } as const;
 

@@ -6,18 +6,12 @@ import { parseIsoTime } from './fields.js';
 /**
  * What the schema of `POST /api/operations` cannot say: the filter names at least one field
  * (an operation on every task must be asked for by a field, e.g. `status`), its status is one
- * the action applies to, `parent_id` is refused until tasks have children, and the times parse.
+ * the action applies to, and the times parse.
  * Each failure is a 400 `validation_failed` naming the field.
  */
 export function operationRequest(body: OperationRequestJson): { action: OperationAction; filter: OperationFilter } {
   const { action } = body;
   const f = body.filter;
-  if (f.parent_id !== undefined && f.parent_id !== null) {
-    throw invalid(
-      'filter.parent_id',
-      'is not supported yet: tasks have no children in this version (docs/api.md, "Operations on many tasks")',
-    );
-  }
   const filter: OperationFilter = {};
   if (f.status !== undefined && f.status !== null) {
     const allowed = ACTION_STATUSES[action];
@@ -46,6 +40,7 @@ export function operationRequest(body: OperationRequestJson): { action: Operatio
   if (dueBefore !== undefined) filter.dueBeforeMs = dueBefore;
   if (f.limit !== undefined && f.limit !== null) filter.limit = f.limit;
   if (f.error_contains !== undefined && f.error_contains !== null) filter.errorContains = f.error_contains;
+  if (f.parent_id !== undefined && f.parent_id !== null) filter.parentId = f.parent_id.toLowerCase();
   if (Object.keys(filter).length === 0) {
     throw invalid(
       'filter',

@@ -63,7 +63,7 @@ export function taskColumns(t = 't'): string {
     ${t}.deps_satisfied, ${t}.has_dependents, ${t}.result, ${t}.progress,
     ${msOf(`${t}.progress_at`)} AS progress_ms, ${t}.max_timeout_seconds, ${t}.start_deadline_seconds,
     ${msOf(`${t}.start_by`)} AS start_by_ms, ${msOf(`${t}.deadline_at`)} AS deadline_ms, ${t}.limits,
-    ${t}.debounce_key`;
+    ${t}.debounce_key, ${t}.parent_id, ${t}.child_key`;
 }
 
 /** A task row as {@link taskColumns} selects it. */
@@ -108,6 +108,8 @@ export interface TaskRow {
   /** NULL for a task that names no limit (almost all of them). */
   limits: string[] | null;
   debounce_key: string | null;
+  parent_id: string | null;
+  child_key: string | null;
 }
 
 export function toTaskRecord(row: TaskRow): TaskRecord {
@@ -151,6 +153,8 @@ export function toTaskRecord(row: TaskRow): TaskRecord {
     progressMs: row.progress_ms,
     ...(row.debounce_key === null || row.debounce_key === undefined ? {} : { debounceKey: row.debounce_key }),
     limits: row.limits ?? [],
+    parentId: row.parent_id ?? null,
+    childKey: row.child_key ?? null,
   };
   return record;
 }

@@ -38,6 +38,8 @@ interface LockedRow extends OperationRow {
  * The walk's statement for a filter: `$1` cursor (exclusive), `$2` walk_before (exclusive),
  * `$3` how many ids to walk; the filter's values follow. The walk reads the primary key in
  * order and only the columns the filter needs (never a payload); `hits` are the ids that match.
+ * With `parentId` the walk itself is narrowed to the parent's children, through
+ * `tasks_parent_idx` (000017_children): it reads those, not the whole table.
  */
 function walkStatement(filter: OperationFilter, statuses: readonly string[]): { text: string; params: unknown[] } {
   const params: unknown[] = [];
@@ -51,10 +53,11 @@ function walkStatement(filter: OperationFilter, statuses: readonly string[]): { 
   if (filter.limit !== undefined) where.push(`w.limits @> ARRAY[$${param(filter.limit)}::text]`);
   if (filter.errorContains !== undefined)
     where.push(`strpos(lower(coalesce(w.last_error, '')), lower($${param(filter.errorContains)})) > 0`);
+  const children = filter.parentId === undefined ? '' : `AND t.parent_id = $${param(filter.parentId)}::uuid`;
   const text = `
     WITH walk AS MATERIALIZED (
       SELECT t.id, t.status, t.task_type, t.created_at, t.due_time, t.limits, t.last_error
-      FROM tasks t WHERE t.id > $1::uuid AND t.id < $2::uuid ORDER BY t.id LIMIT $3
+      FROM tasks t WHERE t.id > $1::uuid AND t.id < $2::uuid ${children} ORDER BY t.id LIMIT $3
     )
     SELECT (SELECT count(*) FROM walk)::int AS walked,
            (SELECT w.id::text FROM walk w ORDER BY w.id DESC LIMIT 1) AS last_id,

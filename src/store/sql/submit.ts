@@ -69,9 +69,10 @@ export async function submitTasks(db: Db, tasks: NewTask[], nowMs: number): Prom
 
 /**
  * `submitTasks` without debounced tasks. `begin` opens the transaction the keys and the
- * dependencies need; without it `db` is already a transaction.
+ * dependencies need; without it `db` is already a transaction (a spawn of children,
+ * src/store/sql/children.ts, inserts its new children this way, in its own transaction).
  */
-async function submitIn(
+export async function submitIn(
   db: DbTx,
   tasks: NewTask[],
   nowMs: number,
