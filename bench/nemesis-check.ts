@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { openPostgres, type Db } from '../src/store/db.js';
+import { FAULT_KINDS } from './nemesis-faults.js';
 import {
   checkHistory,
   parseJsonLines,
@@ -159,6 +160,10 @@ export function printReport(report: NemesisReport, log: (line: string) => void):
       .join(', ') || 'none';
   log(`nemesis history: ${(report.runMs / 60_000).toFixed(1)} min`);
   log(`faults injected: ${list(report.faults)}`);
+  // Not a violation (a run without namespaces has no partitions), but a run that claims to have
+  // survived the menu must show which of it never came.
+  const never = FAULT_KINDS.filter((kind) => (report.faults[kind] ?? 0) === 0);
+  if (never.length > 0) log(`fault kinds never injected: ${never.join(', ')}`);
   log(
     `acknowledged: ${list(report.acknowledged)}; DAGs ${report.dags.count} (${report.dags.nodes} tasks); ` +
       `cron schedules ${report.cron.schedules} (${report.cron.instances} instances); gave up ${report.gaveUp}`,

@@ -16,6 +16,9 @@ import type { TestNetwork } from '../test/support/netns.js';
 const REDIS_NODE_TIMEOUT_MS = 1_500;
 
 export class NemesisStores {
+  /** Why the last look found no standby ('' when it found one). */
+  private noStandbyWhy = '';
+
   private constructor(
     readonly postgres: PgHa,
     readonly redis: RedisCluster,
@@ -82,8 +85,17 @@ export class NemesisStores {
 
   /** Whether a Postgres failover now would have a standby to promote. */
   async postgresHasStandby(): Promise<boolean> {
-    const nodes = await this.postgres.nodes().catch(() => []);
-    return nodes.some((n) => n.reportedState === 'secondary' && n.goalState === 'secondary');
+    let why = '';
+    const nodes = await this.postgres.nodes().catch((error: unknown) => {
+      why = `its state could not be read: ${(error as Error).message}`;
+      return [];
+    });
+    const standby = nodes.some((n) => n.reportedState === 'secondary' && n.goalState === 'secondary');
+    if (!standby && why === '') why = nodes.map((n) => `${n.name} ${n.reportedState}/${n.goalState}`).join(', ');
+    // Said once per change: a run in which Postgres failovers never happen must show why.
+    if (why !== this.noStandbyWhy && why !== '') this.log(`stores: no Postgres standby to fail over to (${why})`);
+    this.noStandbyWhy = why;
+    return standby;
   }
 
   /**
