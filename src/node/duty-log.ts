@@ -9,7 +9,19 @@ interface FailingDuty {
   subjects: Set<string>;
   /** Whether the first failure was logged at warn (not explained by a store outage). */
   warned: boolean;
+  /** When the run was last said at warn, and its failures then. */
+  saidMs: number;
+  saidFailures: number;
 }
+
+/**
+ * A run of failures still going is said again at warn this often, with the failures since: a
+ * run ends only when every subject that failed has succeeded, so a subject that failed and then
+ * left without a word (an actor dropped mid-retry) would keep every later failure of the duty,
+ * on any subject, at debug for the node's life. A cron schedule that failed to fire for a
+ * minute in the nemesis left no line at warn.
+ */
+export const STILL_FAILING_MS = 30_000;
 
 /**
  * The log of failing duties: two lines per run of failures of a duty, not one per retry. A
@@ -42,11 +54,28 @@ export class DutyLog {
     if (run !== undefined) {
       run.failures++;
       run.subjects.add(subject);
-      this.log.debug({ err: error, ...failure }, `duty ${duty} failed again (${run.failures} failures)`);
+      const now = this.now();
+      if (run.warned && now - run.saidMs >= STILL_FAILING_MS) {
+        const since = run.failures - run.saidFailures;
+        this.log.warn(
+          { err: error, duty, ...(failure.subject === undefined ? {} : { subject }), failures: run.failures },
+          `duty ${duty} is still failing: ${since} failure${since === 1 ? '' : 's'} in the last ${seconds(now - run.saidMs)}, ${run.subjects.size} subject${run.subjects.size === 1 ? '' : 's'} not recovered`,
+        );
+        run.saidMs = now;
+        run.saidFailures = run.failures;
+      } else this.log.debug({ err: error, ...failure }, `duty ${duty} failed again (${run.failures} failures)`);
       return;
     }
     const warned = !this.explained(error);
-    this.failing.set(duty, { sinceMs: this.now(), failures: 1, subjects: new Set([subject]), warned });
+    const now = this.now();
+    this.failing.set(duty, {
+      sinceMs: now,
+      failures: 1,
+      subjects: new Set([subject]),
+      warned,
+      saidMs: now,
+      saidFailures: 1,
+    });
     const fields = { err: error, duty, ...(failure.subject === undefined ? {} : { subject }), retryInMs };
     const message = `duty ${duty} failed; retrying in ${retryInMs} ms (further failures are counted until it recovers)`;
     if (warned) this.log.warn(fields, message);

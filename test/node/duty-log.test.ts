@@ -54,6 +54,29 @@ describe('DutyLog', () => {
     expect(lines).toHaveLength(3);
   });
 
+  it('says a run of failures that goes on again at warn, every 30 s, with the failures since', () => {
+    const { log, lines } = logged();
+    let now = 0;
+    const duties = new DutyLog(
+      log,
+      () => false,
+      () => now,
+    );
+    const error = new Error('boom');
+    // One subject failed once and never came back; another fails every second from then on.
+    duties.failed(error, { duty: 'cron.fire', subject: 'cron/gone', attempt: 1, retryInMs: 100 });
+    for (let attempt = 1; attempt <= 65; attempt++) {
+      now += 1_000;
+      duties.failed(error, { duty: 'cron.fire', subject: 'cron/a', attempt, retryInMs: 1_000 });
+    }
+    expect(lines.map((l) => [l.level, l.msg])).toEqual([
+      [40, expect.stringMatching(/^duty cron.fire failed; retrying in 100 ms/)],
+      [40, 'duty cron.fire is still failing: 30 failures in the last 30.0 s, 2 subjects not recovered'],
+      [40, 'duty cron.fire is still failing: 30 failures in the last 30.0 s, 2 subjects not recovered'],
+    ]);
+    expect(lines[2]!.failures).toBe(61);
+  });
+
   it('keeps the failures a store outage explains, and their recovery, at debug', () => {
     const { log, lines } = logged('debug');
     const duties = new DutyLog(log, (e) => e instanceof WheelhouseError);
