@@ -30,8 +30,8 @@ import type { ScheduleStore, TaskStore } from '../store/types.js';
  * aligned on the database's (see `AlignedClock`).
  */
 export interface SafetyNetDeps {
-  tasks: Pick<TaskStore, 'expiredLeases' | 'expireLease' | 'pendingInPartition'>;
-  schedules: Pick<ScheduleStore, 'wakesInPartition'>;
+  tasks: Pick<TaskStore, 'expiredLeases' | 'expireLease' | 'pendingInPartitions'>;
+  schedules: Pick<ScheduleStore, 'wakesInPartitions'>;
   wakes: ScheduleWakes;
   system: ActorSystemApi;
   clock: Clock;
@@ -74,23 +74,20 @@ const RECOVER_ASK_MS = 30_000;
 export class SafetyNet {
   constructor(private readonly deps: SafetyNetDeps) {}
 
-  /** One pass over the owned partitions. */
+  /** One pass over the owned partitions: three statements, whatever their number. */
   async sweep(): Promise<SafetyNetPass> {
     const partitions = this.deps.ownedPartitions();
     if (partitions.length === 0) return { leases: 0, pending: 0, schedules: 0 };
     const leases = await this.expiredLeases(partitions);
-    let pending = 0;
-    let schedules = 0;
-    for (const partition of partitions) {
-      pending += await this.overduePending(partition);
-      schedules += await this.overdueWakes(partition);
-    }
+    const pending = await this.overduePending(partitions);
+    const schedules = await this.overdueWakes(partitions);
     return { leases, pending, schedules };
   }
 
-  private async overdueWakes(partition: number): Promise<number> {
+  private async overdueWakes(partitions: number[]): Promise<number> {
     const { schedules, clock } = this.deps;
-    const overdue = await schedules.wakesInPartition(partition, null, clock.now() - this.deps.graceMs, WAKE_PAGE);
+    const byPartition = await schedules.wakesInPartitions(partitions, clock.now() - this.deps.graceMs, WAKE_PAGE);
+    const overdue = [...byPartition.values()].flat();
     if (overdue.length === 0) return 0;
     this.deps.events.emit('safety-net:recovered', { kind: 'schedule', count: overdue.length });
     this.deps.wakes.wake(overdue);
@@ -111,10 +108,15 @@ export class SafetyNet {
     return recovered;
   }
 
-  private async overduePending(partition: number): Promise<number> {
+  /** Each partition that has overdue tasks held by nothing is asked to push them (in parallel). */
+  private async overduePending(partitions: number[]): Promise<number> {
     const { tasks, clock, system } = this.deps;
-    const overdue = await tasks.pendingInPartition(partition, null, clock.now() - this.deps.graceMs, PENDING_PAGE);
-    if (overdue.length === 0) return 0;
-    return system.ref(WHEEL, String(partition)).ask({ type: 'recover', entries: overdue }, RECOVER_ASK_MS);
+    const byPartition = await tasks.pendingInPartitions(partitions, clock.now() - this.deps.graceMs, PENDING_PAGE);
+    const recovered = await Promise.all(
+      [...byPartition].map(([partition, entries]) =>
+        system.ref(WHEEL, String(partition)).ask({ type: 'recover', entries }, RECOVER_ASK_MS),
+      ),
+    );
+    return recovered.reduce((sum, n) => sum + n, 0);
   }
 }

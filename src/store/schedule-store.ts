@@ -1,5 +1,12 @@
 import type { Db } from './db.js';
-import { getSchedule, getSchedules, scheduleHistory, wakesInPartition, writeSchedules } from './sql/cron.js';
+import {
+  getSchedule,
+  getSchedules,
+  scheduleHistory,
+  wakesInPartition,
+  wakesInPartitions,
+  writeSchedules,
+} from './sql/cron.js';
 import type { DueEntry, ExecutionRecord, ScheduleRecord } from '../domain/model.js';
 import type { HistoryCursor, PartitionCursor, ScheduleStore, ScheduleWrite, ScheduleWriteResult } from './types.js';
 
@@ -17,6 +24,10 @@ export class SqlScheduleStore implements ScheduleStore {
 
   wakesInPartition(partition: number, after: PartitionCursor | null, toMs: number, limit: number): Promise<DueEntry[]> {
     return wakesInPartition(this.db, partition, after, toMs, limit);
+  }
+
+  wakesInPartitions(partitions: readonly number[], toMs: number, limit: number): Promise<Map<number, DueEntry[]>> {
+    return wakesInPartitions(this.db, partitions, toMs, limit);
   }
 
   write(writes: ScheduleWrite[], nowMs: number): Promise<ScheduleWriteResult[]> {

@@ -7,7 +7,14 @@ import { completeTasks, expireLease } from './sql/complete.js';
 import { listChildren, spawnChildren } from './sql/children.js';
 import { listTasks } from './sql/list.js';
 import { recordProgress } from './sql/progress.js';
-import { getTask, pendingDueTimes, pendingInPartition, runningInPartitions, taskHistory } from './sql/read.js';
+import {
+  getTask,
+  pendingDueTimes,
+  pendingInPartition,
+  pendingInPartitions,
+  runningInPartitions,
+  taskHistory,
+} from './sql/read.js';
 import { partitionsPastHorizon, removeFinished, recordRetentionHorizon, retentionHorizon } from './sql/retention.js';
 import { retryTask } from './sql/retry.js';
 import { expireUnstarted } from './sql/start-deadlines.js';
@@ -171,6 +178,10 @@ export class SqlTaskStore implements TaskStore {
     limit: number,
   ): Promise<DueEntry[]> {
     return pendingInPartition(this.db, partition, after, toMs, limit);
+  }
+
+  pendingInPartitions(partitions: readonly number[], toMs: number, limit: number): Promise<Map<number, DueEntry[]>> {
+    return pendingInPartitions(this.db, partitions, toMs, limit);
   }
 
   runningInPartitions(

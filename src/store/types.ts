@@ -259,6 +259,11 @@ export interface TaskStore {
     limit: number,
   ): Promise<DueEntry[]>;
   /**
+   * The first `limit` pending tasks due before `toMs` of each of `partitions`, in one
+   * statement, by partition (only those that have some). For the safety net.
+   */
+  pendingInPartitions(partitions: readonly number[], toMs: number, limit: number): Promise<Map<number, DueEntry[]>>;
+  /**
    * Running tasks of these partitions, for lease recovery: after a restart (one partition at
    * its activation), after a ring change (every partition, in one statement).
    */
@@ -362,6 +367,8 @@ export interface ScheduleStore {
    * rebuild, and for the overdue ones a node takes over or the safety net finds.
    */
   wakesInPartition(partition: number, after: PartitionCursor | null, toMs: number, limit: number): Promise<DueEntry[]>;
+  /** The first `limit` wakes before `toMs` of each of `partitions`, in one statement, by partition. */
+  wakesInPartitions(partitions: readonly number[], toMs: number, limit: number): Promise<Map<number, DueEntry[]>>;
   /** Applies the writes in one transaction; each is all or nothing on its own. */
   write(writes: ScheduleWrite[], nowMs: number): Promise<ScheduleWriteResult[]>;
   /** Executions of the schedule's instances, newest first, after `before` (exclusive). */

@@ -225,6 +225,11 @@ describe.each(sqlBackends)('ScheduleStore on $name', ({ open }) => {
       expect(await schedules.wakesInPartition(PARTITION, { dueMs: fire(9), taskId: f }, fire(9) + 1, 2)).toEqual([]);
       expect(await schedules.wakesInPartition(PARTITION, null, fire(1), 100)).toEqual([]);
       expect(await schedules.wakesInPartition(PARTITION, null, fire(9), 0)).toEqual([]);
+      // Several partitions in one call: each its own first page, by partition.
+      const across = await schedules.wakesInPartitions([PARTITION, PARTITION - 1, PARTITION + 1], fire(9), 2);
+      expect([...across.keys()].sort()).toEqual([PARTITION - 1, PARTITION]);
+      expect(across.get(PARTITION)).toEqual([wake(c, fire(1)), wake(e, fire(2))]);
+      expect(across.get(PARTITION - 1)).toEqual([wake(elsewhere, fire(1))]);
     });
   });
 

@@ -437,6 +437,23 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
       expect(await store.pendingInPartition(partition, null, T0 + 1000, 10)).toEqual([]);
     });
 
+    it('reads the first page of each of several partitions in one call, by partition', async () => {
+      const [p1, p2, empty] = [905, 906, 907];
+      const inP1 = [T0 + 3000, T0 + 1000, T0 + 2000].map((dueMs) => makeTask({ partition: p1, dueMs }));
+      const inP2 = makeTask({ partition: p2, dueMs: T0 + 500 });
+      const later = makeTask({ partition: p2, dueMs: T0 + 60_000 });
+      const blocked = makeTask({ partition: p1, status: 'blocked', dueMs: T0 + 100 });
+      const outside = makeTask({ partition: 908, dueMs: T0 + 100 });
+      await store.submit([...inP1, inP2, later, blocked, outside], T0);
+      const read = await store.pendingInPartitions([p1, p2, empty], T0 + 10_000, 2);
+      expect([...read.keys()].sort()).toEqual([p1, p2]);
+      expect(read.get(p1)!.map((e) => e.dueMs)).toEqual([T0 + 1000, T0 + 2000]);
+      expect(read.get(p2)).toEqual([
+        { taskId: inP2.id, taskType: 'test.task', priority: inP2.priority, dueMs: T0 + 500 },
+      ]);
+      expect(await store.pendingInPartitions([], T0 + 10_000, 2)).toEqual(new Map());
+    });
+
     it('pages exactly through many tasks due in the same millisecond', async () => {
       const partition = 902;
       const herd = Array.from({ length: 25 }, () => makeTask({ partition, dueMs: T0 + 777 }));

@@ -12,7 +12,7 @@ import { cronScheduleOf } from './cron-json.js';
 import type { HistoryCursor, PartitionCursor, ScheduleWrite, ScheduleWriteResult } from '../types.js';
 import { msOf, toDueEntry, tsParam, validIds, type DueRow } from './columns.js';
 import { dagEventsCte } from './outbox.js';
-import { partitionPages } from './partition-pages.js';
+import { byPart, partitionPages } from './partition-pages.js';
 import { MAX_ATTEMPT, historyOf } from './read.js';
 
 /**
@@ -89,6 +89,17 @@ export async function wakesInPartition(
 ): Promise<DueEntry[]> {
   const rows = await WAKE_PAGES.read<{ id: string; wake_ms: number }>(db, partition, after, toMs, limit);
   return rows.map((r) => scheduleWake(r.id, r.wake_ms));
+}
+
+/** See `ScheduleStore.wakesInPartitions`. */
+export async function wakesInPartitions(
+  db: Db,
+  partitions: readonly number[],
+  toMs: number,
+  limit: number,
+): Promise<Map<number, DueEntry[]>> {
+  const rows = await WAKE_PAGES.readAcross<{ id: string; wake_ms: number }>(db, partitions, toMs, limit);
+  return byPart(rows, (r) => scheduleWake(r.id, r.wake_ms));
 }
 
 /** Step 1: the compare-and-set on each schedule row. Only rows it returns go on. */

@@ -2,7 +2,7 @@ import { isUuid, nameUuid } from '../../lib/ids.js';
 import type { Db } from '../db.js';
 import type { DueEntry, ExecutionRecord, TaskRecord } from '../../domain/model.js';
 import type { PartitionCursor } from '../types.js';
-import { partitionPages } from './partition-pages.js';
+import { byPart, partitionPages } from './partition-pages.js';
 import {
   dueColumns,
   msOf,
@@ -146,6 +146,16 @@ export async function pendingInPartition(
   limit: number,
 ): Promise<DueEntry[]> {
   return (await PENDING_PAGES.read<DueRow>(db, partition, after, toMs, limit)).map(toDueEntry);
+}
+
+/** See `TaskStore.pendingInPartitions`. */
+export async function pendingInPartitions(
+  db: Db,
+  partitions: readonly number[],
+  toMs: number,
+  limit: number,
+): Promise<Map<number, DueEntry[]>> {
+  return byPart(await PENDING_PAGES.readAcross<DueRow>(db, partitions, toMs, limit), toDueEntry);
 }
 
 /** A partition's running tasks: the partial index (partition) WHERE status = 'running'. */
