@@ -5,6 +5,7 @@ import type { LimitGrantRow } from './limit-types.js';
 import { claimTasks, expiredLeases, heartbeatTasks, releaseTasks, runningLease } from './sql/claim.js';
 import { completeTasks, expireLease } from './sql/complete.js';
 import { listChildren, spawnChildren } from './sql/children.js';
+import { waitForChildren } from './sql/waiting.js';
 import { listTasks } from './sql/list.js';
 import { recordProgress } from './sql/progress.js';
 import { getTask, pendingDueTimes, pendingInPartition, runningInPartitions, taskHistory } from './sql/read.js';
@@ -14,6 +15,7 @@ import { expireUnstarted } from './sql/start-deadlines.js';
 import { purgeExpiredIdempotencyKeys, submitTasks } from './sql/submit.js';
 import type {
   BackoffPolicy,
+  ChildWait,
   ClaimedTask,
   Completion,
   DueEntry,
@@ -138,6 +140,10 @@ export class SqlTaskStore implements TaskStore {
 
   complete(results: Completion[], nowMs: number, backoff: BackoffPolicy): Promise<Transition[]> {
     return completeTasks(this.leases, results, nowMs, backoff);
+  }
+
+  waitForChildren(wait: ChildWait, nowMs: number): Promise<Transition | null> {
+    return waitForChildren(this.db, wait, nowMs);
   }
 
   progress(updates: readonly ProgressUpdate[], nowMs: number): Promise<Set<string>> {

@@ -17,6 +17,7 @@ import type {
   TaskRecord,
   TaskStatus,
   Transition,
+  ChildWait,
 } from '../domain/model.js';
 import type { ChildPage, ChildrenFilter, SpawnResult } from './children-types.js';
 import type { LimitGrantRow } from './limit-types.js';
@@ -215,6 +216,13 @@ export interface TaskStore {
    * no longer held are left out of the answer.
    */
   complete(results: Completion[], nowMs: number, backoff: BackoffPolicy): Promise<Transition[]>;
+  /**
+   * Ends a running attempt waiting for the task's children, in one transaction
+   * (src/store/sql/waiting.ts): a compare-and-set on (`running`, token digest) as for a result;
+   * the unfinished children become its predecessors and the task `waiting` (`pending`, due now,
+   * when none is unfinished; `cancelled` when its cancel was requested). null: the lease is not held.
+   */
+  waitForChildren(wait: ChildWait, nowMs: number): Promise<Transition | null>;
   /**
    * Records the latest progress of running attempts in one statement, each a compare-and-set on
    * (`running`, token digest); of several updates for one task the last is written. Answers the
