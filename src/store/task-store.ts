@@ -1,6 +1,6 @@
 import type { Db } from './db.js';
 import type { ChildPage, ChildrenFilter, SpawnResult } from './children-types.js';
-import { cancelTask } from './sql/cancel.js';
+import { cancelChildren, cancelTask } from './sql/cancel.js';
 import type { LimitGrantRow } from './limit-types.js';
 import { claimTasks, expiredLeases, heartbeatTasks, releaseTasks, runningLease } from './sql/claim.js';
 import { completeTasks, expireLease } from './sql/complete.js';
@@ -160,6 +160,10 @@ export class SqlTaskStore implements TaskStore {
 
   cancel(taskId: string, nowMs: number, reason?: string): Promise<CancelResult> {
     return cancelTask(this.db, taskId, nowMs, reason);
+  }
+
+  cancelChildren(parentId: string, nowMs: number): Promise<TaskRecord[]> {
+    return cancelChildren(this.db, parentId, nowMs);
   }
 
   retry(taskId: string, nowMs: number): Promise<RetryResult> {

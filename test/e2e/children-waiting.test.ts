@@ -235,4 +235,28 @@ describe.each(BACKENDS)('a parent waits for its children, on %s', (backend) => {
     expect((await complete(third, { status: 'failed', error: 'once more', retryable: true })).status).toBe(200);
     expect((await getTask(id)).status).toBe('pending');
   }, 60_000);
+
+  it('cancels a waiting parent with its unfinished children: pending ones at once, a running one at its next result', async () => {
+    const type = uniqueType('cancelled');
+    const childType = uniqueType('cancelled-child');
+    const id = await submit(type);
+    const run = await pollOne(type);
+    const kids = await spawn(run, keyed(childType, 0, 3));
+    const finished = await pollOne(childType);
+    expect((await complete(finished, { status: 'succeeded' })).status).toBe(200);
+    const running = await pollOne(childType);
+    expect((await complete(run, { status: 'waiting_children' })).status).toBe(200);
+    expect((await api(c.url, 'DELETE', `/api/tasks/${id}`)).status).toBe(200);
+    expect((await getTask(id)).status).toBe('cancelled');
+    expect((await getTask(finished.task_id)).status).toBe('succeeded');
+    const pending = kids.filter((k) => k !== finished.task_id && k !== running.task_id);
+    for (const k of pending) {
+      const child = await getTask(k);
+      expect(child.status).toBe('cancelled');
+      expect(child.last_error).toBe(`parent ${id} cancelled`);
+    }
+    expect((await complete(running, { status: 'succeeded' })).status).toBe(200);
+    expect((await getTask(running.task_id)).status).toBe('cancelled');
+    expect(await poll([type, childType], 0)).toEqual([]);
+  });
 });
