@@ -149,6 +149,10 @@ describe.each(BACKENDS)('a parent waits for its children, on %s', (backend) => {
     const stale = await complete(run, { status: 'waiting_children' });
     expect(stale.status).toBe(409);
     expect((await getTask(id)).status).toBe('waiting');
+    const explained = await api<{ sentence: string }>(c.url, 'GET', `/api/tasks/${id}/explain`);
+    expect(explained.body.sentence).toBe(
+      'Waiting for 1 of 1 child: it runs again once all have ended, and holds no worker meanwhile.',
+    );
   });
 
   it('runs a parent with no unfinished child again at once', async () => {
