@@ -21,6 +21,11 @@ import type { DagOutcome } from '../store/dag-types.js';
  * own due time and now) and the actor puts it on the wheel; when one failed or was
  * cancelled the task is cancelled naming it, and its own dependents hear of it through the
  * outbox. Either way the actor has nothing left to do and stops.
+ *
+ * A parent waiting for its children (`waiting`, docs/decisions/0033-waiting-for-children.md)
+ * is the same actor: its unfinished children are its predecessors. All ended makes it
+ * `pending` again; a child that did not succeed, under `on_child_failure: fail`, makes it
+ * `failed` (its own dependents hear of it as of any failure).
  */
 export const DAG = defineKind<DagMessage>('dag');
 
@@ -71,12 +76,12 @@ export function dagNodeBehavior(deps: DagNodeDeps): Behavior<DagNodeState, DagMe
       if (outcome?.due) {
         deps.placement.placeSoon([outcome.due]);
         deps.events.emit('dag:released', { taskId: ctx.key, status: 'pending' });
-      } else if (outcome?.status === 'cancelled') {
-        deps.events.emit('dag:released', { taskId: ctx.key, status: 'cancelled' });
+      } else if (outcome?.status === 'cancelled' || outcome?.status === 'failed') {
+        deps.events.emit('dag:released', { taskId: ctx.key, status: outcome.status });
       }
-      if (outcome?.notifyDependents) deps.dependents.finished([{ predecessorId: ctx.key, status: 'cancelled' }]);
-      // Released or cancelled: this task waits on nothing any more.
-      if (outcome !== null && outcome.status !== 'blocked') ctx.stop();
+      if (outcome?.notifyDependents) deps.dependents.finished([{ predecessorId: ctx.key, status: outcome.status }]);
+      // Released, cancelled or failed: this task waits on nothing any more.
+      if (outcome !== null && outcome.status !== 'blocked' && outcome.status !== 'waiting') ctx.stop();
       ctx.reply(message, { status: state.last });
       return state;
     },

@@ -6,7 +6,17 @@
 
 /** A task's status as the node shows it (`ready` is `pending` and due; cron tasks are `active` or `paused`). */
 export type TaskStatus =
-  'blocked' | 'pending' | 'ready' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'expired' | 'active' | 'paused';
+  | 'blocked'
+  | 'pending'
+  | 'ready'
+  | 'running'
+  | 'succeeded'
+  | 'failed'
+  | 'cancelled'
+  | 'expired'
+  | 'active'
+  | 'paused'
+  | 'waiting';
 
 export type ScheduleType = 'immediate' | 'delayed' | 'cron';
 
@@ -199,7 +209,7 @@ export interface Execution {
   taskId: string;
   attempt: number;
   /** `expired`: the attempt that never started (the task passed its start deadline). */
-  status: 'running' | 'succeeded' | 'failed' | 'timed_out' | 'cancelled' | 'expired';
+  status: 'running' | 'succeeded' | 'failed' | 'timed_out' | 'cancelled' | 'expired' | 'waiting';
   dueTime: string | null;
   startedAt: string | null;
   completedAt: string | null;

@@ -53,7 +53,7 @@ export interface NodeEvents {
   /** A cron schedule reached fire times: fired, skipped for overlap, or missed by misfire policy. */
   'cron:fired': { outcome: 'fired' | 'skipped' | 'missed'; count: number };
   /** A blocked task's predecessors settled: it became pending (or was cancelled). */
-  'dag:released': { taskId: string; status: 'pending' | 'cancelled' };
+  'dag:released': { taskId: string; status: 'pending' | 'cancelled' | 'failed' };
   /** Outbox events delivered by a replay, after the live path did not. */
   'dag:replayed': { count: number };
   /** A safety net found tasks left behind by their mechanism. Should never happen. */

@@ -12,6 +12,8 @@ import type { StoredStatus, TaskStatus } from './model.js';
  *                          │                                  └──► failed (retries spent)
  *                          └── not started by its start deadline ──► expired
  * any non-final ──cancel──► cancelled     predecessor failed or expired ──► cancelled
+ * running ──waiting_children──► waiting ──children ended──► pending (attempt + 1, no retry used)
+ *                                  └── a child failed (on_child_failure: fail) ──► failed
  * failed | cancelled | expired ──retry (POST …/retry)──► pending, due now: a new attempt
  * ```
  *
@@ -25,13 +27,14 @@ import type { StoredStatus, TaskStatus } from './model.js';
 export const TRANSITIONS: Readonly<Record<StoredStatus, readonly StoredStatus[]>> = {
   blocked: ['pending', 'cancelled'],
   pending: ['running', 'cancelled', 'expired'],
-  running: ['succeeded', 'pending', 'failed', 'cancelled'],
+  running: ['succeeded', 'pending', 'failed', 'cancelled', 'waiting'],
   succeeded: [],
   failed: ['pending'],
   cancelled: ['pending'],
   expired: ['pending'],
   active: ['paused', 'cancelled', 'succeeded'],
   paused: ['active', 'cancelled'],
+  waiting: ['pending', 'failed', 'cancelled'],
 };
 
 /**

@@ -14,6 +14,8 @@ export const STORED_STATUSES = [
   'expired',
   'active',
   'paused',
+  /** Its attempt ended waiting for its children: no lease, due again once they have ended. */
+  'waiting',
 ] as const;
 export type StoredStatus = (typeof STORED_STATUSES)[number];
 
@@ -194,6 +196,27 @@ export interface ClaimedTask {
   partition: number;
   /** The due time the attempt was claimed at (Unix ms): its start lag is the claim's time less this. */
   dueMs: number;
+  /** A parent resumed after waiting for its children: how they ended (counted at the claim). Absent otherwise. */
+  children?: ChildrenSummary;
+}
+
+/** How a waiting parent's children ended, handed to its next attempt. `cancelled` counts `expired` too. */
+export interface ChildrenSummary {
+  total: number;
+  succeeded: number;
+  failed: number;
+  cancelled: number;
+}
+
+/** What a child that does not succeed does to its waiting parent (`on_child_failure`). */
+export type OnChildFailure = 'fail' | 'continue';
+
+/** An attempt that ends waiting for its children (`status: waiting_children` on a completion). */
+export interface ChildWait {
+  taskId: string;
+  /** The digest of the lease token it came with (`leaseTokenDigest`). */
+  tokenDigest: Uint8Array;
+  onChildFailure: OnChildFailure;
 }
 
 export interface Completion {
@@ -252,7 +275,8 @@ export interface ExecutionRecord {
   taskId: string;
   attempt: number;
   /** `expired`: the attempt that never started (the task passed its start deadline). */
-  status: 'running' | 'succeeded' | 'failed' | 'timed_out' | 'cancelled' | 'expired';
+  /** `waiting`: the attempt ended waiting for the task's children (it ran again after them). */
+  status: 'running' | 'succeeded' | 'failed' | 'timed_out' | 'cancelled' | 'expired' | 'waiting';
   dueMs: number;
   startedMs: number | null;
   completedMs: number | null;

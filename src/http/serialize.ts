@@ -131,6 +131,7 @@ export function assignmentJson(a: Assignment): AssignmentJson {
     lease_expires_at: iso(a.leaseExpiresMs),
     deadline_at: iso(a.deadlineMs) as string,
     timeout_seconds: a.timeoutSeconds,
+    ...(a.children === undefined ? {} : { children: a.children }),
   };
 }
 

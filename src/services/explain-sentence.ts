@@ -32,6 +32,10 @@ function stateSentence(facts: Omit<Explanation, 'sentence'>): string {
       return `${where}; ${workers(queue)}.`;
     }
     case 'waiting': {
+      if (facts.children !== undefined) {
+        const { open, total } = facts.children;
+        return `Waiting for ${open} of ${count(total, 'child', 'children')}: it runs again once all have ended, and holds no worker meanwhile.`;
+      }
       const list = dependencies ?? [];
       const open = list.filter((d) => d.status !== 'succeeded');
       const named = open
@@ -103,8 +107,8 @@ function workers(queue: Omit<Explanation, 'sentence'>['queue']): string {
   return `${count(w.connected, 'worker')} connected and ${w.polling} polling for ${queue.taskType}, ${asked}`;
 }
 
-function count(n: number, noun: string): string {
-  return `${n} ${noun}${n === 1 ? '' : 's'}`;
+function count(n: number, noun: string, plural = `${noun}s`): string {
+  return `${n} ${n === 1 ? noun : plural}`;
 }
 
 /** A duration for people: ms below a second, then s, min, h, d. */

@@ -89,6 +89,9 @@ export class ExplainService {
         break;
       case 'waiting':
         facts.dependencies = await this.dependencies(task);
+        // A parent waiting for its children: its edges are to them (src/store/sql/waiting.ts).
+        if (task.status === 'waiting')
+          facts.children = { open: task.depsTotal - task.depsSatisfied, total: task.depsTotal };
         break;
       case 'running':
         facts.lease = await this.lease(task);

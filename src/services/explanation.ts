@@ -31,7 +31,9 @@ export interface Explanation {
   checkedMs: number;
   /** A pending task's due time and the wheel partition that fires it. */
   due: { dueMs: number; dueInMs: number; partition: number; ownerNode: string; epoch: number | null } | null;
-  /** A blocked task's predecessors (the first few). */
+  /** A parent waiting for its children: how many it still waits for, of those it waits on. Not in the JSON (the sentence says it). */
+  children?: { open: number; total: number };
+  /** A blocked task's predecessors (the first few); a waiting parent's children. */
   dependencies: { taskId: string; status: TaskStatus | 'unknown' }[] | null;
   /** A due task's place in its ready queue and the workers of its type. */
   queue: {

@@ -206,6 +206,8 @@ export class TaskService implements TasksApi, ChildrenApi {
         });
       case 'cancelled':
         if (result.task.hasDependents) this.deps.resolver.finished([{ predecessorId: taskId, status: 'cancelled' }]);
+        // A parent that waited for its children takes them with it (one level).
+        if (existing?.status === 'waiting') await this.cancelChildren(taskId);
         return { cancelledInstances: 1 };
       case 'cancel_requested':
         this.pushCancel(result.task.workerId, taskId);
@@ -226,6 +228,14 @@ export class TaskService implements TasksApi, ChildrenApi {
         await this.deps.placement.place([dueEntry(result.task)]);
         return (await this.deps.views.of([result.task]))[0]!;
     }
+  }
+
+  /** Cancels the unfinished children of a cancelled parent: their dependents hear of it, their workers are told. */
+  private async cancelChildren(parentId: string): Promise<void> {
+    const children = await this.deps.tasks.cancelChildren(parentId, this.deps.clock.now());
+    const ended = children.filter((t) => t.status === 'cancelled' && t.hasDependents);
+    if (ended.length > 0) this.deps.resolver.finished(ended.map((t) => ({ predecessorId: t.id, status: 'cancelled' })));
+    for (const t of children) if (t.status === 'running') this.pushCancel(t.workerId, t.id);
   }
 
   /**

@@ -1,7 +1,14 @@
 import type { ExtendedLease } from '../store/types.js';
 import type { ChildRecord as StoreChildRecord } from '../store/children-types.js';
 import type { ApiKeysApi } from './api-keys.js';
-import type { ClaimedTask, ExecutionRecord, SubmitResult, TaskRecord, TaskStatus } from '../domain/model.js';
+import type {
+  ClaimedTask,
+  ExecutionRecord,
+  OnChildFailure,
+  SubmitResult,
+  TaskRecord,
+  TaskStatus,
+} from '../domain/model.js';
 import type { ChildSpec, DagSpec, TaskSpec } from '../domain/specs.js';
 import type { Explanation } from './explanation.js';
 import type { LimitsApi } from './limits-service.js';
@@ -41,7 +48,10 @@ export interface TaskView {
 export interface CompletionRequest {
   taskId: string;
   leaseToken: string;
-  outcome: 'succeeded' | 'failed';
+  /** `waiting_children`: the attempt ends waiting for the task's children (docs/api.md, "Children of a running task"). */
+  outcome: 'succeeded' | 'failed' | 'waiting_children';
+  /** With `waiting_children`: what a child that does not succeed does to the parent. @default 'fail' */
+  onChildFailure?: OnChildFailure;
   error: string | null;
   retryable: boolean;
   /**

@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { NodeEventSink } from '../domain/events.js';
-import type { BackoffPolicy, Completion, ProgressUpdate } from '../domain/model.js';
+import type { BackoffPolicy, ChildWait, Completion, ProgressUpdate, Transition } from '../domain/model.js';
 import { leaseTokenDigest } from '../domain/lease-token.js';
 import type { DagResolver } from '../actors/dag-resolver.js';
 import type { WheelPlacement } from '../actors/wheel-placement.js';
@@ -118,12 +118,17 @@ export class WorkerService implements WorkersApi {
    */
   async complete(results: CompletionRequest[]): Promise<{ taskId: string; ok: boolean }[]> {
     const completions: Completion[] = [];
+    const waits: ChildWait[] = [];
     /** The results sent to the store, by task id. */
     const sent = new Map<string, CompletionRequest>();
     for (const request of results) {
       const tokenDigest = leaseTokenDigest(request.leaseToken);
       if (tokenDigest === null || sent.has(request.taskId)) continue;
       sent.set(request.taskId, request);
+      if (request.outcome === 'waiting_children') {
+        waits.push({ taskId: request.taskId, tokenDigest, onChildFailure: request.onChildFailure ?? 'fail' });
+        continue;
+      }
       completions.push({
         taskId: request.taskId,
         tokenDigest,
@@ -133,8 +138,8 @@ export class WorkerService implements WorkersApi {
         ...(request.result === undefined ? {} : { result: request.result }),
       });
     }
-    const recorded = await this.completions.submitAll(completions);
-    const done = new Set<string>();
+    const [recorded, waited] = await Promise.all([this.completions.submitAll(completions), this.wait(waits)]);
+    const done = new Set<string>(waited);
     for (const [i, c] of completions.entries()) if (recorded[i] === true) done.add(c.taskId);
     return results.map((r) => ({ taskId: r.taskId, ok: sent.get(r.taskId) === r && done.has(r.taskId) }));
   }
@@ -148,12 +153,32 @@ export class WorkerService implements WorkersApi {
   private async record(completions: Completion[]): Promise<boolean[]> {
     const transitions = await this.deps.tasks.complete(completions, this.deps.clock.now(), this.deps.backoff);
     const done = new Set(transitions.map((t) => t.taskId));
+    await this.ended(transitions);
+    return completions.map((c) => done.has(c.taskId));
+  }
+
+  /**
+   * Attempts that end waiting for their children, each in a transaction of its own (it locks
+   * the task's unfinished children; src/store/sql/waiting.ts), then as a result: the leases
+   * end (and with them the worker's slot and the limit permits, on `task:completed`), a parent
+   * with no unfinished child goes back on the wheel. Answers the ids whose lease was held.
+   */
+  private async wait(waits: ChildWait[]): Promise<string[]> {
+    if (waits.length === 0) return [];
+    const now = this.deps.clock.now();
+    const ended = await Promise.all(waits.map((w) => this.deps.tasks.waitForChildren(w, now)));
+    const transitions = ended.filter((t): t is Transition => t !== null);
+    await this.ended(transitions);
+    return transitions.map((t) => t.taskId);
+  }
+
+  /** After results are recorded: the leases (over), the dependents (their predecessor ended), the wheel (retries). */
+  private async ended(transitions: Transition[]): Promise<void> {
     // A result bumps the version once: the lease was granted at the one before.
     for (const t of transitions) this.deps.leases.released(t.taskId, t.version - 1);
     this.deps.resolver.transitions(transitions);
     await this.deps.placement.requeue(transitions);
     if (transitions.length > 0) this.deps.events.emit('task:completed', { transitions });
-    return completions.map((c) => done.has(c.taskId));
   }
 
   /**

@@ -8,11 +8,15 @@ import type { DueEntry, StoredStatus, TaskRecord, NewTask } from '../domain/mode
 /** What reconciling a blocked task did to it. Only tasks that changed are reported. */
 export interface DagOutcome {
   taskId: string;
-  /** `pending` (all predecessors succeeded), `cancelled` (one failed or was cancelled) or still `blocked` (counted more). */
-  status: 'pending' | 'cancelled' | 'blocked';
+  /**
+   * `pending` (all predecessors succeeded), `cancelled` (one failed or was cancelled) or still
+   * `blocked` (counted more); for a parent waiting for its children, `pending` (all ended),
+   * `failed` (one did not succeed, with `on_child_failure: fail`) or still `waiting`.
+   */
+  status: 'pending' | 'cancelled' | 'blocked' | 'failed' | 'waiting';
   /** Set when the task became pending: its due entry (due at the later of its own due time and now), for the wheel. */
   due: DueEntry | null;
-  /** The task was cancelled and tasks depend on it: its event is in the outbox. */
+  /** The task was cancelled (or failed) and tasks depend on it: its event is in the outbox. */
   notifyDependents: boolean;
 }
 

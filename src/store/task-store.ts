@@ -1,10 +1,11 @@
 import type { Db } from './db.js';
 import type { ChildPage, ChildrenFilter, SpawnResult } from './children-types.js';
-import { cancelTask } from './sql/cancel.js';
+import { cancelChildren, cancelTask } from './sql/cancel.js';
 import type { LimitGrantRow } from './limit-types.js';
 import { claimTasks, expiredLeases, heartbeatTasks, releaseTasks, runningLease } from './sql/claim.js';
 import { completeTasks, expireLease } from './sql/complete.js';
 import { listChildren, spawnChildren } from './sql/children.js';
+import { waitForChildren } from './sql/waiting.js';
 import { listTasks } from './sql/list.js';
 import { recordProgress } from './sql/progress.js';
 import {
@@ -21,6 +22,7 @@ import { expireUnstarted } from './sql/start-deadlines.js';
 import { purgeExpiredIdempotencyKeys, submitTasks } from './sql/submit.js';
 import type {
   BackoffPolicy,
+  ChildWait,
   ClaimedTask,
   Completion,
   DueEntry,
@@ -147,6 +149,10 @@ export class SqlTaskStore implements TaskStore {
     return completeTasks(this.leases, results, nowMs, backoff);
   }
 
+  waitForChildren(wait: ChildWait, nowMs: number): Promise<Transition | null> {
+    return waitForChildren(this.db, wait, nowMs);
+  }
+
   progress(updates: readonly ProgressUpdate[], nowMs: number): Promise<Set<string>> {
     return recordProgress(this.leases, updates, nowMs);
   }
@@ -161,6 +167,10 @@ export class SqlTaskStore implements TaskStore {
 
   cancel(taskId: string, nowMs: number, reason?: string): Promise<CancelResult> {
     return cancelTask(this.db, taskId, nowMs, reason);
+  }
+
+  cancelChildren(parentId: string, nowMs: number): Promise<TaskRecord[]> {
+    return cancelChildren(this.db, parentId, nowMs);
   }
 
   retry(taskId: string, nowMs: number): Promise<RetryResult> {

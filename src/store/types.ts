@@ -17,6 +17,7 @@ import type {
   TaskRecord,
   TaskStatus,
   Transition,
+  ChildWait,
 } from '../domain/model.js';
 import type { ChildPage, ChildrenFilter, SpawnResult } from './children-types.js';
 import type { LimitGrantRow } from './limit-types.js';
@@ -216,6 +217,13 @@ export interface TaskStore {
    */
   complete(results: Completion[], nowMs: number, backoff: BackoffPolicy): Promise<Transition[]>;
   /**
+   * Ends a running attempt waiting for the task's children, in one transaction
+   * (src/store/sql/waiting.ts): a compare-and-set on (`running`, token digest) as for a result;
+   * the unfinished children become its predecessors and the task `waiting` (`pending`, due now,
+   * when none is unfinished; `cancelled` when its cancel was requested). null: the lease is not held.
+   */
+  waitForChildren(wait: ChildWait, nowMs: number): Promise<Transition | null>;
+  /**
    * Records the latest progress of running attempts in one statement, each a compare-and-set on
    * (`running`, token digest); of several updates for one task the last is written. Answers the
    * (lower-case) ids whose progress was written. The lease is left as it is.
@@ -237,6 +245,11 @@ export interface TaskStore {
    * becomes its `last_error` (a limit's `on_limit` strategy says why).
    */
   cancel(taskId: string, nowMs: number, reason?: string): Promise<CancelResult>;
+  /**
+   * Cancels the unfinished children of a task (one level), as `cancel` cancels one: the cancel
+   * of a parent that waited for them. Answers what changed (running ones with `cancelRequested`).
+   */
+  cancelChildren(parentId: string, nowMs: number): Promise<TaskRecord[]>;
   /**
    * Runs a failed or cancelled task again: `pending` due at `nowMs`, attempts kept (the next
    * claim is attempt + 1), last error kept, result, progress and cancel request cleared, the

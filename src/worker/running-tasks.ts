@@ -177,8 +177,9 @@ export class RunningTasks {
       ]);
       running.end();
       if (outcome === null) this.counters.timedOut++;
-      else if (outcome.outcome.status === 'succeeded') this.counters.succeeded++;
-      else this.counters.failed++;
+      else if (outcome.outcome.status === 'failed') this.counters.failed++;
+      // An attempt that ends waiting for its children counts as a success of its handler.
+      else this.counters.succeeded++;
       this.byId.delete(task.task_id);
       hooks.finished(outcome);
     })();

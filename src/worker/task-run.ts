@@ -1,3 +1,4 @@
+import { ChildWaitRequest, childrenOf, waitForChildren } from './child-wait.js';
 import { encodeWorkerJson } from './completions.js';
 import { PermanentTaskError, WorkerStoppedError } from './errors.js';
 import type { TaskContext, TaskHandler, WorkerStats } from './types.js';
@@ -9,7 +10,8 @@ import type { WirePolledTask, WireResult } from './wire.js';
  * task's signal is aborted with a `WorkerStoppedError` and the outcome is "failed, retryable"
  * at once, whether or not the handler heeds its signal (a handler that never settles must not
  * hold the worker's stop forever). The handler's value becomes the result; one that cannot be
- * stored (not JSON, too large) fails the attempt for good, saying why.
+ * stored (not JSON, too large) fails the attempt for good, saying why; the value of
+ * `ctx.waitForChildren()` ends it waiting for the task's children.
  */
 
 /** What the worker reports for one attempt, and the bytes of its result's JSON (0 without one). */
@@ -44,6 +46,7 @@ export function contextOf(
   task: WirePolledTask,
   run: Pick<TaskContext, 'signal' | 'progress' | 'extendDeadline' | 'spawn'> & { deadline(): Date | null },
 ): TaskContext {
+  const children = childrenOf(task.children);
   return {
     taskId: task.task_id,
     taskType: task.task_type,
@@ -56,6 +59,8 @@ export function contextOf(
     },
     extendDeadline: run.extendDeadline,
     spawn: run.spawn,
+    waitForChildren,
+    ...(children === undefined ? {} : { children }),
   };
 }
 
@@ -107,6 +112,9 @@ export function progressSender(
 
 function succeeded(value: unknown, maxResultBytes: number): TaskOutcome {
   if (value === undefined) return { outcome: { status: 'succeeded' }, resultBytes: 0 };
+  if (value instanceof ChildWaitRequest) {
+    return { outcome: { status: 'waiting_children', on_child_failure: value.onChildFailure }, resultBytes: 0 };
+  }
   const encoded = encodeWorkerJson(value, maxResultBytes);
   if ('problem' in encoded) return failed(new PermanentTaskError(`the handler's result ${encoded.problem}`));
   return { outcome: { status: 'succeeded', result: value }, resultBytes: encoded.bytes };

@@ -4,6 +4,7 @@
  */
 
 import type { ChildTask, SpawnedChild } from './spawn.js';
+import type { ChildWaitRequest, TaskChildren, WaitForChildrenOptions } from './child-wait.js';
 
 /** One task as the handler sees it. */
 export interface TaskContext {
@@ -63,10 +64,24 @@ export interface TaskContext {
    * over HTTP `POST /api/tasks/{id}/children`. Rejects with a `LeaseLostError` when the lease is
    * gone, a `TaskTimeoutError` past the deadline, a `SpawnError` for a child the node refused
    * (`details.index` names it), a `RangeError` for a count out of bounds, and an `Error` when the
-   * channel's socket closed before the answer (spawn again, with keys). Waiting for the children
-   * to end is not there yet: the task's own attempt goes on (and ends) as usual.
+   * channel's socket closed before the answer (spawn again, with keys). To wait for them without
+   * holding this worker's slot, `return ctx.waitForChildren()`.
    */
   spawn(tasks: readonly ChildTask[]): Promise<SpawnedChild[]>;
+  /**
+   * `return ctx.waitForChildren()` ends this attempt waiting for the task's children (HTTP:
+   * `status: waiting_children` on the complete; channel: the same in a `results` frame): the
+   * task holds no slot and no limit permit while they run, and once every child has ended it
+   * runs once more (attempt + 1, no retry used) with `children` set. Only what the handler
+   * returns counts: calling it without returning the value does nothing. Throws a `RangeError`
+   * for an `onChildFailure` other than `fail` or `continue`.
+   */
+  waitForChildren(options?: WaitForChildrenOptions): ChildWaitRequest;
+  /**
+   * Set on an attempt that runs after the task waited for its children: how they ended.
+   * Their results: `client.children.list(taskId)` (`GET /api/tasks/{id}/children`). Absent otherwise.
+   */
+  readonly children?: TaskChildren;
 }
 
 /**

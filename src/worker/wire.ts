@@ -13,13 +13,17 @@ export interface WirePolledTask {
   lease_expires_at: string;
   /** The attempt's deadline (ISO-8601); left out by nodes older than deadlines. */
   deadline_at?: string | null;
+  /** Set for a task resumed after waiting for its children: how they ended. */
+  children?: unknown;
 }
 
 /** One result in a `POST /api/workers/complete` request. */
 export interface WireResult {
   task_id: string;
   lease_token: string;
-  status: 'succeeded' | 'failed';
+  status: 'succeeded' | 'failed' | 'waiting_children';
+  /** With `waiting_children`. */
+  on_child_failure?: 'fail' | 'continue';
   error?: string;
   retryable?: boolean;
   /** A success's result; left out for none. */

@@ -34,6 +34,7 @@ const ALL_MIGRATIONS = [
   '000015_cluster_redis_reachable.sql',
   '000016_operations.sql',
   '000017_children.sql',
+  '000018_waiting.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

@@ -293,7 +293,15 @@ export const Task = Type.Object(
 );
 export type TaskJson = Static<typeof Task>;
 
-export const EXECUTION_STATUSES = ['running', 'succeeded', 'failed', 'timed_out', 'cancelled', 'expired'] as const;
+export const EXECUTION_STATUSES = [
+  'running',
+  'succeeded',
+  'failed',
+  'timed_out',
+  'cancelled',
+  'expired',
+  'waiting',
+] as const;
 
 /** One attempt of a task, in `GET /api/tasks/{task_id}/history`. */
 export const Execution = Type.Object(

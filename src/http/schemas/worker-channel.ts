@@ -2,7 +2,7 @@ import Type, { type Static } from 'typebox';
 import { MAX_POLL_TASK_TYPES } from '../../lib/config.js';
 import { COMMON_ERRORS, Nullable, StoredText, StringEnum, TaskType, Uuid, errors, needs } from './common.js';
 import { MAX_TIMEOUT_SECONDS } from './tasks.js';
-import { MAX_BATCH_COMPLETIONS, OUTCOMES } from './workers.js';
+import { MAX_BATCH_COMPLETIONS, OnChildFailure, OUTCOMES } from './workers.js';
 
 /**
  * The worker channel (API.md, "Workers as remote actors"): the frames a worker sends over its
@@ -57,6 +57,7 @@ export const ResultsFrame = Type.Object(
           task_id: Uuid,
           lease_token: LeaseToken,
           status: StringEnum(OUTCOMES),
+          on_child_failure: OnChildFailure,
           error: Type.Optional(Nullable(Type.String())),
           retryable: Type.Optional(Nullable(Type.Boolean())),
           result: Type.Optional(Type.Unknown()),

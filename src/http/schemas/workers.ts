@@ -28,7 +28,19 @@ export const DEFAULT_WAIT_MS = 20_000;
 /** Most results in one `POST /api/workers/complete`. */
 export const MAX_BATCH_COMPLETIONS = 1000;
 
-export const OUTCOMES = ['succeeded', 'failed'] as const;
+/** `waiting_children`: the attempt ends waiting for the task's children (docs/api.md, "Children of a running task"). */
+export const OUTCOMES = ['succeeded', 'failed', 'waiting_children'] as const;
+
+/** With `waiting_children`: what a child that does not succeed does to the parent (ignored otherwise). */
+export const OnChildFailure = Type.Optional(
+  Nullable(
+    StringEnum(['fail', 'continue'] as const, {
+      default: 'fail',
+      description:
+        'With status waiting_children: fail — a child that does not succeed fails the task; continue — the task runs again once every child has ended, whatever its end.',
+    }),
+  ),
+);
 
 export const PollRequest = Type.Object(
   {
@@ -88,6 +100,7 @@ export type HeartbeatRequestBody = Static<typeof HeartbeatRequest>;
 const completionFields = {
   lease_token: LeaseToken,
   status: StringEnum(OUTCOMES),
+  on_child_failure: OnChildFailure,
   error: Type.Optional(Nullable(Type.String({ description: 'Cut to 4 KiB of UTF-8.' }))),
   retryable: Type.Optional(Nullable(Type.Boolean({ default: true }))),
   result: Type.Optional(
@@ -127,6 +140,16 @@ export const Assignment = Type.Object(
         'The execution deadline of this attempt: at it the attempt ends as a timeout, whatever the worker does (extend it with extend_seconds on a heartbeat).',
     },
     timeout_seconds: Type.Integer(),
+    children: Type.Optional(
+      Type.Object(
+        { total: Type.Integer(), succeeded: Type.Integer(), failed: Type.Integer(), cancelled: Type.Integer() },
+        {
+          additionalProperties: false,
+          description:
+            'Only for a task resumed after waiting for its children: how they ended (cancelled counts expired ones too). Page their results with GET /api/tasks/{task_id}/children.',
+        },
+      ),
+    ),
   },
   { additionalProperties: false },
 );

@@ -146,6 +146,7 @@ export function completionRequest(
     error: o.error === undefined || o.error === null ? null : truncateUtf8(withoutNul(o.error), MAX_ERROR_BYTES),
     retryable: o.retryable ?? true,
   };
+  if (o.status === 'waiting_children') request.onChildFailure = o.on_child_failure ?? 'fail';
   if (o.result !== undefined) {
     checkWorkerJson(o.result, at.at('result'), limits.maxResultBytes);
     request.result = o.result;

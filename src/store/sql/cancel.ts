@@ -9,7 +9,7 @@ import { getTask } from './read.js';
 /**
  * Cancelling one task: a compare-and-set on the status alone (the caller holds no
  * version). The edges, all in one UPDATE:
- * - blocked | pending | active | paused → cancelled at once, version + 1;
+ * - blocked | pending | active | paused | waiting → cancelled at once, version + 1;
  * - running → stays running with `cancel_requested`; the version is kept so the worker's
  *   lease token stays valid, and its completion (or the lease's expiry) records `cancelled`.
  * Finished tasks do not match the WHERE clause: they are reported, not changed.
@@ -17,7 +17,7 @@ import { getTask } from './read.js';
  * `on_limit` strategy says why it cancelled); a running task's result keeps it unless the
  * attempt failed with an error of its own.
  */
-const CANCELLABLE: readonly StoredStatus[] = ['blocked', 'pending', 'active', 'paused', 'running'];
+const CANCELLABLE: readonly StoredStatus[] = ['blocked', 'pending', 'active', 'paused', 'running', 'waiting'];
 
 function cancelStatement(ids: string): string {
   return `
@@ -74,5 +74,21 @@ export async function cancelTask(db: Db, taskId: string, nowMs: number, reason?:
 export async function cancelMany(db: DbTx, taskIds: readonly string[], nowMs: number): Promise<TaskRecord[]> {
   if (taskIds.length === 0) return [];
   const { rows } = await db.query<TaskRow>(CANCEL_MANY, [taskIds, nowMs, null], 'wh_cancel_many');
+  return rows.map(toTaskRecord);
+}
+
+/** The same edges for the unfinished children of `$1`. */
+const CANCEL_CHILDREN = cancelStatement('t.parent_id = $1::uuid');
+
+/**
+ * Cancels the unfinished children of `parentId` (one level: their own children are not
+ * reached), as {@link cancelTask} cancels one, `last_error` saying why: the cancel of a parent
+ * that was waiting for them. Answers the rows it changed, running ones with `cancel_requested`.
+ */
+export async function cancelChildren(db: Db, parentId: string, nowMs: number): Promise<TaskRecord[]> {
+  const [id] = validIds([parentId]);
+  if (id === undefined) return [];
+  const reason = `parent ${id} cancelled`;
+  const { rows } = await db.query<TaskRow>(CANCEL_CHILDREN, [id, nowMs, reason], 'wh_cancel_children');
   return rows.map(toTaskRecord);
 }

@@ -1,7 +1,7 @@
 import type { Db } from '../db.js';
 import { isUuid } from '../../lib/ids.js';
 import { LEASE_DIGEST_BYTES, mintLeaseTokens, type MintedLeaseToken } from '../../domain/lease-token.js';
-import type { ClaimedTask, DueEntry } from '../../domain/model.js';
+import type { ChildrenSummary, ClaimedTask, DueEntry } from '../../domain/model.js';
 import type { ExtendedLease, LeaseHeartbeat, RunningLease } from '../types.js';
 import type { LimitGrantRow } from '../limit-types.js';
 import { WheelhouseError } from '../../lib/errors.js';
@@ -52,6 +52,17 @@ import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './co
  * table when the claim is a large part of it, which locks in the physical order of that one
  * scan, as the statement could before.
  */
+/**
+ * SQL: how the children of a parent resumed after waiting for them ended, counted at its claim
+ * (when every child it waited for has ended and committed), through `tasks_parent_idx`. Only
+ * for a task that waited (`child_waits > 0`): the CASE spares every other claim the subquery.
+ */
+const CHILDREN_SUMMARY = `CASE WHEN t.child_waits > 0 THEN (
+    SELECT json_build_object('total', count(*), 'succeeded', count(*) FILTER (WHERE k.status = 'succeeded'),
+                             'failed', count(*) FILTER (WHERE k.status = 'failed'),
+                             'cancelled', count(*) FILTER (WHERE k.status IN ('cancelled', 'expired')))
+    FROM tasks k WHERE k.parent_id = t.id) END AS children`;
+
 const CLAIM = `
   UPDATE tasks t
   SET status = 'running',
@@ -69,7 +80,8 @@ const CLAIM = `
     AND t.due_time <= ${tsParam(3)}
     AND (t.start_by IS NULL OR t.start_by > ${tsParam(3)})
   RETURNING t.id, t.task_type, t.payload, t.attempts, t.version, t.timeout_seconds, t.partition,
-            ${msOf('t.lease_expires_at')} AS lease_expires_ms, ${msOf('t.due_time')} AS due_ms, c.n`;
+            ${msOf('t.lease_expires_at')} AS lease_expires_ms, ${msOf('t.due_time')} AS due_ms, c.n,
+            ${CHILDREN_SUMMARY}`;
 
 /**
  * The claim of tasks that hold limit grants (docs/decisions/0023-flow-control.md): the claim
@@ -120,6 +132,8 @@ interface ClaimRow {
   due_ms: number;
   /** 1-based position of the id in the claim's id array. */
   n: number;
+  /** Set for a parent resumed after waiting for its children. */
+  children: ChildrenSummary | null;
 }
 
 /**
@@ -180,6 +194,7 @@ export async function claimTasks(
     timeoutSeconds: r.timeout_seconds,
     partition: r.partition,
     dueMs: r.due_ms,
+    ...(r.children === null ? {} : { children: r.children }),
   }));
 }
 

@@ -32,15 +32,21 @@ function backoffSql(base: number, max: number): string {
                 * (0.5 + random() * 0.5)) * interval '1 millisecond'`;
 }
 
+/**
+ * SQL: the attempts of task `t` that count against `max_retries`: those that ended waiting for
+ * the task's children (`child_waits`, src/store/sql/waiting.ts) are not failures.
+ */
+const COUNTED_ATTEMPTS = `(t.attempts - t.child_waits)`;
+
 /** SQL: the lease ran out and task `t` goes back to pending. */
-const RETRY_AFTER_EXPIRY = `NOT t.cancel_requested AND t.attempts <= t.max_retries`;
+const RETRY_AFTER_EXPIRY = `NOT t.cancel_requested AND ${COUNTED_ATTEMPTS} <= t.max_retries`;
 
 /** Columns of the transition a statement reports, selected from its `done` CTE. */
 export const TRANSITION_COLUMNS = `d.id, d.status, d.version, d.task_type, d.priority, ${msOf('d.due_time')} AS due_ms,
   d.has_dependents, ${msOf('d.started_at')} AS started_ms, d.limits`;
 
 /** SQL: the result `r` (`ok`: the attempt succeeded) sends task `t` back to pending. */
-const RETRY_AFTER_RESULT = `NOT t.cancel_requested AND NOT r.ok AND r.retryable AND t.attempts <= t.max_retries`;
+const RETRY_AFTER_RESULT = `NOT t.cancel_requested AND NOT r.ok AND r.retryable AND ${COUNTED_ATTEMPTS} <= t.max_retries`;
 
 /**
  * `$1` ids, `$2` lease token digests end to end (32 bytes each, one binary parameter, as for

@@ -22,7 +22,7 @@ import { insertTasks, type GraphColumns, type GraphEdges } from './insert.js';
 const LOCK_PREDECESSORS = `
   SELECT id, status, schedule_type FROM tasks WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`;
 
-const MARK_HAS_DEPENDENTS = `UPDATE tasks SET has_dependents = true WHERE id = ANY($1::uuid[]) AND NOT has_dependents`;
+export const MARK_HAS_DEPENDENTS = `UPDATE tasks SET has_dependents = true WHERE id = ANY($1::uuid[]) AND NOT has_dependents`;
 
 /** A task that takes the dependency path: it has predecessors or belongs to a graph. */
 export function hasDependencies(task: NewTask): boolean {

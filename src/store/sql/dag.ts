@@ -6,7 +6,6 @@ import type { DagEvent, DagNodeRecord, DagOutcome } from '../dag-types.js';
 import {
   IDEMPOTENCY_WINDOW_MS,
   msOf,
-  statusIs,
   taskColumns,
   toDueEntry,
   toTaskRecord,
@@ -15,7 +14,10 @@ import {
   type DueRow,
   type TaskRow,
 } from './columns.js';
-import { dagEventsCte } from './outbox.js';
+import { dagEventsCte, isFinal } from './outbox.js';
+
+/** SQL: the final statuses other than `succeeded`, quoted. */
+const ENDED = `'failed', 'cancelled', 'expired'`;
 import { hasExternalPredecessors, insertWithDependencies } from './dag-submit.js';
 import { CLAIM_KEYS } from './submit.js';
 
@@ -78,11 +80,20 @@ export async function submitGraph(
   });
 }
 
-/** Blocked dependents of the given predecessors, through the predecessor index. */
+/**
+ * SQL: task `t` waits on edges: `blocked` on predecessors, or `waiting` for its children (a
+ * parent's unfinished children are its predecessors while it waits; src/store/sql/waiting.ts).
+ * Fenced as {@link statusIs} is: the rows are found through the primary key only.
+ */
+function awaitsEdges(t: string): string {
+  return `${t}.status COLLATE "C" IN ('blocked', 'waiting')`;
+}
+
+/** Blocked dependents (and waiting parents) of the given predecessors, through the predecessor index. */
 const DEPENDENTS = `
   SELECT d.task_id, array_agg(d.predecessor_id) AS predecessor_ids
   FROM task_dependencies d JOIN tasks t ON t.id = d.task_id
-  WHERE d.predecessor_id = ANY($1::uuid[]) AND NOT d.satisfied AND ${statusIs('t', 'blocked')}
+  WHERE d.predecessor_id = ANY($1::uuid[]) AND NOT d.satisfied AND ${awaitsEdges('t')}
   GROUP BY d.task_id`;
 
 /** See `DagStore.dependents`. */
@@ -101,36 +112,40 @@ export async function dependents(
 }
 
 /**
- * `$1` task ids, `$2` now. One statement for a batch of blocked tasks, each reconciled on
- * its own from what the task table says now:
- * - `edge`: the task's unsatisfied edges with each predecessor's status;
- * - `flipped`: edges to predecessors that succeeded become satisfied. An edge already
- *   satisfied does not match, so it is counted once however often this runs; of two
- *   concurrent runs the second waits for the first's row lock and then finds it satisfied;
- * - `broken`: the first predecessor (by id) that failed, was cancelled or expired, if any;
- * - `done`: the compare-and-set on `blocked`. The counter is bounded by the total; a broken
- *   edge cancels the task naming the predecessor; all satisfied makes it `pending`, due at
- *   the later of its own due time and now. Under concurrency the counter is re-read from the
- *   locked row (EvalPlanQual), so each run adds exactly the edges it flipped;
- * - the outbox event of a task cancelled here that has dependents, so the cancellation goes
- *   on down the graph.
+ * `$1` task ids, `$2` now. One statement for a batch of blocked tasks (and waiting parents),
+ * each reconciled on its own from what the task table says now:
+ * - `edge`: the task's unsatisfied edges with each predecessor's status; `any_end` for a
+ *   parent waiting with `on_child_failure = continue`, whose edges any final state satisfies;
+ * - `flipped`: edges to predecessors that succeeded (or, with `any_end`, ended at all) become
+ *   satisfied. An edge already satisfied does not match, so it is counted once however often
+ *   this runs; of two concurrent runs the second waits for the first's row lock and then
+ *   finds it satisfied;
+ * - `broken`: the first predecessor (by id) that failed, was cancelled or expired, if any
+ *   (never with `any_end`);
+ * - `done`: the compare-and-set on `blocked` or `waiting`. The counter is bounded by the
+ *   total; a broken edge cancels a blocked task naming the predecessor, and fails a waiting
+ *   parent naming the child; all satisfied makes it `pending`, due at the later of its own due
+ *   time and now. Under concurrency the counter is re-read from the locked row
+ *   (EvalPlanQual), so each run adds exactly the edges it flipped;
+ * - the outbox event of a task ended here that has dependents, so the end goes on down the graph.
  */
 const RECONCILE = `
   WITH target AS (
     SELECT DISTINCT x.id FROM unnest($1::uuid[]) AS x(id)
   ),
   edge AS (
-    SELECT d.task_id, d.predecessor_id, p.status AS predecessor_status
+    SELECT d.task_id, d.predecessor_id, p.status AS predecessor_status,
+           (t0.status = 'waiting' AND t0.on_child_failure = 'continue') AS any_end
     FROM target x
-    JOIN tasks t0 ON t0.id = x.id AND ${statusIs('t0', 'blocked')}
+    JOIN tasks t0 ON t0.id = x.id AND ${awaitsEdges('t0')}
     JOIN task_dependencies d ON d.task_id = x.id AND NOT d.satisfied
     JOIN tasks p ON p.id = d.predecessor_id
   ),
   flipped AS (
     UPDATE task_dependencies d SET satisfied = true
     FROM edge e
-    WHERE d.task_id = e.task_id AND d.predecessor_id = e.predecessor_id
-      AND e.predecessor_status = 'succeeded' AND NOT d.satisfied
+    WHERE d.task_id = e.task_id AND d.predecessor_id = e.predecessor_id AND NOT d.satisfied
+      AND (e.predecessor_status = 'succeeded' OR (e.any_end AND e.predecessor_status IN (${ENDED})))
     RETURNING d.task_id
   ),
   counted AS (
@@ -138,7 +153,7 @@ const RECONCILE = `
   ),
   broken AS (
     SELECT DISTINCT ON (e.task_id) e.task_id, e.predecessor_id, e.predecessor_status
-    FROM edge e WHERE e.predecessor_status IN ('failed', 'cancelled', 'expired')
+    FROM edge e WHERE NOT e.any_end AND e.predecessor_status IN (${ENDED})
     ORDER BY e.task_id, e.predecessor_id
   ),
   change AS (
@@ -148,19 +163,21 @@ const RECONCILE = `
   done AS (
     UPDATE tasks t
     SET deps_satisfied = least(t.deps_satisfied + ch.n, t.deps_total),
-        status = CASE WHEN ch.broken_by IS NOT NULL THEN 'cancelled'
+        status = CASE WHEN ch.broken_by IS NOT NULL AND t.status = 'waiting' THEN 'failed'
+                      WHEN ch.broken_by IS NOT NULL THEN 'cancelled'
                       WHEN t.deps_satisfied + ch.n >= t.deps_total THEN 'pending'
-                      ELSE 'blocked' END,
+                      ELSE t.status END,
         due_time = CASE WHEN ch.broken_by IS NULL AND t.deps_satisfied + ch.n >= t.deps_total
                         THEN greatest(t.due_time, ${tsParam(2)}) ELSE t.due_time END,
         completed_at = CASE WHEN ch.broken_by IS NOT NULL THEN ${tsParam(2)} ELSE t.completed_at END,
         last_error = CASE WHEN ch.broken_by IS NOT NULL
-                          THEN 'predecessor ' || ch.broken_by || ' ' || ch.broken_status
+                          THEN (CASE WHEN t.status = 'waiting' THEN 'child ' ELSE 'predecessor ' END)
+                               || ch.broken_by || ' ' || ch.broken_status
                           ELSE t.last_error END,
         version = t.version + 1,
         updated_at = ${tsParam(2)}
     FROM change ch
-    WHERE t.id = ch.id AND ${statusIs('t', 'blocked')}
+    WHERE t.id = ch.id AND ${awaitsEdges('t')}
       AND (ch.n > 0 OR ch.broken_by IS NOT NULL OR t.deps_satisfied >= t.deps_total)
     RETURNING t.id, t.status, t.task_type, t.priority, t.due_time, t.has_dependents, t.limits
   ),
@@ -187,7 +204,7 @@ export async function reconcile(db: Db, taskIds: string[], nowMs: number): Promi
         taskId: r.id,
         status: r.status,
         due: r.status === 'pending' ? toDueEntry(r) : null,
-        notifyDependents: r.status === 'cancelled' && r.has_dependents,
+        notifyDependents: isFinal(r.status) && r.has_dependents,
       }));
     } catch (error) {
       if (attempt >= RECONCILE_ATTEMPTS || !isRetryableConflict(error)) throw error;
@@ -217,10 +234,10 @@ export async function clearEvents(db: Db, predecessorIds: string[]): Promise<voi
   if (ids.length > 0) await db.query(CLEAR_EVENTS, [ids], 'wh_dag_clear_events');
 }
 
-/** A page of the tasks waiting on predecessors, through the partial index. */
+/** A page of the tasks waiting on edges (blocked, or parents waiting), through the partial index (000018). */
 const BLOCKED_PAGE = `
   SELECT t.id FROM tasks t
-  WHERE t.status = 'blocked' AND t.deps_total > 0 AND t.id > $1::uuid
+  WHERE t.status IN ('blocked', 'waiting') AND t.deps_total > 0 AND t.id > $1::uuid
   ORDER BY t.id LIMIT $2`;
 
 /**
@@ -230,7 +247,7 @@ const BLOCKED_PAGE = `
  */
 const STUCK = `
   SELECT x.id FROM tasks x
-  WHERE x.id = ANY($1::uuid[]) AND ${statusIs('x', 'blocked')}
+  WHERE x.id = ANY($1::uuid[]) AND ${awaitsEdges('x')}
     AND (x.deps_satisfied >= x.deps_total OR EXISTS (
       SELECT 1 FROM task_dependencies d JOIN tasks p ON p.id = d.predecessor_id
       WHERE d.task_id = x.id AND NOT d.satisfied

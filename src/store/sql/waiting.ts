@@ -1,0 +1,111 @@
+import type { Db } from '../db.js';
+import type { ChildWait, Transition } from '../../domain/model.js';
+import { LEASE_DIGEST_BYTES } from '../../domain/lease-token.js';
+import { FINAL_STATUSES } from '../../domain/lifecycle.js';
+import { tsParam, validIds } from './columns.js';
+import { TRANSITION_COLUMNS, toTransition, type TransitionRow } from './complete.js';
+import { MARK_HAS_DEPENDENTS } from './dag-submit.js';
+import { dagEventsCte } from './outbox.js';
+
+/**
+ * An attempt that ends waiting for its children (docs/decisions/0033-waiting-for-children.md):
+ * the parent's unfinished children become its predecessors on the dependency machinery of
+ * decision 0006, in one transaction:
+ * 1. the parent's row locked and its lease checked as for any result (running, this token's
+ *    digest, deadline not passed) — a spawn of the same parent takes turns with it, so no child
+ *    is added once the attempt has ended;
+ * 2. its unfinished children locked `FOR NO KEY UPDATE` in id order, exactly as a submission
+ *    locks existing predecessors: a child finishing concurrently either committed first (the
+ *    re-checked status is final, so it is no edge) or waits for this commit, then sees
+ *    `has_dependents` and writes its outbox event once the edges are visible;
+ * 3. those children marked `has_dependents`, and an edge each (one left from an earlier wait,
+ *    for a child retried since, is unsatisfied again);
+ * 4. the parent's lease ended (so its worker slot and limit permits go back, as after any
+ *    result) and its status `waiting` with the edges counted; with no unfinished child, `pending`
+ *    and due now; with a cancel requested meanwhile, `cancelled`, as a result would make it.
+ *    The attempt keeps an execution row of its own (status `waiting`).
+ */
+
+/** `$1` parent, `$2` the token's digest, `$3` now. */
+const LOCK_WAITER = `
+  SELECT t.status = 'running' AND t.deadline_at > ${tsParam(3)} AND t.lease_token_hash = $2::bytea AS held,
+         t.cancel_requested
+  FROM tasks t WHERE t.id = $1::uuid FOR NO KEY UPDATE`;
+
+const FINAL = FINAL_STATUSES.map((s) => `'${s}'`).join(', ');
+
+/** `$1` parent: its unfinished children, locked in id order (through `tasks_parent_idx`). */
+const LOCK_UNFINISHED_CHILDREN = `
+  SELECT c.id FROM tasks c WHERE c.parent_id = $1::uuid AND c.status NOT IN (${FINAL})
+  ORDER BY c.id FOR NO KEY UPDATE`;
+
+/** `$1` parent, `$2` children. */
+const ADD_EDGES = `
+  INSERT INTO task_dependencies (task_id, predecessor_id, satisfied)
+  SELECT $1::uuid, c.id, false FROM unnest($2::uuid[]) AS c(id)
+  ON CONFLICT (task_id, predecessor_id) DO UPDATE SET satisfied = false`;
+
+/**
+ * `$1` parent, `$2` its new status, `$3` now, `$4` on_child_failure. The counters are those of
+ * every edge of the parent: a task of a graph keeps its (satisfied) edges to its predecessors.
+ */
+const END_ATTEMPT = `
+  WITH edges AS (
+    SELECT count(*)::int AS total, (count(*) FILTER (WHERE e.satisfied))::int AS satisfied
+    FROM task_dependencies e WHERE e.task_id = $1::uuid
+  ),
+  done AS (
+    UPDATE tasks t
+    SET status = $2::text,
+        version = t.version + 1,
+        due_time = CASE WHEN $2::text = 'pending' THEN ${tsParam(3)} ELSE t.due_time END,
+        completed_at = CASE WHEN $2::text = 'cancelled' THEN ${tsParam(3)} END,
+        child_waits = t.child_waits + 1,
+        on_child_failure = $4::text,
+        deps_total = e.total,
+        deps_satisfied = e.satisfied,
+        lease_expires_at = NULL,
+        lease_token_hash = NULL,
+        updated_at = ${tsParam(3)}
+    FROM edges e, tasks o
+    WHERE t.id = $1::uuid AND o.id = $1::uuid
+    RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.limits, t.attempts,
+              t.started_at, t.worker_id, t.has_dependents, o.due_time AS attempt_due_time
+  ),
+  ${dagEventsCte(3)},
+  execution AS (
+    INSERT INTO executions (task_id, attempt, status, due_time, started_at, completed_at, worker_id, error)
+    SELECT d.id, d.attempts, 'waiting', d.attempt_due_time, d.started_at, ${tsParam(3)}, d.worker_id, NULL
+    FROM done d WHERE d.status <> 'cancelled'
+  )
+  SELECT ${TRANSITION_COLUMNS} FROM done d`;
+
+/** See `TaskStore.waitForChildren`: the transition, or null when the lease is not held. */
+export async function waitForChildren(db: Db, wait: ChildWait, nowMs: number): Promise<Transition | null> {
+  const [id] = validIds([wait.taskId]);
+  if (id === undefined || wait.tokenDigest.length !== LEASE_DIGEST_BYTES) return null;
+  const digest = Buffer.from(wait.tokenDigest);
+  return db.transaction(async (tx) => {
+    const parent = (
+      await tx.query<{ held: boolean; cancel_requested: boolean }>(LOCK_WAITER, [id, digest, nowMs], 'wh_lock_waiter')
+    ).rows[0];
+    if (parent?.held !== true) return null;
+    let status: 'waiting' | 'pending' | 'cancelled' = 'cancelled';
+    if (!parent.cancel_requested) {
+      const { rows } = await tx.query<{ id: string }>(LOCK_UNFINISHED_CHILDREN, [id], 'wh_lock_unfinished_children');
+      const children = rows.map((r) => r.id);
+      if (children.length > 0) {
+        await tx.query(MARK_HAS_DEPENDENTS, [children], 'wh_mark_has_dependents');
+        await tx.query(ADD_EDGES, [id, children], 'wh_add_child_edges');
+      }
+      status = children.length > 0 ? 'waiting' : 'pending';
+    }
+    const { rows } = await tx.query<TransitionRow>(
+      END_ATTEMPT,
+      [id, status, nowMs, wait.onChildFailure],
+      'wh_end_attempt_waiting',
+    );
+    const row = rows[0];
+    return row === undefined ? null : toTransition(row, nowMs);
+  });
+}
