@@ -179,6 +179,9 @@ export function taskMetrics(
 /** The outcome of the attempt a worker's result ended. */
 function resultOutcome(t: Transition): AttemptOutcome {
   if (t.status === 'succeeded' || t.status === 'cancelled') return t.status;
+  // The handler ended well and asked to wait for its children. (One with no child left
+  // unfinished goes straight back to pending, and is counted failed like a retry: not told apart.)
+  if (t.status === 'waiting') return 'succeeded';
   return 'failed'; // failed for good, or back to pending for a retry
 }
 
