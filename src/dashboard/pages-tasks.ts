@@ -18,6 +18,7 @@ const STATUSES = [
   'expired',
   'active',
   'paused',
+  'waiting',
 ];
 const PAGE = 50;
 

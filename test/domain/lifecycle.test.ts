@@ -12,7 +12,7 @@ import type { StoredStatus } from '../../src/domain/model.js';
 describe('the task state machine', () => {
   const all = Object.keys(TRANSITIONS) as StoredStatus[];
 
-  it('has the edges of DESIGN.md and nothing else', () => {
+  it('has the edges of DESIGN.md, and those of a parent waiting for its children, and nothing else', () => {
     const edges = all.flatMap((from) => TRANSITIONS[from].map((to) => `${from}→${to}`)).sort();
     expect(edges).toEqual(
       [
@@ -25,6 +25,12 @@ describe('the task state machine', () => {
         'running→pending',
         'running→failed',
         'running→cancelled',
+        // A parent's attempt ends waiting; its children's ends release it, fail it (on_child_failure
+        // fail) or a cancel ends it.
+        'running→waiting',
+        'waiting→pending',
+        'waiting→failed',
+        'waiting→cancelled',
         'active→paused',
         'active→cancelled',
         'active→succeeded',
@@ -54,7 +60,7 @@ describe('the task state machine', () => {
 
   it('lets a failed, cancelled or expired task, and only those, be retried to pending', () => {
     expect(all.filter((from) => canTransition(from, 'pending')).sort()).toEqual(
-      ['blocked', 'cancelled', 'expired', 'failed', 'running'].sort(),
+      ['blocked', 'cancelled', 'expired', 'failed', 'running', 'waiting'].sort(),
     );
     expect(() => assertTransition('succeeded', 'pending')).toThrow(/cannot become pending/);
   });
