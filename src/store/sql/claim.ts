@@ -12,6 +12,17 @@ import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './co
  */
 
 /**
+ * SQL: how the children of a parent resumed after waiting for them ended, counted at its claim
+ * (when every child it waited for has ended and committed), through `tasks_parent_idx`. Only
+ * for a task that waited (`child_waits > 0`): the CASE spares every other claim the subquery.
+ */
+const CHILDREN_SUMMARY = `CASE WHEN t.child_waits > 0 THEN (
+    SELECT json_build_object('total', count(*), 'succeeded', count(*) FILTER (WHERE k.status = 'succeeded'),
+                             'failed', count(*) FILTER (WHERE k.status = 'failed'),
+                             'cancelled', count(*) FILTER (WHERE k.status IN ('cancelled', 'expired')))
+    FROM tasks k WHERE k.parent_id = t.id) END AS children`;
+
+/**
  * The claim: one UPDATE for the whole batch, and the compare-and-set of the edge
  * pending → running. The ids are sorted and whatever plan Postgres picks (a primary-key
  * scan visits them in key order, a bitmap scan in physical order), two overlapping claims
@@ -52,17 +63,6 @@ import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './co
  * table when the claim is a large part of it, which locks in the physical order of that one
  * scan, as the statement could before.
  */
-/**
- * SQL: how the children of a parent resumed after waiting for them ended, counted at its claim
- * (when every child it waited for has ended and committed), through `tasks_parent_idx`. Only
- * for a task that waited (`child_waits > 0`): the CASE spares every other claim the subquery.
- */
-const CHILDREN_SUMMARY = `CASE WHEN t.child_waits > 0 THEN (
-    SELECT json_build_object('total', count(*), 'succeeded', count(*) FILTER (WHERE k.status = 'succeeded'),
-                             'failed', count(*) FILTER (WHERE k.status = 'failed'),
-                             'cancelled', count(*) FILTER (WHERE k.status IN ('cancelled', 'expired')))
-    FROM tasks k WHERE k.parent_id = t.id) END AS children`;
-
 const CLAIM = `
   UPDATE tasks t
   SET status = 'running',
