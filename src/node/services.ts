@@ -120,6 +120,11 @@ export function buildServices(
     heartbeatMs: options.workerHeartbeatMs,
     children: tasks,
     onError,
+    handedBack: (why, workerId, taskIds) =>
+      ctx.log.warn(
+        { worker: workerId, count: taskIds.length, tasks: taskIds.slice(0, 20) },
+        `worker channel: handed claims back to their queues, attempts uncounted: ${why}`,
+      ),
   });
   system.register(workerBehavior({ idlePassivationMs: Math.max(60_000, 3 * options.workerHeartbeatMs) }));
   system.register(workerSocketsBehavior(channel));

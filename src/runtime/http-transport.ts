@@ -229,27 +229,52 @@ export class HttpTransport implements Transport {
         for (const item of items) this.retry(item, error);
         continue;
       }
-      // Batches of at most `maxBatch` envelopes and `maxBatchBytes` (one larger envelope goes alone).
+      // Batches of at most `maxBatch` envelopes and `maxBatchBytes` (one larger envelope goes
+      // alone). An envelope whose deadline lies beyond a request's bound goes in a request of
+      // its own kind (see `post`); the cuts keep the order in which they were sent.
       let start = 0;
       let bytes = 0;
+      let startLong = false;
       for (let i = 0; i < items.length; i++) {
         const size = Buffer.byteLength(parts[i] as string);
-        if (i > start && (i - start === this.maxBatch || bytes + size > this.maxBatchBytes)) {
-          void this.post(nodeId, destination, items.slice(start, i), parts.slice(start, i));
+        const long = this.outlastsRequest(items[i] as Outgoing, now);
+        if (i > start && (i - start === this.maxBatch || bytes + size > this.maxBatchBytes || long !== startLong)) {
+          void this.post(nodeId, destination, items.slice(start, i), parts.slice(start, i), startLong);
           start = i;
           bytes = 0;
         }
+        if (i === start) startLong = long;
         bytes += size;
       }
-      void this.post(nodeId, destination, items.slice(start), parts.slice(start));
+      void this.post(nodeId, destination, items.slice(start), parts.slice(start), startLong);
     }
+  }
+
+  /**
+   * Whether an envelope may take longer to answer than a request is given (`requestTimeoutMs`):
+   * an ask (an activation too) given more than that. A tell is settled as it is delivered.
+   */
+  private outlastsRequest(item: Outgoing, now: number): boolean {
+    return item.envelope.ask && item.envelope.deadlineMs - now > this.requestTimeoutMs;
   }
 
   /**
    * Posts one batch (`parts` are the envelopes' JSON texts) and settles its envelopes. Never
    * rejects: every outcome lands on an item.
+   *
+   * A request waits `requestTimeoutMs` at most, or until the batch's latest deadline if that
+   * is sooner — except a batch of envelopes that outlast that bound (an ask given 30 s, say),
+   * which waits until their latest deadline: the receiver answers a batch once every envelope
+   * in it has settled, so such an ask in a bounded request would fail the request, and every
+   * answer beside it, at the bound while its actor was still within its time.
    */
-  private async post(nodeId: string, destination: Destination, sent: Outgoing[], parts: string[]): Promise<void> {
+  private async post(
+    nodeId: string,
+    destination: Destination,
+    sent: Outgoing[],
+    parts: string[],
+    long: boolean,
+  ): Promise<void> {
     const seq = destination.nextSeq++;
     destination.awaiting.add(seq);
     let since = seq;
@@ -258,7 +283,8 @@ export class HttpTransport implements Transport {
     const body = `{"from":${JSON.stringify(this.nodeId)},"order":${JSON.stringify(order)},"envelopes":[${parts.join(',')}]}`;
     let latestDeadlineMs = 0;
     for (const item of sent) latestDeadlineMs = Math.max(latestDeadlineMs, item.envelope.deadlineMs);
-    const timeoutMs = Math.max(1, Math.min(this.requestTimeoutMs, latestDeadlineMs - this.clock.now()));
+    const leftMs = latestDeadlineMs - this.clock.now();
+    const timeoutMs = Math.max(1, long ? leftMs : Math.min(this.requestTimeoutMs, leftMs));
     this.counters.requests += 1;
     this.counters.envelopes += sent.length;
     const where = `${nodeId} at ${destination.address}`;

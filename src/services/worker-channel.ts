@@ -66,6 +66,12 @@ export interface WorkerChannelDeps {
   /** Where a `spawn` frame's children go: the service of `POST /api/tasks/{id}/children`. */
   children: Pick<ChildrenApi, 'spawnChildren'>;
   onError(error: unknown, context: string): void;
+  /**
+   * Told of claims handed back to their queues with their attempts uncounted, and why: rare
+   * (a socket that closed or stopped reading as its tasks were claimed or written), and what a
+   * task run twice with one attempt number traces back to. @default nothing
+   */
+  handedBack?(why: string, workerId: string, taskIds: readonly string[]): void;
 }
 
 /**
@@ -190,7 +196,14 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
 
   closed(session: WorkerSession, handBack: boolean): void {
     const left = session.closed();
-    if (handBack && left.length > 0) void this.deps.workers.releaseHeld(left);
+    if (handBack && left.length > 0) {
+      this.deps.handedBack?.(
+        'its socket was closed by its worker (or replaced) while it held them',
+        session.workerId,
+        left.map((l) => l.taskId),
+      );
+      void this.deps.workers.releaseHeld(left);
+    }
     this.sessions.delete(session);
     for (const type of session.taskTypes) {
       const set = this.byType.get(type);
@@ -331,6 +344,11 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
       session.credits += want - mine.length;
       if (mine.length === 0) continue;
       if (!session.deliver(mine, () => this.unsent(session, mine))) {
+        this.deps.handedBack?.(
+          'claimed for a socket that closed or began to drain meanwhile',
+          session.workerId,
+          mine.map((t) => t.id),
+        );
         handBack.push(...mine);
       } else if (mine.length === want) {
         session.wanting = true; // there may be more
@@ -362,7 +380,13 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
   /** A `tasks` frame that never reached the wire: its tasks still held without a result go back. */
   private unsent(session: WorkerSession, tasks: readonly Assignment[]): void {
     const lost = tasks.filter((task) => session.drop(task.id));
-    if (lost.length > 0) void this.deps.workers.release(lost);
+    if (lost.length === 0) return;
+    this.deps.handedBack?.(
+      'their tasks frame was written but never reached the wire',
+      session.workerId,
+      lost.map((t) => t.id),
+    );
+    void this.deps.workers.release(lost);
   }
 
   private announce(session: WorkerSession): void {

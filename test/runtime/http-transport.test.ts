@@ -66,6 +66,7 @@ interface NodeOptions {
   maxBatch?: number;
   maxBatchBytes?: number;
   bodyLimitBytes?: number;
+  requestTimeoutMs?: number;
   /** The transport's clock (its backoffs); the actor system keeps the real one. */
   transportClock?: Clock;
 }
@@ -140,6 +141,7 @@ class TestCluster {
       deliverLocal: (envelope) => node.system.acceptRemote(envelope),
       maxBatch: options.maxBatch,
       maxBatchBytes: options.maxBatchBytes,
+      requestTimeoutMs: options.requestTimeoutMs,
       ...(options.transportClock ? { clock: options.transportClock } : {}),
     });
     node.system = new ActorSystem({
@@ -304,6 +306,26 @@ describe('HttpTransport between real nodes', () => {
     expect(b.notes).toEqual(['told beside']);
     // Answered within the request: nothing sent again, only the hung ask failed.
     expect(a.transport.stats()).toEqual({ requests: 1, envelopes: 3, retries: 0, failed: 1 });
+  });
+
+  it('sends an ask given longer than a request may wait in a request of its own, so the rest is answered', async () => {
+    newCluster();
+    const a = await cluster.node('node-a', { requestTimeoutMs: 1_000 });
+    const b = await cluster.node('node-b');
+    // One turn: an ask given 5 s whose actor answers after 2 s, beside an ask and a tell due
+    // within the request's bound. In one request, bounded by 1 s, all three would be given up.
+    const slow = a.system.ref(ECHO, 'b-hang').ask({ type: 'hang' }, 5_000);
+    const echoed = a.system.ref(ECHO, 'b-1').ask({ type: 'echo', text: 'beside' }, 900);
+    a.system.ref(ECHO, 'b-2').tell({ type: 'note', text: 'told beside' });
+    const released = setTimeout(() => held.resolve(), 2_000);
+    try {
+      expect(await echoed).toBe('node-b: beside');
+      await slow;
+      expect(b.notes).toEqual(['told beside']);
+      expect(a.transport.stats()).toEqual({ requests: 2, envelopes: 3, retries: 0, failed: 0 });
+    } finally {
+      clearTimeout(released);
+    }
   });
 
   it('rejects with the remote error and its code; an unknown kind is internal', async () => {
