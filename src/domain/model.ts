@@ -198,6 +198,22 @@ export interface ClaimedTask {
   dueMs: number;
   /** A parent resumed after waiting for its children: how they ended (counted at the claim). Absent otherwise. */
   children?: ChildrenSummary;
+  /** A task with predecessors (a DAG dependent, a resumed parent): their results. Absent otherwise. */
+  inputs?: TaskInputs;
+}
+
+/**
+ * The results of a task's predecessors handed to it with the task (`inputs` on the wire),
+ * bounded (src/store/sql/claim.ts `INPUTS`): the first 100 predecessors by id, each result up
+ * to 16 KiB and 64 KiB together inline.
+ */
+export interface TaskInputs {
+  /** Each predecessor's result by its id (null for none: a failed child, say). */
+  values: Record<string, unknown>;
+  /** Predecessors among the first 100 whose results are too large to go inline: read them from the task. */
+  omitted?: string[];
+  /** How many predecessors there are beyond the first 100 (a parent pages them: GET /api/tasks/{id}/children). */
+  more?: number;
 }
 
 /** How a waiting parent's children ended, handed to its next attempt. `cancelled` counts `expired` too. */

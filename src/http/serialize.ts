@@ -1,5 +1,5 @@
 import type { Static } from 'typebox';
-import type { ExecutionRecord, SubmitResult } from '../domain/model.js';
+import type { ExecutionRecord, SubmitResult, TaskInputs } from '../domain/model.js';
 import type { Explanation } from '../services/explanation.js';
 import type { Assignment, ChildRecord, DagView, TaskView } from '../services/types.js';
 import type { Child, Spawned } from './schemas/children.js';
@@ -132,6 +132,16 @@ export function assignmentJson(a: Assignment): AssignmentJson {
     deadline_at: iso(a.deadlineMs) as string,
     timeout_seconds: a.timeoutSeconds,
     ...(a.children === undefined ? {} : { children: a.children }),
+    ...(a.inputs === undefined ? {} : inputsJson(a.inputs)),
+  };
+}
+
+/** A task's predecessors' results, as `inputs`, `inputs_omitted` and `inputs_more` (the last two only when set). */
+function inputsJson(inputs: TaskInputs): Pick<AssignmentJson, 'inputs' | 'inputs_omitted' | 'inputs_more'> {
+  return {
+    inputs: inputs.values,
+    ...(inputs.omitted === undefined ? {} : { inputs_omitted: inputs.omitted }),
+    ...(inputs.more === undefined ? {} : { inputs_more: inputs.more }),
   };
 }
 

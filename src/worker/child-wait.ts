@@ -52,3 +52,32 @@ export function childrenOf(value: unknown): TaskChildren | undefined {
     cancelled: o.cancelled as number,
   };
 }
+
+/**
+ * What a task with predecessors (a DAG dependent, a parent resumed after its children) is
+ * handed of their results (`ctx.inputs`): the node hands on those of its first 100
+ * predecessors by id, each up to 16 KiB and 64 KiB together.
+ */
+export interface TaskInputs {
+  /** Each predecessor's result by its task id (null for none). */
+  readonly values: Readonly<Record<string, unknown>>;
+  /** Predecessors whose results were too large to hand on: read them with `client.tasks.get(id)`. */
+  readonly omitted: readonly string[];
+  /** How many predecessors there are beyond the first 100 (a parent pages its children: `client.children.list`). */
+  readonly more: number;
+}
+
+/** A poll answer's or task frame's `inputs` (and `inputs_omitted`, `inputs_more`), when readable. */
+export function inputsOf(task: {
+  inputs?: unknown;
+  inputs_omitted?: unknown;
+  inputs_more?: unknown;
+}): TaskInputs | undefined {
+  const values = task.inputs;
+  if (typeof values !== 'object' || values === null || Array.isArray(values)) return undefined;
+  const omitted = Array.isArray(task.inputs_omitted)
+    ? task.inputs_omitted.filter((id): id is string => typeof id === 'string')
+    : [];
+  const more = typeof task.inputs_more === 'number' && task.inputs_more > 0 ? task.inputs_more : 0;
+  return { values: values as Record<string, unknown>, omitted, more };
+}

@@ -22,7 +22,13 @@ export {
 export { NodeAnswerError } from './http.js';
 export { ChannelError } from './channel-wire.js';
 export { SpawnError, type ChildTask, type SpawnedChild } from './spawn.js';
-export type { ChildWaitRequest, OnChildFailure, TaskChildren, WaitForChildrenOptions } from './child-wait.js';
+export type {
+  ChildWaitRequest,
+  OnChildFailure,
+  TaskChildren,
+  TaskInputs,
+  WaitForChildrenOptions,
+} from './child-wait.js';
 export type {
   CompletionBatchOptions,
   ResultOutcome,

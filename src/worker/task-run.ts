@@ -1,4 +1,4 @@
-import { ChildWaitRequest, childrenOf, waitForChildren } from './child-wait.js';
+import { ChildWaitRequest, childrenOf, inputsOf, waitForChildren } from './child-wait.js';
 import { encodeWorkerJson } from './completions.js';
 import { PermanentTaskError, WorkerStoppedError } from './errors.js';
 import type { TaskContext, TaskHandler, WorkerStats } from './types.js';
@@ -47,6 +47,7 @@ export function contextOf(
   run: Pick<TaskContext, 'signal' | 'progress' | 'extendDeadline' | 'spawn'> & { deadline(): Date | null },
 ): TaskContext {
   const children = childrenOf(task.children);
+  const inputs = inputsOf(task);
   return {
     taskId: task.task_id,
     taskType: task.task_type,
@@ -61,6 +62,7 @@ export function contextOf(
     spawn: run.spawn,
     waitForChildren,
     ...(children === undefined ? {} : { children }),
+    ...(inputs === undefined ? {} : { inputs }),
   };
 }
 

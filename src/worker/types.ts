@@ -4,7 +4,7 @@
  */
 
 import type { ChildTask, SpawnedChild } from './spawn.js';
-import type { ChildWaitRequest, TaskChildren, WaitForChildrenOptions } from './child-wait.js';
+import type { ChildWaitRequest, TaskChildren, TaskInputs, WaitForChildrenOptions } from './child-wait.js';
 
 /** One task as the handler sees it. */
 export interface TaskContext {
@@ -82,6 +82,11 @@ export interface TaskContext {
    * Their results: `client.children.list(taskId)` (`GET /api/tasks/{id}/children`). Absent otherwise.
    */
   readonly children?: TaskChildren;
+  /**
+   * Set on a task with predecessors (a DAG dependent, or an attempt after the task waited for
+   * its children): their results by task id, bounded — see {@link TaskInputs}. Absent otherwise.
+   */
+  readonly inputs?: TaskInputs;
 }
 
 /**

@@ -15,6 +15,10 @@ export interface WirePolledTask {
   deadline_at?: string | null;
   /** Set for a task resumed after waiting for its children: how they ended. */
   children?: unknown;
+  /** Set for a task with predecessors: their results by id, those too large, how many more. */
+  inputs?: unknown;
+  inputs_omitted?: unknown;
+  inputs_more?: unknown;
 }
 
 /** One result in a `POST /api/workers/complete` request. */

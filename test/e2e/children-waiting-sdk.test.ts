@@ -1,5 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createWorker, type TaskChildren, type TaskContext, type Worker } from '../../src/worker/index.js';
+import {
+  createWorker,
+  type TaskChildren,
+  type TaskContext,
+  type TaskInputs,
+  type Worker,
+} from '../../src/worker/index.js';
 import { createClient } from '../../src/client/index.js';
 import { BACKENDS, startTestNode, type TestCluster } from '../support/nodes.js';
 import { uniqueType } from '../support/tasks.js';
@@ -8,7 +14,7 @@ import { uniqueType } from '../support/tasks.js';
  * `return ctx.waitForChildren()` in the worker SDK, on both transports (the channel's results
  * frame and the HTTP complete) and both backends: a worker that runs one task at a time runs
  * the parent, then its children while the parent waits, then the parent once more, which sees
- * `ctx.children`.
+ * `ctx.children`, and its children's results as `ctx.inputs`.
  */
 describe.each(BACKENDS)('ctx.waitForChildren, on %s', (backend) => {
   let c: TestCluster;
@@ -27,6 +33,7 @@ describe.each(BACKENDS)('ctx.waitForChildren, on %s', (backend) => {
       const parentType = uniqueType(`wait.parent.${transport}`);
       const childType = uniqueType(`wait.child.${transport}`);
       const runs: { attempt: number; children: TaskChildren | undefined }[] = [];
+      const inputs: (TaskInputs | undefined)[] = [];
       const handler = async (t: TaskContext): Promise<unknown> => {
         if (t.taskType === childType) {
           if ((t.payload as { n: number }).n === 7)
@@ -34,6 +41,7 @@ describe.each(BACKENDS)('ctx.waitForChildren, on %s', (backend) => {
           return { ok: true };
         }
         runs.push({ attempt: t.attempt, children: t.children });
+        inputs.push(t.inputs);
         if (t.children !== undefined) return { summary: t.children };
         for (let r = 0; r < 3; r++) {
           const tasks = Array.from({ length: 10 }, (_, i) => ({
@@ -71,6 +79,11 @@ describe.each(BACKENDS)('ctx.waitForChildren, on %s', (backend) => {
         { attempt: 2, children: { total: 30, succeeded: 29, failed: 1, cancelled: 0 } },
       ]);
       expect(done.result).toEqual({ summary: { total: 30, succeeded: 29, failed: 1, cancelled: 0 } });
+      expect(inputs[0]).toBeUndefined();
+      const handedOn = inputs[1]!;
+      expect(Object.values(handedOn.values).filter((v) => v === null)).toHaveLength(1); // page 7 failed
+      expect(Object.values(handedOn.values).filter((v) => JSON.stringify(v) === '{"ok":true}')).toHaveLength(29);
+      expect(handedOn).toMatchObject({ omitted: [], more: 0 });
     }, 40_000);
   }
 });

@@ -199,6 +199,31 @@ describe.each(BACKENDS)('a parent waits for its children, on %s', (backend) => {
     expect((await getTask(id)).status).toBe('failed');
   });
 
+  it('on_child_failure fail: a child that failed before the wait fails the parent at once; with continue it only counts', async () => {
+    for (const mode of ['fail', 'continue'] as const) {
+      const type = uniqueType(`early-${mode}`);
+      const childType = uniqueType(`early-${mode}-child`);
+      const id = await submit(type);
+      const run = await pollOne(type);
+      const kids = await spawn(run, keyed(childType, 0, 2));
+      // Both children end while the parent's attempt still runs: one fails for good.
+      const first = await pollOne(childType);
+      expect((await complete(first, { status: 'failed', error: 'broken page', retryable: false })).status).toBe(200);
+      await runChildren(childType, 1);
+      expect((await complete(run, { status: 'waiting_children', on_child_failure: mode })).status).toBe(200);
+      if (mode === 'fail') {
+        const failed = await getTask(id);
+        expect(failed.status).toBe('failed');
+        expect(failed.last_error).toBe(`child ${first.task_id} failed`);
+        expect(await poll([type], 0)).toEqual([]);
+      } else {
+        const again = await pollOne(type);
+        expect(again.children).toEqual({ total: 2, succeeded: 1, failed: 1, cancelled: 0 });
+      }
+      expect(kids).toContain(first.task_id);
+    }
+  });
+
   it('on_child_failure continue: the parent runs again once every child has ended, whatever its end', async () => {
     const type = uniqueType('lenient');
     const childType = uniqueType('lenient-child');

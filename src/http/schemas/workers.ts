@@ -150,6 +150,23 @@ export const Assignment = Type.Object(
         },
       ),
     ),
+    inputs: Type.Optional(
+      Type.Record(Type.String(), Type.Unknown(), {
+        description:
+          'Only for a task with predecessors (a DAG dependent, a parent resumed after its children): each predecessor’s result by its task id, null for none. The first 100 predecessors by id; a result over 16 KiB, or past 64 KiB of results together, is named in inputs_omitted instead.',
+      }),
+    ),
+    inputs_omitted: Type.Optional(
+      Type.Array(Uuid, {
+        description: 'Predecessors whose results were too large to hand on inline: read them with GET /api/tasks/{id}.',
+      }),
+    ),
+    inputs_more: Type.Optional(
+      Type.Integer({
+        description:
+          'How many predecessors there are beyond the first 100, whose results are not handed on (a parent pages its children with GET /api/tasks/{task_id}/children).',
+      }),
+    ),
   },
   { additionalProperties: false },
 );

@@ -2,6 +2,7 @@ import type { Db } from '../db.js';
 import { isUuid } from '../../lib/ids.js';
 import { LEASE_DIGEST_BYTES, mintLeaseTokens, type MintedLeaseToken } from '../../domain/lease-token.js';
 import type { ChildrenSummary, ClaimedTask, DueEntry } from '../../domain/model.js';
+import { CHILDREN_SUMMARY, INPUTS, taskInputs, type InputsRow } from './handed-on.js';
 import type { ExtendedLease, LeaseHeartbeat, RunningLease } from '../types.js';
 import type { LimitGrantRow } from '../limit-types.js';
 import { WheelhouseError } from '../../lib/errors.js';
@@ -10,17 +11,6 @@ import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './co
 /**
  * Claiming tasks and keeping their leases.
  */
-
-/**
- * SQL: how the children of a parent resumed after waiting for them ended, counted at its claim
- * (when every child it waited for has ended and committed), through `tasks_parent_idx`. Only
- * for a task that waited (`child_waits > 0`): the CASE spares every other claim the subquery.
- */
-const CHILDREN_SUMMARY = `CASE WHEN t.child_waits > 0 THEN (
-    SELECT json_build_object('total', count(*), 'succeeded', count(*) FILTER (WHERE k.status = 'succeeded'),
-                             'failed', count(*) FILTER (WHERE k.status = 'failed'),
-                             'cancelled', count(*) FILTER (WHERE k.status IN ('cancelled', 'expired')))
-    FROM tasks k WHERE k.parent_id = t.id) END AS children`;
 
 /**
  * The claim: one UPDATE for the whole batch, and the compare-and-set of the edge
@@ -81,7 +71,7 @@ const CLAIM = `
     AND (t.start_by IS NULL OR t.start_by > ${tsParam(3)})
   RETURNING t.id, t.task_type, t.payload, t.attempts, t.version, t.timeout_seconds, t.partition,
             ${msOf('t.lease_expires_at')} AS lease_expires_ms, ${msOf('t.due_time')} AS due_ms, c.n,
-            ${CHILDREN_SUMMARY}`;
+            ${CHILDREN_SUMMARY}, ${INPUTS}`;
 
 /**
  * The claim of tasks that hold limit grants (docs/decisions/0023-flow-control.md): the claim
@@ -134,6 +124,8 @@ interface ClaimRow {
   n: number;
   /** Set for a parent resumed after waiting for its children. */
   children: ChildrenSummary | null;
+  /** Set for a task with predecessors: see {@link INPUTS}. */
+  inputs: InputsRow | null;
 }
 
 /**
@@ -195,6 +187,7 @@ export async function claimTasks(
     partition: r.partition,
     dueMs: r.due_ms,
     ...(r.children === null ? {} : { children: r.children }),
+    ...(r.inputs === null ? {} : { inputs: taskInputs(r.inputs) }),
   }));
 }
 

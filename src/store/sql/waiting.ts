@@ -14,16 +14,22 @@ import { dagEventsCte } from './outbox.js';
  * 1. the parent's row locked and its lease checked as for any result (running, this token's
  *    digest, deadline not passed) — a spawn of the same parent takes turns with it, so no child
  *    is added once the attempt has ended;
- * 2. its unfinished children locked `FOR NO KEY UPDATE` in id order, exactly as a submission
- *    locks existing predecessors: a child finishing concurrently either committed first (the
- *    re-checked status is final, so it is no edge) or waits for this commit, then sees
- *    `has_dependents` and writes its outbox event once the edges are visible;
- * 3. those children marked `has_dependents`, and an edge each (one left from an earlier wait,
- *    for a child retried since, is unsatisfied again);
+ * 2. its children locked `FOR NO KEY UPDATE` in id order, exactly as a submission locks
+ *    existing predecessors: a child finishing concurrently either committed first (its
+ *    re-checked status is final) or waits for this commit, then sees `has_dependents` and
+ *    writes its outbox event once the edges are visible;
+ * 3. an edge to every child (one left from an earlier wait is set again): unsatisfied to each
+ *    unfinished one, which is marked `has_dependents`; to one that has ended already (it ran
+ *    while the parent's attempt went on), satisfied as the reconcile would find it — by a
+ *    success, or by any end with `on_child_failure = continue`. So a resumed parent's edges
+ *    name all its children (its `inputs`), and with `fail` a child that failed, was cancelled
+ *    or expired before the wait fails the parent at once, naming the first of them by id, as
+ *    one that ends so later does;
  * 4. the parent's lease ended (so its worker slot and limit permits go back, as after any
  *    result) and its status `waiting` with the edges counted; with no unfinished child, `pending`
- *    and due now; with a cancel requested meanwhile, `cancelled`, as a result would make it.
- *    The attempt keeps an execution row of its own (status `waiting`).
+ *    and due now; `failed` for a broken edge (3); with a cancel requested meanwhile,
+ *    `cancelled`, as a result would make it. The attempt keeps an execution row of its own
+ *    (status `waiting`).
  */
 
 /** `$1` parent, `$2` the token's digest, `$3` now. */
@@ -34,20 +40,21 @@ const LOCK_WAITER = `
 
 const FINAL = FINAL_STATUSES.map((s) => `'${s}'`).join(', ');
 
-/** `$1` parent: its unfinished children, locked in id order (through `tasks_parent_idx`). */
-const LOCK_UNFINISHED_CHILDREN = `
-  SELECT c.id FROM tasks c WHERE c.parent_id = $1::uuid AND c.status NOT IN (${FINAL})
+/** `$1` parent: its children, whether each has ended, locked in id order (through `tasks_parent_idx`). */
+const LOCK_CHILDREN = `
+  SELECT c.id, c.status, c.status IN (${FINAL}) AS ended FROM tasks c WHERE c.parent_id = $1::uuid
   ORDER BY c.id FOR NO KEY UPDATE`;
 
-/** `$1` parent, `$2` children. */
+/** `$1` parent, `$2` children, `$3` whether each edge is satisfied, aligned. */
 const ADD_EDGES = `
   INSERT INTO task_dependencies (task_id, predecessor_id, satisfied)
-  SELECT $1::uuid, c.id, false FROM unnest($2::uuid[]) AS c(id)
-  ON CONFLICT (task_id, predecessor_id) DO UPDATE SET satisfied = false`;
+  SELECT $1::uuid, c.id, c.satisfied FROM unnest($2::uuid[], $3::bool[]) AS c(id, satisfied)
+  ON CONFLICT (task_id, predecessor_id) DO UPDATE SET satisfied = excluded.satisfied`;
 
 /**
- * `$1` parent, `$2` its new status, `$3` now, `$4` on_child_failure. The counters are those of
- * every edge of the parent: a task of a graph keeps its (satisfied) edges to its predecessors.
+ * `$1` parent, `$2` its new status, `$3` now, `$4` on_child_failure, `$5` the error of a
+ * parent failed by a child that had already failed. The counters are those of every edge of
+ * the parent: a task of a graph keeps its (satisfied) edges to its predecessors.
  */
 const END_ATTEMPT = `
   WITH edges AS (
@@ -59,7 +66,8 @@ const END_ATTEMPT = `
     SET status = $2::text,
         version = t.version + 1,
         due_time = CASE WHEN $2::text = 'pending' THEN ${tsParam(3)} ELSE t.due_time END,
-        completed_at = CASE WHEN $2::text = 'cancelled' THEN ${tsParam(3)} END,
+        completed_at = CASE WHEN $2::text IN ('cancelled', 'failed') THEN ${tsParam(3)} END,
+        last_error = CASE WHEN $2::text = 'failed' THEN $5::text ELSE t.last_error END,
         child_waits = t.child_waits + 1,
         on_child_failure = $4::text,
         deps_total = e.total,
@@ -90,19 +98,29 @@ export async function waitForChildren(db: Db, wait: ChildWait, nowMs: number): P
       await tx.query<{ held: boolean; cancel_requested: boolean }>(LOCK_WAITER, [id, digest, nowMs], 'wh_lock_waiter')
     ).rows[0];
     if (parent?.held !== true) return null;
-    let status: 'waiting' | 'pending' | 'cancelled' = 'cancelled';
+    let status: 'waiting' | 'pending' | 'cancelled' | 'failed' = 'cancelled';
+    let error: string | null = null;
     if (!parent.cancel_requested) {
-      const { rows } = await tx.query<{ id: string }>(LOCK_UNFINISHED_CHILDREN, [id], 'wh_lock_unfinished_children');
-      const children = rows.map((r) => r.id);
-      if (children.length > 0) {
-        await tx.query(MARK_HAS_DEPENDENTS, [children], 'wh_mark_has_dependents');
-        await tx.query(ADD_EDGES, [id, children], 'wh_add_child_edges');
+      const { rows } = await tx.query<{ id: string; status: string; ended: boolean }>(
+        LOCK_CHILDREN,
+        [id],
+        'wh_lock_children',
+      );
+      const unfinished = rows.filter((r) => !r.ended).map((r) => r.id);
+      const satisfied = rows.map((r) => r.status === 'succeeded' || (r.ended && wait.onChildFailure === 'continue'));
+      const broken = rows.find((r, i) => r.ended && !satisfied[i]);
+      if (unfinished.length > 0) await tx.query(MARK_HAS_DEPENDENTS, [unfinished], 'wh_mark_has_dependents');
+      if (rows.length > 0) {
+        await tx.query(ADD_EDGES, [id, rows.map((r) => r.id), satisfied], 'wh_add_child_edges');
       }
-      status = children.length > 0 ? 'waiting' : 'pending';
+      if (broken !== undefined) {
+        status = 'failed';
+        error = `child ${broken.id} ${broken.status}`;
+      } else status = unfinished.length > 0 ? 'waiting' : 'pending';
     }
     const { rows } = await tx.query<TransitionRow>(
       END_ATTEMPT,
-      [id, status, nowMs, wait.onChildFailure],
+      [id, status, nowMs, wait.onChildFailure, error],
       'wh_end_attempt_waiting',
     );
     const row = rows[0];
