@@ -19,7 +19,7 @@ export type OperationState = (typeof OPERATION_STATES)[number];
  * (`active`, `paused`) is not among them: its instances are the tasks an operation acts on.
  */
 export const ACTION_STATUSES: Readonly<Record<OperationAction, readonly StoredStatus[]>> = {
-  cancel: ['blocked', 'pending', 'running'],
+  cancel: ['blocked', 'pending', 'running', 'waiting'],
   retry: ['failed', 'cancelled', 'expired'],
   delete: ['succeeded', 'failed', 'cancelled', 'expired'],
 };

@@ -18,6 +18,7 @@ import { WorkerChannel } from '../services/worker-channel.js';
 import { ExplainService } from '../services/explain-service.js';
 import { LimitsService } from '../services/limits-service.js';
 import { MissingTasks } from '../services/missing-tasks.js';
+import { CancelAftermath } from '../services/cancel-aftermath.js';
 import { OPERATION_KIND, OperationRunner } from '../services/operation-runner.js';
 import { OperationsService } from '../services/operations-service.js';
 import { ClusterPresence, type ClusterPeers, type WorkerPresence } from '../services/worker-presence.js';
@@ -72,6 +73,7 @@ export function buildServices(
     events,
     onError,
   });
+  const cancels = new CancelAftermath({ tasks: backend.tasks, resolver, clock, system });
   const workers = new WorkerService({
     tasks: backend.tasks,
     clock,
@@ -82,6 +84,7 @@ export function buildServices(
     placement: wheel,
     resolver,
     events,
+    cancels,
     onError,
   });
   const views = new TaskViews({ dags: backend.dags, clock });
@@ -98,9 +101,8 @@ export function buildServices(
     events,
     placement: wheel,
     cron: schedules,
-    resolver,
+    cancels,
     missing,
-    system,
     catalog: ctx.limits,
     limits: {
       listScanRows: options.listScanRows,
@@ -155,8 +157,7 @@ export function buildServices(
     nodeId: options.nodeId,
     ownerOf: (id) => deps.ownerOf(OPERATION_KIND, id),
     placement: wheel,
-    resolver,
-    system,
+    cancels,
     onError,
     pageTasks: options.operationPageTasks,
   });

@@ -1,12 +1,10 @@
-import type { DagResolver } from '../actors/dag-resolver.js';
 import type { WheelPlacement } from '../actors/wheel-placement.js';
-import { WORKER } from '../actors/worker.js';
 import type { TaskRecord } from '../domain/model.js';
 import type { OperationRecord } from '../domain/operations.js';
 import { isWheelhouseError } from '../lib/errors.js';
-import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Clock } from '../runtime/clock.js';
 import type { OperationStore } from '../store/operation-types.js';
+import type { CancelAftermath } from './cancel-aftermath.js';
 import { dueEntry } from './support.js';
 
 /**
@@ -20,7 +18,8 @@ import { dueEntry } from './support.js';
  *
  * After a page commits, what it changed is handed on as the single-task routes hand it on: a
  * retried task to the wheel partition that owns it (due now: to its ready queue), a cancelled
- * task with dependents to the DAG resolver, a running task asked to stop to its worker. If the
+ * task with dependents to the DAG resolver, a running task asked to stop to its worker (a
+ * cancelled parent's children were cancelled in the page's own transaction). If the
  * node dies between the commit and those, the nets catch them as they catch a single retry or
  * cancel: the pending safety net places a task overdue and in no bucket, the outbox replay
  * tells the dependents, the worker hears of the cancel at its next heartbeat.
@@ -32,9 +31,8 @@ export interface OperationRunnerDeps {
   nodeId: string;
   ownerOf(operationId: string): string;
   placement: Pick<WheelPlacement, 'place'>;
-  resolver: Pick<DagResolver, 'finished'>;
-  /** Reaches the worker actors, for a running task's cancel. */
-  system?: Pick<ActorSystemApi, 'ref'>;
+  /** What follows a cancel: dependents told, a running task's worker told. */
+  cancels: Pick<CancelAftermath, 'handOn'>;
   onError(error: unknown, context: string): void;
   /** Tasks one page walks by id (and so acts on at most). @default 1000 */
   pageTasks?: number;
@@ -138,22 +136,8 @@ export class OperationRunner {
       await this.deps.placement.place(changed.map(dueEntry));
       return;
     }
-    if (operation.action !== 'cancel') return;
-    const finished = changed.filter((t) => t.status === 'cancelled' && t.hasDependents);
-    if (finished.length > 0)
-      this.deps.resolver.finished(finished.map((t) => ({ predecessorId: t.id, status: 'cancelled' as const })));
-    const byWorker = new Map<string, string[]>();
-    for (const t of changed) {
-      if (t.status !== 'running' || t.workerId === null) continue;
-      byWorker.set(t.workerId, [...(byWorker.get(t.workerId) ?? []), t.id]);
-    }
-    for (const [workerId, taskIds] of byWorker) {
-      try {
-        this.deps.system?.ref(WORKER, workerId).tell({ type: 'push', push: { type: 'cancel', taskIds } });
-      } catch {
-        // A full mailbox or a node shutting down: the worker's next heartbeat says cancel_requested.
-      }
-    }
+    // A page's cancel took the cancelled parents' unfinished children with it (in its transaction).
+    if (operation.action === 'cancel') this.deps.cancels.handOn(changed);
   }
 
   private pause(ms: number): Promise<void> {

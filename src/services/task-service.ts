@@ -8,10 +8,7 @@ import { leaseTokenDigest } from '../domain/lease-token.js';
 import { visibleStatus } from '../domain/lifecycle.js';
 import { isUuid, uuidv7 } from '../lib/ids.js';
 import { WheelhouseError } from '../lib/errors.js';
-import type { DagResolver } from '../actors/dag-resolver.js';
 import type { WheelPlacement } from '../actors/wheel-placement.js';
-import { WORKER } from '../actors/worker.js';
-import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Clock } from '../runtime/clock.js';
 import { MAX_ATTEMPT } from '../store/sql/read.js';
 import type { ScheduleStore, TaskStore } from '../store/types.js';
@@ -27,6 +24,7 @@ import {
   type Admission,
   type TaskViews,
 } from './support.js';
+import type { CancelAftermath } from './cancel-aftermath.js';
 import type { ChildListFilter, ChildRecord, ChildrenApi, TaskListFilter, TasksApi, TaskView } from './types.js';
 
 export interface TaskServiceDeps {
@@ -38,12 +36,11 @@ export interface TaskServiceDeps {
   views: TaskViews;
   placement: Pick<WheelPlacement, 'place'>;
   cron: Pick<ScheduleService, 'activate' | 'cancel'>;
-  resolver: Pick<DagResolver, 'finished'>;
+  /** What follows a cancel: dependents told, a running task's worker told, a parent's children cancelled. */
+  cancels: Pick<CancelAftermath, 'handOn' | 'parentsCancelled'>;
   events: NodeEventSink;
   /** The 404 of an id that names no task (saying when it passed retention). */
   missing: Pick<MissingTasks, 'task'>;
-  /** Reaches the worker actors: a cancel of a running task is pushed to its worker's socket. */
-  system?: Pick<ActorSystemApi, 'ref'>;
   /** The node's limit declarations: a task may name only those (or keys of a declared family). */
   catalog: Pick<LimitCatalog, 'firstUnknown'>;
   /** What bounds one request's work (from configuration). @default unbounded */
@@ -205,12 +202,13 @@ export class TaskService implements TasksApi, ChildrenApi {
           details: { task_id: taskId, status: result.task.status },
         });
       case 'cancelled':
-        if (result.task.hasDependents) this.deps.resolver.finished([{ predecessorId: taskId, status: 'cancelled' }]);
-        // A parent that waited for its children takes them with it (one level).
-        if (existing?.status === 'waiting') await this.cancelChildren(taskId);
+        // A parent takes its unfinished children (and theirs) with it.
+        this.deps.cancels.handOn([result.task]);
+        await this.deps.cancels.parentsCancelled([taskId]);
         return { cancelledInstances: 1 };
       case 'cancel_requested':
-        this.pushCancel(result.task.workerId, taskId);
+        // Its children go when its attempt ends cancelled (WorkerService).
+        this.deps.cancels.handOn([result.task]);
         return { cancelledInstances: 1 };
     }
   }
@@ -227,28 +225,6 @@ export class TaskService implements TasksApi, ChildrenApi {
         // straight to the ready queue); a placement that fails is retried in the background.
         await this.deps.placement.place([dueEntry(result.task)]);
         return (await this.deps.views.of([result.task]))[0]!;
-    }
-  }
-
-  /** Cancels the unfinished children of a cancelled parent: their dependents hear of it, their workers are told. */
-  private async cancelChildren(parentId: string): Promise<void> {
-    const children = await this.deps.tasks.cancelChildren(parentId, this.deps.clock.now());
-    const ended = children.filter((t) => t.status === 'cancelled' && t.hasDependents);
-    if (ended.length > 0) this.deps.resolver.finished(ended.map((t) => ({ predecessorId: t.id, status: 'cancelled' })));
-    for (const t of children) if (t.status === 'running') this.pushCancel(t.workerId, t.id);
-  }
-
-  /**
-   * Tells the worker running the task, through its actor, wherever its socket is. A worker on
-   * the HTTP routes (or one whose socket is gone) has no socket: it hears of the cancel from
-   * its next heartbeat, as every worker also does.
-   */
-  private pushCancel(workerId: string | null, taskId: string): void {
-    if (workerId === null || this.deps.system === undefined) return;
-    try {
-      this.deps.system.ref(WORKER, workerId).tell({ type: 'push', push: { type: 'cancel', taskIds: [taskId] } });
-    } catch {
-      // A full mailbox or a node shutting down: the heartbeat still answers cancel_requested.
     }
   }
 

@@ -14,6 +14,8 @@ import { leaseNotHeld } from './support.js';
 import { StatementBatcher } from '../lib/statement-batcher.js';
 import type { Assignment, CompletionRequest, PollRequest, WorkersApi } from './types.js';
 
+import type { CancelAftermath } from './cancel-aftermath.js';
+
 export interface WorkerServiceDeps {
   tasks: TaskStore;
   clock: Clock;
@@ -25,6 +27,8 @@ export interface WorkerServiceDeps {
   placement: Pick<WheelPlacement, 'place' | 'requeue'>;
   resolver: Pick<DagResolver, 'transitions'>;
   events: NodeEventSink;
+  /** A parent whose attempt ended cancelled (its cancel was requested while it ran) takes its children with it. */
+  cancels: Pick<CancelAftermath, 'parentsCancelled'>;
   onError(error: unknown, context: string): void;
 }
 
@@ -179,6 +183,14 @@ export class WorkerService implements WorkersApi {
     this.deps.resolver.transitions(transitions);
     await this.deps.placement.requeue(transitions);
     if (transitions.length > 0) this.deps.events.emit('task:completed', { transitions });
+    const cancelled = transitions.filter((t) => t.status === 'cancelled').map((t) => t.taskId);
+    if (cancelled.length > 0) {
+      this.deps.cancels
+        .parentsCancelled(cancelled)
+        .catch((error: unknown) =>
+          this.deps.onError(error, `cancelling the children of ${cancelled.length} cancelled tasks`),
+        );
+    }
   }
 
   /**

@@ -169,8 +169,8 @@ export class SqlTaskStore implements TaskStore {
     return cancelTask(this.db, taskId, nowMs, reason);
   }
 
-  cancelChildren(parentId: string, nowMs: number): Promise<TaskRecord[]> {
-    return cancelChildren(this.db, parentId, nowMs);
+  cancelChildren(parentIds: readonly string[], nowMs: number): Promise<TaskRecord[]> {
+    return cancelChildren(this.db, parentIds, nowMs);
   }
 
   retry(taskId: string, nowMs: number): Promise<RetryResult> {

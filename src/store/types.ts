@@ -246,10 +246,10 @@ export interface TaskStore {
    */
   cancel(taskId: string, nowMs: number, reason?: string): Promise<CancelResult>;
   /**
-   * Cancels the unfinished children of a task (one level), as `cancel` cancels one: the cancel
-   * of a parent that waited for them. Answers what changed (running ones with `cancelRequested`).
+   * Cancels the unfinished descendants of cancelled tasks, as `cancel` cancels one: a cancelled
+   * parent takes its children with it. Answers what changed (running ones with `cancelRequested`).
    */
-  cancelChildren(parentId: string, nowMs: number): Promise<TaskRecord[]>;
+  cancelChildren(parentIds: readonly string[], nowMs: number): Promise<TaskRecord[]>;
   /**
    * Runs a failed or cancelled task again: `pending` due at `nowMs`, attempts kept (the next
    * claim is attempt + 1), last error kept, result, progress and cancel request cleared, the

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
+import { ended, startOperation, type OperationBody } from '../support/operations.js';
 import { uniqueType } from '../support/tasks.js';
 import { eventually } from '../support/waits.js';
 
@@ -287,5 +288,61 @@ describe.each(BACKENDS)('a parent waits for its children, on %s', (backend) => {
     expect((await complete(running, { status: 'succeeded' })).status).toBe(200);
     expect((await getTask(running.task_id)).status).toBe('cancelled');
     expect(await poll([type, childType], 0)).toEqual([]);
+  });
+
+  /** A parent waiting for `n` children of `childType`, one of which waits for 2 of its own: ids. */
+  const twoGenerations = async (type: string, childType: string) => {
+    const id = await submit(type);
+    const run = await pollOne(type);
+    const kids = await spawn(run, keyed(childType, 0, 3));
+    expect((await complete(run, { status: 'waiting_children' })).status).toBe(200);
+    const middle = await pollOne(childType);
+    const grandchildren = await spawn(middle, keyed(`${childType}-g`, 0, 2));
+    expect((await complete(middle, { status: 'waiting_children' })).status).toBe(200);
+    return { id, kids, middle: middle.task_id, grandchildren };
+  };
+
+  it('an operation’s cancel of a waiting parent takes its children, and theirs, with it', async () => {
+    const type = uniqueType('op-cancelled');
+    const childType = uniqueType('op-cancelled-child');
+    const { id, kids, middle, grandchildren } = await twoGenerations(type, childType);
+    const started = await startOperation(c.url, { action: 'cancel', filter: { task_type: type, status: 'waiting' } });
+    const op: OperationBody = await ended(() => c.url, started.operation_id);
+    expect(op).toMatchObject({ state: 'done', matched: 1, done: 1 });
+    expect((await getTask(id)).status).toBe('cancelled');
+    for (const k of kids) expect((await getTask(k)).last_error).toBe(`parent ${id} cancelled`);
+    for (const g of grandchildren) {
+      const grandchild = await getTask(g);
+      expect(grandchild.status).toBe('cancelled');
+      expect(grandchild.last_error).toBe(`parent ${middle} cancelled`);
+    }
+    expect(await poll([type, childType, `${childType}-g`], 0)).toEqual([]);
+  });
+
+  it('a parent cancelled while it runs takes its children with it when its attempt ends waiting', async () => {
+    const type = uniqueType('late-cancelled');
+    const childType = uniqueType('late-cancelled-child');
+    const id = await submit(type);
+    const run = await pollOne(type);
+    const kids = await spawn(run, keyed(childType, 0, 2));
+    expect((await api(c.url, 'DELETE', `/api/tasks/${id}`)).status).toBe(200);
+    expect((await complete(run, { status: 'waiting_children' })).status).toBe(200);
+    expect((await getTask(id)).status).toBe('cancelled');
+    for (const k of kids) {
+      const child = await eventually(async () => {
+        const t = await getTask(k);
+        return t.status === 'cancelled' ? t : undefined;
+      });
+      expect(child.last_error).toBe(`parent ${id} cancelled`);
+    }
+  });
+
+  it('DELETE of a waiting parent reaches its grandchildren', async () => {
+    const type = uniqueType('deep-cancelled');
+    const childType = uniqueType('deep-cancelled-child');
+    const { id, middle, grandchildren } = await twoGenerations(type, childType);
+    expect((await api(c.url, 'DELETE', `/api/tasks/${id}`)).status).toBe(200);
+    expect((await getTask(middle)).status).toBe('cancelled');
+    for (const g of grandchildren) expect((await getTask(g)).status).toBe('cancelled');
   });
 });

@@ -19,7 +19,8 @@ import { getTask } from './read.js';
  */
 const CANCELLABLE: readonly StoredStatus[] = ['blocked', 'pending', 'active', 'paused', 'running', 'waiting'];
 
-function cancelStatement(ids: string): string {
+/** `reason`: the SQL of the `last_error` a cancel sets (`$3`, or one of the row's own that needs no `$3`). */
+function cancelStatement(ids: string, reason = '$3::text'): string {
   return `
   WITH done AS (
   UPDATE tasks t
@@ -27,7 +28,7 @@ function cancelStatement(ids: string): string {
       cancel_requested = t.cancel_requested OR t.status = 'running',
       version = CASE WHEN t.status = 'running' THEN t.version ELSE t.version + 1 END,
       completed_at = CASE WHEN t.status = 'running' THEN t.completed_at ELSE ${tsParam(2)} END,
-      last_error = coalesce($3::text, t.last_error),
+      last_error = coalesce(${reason}, t.last_error),
       updated_at = ${tsParam(2)}
   WHERE ${ids} AND t.status IN (${CANCELLABLE.map((status) => `'${status}'`).join(', ')})
   RETURNING ${taskColumns('t')}
@@ -77,18 +78,27 @@ export async function cancelMany(db: DbTx, taskIds: readonly string[], nowMs: nu
   return rows.map(toTaskRecord);
 }
 
-/** The same edges for the unfinished children of `$1`. */
-const CANCEL_CHILDREN = cancelStatement('t.parent_id = $1::uuid');
+/** The same edges for the unfinished children of the tasks `$1`, each naming its parent. */
+const CANCEL_CHILDREN = cancelStatement('t.parent_id = ANY($1::uuid[])', `'parent ' || t.parent_id || ' cancelled'`);
+
+/** Most generations a cascade goes down (a deeper tree is cut there; nothing makes one that deep). */
+const MAX_GENERATIONS = 32;
 
 /**
- * Cancels the unfinished children of `parentId` (one level: their own children are not
- * reached), as {@link cancelTask} cancels one, `last_error` saying why: the cancel of a parent
- * that was waiting for them. Answers the rows it changed, running ones with `cancel_requested`.
+ * Cancels the unfinished descendants of cancelled parents, as {@link cancelTask} cancels one,
+ * each child's `last_error` naming its parent (`parent <id> cancelled`): a child cancelled at
+ * once takes its own children with it, generation after generation; a running one is only
+ * marked (`cancel_requested`) and takes its children when its attempt ends cancelled. Answers
+ * the rows it changed. Runs inside the caller's transaction when given one.
  */
-export async function cancelChildren(db: Db, parentId: string, nowMs: number): Promise<TaskRecord[]> {
-  const [id] = validIds([parentId]);
-  if (id === undefined) return [];
-  const reason = `parent ${id} cancelled`;
-  const { rows } = await db.query<TaskRow>(CANCEL_CHILDREN, [id, nowMs, reason], 'wh_cancel_children');
-  return rows.map(toTaskRecord);
+export async function cancelChildren(db: DbTx, parentIds: readonly string[], nowMs: number): Promise<TaskRecord[]> {
+  const changed: TaskRecord[] = [];
+  let parents = validIds([...parentIds]);
+  for (let generation = 0; parents.length > 0 && generation < MAX_GENERATIONS; generation++) {
+    const { rows } = await db.query<TaskRow>(CANCEL_CHILDREN, [parents, nowMs], 'wh_cancel_children');
+    const records = rows.map(toTaskRecord);
+    changed.push(...records);
+    parents = records.filter((t) => t.status === 'cancelled').map((t) => t.id);
+  }
+  return changed;
 }

@@ -2,7 +2,7 @@ import type { TaskRecord } from '../../domain/model.js';
 import { matchedStatuses, type OperationFilter, type OperationRecord } from '../../domain/operations.js';
 import type { Db, DbTx } from '../db.js';
 import type { OperationPage } from '../operation-types.js';
-import { cancelMany } from './cancel.js';
+import { cancelChildren, cancelMany } from './cancel.js';
 import { tsParam } from './columns.js';
 import { OPERATION_COLUMNS, toOperationRecord, type OperationRow } from './operations.js';
 import { retryMany } from './retry.js';
@@ -159,8 +159,12 @@ async function act(
   if (taskIds.length === 0) return { count: 0, changed: [] };
   switch (operation.action) {
     case 'cancel': {
+      // A cancelled parent takes its unfinished children with it, in this same transaction; the
+      // count is of the matched tasks alone.
       const changed = await cancelMany(tx, taskIds, nowMs);
-      return { count: changed.length, changed };
+      const parents = changed.filter((t) => t.status === 'cancelled').map((t) => t.id);
+      const children = await cancelChildren(tx, parents, nowMs);
+      return { count: changed.length, changed: [...changed, ...children] };
     }
     case 'retry': {
       const changed = await retryMany(tx, taskIds, nowMs);
