@@ -26,6 +26,7 @@ import { FAULT_KINDS, FaultLog, FaultMenu, NemesisWorkers, type FaultKind } from
 import { DEFAULT_CLI, NemesisNode } from './nemesis-nodes.js';
 import { LIMIT_FAMILY, Producer } from './nemesis-producer.js';
 import { NemesisStores } from './nemesis-stores.js';
+import { writeStuckReport } from './nemesis-stuck.js';
 import { checkRunDir, printReport } from './nemesis-check.js';
 import { freePort } from './node-process.js';
 import { sleep } from './time.js';
@@ -251,6 +252,14 @@ export async function runNemesis(argv: string[]): Promise<number> {
     }
     log(`drained: ${left.length} task(s) not final${left.length > 0 ? ' (unfinished.json)' : ''}`);
     writeFileSync(join(dir, 'unfinished.json'), JSON.stringify(left, null, 1));
+    if (left.length > 0) {
+      await writeStuckReport(
+        dir,
+        nodes.filter((n) => n.running()).map((n) => n.url),
+        left,
+      ).catch((error: unknown) => log(`stuck.json could not be written: ${String(error)}`));
+      log('what the nodes say of the unfinished tasks: stuck.json');
+    }
     menu.close();
     faults.close();
     await workers.stopAll();

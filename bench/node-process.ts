@@ -40,8 +40,10 @@ export async function startBenchNode(
   extraFlags: readonly string[] = [],
   /** Run the embedded default (`wheelhouse dev`) on PGlite in this directory instead. */
   embeddedDataDir?: string,
+  /** Listen on this port (a node restarted where its workers look for it). @default a free one */
+  fixedPort?: number,
 ): Promise<BenchNode> {
-  const port = await freePort();
+  const port = fixedPort ?? (await freePort());
   const storeFlags =
     embeddedDataDir === undefined
       ? ['node', '--postgres-schema', schema, '--redis-prefix', redisPrefix]

@@ -74,8 +74,7 @@ export type LimitMessage =
 export const GRANT_GRACE_MS = 10_000;
 /** An admitted entry no claim asked about in this long is forgotten (it comes back if it was lost). */
 export const ADMITTED_TTL_MS = 30_000;
-/** After a failed push of admitted tasks, how long before the key pumps again, ms. */
-const UNPUSHED_RETRY_MS = 500;
+const UNPUSHED_RETRY_MS = 500; // after a failed push of admitted tasks, before the key pumps again
 
 type Ctx = ActorContext<LimitMessage, LimitSnapshot>;
 
@@ -180,7 +179,7 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
             state.cancelling.delete(id);
           }
           break;
-        case 'changed':
+        case 'changed': // pumped below, with the declaration taken in
           break;
         case 'unpushed':
           // Pumped again after a pause (not at once: a down queue would spin); no other message may come.
@@ -378,7 +377,8 @@ async function dropEndedHolders(
     if (since !== undefined && now - since > GRANT_GRACE_MS) old.push(entry.taskId);
   }
   if (old.length === 0) return;
-  const running = await deps.store.stillRunning(old);
+  // A store that cannot answer must not cost the message: all count as running till a later check.
+  const running = await deps.store.stillRunning(old).catch(() => new Set(old));
   for (const id of old) {
     if (running.has(id)) continue;
     state.holders.delete(id);

@@ -34,6 +34,8 @@ const UNAVAILABLE_MESSAGES = [
   'is not queryable',
   'Cannot use a pool after calling end on the pool',
   'PGlite is closed',
+  // A statement past the client's own bound (`queryTimeoutMs`): the server did not answer.
+  'Query read timeout',
 ];
 
 /**
@@ -43,6 +45,7 @@ const UNAVAILABLE_MESSAGES = [
  */
 const NOT_CONNECTION_LOSS = [
   'timeout exceeded when trying to connect',
+  'Query read timeout',
   'Cannot use a pool after calling end on the pool',
 ];
 

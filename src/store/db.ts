@@ -87,6 +87,14 @@ export interface PostgresDbOptions {
    * ms; the error is `store_unavailable`. @default none
    */
   statementTimeoutMs?: number;
+  /**
+   * A statement not answered this long fails (`store_unavailable`) and its connection is
+   * closed, ms: a server that vanished without closing the connection (a network cut, a
+   * primary gone behind a partition) would otherwise hold the statement — and whatever awaits
+   * it, an actor's turn included — until the kernel gives the connection up, many minutes on.
+   * Not for migrations (`exec`), which may rightly run longer. @default 60000
+   */
+  queryTimeoutMs?: number;
   /** `application_name` of the connections, so `pg_stat_activity` tells whose they are. @default 'wheelhouse' */
   applicationName?: string;
   /**
@@ -104,6 +112,9 @@ export interface PgliteDbOptions {
 }
 
 const SCHEMA_RE = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** See `PostgresDbOptions.queryTimeoutMs`. */
+export const QUERY_TIMEOUT_MS = 60_000;
 
 function checkSchema(schema: string): void {
   // The schema goes into a connection option and into DDL, so only plain names are allowed.
@@ -138,6 +149,10 @@ export function openPostgres(options: PostgresDbOptions): Db {
     max: options.poolSize ?? 10,
     ...(options.keepOpen ? { min: options.poolSize ?? 10 } : {}),
     connectionTimeoutMillis: options.connectTimeoutMs ?? 5000,
+    // Idle connections to a server that is gone are found by the kernel's probes, not only by
+    // the next statement.
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
     application_name: options.applicationName ?? 'wheelhouse',
     // Every connection runs in the Wheelhouse schema, so SQL never names it.
     options: [
@@ -154,7 +169,13 @@ export function openPostgres(options: PostgresDbOptions): Db {
   // next statement to tell (`health`): an idle connection also closes when the server ends
   // idle sessions, which loses nothing.
   pool.on('error', (error) => options.onIdleError?.(error));
-  return new PostgresDb(pool, options.schema, options.health, rotation?.list.hosts.length ?? 1);
+  return new PostgresDb(
+    pool,
+    options.schema,
+    options.health,
+    rotation?.list.hosts.length ?? 1,
+    options.queryTimeoutMs ?? QUERY_TIMEOUT_MS,
+  );
 }
 
 type PgQueryable = pg.Pool | pg.PoolClient;
@@ -201,12 +222,17 @@ function pgQuery<R>(
   params: readonly unknown[] | undefined,
   name: string | undefined,
   health: ConnectionHealth | undefined,
+  timeoutMs: number,
   servers = 1,
 ): Promise<DbResult<R>> {
   return reaching(
     health,
     async () => {
-      const config: pg.QueryConfig = { text, values: params as unknown[] | undefined };
+      const config: pg.QueryConfig & { query_timeout: number } = {
+        text,
+        values: params as unknown[] | undefined,
+        query_timeout: timeoutMs,
+      };
       if (name !== undefined) config.name = name;
       if (tracing && on instanceof pg.Pool) return tracedQuery<R>(on, config);
       const result = await on.query(config);
@@ -222,8 +248,12 @@ async function tracedQuery<R>(pool: pg.Pool, config: pg.QueryConfig): Promise<Db
   const queued = pool.waitingCount;
   const client = await pool.connect();
   const t1 = Date.now();
+  let failed: Error | undefined;
   try {
-    const result = await client.query(config);
+    const result = await client.query(config).catch((error: unknown) => {
+      failed = error instanceof Error ? error : new Error(String(error));
+      throw error;
+    });
     trace('db', {
       name: config.name ?? config.text.slice(0, 40),
       queued,
@@ -233,7 +263,8 @@ async function tracedQuery<R>(pool: pg.Pool, config: pg.QueryConfig): Promise<Db
     });
     return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
   } finally {
-    client.release();
+    // A failed connection (a timed-out statement may still be running on it) is not reused.
+    client.release(failed);
   }
 }
 
@@ -257,10 +288,12 @@ class PostgresDb implements Db {
     private readonly health: ConnectionHealth | undefined,
     /** How many servers the connection string names: how often opening a connection is tried. */
     private readonly servers: number,
+    /** `PostgresDbOptions.queryTimeoutMs`. */
+    private readonly timeoutMs: number,
   ) {}
 
   query<R = Record<string, unknown>>(text: string, params?: readonly unknown[], name?: string): Promise<DbResult<R>> {
-    return pgQuery<R>(this.pool, text, params, name, this.health, this.servers);
+    return pgQuery<R>(this.pool, text, params, name, this.health, this.timeoutMs, this.servers);
   }
 
   exec(script: string): Promise<void> {
@@ -272,7 +305,7 @@ class PostgresDb implements Db {
     const client = await reaching(health, () => this.pool.connect(), this.servers);
     const tx: DbTx = {
       query: <R>(text: string, params?: readonly unknown[], name?: string) =>
-        pgQuery<R>(client, text, params, name, health),
+        pgQuery<R>(client, text, params, name, health, this.timeoutMs),
       exec: (script: string) => pgExec(client, script, health),
     };
     // A connection that dies while checked out emits 'error' on the client (besides failing
@@ -284,16 +317,16 @@ class PostgresDb implements Db {
     };
     client.on('error', onError);
     try {
-      await pgQuery(client, 'BEGIN', undefined, undefined, health);
+      await pgQuery(client, 'BEGIN', undefined, undefined, health, this.timeoutMs);
       const value = await fn(tx);
-      await pgQuery(client, 'COMMIT', undefined, undefined, health);
+      await pgQuery(client, 'COMMIT', undefined, undefined, health, this.timeoutMs);
       return value;
     } catch (error) {
       // A server that refused a write as read-only was demoted (or is being promoted): this
       // connection must not serve another transaction; the next one looks for the primary.
       if (isReadOnlyRefusal(error)) broken ??= error as Error;
       try {
-        await client.query('ROLLBACK');
+        await client.query({ text: 'ROLLBACK', query_timeout: this.timeoutMs } as pg.QueryConfig);
       } catch (rollbackError) {
         // The connection is gone (the transaction with it): do not return it to the pool.
         broken ??= rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));

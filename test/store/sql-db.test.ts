@@ -4,6 +4,7 @@
  * keeps its data in its directory.
  */
 import { randomBytes } from 'node:crypto';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -190,6 +191,46 @@ describe('store_unavailable', () => {
       }
     } finally {
       await db.close();
+    }
+  });
+
+  it('fails a statement the server never answers after queryTimeoutMs, and does not reuse its connection', async () => {
+    // A proxy to Postgres that can go silent, as a cut network does: bytes are swallowed both
+    // ways and no connection is closed, so only the client's own bound ends the wait.
+    let silent = false;
+    const sockets = new Set<Socket>();
+    const proxy = createServer((client) => {
+      const server = connect(5432, '127.0.0.1');
+      sockets.add(client).add(server);
+      client.on('data', (chunk) => void (silent || server.write(chunk)));
+      server.on('data', (chunk) => void (silent || client.write(chunk)));
+      client.on('error', () => server.destroy());
+      server.on('error', () => client.destroy());
+      client.on('close', () => server.destroy());
+      server.on('close', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const port = (proxy.address() as AddressInfo).port;
+    const db = openPostgres({
+      url: TEST_POSTGRES_URL.replace(/@[^/]+\//, `@127.0.0.1:${port}/`),
+      schema: 'wheelhouse',
+      poolSize: 1,
+      queryTimeoutMs: 500,
+    });
+    try {
+      expect((await db.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+      silent = true;
+      expect(isWheelhouseError(await errorOf(db.query('SELECT 1')), 'store_unavailable')).toBe(true);
+      const inTransaction = await errorOf(db.transaction(async (tx) => tx.query('SELECT 1')));
+      expect(isWheelhouseError(inTransaction, 'store_unavailable')).toBe(true);
+      silent = false;
+      // The silent connections were closed: the next statement opens a new one and is answered.
+      expect((await db.query<{ one: number }>('SELECT 2 AS one')).rows).toEqual([{ one: 2 }]);
+    } finally {
+      silent = false;
+      await db.close().catch(() => undefined);
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
     }
   });
 
