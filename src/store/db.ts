@@ -115,6 +115,8 @@ const SCHEMA_RE = /^[a-z_][a-z0-9_]{0,62}$/;
 
 /** See `PostgresDbOptions.queryTimeoutMs`. */
 export const QUERY_TIMEOUT_MS = 60_000;
+/** The bound of a script (`exec`: migrations), ms. */
+const SCRIPT_TIMEOUT_MS = 24 * 3_600_000;
 
 function checkSchema(schema: string): void {
   // The schema goes into a connection option and into DDL, so only plain names are allowed.
@@ -153,6 +155,8 @@ export function openPostgres(options: PostgresDbOptions): Db {
     // the next statement.
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
+    // Every statement of a connection, the session check of a new one and a ROLLBACK included.
+    query_timeout: options.queryTimeoutMs ?? QUERY_TIMEOUT_MS,
     application_name: options.applicationName ?? 'wheelhouse',
     // Every connection runs in the Wheelhouse schema, so SQL never names it.
     options: [
@@ -273,7 +277,8 @@ function pgExec(on: PgQueryable, script: string, health: ConnectionHealth | unde
   return reaching(
     health,
     async () => {
-      await on.query(script);
+      // Migrations may rightly run long: past the connections' own bound (`queryTimeoutMs`).
+      await on.query({ text: script, query_timeout: SCRIPT_TIMEOUT_MS } as pg.QueryConfig);
     },
     servers,
   );

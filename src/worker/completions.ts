@@ -109,9 +109,13 @@ export class CompletionReporter {
       const batch = this.buffer.splice(0, batchLength(this.buffer, maxBatchSize));
       this.inFlight++;
       this.sending += batch.length;
-      void this.deliver(batch).finally(() => {
+      void this.deliver(batch).then((settled) => {
         this.inFlight--;
         this.sending -= batch.length;
+        // Told once the batch no longer counts as unreported: a worker waiting for room to poll
+        // (results hold credit back) rechecks on this call, and told before, it found none and
+        // waited for a call that never came (an HTTP worker of one slot stopped polling).
+        if (settled !== null) this.deps.onSettled(settled.accepted, settled.discarded, settled.answered);
         // Results that queued behind the limit have waited long enough: send them now.
         if (this.buffer.length > 0) this.flush();
         else if (this.unreported === 0) this.wakeIdle();
@@ -119,8 +123,14 @@ export class CompletionReporter {
     }
   }
 
-  /** Delivers one batch, retrying what is worth retrying; never rejects. */
-  private async deliver(batch: PendingResult[]): Promise<void> {
+  /**
+   * Delivers one batch, retrying what is worth retrying; never rejects. Answers how the rest of
+   * the batch settled (those dropped late are told as they drop), for the caller to tell once
+   * the batch is no longer in flight; null when none was left.
+   */
+  private async deliver(
+    batch: PendingResult[],
+  ): Promise<{ accepted: number; discarded: number; answered: boolean } | null> {
     let pending = batch;
     for (let attempt = 0; ; attempt++) {
       let waitMs: number;
@@ -132,15 +142,13 @@ export class CompletionReporter {
           if (taken) accepted++;
           this.deps.onResult(r.wire.task_id, taken ? 'accepted' : 'refused');
         }
-        this.deps.onSettled(accepted, pending.length - accepted, true);
-        return;
+        return { accepted, discarded: pending.length - accepted, answered: true };
       } catch (error) {
         const transient = !(error instanceof NodeAnswerError) || error.transient;
         this.deps.onError(error, `reporting ${pending.length} result(s)${transient ? ', will retry' : ''}`);
         if (!transient) {
-          this.deps.onSettled(0, pending.length, true);
           for (const r of pending) this.deps.onResult(r.wire.task_id, 'refused');
-          return;
+          return { accepted: 0, discarded: pending.length, answered: true };
         }
         waitMs =
           error instanceof NodeAnswerError && error.retryAfterMs !== null ? error.retryAfterMs : backoffMs(attempt);
@@ -155,7 +163,7 @@ export class CompletionReporter {
         this.deps.onSettled(0, late.length, false);
         for (const r of late) this.deps.onResult(r.wire.task_id, 'dropped');
         pending = pending.filter((r) => r.deadlineMs >= retryAtMs);
-        if (pending.length === 0) return;
+        if (pending.length === 0) return null;
       }
       await sleep(waitMs);
     }

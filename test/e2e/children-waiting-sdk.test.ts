@@ -56,19 +56,11 @@ describe.each(BACKENDS)('ctx.waitForChildren, on %s', (backend) => {
       const w = createWorker({
         url: c.url,
         transport,
-        // One slot on the channel proves the waiting parent holds none. Over HTTP the same worker
-        // sometimes stops being handed ready children for tens of seconds on Postgres + Redis,
-        // with or without a wait (a stall of the first slice's spawned children, not of the
-        // wait: see the branch's report), so it gets a few slots; the slot and the permit are
-        // proved over HTTP by test/e2e/children-waiting.test.ts.
-        concurrency: transport === 'channel' ? 1 : 4,
+        // One slot: the waiting parent holds none, or no child could run.
+        concurrency: 1,
         taskTypes: [parentType, childType],
         handler,
         onError: () => undefined,
-        // A long-poll of this worker sometimes sits out its whole wait with children ready in
-        // the queue, with or without waiting (seen on Postgres + Redis, before this feature too:
-        // see the branch's report); a short wait bounds that stall.
-        pollWaitMs: 1_000,
       });
       workers.push(w);
       w.start();

@@ -146,6 +146,29 @@ describe.each(sqlBackends)('MembershipStore on $name', ({ open }) => {
     expect((await store.all(TIMEOUT_MS)).find((x) => x.id === `${p}a`)).toMatchObject({ state: 'left' });
   });
 
+  // Near the end: it ages every row of the file's table, as an outage of the store does.
+  it('after an outage of the store, keeps the nodes that were live (its own heartbeat let in), not those already out', async () => {
+    const p = freshPrefix();
+    await store.join({ id: `${p}a`, address: 'a' });
+    await store.join({ id: `${p}b`, address: 'b' });
+    await store.join({ id: `${p}gone`, address: 'gone' });
+    // `gone` had stopped long before; then no heartbeat reached the store for longer than the timeout.
+    await ageHeartbeat(`${p}gone`, 60_000);
+    await testDb.db.query(
+      `UPDATE cluster_nodes SET heartbeat_at = heartbeat_at - $1::float8 * interval '1 millisecond'`,
+      [TIMEOUT_MS + 2_000],
+    );
+    expect(await store.live(TIMEOUT_MS)).toEqual([]);
+    // The first heartbeat back is not "declared out": the store was away, not the node.
+    expect(await store.heartbeat(`${p}a`, TIMEOUT_MS)).toBe(true);
+    // b beat last before the outage as a did: live during the grace, and its late heartbeat is let in.
+    expect(ids(await store.live(TIMEOUT_MS), p)).toEqual([`${p}a`, `${p}b`]);
+    expect(await store.heartbeat(`${p}b`, TIMEOUT_MS)).toBe(true);
+    // gone was out before the outage: it stays out, and its heartbeat is refused.
+    expect(await store.heartbeat(`${p}gone`, TIMEOUT_MS)).toBe(false);
+    expect(ids(await store.live(TIMEOUT_MS), p)).toEqual([`${p}a`, `${p}b`]);
+  });
+
   it('refuses a timeout that is not a positive number', async () => {
     await expect(store.live(0)).rejects.toThrow(/failureTimeoutMs/);
     await expect(store.heartbeat('x', Number.NaN)).rejects.toThrow(/failureTimeoutMs/);

@@ -36,6 +36,7 @@ const ALL_MIGRATIONS = [
   '000016_operations.sql',
   '000017_children.sql',
   '000018_waiting.sql',
+  '000019_cluster_store_gap.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

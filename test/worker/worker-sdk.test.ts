@@ -102,6 +102,16 @@ describe('worker SDK', () => {
     expect(ids.map((id) => told.get(id))).toEqual(ids.map(() => 'accepted'));
   });
 
+  it('keeps polling with one slot while its results are still being reported', async () => {
+    // With one slot, two results in flight hold the next poll back; the reporter used to say
+    // "settled" while the batch still counted as in flight, and the worker, finding no room
+    // then, waited for a word that never came: it stopped after a few tasks.
+    const w = worker({ taskTypes: ['sdk.one-slot'], concurrency: 1, handler: async () => ({ ok: true }) });
+    await submit(Array.from({ length: 200 }, () => ({ task_type: 'sdk.one-slot' })));
+    await until(() => w.stats.reported === 200, '200 results from one slot', 20_000);
+    expect(w.stats.polls).toBeGreaterThanOrEqual(200);
+  });
+
   it('never runs more than `concurrency` handlers', async () => {
     let running = 0;
     let maxRunning = 0;

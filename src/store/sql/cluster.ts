@@ -20,6 +20,27 @@ function fresh(n: number, alias = 'n'): string {
   return `${alias}.heartbeat_at > now() - $${n}::float8 * interval '1 millisecond'`;
 }
 
+/** SQL: "`$n` (a failure timeout, ms) before `at`". */
+function timeoutBefore(at: string, n: number): string {
+  return `${at} - $${n}::float8 * interval '1 millisecond'`;
+}
+
+/** SQL: "the store came back from an outage less than a failure timeout (`$n`) ago". */
+function inGrace(n: number): string {
+  return `EXISTS (SELECT 1 FROM cluster_store s WHERE s.store_resumed_at > ${timeoutBefore('now()', n)})`;
+}
+
+/**
+ * SQL: live by its heartbeat; or, for a failure timeout after an outage of the store, by having
+ * been live when the store went away (migrations/000019_cluster_store_gap.sql).
+ */
+function beating(n: number, alias = 'n'): string {
+  return `(${fresh(n, alias)} OR EXISTS (
+    SELECT 1 FROM cluster_store s
+    WHERE s.store_resumed_at > ${timeoutBefore('now()', n)}
+      AND ${alias}.heartbeat_at > ${timeoutBefore('s.last_beat_before', n)}))`;
+}
+
 const NODE_COLUMNS = `n.id, n.address, ${msOf('n.started_at')} AS started_ms, ${msOf('n.heartbeat_at')} AS heartbeat_ms, n.state, n.redis_reachable`;
 
 /**
@@ -40,13 +61,25 @@ const JOIN = `
 
 /**
  * The heartbeat is a compare-and-set on "still in the cluster": the same freshness test as the
- * live set, so it fails exactly when the other nodes already count this one out. A `leaving`
+ * live set, so it fails exactly when the other nodes already count this one out. The first
+ * heartbeat that finds no live node fresh (the store was away from all of them: a failover, a
+ * restart) opens the grace after an outage (`gap`), and is itself let in by it. A `leaving`
  * node (draining) still heartbeats. It says whether the node reaches Redis ($3: see
  * migration 000015). It changes no indexed column: a HOT update.
  */
 const HEARTBEAT = `
+  WITH gap AS (
+    UPDATE cluster_store s
+    SET store_resumed_at = now(),
+        last_beat_before = (SELECT max(o.heartbeat_at) FROM cluster_nodes o WHERE o.state = 'live')
+    WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes o WHERE o.state = 'live' AND ${fresh(2, 'o')})
+      AND NOT ${inGrace(2)}
+    RETURNING s.last_beat_before
+  )
   UPDATE cluster_nodes n SET heartbeat_at = ${NOW}, redis_reachable = $3
-  WHERE n.id = $1 AND n.state <> 'left' AND ${fresh(2)}
+  WHERE n.id = $1 AND n.state <> 'left'
+    AND (${beating(2)}
+         OR EXISTS (SELECT 1 FROM gap g WHERE n.heartbeat_at > ${timeoutBefore('g.last_beat_before', 2)}))
   RETURNING n.id`;
 
 const LEAVE = `UPDATE cluster_nodes n SET state = 'left' WHERE n.id = $1 AND n.state <> 'left'`;
@@ -58,11 +91,11 @@ const LEAVE = `UPDATE cluster_nodes n SET state = 'left' WHERE n.id = $1 AND n.s
  */
 const LIVE = `
   SELECT ${NODE_COLUMNS} FROM cluster_nodes n
-  WHERE n.state = 'live' AND ${fresh(1)}
+  WHERE n.state = 'live' AND ${beating(1)}
   ORDER BY n.id COLLATE "C"`;
 
 const ALL = `
-  SELECT ${NODE_COLUMNS}, n.state = 'live' AND ${fresh(1)} AS live,
+  SELECT ${NODE_COLUMNS}, n.state = 'live' AND ${beating(1)} AS live,
          greatest(0, round(date_part('epoch', now() - n.heartbeat_at) * 1000)) AS heartbeat_age_ms
   FROM cluster_nodes n
   ORDER BY n.id COLLATE "C"`;
