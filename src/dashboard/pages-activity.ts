@@ -34,9 +34,17 @@ interface Stats {
 }
 
 /** The ranges offered, each with the step its charts are drawn in (about 60 points or fewer). */
-const RANGES: { value: string; label: string; ms: number; stepS: number }[] = [
+interface Range {
+  value: string;
+  label: string;
+  ms: number;
+  stepS: number;
+}
+/** The range shown when the URL names none. */
+const LAST_HOUR: Range = { value: '1h', label: 'last hour', ms: 3_600_000, stepS: 60 };
+const RANGES: Range[] = [
   { value: '15m', label: 'last 15 minutes', ms: 15 * 60_000, stepS: 60 },
-  { value: '1h', label: 'last hour', ms: 3_600_000, stepS: 60 },
+  LAST_HOUR,
   { value: '6h', label: 'last 6 hours', ms: 6 * 3_600_000, stepS: 300 },
   { value: '24h', label: 'last 24 hours', ms: 86_400_000, stepS: 1_800 },
   { value: '7d', label: 'last 7 days', ms: 7 * 86_400_000, stepS: 3 * 3_600 },
@@ -105,7 +113,7 @@ const percent = (v: number) => `${(v * 100).toFixed(v >= 0.1 || v === 0 ? 0 : 1)
 const perMin = (v: number) => `${v >= 10 ? Math.round(v) : v.toFixed(1)}/min`;
 
 export const activityPage: Page = (el, route) => {
-  const range = RANGES.find((r) => r.value === route.params.get('range')) ?? (RANGES[1] as (typeof RANGES)[number]);
+  const range = RANGES.find((r) => r.value === route.params.get('range')) ?? LAST_HOUR;
   const wanted = route.params.get('task_type') ?? '';
   const taskType = TASK_TYPE.test(wanted) ? wanted : '';
 

@@ -31,7 +31,8 @@ export interface TaskStatsDeps {
  * stays for the next one.
  */
 export class TaskStatsRollup {
-  private pending = new Map<string, StatsRow>();
+  /** What was counted since the last flush, by minute (Unix ms), then task type. */
+  private pending = new Map<number, Map<string, StatsRow>>();
   private readonly named = new Set<string>();
   private lastTrimMs = Number.NEGATIVE_INFINITY;
 
@@ -64,7 +65,7 @@ export class TaskStatsRollup {
    * written by the next flush, and the error is thrown (the loop that calls this retries).
    */
   async flush(): Promise<void> {
-    const rows = [...this.pending.values()];
+    const rows = [...this.pending.values()].flatMap((byType) => [...byType.values()]);
     this.pending = new Map();
     const startMs = performance.now();
     try {
@@ -81,11 +82,6 @@ export class TaskStatsRollup {
       this.lastTrimMs = nowMs;
     }
     if (rows.length > 0 || trimmed > 0) this.deps.events.emit('stats:flushed', { rows: rows.length, ms, trimmed });
-  }
-
-  /** Rows counted and not yet flushed. */
-  get unflushed(): number {
-    return this.pending.size;
   }
 
   /** How an attempt's end counts, by the status it left the task in. */
@@ -111,9 +107,10 @@ export class TaskStatsRollup {
   private row(taskType: string, atMs: number): ActivityCounts {
     const type = this.typeOf(taskType);
     const minuteMs = minuteOf(atMs);
-    const key = `${minuteMs} ${type}`;
-    let row = this.pending.get(key);
-    if (row === undefined) this.pending.set(key, (row = { minuteMs, taskType: type, counts: emptyCounts() }));
+    let byType = this.pending.get(minuteMs);
+    if (byType === undefined) this.pending.set(minuteMs, (byType = new Map<string, StatsRow>()));
+    let row = byType.get(type);
+    if (row === undefined) byType.set(type, (row = { minuteMs, taskType: type, counts: emptyCounts() }));
     return row.counts;
   }
 
