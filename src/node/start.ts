@@ -372,10 +372,10 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
         // Hand-off: every actor takes its final snapshot and releases its ownership, then the
         // node leaves the ring and tells the others, who take over at once.
         await actors.shutdown();
+        await cluster?.leave();
         // What was counted since the last flush is kept: the history survives a restart.
         offStats();
         await stats.flush().catch((error: unknown) => onError(error, 'writing the last task activity counts'));
-        await cluster?.leave();
         redisReach?.stop();
         outages.stop();
         if (!overrides.backend) await backend.close();
