@@ -6,6 +6,7 @@
  */
 import { ApiError, api, forgetKey, saveKey, savedKey, whenUnauthorized } from './api.js';
 import { h } from './dom.js';
+import { activityPage } from './pages-activity.js';
 import { actorPage, actorsPage } from './pages-actors.js';
 import { clusterPage } from './pages-cluster.js';
 import { dagPage, dagsPage } from './pages-dags.js';
@@ -20,6 +21,7 @@ const POLL_MS = 1500;
 
 const NAV: { path: string; title: string }[] = [
   { path: 'cluster', title: 'Cluster' },
+  { path: 'activity', title: 'Activity' },
   { path: 'queues', title: 'Queues' },
   { path: 'tasks', title: 'Tasks' },
   { path: 'schedules', title: 'Schedules' },
@@ -32,6 +34,8 @@ const NAV: { path: string; title: string }[] = [
 function pageFor(route: Route): Page {
   const [section, ...rest] = route.parts;
   switch (section) {
+    case 'activity':
+      return activityPage;
     case 'queues':
       return queuesPage;
     case 'tasks':

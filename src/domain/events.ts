@@ -60,6 +60,11 @@ export interface NodeEvents {
   'safety-net:recovered': { kind: 'lease' | 'pending' | 'blocked' | 'schedule'; count: number };
   /** A retention pass removed finished tasks past retention and expired idempotency keys. */
   'retention:removed': { tasks: number; idempotencyKeys: number };
+  /**
+   * The node added what it counted of task activity to `task_stats`: `rows` rows in one
+   * statement, taking `ms`; `trimmed` rows past the stats retention went.
+   */
+  'stats:flushed': { rows: number; ms: number; trimmed: number };
   /** A wheel partition was rebuilt from Postgres. */
   'partition:rebuilt': { partition: number };
   /** The ring this node routes by changed. */

@@ -76,6 +76,8 @@ export interface CompiledOptions {
   readonly safetyNetMs: number;
   readonly safetyNetGraceMs: number;
   readonly retentionMs: number;
+  readonly statsRetentionMs: number;
+  readonly statsFlushMs: number;
   readonly testClockOffsetMs: number;
   readonly testClockStepFile: string | null;
   /** The bootstrap admin key (`adminToken` or the contents of `adminTokenFile`). */
@@ -176,6 +178,8 @@ export function compileOptions(options: WheelhouseOptions = {}): CompiledOptions
     safetyNetMs: num('safetyNetSeconds', o.safetyNetSeconds, 0.05, 3600) * 1000,
     safetyNetGraceMs: num('safetyNetGraceSeconds', o.safetyNetGraceSeconds, 0.05, 86_400) * 1000,
     retentionMs: retention(o.retentionSeconds) * 1000,
+    statsRetentionMs: num('statsRetentionDays', o.statsRetentionDays, 1 / 24, 3660) * 86_400_000,
+    statsFlushMs: num('statsFlushSeconds', o.statsFlushSeconds, 0.05, 3600) * 1000,
     testClockOffsetMs: Math.round(num('testClockOffsetSeconds', o.testClockOffsetSeconds, -86_400, 86_400) * 1000),
     testClockStepFile: o.testClockStepFile === null ? null : str('testClockStepFile', o.testClockStepFile),
     adminToken: secret('adminToken', o.adminToken, o.adminTokenFile, 16),
@@ -271,6 +275,8 @@ const DEFAULTS: Required<WheelhouseOptions> = {
   safetyNetSeconds: 5,
   safetyNetGraceSeconds: 10,
   retentionSeconds: 7 * 86_400,
+  statsRetentionDays: 7,
+  statsFlushSeconds: 10,
   testClockOffsetSeconds: 0,
   testClockStepFile: null,
   adminToken: null,

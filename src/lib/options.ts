@@ -185,6 +185,17 @@ export interface WheelhouseOptions {
    */
   retentionSeconds?: number;
   /**
+   * How long the task activity history (`task_stats`: counts per minute, task type and node,
+   * read by `GET /admin/stats` and the dashboard's Activity page) is kept, days. @default 7
+   */
+  statsRetentionDays?: number;
+  /**
+   * How often a node adds what it counted of task activity to `task_stats`, seconds: one
+   * statement per flush whatever the task rate. What the page shows lags by up to this much.
+   * @default 10
+   */
+  statsFlushSeconds?: number;
+  /**
    * For tests of clock skew only: this node's own clock reads this many seconds ahead (or
    * behind, negative). A Postgres node measures and corrects it (it reads time as the
    * database does). @default 0

@@ -2,6 +2,8 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { CompiledOptions } from '../lib/config.js';
 import { adminRoutes } from '../http/admin-routes.js';
 import { clusterRoutes } from '../http/cluster-routes.js';
+import { statsRoutes } from '../http/stats-routes.js';
+import { readActivity } from '../services/activity.js';
 import type { Cluster } from '../runtime/cluster.js';
 import { getFromPeer, inspectRemote } from '../runtime/cluster-wire.js';
 import type { ClusterPeers, WorkerPresence } from '../services/worker-presence.js';
@@ -103,6 +105,13 @@ export function adminFace(deps: AdminFaceDeps): FastifyPluginAsync[] {
       listActors: (filter) => browser.list(filter),
       inspectActor: (kind, key) => browser.inspect(kind, key),
       queues: () => backend.ready.depths(deps.clock.now()),
+    }),
+    statsRoutes({
+      activity: (query) =>
+        readActivity(
+          { store: backend.stats, depths: () => backend.ready.depths(deps.clock.now()), nowMs: () => deps.clock.now() },
+          query,
+        ),
     }),
     // The embedded backend is a cluster of one: it has no node-to-node routes at all.
     ...(cluster === null

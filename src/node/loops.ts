@@ -11,6 +11,7 @@ import type { RetentionSweep } from '../services/retention-sweep.js';
 import type { StartDeadlines } from '../services/start-deadlines.js';
 import type { OperationRunner } from '../services/operation-runner.js';
 import { CATALOG_REFRESH_MS, type LimitCatalog } from '../services/limit-catalog.js';
+import type { TaskStatsRollup } from '../services/task-stats.js';
 
 /** How often the node refreshes the ready backlog that admission control reads. */
 const BACKLOG_REFRESH_MS = 250;
@@ -63,6 +64,8 @@ export interface LoopDeps {
   operationRunner: Pick<OperationRunner, 'check'>;
   /** The node's copy of the limit declarations, read again when they changed. */
   limits: LimitCatalog;
+  /** The node's counts of task activity, flushed to `task_stats` every `statsFlushMs`. */
+  stats: Pick<TaskStatsRollup, 'flush'>;
   /** False while this node may have been declared out: it then takes nothing over. */
   mayOwn(): boolean;
   setBacklog(entries: number): void;
@@ -129,6 +132,8 @@ export function startLoops(deps: LoopDeps): Cancel[] {
     paced('limit_catalog', CATALOG_REFRESH_MS, async () => {
       await deps.limits.refresh();
     }),
+    // On the machine's time: a flush writes what the events counted, whatever task time says.
+    paced('task_stats', options.statsFlushMs, () => deps.stats.flush()),
     loop('requeue_stale', REQUEUE_STALE_MS, async () => {
       const n = await backend.ready.requeueStale(clock.now() - options.inflightTimeoutMs);
       if (n > 0) log.warn({ count: n }, 'put back ready entries taken but never claimed');

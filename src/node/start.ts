@@ -18,6 +18,7 @@ import { SafetyNet } from '../services/safety-net.js';
 import { RetentionSweep } from '../services/retention-sweep.js';
 import { StartDeadlines } from '../services/start-deadlines.js';
 import { LimitCatalog } from '../services/limit-catalog.js';
+import { TaskStatsRollup } from '../services/task-stats.js';
 import type { Services } from '../services/types.js';
 import type { WorkerChannel } from '../services/worker-channel.js';
 import { openBackend, type Backend } from '../store/backend.js';
@@ -131,6 +132,16 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
   };
   const events = new TypedEvents<NodeEvents>((error, name) => onError(error, `a listener of ${name}`));
   const backoff = { baseMs: options.retryBaseMs, maxMs: options.retryMaxMs };
+  // Counts task activity from the first event on (docs/decisions/0034-task-stats-rollup.md).
+  const stats = new TaskStatsRollup({
+    store: backend.stats,
+    nodeId: options.nodeId,
+    clock,
+    retentionMs: options.statsRetentionMs,
+    maxTaskTypes: options.metricsTaskTypesMax,
+    events,
+  });
+  const offStats = stats.listen(events);
   // The declarations are known before anything fires, claims or validates a submit.
   const limits = new LimitCatalog({ store: backend.limits, clock });
   await limits.start();
@@ -316,6 +327,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     startDeadlines,
     operationRunner,
     limits,
+    stats,
     log,
     onDutyFailure: metrics.onDutyFailure,
     onDutyEnded: metrics.onDutyEnded,
@@ -361,6 +373,9 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
         // node leaves the ring and tells the others, who take over at once.
         await actors.shutdown();
         await cluster?.leave();
+        // What was counted since the last flush is kept: the history survives a restart.
+        offStats();
+        await stats.flush().catch((error: unknown) => onError(error, 'writing the last task activity counts'));
         redisReach?.stop();
         outages.stop();
         if (!overrides.backend) await backend.close();

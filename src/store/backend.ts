@@ -28,6 +28,8 @@ import { SqlSnapshotStore } from './snapshot-store.js';
 import { SqlTaskStore } from './task-store.js';
 import { SqlOperationStore } from './operation-store.js';
 import type { OperationStore } from './operation-types.js';
+import { SqlTaskStatsStore } from './task-stats-store.js';
+import type { TaskStatsStore } from './task-stats-types.js';
 import type { MembershipStore } from '../runtime/membership-store.js';
 import type { ScheduleStore, TaskStore } from './types.js';
 import type { BucketStore, ReadyQueue } from './fast-index-types.js';
@@ -51,6 +53,8 @@ export interface Backend {
   readonly dags: DagStore;
   /** Operations on many tasks (`operations`). */
   readonly operations: OperationStore;
+  /** Task activity by minute, task type and node (`task_stats`). */
+  readonly stats: TaskStatsStore;
   /** Flow control: declared limits and what a key's actor reads of the tasks. */
   readonly limits: LimitStore;
   readonly snapshots: SnapshotStore;
@@ -97,6 +101,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
       schedules: new SqlScheduleStore(db),
       dags: new SqlDagStore(db),
       operations: new SqlOperationStore(db),
+      stats: new SqlTaskStatsStore(db),
       limits: new SqlLimitStore(db),
       snapshots: new SqlSnapshotStore(db),
       buckets: new MemoryBucketStore(marks),
@@ -211,6 +216,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     schedules: new SqlScheduleStore(db),
     dags: new SqlDagStore(db, leasesDb),
     operations: new SqlOperationStore(db),
+    stats: new SqlTaskStatsStore(db, listDb),
     limits: new SqlLimitStore(db, lane),
     snapshots: new SqlSnapshotStore(db, lane),
     buckets: new RedisBucketStore(redis, options.redisPrefix),

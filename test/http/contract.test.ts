@@ -8,6 +8,8 @@
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminRoutes } from '../../src/http/admin-routes.js';
+import { statsRoutes } from '../../src/http/stats-routes.js';
+import { emptyCounts } from '../../src/domain/task-stats.js';
 import { clusterRoutes } from '../../src/http/cluster-routes.js';
 import { ERROR_CATALOGUE, ERROR_CODES } from '../../src/lib/errors.js';
 import { serverWith } from './fake-api.js';
@@ -60,6 +62,19 @@ beforeAll(async () => {
           listActors: async () => ({ actors: [], next: null, nodes: [] }),
           inspectActor: async () => null,
           queues: async () => [],
+        }),
+        // The schema and the scopes are under test here; what it reads, in test/e2e/task-stats.test.ts.
+        statsRoutes({
+          activity: async (q) => ({
+            taskType: q.taskType,
+            fromMs: 0,
+            toMs: 60_000,
+            stepMs: 60_000,
+            totals: { startMs: 0, counts: emptyCounts(), failureRate: null, lagP50Ms: null, lagP99Ms: null },
+            series: [],
+            now: { ready: 0, running: 0, runningCapped: false },
+            taskTypes: [],
+          }),
         }),
         clusterRoutes({
           secret: null,
@@ -237,6 +252,7 @@ describe('the scopes', () => {
       'GET /admin/actors',
       'GET /admin/actors/:kind/:key',
       'GET /admin/queues',
+      'GET /admin/stats',
     ]) {
       expect(scopes.get(route), route).toEqual(['ops', 'admin']);
     }

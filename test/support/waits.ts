@@ -98,6 +98,7 @@ const NODE_EVENTS: Record<keyof NodeEvents, true> = {
   'partition:rebuilt': true,
   'ring:changed': true,
   'limit:throttled': true,
+  'stats:flushed': true,
 };
 
 /** Counts every event of `events` until the returned function is called. */
