@@ -1,6 +1,6 @@
 /**
  * Task activity by minute and task type: the counts a node keeps (`task_stats`, migration
- * 000019) and what is read from them. Pure: no I/O (docs/decisions/0034-task-stats-rollup.md).
+ * 000020) and what is read from them. Pure: no I/O (docs/decisions/0034-task-stats-rollup.md).
  */
 
 /**

@@ -37,6 +37,7 @@ const ALL_MIGRATIONS = [
   '000017_children.sql',
   '000018_waiting.sql',
   '000019_cluster_store_gap.sql',
+  '000020_task_stats.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

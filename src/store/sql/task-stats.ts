@@ -4,7 +4,7 @@ import type { StatsRow, StatsSlot } from '../task-stats-types.js';
 import { msOf, tsParam } from './columns.js';
 
 /**
- * The task activity rollup (`task_stats`, migration 000019;
+ * The task activity rollup (`task_stats`, migration 000020;
  * docs/decisions/0034-task-stats-rollup.md): a node's flush, the trim, and the reads of
  * `GET /admin/stats`.
  */

@@ -1,4 +1,4 @@
--- 000019_task_stats: a kept history of task activity, per minute, task type and node (issue 30;
+-- 000020_task_stats: a kept history of task activity, per minute, task type and node (issue 30;
 -- docs/decisions/0034-task-stats-rollup.md; GET /admin/stats, the dashboard's Activity page).
 --
 -- Each node counts in memory what its own events already say (submissions, claims, results,
