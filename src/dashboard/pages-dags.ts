@@ -4,7 +4,7 @@
  * predecessor), each task coloured by its status and linked to its page.
  */
 import { api, type Dag, type TaskPage } from './api.js';
-import { badge, h, heading, link, s, shortId, table } from './dom.js';
+import { badge, errorCell, h, heading, link, s, shortId, table } from './dom.js';
 import { UUID, idFromHash, type Page } from './page.js';
 import { stat } from './pages-cluster.js';
 
@@ -69,6 +69,29 @@ function depths(dag: Dag): Map<string, number> {
   return depth;
 }
 
+/**
+ * The path of an edge from the box at `a` to the box at `b`. Between neighbouring columns, one
+ * curve. Across more, a curve straight across would pass through the boxes of the columns in
+ * between: it goes down (or up) into the gap between rows next to its target's row, which no box
+ * crosses in any column, runs along it, and comes out at its target.
+ */
+function edgePath(a: { x: number; y: number }, b: { x: number; y: number }): string {
+  const x1 = a.x + NODE_W;
+  const y1 = a.y + NODE_H / 2;
+  const x2 = b.x;
+  const y2 = b.y + NODE_H / 2;
+  if (x2 - a.x <= COL_W) {
+    const mid = (x1 + x2) / 2;
+    return `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2 - 6},${y2}`;
+  }
+  const gap = (COL_W - NODE_W) / 2;
+  const lane = y1 <= y2 ? b.y - (ROW_H - NODE_H) / 2 : b.y + NODE_H + (ROW_H - NODE_H) / 2;
+  return (
+    `M${x1},${y1} C${x1 + gap},${y1} ${x1},${lane} ${x1 + gap},${lane} ` +
+    `L${x2 - gap},${lane} C${x2},${lane} ${x2 - gap},${y2} ${x2 - 6},${y2}`
+  );
+}
+
 function draw(dag: Dag): SVGSVGElement {
   const depth = depths(dag);
   const columns: string[][] = [];
@@ -83,16 +106,7 @@ function draw(dag: Dag): SVGSVGElement {
       .map((d) => {
         const a = at.get(d) as { x: number; y: number };
         const b = at.get(t.ref) as { x: number; y: number };
-        const x1 = a.x + NODE_W;
-        const y1 = a.y + NODE_H / 2;
-        const x2 = b.x;
-        const y2 = b.y + NODE_H / 2;
-        const mid = (x1 + x2) / 2;
-        return s('path', {
-          class: 'edge',
-          d: `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2 - 6},${y2}`,
-          'marker-end': 'url(#arrow)',
-        });
+        return s('path', { class: 'edge', d: edgePath(a, b), 'marker-end': 'url(#arrow)' });
       }),
   );
   const nodes = dag.tasks.map((t) => {
@@ -145,7 +159,7 @@ export const dagPage: Page = (el, route) => {
   const title = heading('Graph');
   const summary = title.querySelector('.actions') as HTMLElement;
   const picture = h('section', { class: 'dag-frame' });
-  const legend = h('section', {});
+  const legend = h('section', { class: 'table-wrap' });
   el.append(title, picture, legend);
   let drawn = '';
   return async () => {
@@ -177,7 +191,7 @@ export const dagPage: Page = (el, route) => {
           { title: 'status', cell: (t) => badge(t.status) },
           { title: 'depends on', cell: (t) => t.depends_on.join(', ') || '—' },
           { title: 'attempts', num: true, cell: (t) => t.attempts },
-          { title: 'last error', cell: (t) => t.last_error ?? '—' },
+          { title: 'last error', cell: (t) => errorCell(t.last_error) },
         ],
         dag.tasks,
         'This graph has no tasks.',

@@ -151,6 +151,11 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
     return this.sessions.size;
   }
 
+  /** The sessions open here now, newest of each worker (the workers view). */
+  get openSessions(): Iterable<WorkerSession> {
+    return this.byWorker.values();
+  }
+
   async open(hello: ChannelHello, socket: ChannelSocket): Promise<WorkerSession> {
     this.checkBinding(hello);
     const session = new WorkerSession(randomUUID(), hello.workerId, hello.keyId, hello.taskTypes, socket, {

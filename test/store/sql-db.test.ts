@@ -35,6 +35,8 @@ const ALL_MIGRATIONS = [
   '000016_operations.sql',
   '000017_children.sql',
   '000018_waiting.sql',
+  '000019_reserved.sql',
+  '000020_failed_idx.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
