@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { WheelhouseError } from '../lib/errors.js';
+import { uuidv7Ms } from '../lib/ids.js';
 import { SCOPES, type ApiKeysApi } from '../services/api-keys.js';
 import type { WorkerRoster } from '../services/worker-roster.js';
 import type { FailureGroups } from '../store/sql/failures.js';
@@ -10,14 +11,16 @@ import { parseIsoTime } from './validation/fields.js';
 /**
  * What the dashboard's operations console reads besides the task routes (docs/api.md,
  * "Operations console"): which buttons the viewer's key opens (`/admin/whoami`), the failed
- * tasks grouped by type and error (`/admin/failures`, the dead-letter view), and the workers
- * connected to every live node (`/admin/workers`).
+ * tasks grouped by type and error (`/admin/failures`, the dead-letter view), the workers
+ * connected to every live node (`/admin/workers`), and the newest graphs (`/admin/dags`).
  */
 export interface ConsoleApi {
   /** The newest failures (at most `scanRows`) since `sinceMs`, grouped, the largest groups first. */
   failures(query: { sinceMs: number; limit: number; scanRows: number }): Promise<FailureGroups>;
   /** The workers of the live cluster. */
   workers(): Promise<WorkerRoster>;
+  /** The ids of the newest `limit` graphs, below `beforeId`, newest first. */
+  graphs(limit: number, beforeId?: string): Promise<string[]>;
 }
 
 /** Failures one `/admin/failures` reads at most: the bound on its work, whatever the table holds. */
@@ -56,5 +59,14 @@ export function consoleRoutes(api: ConsoleApi, keys: Pick<ApiKeysApi, 'enabled'>
     });
 
     app.get('/admin/workers', { schema: schemas.workers }, async () => api.workers());
+
+    app.get('/admin/dags', { schema: schemas.graphs }, async (request) => {
+      const { limit = 50, before } = request.query;
+      const ids = await api.graphs(limit, before?.toLowerCase());
+      return {
+        dags: ids.map((id) => ({ dag_id: id, created_at: new Date(uuidv7Ms(id) ?? 0).toISOString() })),
+        next_before: ids.length === limit ? (ids[ids.length - 1] ?? null) : null,
+      };
+    });
   };
 }

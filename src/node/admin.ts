@@ -8,6 +8,7 @@ import type { Dispatcher } from '../services/dispatcher.js';
 import type { WorkerChannel } from '../services/worker-channel.js';
 import { ClusterRoster, MAX_LISTED_WORKERS, type ConnectedWorker } from '../services/worker-roster.js';
 import { failureGroups } from '../store/sql/failures.js';
+import { newestGraphs } from '../store/sql/graphs.js';
 import type { Cluster } from '../runtime/cluster.js';
 import { getFromPeer, inspectRemote } from '../runtime/cluster-wire.js';
 import type { ClusterPeers, WorkerPresence } from '../services/worker-presence.js';
@@ -131,6 +132,7 @@ export function adminFace(deps: AdminFaceDeps): FastifyPluginAsync[] {
       {
         failures: (query) => failureGroups(backend.listings, query),
         workers: () => roster.all(),
+        graphs: (limit, beforeId) => newestGraphs(backend.listings, limit, beforeId),
       },
       deps.keys,
     ),

@@ -10,7 +10,7 @@ import { eventually } from '../support/waits.js';
  * group, and its group's text as `error_contains` retries that group and no other;
  * `/admin/workers` lists a channel socket and a waiting long-poll with their node, task types,
  * credits and leases; `/admin/whoami` answers the key's scopes (all of them while the node
- * asks for none).
+ * asks for none); `/admin/dags` lists the newest graphs by their ids, paged.
  */
 
 interface Group {
@@ -203,6 +203,38 @@ describe.each(BACKENDS)('the console routes, %s', (backend) => {
       10_000,
       'the closed socket to leave the list',
     );
+  });
+
+  it('lists the newest graphs from their ids, however many tasks came after them', async () => {
+    const E = uniqueType('console.e');
+    const graph = async (): Promise<string> =>
+      (
+        await ok<{ dag_id: string }>('POST', '/api/dags', {
+          tasks: [
+            { ref: 'a', task_type: E, schedule: { type: 'delayed', delay_seconds: 3600 } },
+            { ref: 'b', task_type: E, depends_on: ['a'] },
+          ],
+        })
+      ).dag_id;
+    const first = await graph();
+    const second = await graph();
+    // More tasks than the old list looked at (the newest 200) come after them.
+    await ok('POST', '/api/tasks/batch', {
+      tasks: Array.from({ length: 250 }, () => ({ task_type: E, schedule: { type: 'delayed', delay_seconds: 3600 } })),
+    });
+    const page = await ok<{ dags: { dag_id: string; created_at: string }[]; next_before: string | null }>(
+      'GET',
+      '/admin/dags?limit=1',
+    );
+    expect(page.dags.map((d) => d.dag_id)).toEqual([second]);
+    expect(page.next_before).toBe(second);
+    const rest = await ok<{ dags: { dag_id: string }[]; next_before: string | null }>(
+      'GET',
+      `/admin/dags?limit=10&before=${second}`,
+    );
+    expect(rest.dags.map((d) => d.dag_id)).toEqual([first]);
+    expect(rest.next_before).toBeNull();
+    expect(Math.abs(Date.parse(page.dags[0]?.created_at ?? '') - Date.now())).toBeLessThan(60_000);
   });
 
   it("answers the key's scopes: every one while the node asks for no key, the key's own after", async () => {

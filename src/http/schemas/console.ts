@@ -1,6 +1,6 @@
 import Type from 'typebox';
 import { SCOPES } from '../../services/api-keys.js';
-import { StringEnum, Time, TimeInput, errors, needs } from './common.js';
+import { StringEnum, Time, TimeInput, Uuid, errors, needs } from './common.js';
 
 /**
  * Schemas of the routes the dashboard's operations console reads (src/http/console-routes.ts):
@@ -99,6 +99,30 @@ export const consoleRoutesSchemas = {
     response: {
       200: Type.Object({ ...NodeWorkers, unanswered: Type.Array(Type.String()) }, { additionalProperties: false }),
       ...errors(401, 403, 500),
+    },
+  },
+  graphs: {
+    tags: ['admin'],
+    ...needs('read', 'ops', 'admin'),
+    summary: 'The newest graphs (DAGs), newest first, from their ids',
+    querystring: Type.Object(
+      {
+        limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+        before: Type.Optional({ ...Uuid, description: 'Graphs older than this one (the last of the previous page).' }),
+      },
+      { additionalProperties: false },
+    ),
+    response: {
+      200: Type.Object(
+        {
+          dags: Type.Array(
+            Type.Object({ dag_id: Type.String({ format: 'uuid' }), created_at: Time }, { additionalProperties: false }),
+          ),
+          next_before: Type.Union([Type.String({ format: 'uuid' }), Type.Null()]),
+        },
+        { additionalProperties: false },
+      ),
+      ...errors(400, 401, 403, 500, 503),
     },
   },
 } as const;
