@@ -30,6 +30,7 @@ const PAGE = 50;
 function rank(t: Task, nowMs: number): number {
   if (t.status === 'running') return 0;
   if (t.status === 'failed' || t.status === 'expired') return 1;
+  if (t.status === 'ready') return 2;
   if (t.status === 'pending') return t.due_time !== null && Date.parse(t.due_time) <= nowMs ? 2 : 6;
   if (t.status === 'waiting' || t.status === 'blocked') return 3;
   if (t.status === 'active' || t.status === 'paused') return 5;

@@ -7,6 +7,7 @@
  * - the failed view groups the failed tasks by type and error with their counts, and a group's
  *   "Retry all" retries exactly that group;
  * - the workers view, asked of n1, lists an SDK worker connected to n2 with its node and task types;
+ * - a graph's edge that skips a column runs around the box between, not through it;
  * - a task that is not there is a problem on the page, not a node that stopped answering.
  * With WHEELHOUSE_SCREENSHOTS=1 it saves docs/dashboard/selection.png, failed.png, workers.png.
  */
@@ -100,9 +101,12 @@ afterAll(async () => {
 describe('the operations console', () => {
   it("cancels every task the list's filter matches from the selection bar, and shows the operation done", async () => {
     const type = `${T}.later`;
-    const due = new Date(Date.now() + 86_400_000).toISOString();
     const made = await api<{ tasks: { task_id: string }[] }>('POST', '/api/tasks/batch', {
-      tasks: Array.from({ length: 60 }, (_, i) => ({ task_type: type, payload: { i }, due_time: due })),
+      tasks: Array.from({ length: 60 }, (_, i) => ({
+        task_type: type,
+        payload: { i },
+        schedule: { type: 'delayed', delay_seconds: 86_400 },
+      })),
     });
     const ids = made.tasks.map((t) => t.task_id);
     await page.goto(`${base}/admin#/tasks?status=pending&task_type=${type}`);
@@ -192,6 +196,43 @@ describe('the operations console', () => {
     // Its lease shows once the task reaches it.
     await row.locator('td').nth(5).filter({ hasText: /^1$/ }).waitFor({ timeout: 15_000 });
     await shot('workers');
+  });
+
+  it('draws an edge that skips a column around the boxes between, not through them', async () => {
+    const type = `${T}.etl`;
+    const dag = await api<{ dag_id: string }>('POST', '/api/dags', {
+      tasks: [
+        { ref: 'extract', task_type: type, schedule: { type: 'delayed', delay_seconds: 3600 } },
+        { ref: 'clean', task_type: type, depends_on: ['extract'] },
+        { ref: 'load', task_type: type, depends_on: ['clean', 'extract'] },
+      ],
+    });
+    await page.goto(`${base}/admin#/dags/${dag.dag_id}`);
+    await page.locator('svg.dag .dag-node[data-ref=load]').waitFor();
+    // Every point of every edge is outside every box but the two it joins (an edge ends at
+    // its boxes' sides); extract → load crosses the column of clean, in clean's row.
+    // (Run in the page, as text: the tests are compiled without the DOM's types.)
+    const crossings = await page.evaluate<string[]>(`(() => {
+      const boxes = [...document.querySelectorAll('svg.dag .dag-node')].map((a) => {
+        const r = a.querySelector('rect');
+        return { ref: a.getAttribute('data-ref'), x: r.x.baseVal.value, y: r.y.baseVal.value,
+                 w: r.width.baseVal.value, h: r.height.baseVal.value };
+      });
+      const out = [];
+      for (const path of document.querySelectorAll('svg.dag path.edge')) {
+        const length = path.getTotalLength();
+        for (let at = 8; at < length - 8; at += 2) {
+          const p = path.getPointAtLength(at);
+          for (const b of boxes) {
+            if (p.x > b.x + 2 && p.x < b.x + b.w - 2 && p.y > b.y + 2 && p.y < b.y + b.h - 2)
+              out.push(b.ref + ' at ' + Math.round(p.x) + ',' + Math.round(p.y));
+          }
+        }
+      }
+      return out;
+    })()`);
+    expect(await page.locator('svg.dag path.edge').count()).toBe(3);
+    expect(crossings).toEqual([]);
   });
 
   it('shows a task that is not there as a problem, the node still live', async () => {

@@ -9,6 +9,7 @@ import type { FastifyInstance, RouteOptions } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminRoutes } from '../../src/http/admin-routes.js';
 import { clusterRoutes } from '../../src/http/cluster-routes.js';
+import { consoleRoutes } from '../../src/http/console-routes.js';
 import { ERROR_CATALOGUE, ERROR_CODES } from '../../src/lib/errors.js';
 import { serverWith } from './fake-api.js';
 
@@ -68,7 +69,16 @@ beforeAll(async () => {
           inspect: () => null,
           presence: () => ({ connected: 0, polling: 0, lastAskedMs: null }),
           listActors: () => [],
+          workers: () => ({ workers: [], more: 0 }),
         }),
+        consoleRoutes(
+          {
+            failures: async () => ({ groups: [], scanned: 0, groupCount: 0 }),
+            workers: async () => ({ workers: [], more: 0, unanswered: [] }),
+            graphs: async () => [],
+          },
+          { enabled: () => true },
+        ),
       ],
     },
   ));
