@@ -8,7 +8,8 @@
  *   "Retry all" retries exactly that group;
  * - the workers view, asked of n1, lists an SDK worker connected to n2 with its node and task types;
  * - a graph's edge that skips a column runs around the box between, not through it;
- * - a task that is not there is a problem on the page, not a node that stopped answering.
+ * - a task that is not there is a problem on the page, not a node that stopped answering;
+ * - the pages follow the system's dark scheme.
  * With WHEELHOUSE_SCREENSHOTS=1 it saves docs/dashboard/selection.png, failed.png, workers.png.
  */
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -240,6 +241,15 @@ describe('the operations console', () => {
     await page.locator('.problem', { hasText: 'not_found' }).waitFor();
     await page.waitForTimeout(1600); // a second poll meets the same answer
     expect(await page.locator('#live').getAttribute('class')).toBe('live ok');
+  });
+
+  it("follows the system's dark scheme", async () => {
+    const background = () => page.evaluate<string>(`getComputedStyle(document.documentElement).backgroundColor`);
+    await page.emulateMedia({ colorScheme: 'light' });
+    expect(await background()).toBe('rgb(247, 248, 250)');
+    await page.emulateMedia({ colorScheme: 'dark' });
+    expect(await background()).toBe('rgb(17, 20, 24)');
+    await page.emulateMedia({ colorScheme: 'light' });
   });
 
   it('logged no console error on any page', () => {
