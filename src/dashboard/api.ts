@@ -202,3 +202,75 @@ export interface LimitPage {
   limits: Limit[];
   next_token: string | null;
 }
+
+/** An operation on many tasks as `/api/operations` answers it (docs/api.md, Operations). */
+export interface Operation {
+  operation_id: string;
+  action: 'cancel' | 'retry' | 'delete';
+  filter: Record<string, string | number>;
+  state: 'running' | 'done' | 'cancelled' | 'failed';
+  matched: number;
+  done: number;
+  failed: number;
+  error: string | null;
+  started_at: string;
+  finished_at: string | null;
+}
+
+/** `GET /admin/whoami`: what the viewer's key may do. */
+export interface WhoAmI {
+  keys_enabled: boolean;
+  name: string | null;
+  scopes: string[];
+}
+
+export interface FailureGroup {
+  task_type: string;
+  error: string;
+  count: number;
+  newest_failure: string;
+  sample_task_id: string;
+}
+
+export interface Failures {
+  groups: FailureGroup[];
+  group_count: number;
+  scanned: number;
+  scan_limit: number;
+}
+
+export interface ConnectedWorker {
+  worker_id: string;
+  node_id: string;
+  transport: 'channel' | 'http';
+  task_types: string[];
+  credits: number | null;
+  leases: number | null;
+  connected_since: string;
+}
+
+export interface Workers {
+  workers: ConnectedWorker[];
+  more: number;
+  unanswered: string[];
+}
+
+let scopesOfKey: { key: string | null; answer: Promise<WhoAmI> } | null = null;
+
+/**
+ * What the viewer's key may do, asked once per key: the pages show only the buttons it opens
+ * (the node refuses the rest anyway). A node too old to answer is taken to open them all.
+ */
+export function whoAmI(): Promise<WhoAmI> {
+  const key = savedKey();
+  if (scopesOfKey === null || scopesOfKey.key !== key) {
+    const answer = api<WhoAmI>('/admin/whoami').catch((error: unknown) => {
+      if (error instanceof ApiError && error.code === 'route_not_found')
+        return { keys_enabled: false, name: null, scopes: ['submit', 'read', 'ops', 'admin'] };
+      scopesOfKey = null;
+      throw error;
+    });
+    scopesOfKey = { key, answer };
+  }
+  return scopesOfKey.answer;
+}

@@ -10,11 +10,13 @@ import { activityPage } from './pages-activity.js';
 import { actorPage, actorsPage } from './pages-actors.js';
 import { clusterPage } from './pages-cluster.js';
 import { dagPage, dagsPage } from './pages-dags.js';
+import { failuresPage } from './pages-failures.js';
 import { limitsPage } from './pages-limits.js';
 import { queuesPage } from './pages-queues.js';
 import { schedulesPage } from './pages-schedules.js';
 import { taskPage } from './pages-task.js';
 import { tasksPage } from './pages-tasks.js';
+import { workersPage } from './pages-workers.js';
 import type { Page, Route } from './page.js';
 
 const POLL_MS = 1500;
@@ -24,6 +26,8 @@ const NAV: { path: string; title: string }[] = [
   { path: 'activity', title: 'Activity' },
   { path: 'queues', title: 'Queues' },
   { path: 'tasks', title: 'Tasks' },
+  { path: 'failed', title: 'Failed' },
+  { path: 'workers', title: 'Workers' },
   { path: 'schedules', title: 'Schedules' },
   { path: 'limits', title: 'Limits' },
   { path: 'dags', title: 'DAGs' },
@@ -40,6 +44,10 @@ function pageFor(route: Route): Page {
       return queuesPage;
     case 'tasks':
       return rest[0] ? taskPage : tasksPage;
+    case 'failed':
+      return failuresPage;
+    case 'workers':
+      return workersPage;
     case 'schedules':
       return schedulesPage;
     case 'limits':
@@ -101,8 +109,15 @@ function show(): void {
         if (mine !== generation) return;
         problem.hidden = false;
         problem.textContent = error instanceof ApiError ? `${error.code}: ${error.message}` : String(error);
-        live.textContent = 'not answering';
-        live.className = 'live bad';
+        // The node answered, only not with what the page asked for (a task or graph that is not
+        // there, a key without the scope): it is still live. Only no answer, or a failing node, is not.
+        if (error instanceof ApiError && error.status >= 400 && error.status < 500) {
+          live.textContent = `live · ${new Date().toISOString().slice(11, 19)} UTC`;
+          live.className = 'live ok';
+        } else {
+          live.textContent = 'not answering';
+          live.className = 'live bad';
+        }
       }
     }
     if (mine === generation) timer = setTimeout(() => void tick(), POLL_MS);

@@ -75,6 +75,12 @@ export function badge(status: string): HTMLElement {
   return h('span', { class: `badge s-${status}` }, status);
 }
 
+/** A task's last error in a list: its first line, clipped, the whole of it in the tooltip. */
+export function errorCell(error: string | null | undefined): HTMLElement | string {
+  if (!error) return '—';
+  return h('span', { class: 'error-text clip', title: error }, error.split('\n', 1)[0] ?? '');
+}
+
 /** A link inside the dashboard. */
 export function link(hash: string, ...children: Child[]): HTMLAnchorElement {
   return h('a', { href: hash }, ...children);

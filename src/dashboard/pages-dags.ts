@@ -1,10 +1,10 @@
 /**
- * Graphs of dependent tasks: find one (by id, or among the graphs of the newest tasks), and
+ * Graphs of dependent tasks: find one (by id, or among the newest graphs), and
  * draw it as an SVG, left to right by depth (a task one column right of its deepest
  * predecessor), each task coloured by its status and linked to its page.
  */
-import { api, type Dag, type TaskPage } from './api.js';
-import { badge, h, heading, link, s, shortId, table } from './dom.js';
+import { api, type Dag } from './api.js';
+import { badge, errorCell, h, heading, link, s, shortId, table, when } from './dom.js';
 import { UUID, idFromHash, type Page } from './page.js';
 import { stat } from './pages-cluster.js';
 
@@ -26,25 +26,18 @@ export const dagsPage: Page = (el) => {
   const recent = h('section', {});
   el.append(heading('DAGs'), h('div', { class: 'toolbar' }, form), recent);
   return async () => {
-    // The graphs among the newest 200 tasks: one page of the list route, no scan.
-    const page = await api<TaskPage>('/api/tasks?limit=200');
-    const graphs = new Map<string, { dagId: string; tasks: number; newest: string }>();
-    for (const t of page.tasks) {
-      if (!t.dag_id) continue;
-      const g = graphs.get(t.dag_id) ?? { dagId: t.dag_id, tasks: 0, newest: t.created_at };
-      g.tasks++;
-      graphs.set(t.dag_id, g);
-    }
+    // The newest graphs from their own ids (`GET /admin/dags`: one index probe a graph), so a
+    // graph stays listed however many tasks were submitted after it.
+    const page = await api<{ dags: { dag_id: string; created_at: string }[] }>('/admin/dags?limit=50');
     recent.replaceChildren(
       h('h2', {}, 'Recent graphs'),
       table(
         [
-          { title: 'graph', cell: (g) => link(`#/dags/${g.dagId}`, shortId(g.dagId)) },
-          { title: 'created', cell: (g) => g.newest.replace('T', ' ').slice(0, 19) },
-          { title: 'tasks among the newest 200', num: true, cell: (g) => g.tasks },
+          { title: 'graph', cell: (g) => link(`#/dags/${g.dag_id}`, shortId(g.dag_id)) },
+          { title: 'submitted', cell: (g) => when(g.created_at) },
         ],
-        [...graphs.values()],
-        'No graphs among the newest 200 tasks. Open one by its id.',
+        page.dags,
+        'No graphs yet. Open one by its id.',
       ),
     );
   };
@@ -69,6 +62,29 @@ function depths(dag: Dag): Map<string, number> {
   return depth;
 }
 
+/**
+ * The path of an edge from the box at `a` to the box at `b`. Between neighbouring columns, one
+ * curve. Across more, a curve straight across would pass through the boxes of the columns in
+ * between: it goes down (or up) into the gap between rows next to its target's row, which no box
+ * crosses in any column, runs along it, and comes out at its target.
+ */
+function edgePath(a: { x: number; y: number }, b: { x: number; y: number }): string {
+  const x1 = a.x + NODE_W;
+  const y1 = a.y + NODE_H / 2;
+  const x2 = b.x;
+  const y2 = b.y + NODE_H / 2;
+  if (x2 - a.x <= COL_W) {
+    const mid = (x1 + x2) / 2;
+    return `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2 - 6},${y2}`;
+  }
+  const gap = (COL_W - NODE_W) / 2;
+  const lane = y1 <= y2 ? b.y - (ROW_H - NODE_H) / 2 : b.y + NODE_H + (ROW_H - NODE_H) / 2;
+  return (
+    `M${x1},${y1} C${x1 + gap},${y1} ${x1},${lane} ${x1 + gap},${lane} ` +
+    `L${x2 - gap},${lane} C${x2},${lane} ${x2 - gap},${y2} ${x2 - 6},${y2}`
+  );
+}
+
 function draw(dag: Dag): SVGSVGElement {
   const depth = depths(dag);
   const columns: string[][] = [];
@@ -83,16 +99,7 @@ function draw(dag: Dag): SVGSVGElement {
       .map((d) => {
         const a = at.get(d) as { x: number; y: number };
         const b = at.get(t.ref) as { x: number; y: number };
-        const x1 = a.x + NODE_W;
-        const y1 = a.y + NODE_H / 2;
-        const x2 = b.x;
-        const y2 = b.y + NODE_H / 2;
-        const mid = (x1 + x2) / 2;
-        return s('path', {
-          class: 'edge',
-          d: `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2 - 6},${y2}`,
-          'marker-end': 'url(#arrow)',
-        });
+        return s('path', { class: 'edge', d: edgePath(a, b), 'marker-end': 'url(#arrow)' });
       }),
   );
   const nodes = dag.tasks.map((t) => {
@@ -145,7 +152,7 @@ export const dagPage: Page = (el, route) => {
   const title = heading('Graph');
   const summary = title.querySelector('.actions') as HTMLElement;
   const picture = h('section', { class: 'dag-frame' });
-  const legend = h('section', {});
+  const legend = h('section', { class: 'table-wrap' });
   el.append(title, picture, legend);
   let drawn = '';
   return async () => {
@@ -177,7 +184,7 @@ export const dagPage: Page = (el, route) => {
           { title: 'status', cell: (t) => badge(t.status) },
           { title: 'depends on', cell: (t) => t.depends_on.join(', ') || '—' },
           { title: 'attempts', num: true, cell: (t) => t.attempts },
-          { title: 'last error', cell: (t) => t.last_error ?? '—' },
+          { title: 'last error', cell: (t) => errorCell(t.last_error) },
         ],
         dag.tasks,
         'This graph has no tasks.',

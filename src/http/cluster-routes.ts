@@ -7,6 +7,8 @@ import type { ActorInfo } from '../runtime/actor.js';
 import { ACTORS_PATH, CLUSTER_SECRET_HEADER, REFRESH_PATH, type BatchOrder } from '../runtime/cluster-wire.js';
 import type { TransportEnvelope } from '../runtime/router.js';
 import { PRESENCE_PATH, presenceJson, type WorkerPresence } from '../services/worker-presence.js';
+import { WORKERS_PATH, connectedWorkerJson, type ConnectedWorker } from '../services/worker-roster.js';
+import { nodeWorkersSchema } from './schemas/console.js';
 import { parseJsonBody } from './json-body.js';
 import { ActorBatchRequest, clusterRoutesSchemas as schemas } from './schemas/operations.js';
 
@@ -30,6 +32,8 @@ export interface ClusterRoutesOptions {
   listActors(filter: { kind?: string; limit: number; after?: { kind: string; key: string } }): ActorInfo[];
   /** This node's own workers of a task type. */
   presence(taskType: string): WorkerPresence;
+  /** This node's own connected workers (at most a bound) and how many more (the workers view); without, no route. */
+  workers?(): { workers: ConnectedWorker[]; more: number };
   /** Body limit of `POST /internal/actors`, bytes. @default 64 MiB */
   bodyLimitBytes?: number;
   /** Deepest nesting of a request body. @default 128 */
@@ -116,6 +120,14 @@ export function clusterRoutes(options: ClusterRoutesOptions): FastifyPluginAsync
     app.get(PRESENCE_PATH, { schema: schemas.presence, logLevel: 'warn' }, async (request) =>
       presenceJson(options.presence(request.query.task_type)),
     );
+
+    const workers = options.workers;
+    if (workers !== undefined) {
+      app.get(WORKERS_PATH, { schema: nodeWorkersSchema, logLevel: 'warn' }, async () => {
+        const own = workers();
+        return { workers: own.workers.map(connectedWorkerJson), more: own.more };
+      });
+    }
 
     app.get(`${ACTORS_PATH}/:kind/:key`, { schema: schemas.actor, logLevel: 'warn' }, async (request) => {
       const { kind, key } = request.params;

@@ -4,6 +4,13 @@ import { adminRoutes } from '../http/admin-routes.js';
 import { clusterRoutes } from '../http/cluster-routes.js';
 import { statsRoutes } from '../http/stats-routes.js';
 import { readActivity } from '../services/activity.js';
+import { consoleRoutes } from '../http/console-routes.js';
+import type { ApiKeysApi } from '../services/api-keys.js';
+import type { Dispatcher } from '../services/dispatcher.js';
+import type { WorkerChannel } from '../services/worker-channel.js';
+import { ClusterRoster, MAX_LISTED_WORKERS, type ConnectedWorker } from '../services/worker-roster.js';
+import { failureGroups } from '../store/sql/failures.js';
+import { newestGraphs } from '../store/sql/graphs.js';
 import type { Cluster } from '../runtime/cluster.js';
 import { getFromPeer, inspectRemote } from '../runtime/cluster-wire.js';
 import type { ClusterPeers, WorkerPresence } from '../services/worker-presence.js';
@@ -27,6 +34,34 @@ export interface AdminFaceDeps {
   presence(taskType: string): WorkerPresence;
   /** The actors of the live cluster (`actorBrowser`). */
   browser: ActorBrowser;
+  keys: Pick<ApiKeysApi, 'enabled'>;
+  /** This node's worker sockets and waiting long-polls, for the workers view. */
+  channel: Pick<WorkerChannel, 'openSessions'>;
+  dispatcher: Pick<Dispatcher, 'waitingPolls'>;
+}
+
+/** This node's connected workers: its channel sockets, then the long-polls waiting now, at most MAX_LISTED_WORKERS. */
+function localWorkers(deps: Pick<AdminFaceDeps, 'options' | 'channel' | 'dispatcher'>): {
+  workers: ConnectedWorker[];
+  more: number;
+} {
+  const nodeId = deps.options.nodeId;
+  const all: ConnectedWorker[] = [];
+  for (const s of deps.channel.openSessions) {
+    all.push({
+      workerId: s.workerId,
+      nodeId,
+      transport: 'channel',
+      taskTypes: [...s.taskTypes].sort(),
+      credits: s.credits,
+      leases: s.heldCount,
+      sinceMs: s.openedMs,
+    });
+  }
+  for (const p of deps.dispatcher.waitingPolls()) {
+    all.push({ ...p, nodeId, transport: 'http', taskTypes: p.taskTypes.sort(), credits: null, leases: null });
+  }
+  return { workers: all.slice(0, MAX_LISTED_WORKERS), more: Math.max(0, all.length - MAX_LISTED_WORKERS) };
 }
 
 /** The other live nodes as the ring has them, reached over `/internal` with the cluster secret. */
@@ -90,7 +125,19 @@ export function adminFace(deps: AdminFaceDeps): FastifyPluginAsync[] {
   const { options, backend, system, cluster } = deps;
   const { browser } = deps;
   const local = localActors(deps);
+  const roster = new ClusterRoster({
+    local: () => localWorkers(deps),
+    peers: clusterPeers(options, cluster, deps.placement),
+  });
   return [
+    consoleRoutes(
+      {
+        failures: (query) => failureGroups(backend.listings, query),
+        workers: () => roster.all(),
+        graphs: (limit, beforeId) => newestGraphs(backend.listings, limit, beforeId),
+      },
+      deps.keys,
+    ),
     adminRoutes({
       cluster: () =>
         clusterStatus({
@@ -124,6 +171,7 @@ export function adminFace(deps: AdminFaceDeps): FastifyPluginAsync[] {
             inspect: (kind, key) => system.inspect(kind, key),
             listActors: (filter) => local.list(filter),
             presence: (taskType) => deps.presence(taskType),
+            workers: () => localWorkers(deps),
             // A message wraps what the API accepted in a few levels of envelope.
             maxJsonDepth: options.maxJsonDepth + 16,
           }),

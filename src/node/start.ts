@@ -265,6 +265,9 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     url: () => url,
     presence,
     browser,
+    keys: services.keys,
+    channel,
+    dispatcher,
   });
   const server = buildServer({
     services,

@@ -36,6 +36,9 @@ export interface DispatcherDeps {
 
 interface Waiter {
   readonly taskTypes: ReadonlySet<string>;
+  /** The worker whose poll waits, and since when (Unix ms): the workers view lists them. */
+  readonly workerId: string;
+  readonly sinceMs: number;
   wake(): void;
 }
 
@@ -120,6 +123,11 @@ export class Dispatcher {
     return { polling, lastAskedMs: this.asked.get(taskType) ?? null };
   }
 
+  /** The long-polls waiting here now: their worker, task types and since when (the workers view). */
+  waitingPolls(): { workerId: string; taskTypes: string[]; sinceMs: number }[] {
+    return [...this.waiters].map((w) => ({ workerId: w.workerId, taskTypes: [...w.taskTypes], sinceMs: w.sinceMs }));
+  }
+
   private noteAsked(taskTypes: readonly string[], nowMs: number): void {
     for (const type of taskTypes) {
       this.asked.delete(type);
@@ -134,7 +142,8 @@ export class Dispatcher {
 
   async poll(request: PollRequest, signal?: AbortSignal): Promise<Assignment[]> {
     const { clock } = this.deps;
-    const deadline = clock.now() + Math.min(request.waitMs, this.deps.pollMaxWaitMs);
+    const startedMs = clock.now();
+    const deadline = startedMs + Math.min(request.waitMs, this.deps.pollMaxWaitMs);
     const types = new Set(request.taskTypes);
     for (;;) {
       // A poll whose worker went away claims nothing more: what it claimed would wait out a
@@ -146,7 +155,7 @@ export class Dispatcher {
       const remaining = deadline - clock.now();
       if (remaining <= 0 || signal?.aborted) return [];
       if (seq !== this.pushSeq) continue; // something was pushed while we looked
-      await this.waitForPush(types, Math.min(remaining, RECHECK_MS), signal);
+      await this.waitForPush(types, Math.min(remaining, RECHECK_MS), signal, request.workerId, startedMs);
     }
   }
 
@@ -323,7 +332,13 @@ export class Dispatcher {
       .catch(() => undefined);
   }
 
-  private waitForPush(taskTypes: ReadonlySet<string>, waitMs: number, signal?: AbortSignal): Promise<void> {
+  private waitForPush(
+    taskTypes: ReadonlySet<string>,
+    waitMs: number,
+    signal: AbortSignal | undefined,
+    workerId: string,
+    sinceMs: number,
+  ): Promise<void> {
     return new Promise((resolve) => {
       const finish = (): void => {
         this.waiters.delete(waiter);
@@ -331,7 +346,7 @@ export class Dispatcher {
         signal?.removeEventListener('abort', finish);
         resolve();
       };
-      const waiter: Waiter = { taskTypes, wake: finish };
+      const waiter: Waiter = { taskTypes, workerId, sinceMs, wake: finish };
       const cancelTimer = this.deps.clock.setTimer(waitMs, finish);
       signal?.addEventListener('abort', finish, { once: true });
       this.waiters.add(waiter);

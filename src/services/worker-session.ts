@@ -96,6 +96,8 @@ export class WorkerSession {
   readonly taskTypes: ReadonlySet<string>;
   /** Its task types, sorted, as one string: sessions with the same key are claimed for together. */
   readonly taskTypesKey: string;
+  /** When its worker said hello, Unix ms (the dashboard's workers view). */
+  readonly openedMs: number;
   private readonly held: HeldLeases;
   /**
    * `results` frames being recorded: their leases are released already (no heartbeat for a
@@ -114,6 +116,7 @@ export class WorkerSession {
   ) {
     this.taskTypes = new Set(taskTypes);
     this.taskTypesKey = [...this.taskTypes].sort().join('\n');
+    this.openedMs = deps.clock.now();
     this.held = new HeldLeases({
       workers: deps.workers,
       clock: deps.clock,

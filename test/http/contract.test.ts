@@ -11,6 +11,7 @@ import { adminRoutes } from '../../src/http/admin-routes.js';
 import { statsRoutes } from '../../src/http/stats-routes.js';
 import { emptyCounts } from '../../src/domain/task-stats.js';
 import { clusterRoutes } from '../../src/http/cluster-routes.js';
+import { consoleRoutes } from '../../src/http/console-routes.js';
 import { ERROR_CATALOGUE, ERROR_CODES } from '../../src/lib/errors.js';
 import { serverWith } from './fake-api.js';
 
@@ -83,7 +84,16 @@ beforeAll(async () => {
           inspect: () => null,
           presence: () => ({ connected: 0, polling: 0, lastAskedMs: null }),
           listActors: () => [],
+          workers: () => ({ workers: [], more: 0 }),
         }),
+        consoleRoutes(
+          {
+            failures: async () => ({ groups: [], scanned: 0, groupCount: 0 }),
+            workers: async () => ({ workers: [], more: 0, unanswered: [] }),
+            graphs: async () => [],
+          },
+          { enabled: () => true },
+        ),
       ],
     },
   ));

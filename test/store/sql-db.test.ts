@@ -38,6 +38,7 @@ const ALL_MIGRATIONS = [
   '000018_waiting.sql',
   '000019_cluster_store_gap.sql',
   '000020_task_stats.sql',
+  '000021_failed_idx.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
