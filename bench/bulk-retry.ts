@@ -116,7 +116,7 @@ async function runOnce(backend: 'postgres' | 'embedded', count: number): Promise
   const starts = new Map<string, number>();
   let probeWorker: Worker | null = null;
   try {
-    node = await startBenchNode(runNames(), [], dataDir);
+    node = await startBenchNode(runNames(), nodeFlags, dataDir);
     probeWorker = createWorker({
       url: node.url,
       transport: 'channel',
@@ -188,7 +188,11 @@ async function runOnce(backend: 'postgres' | 'embedded', count: number): Promise
   }
 }
 
-const { values } = parseArgs({ options: { tasks: { type: 'string', default: '100000' }, only: { type: 'string' } } });
+const { values } = parseArgs({
+  options: { tasks: { type: 'string', default: '100000' }, only: { type: 'string' }, 'page-tasks': { type: 'string' } },
+});
+/** The nodes' `operationPageTasks`, when given (for figures of one page size against another). */
+const nodeFlags = values['page-tasks'] === undefined ? [] : ['--operation-page-tasks', values['page-tasks']];
 const count = Number(values.tasks);
 const hard = setTimeout(() => {
   process.stderr.write('hard limit of 40 minutes reached\n');
