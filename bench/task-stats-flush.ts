@@ -17,7 +17,8 @@ import type { Transition } from '../src/domain/model.js';
 import { TypedEvents } from '../src/lib/events.js';
 import { systemClock } from '../src/runtime/clock.js';
 import { TaskStatsRollup } from '../src/services/task-stats.js';
-import { openPglite, openPostgres, type Db } from '../src/store/db.js';
+import { openPostgres, type Db } from '../src/store/db.js';
+import { openPglite } from '../src/store/db-pglite.js';
 import { migrate } from '../src/store/migrate.js';
 import { SqlTaskStatsStore } from '../src/store/task-stats-store.js';
 

@@ -12,6 +12,8 @@ import {
   type BatchOrder,
   type PeerAnswer,
 } from './cluster-wire.js';
+import { cutBatches } from './batch-cuts.js';
+import type { HttpTransportOptions, HttpTransportStats } from './http-transport-types.js';
 import { PeerPools, type Destination } from './peer-pools.js';
 import type { Transport } from './placement.js';
 import type { TransportEnvelope } from './router.js';
@@ -23,42 +25,7 @@ import type { TransportEnvelope } from './router.js';
  * `cluster-wire.ts`, which both sides share.
  */
 
-/** How an `HttpTransport` is built. */
-export interface HttpTransportOptions {
-  /** This node's id; sent as the batch's `from`. */
-  nodeId: string;
-  /** Sent as `x-wheelhouse-cluster-secret`; null sends none (peers then accept loopback only). */
-  secret: string | null;
-  /** Base URL of a node (`http://10.0.0.7:7071`) as membership knows it; undefined if it is not live. */
-  addressOf(nodeId: string): string | undefined;
-  /** The ring's owner of `(kind, key)` now; asked again before every retry. */
-  ownerOf(kind: string, key: string): string;
-  /** Delivers to this node's own actors, when a retry finds the ring now names this node. */
-  deliverLocal(envelope: TransportEnvelope): Promise<unknown>;
-  /** Backoff timers, request timeouts and deadlines run on it. @default systemClock */
-  clock?: Clock;
-  /** Upper bound of one HTTP request, ms; the batch's latest deadline bounds it too. @default 10000 */
-  requestTimeoutMs?: number;
-  /** Most envelopes in one request. @default 1000 */
-  maxBatch?: number;
-  /**
-   * Most bytes of envelopes in one request, so a batch stays under the receiver's body limit
-   * (64 MiB by default); a single larger envelope still goes, alone. @default 16 MiB
-   */
-  maxBatchBytes?: number;
-}
-
-/** Counters since the transport was built, for metrics. */
-export interface HttpTransportStats {
-  /** HTTP requests sent (batches). */
-  requests: number;
-  /** Envelopes sent, counting each attempt. */
-  envelopes: number;
-  /** Envelopes routed again after a failed attempt. */
-  retries: number;
-  /** Envelopes whose promise was rejected. */
-  failed: number;
-}
+export type { HttpTransportOptions, HttpTransportStats } from './http-transport-types.js';
 
 const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 const DEFAULT_MAX_BATCH = 1_000;
@@ -229,24 +196,12 @@ export class HttpTransport implements Transport {
         for (const item of items) this.retry(item, error);
         continue;
       }
-      // Batches of at most `maxBatch` envelopes and `maxBatchBytes` (one larger envelope goes
-      // alone). An envelope whose deadline lies beyond a request's bound goes in a request of
-      // its own kind (see `post`); the cuts keep the order in which they were sent.
-      let start = 0;
-      let bytes = 0;
-      let startLong = false;
-      for (let i = 0; i < items.length; i++) {
-        const size = Buffer.byteLength(parts[i] as string);
-        const long = this.outlastsRequest(items[i] as Outgoing, now);
-        if (i > start && (i - start === this.maxBatch || bytes + size > this.maxBatchBytes || long !== startLong)) {
-          void this.post(nodeId, destination, items.slice(start, i), parts.slice(start, i), startLong);
-          start = i;
-          bytes = 0;
-        }
-        if (i === start) startLong = long;
-        bytes += size;
+      const sizes = parts.map((part) => Buffer.byteLength(part));
+      const long = items.map((item) => this.outlastsRequest(item, now));
+      for (const cut of cutBatches(sizes, long, this.maxBatch, this.maxBatchBytes)) {
+        const slice = items.slice(cut.start, cut.end);
+        void this.post(nodeId, destination, slice, parts.slice(cut.start, cut.end), cut.long);
       }
-      void this.post(nodeId, destination, items.slice(start), parts.slice(start), startLong);
     }
   }
 

@@ -1,7 +1,8 @@
 import type { BackendKind, CompiledOptions } from '../lib/config.js';
 import type { SnapshotStore } from '../runtime/snapshots.js';
 import { ConnectionHealth } from './connection-health.js';
-import { openPglite, openPostgres, type Db } from './db.js';
+import { openPostgres, type Db } from './db.js';
+import { openPglite } from './db-pglite.js';
 import { CoalescingReadyQueue } from './coalescing-ready-queue.js';
 import { PartitionMarks } from './fences.js';
 import { PriorityLane } from './priority-lane.js';

@@ -1,6 +1,4 @@
-import { mkdirSync } from 'node:fs';
 import pg from 'pg';
-import { PGlite } from '@electric-sql/pglite';
 import { WheelhouseError } from '../lib/errors.js';
 import { isConnectionLoss, isUnavailableError, toStoreError } from './db-errors.js';
 import type { ConnectionHealth } from './connection-health.js';
@@ -15,8 +13,8 @@ import {
 } from './multi-host.js';
 
 /**
- * A small database abstraction with two real drivers: `pg` against a Postgres server and
- * PGlite (Postgres compiled to WASM, embedded). Both are Postgres, so the stores run the
+ * A small database abstraction with two real drivers: `pg` against a Postgres server (here) and
+ * PGlite (Postgres compiled to WASM, embedded; src/store/db-pglite.ts). Both are Postgres, so the stores run the
  * same SQL on either. Rows come back with the same JavaScript types from both:
  * `int2`/`int4`/`float8` → number, `int8` → number (string only past 2⁵³), `jsonb` →
  * parsed JSON, `uuid`/`text` → string. Stores select times as Unix-ms numbers in SQL
@@ -104,13 +102,6 @@ export interface PostgresDbOptions {
   health?: ConnectionHealth;
 }
 
-/** Options of {@link openPglite}. */
-export interface PgliteDbOptions {
-  /** Directory holding the database files; null keeps the database in memory. */
-  dataDir: string | null;
-  schema: string;
-}
-
 const SCHEMA_RE = /^[a-z_][a-z0-9_]{0,62}$/;
 
 /** See `PostgresDbOptions.queryTimeoutMs`. */
@@ -118,20 +109,20 @@ export const QUERY_TIMEOUT_MS = 60_000;
 /** The bound of a script (`exec`: migrations), ms. */
 const SCRIPT_TIMEOUT_MS = 24 * 3_600_000;
 
-function checkSchema(schema: string): void {
+export function checkSchema(schema: string): void {
   // The schema goes into a connection option and into DDL, so only plain names are allowed.
   if (!SCHEMA_RE.test(schema)) {
     throw new WheelhouseError('internal', `schema name "${schema}" must match ${SCHEMA_RE}`);
   }
 }
 
-const INT8_OID = 20;
+export const INT8_OID = 20;
 
 /**
  * int8 as a number while it is exactly representable; the text otherwise (pg's default;
  * PGlite's would be a BigInt).
  */
-function parseInt8(text: string): number | string {
+export function parseInt8(text: string): number | string {
   const n = Number(text);
   return Number.isSafeInteger(n) ? n : text;
 }
@@ -345,89 +336,5 @@ class PostgresDb implements Db {
 
   async close(): Promise<void> {
     await this.pool.end();
-  }
-}
-
-/**
- * Opens PGlite, in memory or persisted under `dataDir`, and sets its `search_path`.
- * One PGlite is one connection: statements run one at a time, and a transaction holds the
- * database until it ends. Only one process may open a data directory.
- */
-export async function openPglite(options: PgliteDbOptions): Promise<Db> {
-  checkSchema(options.schema);
-  let lite: PGlite;
-  try {
-    // `memory://` (PGlite's in-memory scheme) is no directory: made, it was an empty `memory:`
-    // in the working directory.
-    if (options.dataDir !== null && !options.dataDir.includes('://')) mkdirSync(options.dataDir, { recursive: true });
-    const parsers = { [INT8_OID]: parseInt8 };
-    lite = await PGlite.create(options.dataDir === null ? { parsers } : { dataDir: options.dataDir, parsers });
-    // The schema need not exist yet: search_path names that do not exist are skipped until
-    // they do (the migration creates it).
-    await lite.exec(`SET search_path TO ${options.schema}`);
-  } catch (error) {
-    throw toStoreError(error, true);
-  }
-  return new PgliteDb(lite, options.schema);
-}
-
-interface PgliteQueryable {
-  query<R>(text: string, params?: unknown[]): Promise<{ rows: R[]; affectedRows?: number }>;
-  exec(script: string): Promise<unknown>;
-}
-
-async function liteQuery<R>(
-  on: PgliteQueryable,
-  text: string,
-  params: readonly unknown[] | undefined,
-): Promise<DbResult<R>> {
-  try {
-    const result = await on.query<R>(text, params === undefined ? undefined : [...params]);
-    return { rows: result.rows, rowCount: result.affectedRows || result.rows.length };
-  } catch (error) {
-    throw toStoreError(error);
-  }
-}
-
-async function liteExec(on: PgliteQueryable, script: string): Promise<void> {
-  try {
-    await on.exec(script);
-  } catch (error) {
-    throw toStoreError(error);
-  }
-}
-
-class PgliteDb implements Db {
-  readonly driver = 'pglite' as const;
-
-  constructor(
-    private readonly lite: PGlite,
-    readonly schema: string,
-  ) {}
-
-  query<R = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<DbResult<R>> {
-    return liteQuery<R>(this.lite, text, params);
-  }
-
-  exec(script: string): Promise<void> {
-    return liteExec(this.lite, script);
-  }
-
-  async transaction<T>(fn: (tx: DbTx) => Promise<T>): Promise<T> {
-    try {
-      return await this.lite.transaction(async (liteTx) => {
-        const tx: DbTx = {
-          query: <R>(text: string, params?: readonly unknown[]) => liteQuery<R>(liteTx, text, params),
-          exec: (script: string) => liteExec(liteTx, script),
-        };
-        return fn(tx);
-      });
-    } catch (error) {
-      throw toStoreError(error);
-    }
-  }
-
-  async close(): Promise<void> {
-    if (!this.lite.closed) await this.lite.close();
   }
 }

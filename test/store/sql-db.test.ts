@@ -12,7 +12,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isWheelhouseError } from '../../src/lib/errors.js';
 import { isRetryableConflict } from '../../src/store/db-errors.js';
-import { openPglite, openPostgres, type Db } from '../../src/store/db.js';
+import { openPostgres, type Db } from '../../src/store/db.js';
+import { openPglite } from '../../src/store/db-pglite.js';
 import { findMigrationsDir, loadMigrations, migrate, SchemaTooNewError } from '../../src/store/migrate.js';
 import { TEST_POSTGRES_URL, sqlBackends, type TestDb } from '../support/postgres.js';
 

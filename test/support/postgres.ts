@@ -5,7 +5,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
-import { openPglite, openPostgres, type Db } from '../../src/store/db.js';
+import { openPostgres, type Db } from '../../src/store/db.js';
+import { openPglite } from '../../src/store/db-pglite.js';
 import { migrate } from '../../src/store/migrate.js';
 import { freshPgliteDir } from './pglite-dirs.js';
 

@@ -1,0 +1,100 @@
+import { mkdirSync } from 'node:fs';
+import { PGlite } from '@electric-sql/pglite';
+import { toStoreError } from './db-errors.js';
+import { checkSchema, INT8_OID, parseInt8, type Db, type DbResult, type DbTx } from './db.js';
+
+/**
+ * The embedded driver of the Db abstraction (src/store/db.ts): PGlite, Postgres compiled to
+ * WebAssembly, in this process.
+ */
+
+/** Options of {@link openPglite}. */
+export interface PgliteDbOptions {
+  /** Directory holding the database files; null keeps the database in memory. */
+  dataDir: string | null;
+  schema: string;
+}
+
+/**
+ * Opens PGlite, in memory or persisted under `dataDir`, and sets its `search_path`.
+ * One PGlite is one connection: statements run one at a time, and a transaction holds the
+ * database until it ends. Only one process may open a data directory.
+ */
+export async function openPglite(options: PgliteDbOptions): Promise<Db> {
+  checkSchema(options.schema);
+  let lite: PGlite;
+  try {
+    // `memory://` (PGlite's in-memory scheme) is no directory: made, it was an empty `memory:`
+    // in the working directory.
+    if (options.dataDir !== null && !options.dataDir.includes('://')) mkdirSync(options.dataDir, { recursive: true });
+    const parsers = { [INT8_OID]: parseInt8 };
+    lite = await PGlite.create(options.dataDir === null ? { parsers } : { dataDir: options.dataDir, parsers });
+    // The schema need not exist yet: search_path names that do not exist are skipped until
+    // they do (the migration creates it).
+    await lite.exec(`SET search_path TO ${options.schema}`);
+  } catch (error) {
+    throw toStoreError(error, true);
+  }
+  return new PgliteDb(lite, options.schema);
+}
+
+interface PgliteQueryable {
+  query<R>(text: string, params?: unknown[]): Promise<{ rows: R[]; affectedRows?: number }>;
+  exec(script: string): Promise<unknown>;
+}
+
+async function liteQuery<R>(
+  on: PgliteQueryable,
+  text: string,
+  params: readonly unknown[] | undefined,
+): Promise<DbResult<R>> {
+  try {
+    const result = await on.query<R>(text, params === undefined ? undefined : [...params]);
+    return { rows: result.rows, rowCount: result.affectedRows || result.rows.length };
+  } catch (error) {
+    throw toStoreError(error);
+  }
+}
+
+async function liteExec(on: PgliteQueryable, script: string): Promise<void> {
+  try {
+    await on.exec(script);
+  } catch (error) {
+    throw toStoreError(error);
+  }
+}
+
+class PgliteDb implements Db {
+  readonly driver = 'pglite' as const;
+
+  constructor(
+    private readonly lite: PGlite,
+    readonly schema: string,
+  ) {}
+
+  query<R = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<DbResult<R>> {
+    return liteQuery<R>(this.lite, text, params);
+  }
+
+  exec(script: string): Promise<void> {
+    return liteExec(this.lite, script);
+  }
+
+  async transaction<T>(fn: (tx: DbTx) => Promise<T>): Promise<T> {
+    try {
+      return await this.lite.transaction(async (liteTx) => {
+        const tx: DbTx = {
+          query: <R>(text: string, params?: readonly unknown[]) => liteQuery<R>(liteTx, text, params),
+          exec: (script: string) => liteExec(liteTx, script),
+        };
+        return fn(tx);
+      });
+    } catch (error) {
+      throw toStoreError(error);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (!this.lite.closed) await this.lite.close();
+  }
+}
