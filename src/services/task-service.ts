@@ -202,9 +202,10 @@ export class TaskService implements TasksApi, ChildrenApi {
           details: { task_id: taskId, status: result.task.status },
         });
       case 'cancelled':
-        // A parent takes its unfinished children (and theirs) with it.
+        // A parent takes its unfinished children (and theirs) with it; a task that never ran
+        // spawned none, and costs no statement.
         this.deps.cancels.handOn([result.task]);
-        await this.deps.cancels.parentsCancelled([taskId]);
+        if (result.task.attempts > 0) await this.deps.cancels.parentsCancelled([taskId]);
         return { cancelledInstances: 1 };
       case 'cancel_requested':
         // Its children go when its attempt ends cancelled (WorkerService).

@@ -164,13 +164,7 @@ export function openPostgres(options: PostgresDbOptions): Db {
   // next statement to tell (`health`): an idle connection also closes when the server ends
   // idle sessions, which loses nothing.
   pool.on('error', (error) => options.onIdleError?.(error));
-  return new PostgresDb(
-    pool,
-    options.schema,
-    options.health,
-    rotation?.list.hosts.length ?? 1,
-    options.queryTimeoutMs ?? QUERY_TIMEOUT_MS,
-  );
+  return new PostgresDb(pool, options.schema, options.health, rotation?.list.hosts.length ?? 1);
 }
 
 type PgQueryable = pg.Pool | pg.PoolClient;
@@ -217,17 +211,12 @@ function pgQuery<R>(
   params: readonly unknown[] | undefined,
   name: string | undefined,
   health: ConnectionHealth | undefined,
-  timeoutMs: number,
   servers = 1,
 ): Promise<DbResult<R>> {
   return reaching(
     health,
     async () => {
-      const config: pg.QueryConfig & { query_timeout: number } = {
-        text,
-        values: params as unknown[] | undefined,
-        query_timeout: timeoutMs,
-      };
+      const config: pg.QueryConfig = { text, values: params as unknown[] | undefined };
       if (name !== undefined) config.name = name;
       if (tracing && on instanceof pg.Pool) return tracedQuery<R>(on, config);
       const result = await on.query(config);
@@ -284,12 +273,10 @@ class PostgresDb implements Db {
     private readonly health: ConnectionHealth | undefined,
     /** How many servers the connection string names: how often opening a connection is tried. */
     private readonly servers: number,
-    /** `PostgresDbOptions.queryTimeoutMs`. */
-    private readonly timeoutMs: number,
   ) {}
 
   query<R = Record<string, unknown>>(text: string, params?: readonly unknown[], name?: string): Promise<DbResult<R>> {
-    return pgQuery<R>(this.pool, text, params, name, this.health, this.timeoutMs, this.servers);
+    return pgQuery<R>(this.pool, text, params, name, this.health, this.servers);
   }
 
   exec(script: string): Promise<void> {
@@ -301,7 +288,7 @@ class PostgresDb implements Db {
     const client = await reaching(health, () => this.pool.connect(), this.servers);
     const tx: DbTx = {
       query: <R>(text: string, params?: readonly unknown[], name?: string) =>
-        pgQuery<R>(client, text, params, name, health, this.timeoutMs),
+        pgQuery<R>(client, text, params, name, health),
       exec: (script: string) => pgExec(client, script, health),
     };
     // A connection that dies while checked out emits 'error' on the client (besides failing
@@ -313,16 +300,16 @@ class PostgresDb implements Db {
     };
     client.on('error', onError);
     try {
-      await pgQuery(client, 'BEGIN', undefined, undefined, health, this.timeoutMs);
+      await pgQuery(client, 'BEGIN', undefined, undefined, health);
       const value = await fn(tx);
-      await pgQuery(client, 'COMMIT', undefined, undefined, health, this.timeoutMs);
+      await pgQuery(client, 'COMMIT', undefined, undefined, health);
       return value;
     } catch (error) {
       // A server that refused a write as read-only was demoted (or is being promoted): this
       // connection must not serve another transaction; the next one looks for the primary.
       if (isReadOnlyRefusal(error)) broken ??= error as Error;
       try {
-        await client.query({ text: 'ROLLBACK', query_timeout: this.timeoutMs } as pg.QueryConfig);
+        await client.query('ROLLBACK');
       } catch (rollbackError) {
         // The connection is gone (the transaction with it): do not return it to the pool.
         broken ??= rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
