@@ -237,12 +237,47 @@ export function toStoreError(error: unknown, operation: string): WheelhouseError
   return new WheelhouseError('internal', `Redis failed (${operation}): ${message}`, { cause: error });
 }
 
-/** Runs one store operation, mapping whatever Redis throws with {@link toStoreError}. */
-export async function redisOperation<T>(operation: string, run: () => Promise<T>): Promise<T> {
+/**
+ * How long one store operation may take before it counts as unavailable, ms. Each command has
+ * its own timeout (`commandTimeoutMs`), but ioredis starts it only when the command is written
+ * to a connection: on Redis Cluster a command held back while the client finds the slot's node
+ * again (a network cut, a failover) can wait with no timeout at all (ioredis #1604). A nemesis
+ * run saw two limit keys stop for good after their node was cut from Redis for 7 s: the push
+ * of their admitted tasks never settled, and a key pushes one batch at a time.
+ */
+export const REDIS_OPERATION_DEADLINE_MS = 15_000;
+
+/**
+ * Runs one store operation, mapping whatever Redis throws with {@link toStoreError}, and
+ * failing it as unavailable once `deadlineMs` has passed without an answer (the commands may
+ * still land later: like a command's own timeout, the caller cannot know whether it did).
+ */
+export async function redisOperation<T>(
+  operation: string,
+  run: () => Promise<T>,
+  deadlineMs = REDIS_OPERATION_DEADLINE_MS,
+): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      reject(
+        new WheelhouseError(
+          'store_unavailable',
+          `Redis is unavailable (${operation}): no answer within ${deadlineMs} ms`,
+          {
+            retryAfterSeconds: 1,
+          },
+        ),
+      );
+    }, deadlineMs);
+    timer.unref();
+  });
   try {
-    return await run();
+    return await Promise.race([run(), deadline]);
   } catch (error) {
     throw toStoreError(error, operation);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

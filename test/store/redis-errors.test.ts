@@ -5,7 +5,7 @@
  * anything else Redis refuses is a bug (`internal`).
  */
 import { describe, expect, it } from 'vitest';
-import { isRedisUnavailable, toStoreError } from '../../src/store/redis.js';
+import { isRedisUnavailable, redisOperation, toStoreError } from '../../src/store/redis.js';
 
 /** An error reply as ioredis raises it (a `ReplyError`). */
 const reply = (message: string, extra: Record<string, unknown> = {}): Error =>
@@ -46,5 +46,22 @@ describe('Redis errors', () => {
       expect(toStoreError(reply(message), 'x').code).toBe('internal');
     }
     expect(isRedisUnavailable(new Error('Connection is closed.'))).toBe(true);
+  });
+
+  it('an operation that never answers fails as store_unavailable at its deadline', async () => {
+    // ioredis #1604: on Redis Cluster a command held back while the client looks for the
+    // slot's node has no timeout; without the deadline this promise would never settle.
+    const never = new Promise<string>(() => undefined);
+    await expect(redisOperation('ready.push', () => never, 50)).rejects.toMatchObject({
+      code: 'store_unavailable',
+      retryAfterSeconds: 1,
+      message: expect.stringContaining('ready.push') as unknown,
+    });
+    // An answer after the deadline changes nothing (and is not an unhandled rejection).
+    let fail: (e: Error) => void = () => undefined;
+    const late = new Promise<string>((_, reject) => (fail = reject));
+    await expect(redisOperation('ready.take', () => late, 20)).rejects.toMatchObject({ code: 'store_unavailable' });
+    fail(new Error('connection closed'));
+    await expect(redisOperation('ready.ack', () => Promise.resolve('ok'), 20)).resolves.toBe('ok');
   });
 });
