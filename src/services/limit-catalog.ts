@@ -38,6 +38,8 @@ export class LimitCatalog {
   private version: string | null = null;
   private checkedMs = Number.NEGATIVE_INFINITY;
   private resolved = new Map<string, ResolvedLimit | null>();
+  /** {@link typeKeys}' answers, by task type; emptied with `resolved`. */
+  private byType = new Map<string, readonly string[]>();
   private reading: Promise<boolean> | null = null;
   private rereading: Promise<boolean> | null = null;
   private readonly listeners = new Set<() => void>();
@@ -108,9 +110,10 @@ export class LimitCatalog {
    */
   gatedKeys(taskType: string, limits: readonly string[] | null | undefined): readonly string[] {
     if (this.declared.size === 0) return NONE;
-    let gated: string[] | null = null;
-    const type = typeLimit(taskType);
-    if (this.isGated(type)) gated = [type];
+    const typeKeys = this.typeKeys(taskType);
+    // The usual limited task: its named limits (sorted, no repeats) all gated, its type not.
+    if (limits && typeKeys.length === 0 && limits.every((key) => this.isGated(key))) return limits;
+    let gated: string[] | null = typeKeys.length === 0 ? null : [...typeKeys];
     if (limits)
       for (const key of limits)
         if (this.isGated(key)) {
@@ -120,6 +123,18 @@ export class LimitCatalog {
     if (gated === null) return NONE;
     if (gated.length > 1) gated.sort();
     return gated;
+  }
+
+  /** `[type:<taskType>]` when that key is gated, else none; one answer per type until the declarations change. */
+  private typeKeys(taskType: string): readonly string[] {
+    let keys = this.byType.get(taskType);
+    if (keys === undefined) {
+      const type = typeLimit(taskType);
+      keys = this.isGated(type) ? Object.freeze([type]) : NONE;
+      if (this.byType.size >= MAX_RESOLVED) this.byType.clear();
+      this.byType.set(taskType, keys);
+    }
+    return keys;
   }
 
   /** Whether a task may name `name` on submit: declared exactly, or covered by a declared family. */
@@ -154,6 +169,7 @@ export class LimitCatalog {
     this.version = version;
     this.declared = new Map(declarations.map((d) => [d.name, d]));
     this.resolved = new Map();
+    this.byType = new Map();
     for (const listener of this.listeners) listener();
     return true;
   }
