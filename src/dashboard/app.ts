@@ -4,7 +4,7 @@
  * POLL_MS while the page is shown and the tab visible, one at a time, so what it shows is live
  * without reloading. Nothing here holds data between pages but the API key.
  */
-import { ApiError, api, forgetKey, saveKey, savedKey, whenUnauthorized } from './api.js';
+import { ApiError, api, forgetKey, saveKey, savedKey, whenUnauthorized, whoAmI } from './api.js';
 import { h } from './dom.js';
 import { activityPage } from './pages-activity.js';
 import { actorPage, actorsPage } from './pages-actors.js';
@@ -85,13 +85,29 @@ function show(): void {
   const mine = generation;
   if (timer !== null) clearTimeout(timer);
   if (savedKey() === null) {
-    login();
+    // A node that asks for no key (`wheelhouse dev`) opens every page without one: ask it
+    // before showing a sign-in form it would not need.
+    whoAmI().then(
+      (who) => {
+        if (mine !== generation) return;
+        if (who.keys_enabled) login();
+        else render(mine, false);
+      },
+      () => {
+        if (mine === generation) login();
+      },
+    );
     return;
   }
+  render(mine, true);
+}
+
+/** Shows the page of the current hash, `withKey` when the viewer signed in (the sign-out button). */
+function render(mine: number, withKey: boolean): void {
   const route = parseHash();
   const section = route.parts[0];
   for (const a of nav.querySelectorAll('a')) a.classList.toggle('current', a.dataset.section === section);
-  signOut.hidden = false;
+  signOut.hidden = !withKey;
   nav.hidden = false;
   const frame = h('div', { class: 'page' });
   const problem = h('div', { class: 'problem', role: 'alert', hidden: true });

@@ -1,0 +1,61 @@
+/**
+ * The dashboard of a node that asks for no key (`wheelhouse dev`) in a real Chromium (Debian's
+ * `chromium`, driven by playwright-core): it opens on the Cluster page with its navigation and
+ * no sign-in form, and no sign-out button (there is nothing to sign out of); a node with keys
+ * still asks for one (issue 32: a keyless dev node showed a sign-in form).
+ */
+import { existsSync } from 'node:fs';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestNode, type TestCluster } from '../support/nodes.js';
+
+const CHROMIUM = process.env.WHEELHOUSE_CHROMIUM ?? '/usr/bin/chromium';
+const ADMIN = 'the-admin-key-of-the-keyless-dashboard-test';
+
+let keyless: TestCluster;
+let keyed: TestCluster;
+let browser: Browser;
+const consoleErrors: string[] = [];
+
+async function open(url: string): Promise<Page> {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  page.on('pageerror', (error) => consoleErrors.push(`uncaught: ${error.message}`));
+  await page.goto(`${url}/admin#/cluster`);
+  return page;
+}
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM} (apt-get install -y chromium; .ci/run does)`);
+  [keyless, keyed, browser] = await Promise.all([
+    startTestNode('embedded'),
+    startTestNode('embedded', { adminToken: ADMIN }),
+    chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] }),
+  ]);
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await keyless?.cleanup();
+  await keyed?.cleanup();
+});
+
+describe('the dashboard of a node without keys', () => {
+  it('shows its pages without asking for a key', async () => {
+    const page = await open(keyless.url);
+    await page.locator('main h1', { hasText: 'Cluster' }).waitFor();
+    expect(await page.locator('#nav').isVisible()).toBe(true);
+    expect(await page.locator('form.login').count()).toBe(0);
+    expect(await page.locator('#sign-out').isVisible()).toBe(false);
+    // Its data came: the node's own row in the cluster's table.
+    await page.locator('main', { hasText: keyless.node.options.nodeId }).waitFor();
+    await page.close();
+    expect(consoleErrors).toEqual([]);
+  });
+
+  it('still asks for one on a node with keys', async () => {
+    const page = await open(keyed.url);
+    await page.locator('form.login').waitFor();
+    expect(await page.locator('#nav').isVisible()).toBe(false);
+    await page.close();
+  });
+});
