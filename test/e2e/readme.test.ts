@@ -23,11 +23,23 @@
  *   command of the block that printed one.
  * - `curl` without `-f` is `curl --fail-with-body`: an answer of 4xx or 5xx fails the command,
  *   as the user would see it fail.
+ * - The temporary directory holds a copy of the repository's config/ (what `node dist/src/cli.js
+ *   node` reads there: config/node.json).
  * - "A cluster" runs on the test Postgres and Redis (WHEELHOUSE_POSTGRES_URL and
  *   WHEELHOUSE_REDIS_URL), and the schema and key prefix it exports are this test's own,
  *   dropped at the end.
  */
-import { chmodSync, mkdirSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  closeSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -229,6 +241,8 @@ async function runBlocks(blocks: ReadmeBlock[], dir: string, env: NodeJS.Process
 
 function tempDir(): string {
   const dir = mkdtempSync(join(tmpdir(), 'wheelhouse-readme-'));
+  // The option files a command run in the repository reads (config/node.json, config/dev.json).
+  cpSync(join(REPO, 'config'), join(dir, 'config'), { recursive: true });
   mkdirSync(join(dir, 'bin'));
   const shim = join(dir, 'bin', 'wheelhouse');
   writeFileSync(shim, `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} "$@"\n`);
