@@ -275,7 +275,8 @@ describe('README.md, followed as written', () => {
   });
 
   it('quick start: npm start prints where the API, the docs and the dashboard pages are', async () => {
-    const banner = dev.output();
+    // The banner follows the `listening on` line that startCliProcess waits for.
+    const banner = await eventually(() => (/^\s+dashboard:/m.test(dev.output()) ? dev.output() : undefined));
     const urls = [...banner.matchAll(/^\s+(API|docs|dashboard):\s+(\S+)(.*)$/gm)];
     expect(urls.map((m) => m[1])).toEqual(['API', 'docs', 'dashboard']);
     for (const [, name, url, rest] of urls) {

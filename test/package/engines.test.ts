@@ -44,6 +44,7 @@ function compare(a: Version, b: Version): number {
 function admits(range: string, v: Version): boolean {
   return range.split('||').some((alternative) =>
     alternative
+      .replace(/(>=|<=|>|<|=|\^|~)\s+/g, '$1')
       .trim()
       .split(/\s+/)
       .filter((c) => c !== '')
