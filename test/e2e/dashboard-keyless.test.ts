@@ -4,17 +4,22 @@
  * no sign-in form, and no sign-out button (there is nothing to sign out of); a node with keys
  * still asks for one (issue 32: a keyless dev node showed a sign-in form).
  */
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestNode, type TestCluster } from '../support/nodes.js';
+import { killGroup } from '../support/children.js';
+import { requireBuiltCli, startCliProcess, type CliProcess } from '../support/processes.js';
 
 const CHROMIUM = process.env.WHEELHOUSE_CHROMIUM ?? '/usr/bin/chromium';
 const ADMIN = 'the-admin-key-of-the-keyless-dashboard-test';
 
-let keyless: TestCluster;
-let keyed: TestCluster;
+// Node processes of the built CLI: they serve the built dashboard (dist/src/dashboard/).
+let keyless: CliProcess;
+let keyed: CliProcess;
 let browser: Browser;
+let dir: string;
 const consoleErrors: string[] = [];
 
 async function open(url: string): Promise<Page> {
@@ -26,17 +31,27 @@ async function open(url: string): Promise<Page> {
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM} (apt-get install -y chromium; .ci/run does)`);
+  requireBuiltCli();
+  dir = mkdtempSync(join(tmpdir(), 'wh-dash-keyless-'));
+  const tokenFile = join(dir, 'admin-token');
+  writeFileSync(tokenFile, ADMIN, { mode: 0o600 });
+  const dev = (name: string, ...flags: string[]): Promise<CliProcess> =>
+    startCliProcess(['dev', '--data-dir', join(dir, name), '--port', '0', '--log-level', 'warn', ...flags]);
   [keyless, keyed, browser] = await Promise.all([
-    startTestNode('embedded'),
-    startTestNode('embedded', { adminToken: ADMIN }),
+    dev('keyless'),
+    dev('keyed', '--admin-token-file', tokenFile),
     chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] }),
   ]);
 });
 
 afterAll(async () => {
   await browser?.close();
-  await keyless?.cleanup();
-  await keyed?.cleanup();
+  for (const node of [keyless, keyed]) {
+    if (node === undefined) continue;
+    killGroup(node.child, 'SIGTERM');
+    await node.exited();
+  }
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
 });
 
 describe('the dashboard of a node without keys', () => {
@@ -47,7 +62,8 @@ describe('the dashboard of a node without keys', () => {
     expect(await page.locator('form.login').count()).toBe(0);
     expect(await page.locator('#sign-out').isVisible()).toBe(false);
     // Its data came: the node's own row in the cluster's table.
-    await page.locator('main', { hasText: keyless.node.options.nodeId }).waitFor();
+    const nodeId = /node (\S+) listening on/.exec(keyless.output())?.[1] as string;
+    await page.locator('main', { hasText: nodeId }).waitFor();
     await page.close();
     expect(consoleErrors).toEqual([]);
   });
