@@ -68,6 +68,11 @@ describe('the dashboard of a node without keys', () => {
     expect(consoleErrors).toEqual([]);
   });
 
+  it('is told so by its page, which makes no request to find out', async () => {
+    expect(await (await fetch(`${keyless.url}/admin`)).text()).toContain('<html lang="en" data-keys="off">');
+    expect(await (await fetch(`${keyed.url}/admin`)).text()).not.toContain('data-keys');
+  });
+
   it('still asks for one on a node with keys', async () => {
     const page = await open(keyed.url);
     await page.locator('form.login').waitFor();
