@@ -132,7 +132,9 @@ describe('client against a node', () => {
     expect(e.due).toMatchObject({ partition: wire.due.partition, ownerNode: wire.due.owner_node });
     expect(e.due?.dueInMs).toBeGreaterThan(3_500_000);
     await client.cancel(taskId);
-    expect(await client.explain(taskId)).toMatchObject({ state: 'cancelled', outcome: { reason: expect.any(String) } });
+    const ended = await client.explain(taskId);
+    expect(ended.state).toBe('cancelled');
+    expect(ended.outcome?.reason).toMatch(/\w/);
     expect(await rejectionOf(client.explain(randomUUID()))).toBeInstanceOf(TaskNotFoundError);
   });
 

@@ -141,7 +141,8 @@ describe('wheelhouse CLI verbs', () => {
     const json = JSON.parse((await cli('explain', taskId, '--json')).stdout) as Record<string, unknown>;
     const api = (await (await fetch(`${node.url}/api/tasks/${taskId}/explain`)).json()) as Record<string, unknown>;
     expect(Object.keys(json).sort()).toEqual(Object.keys(api).sort());
-    expect(json).toMatchObject({ task_id: taskId, state: 'scheduled', sentence: expect.stringMatching(/^Due in /) });
+    expect(json).toMatchObject({ task_id: taskId, state: 'scheduled' });
+    expect(json.sentence).toMatch(/^Due in /);
     expect((await cli('cancel', taskId)).code).toBe(0);
     expect((await cli('explain', taskId)).stdout).toMatch(/^status +cancelled \(cancelled\)$/m);
     const usage = await cli('explain');
