@@ -176,7 +176,7 @@ async function main(argv: string[]): Promise<void> {
   if (command === 'dev') {
     // For the person who just ran `npm start`: where to go next, without reading the JSON log.
     process.stdout.write(
-      `  API:       ${node.url}/api/tasks\n  docs:      ${node.url}/docs\n  dashboard: ${node.url}/admin\n  admin:     ${node.url}/admin/cluster (also /admin/actors, /admin/queues)\n`,
+      `  API:       ${node.url}/api/tasks\n  docs:      ${node.url}/docs\n  dashboard: ${node.url}/admin  (pages: /admin#/cluster, /admin#/tasks, /admin#/queues, /admin#/actors, …)\n`,
     );
     if (!node.services.keys.enabled()) {
       const who = isLoopbackHost(node.options.host) ? 'any process on this machine' : 'anyone who reaches it';

@@ -6,7 +6,7 @@ import type { Limit, LimitDeclaration, OnLimit } from '../client/types.js';
 import { itemsOf, nextTokenFromWire } from '../client/wire.js';
 import type { ProgressSink } from './progress.js';
 import { CONNECTION_OPTIONS, intFlag, nodeConnection, UsageError } from './usage.js';
-import { table } from './verbs.js';
+import { table } from './table.js';
 
 /**
  * `wheelhouse limits <set|get|list|delete|pause-type|resume-type>`: flow control from the

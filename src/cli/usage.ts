@@ -26,13 +26,18 @@ export class UsageError extends Error {
 
 /** The variable that holds the key the CLI and `wheelhouse worker` send (docs/security.md). */
 export const API_KEY_VARIABLE = 'WHEELHOUSE_API_KEY';
-/** Its former name, still read, with a warning: nodes no longer read it as their admin key. */
-const OLD_API_KEY_VARIABLE = 'WHEELHOUSE_AUTH_TOKEN';
+/**
+ * Other names it went by, still read (in this order, when WHEELHOUSE_API_KEY is not set), each
+ * with a warning naming WHEELHOUSE_API_KEY: WHEELHOUSE_AUTH_TOKEN, its former name (nodes no
+ * longer read it as their admin key), and WHEELHOUSE_TOKEN, the name `--token` suggests and
+ * older docs and scripts used.
+ */
+export const DEPRECATED_API_KEY_VARIABLES = ['WHEELHOUSE_AUTH_TOKEN', 'WHEELHOUSE_TOKEN'] as const;
 
 /**
  * The node a verb talks to: `--url` or WHEELHOUSE_URL or the default, and its key: `--token`,
  * or the file `--token-file` names (what `ps` cannot show), or WHEELHOUSE_API_KEY (or, with a
- * warning on `warn`, the former WHEELHOUSE_AUTH_TOKEN). A key about to go over plain `http://`
+ * warning on `warn`, one of its deprecated names). A key about to go over plain `http://`
  * to a host that is not this machine is warned about: anyone on the way can read it.
  */
 export function nodeConnection(
@@ -45,9 +50,10 @@ export function nodeConnection(
   if (values.token !== undefined && values['token-file'] !== undefined) {
     throw new UsageError('give --token or --token-file, not both', { usage: null });
   }
-  if (token === undefined && env[OLD_API_KEY_VARIABLE] !== undefined) {
-    warn(`wheelhouse: ${OLD_API_KEY_VARIABLE} is deprecated for the key a client sends: set ${API_KEY_VARIABLE}\n`);
-    token = env[OLD_API_KEY_VARIABLE];
+  for (const name of DEPRECATED_API_KEY_VARIABLES) {
+    if (token !== undefined || env[name] === undefined) continue;
+    warn(`wheelhouse: ${name} is deprecated for the key a client sends: set ${API_KEY_VARIABLE}\n`);
+    token = env[name];
   }
   if (token) {
     for (const host of plainRemoteHosts(url)) {

@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 
 import { createClient, type ClientOptions } from '../client/index.js';
@@ -6,7 +5,6 @@ import { Transport } from '../client/http.js';
 import type { NewTask, Schedule, Task } from '../client/types.js';
 import {
   cancelFromWire,
-  dagSubmitFromWire,
   executionFromWire,
   itemsOf,
   nextTokenFromWire,
@@ -14,14 +12,16 @@ import {
   taskFromWire,
   taskToWire,
 } from '../client/wire.js';
+import { dagVerb, explainVerb } from './inspect.js';
 import { runOperationVerb } from './operations.js';
 import type { ProgressSink } from './progress.js';
 import { MAX_BATCH_TASKS, submitFile, summaryJson, summaryText } from './submit-file.js';
+import { table } from './table.js';
 import { CONNECTION_OPTIONS, intFlag, nodeConnection, UsageError } from './usage.js';
 
 /**
  * The verbs that talk to a running node through `wheelhouse/client`: submit, get, list,
- * history, cancel, retry, pause, resume, dag submit. `--url` (or WHEELHOUSE_URL, default
+ * history, cancel, retry, pause, resume, dag submit|get, explain. `--url` (or WHEELHOUSE_URL, default
  * http://127.0.0.1:7070) and `--token` or `--token-file` (or WHEELHOUSE_API_KEY) pick the
  * node; `--json` prints what the API answered, for scripts; otherwise a table or a few lines
  * for people.
@@ -38,6 +38,7 @@ export const CLIENT_VERBS = [
   'pause',
   'resume',
   'dag',
+  'explain',
 ] as const;
 export type ClientVerb = (typeof CLIENT_VERBS)[number];
 
@@ -64,6 +65,8 @@ export const CLIENT_HELP = `Talking to a node (--url, default $WHEELHOUSE_URL or
                     delete removes finished tasks and needs an admin key
   wheelhouse pause <task_id>       wheelhouse resume <task_id>
   wheelhouse dag submit <file.json> (a POST /api/dags body)
+  wheelhouse dag get <dag_id>      each task's status and depends_on; the graph's status
+  wheelhouse explain <task_id>     why the task is where it is: a sentence, then the facts
 `;
 
 export function isClientVerb(command: string): command is ClientVerb {
@@ -199,7 +202,10 @@ export async function runClientVerb(
       return 0;
     }
     case 'dag':
-      await dagSubmit(http, positionals, print);
+      await dagVerb(http, positionals, print);
+      return 0;
+    case 'explain':
+      await explainVerb(http, positionals, print);
       return 0;
   }
 }
@@ -314,40 +320,6 @@ function newTask(values: Values): NewTask {
   };
 }
 
-/** `dag submit <file>`: the file is a `POST /api/dags` body, sent as it is (the node checks it). */
-async function dagSubmit(
-  http: Transport,
-  positionals: string[],
-  print: (body: unknown, human: () => string) => void,
-): Promise<void> {
-  const [sub, file] = positionals;
-  if (sub !== 'submit' || file === undefined) throw new UsageError('usage: wheelhouse dag submit <file.json>');
-  let body: { tasks?: unknown; idempotency_key?: unknown };
-  try {
-    body = JSON.parse(await readFile(file, 'utf8')) as typeof body;
-  } catch (error) {
-    throw new UsageError(`${file}: ${(error as Error).message}`);
-  }
-  if (typeof body !== 'object' || body === null || !Array.isArray(body.tasks)) {
-    throw new UsageError(`${file}: needs "tasks", a list (the POST /api/dags body)`);
-  }
-  const answer = await http.send({
-    method: 'POST',
-    path: '/api/dags',
-    body,
-    idempotent: typeof body.idempotency_key === 'string',
-  });
-  const result = dagSubmitFromWire(answer.body, answer.status === 201);
-  print(
-    answer.body,
-    () =>
-      `dag ${result.dagId}\n${table(
-        ['REF', 'TASK ID', 'STATUS'],
-        result.tasks.map((t) => [t.ref, t.taskId, t.status]),
-      )}`,
-  );
-}
-
 function taskRow(t: Task): string[] {
   return [t.taskId, t.taskType, t.status, t.dueTime ?? '-', String(t.attempts)];
 }
@@ -365,18 +337,6 @@ function taskLines(t: Task): string {
   if (t.completedAt) lines.push(['completed', t.completedAt]);
   if (t.lastError) lines.push(['last error', t.lastError]);
   return lines.map(([k, v]) => `${k.padEnd(11)}${v}\n`).join('');
-}
-
-/** Columns padded to their widest cell; an empty list says so. */
-export function table(headers: string[], rows: string[][]): string {
-  if (rows.length === 0) return '(none)\n';
-  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]): string =>
-    cells
-      .map((c, i) => c.padEnd(widths[i] ?? 0))
-      .join('  ')
-      .trimEnd();
-  return [line(headers), ...rows.map(line)].join('\n') + '\n';
 }
 
 function nonNegative(text: string, flag: string): number {

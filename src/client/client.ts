@@ -1,6 +1,7 @@
 import { childrenClient, type ChildrenClient } from './children.js';
 import { sleep } from './backoff.js';
 import { WheelhouseTimeoutError } from './errors.js';
+import { explanationFromWire, type Explanation } from './explain.js';
 import { Transport } from './http.js';
 import { limitsClient, type LimitsClient } from './limits.js';
 import { operationsClient, type OperationsClient } from './operations.js';
@@ -47,6 +48,8 @@ export interface WheelhouseClient {
   getDag(dagId: string): Promise<Dag>;
   /** `GET /api/tasks/{id}`. */
   get(taskId: string): Promise<Task>;
+  /** `GET /api/tasks/{id}/explain`: why the task is where it is, as one sentence and the facts under it. */
+  explain(taskId: string): Promise<Explanation>;
   /** One page of `GET /api/tasks`, newest first. */
   listPage(filter?: ListFilter): Promise<TaskPage>;
   /** Every task that matches, newest first, fetching page after page as the loop goes on. */
@@ -167,6 +170,11 @@ export function createClient(options: ClientOptions): WheelhouseClient {
 
     get,
     listPage,
+
+    async explain(taskId) {
+      const answer = await http.send({ method: 'GET', path: taskPath(taskId, '/explain'), idempotent: true });
+      return explanationFromWire(answer.body);
+    },
 
     async *list(filter = {}) {
       let nextToken = filter.nextToken ?? null;

@@ -12,6 +12,7 @@
  */
 export { createClient, type WheelhouseClient } from './client.js';
 export type { LimitsClient } from './limits.js';
+export type { ExplainState, Explanation } from './explain.js';
 export type { Child, ChildListOptions, ChildPage, ChildrenClient, NewChild, SpawnedChild } from './children.js';
 export type {
   Operation,

@@ -171,11 +171,11 @@ export interface ActorInfo {
   kind: string;
   key: string;
   node: string;
-  mailboxDepth: number;
-  activatedAt: string;
-  lastMessageAt: string | null;
+  mailbox_depth: number;
+  activated_at: string;
+  last_message_at: string | null;
   epoch: number;
-  snapshotVersion: number | null;
+  snapshot_version: number | null;
   state?: unknown;
 }
 

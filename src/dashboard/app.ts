@@ -85,13 +85,21 @@ function show(): void {
   const mine = generation;
   if (timer !== null) clearTimeout(timer);
   if (savedKey() === null) {
-    login();
+    // A node that asks for no key (`wheelhouse dev`) opens every page without one: its page
+    // says so (`<html data-keys="off">`, src/http/dashboard-routes.ts), and no sign-in is shown.
+    if (document.documentElement.dataset.keys === 'off') render(mine, false);
+    else login();
     return;
   }
+  render(mine, true);
+}
+
+/** Shows the page of the current hash, `withKey` when the viewer signed in (the sign-out button). */
+function render(mine: number, withKey: boolean): void {
   const route = parseHash();
   const section = route.parts[0];
   for (const a of nav.querySelectorAll('a')) a.classList.toggle('current', a.dataset.section === section);
-  signOut.hidden = false;
+  signOut.hidden = !withKey;
   nav.hidden = false;
   const frame = h('div', { class: 'page' });
   const problem = h('div', { class: 'problem', role: 'alert', hidden: true });

@@ -5,6 +5,7 @@ import type { ActorInfo } from '../runtime/actor.js';
 import type { QueueDepth } from '../store/fast-index-types.js';
 import type { ApiKeysApi, ApiKeyView } from '../services/api-keys.js';
 import type { ActorCursor, ActorListFilter, ActorPage } from '../services/actor-browser.js';
+import { adminActorJson } from './actor-json.js';
 import { adminRoutesSchemas as schemas, tokenRoutesSchemas as tokens, type ApiKeyJson } from './schemas/operations.js';
 
 /**
@@ -63,7 +64,7 @@ export function adminRoutes(admin: AdminApi): FastifyPluginAsync {
         ...(after === undefined ? {} : { after }),
       });
       return {
-        actors: page.actors,
+        actors: page.actors.map(adminActorJson),
         next_token: page.next === null ? null : tokenOf(page.next),
         nodes: page.nodes.map((n) => ({ node_id: n.nodeId, ok: n.ok })),
       };
@@ -77,7 +78,7 @@ export function adminRoutes(admin: AdminApi): FastifyPluginAsync {
           details: { kind, key },
         });
       }
-      return actor;
+      return adminActorJson(actor);
     });
 
     app.get('/admin/queues', { schema: schemas.queues }, async () => {

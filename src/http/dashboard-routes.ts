@@ -18,6 +18,12 @@ import { ASSET_NAME_PATTERN, dashboardRoutesSchemas as schemas } from './schemas
 export interface DashboardRoutesOptions {
   /** The built dashboard's folder. @default `../dashboard/` next to this file (dist/src/dashboard/) */
   dir?: string;
+  /**
+   * Whether the node asks for API keys now (`ApiKeysApi.enabled`). When it does not, the page
+   * says so (`<html data-keys="off">`) and the dashboard opens without its sign-in form.
+   * @default keys asked for
+   */
+  keysEnabled?: () => boolean;
 }
 
 /** The built files, next to this module once compiled (dist/src/http → dist/src/dashboard). */
@@ -75,25 +81,27 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardRoutesOptions> = async
     caches.delete(cache);
     done();
   });
-  const load = (name: string): Promise<Asset | null> => {
+  const load = (name: string, keyless = false): Promise<Asset | null> => {
     if (!files.has(name)) return Promise.resolve(null);
-    let pending = cache.get(name);
+    // The page in two forms: for a node that asks for keys and for one that does not.
+    const cached = keyless ? `${name} (keyless)` : name;
+    let pending = cache.get(cached);
     if (pending === undefined) {
-      pending = readAsset(dir, name);
-      cache.set(name, pending);
+      pending = readAsset(dir, name, keyless);
+      cache.set(cached, pending);
       // A file gone since the start (or unreadable) is not kept: the cache holds hits only.
       pending.then(
         (asset) => {
-          if (asset === null) cache.delete(name);
+          if (asset === null) cache.delete(cached);
         },
-        () => cache.delete(name),
+        () => cache.delete(cached),
       );
     }
     return pending;
   };
 
   app.get('/admin', { schema: schemas.page }, async (request, reply) => {
-    const asset = await load('index.html');
+    const asset = await load('index.html', opts.keysEnabled?.() === false);
     if (asset === null) throw notBuilt('index.html');
     reply.header('content-security-policy', CSP);
     return send(request, reply, asset);
@@ -138,9 +146,9 @@ function send(request: FastifyRequest, reply: FastifyReply, asset: Asset): Fasti
 /**
  * One built file, or null when there is none. The page gets a `modulepreload` link for each
  * script in its place of `<!-- modulepreload -->`, so the browser fetches the modules at once
- * rather than one import after another.
+ * rather than one import after another, and, for a node that asks for no key, `data-keys="off"`.
  */
-async function readAsset(dir: string, name: string): Promise<Asset | null> {
+async function readAsset(dir: string, name: string, keyless: boolean): Promise<Asset | null> {
   let body: Buffer;
   try {
     body = await readFile(`${dir}/${name}`);
@@ -151,7 +159,9 @@ async function readAsset(dir: string, name: string): Promise<Asset | null> {
   if (name === 'index.html') {
     const scripts = (await readdir(dir)).filter((f) => f.endsWith('.js')).sort();
     const links = scripts.map((f) => `<link rel="modulepreload" href="/admin/assets/${f}">`).join('\n    ');
-    body = Buffer.from(body.toString('utf8').replace('<!-- modulepreload -->', links));
+    let page = body.toString('utf8').replace('<!-- modulepreload -->', links);
+    if (keyless) page = page.replace('<html lang="en">', '<html lang="en" data-keys="off">');
+    body = Buffer.from(page);
   }
   const extension = name.slice(name.lastIndexOf('.'));
   const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"`;

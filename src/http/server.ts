@@ -152,7 +152,10 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
   const batchLimit = batchBodyLimitBytes(options);
   void app.register(tokenRoutes(services.keys));
   void app.register(opsRoutes, { api: services.health, ...(input.metrics ? { metrics: input.metrics } : {}) });
-  void app.register(dashboardRoutes, input.dashboardDir === undefined ? {} : { dir: input.dashboardDir });
+  void app.register(dashboardRoutes, {
+    keysEnabled: () => services.keys.enabled(),
+    ...(input.dashboardDir === undefined ? {} : { dir: input.dashboardDir }),
+  });
   const defaults = {
     timeoutSeconds: options.defaultTimeoutSeconds,
     startDeadlineSeconds: options.startDeadlineSeconds,

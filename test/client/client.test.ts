@@ -116,6 +116,28 @@ describe('client against a node', () => {
     expect(task).toMatchObject({ dagId: dag.dagId, ref: 'load' });
   });
 
+  it('explains a task: why it waits, in camelCase, as the node answers it', async () => {
+    const { taskId } = await client.submit({
+      taskType: uniqueType('explain'),
+      schedule: { type: 'delayed', delaySeconds: 3600 },
+    });
+    const e = await client.explain(taskId);
+    const wire = (await (await fetch(`${node.url}/api/tasks/${taskId}/explain`)).json()) as {
+      sentence: string;
+      due: { partition: number; owner_node: string };
+    };
+    expect(e).toMatchObject({ taskId, status: 'pending', state: 'scheduled', lease: null, outcome: null });
+    expect(e.sentence).toMatch(/^Due in /);
+    expect(wire.sentence).toMatch(/^Due in /);
+    expect(e.due).toMatchObject({ partition: wire.due.partition, ownerNode: wire.due.owner_node });
+    expect(e.due?.dueInMs).toBeGreaterThan(3_500_000);
+    await client.cancel(taskId);
+    const ended = await client.explain(taskId);
+    expect(ended.state).toBe('cancelled');
+    expect(ended.outcome?.reason).toMatch(/\w/);
+    expect(await rejectionOf(client.explain(randomUUID()))).toBeInstanceOf(TaskNotFoundError);
+  });
+
   it('lists every page of a filter, following next_token', async () => {
     const taskType = uniqueType('pages');
     const delayed = { type: 'delayed', delaySeconds: 3600 } as const;

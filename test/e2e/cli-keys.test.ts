@@ -75,6 +75,20 @@ describe('the key a client sends', () => {
     expect(run.stderr).toMatch(/WHEELHOUSE_AUTH_TOKEN is deprecated .*WHEELHOUSE_API_KEY/);
   });
 
+  it('is also WHEELHOUSE_TOKEN, deprecated: a warning naming the canonical WHEELHOUSE_API_KEY', async () => {
+    const run = await runCli(['list', '--json'], {
+      env: cleanEnv({ WHEELHOUSE_URL: local, WHEELHOUSE_TOKEN: readKey }),
+    });
+    expect(run.code).toBe(0);
+    expect(run.stderr).toMatch(/WHEELHOUSE_TOKEN is deprecated .*WHEELHOUSE_API_KEY/);
+    // WHEELHOUSE_API_KEY wins, without a warning, when both are set.
+    const both = await runCli(['list', '--json'], {
+      env: cleanEnv({ WHEELHOUSE_URL: local, WHEELHOUSE_API_KEY: readKey, WHEELHOUSE_TOKEN: 'not-a-key' }),
+    });
+    expect(both.code).toBe(0);
+    expect(both.stderr).toBe('');
+  });
+
   it('can come from a file (--token-file), which ps does not show', async () => {
     const file = join(dir, 'read.key');
     writeFileSync(file, `${readKey}\n`, { mode: 0o600 });

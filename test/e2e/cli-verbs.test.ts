@@ -105,6 +105,53 @@ describe('wheelhouse CLI verbs', () => {
     expect(out.stdout).toMatch(/\nb\s+[0-9a-f-]{36}\s+blocked/);
   });
 
+  it('reads a graph back with dag get, as text and as the API answers it', async () => {
+    const file = join(dir, 'dag-get.json');
+    await writeFile(
+      file,
+      JSON.stringify({
+        tasks: [
+          { ref: 'first', task_type: 'cli.dagget', schedule: { type: 'delayed', delay_seconds: 3600 } },
+          { ref: 'second', task_type: 'cli.dagget', depends_on: ['first'] },
+        ],
+      }),
+    );
+    const dagId = (JSON.parse((await cli('dag', 'submit', file, '--json')).stdout) as { dag_id: string }).dag_id;
+    const text = await cli('dag', 'get', dagId);
+    expect(text.code).toBe(0);
+    expect(text.stdout.split('\n')[0]).toBe(`dag ${dagId}  running  (pending 1, blocked 1)`);
+    expect(text.stdout).toMatch(/\nsecond\s+[0-9a-f-]{36}\s+cli\.dagget\s+blocked\s+first\s+0\n/);
+    const json = await cli('dag', 'get', dagId, '--json');
+    expect(JSON.parse(json.stdout)).toEqual(await (await fetch(`${node.url}/api/dags/${dagId}`)).json());
+    const usage = await cli('dag', 'get');
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toMatch(/wheelhouse dag get <dag_id>/);
+  });
+
+  it('explains a task: the sentence, then the facts; --json is the API answer', async () => {
+    const submitted = await cli('submit', '--type', 'cli.explain', '--delay', '3600', '--json');
+    const taskId = (JSON.parse(submitted.stdout) as { task_id: string }).task_id;
+    const text = await cli('explain', taskId);
+    expect(text.code).toBe(0);
+    const [sentence, ...facts] = text.stdout.trimEnd().split('\n');
+    expect(sentence).toMatch(/^Due in .+ \(at \S+Z\) /);
+    expect(facts).toContain(`task      ${taskId}`);
+    expect(facts).toContain('status    pending (scheduled)');
+    expect(facts.find((l) => l.startsWith('due '))).toMatch(/^due +\S+Z \(partition \d+ on \S+/);
+    const json = JSON.parse((await cli('explain', taskId, '--json')).stdout) as Record<string, unknown>;
+    const api = (await (await fetch(`${node.url}/api/tasks/${taskId}/explain`)).json()) as Record<string, unknown>;
+    expect(Object.keys(json).sort()).toEqual(Object.keys(api).sort());
+    expect(json).toMatchObject({ task_id: taskId, state: 'scheduled' });
+    expect(json.sentence).toMatch(/^Due in /);
+    expect((await cli('cancel', taskId)).code).toBe(0);
+    expect((await cli('explain', taskId)).stdout).toMatch(/^status +cancelled \(cancelled\)$/m);
+    const usage = await cli('explain');
+    expect(usage.code).toBe(2);
+    const missing = await cli('explain', '00000000-0000-7000-8000-000000000000');
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/404 task_not_found/);
+  });
+
   it("prints with --json what the API answers, in the API's own field names", async () => {
     /** The API's answer to a GET, as a script reading the API sees it. */
     const apiGet = async (path: string): Promise<unknown> => (await fetch(`${node.url}${path}`)).json();

@@ -29,7 +29,7 @@ interface ActorJson {
   key: string;
   node: string;
   state?: {
-    levels?: { level: string; entries: number; occupiedSlots: number; slots: { at: string; entries: number }[] }[];
+    levels?: { level: string; entries: number; occupied_slots: number; slots: { at: string; entries: number }[] }[];
   };
 }
 interface ActorsPage {
@@ -216,7 +216,7 @@ describe('inspecting a cluster of three', () => {
     const near = wheel.state!.levels![0]!;
     expect(near.level).toBe('near');
     expect(near.slots.reduce((sum, slot) => sum + slot.entries, 0)).toBe(near.entries);
-    expect(near.occupiedSlots).toBeGreaterThanOrEqual(1);
+    expect(near.occupied_slots).toBeGreaterThanOrEqual(1);
     expect(JSON.stringify(wheel.state)).not.toContain(id);
     // No node holds it: every live node is asked, and the answer is a 404, not a 5xx.
     expect((await api(n1.url, 'GET', '/admin/actors/wheel/999')).status).toBe(404);

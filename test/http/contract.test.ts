@@ -147,6 +147,30 @@ describe('the route schemas', () => {
     }
     expect(problems, problems.join('\n')).toEqual([]);
   });
+
+  it('name every member of every public answer in snake_case (the node-to-node routes aside)', () => {
+    const camel: string[] = [];
+    const walk = (schema: unknown, where: string): void => {
+      if (Array.isArray(schema)) schema.forEach((s, i) => walk(s, `${where}[${i}]`));
+      if (schema === null || typeof schema !== 'object') return;
+      const properties = (schema as { properties?: Record<string, unknown> }).properties;
+      for (const [name, member] of Object.entries(properties ?? {})) {
+        if (!/^[a-z0-9_]+$/.test(name)) camel.push(`${where}.${name}`);
+        walk(member, `${where}.${name}`);
+      }
+      for (const key of ['items', 'anyOf', 'oneOf', 'allOf', 'additionalProperties']) {
+        const inner = (schema as Record<string, unknown>)[key];
+        if (inner !== undefined) walk(inner, where);
+      }
+    };
+    for (const { method, url, schema } of ownRoutes()) {
+      if (url.startsWith('/internal/') || url.startsWith('/docs')) continue;
+      for (const [status, answer] of Object.entries(schema?.response ?? {})) {
+        if (/^2\d\d$/.test(status)) walk(answer, `${method} ${url} ${status}`);
+      }
+    }
+    expect(camel, camel.join('\n')).toEqual([]);
+  });
 });
 
 describe('the OpenAPI document', () => {

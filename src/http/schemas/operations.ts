@@ -28,7 +28,28 @@ const ActorKey = Type.String({
 
 const ActorParams = Type.Object({ kind: Name, key: ActorKey }, { additionalProperties: false });
 
-/** One live actor as the admin routes show it. */
+/**
+ * One live actor as the admin routes show it: the API's snake_case, its state's field names
+ * too (`src/http/actor-json.ts`).
+ */
+export const AdminActorSchema = Type.Object(
+  {
+    kind: Type.String(),
+    key: Type.String(),
+    node: Type.String({ description: 'The node that holds it.' }),
+    mailbox_depth: Type.Integer(),
+    activated_at: Type.String({ format: 'date-time' }),
+    last_message_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    epoch: Type.Integer(),
+    snapshot_version: Type.Union([Type.Integer(), Type.Null()]),
+    state: Type.Optional(
+      Type.Unknown({ description: 'Inspecting one actor only: what its kind shows of it, in snake_case.' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/** One live actor as a node tells a peer (`/internal/actors…`): the runtime's own fields. */
 export const ActorInfoSchema = Type.Object(
   {
     kind: Type.String(),
@@ -136,7 +157,7 @@ export const adminRoutesSchemas = {
     response: {
       200: Type.Object(
         {
-          actors: Type.Array(ActorInfoSchema),
+          actors: Type.Array(AdminActorSchema),
           next_token: Type.Union([Type.String(), Type.Null()]),
           nodes: Type.Array(
             Type.Object({ node_id: Type.String(), ok: Type.Boolean() }, { additionalProperties: false }),
@@ -152,7 +173,7 @@ export const adminRoutesSchemas = {
     ...needs('ops', 'admin'),
     summary: 'One actor with its state, wherever in the cluster it lives',
     params: ActorParams,
-    response: { 200: ActorInfoSchema, ...errors(400, 401, 403, 404, 500, 503) },
+    response: { 200: AdminActorSchema, ...errors(400, 401, 403, 404, 500, 503) },
   },
   queues: {
     tags: ['admin'],
