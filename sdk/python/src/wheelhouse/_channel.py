@@ -34,7 +34,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from ._http import backoff, headers_of
 from ._runner import Handler, OnError, Runner
 from ._ws import OP_TEXT, Closed, UpgradeRefused, WebSocket, WebSocketError
-from .context import LEASE_LOST, STOPPING, TaskContext
+from .context import DEADLINE, LEASE_LOST, STOPPING, TaskContext, lost_reason
 from .errors import WheelhouseError
 
 #: Results awaiting acknowledgement allowed per slot before credit is held back.
@@ -326,7 +326,7 @@ class ChannelRunner(Runner):
             self.on_error(ChannelError(str(error.get("code")), str(error.get("message"))), "channel")
 
     def _welcomed(self, ws: WebSocket, frame: Dict[str, Any]) -> None:
-        resumed = set(frame.get("resumed") or [])
+        resumed = {r if isinstance(r, str) else str((r or {}).get("task_id")) for r in frame.get("resumed") or []}
         with self.lock:
             if self.ws is not ws:
                 return
@@ -382,7 +382,9 @@ class ChannelRunner(Runner):
                 self._lose(ctx)
 
     def _lose(self, ctx: TaskContext) -> None:
-        if ctx._stop(LEASE_LOST):
+        if lost_reason(ctx) == DEADLINE:
+            ctx._stop(DEADLINE)  # the node ended the attempt at its deadline
+        elif ctx._stop(LEASE_LOST):
             with self.lock:
                 self.stats["leases_lost"] += 1
                 self.progress_waiting.pop(ctx.task_id, None)

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ._http import Transport, backoff
 from ._runner import Handler, OnError, Runner
-from .context import CANCELLED, LEASE_LOST, STOPPING, TaskContext, parse_time
+from .context import CANCELLED, DEADLINE, LEASE_LOST, STOPPING, TaskContext, lost_reason, parse_time
 from .errors import ApiError, ConflictError, NetworkError
 
 UNREPORTED_PER_SLOT = 2
@@ -207,7 +207,9 @@ class PollRunner(Runner):
         except ConflictError:
             with self.lock:
                 self.leases.pop(ctx.task_id, None)
-            if ctx._stop(LEASE_LOST):
+            if lost_reason(ctx) == DEADLINE:
+                ctx._stop(DEADLINE)  # the node ended the attempt at its deadline
+            elif ctx._stop(LEASE_LOST):
                 with self.lock:
                     self.stats["leases_lost"] += 1
             return None

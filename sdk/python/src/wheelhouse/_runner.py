@@ -51,7 +51,7 @@ def outcome_of(ctx: TaskContext, handler: Handler, on_error: OnError) -> Dict[st
     except Exception as error:  # noqa: BLE001 - any handler error is the attempt's failure
         text = f"{type(error).__name__}: {_text(error)}"
         if ctx.reason is None:
-            on_error(error, f"task {ctx.task_id} ({ctx.task_type}): {''.join(traceback.format_exception_only(error))}")
+            on_error(error, f"task {ctx.task_id} ({ctx.task_type}): {''.join(traceback.format_exception_only(type(error), error))}")
         return {"status": "failed", "error": text, "retryable": True}
     out: Dict[str, Any] = {"status": "succeeded"}
     if value is not None:

@@ -23,6 +23,13 @@ def parse_time(text: Optional[str]) -> Optional[float]:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+def lost_reason(ctx: "TaskContext") -> str:
+    """Why a lease the node says is gone went: its deadline, when that has come (give or take the clocks), else lost."""
+    if ctx.deadline is not None and time.time() >= ctx.deadline - 0.05:
+        return DEADLINE
+    return LEASE_LOST
+
+
 class TaskContext:
     """One attempt of one task, as its handler sees it.
 
