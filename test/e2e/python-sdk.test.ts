@@ -106,8 +106,9 @@ describe.skipIf(!hasPython)('the Python SDK', () => {
     expect(out).not.toMatch(/skipped/);
   }
 
-  it('is installed by pip offline, typed, and the WebSocket framing and error mapping hold', async () => {
+  it('is installed by pip offline and typed; its WebSocket framing, channel protocol (against a scripted node end) and error mapping hold', async () => {
     expectRan(await unittest('tests.test_ws'), 6);
+    expectRan(await unittest('tests.test_channel_fake'), 4);
     expectRan(await unittest('tests.test_errors'), 3);
     const typed = spawnSync(
       PYTHON,

@@ -151,7 +151,7 @@ class ChannelRunner(Runner):
         if ws is not None:
             ws.close(1000, "worker stopped")
         if self.conn_thread is not None:
-            self.conn_thread.join(5.0)
+            self.conn_thread.join(2.0)  # the node's echo of the close ends the reader
             if self.conn_thread.is_alive() and ws is not None:
                 ws.shutdown()
                 self.conn_thread.join(5.0)
@@ -160,7 +160,7 @@ class ChannelRunner(Runner):
             self.wake.notify_all()
         if self.pump_thread is not None:
             self.pump_thread.join(5.0)
-        self.pool.shutdown(wait=False)
+        self.pool.shutdown()
 
     def _hand_back(self) -> None:
         """The grace ran out: running tasks are given up (their results will not be sent); the socket's close hands them back."""
@@ -405,13 +405,19 @@ class ChannelRunner(Runner):
         wire.update(outcome)
         text = json.dumps(wire, separators=(",", ":"))
         with self.lock:
-            self.progress_waiting.pop(task_id, None)
-            if not self.waiting:
+            if self.progress_waiting:
+                self.progress_waiting.pop(task_id, None)
+            first = not self.waiting
+            if first:
                 self.first_waiting = time.monotonic()
             self.waiting[task_id] = (lease_token, text)
             if len(self.waiting) >= self.max_batch or self.linger <= 0:
                 self.first_waiting = 0.0
-            self.wake.notify_all()
+                first = True
+            if first:
+                # The pump sleeps until the first waiting result's linger ends: only that, or a
+                # full batch, needs to wake it (not every result: a wake per task costs the GIL).
+                self.wake.notify_all()
 
     def _request_flush(self) -> None:
         with self.lock:
@@ -497,10 +503,11 @@ class ChannelRunner(Runner):
                         self.progress_waiting.clear()
                         for i in range(0, len(updates), self.max_batch):
                             frames.append(json.dumps({"type": "progress", "updates": updates[i : i + self.max_batch]}))
-            if ws is not None:
-                for text in frames:
-                    if not self._send(ws, text):
-                        break
+            if ws is not None and frames:
+                try:
+                    ws.send_texts(frames)
+                except WebSocketError:
+                    pass  # its reader sees the close and requeues what was not acknowledged
             if now >= next_deadlines:
                 next_deadlines = now + 0.1
                 self.check_deadlines()

@@ -115,7 +115,7 @@ class PollRunner(Runner):
             self.wake.notify_all()
         for thread in self.threads[1:]:
             thread.join(5.0)
-        self.pool.shutdown(wait=False)
+        self.pool.shutdown()
         self.polls.close()
         self.http.close()
 

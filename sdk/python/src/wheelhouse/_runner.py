@@ -4,12 +4,12 @@ deadlines and the counters."""
 from __future__ import annotations
 
 import json
+import queue
 import sys
 import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .context import CANCELLED, DEADLINE, TaskContext
 from .errors import PermanentError, TaskCancelled
@@ -67,6 +67,48 @@ def _text(error: BaseException) -> str:
     return (str(error) or type(error).__name__)[:MAX_ERROR_CHARS]
 
 
+class Pool:
+    """Up to ``size`` daemon threads running submitted calls, started as they are needed.
+
+    Not ``ThreadPoolExecutor``: its threads are joined when the interpreter exits, so a handler
+    that never returns would keep a stopped worker's process alive; and it makes a ``Future`` per
+    call that nothing here reads."""
+
+    def __init__(self, size: int, name: str) -> None:
+        self.size = size
+        self.name = name
+        self.calls: "queue.SimpleQueue[Optional[Tuple[Callable[[Any], None], Any]]]" = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.threads = 0
+        self.idle = 0
+
+    def submit(self, fn: Callable[[Any], None], arg: Any) -> None:
+        self.calls.put((fn, arg))
+        with self.lock:
+            if self.idle > 0 or self.threads >= self.size:
+                self.idle -= 1 if self.idle > 0 else 0
+                return
+            self.threads += 1
+        threading.Thread(target=self._loop, name=f"{self.name}-{self.threads}", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            call = self.calls.get()
+            if call is None:
+                return
+            fn, arg = call
+            fn(arg)
+            with self.lock:
+                self.idle += 1
+
+    def shutdown(self) -> None:
+        """Each thread ends once the calls queued before have run."""
+        with self.lock:
+            threads = self.threads
+        for _ in range(threads):
+            self.calls.put(None)
+
+
 class Runner:
     """Runs handlers in a pool of ``concurrency`` threads; a subclass takes the tasks and reports."""
 
@@ -85,7 +127,7 @@ class Runner:
         #: Tasks whose handler runs (or is about to), by id.
         self.running: Dict[str, TaskContext] = {}
         self.idle = threading.Condition(self.lock)
-        self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="wheelhouse-task")
+        self.pool = Pool(concurrency, "wheelhouse-task")
 
     # subclass hooks ----------------------------------------------------------------------
 

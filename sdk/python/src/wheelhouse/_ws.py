@@ -162,6 +162,17 @@ class WebSocket:
     def send_text(self, text: str) -> None:
         self._send(OP_TEXT, text.encode("utf-8"))
 
+    def send_texts(self, texts: "list[str]") -> None:
+        """Several text messages in one write (one system call for a results frame and its credit)."""
+        data = b"".join(encode_frame(OP_TEXT, t.encode("utf-8")) for t in texts)
+        with self._send_lock:
+            if self._close_sent:
+                raise Closed(self.close_code, "the close handshake has begun")
+            try:
+                self._sock.sendall(data)
+            except OSError as error:
+                raise WebSocketError(f"send failed: {error}") from error
+
     def ping(self, payload: bytes = b"") -> None:
         self._send(OP_PING, payload)
 

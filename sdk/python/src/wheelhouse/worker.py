@@ -171,7 +171,7 @@ class Worker:
             runner = self._http_runner()
             self._runner = runner
         if old is not None:
-            old.pool.shutdown(wait=False)
+            old.pool.shutdown()
         runner.start()
 
     def stop(self, timeout: Optional[Any] = ...) -> None:
