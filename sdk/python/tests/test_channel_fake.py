@@ -4,6 +4,7 @@ test_worker.py; these pin the worker's side of the protocol where a fault is eas
 
 from __future__ import annotations
 
+import http.server
 import json
 import socket
 import threading
@@ -193,6 +194,81 @@ class FakeChannelTest(unittest.TestCase):
         finally:
             worker.stop(2)
             node.close()
+
+
+class OldNode(http.server.ThreadingHTTPServer):
+    """A node without the channel: 404 to the upgrade, one task from the long-poll, results taken."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        self.upgrades = 0
+        self.polls: List[Dict[str, Any]] = []
+        self.completed: List[Dict[str, Any]] = []
+        self.task = {"task_id": str(uuid.uuid4()), "task_type": "t", "payload": 7, "attempt": 1, "lease_token": "lt",
+                     "lease_expires_at": "2099-01-01T00:00:00.000Z", "deadline_at": "2099-01-01T00:00:00.000Z"}
+        node = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def answer(self, status: int, body: Any) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                node.upgrades += 1
+                self.answer(404, {"error": {"code": "route_not_found", "message": "no such route"}})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                if self.path == "/api/workers/poll":
+                    node.polls.append(body)
+                    tasks = [node.task] if len(node.polls) == 1 else []
+                    if not tasks:
+                        time.sleep(0.05)
+                    self.answer(200, {"tasks": tasks})
+                elif self.path == "/api/workers/complete":
+                    node.completed.extend(body["results"])
+                    self.answer(200, {"results": [{"task_id": r["task_id"], "ok": True} for r in body["results"]]})
+                else:
+                    self.answer(404, {"error": {"code": "route_not_found", "message": self.path}})
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a long-poll the stopping worker hung up on
+
+
+class FallbackTest(unittest.TestCase):
+    def test_a_node_that_answers_the_upgrade_404_gets_the_long_poll(self) -> None:
+        node = OldNode()
+        threading.Thread(target=node.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{node.server_address[1]}"
+        errors: List[str] = []
+        worker = Worker(url, {"t": lambda ctx: ctx.payload * 2}, concurrency=3, on_error=lambda e, w: errors.append(w))
+        worker.start()
+        try:
+            until(lambda: node.completed, "the result")
+            self.assertEqual(node.upgrades, 1)
+            self.assertEqual(worker.transport, "http")
+            self.assertEqual(node.completed[0]["status"], "succeeded")
+            self.assertEqual(node.completed[0]["result"], 14)
+            self.assertEqual(node.polls[0]["task_types"], ["t"])
+            self.assertEqual(node.polls[0]["max_tasks"], 3)
+            self.assertTrue(any("falls back" in e for e in errors), errors)
+            until(lambda: worker.stats["reported"] == 1, "the result acknowledged")
+        finally:
+            worker.stop(1)
+            node.shutdown()
+            node.server_close()
 
 
 if __name__ == "__main__":

@@ -201,6 +201,8 @@ class ChannelRunner(Runner):
                     if len(refused_404) == len(self.urls):
                         with self.lock:
                             self.taking = False
+                            self.finished = True  # the pump ends: an HTTP worker takes over
+                            self.wake.notify_all()
                         self.on_fallback(error)
                         return
                 self.on_error(error, f"connecting to {base}")
