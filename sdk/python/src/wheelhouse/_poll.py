@@ -206,7 +206,9 @@ class PollRunner(Runner):
             _, answer = self.http.send("POST", f"/api/tasks/{ctx.task_id}/heartbeat", body)
         except ConflictError:
             with self.lock:
-                self.leases.pop(ctx.task_id, None)
+                if self.leases.get(ctx.task_id) is not lease:
+                    return None  # its result went out meanwhile: the lease ended with it
+                del self.leases[ctx.task_id]
             if lost_reason(ctx) == DEADLINE:
                 ctx._stop(DEADLINE)  # the node ended the attempt at its deadline
             elif ctx._stop(LEASE_LOST):
