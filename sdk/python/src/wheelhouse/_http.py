@@ -16,6 +16,7 @@ from __future__ import annotations
 import http.client
 import json
 import random
+import select
 import socket
 import ssl
 import threading
@@ -64,6 +65,12 @@ class Transport:
 
     def _connection(self, timeout: float) -> http.client.HTTPConnection:
         conn: Optional[http.client.HTTPConnection] = getattr(self._local, "conn", None)
+        if conn is not None and conn.sock is not None and _closed_by_peer(conn.sock):
+            # An idle kept-alive connection the node (or a proxy, or a node restart) closed: a
+            # request sent on it would fail without being read, and one that is not safe to send
+            # twice could not be retried. A new connection instead.
+            self._drop()
+            conn = None
         if conn is None:
             if self.tls:
                 conn = http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.ssl_context)
@@ -173,6 +180,15 @@ class Transport:
             if not retryable or attempt > self.retries:
                 raise error
             time.sleep(delay if delay is not None else backoff(attempt - 1))
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    """An idle connection is readable only when the peer closed it (or sent what nobody asked for)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def headers_of(token: Optional[str]) -> Dict[str, str]:
