@@ -6,6 +6,7 @@
  * one worker with C slots and a handler that does nothing, and times it from its start to the
  * node's N-th acknowledged result. Runs alternate TS, Python, TS, Python, … (R rounds; the order
  * within a round flips each round), on one node, so both meet the same node and neighbours.
+ * A warm-up drain of each side comes first, not counted (the node's first drain pays for its JIT).
  * Reports tasks/s per run, the medians, and the CPU per task of each worker process (µs). The
  * TypeScript worker runs in a child process of its own (bench/python-drain-ts-worker.ts), as the
  * Python one does.
@@ -38,7 +39,7 @@ const ROOT = resolve(import.meta.dirname, '../..');
 const PY_WORKER = join(ROOT, 'bench/python-drain-worker.py');
 const TS_WORKER = resolve(import.meta.dirname, 'python-drain-ts-worker.js');
 
-async function submit(url: string, taskType: string): Promise<void> {
+async function submit(url: string, taskType: string, total: number): Promise<void> {
   for (let done = 0; done < total; done += 1000) {
     const n = Math.min(1000, total - done);
     const body = JSON.stringify({ tasks: Array.from({ length: n }, () => ({ task_type: taskType })) });
@@ -60,6 +61,7 @@ async function submit(url: string, taskType: string): Promise<void> {
 interface Drain {
   seconds: number;
   cpu_seconds: number;
+  stats: { reported: number; discarded: number };
 }
 
 /** Runs a worker process to the end of its drain; resolves with what it printed last. */
@@ -88,18 +90,30 @@ const dataDir = values.embedded ? mkdtempSync(join(tmpdir(), 'wheelhouse-bench-'
 const stores = new BenchStores();
 const node = await startBenchNode(names, [], dataDir);
 const figures: Record<'ts' | 'python', { rate: number; cpuUs: number }[]> = { ts: [], python: [] };
+/** Submits, waits for the wheel, and drains with one worker of `side`; `count` tasks. */
+async function run(side: 'ts' | 'python', label: string, count: number): Promise<Drain> {
+  const taskType = `bench.pydrain.${side}.${label}.${Date.now()}`;
+  await submit(node.url, taskType, count);
+  await sleep(1_500); // the wheel fires them all into the ready queue
+  const args = [node.url, taskType, String(count), String(concurrency)];
+  const result =
+    side === 'python'
+      ? await drain(PYTHON, [PY_WORKER, ...args], { PYTHONPATH: join(ROOT, 'sdk/python/src') })
+      : await drain(process.execPath, [TS_WORKER, ...args], {});
+  // Every result accepted by the node, none discarded: a drain that lost tasks has no rate.
+  if (result.stats.reported !== count || result.stats.discarded !== 0)
+    throw new Error(`${side} worker: ${JSON.stringify(result.stats)} for ${count} tasks`);
+  return result;
+}
+
 try {
+  // A warm-up drain of each side, not counted: the node's first drain pays for its JIT.
+  await run('ts', 'warmup', Math.min(total, 5000));
+  await run('python', 'warmup', Math.min(total, 5000));
   for (let round = 0; round < rounds; round++) {
     const order: ('ts' | 'python')[] = round % 2 === 0 ? ['ts', 'python'] : ['python', 'ts'];
     for (const side of order) {
-      const taskType = `bench.pydrain.${side}.${round}.${Date.now()}`;
-      await submit(node.url, taskType);
-      await sleep(1_500); // the wheel fires them all into the ready queue
-      const args = [node.url, taskType, String(total), String(concurrency)];
-      const result =
-        side === 'python'
-          ? await drain(PYTHON, [PY_WORKER, ...args], { PYTHONPATH: join(ROOT, 'sdk/python/src') })
-          : await drain(process.execPath, [TS_WORKER, ...args], {});
+      const result = await run(side, String(round), total);
       const rate = total / result.seconds;
       const cpuUs = (result.cpu_seconds * 1e6) / total;
       figures[side].push({ rate, cpuUs });
