@@ -8,13 +8,19 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 
 from wheelhouse import TaskContext, Worker
 
 
+PRINT = threading.Lock()
+
+
 def handler(ctx: TaskContext) -> object:
-    print(f"started {ctx.task_id}", flush=True)
+    with PRINT:  # one line a task: print() from several threads can interleave its text and newline
+        sys.stdout.write(f"started {ctx.task_id}\n")
+        sys.stdout.flush()
     if ctx.payload == "stuck":
         ctx.cancelled.wait(120)
         ctx.check()
@@ -31,6 +37,7 @@ def main() -> int:
         transport=transport,
         concurrency=4,
         stop_timeout=float(stop_timeout),
+        poll_wait=2.0,  # over HTTP: a short long-poll, so that a poll that missed a task asks again soon
     )
     stats = worker.run()
     print(f"stopped {json.dumps(stats)}", flush=True)

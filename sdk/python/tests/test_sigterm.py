@@ -26,8 +26,9 @@ class SigtermCases:
     def test_sigterm_finishes_running_tasks_hands_back_the_stuck_one_and_exits_0(self) -> None:
         c = client()
         task_type = unique_type(f"sigterm{self.transport}")
-        quick = [t["task_id"] for t in c.submit_batch([{"task_type": task_type, "payload": "quick"} for _ in range(3)])]
-        stuck = c.submit(task_type, "stuck", timeout_seconds=120, max_retries=3)["task_id"]
+        # One batch: the four are ready together, so the worker takes all of them at once.
+        batch = [{"task_type": task_type, "payload": p, "timeout_seconds": 120, "max_retries": 3} for p in ("quick",) * 3 + ("stuck",)]
+        *quick, stuck = [t["task_id"] for t in c.submit_batch(batch)]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         process = subprocess.Popen(
             [sys.executable, SCRIPT, str(URL), task_type, self.transport, "1.5"],
@@ -40,7 +41,10 @@ class SigtermCases:
         reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
         reader.start()
         try:
-            until(lambda: sum(l.startswith("started") for l in lines) == 4, "four tasks running", 30)
+            try:
+                until(lambda: "".join(lines).count("started ") == 4, "four tasks running", 30)
+            except AssertionError as error:
+                raise AssertionError(f"{error}; the worker wrote:\n{''.join(lines)}") from None
             process.send_signal(signal.SIGTERM)
             code = process.wait(30)
         finally:
