@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { PGlite } from '@electric-sql/pglite';
+import { lockDataDir, type DataDirLock } from './data-dir-lock.js';
 import { toStoreError } from './db-errors.js';
 import { checkSchema, INT8_OID, parseInt8, type Db, type DbResult, type DbTx } from './db.js';
 
@@ -18,24 +19,32 @@ export interface PgliteDbOptions {
 /**
  * Opens PGlite, in memory or persisted under `dataDir`, and sets its `search_path`.
  * One PGlite is one connection: statements run one at a time, and a transaction holds the
- * database until it ends. Only one process may open a data directory.
+ * database until it ends. Only one process may open a data directory: the first takes its lock
+ * (src/store/data-dir-lock.ts) before PGlite opens it and releases it once PGlite has closed;
+ * another finds it held and throws `DataDirInUseError`.
  */
 export async function openPglite(options: PgliteDbOptions): Promise<Db> {
   checkSchema(options.schema);
+  // `memory://` (PGlite's in-memory scheme) is no directory: made, it was an empty `memory:`
+  // in the working directory.
+  const onDisk = options.dataDir !== null && !options.dataDir.includes('://');
+  let lock: DataDirLock | null = null;
+  if (onDisk) {
+    mkdirSync(options.dataDir!, { recursive: true });
+    lock = lockDataDir(options.dataDir!);
+  }
   let lite: PGlite;
   try {
-    // `memory://` (PGlite's in-memory scheme) is no directory: made, it was an empty `memory:`
-    // in the working directory.
-    if (options.dataDir !== null && !options.dataDir.includes('://')) mkdirSync(options.dataDir, { recursive: true });
     const parsers = { [INT8_OID]: parseInt8 };
     lite = await PGlite.create(options.dataDir === null ? { parsers } : { dataDir: options.dataDir, parsers });
     // The schema need not exist yet: search_path names that do not exist are skipped until
     // they do (the migration creates it).
     await lite.exec(`SET search_path TO ${options.schema}`);
   } catch (error) {
+    lock?.release();
     throw toStoreError(error, true);
   }
-  return new PgliteDb(lite, options.schema);
+  return new PgliteDb(lite, options.schema, lock);
 }
 
 interface PgliteQueryable {
@@ -70,6 +79,7 @@ class PgliteDb implements Db {
   constructor(
     private readonly lite: PGlite,
     readonly schema: string,
+    private readonly lock: DataDirLock | null,
   ) {}
 
   query<R = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<DbResult<R>> {
@@ -94,7 +104,18 @@ class PgliteDb implements Db {
     }
   }
 
-  async close(): Promise<void> {
-    if (!this.lite.closed) await this.lite.close();
+  private closing: Promise<void> | null = null;
+
+  /**
+   * Closes PGlite (it writes its shutdown checkpoint), then lets the directory go. Once: a
+   * second call (the CLI's forced exit racing the graceful stop) waits for the first.
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      // A close that failed keeps the lock until the process exits: PGlite may still hold files.
+      if (!this.lite.closed) await this.lite.close();
+      this.lock?.release();
+    })();
+    return this.closing;
   }
 }
