@@ -110,18 +110,30 @@ function held(real: string, path: string, holder: LockHolder): DataDirLock {
   const release = (): void => {
     if (released) return;
     released = true;
-    process.off('exit', release);
     heldHere.delete(real);
     const found = readHolder(path);
     if (typeof found === 'object' && found.token === holder.token) unlinkQuietly(path);
   };
-  // A process that exits without closing the database (a second SIGINT, the grace timeout)
-  // ends its writes as it exits: nothing writes the directory after this.
-  process.on('exit', release);
   const lock = { path, holder, release };
   heldHere.set(real, lock);
+  // A process that exits without closing the database (a second SIGINT, the grace timeout)
+  // ends its writes as it exits: nothing writes the directory after this.
+  if (!exitHooked) {
+    exitHooked = true;
+    process.on('exit', () => {
+      for (const each of [...heldHere.values()]) {
+        try {
+          each.release();
+        } catch (error) {
+          process.stderr.write(`wheelhouse: could not remove ${each.path} at exit: ${String(error)}\n`);
+        }
+      }
+    });
+  }
   return lock;
 }
+
+let exitHooked = false;
 
 /**
  * Moves a stale lock out of the way. Two starters may judge the same lock stale: each renames

@@ -6,12 +6,13 @@
  * control file says "shut down", and a restart finds every task that was answered 201.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
-import { hostname } from 'node:os';
-import { join } from 'node:path';
+import { hostname, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { LOCK_FILE } from '../../src/store/data-dir-lock.js';
+import { seedFromTemplate } from '../../src/store/pglite-template.js';
 import { killGroup } from '../support/children.js';
 import { api } from '../support/nodes.js';
 import { freshPgliteDir } from '../support/pglite-dirs.js';
@@ -19,6 +20,8 @@ import { requireBuiltCli, spawnCli, startCliProcess, type CliProcess } from '../
 import { eventually } from '../support/waits.js';
 
 requireBuiltCli();
+/** The template the build ships next to the built CLI's store modules. */
+const TEMPLATE_PATH_BUILT = resolve(import.meta.dirname, '../../dist/src/store/pglite-template.tar.gz');
 
 const dirs: string[] = [];
 const started: { child: CliProcess['child'] }[] = [];
@@ -140,6 +143,23 @@ describe('wheelhouse dev on a data directory in use', () => {
     expect((await api(second.url, 'GET', `/api/tasks/${taskId}`)).status).toBe(200);
     second.child.kill('SIGTERM');
     expect((await second.exited()).code).toBe(0);
+  }, 120_000);
+});
+
+describe('wheelhouse dev in a new directory', () => {
+  it('starts from the template the build ships, not from an initdb of its own', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'wheelhouse-data-dir-new-'));
+    dirs.push(dir);
+    const node = await startDev(join(dir, 'data'));
+    await submit(node.url, 'new.t');
+    node.child.kill('SIGTERM');
+    expect((await node.exited()).code).toBe(0);
+    // initdb draws a new system identifier each time; the template's copies all carry its own.
+    const unpacked = join(dir, 'unpacked');
+    mkdirSync(unpacked);
+    seedFromTemplate(unpacked, TEMPLATE_PATH_BUILT);
+    const systemIdentifier = (d: string): bigint => readFileSync(join(d, 'global', 'pg_control')).readBigUInt64LE(0);
+    expect(systemIdentifier(join(dir, 'data'))).toBe(systemIdentifier(unpacked));
   }, 120_000);
 });
 
