@@ -2,7 +2,7 @@
  * `npm run bench:embedded-start`: how long the embedded default takes to be ready, and what it
  * holds in memory once idle (issue 32). Each run starts `wheelhouse dev` in a fresh temporary
  * directory (as `npm start` in a new checkout: the data directory is its `./.wheelhouse`),
- * times from the spawn to the first 200 of `/readyz`, waits `--idle-seconds`, reads VmRSS from
+ * times from the spawn to the first 200 of `/readyz` (and reads the CPU time it used), waits `--idle-seconds`, reads VmRSS from
  * /proc/<pid>/status, stops it with SIGTERM; then starts it again on the same directory (the
  * second start) and measures the same. Prints each run and the medians.
  *
@@ -12,7 +12,7 @@
  * that a machine busier in one minute than the next weighs on each alike.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -37,10 +37,22 @@ const clis = (values.cli ?? [process.env.BENCH_CLI ?? join(import.meta.dirname, 
   resolve(c),
 );
 
-/** One start: milliseconds from the spawn to ready, and the idle RSS in MiB. */
+/**
+ * One start: milliseconds from the spawn to ready, the CPU time the process had used by then
+ * (user + system; on a busy machine the wall time is mostly waiting for a core), and the idle
+ * RSS in MiB.
+ */
 interface StartFigures {
   readyMs: number;
+  cpuMs: number;
   idleRssMiB: number;
+}
+
+/** User + system CPU time of a process, ms (Linux: /proc/<pid>/stat, in ticks of 1/100 s). */
+function cpuMsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 async function startOnce(cli: string, cwd: string): Promise<StartFigures> {
@@ -73,14 +85,27 @@ async function startOnce(cli: string, cwd: string): Promise<StartFigures> {
       await sleep(25);
     }
     const readyMs = performance.now() - started;
+    const cpuMs = cpuMsOf(child.pid as number);
     await sleep(idleMs);
     const kib = rssKiB(child.pid as number);
     if (kib === null) throw new Error(`could not read the RSS of ${child.pid}`);
-    return { readyMs, idleRssMiB: kib / 1024 };
+    return { readyMs, cpuMs, idleRssMiB: kib / 1024 };
   } finally {
     child.kill('SIGTERM');
     await waitForExit(child, 30_000);
   }
+}
+
+function line(f: StartFigures): string {
+  return `ready ${(f.readyMs / 1000).toFixed(2)} s (CPU ${(f.cpuMs / 1000).toFixed(2)} s), idle RSS ${f.idleRssMiB.toFixed(0)} MiB`;
+}
+
+function medians(of: StartFigures[]): StartFigures {
+  return {
+    readyMs: median(of.map((f) => f.readyMs)),
+    cpuMs: median(of.map((f) => f.cpuMs)),
+    idleRssMiB: median(of.map((f) => f.idleRssMiB)),
+  };
 }
 
 const figures = clis.map(() => ({ first: [] as StartFigures[], second: [] as StartFigures[] }));
@@ -92,11 +117,7 @@ for (let run = 1; run <= runs; run++) {
       const b = await startOnce(cli, cwd);
       figures[i]!.first.push(a);
       figures[i]!.second.push(b);
-      if (!values.json)
-        process.stdout.write(
-          `${cli} run ${run}: first start ready ${(a.readyMs / 1000).toFixed(2)} s, idle RSS ${a.idleRssMiB.toFixed(0)} MiB; ` +
-            `second start ready ${(b.readyMs / 1000).toFixed(2)} s, idle RSS ${b.idleRssMiB.toFixed(0)} MiB\n`,
-        );
+      if (!values.json) process.stdout.write(`${cli} run ${run}: first start ${line(a)}; second start ${line(b)}\n`);
     } finally {
       rmSync(cwd, { recursive: true, force: true });
     }
@@ -108,8 +129,8 @@ const summaries = clis.map((cli, i) => {
     cli,
     runs,
     idleSeconds: idleMs / 1000,
-    first: { readyMs: median(first.map((f) => f.readyMs)), idleRssMiB: median(first.map((f) => f.idleRssMiB)) },
-    second: { readyMs: median(second.map((f) => f.readyMs)), idleRssMiB: median(second.map((f) => f.idleRssMiB)) },
+    first: medians(first),
+    second: medians(second),
     samples: { first, second },
   };
 });
@@ -117,7 +138,5 @@ if (values.json) process.stdout.write(`${JSON.stringify(summaries, null, 2)}\n`)
 else
   for (const summary of summaries)
     process.stdout.write(
-      `${summary.cli}: medians of ${runs}: first start ready ${(summary.first.readyMs / 1000).toFixed(2)} s, idle RSS ` +
-        `${summary.first.idleRssMiB.toFixed(0)} MiB; second start ready ${(summary.second.readyMs / 1000).toFixed(2)} s, ` +
-        `idle RSS ${summary.second.idleRssMiB.toFixed(0)} MiB\n`,
+      `${summary.cli}: medians of ${runs}: first start ${line(summary.first)}; second start ${line(summary.second)}\n`,
     );
