@@ -89,7 +89,7 @@ export function lockDataDir(dataDir: string): DataDirLock {
   try {
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
       try {
-        linkSync(staging, path);
+        publish(staging, path, body);
         return held(real, path, holder);
       } catch (error) {
         if (!isCode(error, 'EEXIST')) throw error;
@@ -135,6 +135,24 @@ function held(real: string, path: string, holder: LockHolder): DataDirLock {
 
 let exitHooked = false;
 
+/** Error codes of a filesystem that makes no hard links (some network and FUSE mounts). */
+const NO_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
+
+/**
+ * Puts the lock at `path`, or throws EEXIST. A hard link of the synced staging file: the lock
+ * appears whole. Where the filesystem makes no links, an exclusive create and a write: another
+ * starter reading it in that instant finds no holder and may take it too (the window is the
+ * write of a few hundred bytes).
+ */
+function publish(staging: string, path: string, body: string): void {
+  try {
+    linkSync(staging, path);
+  } catch (error) {
+    if (NO_LINKS.has((error as { code?: string }).code ?? '')) writeSynced(path, body);
+    else throw error;
+  }
+}
+
 /**
  * Moves a stale lock out of the way. Two starters may judge the same lock stale: each renames
  * it to a name of its own, and only the one that got the stale lock (its token) deletes it; the
@@ -157,6 +175,9 @@ function clearStale(path: string, staleToken: string | null, ownToken: string): 
   }
   try {
     linkSync(aside, path);
+  } catch (error) {
+    if (!NO_LINKS.has((error as { code?: string }).code ?? '')) throw error;
+    renameSync(aside, path);
   } finally {
     unlinkQuietly(aside);
   }
