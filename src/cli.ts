@@ -18,6 +18,7 @@ import { WheelhouseApiError, WheelhouseNetworkError, WheelhouseTimeoutError } fr
 import { isLoopbackHost } from './lib/address-patterns.js';
 import { packageVersion } from './lib/version.js';
 import { migrate, SchemaTooNewError } from './store/migrate.js';
+import { DataDirInUseError } from './store/data-dir-lock.js';
 
 /**
  * `wheelhouse <command> [--flags]`: maps flags to options and calls the entry points.
@@ -81,6 +82,9 @@ const AUTH_TOKEN_IGNORED =
 
 /** Flags that alone mean true (`--insecure`); each also takes a value (`--insecure false`). */
 const SWITCHES = new Set(['insecure', 'redis-cluster']);
+
+/** How long an exit that does not wait for the graceful stop still waits for the database to close. */
+const FORCED_CLOSE_MS = 1_000;
 
 export function parseFlags(argv: string[]): { options: WheelhouseOptions; configPath: string | null } {
   const options: Record<string, unknown> = {};
@@ -184,19 +188,26 @@ async function main(argv: string[]): Promise<void> {
     }
   }
   let stopping = false;
+  // Leaving before the graceful stop ends: the database is closed first if that is quick (the
+  // embedded one writes its shutdown checkpoint and lets its directory go), else it is left as
+  // a crash leaves it. Leases and snapshots not handed off are recovered as after a crash.
+  const exitNow = (code: number): void => {
+    const bound = new Promise((resolveBound) => setTimeout(resolveBound, FORCED_CLOSE_MS).unref());
+    void Promise.race([node.backend.db.close().catch(() => undefined), bound]).then(() => process.exit(code));
+  };
   const stop = (signal: string): void => {
     if (stopping) {
-      // A second signal: the operator will not wait. Leases and snapshots not handed off are
-      // recovered as after a crash.
+      // A second signal: the operator will not wait.
       process.stderr.write(`wheelhouse: ${signal} again, exiting now\n`);
-      process.exit(130);
+      exitNow(130);
+      return;
     }
     stopping = true;
     const graceMs = node.options.shutdownGraceMs;
     process.stdout.write(`wheelhouse: ${signal}, shutting down (at most ${graceMs / 1000} s; again to exit now)\n`);
     setTimeout(() => {
       process.stderr.write(`wheelhouse: shutdown took longer than ${graceMs / 1000} s, exiting\n`);
-      process.exit(1);
+      exitNow(1);
     }, graceMs).unref();
     node.close().then(
       () => process.exit(0),
@@ -224,7 +235,7 @@ main(process.argv.slice(2)).catch((error: unknown) => {
     process.stderr.write(`wheelhouse: ${error.message}\n`);
     process.exit(1);
   }
-  if (error instanceof SchemaTooNewError) {
+  if (error instanceof SchemaTooNewError || error instanceof DataDirInUseError) {
     process.stderr.write(`wheelhouse: ${error.message}\n`);
     process.exit(1);
   }

@@ -38,6 +38,8 @@ describe('the packed package', () => {
     const [info] = JSON.parse(packed.stdout) as { filename: string; files: { path: string }[] }[];
     const paths = info!.files.map((f) => f.path);
     expect(paths).toContain('dist/src/cli.js');
+    // A new embedded data directory is unpacked from it (decision 0037).
+    expect(paths).toContain('dist/src/store/pglite-template.tar.gz');
     expect(paths).toContain('dist/src/worker/index.js');
     // The dashboard the node serves at /admin: its page, its style sheet and its scripts.
     expect(paths).toContain('dist/src/dashboard/index.html');
