@@ -179,14 +179,17 @@ const RECONCILE = `
     FROM change ch
     WHERE t.id = ch.id AND ${awaitsEdges('t')}
       AND (ch.n > 0 OR ch.broken_by IS NOT NULL OR t.deps_satisfied >= t.deps_total)
-    RETURNING t.id, t.status, t.task_type, t.priority, t.due_time, t.has_dependents, t.limits
+    RETURNING t.id, t.status, t.task_type, t.priority, t.due_time, t.has_dependents, t.limits, t.traceparent,
+              t.partition
   ),
   ${dagEventsCte(2)}
-  SELECT d.id, d.status, d.task_type, d.priority, ${msOf('d.due_time')} AS due_ms, d.has_dependents, d.limits
+  SELECT d.id, d.status, d.task_type, d.priority, ${msOf('d.due_time')} AS due_ms, d.has_dependents, d.limits,
+         d.traceparent, d.partition
   FROM done d`;
 
 interface OutcomeRow extends DueRow {
   status: DagOutcome['status'];
+  partition: number;
   has_dependents: boolean;
 }
 
@@ -205,6 +208,7 @@ export async function reconcile(db: Db, taskIds: string[], nowMs: number): Promi
         status: r.status,
         due: r.status === 'pending' ? toDueEntry(r) : null,
         notifyDependents: isFinal(r.status) && r.has_dependents,
+        partition: r.partition,
       }));
     } catch (error) {
       if (attempt >= RECONCILE_ATTEMPTS || !isRetryableConflict(error)) throw error;
