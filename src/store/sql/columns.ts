@@ -1,5 +1,6 @@
 import { cronScheduleOf } from './cron-json.js';
 import { isUuid } from '../../lib/ids.js';
+import { tracingOn } from '../../lib/otel.js';
 import type { DueEntry, ScheduleType, StoredStatus, TaskRecord } from '../../domain/model.js';
 
 /**
@@ -185,7 +186,8 @@ export interface DueRow {
 export function toDueEntry(row: DueRow): DueEntry {
   const entry: DueEntry = { taskId: row.id, taskType: row.task_type, priority: row.priority, dueMs: row.due_ms };
   if (row.limits !== null && row.limits.length > 0) entry.limits = row.limits;
-  if (row.traceparent != null) entry.traceparent = row.traceparent;
+  // Only a fire's span reads it: a node that does not trace keeps entries as they were.
+  if (row.traceparent != null && tracingOn()) entry.traceparent = row.traceparent;
   return entry;
 }
 
