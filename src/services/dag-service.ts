@@ -1,3 +1,4 @@
+import type { Span } from '@opentelemetry/api';
 import type { NodeEventSink } from '../domain/events.js';
 import type { NewTask, TaskRecord, TaskStatus } from '../domain/model.js';
 import { planGraph } from '../domain/dag-graph.js';
@@ -9,7 +10,6 @@ import type { WheelPlacement } from '../actors/wheel-placement.js';
 import type { Clock } from '../runtime/clock.js';
 import type { DagStore } from '../store/dag-types.js';
 import type { TaskStore } from '../store/types.js';
-import type { Span } from '@opentelemetry/api';
 import { tracingOn } from '../lib/otel.js';
 import { endSpans, inheritWithin, startSubmits } from './task-spans.js';
 import type { MissingTasks } from './missing-tasks.js';

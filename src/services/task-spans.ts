@@ -1,6 +1,6 @@
+import type { Span } from '@opentelemetry/api';
 import { SpanKind, startHop, traceparentOf } from '../lib/otel.js';
 import type { ClaimedTask, NewTask, Transition } from '../domain/model.js';
-import type { Span } from '@opentelemetry/api';
 
 /**
  * The spans of a task's hops that the services make: submit, claim and result

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '../../src/client/index.js';
@@ -46,7 +46,7 @@ async function startReceiver(): Promise<Receiver> {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks);
-      const contentType = (req.headers as IncomingHttpHeaders)['content-type'];
+      const contentType = req.headers['content-type'];
       requests.push({ contentType, body });
       if (req.url === '/v1/traces' && contentType?.startsWith('application/json') === true) {
         const parsed = JSON.parse(body.toString('utf8')) as {
@@ -102,7 +102,7 @@ describe('without OTEL_EXPORTER_OTLP_ENDPOINT', () => {
     await c?.cleanup();
   });
 
-  it('traces nothing, and hands the submitted traceparent to the worker as it came (its dependent too)', async () => {
+  it('traces nothing, and hands the submitted traceparent to the worker as it came', async () => {
     expect(tracingOn()).toBe(false);
     const taskType = uniqueType('otel.off');
     const seen = new Map<string, string | undefined>();
@@ -112,7 +112,7 @@ describe('without OTEL_EXPORTER_OTLP_ENDPOINT', () => {
       taskTypes: [taskType],
       handler: (t: TaskContext) => {
         seen.set(t.taskId, t.traceparent);
-        return null;
+        return Promise.resolve(null);
       },
       onError: () => undefined,
     });
@@ -136,6 +136,29 @@ describe('without OTEL_EXPORTER_OTLP_ENDPOINT', () => {
     const rows = await c.sql<{ traceparent: string | null }>('SELECT traceparent FROM tasks WHERE id = $1', [a]);
     expect(rows[0]?.traceparent).toBe(traceparent);
   }, 30_000);
+
+  it('gives a dependent in the same graph its predecessor’s context', async () => {
+    const { traceparent } = newTraceparent();
+    const res = await fetch(`${c.url}/api/dags`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        tasks: [
+          { ref: 'a', task_type: 'otel.dag', traceparent },
+          { ref: 'b', task_type: 'otel.dag', depends_on: ['a'] },
+          { ref: 'c', task_type: 'otel.dag' },
+        ],
+      }),
+    });
+    expect(res.status).toBe(201);
+    const dag = (await res.json()) as { tasks: { ref: string; task_id: string }[] };
+    const rows = await c.sql<{ id: string; traceparent: string | null }>(
+      'SELECT id, traceparent FROM tasks WHERE id = ANY($1::uuid[])',
+      [dag.tasks.map((t) => t.task_id)],
+    );
+    const of = (ref: string) => rows.find((r) => r.id === dag.tasks.find((t) => t.ref === ref)!.task_id)?.traceparent;
+    expect([of('a'), of('b'), of('c')]).toEqual([traceparent, traceparent, null]);
+  });
 
   it('copies a cron schedule’s traceparent to its instances', async () => {
     const { traceparent } = newTraceparent();
@@ -205,7 +228,7 @@ describe.each(BACKENDS)('with OTLP over http/json, on %s', (backend) => {
         taskTypes: [taskType],
         handler: (t: TaskContext) => {
           handed.set(t.taskId, t.traceparent);
-          return { ok: true };
+          return Promise.resolve({ ok: true });
         },
         onError: () => undefined,
       });
@@ -245,8 +268,8 @@ describe.each(BACKENDS)('with OTLP over http/json, on %s', (backend) => {
         expect(found, `${name} of ${taskId}`).toHaveLength(1);
         return found[0]!;
       };
-      const [aSubmit, aFire, aClaim, aWorker, aComplete] = names.map((n) => one(a.taskId, n)) as OtlpSpan[];
-      const [bSubmit, bFire, bClaim, bWorker, bComplete] = names.map((n) => one(b.taskId, n)) as OtlpSpan[];
+      const [aSubmit, aFire, aClaim, aWorker, aComplete] = names.map((n) => one(a.taskId, n));
+      const [bSubmit, bFire, bClaim, bWorker, bComplete] = names.map((n) => one(b.taskId, n));
       const bRelease = one(b.taskId, 'wheelhouse.release');
       const all = [aSubmit, aFire, aClaim, aWorker, aComplete, bSubmit, bFire, bClaim, bWorker, bComplete, bRelease];
       // One trace: the client's.
