@@ -142,6 +142,16 @@ export function spanContextOf(traceparent: string): SpanContext | null {
   return { traceId, spanId, traceFlags: parseInt(flags, 16) & TraceFlags.SAMPLED, isRemote: true };
 }
 
+/**
+ * Whether a valid `traceparent`'s sampled flag is set. A hop whose task's context is not
+ * sampled makes no span at all: under the parent-based sampler its span would record nothing,
+ * and skipping it saves making one (ids, the sampler, the attributes) per hop.
+ */
+export function isSampled(traceparent: string): boolean {
+  // `vv-<32>-<16>-ff`: the flags are characters 53–54; the sampled bit is the low bit of the last.
+  return (parseInt(traceparent.charAt(54), 16) & TraceFlags.SAMPLED) !== 0;
+}
+
 /** A span's context as a `traceparent` (version 00). */
 export function traceparentOf(span: Span): string {
   const c = span.spanContext();

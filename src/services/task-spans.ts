@@ -1,5 +1,5 @@
 import type { Span } from '@opentelemetry/api';
-import { SpanKind, startHop, traceparentOf } from '../lib/otel.js';
+import { isSampled, SpanKind, startHop, traceparentOf } from '../lib/otel.js';
 import type { ClaimedTask, NewTask, Transition } from '../domain/model.js';
 
 /**
@@ -77,7 +77,8 @@ export function endSpans(spans: Span[] | null): void {
  */
 export function traceClaims(claimed: readonly ClaimedTask[], workerId: string, startMs: number): void {
   for (const task of claimed) {
-    if (task.traceparent === undefined) continue;
+    // Not sampled: no span, and the worker is handed the task's context as it is.
+    if (task.traceparent === undefined || !isSampled(task.traceparent)) continue;
     const span = startHop(
       CLAIM_SPAN,
       task.traceparent,
@@ -94,7 +95,7 @@ export function traceClaims(claimed: readonly ClaimedTask[], workerId: string, s
 /** After results are recorded (tracing on): a span per ended attempt that has a context, from `startMs` to now. */
 export function traceResults(transitions: readonly Transition[], startMs: number): void {
   for (const t of transitions) {
-    if (t.traceparent === undefined) continue;
+    if (t.traceparent === undefined || !isSampled(t.traceparent)) continue;
     const span = startHop(
       COMPLETE_SPAN,
       t.traceparent,

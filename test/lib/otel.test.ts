@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  isSampled,
   isTraceparent,
   otlpEndpoint,
   otlpProtocol,
@@ -72,5 +73,15 @@ describe('the environment', () => {
     expect(() => otlpProtocol({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' })).toThrow(
       /OTEL_EXPORTER_OTLP_PROTOCOL is "grpc"/,
     );
+  });
+});
+
+describe('isSampled', () => {
+  it('reads the sampled bit of the flags', () => {
+    const ids = '4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7';
+    expect(isSampled(`00-${ids}-01`)).toBe(true);
+    expect(isSampled(`00-${ids}-03`)).toBe(true);
+    expect(isSampled(`00-${ids}-00`)).toBe(false);
+    expect(isSampled(`00-${ids}-02`)).toBe(false);
   });
 });
