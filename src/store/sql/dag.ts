@@ -203,13 +203,17 @@ export async function reconcile(db: Db, taskIds: string[], nowMs: number): Promi
   for (let attempt = 1; ; attempt++) {
     try {
       const { rows } = await db.query<OutcomeRow>(RECONCILE, [ids, nowMs], 'wh_dag_reconcile');
-      return rows.map((r) => ({
-        taskId: r.id,
-        status: r.status,
-        due: r.status === 'pending' ? toDueEntry(r) : null,
-        notifyDependents: isFinal(r.status) && r.has_dependents,
-        partition: r.partition,
-      }));
+      return rows.map((r) => {
+        const due = r.status === 'pending' ? toDueEntry(r) : null;
+        return {
+          taskId: r.id,
+          status: r.status,
+          due,
+          notifyDependents: isFinal(r.status) && r.has_dependents,
+          // Only the span of a traced release reads it.
+          ...(due?.traceparent === undefined ? {} : { partition: r.partition }),
+        };
+      });
     } catch (error) {
       if (attempt >= RECONCILE_ATTEMPTS || !isRetryableConflict(error)) throw error;
     }
