@@ -1,4 +1,6 @@
 import { defineKind, type ActorContext, type Ask, type Behavior } from '../runtime/actor.js';
+import { tracingOn } from '../lib/otel.js';
+import { traceReleased } from './hop-spans.js';
 import type { NodeEventSink } from '../domain/events.js';
 import type { Dependents, Placing } from './ports.js';
 import type { DagOutcome } from '../store/dag-types.js';
@@ -74,6 +76,7 @@ export function dagNodeBehavior(deps: DagNodeDeps): Behavior<DagNodeState, DagMe
       state.handled++;
       state.last = outcome?.status ?? 'unchanged';
       if (outcome?.due) {
+        if (tracingOn()) traceReleased(outcome.due, outcome.partition ?? 0);
         deps.placement.placeSoon([outcome.due]);
         deps.events.emit('dag:released', { taskId: ctx.key, status: 'pending' });
       } else if (outcome?.status === 'cancelled' || outcome?.status === 'failed') {

@@ -1,4 +1,6 @@
 import { isWheelhouseError } from '../lib/errors.js';
+import { tracingOn } from '../lib/otel.js';
+import { traceFired } from './hop-spans.js';
 import { defineKind, type ActorContext, type Ask, type Behavior } from '../runtime/actor.js';
 import { isScheduleWake, type DueEntry } from '../domain/model.js';
 import type { ScheduleStore, TaskStore } from '../store/types.js';
@@ -249,6 +251,7 @@ async function fireDue(state: WheelState, ctx: WheelContext, deps: PartitionDeps
     try {
       observeStamp(state, await deps.ready.push(due, { partition: state.partition, epoch: ctx.epoch }), true);
       state.firedCount += due.length;
+      if (tracingOn()) traceFired(due, state.partition);
       deps.events.emit('wheel:fired', { partition: state.partition, count: due.length });
     } catch (error) {
       if (isWheelhouseError(error, 'stale_epoch')) throw error; // a newer owner fires these

@@ -14,6 +14,7 @@ import {
 } from '../worker/index.js';
 import { loadHandlers, type ModuleHandler } from './handler-module.js';
 import { CONNECTION_OPTIONS, intFlag, nodeConnection, UsageError } from './usage.js';
+import { startTracing, stopTracing } from '../lib/otel.js';
 
 /**
  * `wheelhouse worker --handler ./tasks.js`: the worker SDK (`createWorker`) in a process of
@@ -84,6 +85,8 @@ export async function runWorkerVerb(
     if (error instanceof TypeError) throw new UsageError(error.message, { usage: WORKER_HELP, cause: error });
     throw error;
   }
+  // With an OTLP endpoint in the environment the worker's spans are exported (docs/metrics.md, Tracing).
+  const tracing = await startTracing(env);
   worker.start();
   write({
     event: 'started',
@@ -103,16 +106,19 @@ export async function runWorkerVerb(
       }
       stopping = true;
       write({ event: 'stopping', signal, running: worker.stats.running, now: false });
-      worker.stop({ timeoutMs: stopGraceMs }).then(
-        () => {
-          write({ event: 'stopped', ...worker.stats });
-          resolveExit(0);
-        },
-        (error: unknown) => {
-          write({ event: 'error', context: 'stop', message: messageOf(error) });
-          resolveExit(1);
-        },
-      );
+      worker
+        .stop({ timeoutMs: stopGraceMs })
+        .then(() => (tracing ? stopTracing() : undefined))
+        .then(
+          () => {
+            write({ event: 'stopped', ...worker.stats });
+            resolveExit(0);
+          },
+          (error: unknown) => {
+            write({ event: 'error', context: 'stop', message: messageOf(error) });
+            resolveExit(1);
+          },
+        );
     };
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);

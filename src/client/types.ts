@@ -69,6 +69,12 @@ export interface NewTask {
   maxTimeoutSeconds?: number;
   /** Not started this long after its due time, the task ends `expired`, seconds; default the node's (none). */
   startDeadlineSeconds?: number;
+  /**
+   * The W3C trace context to trace the task under (`00-<trace id>-<parent id>-<flags>`): the
+   * node's spans of its hops and the worker's span join that trace. Default: the active span's,
+   * when the application traces with `@opentelemetry/api`; none otherwise.
+   */
+  traceparent?: string;
 }
 
 /** What a submission answers, for each task. */

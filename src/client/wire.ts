@@ -1,3 +1,4 @@
+import { isSpanContextValid, trace, TraceFlags } from '@opentelemetry/api';
 import type {
   CancelResult,
   Dag,
@@ -63,7 +64,17 @@ export function taskToWire(t: NewTask): Json {
     timeout_seconds: t.timeoutSeconds,
     max_timeout_seconds: t.maxTimeoutSeconds,
     start_deadline_seconds: t.startDeadlineSeconds,
+    traceparent: t.traceparent ?? activeTraceparent(),
   });
+}
+
+/** The active span's context as a `traceparent`, when the application traces (a valid span is active). */
+function activeTraceparent(): string | undefined {
+  const span = trace.getActiveSpan();
+  if (span === undefined) return undefined;
+  const c = span.spanContext();
+  if (!isSpanContextValid(c)) return undefined;
+  return `00-${c.traceId}-${c.spanId}-${(c.traceFlags & TraceFlags.SAMPLED) === 0 ? '00' : '01'}`;
 }
 
 function dagTaskToWire(t: NewDagTask): Json {

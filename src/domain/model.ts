@@ -74,6 +74,8 @@ export interface NewTask {
   parentId?: string | null;
   /** Its name within its parent: a spawn that names it again answers this task. null/absent: none. */
   childKey?: string | null;
+  /** The W3C trace context it is traced under (migrations/000022_traceparent.sql); null/absent: none. */
+  traceparent?: string | null;
 }
 
 /** A task row as read back. Times are Unix milliseconds. */
@@ -136,6 +138,8 @@ export interface TaskRecord {
   parentId?: string | null;
   /** Its name within its parent; null or absent: none. */
   childKey?: string | null;
+  /** The W3C trace context its hops are traced under (its submit span's); null or absent: none. */
+  traceparent?: string | null;
 }
 
 /** What the wheel and the ready queue need to know of a task: no payload. */
@@ -149,6 +153,12 @@ export interface DueEntry {
    * type's `type:<t>` not among them); absent when it names none.
    */
   limits?: readonly string[];
+  /**
+   * The task's `traceparent`, for the span of its fire; absent when it has none. Carried in
+   * memory only (the near wheel, the messages to a partition): an entry read back from the far
+   * buckets or the ready queue has none, and its fire is not traced.
+   */
+  traceparent?: string;
 }
 
 /**
@@ -200,6 +210,11 @@ export interface ClaimedTask {
   children?: ChildrenSummary;
   /** A task with predecessors (a DAG dependent, a resumed parent): their results. Absent otherwise. */
   inputs?: TaskInputs;
+  /**
+   * The W3C trace context the worker's span joins: the claim's span when the node traces, else
+   * the task's stored one. Absent when the task has none.
+   */
+  traceparent?: string;
 }
 
 /**
@@ -278,6 +293,11 @@ export interface Transition {
    * attempt that ended gives back its permits of these keys and of `type:<taskType>`.
    */
   limits?: readonly string[];
+  /** The task's `traceparent`, for the span of its result; absent when it has none. */
+  traceparent?: string;
+  /** With `traceparent`: the task's partition and the attempt that ended, for that span. */
+  partition?: number;
+  attempt?: number;
 }
 
 /** Retry timing: delay = min(baseMs · 2^(attempt−1), maxMs), scaled by a random 0.5…1. */

@@ -43,6 +43,7 @@ export function newTask(
     requestHash: spec.idempotencyKey === null ? null : spec.requestHash,
     ...(spec.dependencies.length > 0 ? { dependsOn: spec.dependencies } : {}),
     ...(spec.debounce ? { debounce: spec.debounce } : {}),
+    ...(spec.traceparent === undefined ? {} : { traceparent: spec.traceparent }),
   };
 }
 

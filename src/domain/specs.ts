@@ -29,6 +29,8 @@ export interface TaskSpec {
   limits: readonly string[] | null;
   /** Merge into the waiting task of the same type and key (see {@link DebounceSpec}); absent: none. */
   debounce?: DebounceSpec | null;
+  /** The W3C `traceparent` it was submitted under (the task's field, else the request's header); absent: none. */
+  traceparent?: string;
   /**
    * sha256 of the canonical JSON of the request body, to tell an idempotent replay from a
    * conflicting reuse of its key. Empty when the request carries no idempotency key.

@@ -4,6 +4,7 @@ import type { ChildrenApi } from '../services/types.js';
 import { childrenRoutes as schemas } from './schemas/children.js';
 import { childJson, spawnedJson } from './serialize.js';
 import { childSpecs } from './validation/children.js';
+import { traceHeader } from './validation/tasks.js';
 import type { TaskDefaults } from './validation/tasks.js';
 
 /**
@@ -30,6 +31,10 @@ export const childrenRoutes: FastifyPluginAsync<ChildrenRoutesOptions> = async (
     { schema: schemas.spawn, bodyLimit: opts.batchBodyLimitBytes },
     async (request, reply) => {
       const children = childSpecs(request.body.tasks, opts.defaults);
+      traceHeader(
+        children.map((c) => c.spec),
+        request.headers.traceparent,
+      );
       const results = await api.spawnChildren(request.params.task_id.toLowerCase(), request.body.lease_token, children);
       reply.code(201);
       return { tasks: results.map(spawnedJson) };

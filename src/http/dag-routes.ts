@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { DagsApi } from '../services/types.js';
 import { taskRoutes as schemas } from './schemas/task-routes.js';
-import { dagSpec, type TaskDefaults } from './validation/tasks.js';
+import { dagSpec, traceHeader, type TaskDefaults } from './validation/tasks.js';
 import { dagJson, dagSubmitJson } from './serialize.js';
 
 /**
@@ -22,7 +22,12 @@ export const dagRoutes: FastifyPluginAsync<DagRoutesOptions> = async (fastify, o
 
   /** 201 with the graph's id and its tasks in request order; 200 for an idempotent replay. */
   app.post('/api/dags', { schema: schemas.submitDag, bodyLimit: opts.bodyLimitBytes }, async (request, reply) => {
-    const result = await api.submitDag(dagSpec(request.body, defaults));
+    const spec = dagSpec(request.body, defaults);
+    traceHeader(
+      spec.tasks.map((t) => t.spec),
+      request.headers.traceparent,
+    );
+    const result = await api.submitDag(spec);
     reply.code(result.created ? 201 : 200);
     return dagSubmitJson(result.dag);
   });

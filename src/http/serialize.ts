@@ -133,6 +133,7 @@ export function assignmentJson(a: Assignment): AssignmentJson {
     timeout_seconds: a.timeoutSeconds,
     ...(a.children === undefined ? {} : { children: a.children }),
     ...(a.inputs === undefined ? {} : inputsJson(a.inputs)),
+    ...(a.traceparent === undefined ? {} : { traceparent: a.traceparent }),
   };
 }
 

@@ -4,7 +4,7 @@ import type { ExplainApi, SchedulesApi, TasksApi } from '../services/types.js';
 import { explainRouteSchema } from './schemas/explain.js';
 import { taskRoutes as schemas } from './schemas/task-routes.js';
 import { historyQuery, listQuery } from './validation/requests.js';
-import { batchSpecs, taskSpec, type TaskDefaults } from './validation/tasks.js';
+import { batchSpecs, taskSpec, traceHeader, type TaskDefaults } from './validation/tasks.js';
 import { executionJson, explanationJson, submitJson, taskJson } from './serialize.js';
 
 /**
@@ -30,7 +30,10 @@ export const tasksRoutes: FastifyPluginAsync<TasksRoutesOptions> = async (fastif
 
   /** Submit one task: 201, or 200 when an idempotency key matched an identical earlier request. */
   app.post('/api/tasks', { schema: schemas.submit }, async (request, reply) => {
-    const [result] = await api.submit([taskSpec(request.body, defaults)], true);
+    const [result] = await api.submit(
+      traceHeader([taskSpec(request.body, defaults)], request.headers.traceparent),
+      true,
+    );
     if (result === undefined) throw new Error('TasksApi.submit answered no result for one task');
     reply.code(result.created ? 201 : 200);
     return submitJson(result);
@@ -41,7 +44,7 @@ export const tasksRoutes: FastifyPluginAsync<TasksRoutesOptions> = async (fastif
     '/api/tasks/batch',
     { schema: schemas.batch, bodyLimit: opts.batchBodyLimitBytes },
     async (request, reply) => {
-      const specs = batchSpecs(request.body, defaults);
+      const specs = traceHeader(batchSpecs(request.body, defaults), request.headers.traceparent);
       const results = await api.submit(specs);
       if (results.length !== specs.length) {
         throw new Error(`TasksApi.submit answered ${results.length} results for ${specs.length} tasks`);

@@ -170,6 +170,7 @@ export function buildServices(
     schedules,
     dags: new DagService({
       dags: backend.dags,
+      tasks: backend.tasks,
       clock,
       partitions,
       admission,

@@ -3,6 +3,7 @@ import type { DestinationStream } from 'pino';
 import type { NodeEvents } from '../domain/events.js';
 import { ConfigError, compileOptions, type CompiledOptions, type WheelhouseOptions } from '../lib/config.js';
 import { TypedEvents } from '../lib/events.js';
+import { withTracing } from './tracing.js';
 import { isLoopbackHost } from '../lib/address-patterns.js';
 import type { Metrics } from '../lib/metrics.js';
 import { WHEEL } from '../actors/wheel-partition.js';
@@ -68,6 +69,10 @@ export interface NodeOverrides {
 export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOverrides = {}): Promise<WheelhouseNode> {
   const options = compileOptions(input);
   checkExposure(options);
+  return withTracing(() => startWith(options, overrides));
+}
+
+async function startWith(options: CompiledOptions, overrides: NodeOverrides): Promise<WheelhouseNode> {
   if (overrides.backend) return startOn(options, overrides.backend, overrides);
   // A backend opened here is closed again if the node cannot start: no pools left open.
   const backend = await openBackend(options);

@@ -1,3 +1,4 @@
+import type { Span } from '@opentelemetry/api';
 import type { NodeEventSink } from '../domain/events.js';
 import type { NewTask, TaskRecord, TaskStatus } from '../domain/model.js';
 import { planGraph } from '../domain/dag-graph.js';
@@ -8,6 +9,9 @@ import { uuidv7 } from '../lib/ids.js';
 import type { WheelPlacement } from '../actors/wheel-placement.js';
 import type { Clock } from '../runtime/clock.js';
 import type { DagStore } from '../store/dag-types.js';
+import type { TaskStore } from '../store/types.js';
+import { tracingOn } from '../lib/otel.js';
+import { endSpans, inheritWithin, startSubmits } from './task-spans.js';
 import type { MissingTasks } from './missing-tasks.js';
 import { assertKnownLimits, type LimitCatalog } from './limit-catalog.js';
 import { dueEntry, type Admission } from './support.js';
@@ -15,6 +19,8 @@ import type { DagsApi, DagSubmitResult, DagView } from './types.js';
 
 export interface DagServiceDeps {
   dags: DagStore;
+  /** Where a traced dependent of an existing task reads that task's trace context. */
+  tasks: Pick<TaskStore, 'get'>;
   clock: Clock;
   partitions: number;
   admission: Admission;
@@ -29,6 +35,10 @@ export interface DagServiceDeps {
 /** Graphs of tasks (`POST /api/dags`): written all or nothing, their ready roots placed. */
 export class DagService implements DagsApi {
   constructor(private readonly deps: DagServiceDeps) {}
+
+  /** The stored trace context of a task (a predecessor outside the graph), for a submit span. */
+  private readonly storedTraceparent = async (taskId: string): Promise<string | null> =>
+    (await this.deps.tasks.get(taskId))?.traceparent ?? null;
 
   /**
    * Submits a graph, all or nothing: the planner refuses cycles, duplicate refs and names
@@ -57,14 +67,22 @@ export class DagService implements DagsApi {
       dagId,
       dagRef: t.ref,
     }));
-    const result = await this.deps.dags.submitGraph(
-      rows,
-      { id: dagId, idempotencyKey: spec.idempotencyKey, requestHash: spec.requestHash },
-      now,
-    );
-    if (!result.created) return { created: false, dag: await this.getDag(result.dagId) };
-    const due = result.tasks.filter((t) => t.status === 'pending');
-    await this.deps.placement.place(due.map(dueEntry));
+    let spans: Span[] | null = null;
+    if (tracingOn()) spans = await startSubmits(rows, this.storedTraceparent);
+    else inheritWithin(rows);
+    let result: Awaited<ReturnType<DagServiceDeps['dags']['submitGraph']>>;
+    try {
+      result = await this.deps.dags.submitGraph(
+        rows,
+        { id: dagId, idempotencyKey: spec.idempotencyKey, requestHash: spec.requestHash },
+        now,
+      );
+      if (!result.created) return { created: false, dag: await this.getDag(result.dagId) };
+      const due = result.tasks.filter((t) => t.status === 'pending');
+      await this.deps.placement.place(due.map(dueEntry));
+    } finally {
+      endSpans(spans);
+    }
     this.deps.events.emit('task:submitted', {
       taskIds: result.tasks.map((t) => t.id),
       taskTypes: result.tasks.map((t) => t.taskType),

@@ -7,6 +7,8 @@ import type { ReadyQueue } from '../store/fast-index-types.js';
 import type { LimitGrantRow } from '../store/limit-types.js';
 import type { LimitGate } from './limit-gate.js';
 import type { Assignment, PollRequest } from './types.js';
+import { tracingOn } from '../lib/otel.js';
+import { traceClaims } from './task-spans.js';
 
 /** One claim for one worker: up to `maxTasks` ready tasks of its types. */
 export type ClaimRequest = Pick<PollRequest, 'workerId' | 'taskTypes' | 'maxTasks'>;
@@ -258,6 +260,7 @@ export class Dispatcher {
         for (let i = 0; i < ids.length; i++) ownerOf.set(ids[i] as string, owners[i] as number);
         for (const task of claimed) (out[ownerOf.get(task.id) as number] as Assignment[]).push(task);
       }
+      if (tracingOn()) for (let i = 0; i < shares.length; i++) traceClaims(out[i]!, shares[i]!.workerId, startMs);
       for (let i = 0; i < shares.length; i++) {
         const mine = out[i] as Assignment[];
         if (mine.length > 0)

@@ -1,3 +1,4 @@
+import { tracingOn } from '../lib/otel.js';
 import type { DueEntry, SubmitResult, TaskRecord } from '../domain/model.js';
 import { visibleStatus } from '../domain/lifecycle.js';
 import { WheelhouseError } from '../lib/errors.js';
@@ -29,6 +30,8 @@ export function leaseNotHeld(taskId: string): WheelhouseError {
 export function dueEntry(task: SubmitResult['task']): DueEntry {
   const entry: DueEntry = { taskId: task.id, taskType: task.taskType, priority: task.priority, dueMs: task.dueMs };
   if (task.limits !== undefined && task.limits.length > 0) entry.limits = task.limits;
+  // Only the fire's span reads it: a node that does not trace leaves the entry as it was.
+  if (task.traceparent != null && tracingOn()) entry.traceparent = task.traceparent;
   return entry;
 }
 

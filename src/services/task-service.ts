@@ -1,4 +1,6 @@
+import type { Span } from '@opentelemetry/api';
 import { trace } from '../lib/trace.js';
+import { tracingOn } from '../lib/otel.js';
 import type { NodeEventSink } from '../domain/events.js';
 import type { SubmitResult, TaskRecord } from '../domain/model.js';
 import { cronBudget } from '../domain/cron-budget.js';
@@ -25,6 +27,7 @@ import {
   type TaskViews,
 } from './support.js';
 import type { CancelAftermath } from './cancel-aftermath.js';
+import { endSpans, inheritWithin, startSubmits } from './task-spans.js';
 import type { ChildListFilter, ChildRecord, ChildrenApi, TaskListFilter, TasksApi, TaskView } from './types.js';
 
 export interface TaskServiceDeps {
@@ -65,18 +68,29 @@ export interface TaskLimits {
 export class TaskService implements TasksApi, ChildrenApi {
   constructor(private readonly deps: TaskServiceDeps) {}
 
+  /** The stored trace context of a task (a dependent's predecessor), for its submit span. */
+  private readonly storedTraceparent = async (taskId: string): Promise<string | null> =>
+    (await this.deps.tasks.get(taskId))?.traceparent ?? null;
+
   async submit(specs: TaskSpec[], one = false): Promise<SubmitResult[]> {
     this.deps.admission.admit();
     await assertKnownLimits(this.deps.catalog, specs, !one);
     const now = this.deps.clock.now();
     const budget = cronBudget(this.deps.limits?.cronCheckBudgetMs);
     const rows = specs.map((spec, index) => newTask(spec, uuidv7(now), now, index, this.deps.partitions, budget));
-    const t0 = Date.now();
-    const results = await this.deps.tasks.submit(rows, now);
-    const t1 = Date.now();
-    await this.written(results);
-    if (one) trace('submit', { insertMs: t1 - t0, placeMs: Date.now() - t1, limits: specs[0]?.limits });
-    return results;
+    let spans: Span[] | null = null;
+    if (tracingOn()) spans = await startSubmits(rows, this.storedTraceparent);
+    else inheritWithin(rows);
+    try {
+      const t0 = Date.now();
+      const results = await this.deps.tasks.submit(rows, now);
+      const t1 = Date.now();
+      await this.written(results);
+      if (one) trace('submit', { insertMs: t1 - t0, placeMs: Date.now() - t1, limits: specs[0]?.limits });
+      return results;
+    } finally {
+      endSpans(spans);
+    }
   }
 
   /**
@@ -96,13 +110,18 @@ export class TaskService implements TasksApi, ChildrenApi {
       ...newTask(spec, ids[index]!, now, index, this.deps.partitions),
       childKey,
     }));
+    const spans = tracingOn() ? await startSubmits(rows, this.storedTraceparent) : null;
     // A token that cannot be one this version issued matches no lease: an empty digest never does.
     const digest = leaseTokenDigest(leaseToken) ?? Buffer.alloc(0);
-    const spawned = await this.deps.tasks.spawnChildren(parentId, digest, rows, now);
-    if (spawned.kind === 'not_found') throw await this.deps.missing.task(parentId);
-    if (spawned.kind === 'lease_not_held') throw leaseNotHeld(parentId);
-    await this.written(spawned.results);
-    return spawned.results;
+    try {
+      const spawned = await this.deps.tasks.spawnChildren(parentId, digest, rows, now);
+      if (spawned.kind === 'not_found') throw await this.deps.missing.task(parentId);
+      if (spawned.kind === 'lease_not_held') throw leaseNotHeld(parentId);
+      await this.written(spawned.results);
+      return spawned.results;
+    } finally {
+      endSpans(spans);
+    }
   }
 
   /** A page of a task's children, in the order they were spawned; 404 for an unknown task. */

@@ -15,6 +15,8 @@ import { StatementBatcher } from '../lib/statement-batcher.js';
 import type { Assignment, CompletionRequest, PollRequest, WorkersApi } from './types.js';
 
 import type { CancelAftermath } from './cancel-aftermath.js';
+import { tracingOn } from '../lib/otel.js';
+import { traceResults } from './task-spans.js';
 
 export interface WorkerServiceDeps {
   tasks: TaskStore;
@@ -155,7 +157,9 @@ export class WorkerService implements WorkersApi {
    * it was recorded.
    */
   private async record(completions: Completion[]): Promise<boolean[]> {
-    const transitions = await this.deps.tasks.complete(completions, this.deps.clock.now(), this.deps.backoff);
+    const startMs = this.deps.clock.now();
+    const transitions = await this.deps.tasks.complete(completions, startMs, this.deps.backoff);
+    if (tracingOn()) traceResults(transitions, startMs);
     const done = new Set(transitions.map((t) => t.taskId));
     await this.ended(transitions);
     return completions.map((c) => done.has(c.taskId));

@@ -18,6 +18,8 @@ export interface DagOutcome {
   due: DueEntry | null;
   /** The task was cancelled (or failed) and tasks depend on it: its event is in the outbox. */
   notifyDependents: boolean;
+  /** The task's partition, for the span of its release: set only when `due` carries a `traceparent`. */
+  partition?: number;
 }
 
 /** A finished predecessor whose dependents have not all taken it in yet (the outbox). */

@@ -1,3 +1,4 @@
+import { attemptSpan } from './task-span.js';
 import { LeaseLostError, TaskTimeoutError, WorkerStoppedError } from './errors.js';
 import type { CompiledWorkerOptions } from './options.js';
 import { contextOf, failed, progressSender, runToOutcome, type newCounters, type TaskOutcome } from './task-run.js';
@@ -169,12 +170,16 @@ export class RunningTasks {
       extendDeadline: (seconds) => this.extend(running, hooks, seconds),
       spawn: (tasks) => this.spawn(running, hooks, tasks),
     });
+    const span = task.traceparent === undefined ? null : attemptSpan(task);
     const run = (async () => {
       const outcome = await Promise.race([
-        runToOutcome(this.o.handler, context, this.o.maxResultBytes),
+        span === null
+          ? runToOutcome(this.o.handler, context, this.o.maxResultBytes)
+          : span.run(() => runToOutcome(this.o.handler, context, this.o.maxResultBytes)),
         running.expired,
         running.halted,
       ]);
+      span?.end(outcome);
       running.end();
       if (outcome === null) this.counters.timedOut++;
       else if (outcome.outcome.status === 'failed') this.counters.failed++;

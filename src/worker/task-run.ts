@@ -63,6 +63,7 @@ export function contextOf(
     waitForChildren,
     ...(children === undefined ? {} : { children }),
     ...(inputs === undefined ? {} : { inputs }),
+    ...(typeof task.traceparent === 'string' ? { traceparent: task.traceparent } : {}),
   };
 }
 

@@ -16,6 +16,12 @@ export interface TaskContext {
   /** 1 for the first attempt, 2 for the first retry, … */
   readonly attempt: number;
   /**
+   * The W3C trace context the node handed with the task (the claim's span when the node traces,
+   * else the one the task was submitted with); absent when it has none. The worker's own span
+   * (`wheelhouse.worker`) is already its child and active while the handler runs.
+   */
+  readonly traceparent?: string;
+  /**
    * Aborted when this worker no longer holds the task: a heartbeat was answered 409 (the
    * lease ran out and the task was handed on) or reported `cancel_requested`. The reason is
    * a `LeaseLostError` or a `TaskCancelledError`. A handler that does long work should pass

@@ -19,6 +19,8 @@ export interface WirePolledTask {
   inputs?: unknown;
   inputs_omitted?: unknown;
   inputs_more?: unknown;
+  /** The W3C trace context the worker's span joins; absent when the task has none. */
+  traceparent?: string;
 }
 
 /** One result in a `POST /api/workers/complete` request. */

@@ -40,6 +40,7 @@ const ALL_MIGRATIONS = [
   '000019_cluster_store_gap.sql',
   '000020_task_stats.sql',
   '000021_failed_idx.sql',
+  '000022_traceparent.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

@@ -44,6 +44,9 @@ export const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a
 /** A task (or graph) id: a UUID, any case (the routes lower-case it). */
 export const Uuid = Type.String({ format: 'uuid', pattern: UUID_PATTERN, 'x-hint': 'be a task id (a UUID)' });
 
+/** A W3C `traceparent` of version 00, as a client sends one (lower-case hex). */
+export const TRACEPARENT_PATTERN = '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$';
+
 export const TASK_TYPE_PATTERN = '^[A-Za-z0-9_.:-]+$';
 
 /**

@@ -11,6 +11,7 @@ import {
   TaskType,
   Time,
   TimeInput,
+  TRACEPARENT_PATTERN,
   Uuid,
 } from './common.js';
 
@@ -95,6 +96,17 @@ const taskHead = {
 
 /** … and how. */
 const taskTail = {
+  traceparent: Type.Optional(
+    Nullable(
+      Type.String({
+        pattern: TRACEPARENT_PATTERN,
+        'x-hint': 'be a W3C traceparent (00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>)',
+        description:
+          "The W3C trace context to trace the task under (its hops' spans, and the worker's, join this trace). Overrides the request's `traceparent` header.",
+        examples: ['00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'],
+      }),
+    ),
+  ),
   priority: Type.Optional(
     Nullable(Type.Integer({ minimum: 0, maximum: 9, default: 5, description: 'Lower runs first.' })),
   ),

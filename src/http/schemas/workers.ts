@@ -167,6 +167,12 @@ export const Assignment = Type.Object(
           'How many predecessors there are beyond the first 100, whose results are not handed on (a parent pages its children with GET /api/tasks/{task_id}/children).',
       }),
     ),
+    traceparent: Type.Optional(
+      Type.String({
+        description:
+          "The W3C trace context of the task (its claim's span when the node traces, else the one it was submitted with): start the worker's span as its child. Absent when the task has none.",
+      }),
+    ),
   },
   { additionalProperties: false },
 );

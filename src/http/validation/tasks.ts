@@ -11,6 +11,7 @@ import {
   type ScheduleBody,
   type TaskRequestBody,
 } from '../schemas/tasks.js';
+import { isTraceparent } from '../../lib/otel.js';
 import { assertSchema } from './ajv.js';
 import { BODY, FieldPath, canonicalJson, parseIsoTime, sha256Hex, unstorable } from './fields.js';
 
@@ -128,9 +129,27 @@ export function taskSpec(o: TaskRequestBody, defaults: TaskDefaults, at: FieldPa
     requestHash: '',
   };
   if (o.debounce != null) spec.debounce = debounceSpec(o.debounce, spec, at.at('debounce'));
+  if (o.traceparent != null) {
+    if (!isTraceparent(o.traceparent)) at.at('traceparent').fail('has a trace id or a parent id of all zeros');
+    spec.traceparent = o.traceparent;
+  }
   // Only a replay needs the hash: without a key it stays empty and is never compared.
   if (idempotencyKey !== null) spec.requestHash = requestHashOf(spec, payloadJson);
   return spec;
+}
+
+/**
+ * The request's `traceparent` header, for the tasks that carry none of their own. A header
+ * that is not a valid traceparent is ignored, as the W3C recommendation says a receiver does.
+ */
+export function traceHeader<T extends { traceparent?: string }>(
+  specs: T[],
+  header: string | string[] | undefined,
+): T[] {
+  if (typeof header !== 'string' || !isTraceparent(header.trim().toLowerCase())) return specs;
+  const traceparent = header.trim().toLowerCase();
+  for (const spec of specs) spec.traceparent ??= traceparent;
+  return specs;
 }
 
 /** A batch body that matches `BatchRequest` → its specs, a bad task named by index. */

@@ -71,7 +71,7 @@ const CLAIM = `
     AND (t.start_by IS NULL OR t.start_by > ${tsParam(3)})
   RETURNING t.id, t.task_type, t.payload, t.attempts, t.version, t.timeout_seconds, t.partition,
             ${msOf('t.lease_expires_at')} AS lease_expires_ms, ${msOf('t.due_time')} AS due_ms, c.n,
-            ${CHILDREN_SUMMARY}, ${INPUTS}`;
+            ${CHILDREN_SUMMARY}, ${INPUTS}, t.traceparent`;
 
 /**
  * The claim of tasks that hold limit grants (docs/decisions/0023-flow-control.md): the claim
@@ -126,6 +126,8 @@ interface ClaimRow {
   children: ChildrenSummary | null;
   /** Set for a task with predecessors: see {@link INPUTS}. */
   inputs: InputsRow | null;
+  /** The task's stored trace context (migrations/000022); NULL: none. */
+  traceparent: string | null;
 }
 
 /**
@@ -188,6 +190,7 @@ export async function claimTasks(
     dueMs: r.due_ms,
     ...(r.children === null ? {} : { children: r.children }),
     ...(r.inputs === null ? {} : { inputs: taskInputs(r.inputs) }),
+    ...(r.traceparent === null ? {} : { traceparent: r.traceparent }),
   }));
 }
 

@@ -1,5 +1,6 @@
 import { cronScheduleOf } from './cron-json.js';
 import { isUuid } from '../../lib/ids.js';
+import { tracingOn } from '../../lib/otel.js';
 import type { DueEntry, ScheduleType, StoredStatus, TaskRecord } from '../../domain/model.js';
 
 /**
@@ -63,7 +64,7 @@ export function taskColumns(t = 't'): string {
     ${t}.deps_satisfied, ${t}.has_dependents, ${t}.result, ${t}.progress,
     ${msOf(`${t}.progress_at`)} AS progress_ms, ${t}.max_timeout_seconds, ${t}.start_deadline_seconds,
     ${msOf(`${t}.start_by`)} AS start_by_ms, ${msOf(`${t}.deadline_at`)} AS deadline_ms, ${t}.limits,
-    ${t}.debounce_key, ${t}.parent_id, ${t}.child_key`;
+    ${t}.debounce_key, ${t}.parent_id, ${t}.child_key, ${t}.traceparent`;
 }
 
 /** A task row as {@link taskColumns} selects it. */
@@ -110,6 +111,7 @@ export interface TaskRow {
   debounce_key: string | null;
   parent_id: string | null;
   child_key: string | null;
+  traceparent: string | null;
 }
 
 export function toTaskRecord(row: TaskRow): TaskRecord {
@@ -155,6 +157,7 @@ export function toTaskRecord(row: TaskRow): TaskRecord {
     limits: row.limits ?? [],
     parentId: row.parent_id ?? null,
     childKey: row.child_key ?? null,
+    traceparent: row.traceparent ?? null,
   };
   return record;
 }
@@ -164,7 +167,7 @@ export function toTaskRecord(row: TaskRow): TaskRecord {
  * NULL for almost every task, so reading it costs nothing they would notice.
  */
 export function dueColumns(t = 't'): string {
-  return `${t}.id, ${t}.task_type, ${t}.priority, ${msOf(`${t}.due_time`)} AS due_ms, ${t}.limits`;
+  return `${t}.id, ${t}.task_type, ${t}.priority, ${msOf(`${t}.due_time`)} AS due_ms, ${t}.limits, ${t}.traceparent`;
 }
 
 /** A due entry as selected by {@link dueColumns}. */
@@ -175,12 +178,16 @@ export interface DueRow {
   due_ms: number;
   /** The task's limits (sorted, no repeats); NULL when it names none. */
   limits: string[] | null;
+  /** The task's `traceparent`; NULL (nearly always) or not selected: none. */
+  traceparent?: string | null;
 }
 
 /** The entry of a row; `limits` only when the task names some, as an entry without them has none. */
 export function toDueEntry(row: DueRow): DueEntry {
   const entry: DueEntry = { taskId: row.id, taskType: row.task_type, priority: row.priority, dueMs: row.due_ms };
   if (row.limits !== null && row.limits.length > 0) entry.limits = row.limits;
+  // Only a fire's span reads it: a node that does not trace keeps entries as they were.
+  if (row.traceparent != null && tracingOn()) entry.traceparent = row.traceparent;
   return entry;
 }
 

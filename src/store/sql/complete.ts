@@ -43,7 +43,8 @@ const RETRY_AFTER_EXPIRY = `NOT t.cancel_requested AND ${COUNTED_ATTEMPTS} <= t.
 
 /** Columns of the transition a statement reports, selected from its `done` CTE. */
 export const TRANSITION_COLUMNS = `d.id, d.status, d.version, d.task_type, d.priority, ${msOf('d.due_time')} AS due_ms,
-  d.has_dependents, ${msOf('d.started_at')} AS started_ms, d.limits`;
+  d.has_dependents, ${msOf('d.started_at')} AS started_ms, d.limits, d.traceparent,
+  d.partition, d.attempts`;
 
 /** SQL: the result `r` (`ok`: the attempt succeeded) sends task `t` back to pending. */
 const RETRY_AFTER_RESULT = `NOT t.cancel_requested AND NOT r.ok AND r.retryable AND ${COUNTED_ATTEMPTS} <= t.max_retries`;
@@ -86,7 +87,8 @@ const COMPLETE = `
     WHERE t.id = r.id AND ${statusIs('t', 'running')} AND t.lease_token_hash = r.token_hash
       AND t.deadline_at > ${tsParam(6)}
     RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.limits, t.attempts,
-              t.started_at, t.worker_id, t.has_dependents, o.due_time AS attempt_due_time, r.ok, r.error
+              t.started_at, t.worker_id, t.has_dependents, o.due_time AS attempt_due_time, r.ok, r.error,
+              t.traceparent, t.partition
   ),
   ${dagEventsCte(6)},
   execution AS (
@@ -107,6 +109,8 @@ const COMPLETE = `
 
 export interface TransitionRow extends DueRow {
   status: Transition['status'];
+  partition: number;
+  attempts: number;
   version: number;
   has_dependents: boolean;
   started_ms: number | null;
@@ -128,6 +132,11 @@ export function toTransition(row: TransitionRow, endedMs: number): Transition {
     endedMs: wholeMs(endedMs),
   };
   if (row.limits !== null && row.limits.length > 0) transition.limits = row.limits;
+  if (row.traceparent != null) {
+    transition.traceparent = row.traceparent;
+    transition.partition = row.partition;
+    transition.attempt = row.attempts;
+  }
   return transition;
 }
 
@@ -197,7 +206,8 @@ const EXPIRE_LEASE = `
     WHERE o.id = $1 AND t.id = $1 AND ${statusIs('t', 'running')} AND t.version = $2
       AND t.lease_expires_at <= ${tsParam(3)}
     RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.limits, t.attempts,
-              t.started_at, t.worker_id, t.has_dependents, o.due_time AS attempt_due_time, t.last_error
+              t.started_at, t.worker_id, t.has_dependents, o.due_time AS attempt_due_time, t.last_error,
+              t.traceparent, t.partition
   ),
   ${dagEventsCte(3)},
   execution AS (

@@ -166,12 +166,12 @@ const RELEASE_INSTANCES = `
          WHERE o.schedule_id = w.schedule_id AND o.id <> w.id AND o.status IN ('pending', 'running')) AS any) busy
   WHERE r.id = w.id AND r.schedule_id = w.schedule_id AND r.status = 'blocked'
   RETURNING r.id, r.schedule_id, r.status, r.task_type, r.priority, ${msOf('r.due_time')} AS due_ms, r.has_dependents,
-            r.limits),
+            r.limits, r.traceparent),
   ${dagEventsCte(2)}
-  SELECT d.id, d.schedule_id, d.status, d.task_type, d.priority, d.due_ms, d.limits FROM done d`;
+  SELECT d.id, d.schedule_id, d.status, d.task_type, d.priority, d.due_ms, d.limits, d.traceparent FROM done d`;
 
 /**
- * Step 4: inserts instances, copying the template (type, payload, priority, retries,
+ * Step 4: inserts instances, copying the template (type, payload, priority, retries, trace context,
  * timeout, limits) from the schedule row. An instance whose id exists is left alone: its fire time
  * was reached before. (The same statement inserts the `ensure` instances between steps 1 and
  * 2, so that a cancel or a release of this write finds them.)
@@ -179,15 +179,16 @@ const RELEASE_INSTANCES = `
 const INSERT_INSTANCES = `
   INSERT INTO tasks (id, task_type, payload, status, schedule_type, schedule, due_time, priority,
                      max_retries, timeout_seconds, max_timeout_seconds, start_deadline_seconds,
-                     partition, created_at, updated_at, schedule_id, fire_time, limits)
+                     partition, created_at, updated_at, schedule_id, fire_time, limits, traceparent)
   SELECT n.id, s.task_type, s.payload, n.status, 'delayed', NULL, to_timestamp(n.due_ms / 1000),
          s.priority, s.max_retries, s.timeout_seconds, s.max_timeout_seconds, s.start_deadline_seconds,
-         n.partition, ${tsParam(7)}, ${tsParam(7)}, n.schedule_id, to_timestamp(n.fire_ms / 1000), s.limits
+         n.partition, ${tsParam(7)}, ${tsParam(7)}, n.schedule_id, to_timestamp(n.fire_ms / 1000), s.limits,
+         s.traceparent
   FROM unnest($1::uuid[], $2::uuid[], $3::float8[], $4::float8[], $5::int2[], $6::text[])
        AS n(id, schedule_id, fire_ms, due_ms, partition, status)
   JOIN tasks s ON s.id = n.schedule_id
   ON CONFLICT (id) DO NOTHING
-  RETURNING id, schedule_id, status, task_type, priority, ${msOf('due_time')} AS due_ms, limits`;
+  RETURNING id, schedule_id, status, task_type, priority, ${msOf('due_time')} AS due_ms, limits, traceparent`;
 
 interface InstanceRow extends DueRow {
   schedule_id: string;

@@ -179,14 +179,17 @@ const RECONCILE = `
     FROM change ch
     WHERE t.id = ch.id AND ${awaitsEdges('t')}
       AND (ch.n > 0 OR ch.broken_by IS NOT NULL OR t.deps_satisfied >= t.deps_total)
-    RETURNING t.id, t.status, t.task_type, t.priority, t.due_time, t.has_dependents, t.limits
+    RETURNING t.id, t.status, t.task_type, t.priority, t.due_time, t.has_dependents, t.limits, t.traceparent,
+              t.partition
   ),
   ${dagEventsCte(2)}
-  SELECT d.id, d.status, d.task_type, d.priority, ${msOf('d.due_time')} AS due_ms, d.has_dependents, d.limits
+  SELECT d.id, d.status, d.task_type, d.priority, ${msOf('d.due_time')} AS due_ms, d.has_dependents, d.limits,
+         d.traceparent, d.partition
   FROM done d`;
 
 interface OutcomeRow extends DueRow {
   status: DagOutcome['status'];
+  partition: number;
   has_dependents: boolean;
 }
 
@@ -200,12 +203,17 @@ export async function reconcile(db: Db, taskIds: string[], nowMs: number): Promi
   for (let attempt = 1; ; attempt++) {
     try {
       const { rows } = await db.query<OutcomeRow>(RECONCILE, [ids, nowMs], 'wh_dag_reconcile');
-      return rows.map((r) => ({
-        taskId: r.id,
-        status: r.status,
-        due: r.status === 'pending' ? toDueEntry(r) : null,
-        notifyDependents: isFinal(r.status) && r.has_dependents,
-      }));
+      return rows.map((r) => {
+        const due = r.status === 'pending' ? toDueEntry(r) : null;
+        return {
+          taskId: r.id,
+          status: r.status,
+          due,
+          notifyDependents: isFinal(r.status) && r.has_dependents,
+          // Only the span of a traced release reads it.
+          ...(due?.traceparent === undefined ? {} : { partition: r.partition }),
+        };
+      });
     } catch (error) {
       if (attempt >= RECONCILE_ATTEMPTS || !isRetryableConflict(error)) throw error;
     }

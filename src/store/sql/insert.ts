@@ -13,23 +13,24 @@ import { tsParam, wholeMs } from './columns.js';
  * A task's limits travel as one text per task, the names joined by a space (a limit name has
  * none): unnest cannot zip an array of arrays, and NULL stays NULL through `string_to_array`.
  * A child of a running task (src/store/sql/children.ts) carries its parent and key in the last
- * two arrays; every other task, NULLs there.
+ * two arrays before its `traceparent` (migrations/000022); every other task, NULLs there.
  */
 const INSERT_TASKS = `
   INSERT INTO tasks (id, task_type, payload, status, schedule_type, schedule, due_time, priority,
                      max_retries, timeout_seconds, partition, idempotency_key, created_at, updated_at,
-                     max_timeout_seconds, start_deadline_seconds, wake_time, limits, parent_id, child_key)
+                     max_timeout_seconds, start_deadline_seconds, wake_time, limits, parent_id, child_key,
+                     traceparent)
   SELECT u.id, u.task_type, u.payload::jsonb, u.status, u.schedule_type, u.schedule::jsonb,
          to_timestamp(u.due_ms / 1000), u.priority, u.max_retries, u.timeout_seconds, u.partition,
          u.idempotency_key, ${tsParam(13)}, ${tsParam(13)}, u.max_timeout_seconds, u.start_deadline_seconds,
          CASE WHEN u.schedule_type = 'cron' THEN ${tsParam(13)} END, string_to_array(u.limits, ' '),
-         u.parent_id, u.child_key
+         u.parent_id, u.child_key, u.traceparent
   FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
               $8::int2[], $9::int4[], $10::int4[], $11::int2[], $12::text[], $14::int4[], $15::int4[],
-              $16::text[], $17::uuid[], $18::text[])
+              $16::text[], $17::uuid[], $18::text[], $19::text[])
        AS u(id, task_type, payload, status, schedule_type, schedule, due_ms, priority, max_retries,
             timeout_seconds, partition, idempotency_key, max_timeout_seconds, start_deadline_seconds, limits,
-            parent_id, child_key)`;
+            parent_id, child_key, traceparent)`;
 
 /**
  * The same for tasks with dependencies or in a graph, with their edges, in one statement
@@ -43,18 +44,20 @@ const INSERT_GRAPH_TASKS = `
                      max_retries, timeout_seconds, partition, idempotency_key, created_at, updated_at,
                      max_timeout_seconds, start_deadline_seconds,
                      dag_id, dag_ref, deps_total, deps_satisfied, has_dependents, last_error, completed_at,
-                     limits)
+                     limits, traceparent)
   SELECT u.id, u.task_type, u.payload::jsonb, u.status, u.schedule_type, u.schedule::jsonb,
          to_timestamp(u.due_ms / 1000), u.priority, u.max_retries, u.timeout_seconds, u.partition,
          u.idempotency_key, ${tsParam(13)}, ${tsParam(13)}, u.max_timeout_seconds, u.start_deadline_seconds,
          u.dag_id, u.dag_ref, u.deps_total, u.deps_satisfied, u.has_dependents, u.last_error,
-         CASE WHEN u.status = 'cancelled' THEN ${tsParam(13)} END, string_to_array(u.limits, ' ')
+         CASE WHEN u.status = 'cancelled' THEN ${tsParam(13)} END, string_to_array(u.limits, ' '),
+         u.traceparent
   FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
               $8::int2[], $9::int4[], $10::int4[], $11::int2[], $12::text[], $14::int4[], $15::int4[],
-              $16::text[], $17::uuid[], $18::text[], $19::int4[], $20::int4[], $21::bool[], $22::text[])
+              $16::text[], $17::uuid[], $18::text[], $19::int4[], $20::int4[], $21::bool[], $22::text[],
+              $26::text[])
        AS u(id, task_type, payload, status, schedule_type, schedule, due_ms, priority, max_retries,
             timeout_seconds, partition, idempotency_key, max_timeout_seconds, start_deadline_seconds, limits,
-            dag_id, dag_ref, deps_total, deps_satisfied, has_dependents, last_error)
+            dag_id, dag_ref, deps_total, deps_satisfied, has_dependents, last_error, traceparent)
   ),
   edges AS (
     INSERT INTO task_dependencies (task_id, predecessor_id, satisfied)
@@ -145,6 +148,7 @@ export async function insertTasks(
     params.push(
       tasks.map((t) => t.parentId ?? null),
       tasks.map((t) => t.childKey ?? null),
+      tasks.map((t) => t.traceparent ?? null),
     );
     await db.query(INSERT_TASKS, params, 'wh_insert_tasks');
   } else {
@@ -159,6 +163,7 @@ export async function insertTasks(
       edges.taskIds,
       edges.predecessorIds,
       edges.satisfied,
+      tasks.map((t) => t.traceparent ?? null),
     );
     await db.query(INSERT_GRAPH_TASKS, params, 'wh_insert_graph_tasks');
   }
@@ -212,5 +217,6 @@ function newRecord(t: NewTask, dueMs: number, nowMs: number, g: GraphColumns | u
     limits: t.limits ? [...t.limits] : [],
     parentId: t.parentId ?? null,
     childKey: t.childKey ?? null,
+    traceparent: t.traceparent ?? null,
   };
 }

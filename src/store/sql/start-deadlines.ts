@@ -41,7 +41,7 @@ const EXPIRE_UNSTARTED = `
     FROM due
     WHERE t.id = due.id AND ${statusIs('t', 'pending')} AND t.start_by <= ${tsParam(2)}
     RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.has_dependents, t.started_at,
-              t.limits
+              t.limits, t.traceparent, t.partition, t.attempts
   ),
   ${dagEventsCte(2)}
   SELECT ${TRANSITION_COLUMNS} FROM done d`;

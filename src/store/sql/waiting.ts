@@ -78,7 +78,7 @@ const END_ATTEMPT = `
     FROM edges e, tasks o
     WHERE t.id = $1::uuid AND o.id = $1::uuid
     RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.limits, t.attempts,
-              t.started_at, t.worker_id, t.has_dependents, o.due_time AS attempt_due_time
+              t.started_at, t.worker_id, t.has_dependents, o.due_time AS attempt_due_time, t.traceparent, t.partition
   ),
   ${dagEventsCte(3)},
   execution AS (

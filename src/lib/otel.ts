@@ -1,0 +1,223 @@
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  trace,
+  TraceFlags,
+  type Attributes,
+  type Context,
+  type Span,
+  type SpanContext,
+  type Tracer,
+} from '@opentelemetry/api';
+import { packageVersion } from './version.js';
+
+/**
+ * OpenTelemetry tracing of a task's hops (issue 32; docs/decisions/0038-tracing.md).
+ *
+ * Off unless `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set when
+ * a node starts: only then does {@link startTracing} import the SDK and an OTLP exporter
+ * (`http/protobuf` by default, `http/json` by `OTEL_EXPORTER_OTLP_PROTOCOL`). Off, nothing of
+ * the SDK is loaded and every hop asks one question, {@link tracingOn}, before it allocates
+ * anything for a span.
+ *
+ * Hops run in different actors, processes and times, so a span is never found in an ambient
+ * context: each starts with the task's stored `traceparent` as its remote parent
+ * ({@link startHop}). The stored one is the task's submit span, so every later hop — fire,
+ * release, claim, complete — is its child (and the worker's span the child of the claim's).
+ */
+
+/** The tracer once {@link startTracing} ran with an endpoint; null: tracing is off. */
+let tracer: Tracer | null = null;
+/** The SDK's provider, to flush and shut down. */
+let provider: { forceFlush(): Promise<void>; shutdown(): Promise<void> } | null = null;
+/** Nodes of this process that started tracing (tests run many): the last to stop shuts it down. */
+let users = 0;
+let starting: Promise<void> | null = null;
+
+/** Whether this process traces: ask it before building anything for a span. */
+export function tracingOn(): boolean {
+  return tracer !== null;
+}
+
+/** The OTLP protocols this node speaks (`OTEL_EXPORTER_OTLP_PROTOCOL`). */
+export type OtlpProtocol = 'http/protobuf' | 'http/json';
+
+/** The endpoint tracing exports to, from the environment; undefined: tracing is off. */
+export function otlpEndpoint(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const endpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || env.OTEL_EXPORTER_OTLP_ENDPOINT;
+  return endpoint === undefined || endpoint === '' ? undefined : endpoint;
+}
+
+/**
+ * The protocol named by `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` or `OTEL_EXPORTER_OTLP_PROTOCOL`
+ * (default `http/protobuf`, as the specification says). `grpc` and anything else are refused
+ * with an error that names the variable: the node does not start on a setting it cannot honour.
+ */
+export function otlpProtocol(env: NodeJS.ProcessEnv = process.env): OtlpProtocol {
+  const key = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
+    ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'
+    : 'OTEL_EXPORTER_OTLP_PROTOCOL';
+  const value = env[key] || 'http/protobuf';
+  if (value === 'http/protobuf' || value === 'http/json') return value;
+  throw new Error(`${key} is "${value}": Wheelhouse exports traces over "http/protobuf" or "http/json"`);
+}
+
+/**
+ * Starts tracing for this process when the environment names an OTLP endpoint: imports the
+ * SDK and the exporter of the protocol, and registers a provider (batching spans) as the
+ * global one, so that a worker SDK running in the same process traces into it too. Answers
+ * whether tracing is on. Each call that answered true is paired with a {@link stopTracing}.
+ */
+export async function startTracing(env: NodeJS.ProcessEnv = process.env): Promise<boolean> {
+  if (otlpEndpoint(env) === undefined) return false;
+  const protocol = otlpProtocol(env);
+  users++;
+  starting ??= load(protocol);
+  await starting;
+  return true;
+}
+
+async function load(protocol: OtlpProtocol): Promise<void> {
+  const [sdk, resources, semconv, exporterModule] = await Promise.all([
+    import('@opentelemetry/sdk-trace-base'),
+    import('@opentelemetry/resources'),
+    import('@opentelemetry/semantic-conventions'),
+    protocol === 'http/json'
+      ? import('@opentelemetry/exporter-trace-otlp-http')
+      : import('@opentelemetry/exporter-trace-otlp-proto'),
+  ]);
+  const sdkProvider = new sdk.BasicTracerProvider({
+    resource: resources.defaultResource().merge(
+      resources.resourceFromAttributes({
+        [semconv.ATTR_SERVICE_NAME]: process.env.OTEL_SERVICE_NAME || 'wheelhouse',
+        [semconv.ATTR_SERVICE_VERSION]: packageVersion(),
+      }),
+    ),
+    // The exporter reads the endpoint, headers and timeout from the environment.
+    spanProcessors: [new sdk.BatchSpanProcessor(new exporterModule.OTLPTraceExporter())],
+  });
+  trace.setGlobalTracerProvider(sdkProvider);
+  provider = sdkProvider;
+  tracer = trace.getTracer('wheelhouse', packageVersion());
+}
+
+/** Exports every span ended so far (a node's stop, a test). */
+export async function flushTracing(): Promise<void> {
+  await provider?.forceFlush();
+}
+
+/** Ends one {@link startTracing}: the last exports what is left and turns tracing off. */
+export async function stopTracing(): Promise<void> {
+  if (users === 0) return;
+  users--;
+  if (users > 0 || provider === null) return;
+  const ending = provider;
+  tracer = null;
+  provider = null;
+  starting = null;
+  trace.disable();
+  await ending.shutdown();
+}
+
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
+const ZERO_TRACE = '0'.repeat(32);
+const ZERO_SPAN = '0'.repeat(16);
+
+/**
+ * Whether `value` is a W3C `traceparent` this node accepts: version `00` exactly as the
+ * specification writes it, or a later version (not `ff`) whose extra fields it ignores, with a
+ * trace id and a parent id that are not all zeros.
+ */
+export function isTraceparent(value: string): boolean {
+  return spanContextOf(value) !== null;
+}
+
+/** The span context a `traceparent` stands for, marked remote; null for one that is not valid. */
+export function spanContextOf(traceparent: string): SpanContext | null {
+  const m = TRACEPARENT.exec(traceparent);
+  if (m === null) return null;
+  const [, version, traceId, spanId, flags, rest] = m as unknown as [string, string, string, string, string, string?];
+  if (version === 'ff' || (version === '00' && rest !== undefined)) return null;
+  if (traceId === ZERO_TRACE || spanId === ZERO_SPAN) return null;
+  return { traceId, spanId, traceFlags: parseInt(flags, 16) & TraceFlags.SAMPLED, isRemote: true };
+}
+
+/**
+ * Whether a valid `traceparent`'s sampled flag is set. A hop whose task's context is not
+ * sampled makes no span at all: under the parent-based sampler its span would record nothing,
+ * and skipping it saves making one (ids, the sampler, the attributes) per hop.
+ */
+export function isSampled(traceparent: string): boolean {
+  // `vv-<32>-<16>-ff`: the flags are characters 53–54; the sampled bit is the low bit of the last.
+  return (parseInt(traceparent.charAt(54), 16) & TraceFlags.SAMPLED) !== 0;
+}
+
+/** A span's context as a `traceparent` (version 00). */
+export function traceparentOf(span: Span): string {
+  const c = span.spanContext();
+  return `00-${c.traceId}-${c.spanId}-${(c.traceFlags & TraceFlags.SAMPLED) === 0 ? '00' : '01'}`;
+}
+
+/** The context whose parent is `traceparent` (the root one when absent or not valid). */
+function parentContext(traceparent: string | null | undefined): Context {
+  if (traceparent == null) return ROOT_CONTEXT;
+  const parent = spanContextOf(traceparent);
+  return parent === null ? ROOT_CONTEXT : trace.setSpanContext(ROOT_CONTEXT, parent);
+}
+
+/** The attributes every hop's span carries. */
+export interface HopAttributes {
+  taskId: string;
+  taskType: string;
+  /** The attempt the hop belongs to (0 before the first claim). */
+  attempt: number;
+  partition: number;
+}
+
+/** Attribute names of a hop's span (custom: no semantic convention names a scheduler's task). */
+export const TASK_ID = 'wheelhouse.task.id';
+export const TASK_TYPE = 'wheelhouse.task.type';
+export const TASK_ATTEMPT = 'wheelhouse.task.attempt';
+export const TASK_PARTITION = 'wheelhouse.task.partition';
+
+/**
+ * Starts the span of one hop of a task, child of `traceparent` (a new trace when there is none).
+ * Call only when {@link tracingOn}; the caller ends it. `startMs`: when the hop began, if
+ * earlier than now.
+ */
+export function startHop(
+  name: string,
+  traceparent: string | null | undefined,
+  hop: HopAttributes,
+  kind: SpanKind = SpanKind.INTERNAL,
+  extra?: Attributes,
+  startMs?: number,
+): Span {
+  const attributes: Attributes = {
+    [TASK_ID]: hop.taskId,
+    [TASK_TYPE]: hop.taskType,
+    [TASK_ATTEMPT]: hop.attempt,
+    [TASK_PARTITION]: hop.partition,
+    ...extra,
+  };
+  return (tracer as Tracer).startSpan(
+    name,
+    { kind, attributes, ...(startMs === undefined ? {} : { startTime: startMs }) },
+    parentContext(traceparent),
+  );
+}
+
+/** A hop with nothing to time: its span starts and ends at once. Answers the span's `traceparent`. */
+export function markHop(
+  name: string,
+  traceparent: string | null | undefined,
+  hop: HopAttributes,
+  kind?: SpanKind,
+  extra?: Attributes,
+): string {
+  const span = startHop(name, traceparent, hop, kind, extra);
+  span.end();
+  return traceparentOf(span);
+}
+
+export { SpanKind };
