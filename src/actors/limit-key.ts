@@ -2,12 +2,30 @@ import { defineKind, type ActorContext, type Ask, type Behavior } from '../runti
 import type { DueEntry } from '../domain/model.js';
 import { RateWindow } from '../domain/limits.js';
 import { WaitingTasks } from './limit-waiting.js';
-import { admissionRoom, decodeLimitSnapshot, grantOrRefuse, onArrival, openRoom, sameLimit } from './limit-rules.js';
-import { idleForMs, isNew, type LimitKeyDeps, type LimitKeyState, type LimitSnapshot } from './limit-state.js';
+import {
+  admissionRoom,
+  decodeLimitSnapshot,
+  dropEndedHolders,
+  grantOrRefuse,
+  GRANT_GRACE_MS,
+  onArrival,
+  openRoom,
+  sameLimit,
+} from './limit-rules.js';
+import {
+  idleForMs,
+  isNew,
+  view,
+  type LimitKeyDeps,
+  type LimitKeyState,
+  type LimitLiveView,
+  type LimitSnapshot,
+} from './limit-state.js';
 import { trace } from '../lib/trace.js';
 
-export type { LimitKeyDeps, LimitKeyState } from './limit-state.js';
+export type { LimitKeyDeps, LimitKeyState, LimitLiveView } from './limit-state.js';
 export { QUIET_PASSIVATION_MS } from './limit-state.js';
+export { GRANT_GRACE_MS } from './limit-rules.js';
 
 /**
  * One limit key (`("limit", name)`: `stripe-api`, `customer:42`, `type:email.send`), on the
@@ -38,18 +56,6 @@ export interface LimitGrant {
   openRoom: number;
 }
 
-/** What `inspect` answers (GET /api/limits/{name}, the dashboard, explain). */
-export interface LimitLiveView {
-  key: string;
-  declaredAs: string | null;
-  running: number;
-  /** Tasks of the key that may not start yet: parked here, or admitted and not yet claimed. */
-  waiting: number;
-  startsLastPeriod: number | null;
-  /** While the rate holds its waiting tasks back: when the next start is allowed (Unix ms). */
-  throttledUntilMs: number | null;
-}
-
 export type LimitMessage =
   /** Due tasks whose home is this key (a wheel fired them, or the safety net found them loose). */
   | { type: 'offer'; entries: DueEntry[] }
@@ -68,10 +74,13 @@ export type LimitMessage =
   | { type: 'tick' }
   /** A push of admitted entries failed: they wait here again. */
   | { type: 'unpushed'; entries: DueEntry[] }
+  /**
+   * A claim refused tasks this key granted though they were still pending: the grants' epoch
+   * may no longer be the key's row's (another activation took it over). The key checks.
+   */
+  | { type: 'verify' }
   | Ask<{ type: 'inspect' }, LimitLiveView>;
 
-/** A grant younger than this may not have reached the store yet: a reconcile keeps it. */
-export const GRANT_GRACE_MS = 10_000;
 /** An admitted entry no claim asked about in this long is forgotten (it comes back if it was lost). */
 export const ADMITTED_TTL_MS = 30_000;
 const UNPUSHED_RETRY_MS = 500; // after a failed push of admitted tasks, before the key pumps again
@@ -109,6 +118,7 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
         reading: false,
         unsent: [],
         pushing: false,
+        verifiedAtMs: Number.NEGATIVE_INFINITY,
       };
       for (const entry of live.waiting) state.waiting.add(entry);
       // The snapshot is a copy of the declaration, which lives in `limits`: written when it
@@ -188,6 +198,9 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
           }
           ctx.schedule(UNPUSHED_RETRY_MS, { type: 'changed' });
           return state;
+        case 'verify':
+          await verifyOwner(state, ctx, now);
+          break;
         case 'tick':
           state.tickAtMs = null;
           state.cancelTick = null;
@@ -357,44 +370,18 @@ async function reconcile(state: LimitKeyState, now: number, deps: LimitKeyDeps):
   }
 }
 
-/**
- * A task offered or asked about is due and pending to whoever sent it; if the key still counts
- * it a holder from a grant older than {@link GRANT_GRACE_MS}, its attempt may have ended
- * without a return reaching the key (its lease ran out on a node that died, and the task is
- * due again). Checked against the task table, so that the key neither drops it as a
- * duplicate — it would then wait in no memory — nor counts a permit nobody holds.
- */
-async function dropEndedHolders(
-  state: LimitKeyState,
-  entries: readonly DueEntry[],
-  now: number,
-  deps: LimitKeyDeps,
-): Promise<void> {
-  if (state.holders.size === 0) return;
-  const old: string[] = [];
-  for (const entry of entries) {
-    const since = state.holders.get(entry.taskId);
-    if (since !== undefined && now - since > GRANT_GRACE_MS) old.push(entry.taskId);
-  }
-  if (old.length === 0) return;
-  // A store that cannot answer must not cost the message: all count as running till a later check.
-  const running = await deps.store.stillRunning(old).catch(() => new Set(old));
-  for (const id of old) {
-    if (running.has(id)) continue;
-    state.holders.delete(id);
-    state.cancelling.delete(id);
-  }
-}
+/** How often a key checks that its activation still owns it, when claims suggest it may not. */
+const VERIFY_EVERY_MS = 1_000;
 
-function view(state: LimitKeyState, key: string, now: number): LimitLiveView {
-  const rate = state.limit?.rate ?? null;
-  const throttled = state.rate !== null && state.waiting.size > 0 && state.rate.available(now, 1) === 0;
-  return {
-    key,
-    declaredAs: state.limit?.declaredAs ?? null,
-    running: state.holders.size,
-    waiting: state.waiting.size + state.admitted.size,
-    startsLastPeriod: rate && state.rate ? state.rate.startsInPeriod(now) : null,
-    throttledUntilMs: throttled && state.rate ? state.rate.nextAllowedMs(now) : null,
-  };
+/**
+ * Writes the key's snapshot under this activation's epoch: if another activation took the key
+ * over (a node cut off from Redis, out of the ring and back, keeps its own), the write is
+ * refused `stale_epoch` and the runtime stops this one; the next message starts a new one,
+ * which reads the key's live tasks. Without it, a stale activation kept granting under its
+ * old epoch, every claim refused its grants, and its tasks never ran (nemesis run D: 385).
+ */
+async function verifyOwner(state: LimitKeyState, ctx: Ctx, now: number): Promise<void> {
+  if (now - state.verifiedAtMs < VERIFY_EVERY_MS) return;
+  state.verifiedAtMs = now;
+  await ctx.snapshot(state.limit);
 }

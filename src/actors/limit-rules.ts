@@ -155,3 +155,35 @@ export function onArrival(state: LimitKeyState, entry: DueEntry, deps: LimitKeyD
     }
   }
 }
+
+/** A grant younger than this may not have reached the store yet: a reconcile keeps it. */
+export const GRANT_GRACE_MS = 10_000;
+
+/**
+ * A task offered or asked about is due and pending to whoever sent it; if the key still counts
+ * it a holder from a grant older than {@link GRANT_GRACE_MS}, its attempt may have ended
+ * without a return reaching the key (its lease ran out on a node that died, and the task is
+ * due again). Checked against the task table, so that the key neither drops it as a
+ * duplicate — it would then wait in no memory — nor counts a permit nobody holds.
+ */
+export async function dropEndedHolders(
+  state: LimitKeyState,
+  entries: readonly DueEntry[],
+  now: number,
+  deps: LimitKeyDeps,
+): Promise<void> {
+  if (state.holders.size === 0) return;
+  const old: string[] = [];
+  for (const entry of entries) {
+    const since = state.holders.get(entry.taskId);
+    if (since !== undefined && now - since > GRANT_GRACE_MS) old.push(entry.taskId);
+  }
+  if (old.length === 0) return;
+  // A store that cannot answer must not cost the message: all count as running till a later check.
+  const running = await deps.store.stillRunning(old).catch(() => new Set(old));
+  for (const id of old) {
+    if (running.has(id)) continue;
+    state.holders.delete(id);
+    state.cancelling.delete(id);
+  }
+}

@@ -32,6 +32,8 @@ export interface LimitKeyState {
   unsent: DueEntry[];
   /** A push of admitted entries is under way. */
   pushing: boolean;
+  /** When the key last checked that it owns itself (`verify`). */
+  verifiedAtMs: number;
 }
 
 export interface LimitKeyDeps {
@@ -98,4 +100,30 @@ export function idleForMs(state: LimitKeyState, nowMs: number, idleMs: number): 
 /** Whether the key knows nothing of this task yet: not a holder, not admitted, not waiting. */
 export function isNew(state: LimitKeyState, taskId: string): boolean {
   return !state.holders.has(taskId) && !state.admitted.has(taskId) && !state.waiting.has(taskId);
+}
+
+/** What `inspect` answers (GET /api/limits/{name}, the dashboard, explain). */
+export interface LimitLiveView {
+  key: string;
+  declaredAs: string | null;
+  running: number;
+  /** Tasks of the key that may not start yet: parked here, or admitted and not yet claimed. */
+  waiting: number;
+  startsLastPeriod: number | null;
+  /** While the rate holds its waiting tasks back: when the next start is allowed (Unix ms). */
+  throttledUntilMs: number | null;
+}
+
+/** The live view `inspect` answers. */
+export function view(state: LimitKeyState, key: string, now: number): LimitLiveView {
+  const rate = state.limit?.rate ?? null;
+  const throttled = state.rate !== null && state.waiting.size > 0 && state.rate.available(now, 1) === 0;
+  return {
+    key,
+    declaredAs: state.limit?.declaredAs ?? null,
+    running: state.holders.size,
+    waiting: state.waiting.size + state.admitted.size,
+    startsLastPeriod: rate && state.rate ? state.rate.startsInPeriod(now) : null,
+    throttledUntilMs: throttled && state.rate ? state.rate.nextAllowedMs(now) : null,
+  };
 }

@@ -31,7 +31,7 @@ export interface DispatcherDeps {
   /** Upper bound of a poll's wait. */
   pollMaxWaitMs: number;
   /** The limits' gate: absent, nothing is gated (tests of the dispatcher alone). */
-  gate?: Pick<LimitGate, 'admit' | 'giveBackGrants' | 'offer'>;
+  gate?: Pick<LimitGate, 'admit' | 'giveBackGrants' | 'offer' | 'verify'>;
   events: NodeEventSink;
   onError?(error: unknown, context: string): void;
 }
@@ -301,7 +301,12 @@ export class Dispatcher {
     const entries = claimable.filter(
       (e) => refusedIds.has(e.taskId) && e.dueMs <= claimMs && pending.get(e.taskId) === e.dueMs,
     );
-    if (entries.length > 0) gate.offer(entries);
+    if (entries.length === 0) return;
+    // Granted and still pending: most likely fenced (the key's epoch moved under its grants).
+    // A stale activation would grant them again and again: each key checks it still owns itself.
+    const ids = new Set(entries.map((e) => e.taskId));
+    gate.verify(new Set(unused.filter((g) => ids.has(g.taskId)).map((g) => g.key)));
+    gate.offer(entries);
   }
 
   /** Entries the claim refused whose task is pending at exactly their due time, after `claimMs`. */

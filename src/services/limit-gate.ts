@@ -328,6 +328,17 @@ export class LimitGate {
     return out;
   }
 
+  /** Asks keys whose grants a claim refused for tasks still pending to check they own themselves. */
+  verify(keys: Iterable<string>): void {
+    for (const key of keys) {
+      try {
+        this.deps.system.ref(LIMIT, key).tell({ type: 'verify' });
+      } catch (error) {
+        this.deps.onError(error, `asking limit ${key} to check its ownership`);
+      }
+    }
+  }
+
   /** Permits back to one key: attempts that ended, or grants no claim used. */
   giveBack(key: string, taskIds: string[]): void {
     if (taskIds.length === 0) return;

@@ -12,11 +12,12 @@ import { MemorySnapshotStore } from '../runtime/memory-snapshots.js';
 export function limitKeySystem(
   deps: Pick<LimitKeyDeps, 'liveTasks' | 'ready'> & Partial<LimitKeyDeps>,
   concurrency: number,
+  snapshots = new MemorySnapshotStore(),
 ): ActorSystem {
   const system = new ActorSystem({
     nodeId: 'n1',
     clock: systemClock,
-    snapshots: new MemorySnapshotStore(),
+    snapshots,
     placement: new LocalPlacement('n1'),
     onError: () => undefined,
   });
