@@ -3,23 +3,11 @@ import type { SnapshotStore } from '../runtime/snapshots.js';
 import { ConnectionHealth } from './connection-health.js';
 import { openPostgres, type Db } from './db.js';
 import { openPglite } from './db-pglite.js';
-import { CoalescingReadyQueue } from './coalescing-ready-queue.js';
 import { PartitionMarks } from './fences.js';
 import { PriorityLane } from './priority-lane.js';
 import { MemoryBucketStore } from './memory-buckets.js';
 import { MemoryReadyQueue } from './memory-ready-queue.js';
 import { migrate } from './migrate.js';
-import { RedisBucketStore } from './redis-buckets.js';
-import { PartitionedReadyQueue } from './redis-partitioned-ready-queue.js';
-import { RedisReadyQueue } from './redis-ready-queue.js';
-import {
-  checkEvictionPolicy,
-  clusterReady,
-  isCluster,
-  openRedis,
-  openRedisCluster,
-  type RedisClient,
-} from './redis.js';
 import { SqlDagStore } from './dag-store.js';
 import { SqlLimitStore } from './limit-store.js';
 import { SqlApiKeyStore, type ApiKeyStore } from './api-key-store.js';
@@ -36,12 +24,10 @@ import type { ScheduleStore, TaskStore } from './types.js';
 import type { BucketStore, ReadyQueue } from './fast-index-types.js';
 import type { DagStore } from './dag-types.js';
 import type { LimitStore } from './limit-types.js';
+import type { RedisStores } from './backend-redis.js';
 
 /** Connections reserved for the priority lane's statements (src/store/priority-lane.ts). */
 const LANE_CONNECTIONS = 2;
-
-/** How long a node's start waits for a Redis Cluster to be reachable and serve every slot. */
-const CLUSTER_READY_MS = 10_000;
 
 /** Every store a node needs, on one backend. */
 export interface Backend {
@@ -182,33 +168,16 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     await Promise.allSettled(pools.map((p) => p.close()));
     throw error;
   }
-  const redisOptions = { url: options.redisUrl, prefix: options.redisPrefix, health: redisHealth };
-  let redis: RedisClient;
+  let redisStores: RedisStores;
   try {
-    redis = options.redisCluster ? openRedisCluster(redisOptions) : openRedis(redisOptions);
+    // Loaded here only: the embedded default never loads ioredis (see backend-redis.ts).
+    const { openRedisStores } = await import('./backend-redis.js');
+    redisStores = await openRedisStores(options, redisHealth);
   } catch (error) {
     await Promise.allSettled(pools.map((p) => p.close()));
     throw error;
   }
-  let warning: string | null;
-  try {
-    if (isCluster(redis)) await clusterReady(redis, CLUSTER_READY_MS);
-    warning = await checkEvictionPolicy(redis);
-  } catch (error) {
-    redis.disconnect();
-    await Promise.allSettled(pools.map((p) => p.close()));
-    throw error;
-  }
-  // The ready queues' subscriber connection is not watched: losing it alone delays a wake-up
-  // of a long poll by at most its one-second recheck, and when Redis goes away the client
-  // above tells of it.
-  // One Redis server: every ready queue under one hash tag, a take is one script. Redis
-  // Cluster: the queues of each wheel partition in its slot (docs/decisions/0017-redis-cluster.md).
-  const ready = new CoalescingReadyQueue(
-    isCluster(redis)
-      ? new PartitionedReadyQueue(redis, options.redisPrefix, { partitions: options.partitions })
-      : new RedisReadyQueue(redis, options.redisPrefix),
-  );
+  const { redis, buckets, ready, warning } = redisStores;
   return {
     kind: 'postgres',
     db,
@@ -220,7 +189,7 @@ export async function openBackend(options: CompiledOptions): Promise<Backend> {
     stats: new SqlTaskStatsStore(db, listDb),
     limits: new SqlLimitStore(db, lane),
     snapshots: new SqlSnapshotStore(db, lane),
-    buckets: new RedisBucketStore(redis, options.redisPrefix),
+    buckets,
     ready,
     membership: new SqlMembershipStore(membershipDb),
     apiKeys: new SqlApiKeyStore(membershipDb),

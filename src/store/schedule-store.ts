@@ -1,8 +1,11 @@
 import type { Db } from './db.js';
+import { WriteBatcher } from '../lib/write-batcher.js';
+import type { FirstPageRequest } from './sql/partition-pages.js';
 import {
   getSchedule,
   getSchedules,
   scheduleHistory,
+  wakesFirstPages,
   wakesInPartition,
   wakesInPartitions,
   writeSchedules,
@@ -12,7 +15,12 @@ import type { HistoryCursor, PartitionCursor, ScheduleStore, ScheduleWrite, Sche
 
 /** Cron schedules over SQL, on Postgres and PGlite alike; the statements are in `sql/cron.ts`. */
 export class SqlScheduleStore implements ScheduleStore {
-  constructor(private readonly db: Db) {}
+  /** First pages asked for in one event-loop turn (wheel partitions activating together): one statement. */
+  private readonly firstPages: WriteBatcher<FirstPageRequest, DueEntry[]>;
+
+  constructor(private readonly db: Db) {
+    this.firstPages = new WriteBatcher((requests) => wakesFirstPages(this.db, requests));
+  }
 
   get(id: string): Promise<ScheduleRecord | null> {
     return getSchedule(this.db, id);
@@ -23,6 +31,7 @@ export class SqlScheduleStore implements ScheduleStore {
   }
 
   wakesInPartition(partition: number, after: PartitionCursor | null, toMs: number, limit: number): Promise<DueEntry[]> {
+    if (after === null) return this.firstPages.submit({ partition, toMs, limit });
     return wakesInPartition(this.db, partition, after, toMs, limit);
   }
 

@@ -11,6 +11,15 @@ export interface AcquireRequest {
   nowMs: number;
 }
 
+/** One snapshot written, if `epoch` still holds (`state`: JSON text). */
+export interface SaveRequest {
+  kind: string;
+  key: string;
+  epoch: number;
+  state: string;
+  nowMs: number;
+}
+
 /** One deactivation giving its row up, if `epoch` still holds. */
 export interface ReleaseRequest {
   kind: string;
@@ -54,6 +63,28 @@ const RELEASE_MANY = `
   FROM held h, r
   WHERE s.kind = h.kind AND s.key = h.key AND r.kind = s.kind AND r.key = s.key AND s.epoch = r.epoch`;
 
+/**
+ * Many fenced saves in one statement (see `SqlSnapshotStore.save`): the rows whose epoch
+ * still holds are locked in key order (see ACQUIRE_MANY) and written; a row a newer
+ * activation took meanwhile no longer matches and is not returned, which refuses that save
+ * alone. At a start the 64 wheel partitions each save as they activate: a few statements,
+ * not 64 one after another on PGlite's one connection.
+ */
+const SAVE_MANY = `
+  WITH r AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::float8[])
+      AS r(kind, key, epoch, state, now_ms)
+  ), held AS (
+    SELECT s.kind, s.key FROM actor_snapshots s JOIN r ON s.kind = r.kind AND s.key = r.key AND s.epoch = r.epoch
+    ORDER BY s.kind, s.key
+    FOR UPDATE OF s
+  )
+  UPDATE actor_snapshots s
+  SET state = r.state::jsonb, version = s.version + 1, updated_at = to_timestamp(round(r.now_ms) / 1000)
+  FROM held h, r
+  WHERE s.kind = h.kind AND s.key = h.key AND r.kind = s.kind AND r.key = s.key AND s.epoch = r.epoch
+  RETURNING s.kind, s.key, s.version`;
+
 /** How often a batch aborted as a deadlock or serialization failure is run again. */
 const CONFLICT_RETRIES = 3;
 
@@ -73,6 +104,19 @@ export async function acquireSnapshots(db: Db, requests: readonly AcquireRequest
     const row = byId.get(rowId(r.kind, r.key))!;
     return { epoch: row.epoch, version: row.version, state: row.state };
   });
+}
+
+/** Writes the saves of `requests` whose epoch still holds, each key at most once: the new version, or null (stale). */
+export async function saveSnapshots(db: Db, requests: readonly SaveRequest[]): Promise<(number | null)[]> {
+  const { rows } = await retryingConflicts(() =>
+    db.query<{ kind: string; key: string; version: number }>(
+      SAVE_MANY,
+      columnsOf(requests, ['kind', 'key', 'epoch', 'state', 'nowMs']),
+      'wh_snapshot_save_many',
+    ),
+  );
+  const byId = new Map(rows.map((row) => [rowId(row.kind, row.key), row.version]));
+  return requests.map((r) => byId.get(rowId(r.kind, r.key)) ?? null);
 }
 
 /** Gives up the rows of `requests` whose epoch still holds, each key at most once. */
@@ -100,25 +144,33 @@ async function retryingConflicts<T>(run: () => Promise<T>): Promise<T> {
 }
 
 /**
- * The acquires and releases of one event-loop turn (and those made while earlier batches are
+ * The acquires, saves and releases of one event-loop turn (and those made while earlier batches are
  * in flight), merged into few statements. A batch that names a key twice (two acquirers of one
  * actor in one turn) runs as rounds in which each key appears once, in the order submitted, so
  * the later acquirer gets the higher epoch as it would have one statement at a time.
  */
 export class SnapshotBatches {
   private readonly acquires: WriteBatcher<AcquireRequest, AcquiredSnapshot>;
+  private readonly saves: WriteBatcher<SaveRequest, number | null>;
   private readonly releases: WriteBatcher<ReleaseRequest, void>;
 
   constructor(
     acquireMany: (requests: AcquireRequest[]) => Promise<AcquiredSnapshot[]>,
+    saveMany: (requests: SaveRequest[]) => Promise<(number | null)[]>,
     releaseMany: (requests: ReleaseRequest[]) => Promise<void[]>,
   ) {
     this.acquires = new WriteBatcher((requests) => inRounds(requests, acquireMany));
+    this.saves = new WriteBatcher((requests) => inRounds(requests, saveMany));
     this.releases = new WriteBatcher((requests) => inRounds(requests, releaseMany));
   }
 
   acquire(request: AcquireRequest): Promise<AcquiredSnapshot> {
     return this.acquires.submit(request);
+  }
+
+  /** The new version, or null: the epoch no longer holds. */
+  save(request: SaveRequest): Promise<number | null> {
+    return this.saves.submit(request);
   }
 
   release(request: ReleaseRequest): Promise<void> {

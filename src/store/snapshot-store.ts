@@ -2,15 +2,8 @@ import { WheelhouseError } from '../lib/errors.js';
 import type { AcquiredSnapshot, SnapshotOwner, SnapshotRow, SnapshotStore } from '../runtime/snapshots.js';
 import type { Db } from './db.js';
 import { trace, tracing } from '../lib/trace.js';
-import { msOf, tsParam } from './sql/columns.js';
-import { acquireSnapshots, releaseSnapshots, SnapshotBatches } from './snapshot-batches.js';
-
-/** The fenced write: matches only while `epoch` is still the row's. State travels as JSON text. */
-const SAVE = `
-  UPDATE actor_snapshots s
-  SET state = $4::text::jsonb, version = s.version + 1, updated_at = ${tsParam(5)}
-  WHERE s.kind = $1 AND s.key = $2 AND s.epoch = $3
-  RETURNING s.version`;
+import { msOf } from './sql/columns.js';
+import { acquireSnapshots, releaseSnapshots, saveSnapshots, SnapshotBatches } from './snapshot-batches.js';
 
 const READ = `
   SELECT s.kind, s.key, s.owner_node, s.epoch, s.version, s.state, ${msOf('s.updated_at')} AS updated_ms
@@ -38,8 +31,8 @@ interface SnapshotDbRow {
  * `actor_snapshots` table. A save carrying an epoch older than the row's is refused with
  * `stale_epoch`, so a node that was paused and wakes up cannot overwrite the new owner.
  *
- * Acquires and releases made in one event-loop turn go to the database together (see
- * `snapshot-batches.ts`): ten thousand limit keys activating at a wheel's fire take their
+ * Acquires, fenced saves and releases made in one event-loop turn go to the database together
+ * (see `snapshot-batches.ts`): ten thousand limit keys activating at a wheel's fire take their
  * rows in ten statements, not ten thousand commits queued behind the pool.
  */
 export class SqlSnapshotStore implements SnapshotStore {
@@ -52,6 +45,7 @@ export class SqlSnapshotStore implements SnapshotStore {
   ) {
     this.batches = new SnapshotBatches(
       (acquires) => acquireSnapshots(lane, acquires),
+      (saves) => saveSnapshots(db, saves),
       (releases) => releaseSnapshots(db, releases),
     );
   }
@@ -66,18 +60,13 @@ export class SqlSnapshotStore implements SnapshotStore {
   }
 
   async save(kind: string, key: string, epoch: number, state: unknown, nowMs: number): Promise<number> {
-    const { rows } = await this.db.query<{ version: number }>(
-      SAVE,
-      [kind, key, epoch, JSON.stringify(state ?? null), nowMs],
-      'wh_snapshot_save',
-    );
-    const row = rows[0];
-    if (row === undefined) {
+    const version = await this.batches.save({ kind, key, epoch, state: JSON.stringify(state ?? null), nowMs });
+    if (version === null) {
       throw new WheelhouseError('stale_epoch', `${kind}/${key}: epoch ${epoch} is no longer the owner's`, {
         details: { kind, key, epoch },
       });
     }
-    return row.version;
+    return version;
   }
 
   release(kind: string, key: string, epoch: number, nowMs: number): Promise<void> {

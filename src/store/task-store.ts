@@ -1,4 +1,6 @@
 import type { Db } from './db.js';
+import { WriteBatcher } from '../lib/write-batcher.js';
+import type { FirstPageRequest } from './sql/partition-pages.js';
 import type { ChildPage, ChildrenFilter, SpawnResult } from './children-types.js';
 import { cancelChildren, cancelTask } from './sql/cancel.js';
 import type { LimitGrantRow } from './limit-types.js';
@@ -11,9 +13,11 @@ import { recordProgress } from './sql/progress.js';
 import {
   getTask,
   pendingDueTimes,
+  pendingFirstPages,
   pendingInPartition,
   pendingInPartitions,
   runningInPartitions,
+  runningInPartitionsMany,
   taskHistory,
 } from './sql/read.js';
 import { partitionsPastHorizon, removeFinished, recordRetentionHorizon, retentionHorizon } from './sql/retention.js';
@@ -72,7 +76,19 @@ export class SqlTaskStore implements TaskStore {
     private readonly listings: Db = db,
     /** The priority lane (src/store/priority-lane.ts): one-task submits, which a request waits on. */
     private readonly lane: Db = db,
-  ) {}
+  ) {
+    this.firstPages = new WriteBatcher((requests) => pendingFirstPages(this.db, requests));
+    this.running = new WriteBatcher((requests) => runningInPartitionsMany(this.db, requests));
+  }
+
+  /** Running tasks asked for in one event-loop turn (wheel partitions activating together): one statement. */
+  private readonly running: WriteBatcher<
+    readonly number[],
+    { taskId: string; version: number; leaseExpiresMs: number }[]
+  >;
+
+  /** First pages asked for in one event-loop turn (wheel partitions activating together): one statement. */
+  private readonly firstPages: WriteBatcher<FirstPageRequest, DueEntry[]>;
 
   submit(tasks: NewTask[], nowMs: number): Promise<SubmitResult[]> {
     return submitTasks(tasks.length === 1 ? this.lane : this.db, tasks, nowMs);
@@ -187,6 +203,7 @@ export class SqlTaskStore implements TaskStore {
     toMs: number,
     limit: number,
   ): Promise<DueEntry[]> {
+    if (after === null) return this.firstPages.submit({ partition, toMs, limit });
     return pendingInPartition(this.db, partition, after, toMs, limit);
   }
 
@@ -197,6 +214,8 @@ export class SqlTaskStore implements TaskStore {
   runningInPartitions(
     partitions: readonly number[],
   ): Promise<{ taskId: string; version: number; leaseExpiresMs: number }[]> {
+    // One partition at a time is what an activating wheel partition asks: merged with the others.
+    if (partitions.length === 1) return this.running.submit(partitions);
     return runningInPartitions(this.db, partitions);
   }
 

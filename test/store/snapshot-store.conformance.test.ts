@@ -180,4 +180,43 @@ describe.each(sqlBackends)('SnapshotStore on $name', ({ name, open }) => {
       );
     }
   });
+
+  it('saves the snapshots of one turn in one statement, refusing only the saves whose epoch no longer holds', async () => {
+    const { db, counts } = counting(testDb.db);
+    const batched = new SqlSnapshotStore(db);
+    const keys = Array.from({ length: 64 }, () => freshKey());
+    const first = await Promise.all(keys.map((key) => store.acquire('wheel', key, 'node-a', T0)));
+    // Every eighth key has a newer owner: its old activation's save is refused, the others land.
+    const taken = keys.filter((_, i) => i % 8 === 0);
+    await Promise.all(taken.map((key) => store.acquire('wheel', key, 'node-b', T0 + 1)));
+    const saved = await Promise.all(
+      keys.map((key, i) =>
+        batched.save('wheel', key, first[i]!.epoch, { n: i }, T0 + 2).then(
+          (version) => ({ version }),
+          (error: unknown) => ({ stale: isWheelhouseError(error, 'stale_epoch') }),
+        ),
+      ),
+    );
+    expect(saved).toEqual(keys.map((_, i) => (i % 8 === 0 ? { stale: true } : { version: 1 })));
+    expect(counts.get('wh_snapshot_save_many')).toBe(1);
+    for (const [i, key] of keys.entries()) {
+      expect(await store.read('wheel', key)).toMatchObject(
+        i % 8 === 0 ? { ownerNode: 'node-b', epoch: 2, state: null } : { epoch: 1, version: 1, state: { n: i } },
+      );
+    }
+  });
+
+  it('runs a key saved twice in one turn as two rounds, in the order saved', async () => {
+    const { db, counts } = counting(testDb.db);
+    const batched = new SqlSnapshotStore(db);
+    const key = freshKey();
+    const { epoch } = await store.acquire('wheel', key, 'node-a', T0);
+    const versions = await Promise.all([
+      batched.save('wheel', key, epoch, { n: 1 }, T0 + 1),
+      batched.save('wheel', key, epoch, { n: 2 }, T0 + 2),
+    ]);
+    expect(versions).toEqual([1, 2]);
+    expect(counts.get('wh_snapshot_save_many')).toBe(2);
+    expect(await store.read('wheel', key)).toMatchObject({ version: 2, state: { n: 2 }, updatedMs: T0 + 2 });
+  });
 });

@@ -12,7 +12,7 @@ import { cronScheduleOf } from './cron-json.js';
 import type { HistoryCursor, PartitionCursor, ScheduleWrite, ScheduleWriteResult } from '../types.js';
 import { msOf, toDueEntry, tsParam, validIds, type DueRow } from './columns.js';
 import { dagEventsCte } from './outbox.js';
-import { byPart, partitionPages } from './partition-pages.js';
+import { byPart, partitionPages, type FirstPageRequest } from './partition-pages.js';
 import { MAX_ATTEMPT, historyOf } from './read.js';
 
 /**
@@ -89,6 +89,12 @@ export async function wakesInPartition(
 ): Promise<DueEntry[]> {
   const rows = await WAKE_PAGES.read<{ id: string; wake_ms: number }>(db, partition, after, toMs, limit);
   return rows.map((r) => scheduleWake(r.id, r.wake_ms));
+}
+
+/** First pages of several partitions' wakes in one statement; answers in the requests' order (see `PartitionPages.readFirst`). */
+export async function wakesFirstPages(db: Db, requests: readonly FirstPageRequest[]): Promise<DueEntry[][]> {
+  const pages = await WAKE_PAGES.readFirst<{ id: string; wake_ms: number }>(db, requests);
+  return pages.map((rows) => rows.map((r) => scheduleWake(r.id, r.wake_ms)));
 }
 
 /** See `ScheduleStore.wakesInPartitions`. */

@@ -18,6 +18,20 @@ export interface PartitionPages {
    * which read the partitions one statement each — 128 statements every 5 s for 64.
    */
   readAcross<R>(db: Db, partitions: readonly number[], toMs: number, limit: number): Promise<(R & { part: number })[]>;
+  /**
+   * The first pages of several requests, each its own partition, bound and limit, in one
+   * statement (the same range scan per request, under a lateral join); answers in their
+   * order. Wheel partitions activating together (64 at a node's start) each read their first
+   * page: one statement instead of one each on PGlite's one connection (see `FirstPages`).
+   */
+  readFirst<R>(db: Db, requests: readonly FirstPageRequest[]): Promise<R[][]>;
+}
+
+/** One partition's first page: its rows before `toMs`, at most `limit`. */
+export interface FirstPageRequest {
+  partition: number;
+  toMs: number;
+  limit: number;
 }
 
 /**
@@ -37,6 +51,19 @@ export function partitionPages(spec: { name: string; columns: string; where: str
   SELECT p.part, x.*
   FROM unnest($1::int[]) AS p(part)
   CROSS JOIN LATERAL (${head.replace('t.partition = $1', 't.partition = p.part')}${tail}) AS x`;
+  // `i` numbers the requests (a partition may be asked twice, with other bounds); each
+  // request's rows keep the page order.
+  const firstMany = `
+  SELECT p.i, x.*
+  FROM unnest($1::int[], $2::float8[], $3::int[]) WITH ORDINALITY AS p(part, to_ms, lim, i)
+  CROSS JOIN LATERAL (
+    SELECT ${spec.columns}, ${spec.time} AS page_time, t.id AS page_id
+    FROM tasks t
+    WHERE t.partition = p.part AND ${spec.where} AND ${spec.time} < to_timestamp(round(p.to_ms) / 1000)
+    ORDER BY ${spec.time}, t.id
+    LIMIT p.lim
+  ) AS x
+  ORDER BY p.i, x.page_time, x.page_id`;
   const afterCursor = `${head}
     AND (${spec.time}, t.id) > (${tsParam(4)}, $5::uuid)${tail}`;
   return {
@@ -62,6 +89,20 @@ export function partitionPages(spec: { name: string; columns: string; where: str
         `${spec.name}_across`,
       );
       return rows;
+    },
+    async readFirst<R>(db: Db, requests: readonly FirstPageRequest[]) {
+      const pages: R[][] = requests.map(() => []);
+      const asked = requests.filter((r) => r.limit > 0);
+      if (asked.length === 0) return pages;
+      const at = requests.flatMap((r, n) => (r.limit > 0 ? [n] : []));
+      const { rows } = await db.query<R & { i: number | string; page_time?: unknown; page_id?: unknown }>(
+        firstMany,
+        [asked.map((r) => r.partition), asked.map((r) => r.toMs), asked.map((r) => Math.floor(r.limit))],
+        `${spec.name}_first_many`,
+      );
+      for (const { i, page_time: _time, page_id: _id, ...row } of rows)
+        pages[at[Number(i) - 1]!]!.push(row as unknown as R);
+      return pages;
     },
   };
 }
