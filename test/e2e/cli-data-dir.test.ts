@@ -7,7 +7,6 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, type Socket } from 'node:net';
 import { hostname, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -17,6 +16,7 @@ import { killGroup } from '../support/children.js';
 import { api } from '../support/nodes.js';
 import { freshPgliteDir } from '../support/pglite-dirs.js';
 import { requireBuiltCli, spawnCli, startCliProcess, type CliProcess } from '../support/processes.js';
+import { stuckRequest } from '../support/stuck-request.js';
 import { eventually } from '../support/waits.js';
 
 requireBuiltCli();
@@ -214,32 +214,3 @@ describe('wheelhouse dev stopping', () => {
     expect(existsSync(join(dir, LOCK_FILE))).toBe(false);
   }, 120_000);
 });
-
-/**
- * A request whose body never finishes: the graceful stop waits for it (as in
- * test/e2e/cli-exposure.test.ts). Resolves once the node has read its headers.
- */
-async function stuckRequest(port: number): Promise<Socket> {
-  const socket = connect(port, '127.0.0.1');
-  socket.on('error', () => undefined);
-  const continued = new Promise<void>((resolve, reject) => {
-    // not a wait: the bound on how long the node may take to read the headers
-    const timer = setTimeout(() => reject(new Error('the node did not read the stuck request within 10 s')), 10_000);
-    let answer = '';
-    const onData = (chunk: Buffer): void => {
-      answer += chunk.toString('latin1');
-      if (!answer.includes('\r\n\r\n')) return;
-      socket.off('data', onData);
-      clearTimeout(timer);
-      if (answer.startsWith('HTTP/1.1 100')) resolve();
-      else reject(new Error(`the node answered the stuck request's headers with ${JSON.stringify(answer)}`));
-    };
-    socket.on('data', onData);
-  });
-  socket.write(
-    `POST /api/tasks HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\ncontent-type: application/json\r\ncontent-length: 100\r\nexpect: 100-continue\r\n\r\n`,
-  );
-  await continued;
-  socket.write('{"task');
-  return socket;
-}
