@@ -67,6 +67,7 @@ export const w1lNonBindingLimit: Workload = {
       },
       notes: [
         `each: plain ${plain.map((r) => Math.round(r.values.rate as number)).join(', ')}/s; limited ${limited.map((r) => Math.round(r.values.rate as number)).join(', ')}/s`,
+        ...plain.flatMap((r) => r.notes.map((n) => `plain: ${n}`)),
         ...limited.flatMap((r) => r.notes.map((n) => `limited: ${n}`)),
       ],
       verified: [...plain, ...limited].every((r) => r.verified),

@@ -71,4 +71,28 @@ describe.each(sqlBackends)('the fenced claim on $name', ({ open }) => {
     ]);
     expect(claimed.map((c) => c.id)).toEqual([t1.id]);
   });
+
+  it('refuses only the tasks of a stale pair among many tasks sharing their keys', async () => {
+    const live = await snapshots.acquire('limit', 'fence-f', 'n1', T0);
+    const gone = await snapshots.acquire('limit', 'fence-g', 'n1', T0);
+    await snapshots.acquire('limit', 'fence-g', 'n2', T0 + 1);
+    const tasks = Array.from({ length: 6 }, () => makeTask({}));
+    await store.submit(tasks, T0);
+    const [stale1, stale2, ...fresh] = tasks;
+    const grants = [
+      ...tasks.map((t) => ({ taskId: t.id, key: 'fence-f', epoch: live.epoch })),
+      { taskId: stale1!.id.toUpperCase(), key: 'fence-g', epoch: gone.epoch },
+      { taskId: stale2!.id, key: 'fence-g', epoch: gone.epoch },
+      // A grant of a task this claim does not take changes nothing.
+      { taskId: makeTask({}).id, key: 'fence-g', epoch: gone.epoch },
+    ];
+    const claimed = await store.claim(
+      tasks.map((t) => t.id),
+      'w',
+      T0 + 2,
+      grants,
+    );
+    expect(claimed.map((c) => c.id).sort()).toEqual(fresh.map((t) => t.id).sort());
+    expect((await store.get(stale1!.id))?.status).toBe('pending');
+  });
 });
