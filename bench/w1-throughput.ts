@@ -268,7 +268,7 @@ function transportNote(
 }
 
 /** CPU time per process over a window: named groups of pids, plus Postgres, Redis and the harness. */
-class CpuWindow {
+export class CpuWindow {
   private readonly startedMs = Date.now();
   private readonly harness = process.cpuUsage();
   private readonly stores = { postgres: pidsNamed('postgres'), redis: pidsNamed('redis-server') };

@@ -4,6 +4,7 @@ import { percentiles } from './stats.js';
 import { submitTasks } from './submit.js';
 import { sleep } from './time.js';
 import { w2Shape } from './w2-herd.js';
+import { CpuWindow } from './w1-throughput.js';
 import { WorkerFleet } from './worker-process.js';
 import { verifyAllSucceeded, workerTraffic, type RunContext, type RunFigures, type Workload } from './workload.js';
 
@@ -162,6 +163,12 @@ async function runPhase(ctx: RunContext, phase: Phase): Promise<PhaseFigures> {
 
     await sleep(Math.max(0, dueMs - Date.now()));
     quiet?.start(dueMs);
+    // The node's and the worker's CPU from T to the drain: the cost of serving the flood (and
+    // the quiet keys), which a loaded machine's neighbours move less than the lags.
+    const cpu = new CpuWindow([
+      ['node', [node.pid]],
+      ['worker', fleet.pids],
+    ]);
     // The flood's progress: every start the worker reports, less the quiet tasks' (their lags
     // come in the same progress message as the count).
     const lags: number[] = [];
@@ -176,6 +183,7 @@ async function runPhase(ctx: RunContext, phase: Phase): Promise<PhaseFigures> {
       take();
       if (fleet.started - lags.length >= count) {
         drainMs = Date.now() - dueMs;
+        notes.push(`T → drain: ${cpu.note(count + lags.length)}`);
         break;
       }
       await sleep(SAMPLE_EVERY_MS);
