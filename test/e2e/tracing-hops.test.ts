@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createClient } from '../../src/client/index.js';
 import { flushTracing, tracingOn } from '../../src/lib/otel.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
@@ -16,7 +17,8 @@ import { eventually } from '../support/waits.js';
  * The hops of a task whose due entry went through the store (docs/decisions/0038-tracing.md):
  * a delayed task's entry waits in a far bucket (Redis, or the embedded buckets) and is read
  * back by the cascade, or by a node that restarted, and its fire and claim spans are still the
- * submit span's children. Time is a FakeClock, so that minutes pass in milliseconds.
+ * submit span's children. Time is a FakeClock, so that minutes pass in milliseconds. Also:
+ * `GET /api/tasks/{id}` shows the stored context.
  */
 
 const MINUTE = 60_000;
@@ -128,4 +130,16 @@ describe.each(BACKENDS)('traced hops of entries read back from the store, on %s'
     expect((await claimAndComplete(c.url, type, after)).map((t) => t.task_id)).toEqual([later]);
     await expectJoined(later, traceId);
   }, 40_000);
+
+  it('GET /api/tasks/{id} shows the stored context: the submit span’s', async () => {
+    c = await startTestNode(backend, { logLevel: process.env.TEST_LOG ?? 'silent' });
+    const { traceId, traceparent } = newTraceparent();
+    const client = createClient({ url: c.url });
+    const { taskId } = await client.submit({ taskType: `otel.view.${backend}`, traceparent });
+    const submit = await spanOf(taskId, 'wheelhouse.submit');
+    const stored = `00-${traceId}-${submit.spanId}-01`;
+    const got = await api<{ traceparent: string | null }>(c.url, 'GET', `/api/tasks/${taskId}`);
+    expect(got.body.traceparent).toBe(stored);
+    expect((await client.get(taskId)).traceparent).toBe(stored);
+  }, 30_000);
 });

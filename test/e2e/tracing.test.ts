@@ -70,6 +70,10 @@ describe('without OTEL_EXPORTER_OTLP_ENDPOINT', () => {
     expect(seen.get(plain.taskId)).toBeUndefined();
     const rows = await c.sql<{ traceparent: string | null }>('SELECT traceparent FROM tasks WHERE id = $1', [a]);
     expect(rows[0]?.traceparent).toBe(traceparent);
+    // The task view shows the stored context, null when none.
+    expect((await client.get(a)).traceparent).toBe(traceparent);
+    const plainView = await fetch(`${c.url}/api/tasks/${plain.taskId}`);
+    expect(((await plainView.json()) as { traceparent?: unknown }).traceparent).toBeNull();
   }, 30_000);
 
   it('gives a dependent in the same graph its predecessor’s context', async () => {
