@@ -164,6 +164,11 @@ export interface Task {
   parentId: string | null;
   /** A child's name within its parent, when it was given one. */
   childKey: string | null;
+  /**
+   * The W3C trace context its hops are traced under, as the node stores it (its submit span's
+   * when the node traces); null: none.
+   */
+  traceparent: string | null;
   payload: unknown;
   /** What the succeeded attempt's worker returned (any JSON); null when none. */
   result: unknown;

@@ -133,6 +133,7 @@ export function taskFromWire(body: unknown): Task {
     dependencies: strs(o.dependencies),
     parentId: str(o.parent_id),
     childKey: str(o.child_key),
+    traceparent: str(o.traceparent),
     payload: o.payload === undefined ? null : o.payload,
     result: o.result === undefined ? null : o.result,
     progress: o.progress === undefined ? null : o.progress,

@@ -154,9 +154,10 @@ export interface DueEntry {
    */
   limits?: readonly string[];
   /**
-   * The task's `traceparent`, for the span of its fire; absent when it has none. Carried in
-   * memory only (the near wheel, the messages to a partition): an entry read back from the far
-   * buckets or the ready queue has none, and its fire is not traced.
+   * The task's `traceparent`, for the span of its fire; set only while the node traces, absent
+   * when the task has none. The far buckets keep it (a sampled one: src/store/entry-codec.ts),
+   * so an entry the cascade or a restarted node reads back is traced too; the ready queue does
+   * not (nothing after the fire makes a span from the entry).
    */
   traceparent?: string;
 }

@@ -74,6 +74,7 @@ export function taskJson(view: TaskView): TaskJson {
     dependencies: view.dependencies,
     parent_id: r.parentId ?? null,
     child_key: r.childKey ?? null,
+    traceparent: r.traceparent ?? null,
     limits: r.limits ? [...r.limits] : [],
     payload: r.payload === undefined ? null : r.payload,
     result: r.result ?? null,

@@ -2,7 +2,7 @@ import type { Span } from '@opentelemetry/api';
 import { trace } from '../lib/trace.js';
 import { tracingOn } from '../lib/otel.js';
 import type { NodeEventSink } from '../domain/events.js';
-import type { SubmitResult, TaskRecord } from '../domain/model.js';
+import type { NewTask, SubmitResult, TaskRecord } from '../domain/model.js';
 import { cronBudget } from '../domain/cron-budget.js';
 import { newTask, scheduleRecord } from '../domain/new-task.js';
 import type { ChildSpec, TaskSpec } from '../domain/specs.js';
@@ -110,7 +110,7 @@ export class TaskService implements TasksApi, ChildrenApi {
       ...newTask(spec, ids[index]!, now, index, this.deps.partitions),
       childKey,
     }));
-    const spans = tracingOn() ? await startSubmits(rows, this.storedTraceparent) : null;
+    const spans = tracingOn() ? await this.startChildSubmits(parentId, rows) : null;
     // A token that cannot be one this version issued matches no lease: an empty digest never does.
     const digest = leaseTokenDigest(leaseToken) ?? Buffer.alloc(0);
     try {
@@ -122,6 +122,20 @@ export class TaskService implements TasksApi, ChildrenApi {
     } finally {
       endSpans(spans);
     }
+  }
+
+  /**
+   * With tracing on, the children's submit spans: a child that came without a context (no
+   * field, no header) joins its parent's trace, its submit span the child of the parent's
+   * stored one (one read of the parent, only then). With tracing off the store gives such a
+   * child the parent's stored context as it inserts it (src/store/sql/children.ts).
+   */
+  private async startChildSubmits(parentId: string, rows: NewTask[]): Promise<Span[]> {
+    if (rows.some((row) => row.traceparent == null)) {
+      const inherited = await this.storedTraceparent(parentId);
+      if (inherited !== null) for (const row of rows) row.traceparent ??= inherited;
+    }
+    return startSubmits(rows, this.storedTraceparent);
   }
 
   /** A page of a task's children, in the order they were spawned; 404 for an unknown task. */

@@ -12,8 +12,23 @@
  * before limits existed, so it costs nothing and members written earlier read back alike.
  * A task's limits never change, so the same task always makes the same member, and a store
  * still holds it once (ZADD NX, ZREM by member).
+ *
+ * A bucket member also carries the entry's trace context (`DueEntry.traceparent`, set only
+ * while the node traces) as a last tail `@<32 hex trace id><16 hex parent id>`, so that the
+ * fire of an entry the cascade or a restarted node reads back from the far buckets is still
+ * the child of the task's submit span (docs/decisions/0038-tracing.md). Only a sampled context
+ * is carried (an unsampled one makes no span) and it reads back as version 00, sampled: the
+ * only flag a hop's span honours. `@` occurs in no other field, and the tail has one length, so
+ * a reader finds it by one character at a fixed distance from the end. With tracing off no
+ * entry has a context and every member is byte for byte what it was. A task's context never
+ * changes either; only a node that traces writes the tail, so while tracing is turned on or off
+ * across a cluster a task placed by both kinds may sit in its bucket twice and fire twice: its
+ * ready queue holds it once, and a second fire after its claim is dropped by the claim, which
+ * takes only a task that is pending and due. Ready and in-flight members
+ * carry no context: nothing after the fire makes a span from the entry.
  */
 import { WheelhouseError } from '../lib/errors.js';
+import { isSampled } from '../lib/otel.js';
 import type { DueEntry } from '../domain/model.js';
 import type { QueueDepth } from './fast-index-types.js';
 
@@ -53,13 +68,19 @@ export function assertDueEntry(entry: DueEntry): void {
   }
 }
 
-/** A bucket member: `taskId|priority|taskType[|limits]` (the due time is the score). */
+/** A bucket member: `taskId|priority|taskType[|limits][@trace]` (the due time is the score). */
 export function encodeBucketMember(entry: DueEntry): string {
-  return `${entry.taskId}|${entry.priority}|${entry.taskType}${limitsTail(entry)}`;
+  const tail = entry.traceparent === undefined ? '' : traceTail(entry.traceparent);
+  return `${entry.taskId}|${entry.priority}|${entry.taskType}${limitsTail(entry)}${tail}`;
 }
 
 /** Reads a bucket member back, with its score as the due time. Throws `internal` if malformed. */
 export function decodeBucketMember(member: string, dueMs: number): DueEntry {
+  if (member.charCodeAt(member.length - TRACE_TAIL_LENGTH) === AT) {
+    const entry = decodeBucketMember(member.slice(0, -TRACE_TAIL_LENGTH), dueMs);
+    entry.traceparent = traceparentOfTail(member, member.length - TRACE_TAIL_LENGTH + 1);
+    return entry;
+  }
   const first = member.indexOf('|');
   const second = member.indexOf('|', first + 1);
   const priority = Number(member.slice(first + 1, second));
@@ -114,6 +135,26 @@ export function parseQueueName(name: string): { taskType: string; priority: numb
 export function compareQueueDepths(a: QueueDepth, b: QueueDepth): number {
   if (a.taskType !== b.taskType) return a.taskType < b.taskType ? -1 : 1;
   return a.priority - b.priority;
+}
+
+/** `@` and a trace id and a parent id: the trace tail of a bucket member. */
+const AT = 0x40;
+const TRACE_TAIL_LENGTH = 1 + 32 + 16;
+const HEX_IDS = /^[0-9a-f]{48}$/;
+
+/**
+ * `@<trace id><parent id>` for a sampled, well-formed `traceparent` (`vv-<32>-<16>-ff`, any
+ * version: the ids sit at the same places), else ''.
+ */
+function traceTail(traceparent: string): string {
+  if (traceparent.length < 55 || !isSampled(traceparent)) return '';
+  const ids = traceparent.slice(3, 35) + traceparent.slice(36, 52);
+  return HEX_IDS.test(ids) ? `@${ids}` : '';
+}
+
+/** The `traceparent` a trace tail stands for, its ids starting at `from`. */
+function traceparentOfTail(member: string, from: number): string {
+  return `00-${member.slice(from, from + 32)}-${member.slice(from + 32, from + 48)}-01`;
 }
 
 /** `|name1,name2`, or '' for an entry without limits. */

@@ -17,7 +17,12 @@ export class ChannelSpawns {
   /** `sender`: how to send on the current socket, or null when none is welcomed. */
   constructor(private readonly sender: () => ((frame: WorkerFrame) => void) | null) {}
 
-  spawn(taskId: string, leaseToken: string, tasks: readonly ChildTask[]): Promise<SpawnedChild[]> {
+  spawn(
+    taskId: string,
+    leaseToken: string,
+    tasks: readonly ChildTask[],
+    traceparent?: string,
+  ): Promise<SpawnedChild[]> {
     const send = this.sender();
     if (send === null) return Promise.reject(new Error(notConnected(taskId, 'no socket to the node is open')));
     const requestId = `spawn-${++this.next}`;
@@ -28,7 +33,7 @@ export class ChannelSpawns {
         request_id: requestId,
         task_id: taskId,
         lease_token: leaseToken,
-        tasks: childrenToWire(tasks),
+        tasks: childrenToWire(tasks, traceparent),
       });
     });
   }

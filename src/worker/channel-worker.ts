@@ -246,7 +246,7 @@ export class ChannelWorker implements Worker {
         this.link.progress.set({ task_id: taskId, lease_token: leaseToken, progress: value });
       },
       extend: (seconds) => this.link.progress.extend(taskId, leaseToken, seconds),
-      spawn: (tasks) => this.link.spawns.spawn(taskId, leaseToken, tasks),
+      spawn: (tasks, traceparent) => this.link.spawns.spawn(taskId, leaseToken, tasks, traceparent),
       finished: (ran) => {
         this.link.progress.drop(taskId); // the result says more
         this.link.progress.endExtensions(taskId, t.timeout ?? t.deadlineMs ?? Date.now());

@@ -183,7 +183,7 @@ export class HttpWorker implements Worker {
     this.running.start(t, {
       progress: (value) => heartbeats.progress(value),
       extend: (seconds) => heartbeats.extend(seconds),
-      spawn: (tasks) => spawnOverHttp(this.client, task, tasks),
+      spawn: (tasks, traceparent) => spawnOverHttp(this.client, task, tasks, traceparent),
       finished: (ran) => {
         heartbeats.stop(t.timeout ?? t.deadlineMs ?? Date.now());
         // Past its deadline the node ends the attempt itself and would refuse a result (409): none is sent.

@@ -38,8 +38,11 @@ export interface AttemptHooks {
    * this one included, before it resolves.
    */
   extend(seconds: number): Promise<number>;
-  /** Adds children to the task (checked here first); resolves with them as the node answered. */
-  spawn(tasks: readonly ChildTask[]): Promise<SpawnedChild[]>;
+  /**
+   * Adds children to the task (checked here first); resolves with them as the node answered.
+   * `traceparent`: the attempt's span, for the children to join (absent: the task has none).
+   */
+  spawn(tasks: readonly ChildTask[], traceparent: string | undefined): Promise<SpawnedChild[]>;
   /** The attempt is over and its slot free: the outcome to report, or null when it reached its deadline (nothing to report). */
   finished(outcome: TaskOutcome | null): void;
 }
@@ -163,14 +166,14 @@ export class RunningTasks {
    */
   start(running: RunningTask, hooks: AttemptHooks): void {
     const { task, controller } = running;
+    const span = task.traceparent === undefined ? null : attemptSpan(task);
     const context = contextOf(task, {
       signal: controller.signal,
       progress: progressSender(task.task_id, this.o, (value) => hooks.progress(value)),
       deadline: () => (running.deadlineMs === null ? null : new Date(running.deadlineMs)),
       extendDeadline: (seconds) => this.extend(running, hooks, seconds),
-      spawn: (tasks) => this.spawn(running, hooks, tasks),
+      spawn: (tasks) => this.spawn(running, hooks, tasks, span?.traceparent),
     });
-    const span = task.traceparent === undefined ? null : attemptSpan(task);
     const run = (async () => {
       const outcome = await Promise.race([
         span === null
@@ -211,14 +214,19 @@ export class RunningTasks {
   }
 
   /** `ctx.spawn`: refused here when the attempt is over or the count is out of bounds, else asked of the node. */
-  private async spawn(running: RunningTask, hooks: AttemptHooks, tasks: readonly ChildTask[]): Promise<SpawnedChild[]> {
+  private async spawn(
+    running: RunningTask,
+    hooks: AttemptHooks,
+    tasks: readonly ChildTask[],
+    traceparent: string | undefined,
+  ): Promise<SpawnedChild[]> {
     if (!Array.isArray(tasks) || tasks.length === 0 || tasks.length > MAX_SPAWN)
       throw new RangeError(
         `spawn: 1 to ${MAX_SPAWN} children per call, got ${Array.isArray(tasks) ? tasks.length : typeof tasks}`,
       );
     if (running.timeout !== null) throw running.timeout;
     if (running.lost || this.byId.get(running.task.task_id) !== running) throw new LeaseLostError(running.task.task_id);
-    return hooks.spawn(tasks);
+    return hooks.spawn(tasks, traceparent);
   }
 
   /** `ctx.extendDeadline`: checks what can be answered here, then asks the node through the transport. */

@@ -56,8 +56,12 @@ export class SpawnError extends Error {
   }
 }
 
-/** The children as the node takes them. */
-export function childrenToWire(tasks: readonly ChildTask[]): Record<string, unknown>[] {
+/**
+ * The children as the node takes them. `traceparent`: the spawning attempt's span, sent as
+ * each child's context so that the child's trace continues the parent's attempt (the node
+ * gives a child sent without one its parent's stored context instead).
+ */
+export function childrenToWire(tasks: readonly ChildTask[], traceparent?: string): Record<string, unknown>[] {
   return tasks.map((t) => {
     const delayed = t.delaySeconds !== undefined || t.dueTime !== undefined;
     const wire: Record<string, unknown> = {
@@ -68,6 +72,7 @@ export function childrenToWire(tasks: readonly ChildTask[]): Record<string, unkn
       max_retries: t.maxRetries,
       timeout_seconds: t.timeoutSeconds,
       limits: t.limits,
+      traceparent,
       schedule: delayed
         ? {
             type: 'delayed',
@@ -111,9 +116,10 @@ export async function spawnOverHttp(
   client: Pick<NodeClient, 'post'>,
   task: WirePolledTask,
   tasks: readonly ChildTask[],
+  traceparent?: string,
 ): Promise<SpawnedChild[]> {
   const path = `/api/tasks/${encodeURIComponent(task.task_id)}/children`;
-  const answer = await client.post(path, { lease_token: task.lease_token, tasks: childrenToWire(tasks) });
+  const answer = await client.post(path, { lease_token: task.lease_token, tasks: childrenToWire(tasks, traceparent) });
   if (answer.status === 201) return spawnedFromWire((answer.body as { tasks?: unknown } | null)?.tasks);
   const error = (answer.body as { error?: unknown } | null)?.error;
   if (answer.status < 500 && answer.status !== 429 && error !== undefined) throw spawnRefused(task.task_id, error);

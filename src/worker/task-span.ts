@@ -21,6 +21,12 @@ export interface AttemptSpan {
   run<T>(fn: () => T): T;
   /** Ends the span with the attempt's outcome (null: the attempt timed out here). */
   end(outcome: TaskOutcome | null): void;
+  /**
+   * The span's context as a `traceparent`, for the children the attempt spawns: their submit
+   * spans are its children. Without a registered SDK the span records nothing and carries the
+   * context the task was handed.
+   */
+  readonly traceparent: string;
 }
 
 /** The span of the attempt of `task`; null when it came without a (valid) `traceparent`. */
@@ -46,9 +52,11 @@ export function attemptSpan(task: WirePolledTask): AttemptSpan | null {
     parent,
   );
   const active = trace.setSpan(parent, span);
+  const c = span.spanContext();
   return {
     run: (fn) => context.with(active, fn),
     end: (outcome) => endWith(span, outcome),
+    traceparent: `00-${c.traceId}-${c.spanId}-${(c.traceFlags & TraceFlags.SAMPLED) === 0 ? '00' : '01'}`,
   };
 }
 

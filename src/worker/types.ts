@@ -71,7 +71,9 @@ export interface TaskContext {
    * gone, a `TaskTimeoutError` past the deadline, a `SpawnError` for a child the node refused
    * (`details.index` names it), a `RangeError` for a count out of bounds, and an `Error` when the
    * channel's socket closed before the answer (spawn again, with keys). To wait for them without
-   * holding this worker's slot, `return ctx.waitForChildren()`.
+   * holding this worker's slot, `return ctx.waitForChildren()`. A task handed with a
+   * `traceparent` sends its attempt span's context with each child: the children's spans nest
+   * under this attempt.
    */
   spawn(tasks: readonly ChildTask[]): Promise<SpawnedChild[]>;
   /**

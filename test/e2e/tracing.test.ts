@@ -1,6 +1,3 @@
-import { randomBytes } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '../../src/client/index.js';
 import { flushTracing, tracingOn } from '../../src/lib/otel.js';
@@ -8,6 +5,14 @@ import { createWorker, type TaskContext, type Worker } from '../../src/worker/in
 import { BACKENDS, startTestNode, type TestCluster } from '../support/nodes.js';
 import { uniqueType } from '../support/tasks.js';
 import { eventually } from '../support/waits.js';
+import {
+  attribute,
+  newTraceparent,
+  setTracingEnv,
+  startReceiver,
+  type OtlpSpan,
+  type Receiver,
+} from '../support/otlp-receiver.js';
 
 /**
  * OpenTelemetry across a task's hops (issue 32; docs/decisions/0038-tracing.md). A local OTLP
@@ -19,76 +24,6 @@ import { eventually } from '../support/waits.js';
  * task was submitted with is still stored, handed to its worker and copied to a cron
  * schedule's instances.
  */
-
-interface OtlpSpan {
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
-  name: string;
-  attributes: { key: string; value: { stringValue?: string; intValue?: number | string } }[];
-}
-
-interface Receiver {
-  url: string;
-  /** Every span of every JSON export. */
-  spans: OtlpSpan[];
-  /** Every request: its content type and body. */
-  requests: { contentType: string | undefined; body: Buffer }[];
-  close(): Promise<void>;
-}
-
-/** An OTLP/HTTP receiver: answers 200 to `POST /v1/traces` and keeps what it was sent. */
-async function startReceiver(): Promise<Receiver> {
-  const spans: OtlpSpan[] = [];
-  const requests: Receiver['requests'] = [];
-  const server: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks);
-      const contentType = req.headers['content-type'];
-      requests.push({ contentType, body });
-      if (req.url === '/v1/traces' && contentType?.startsWith('application/json') === true) {
-        const parsed = JSON.parse(body.toString('utf8')) as {
-          resourceSpans: { scopeSpans: { spans: OtlpSpan[] }[] }[];
-        };
-        for (const rs of parsed.resourceSpans) for (const ss of rs.scopeSpans) spans.push(...ss.spans);
-      }
-      res.writeHead(200, { 'content-type': contentType ?? 'application/json' });
-      res.end(contentType?.startsWith('application/json') === true ? '{}' : '');
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    spans,
-    requests,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
-
-function attribute(span: OtlpSpan, key: string): string | number | undefined {
-  const value = span.attributes.find((a) => a.key === key)?.value;
-  if (value === undefined) return undefined;
-  return value.stringValue ?? (value.intValue === undefined ? undefined : Number(value.intValue));
-}
-
-function newTraceparent(): { traceId: string; spanId: string; traceparent: string } {
-  const traceId = randomBytes(16).toString('hex');
-  const spanId = randomBytes(8).toString('hex');
-  return { traceId, spanId, traceparent: `00-${traceId}-${spanId}-01` };
-}
-
-const ENV_KEYS = ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_PROTOCOL', 'OTEL_BSP_SCHEDULE_DELAY'] as const;
-
-function setTracingEnv(env: Partial<Record<(typeof ENV_KEYS)[number], string>>): void {
-  for (const key of ENV_KEYS) {
-    const value = env[key];
-    if (value === undefined) delete process.env[key];
-    else process.env[key] = value;
-  }
-}
 
 describe('without OTEL_EXPORTER_OTLP_ENDPOINT', () => {
   let c: TestCluster;
@@ -135,6 +70,10 @@ describe('without OTEL_EXPORTER_OTLP_ENDPOINT', () => {
     expect(seen.get(plain.taskId)).toBeUndefined();
     const rows = await c.sql<{ traceparent: string | null }>('SELECT traceparent FROM tasks WHERE id = $1', [a]);
     expect(rows[0]?.traceparent).toBe(traceparent);
+    // The task view shows the stored context, null when none.
+    expect((await client.get(a)).traceparent).toBe(traceparent);
+    const plainView = await fetch(`${c.url}/api/tasks/${plain.taskId}`);
+    expect(((await plainView.json()) as { traceparent?: unknown }).traceparent).toBeNull();
   }, 30_000);
 
   it('gives a dependent in the same graph its predecessor’s context', async () => {

@@ -86,6 +86,22 @@ describe.each(fastStoreBackends)('BucketStore on $name', (backend) => {
     expect('limits' in (taken[1] as DueEntry)).toBe(false);
   });
 
+  it("keeps a sampled entry's trace context, with its limits, and adds none to an entry without one", async () => {
+    const { buckets } = stores;
+    const traced = { ...entry(1, T0), traceparent: `00-${'4b'.repeat(16)}-${'0c'.repeat(8)}-01` };
+    const both = {
+      ...entry(2, T0 + 1),
+      limits: ['stripe-api'],
+      traceparent: `00-${'a1'.repeat(16)}-${'f2'.repeat(8)}-01`,
+    };
+    const plain = entry(3, T0 + 2);
+    await buckets.add(5, [traced, plain]);
+    await buckets.add(5, [both, traced], 1);
+    const taken = await take(5, T0 + MINUTE);
+    expect(taken).toStrictEqual([traced, both, plain]);
+    expect('traceparent' in (taken[2] as DueEntry)).toBe(false);
+  });
+
   it('is idempotent: adding an entry twice stores it once', async () => {
     const { buckets } = stores;
     const entries = [entry(1, T0 + 5), entry(2, T0 + MINUTE + 5)];

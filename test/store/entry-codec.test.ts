@@ -49,6 +49,30 @@ describe('entry codec', () => {
     expect(decodeInFlightMember(encodeInFlightMember(one))).toStrictEqual(one);
   });
 
+  it('carries a sampled trace context in the bucket member only, after the limits, and reads it back', () => {
+    const ids = `${'4b'.repeat(16)}${'0c'.repeat(8)}`;
+    const traced: DueEntry = { ...LIMITED, traceparent: `00-${'4b'.repeat(16)}-${'0c'.repeat(8)}-01` };
+    expect(encodeBucketMember(traced)).toBe(`${ID}|3|etl:load.v2-x_y|customer:42,stripe-api@${ids}`);
+    expect(decodeBucketMember(encodeBucketMember(traced), traced.dueMs)).toStrictEqual(traced);
+    const plainTraced: DueEntry = { ...PLAIN, traceparent: traced.traceparent! };
+    expect(decodeBucketMember(encodeBucketMember(plainTraced), PLAIN.dueMs)).toStrictEqual(plainTraced);
+    // Nothing after the fire makes a span from the entry: ready and in-flight members are as they were.
+    expect(encodeReadyMember(traced)).toBe(encodeReadyMember(LIMITED));
+    expect(encodeInFlightMember(traced)).toBe(encodeInFlightMember(LIMITED));
+    // A later version reads back as 00 with the same ids; an unsampled or malformed one is not carried.
+    const v1 = `01-${'4b'.repeat(16)}-${'0c'.repeat(8)}-03-extra`;
+    expect(decodeBucketMember(encodeBucketMember({ ...PLAIN, traceparent: v1 }), PLAIN.dueMs).traceparent).toBe(
+      traced.traceparent,
+    );
+    for (const traceparent of [
+      `00-${'4b'.repeat(16)}-${'0c'.repeat(8)}-00`,
+      'garbage',
+      `00-${'G'.repeat(32)}-${'0'.repeat(16)}-01`,
+    ]) {
+      expect(encodeBucketMember({ ...PLAIN, traceparent })).toBe(encodeBucketMember(PLAIN));
+    }
+  });
+
   it('refuses limits no member could carry, and tails that are no limits', () => {
     for (const limits of [['b', 'a'], ['a', 'a'], [''], ['a|b'], ['a,b']]) {
       expectInternal(() => assertDueEntry({ ...PLAIN, limits }));

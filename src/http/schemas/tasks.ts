@@ -272,6 +272,12 @@ export const Task = Type.Object(
     dependencies: Type.Array(Uuid, { description: 'Predecessor ids.' }),
     parent_id: Nullable({ ...Uuid, description: 'The running task that spawned it (a child); null: none.' }),
     child_key: Nullable(Type.String({ description: 'A child only: its name within its parent, when given.' })),
+    traceparent: Nullable(
+      Type.String({
+        description:
+          "The W3C trace context its hops are traced under, as stored: its submit span's when the node traces, else the one it was submitted with; null: none.",
+      }),
+    ),
     limits: Type.Array(Type.String(), { description: "The limits it takes part in, sorted (its type's not listed)." }),
     payload: Type.Unknown(),
     result: Type.Unknown({ description: "What the succeeded attempt's worker returned; null when none." }),

@@ -19,7 +19,7 @@ export const addBuckets = defineScript(
     ARGV[1] the caller's ownership epoch, or '' for an unfenced add
     ARGV[2] bucket key prefix: the bucket of minute m is ARGV[2] .. m
     ARGV[3 ..] per minute: its start m, the number n of its entries, then n pairs
-               due (Unix ms), member ("taskId|priority|taskType[|limits]")
+               due (Unix ms), member ("taskId|priority|taskType[|limits][@trace]")
 
   Output:
     { 0, stamp } when written: the partition's stamp after the add (0: lost, left so;

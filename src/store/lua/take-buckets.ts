@@ -25,7 +25,7 @@ export const takeBuckets = defineScript(
   Output:
     refused: an integer, the fence that stands above the epoch; nothing was taken
     otherwise a flat array member1, due1, member2, due2, ..., stamp in (minute, due,
-    member) order; member = "taskId|priority|taskType[|limits]", due = Unix ms as text. stamp
+    member) order; member = "taskId|priority|taskType[|limits][@trace]", due = Unix ms as text. stamp
     (last): 0 when the partition is lost; when entries were taken, the raised stamp the
     caller must set the marker to; otherwise the marker's stamp, unchanged
 

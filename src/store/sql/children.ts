@@ -17,9 +17,14 @@ import { submitIn } from './submit.js';
  * for it (and then finds the lease gone): no child is added to a task that has ended.
  */
 
-/** `$1` parent id, `$2` the token's digest, `$3` now. */
+/**
+ * `$1` parent id, `$2` the token's digest, `$3` now. Also the parent's trace context, which a
+ * child that came without one inherits (docs/decisions/0038-tracing.md): read with the lock
+ * the spawn takes anyway, so it costs no statement.
+ */
 const LOCK_PARENT = `
-  SELECT t.status = 'running' AND t.deadline_at > ${tsParam(3)} AND t.lease_token_hash = $2::bytea AS held
+  SELECT t.status = 'running' AND t.deadline_at > ${tsParam(3)} AND t.lease_token_hash = $2::bytea AS held,
+         t.traceparent
   FROM tasks t WHERE t.id = $1::uuid FOR NO KEY UPDATE`;
 
 /** `$1` parent id, `$2` child keys: the children already made under them. */
@@ -37,18 +42,31 @@ export async function spawnChildren(
   const [id] = validIds([parentId]);
   if (id === undefined) return { kind: 'not_found' };
   return db.transaction(async (tx) => {
-    const parent = (await tx.query<{ held: boolean }>(LOCK_PARENT, [id, tokenDigest, nowMs], 'wh_lock_parent')).rows[0];
+    const parent = (
+      await tx.query<{ held: boolean; traceparent: string | null }>(
+        LOCK_PARENT,
+        [id, tokenDigest, nowMs],
+        'wh_lock_parent',
+      )
+    ).rows[0];
     if (parent === undefined) return { kind: 'not_found' };
     if (parent.held !== true) return { kind: 'lease_not_held' };
-    return { kind: 'spawned', results: await insertChildren(tx, id, children, nowMs) };
+    return { kind: 'spawned', results: await insertChildren(tx, id, parent.traceparent, children, nowMs) };
   });
 }
 
 /**
  * The children in request order: a key already taken (before, or earlier in this request)
- * answers its child, `created: false`; the rest are inserted.
+ * answers its child, `created: false`; the rest are inserted, those without a trace context
+ * with their parent's (`parentTrace`; a node that traces has given each its own already).
  */
-async function insertChildren(tx: DbTx, parentId: string, children: NewTask[], nowMs: number): Promise<SubmitResult[]> {
+async function insertChildren(
+  tx: DbTx,
+  parentId: string,
+  parentTrace: string | null,
+  children: NewTask[],
+  nowMs: number,
+): Promise<SubmitResult[]> {
   const keys = [...new Set(children.flatMap((c) => (c.childKey == null ? [] : [c.childKey])))];
   const results = new Array<SubmitResult | undefined>(children.length);
   const existing = new Map<string, SubmitResult>();
@@ -66,7 +84,7 @@ async function insertChildren(tx: DbTx, parentId: string, children: NewTask[], n
       if (results[i] !== undefined || leadOf.has(key)) return;
       leadOf.set(key, i);
     }
-    fresh.push({ ...child, parentId });
+    fresh.push({ ...child, parentId, traceparent: child.traceparent ?? parentTrace });
     freshAt.push(i);
   });
   const inserted = fresh.length === 0 ? [] : await submitIn(tx, fresh, nowMs);
