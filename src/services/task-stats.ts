@@ -52,6 +52,10 @@ export class TaskStatsRollup {
         for (const t of transitions) this.ended(t.taskType, t.status, t.endedMs);
       }),
       events.on('lease:expired', (e) => this.ended(e.taskType, e.status, e.endedMs)),
+      // Cancelled with no attempt ending (a running task's cancel is counted when its attempt ends).
+      events.on('task:cancelled', ({ tasks }) => {
+        for (const t of tasks) this.count(t.taskType, t.endedMs, 'cancelled');
+      }),
       events.on('task:expired', ({ transitions }) => {
         for (const t of transitions) this.count(t.taskType, t.endedMs, 'expired');
       }),
