@@ -178,6 +178,33 @@ describe.each(BACKENDS)('task activity history on %s', (backend) => {
     expect(await settledTotals(cancelType)).toMatchObject({ submitted: 4, started: 1, cancelled: 4, failed: 0 });
   });
 
+  it('does not count a wait with no unfinished child as a retry', async () => {
+    const waitType = `${type}.wait`;
+    expect((await api(c.url, 'POST', '/api/tasks', { task_type: waitType })).status).toBe(201);
+    const pollOne = () =>
+      eventually(async () => {
+        const polled = await api<Polled>(c.url, 'POST', '/api/workers/poll', {
+          worker_id: 'w-stats-wait',
+          task_types: [waitType],
+          max_tasks: 1,
+          wait_ms: 1000,
+        });
+        return polled.body.tasks[0];
+      });
+    const complete = async (lease: Polled['tasks'][number], status: string): Promise<void> => {
+      const r = await api(c.url, 'POST', `/api/tasks/${lease.task_id}/complete`, {
+        lease_token: lease.lease_token,
+        status,
+      });
+      expect(r.status).toBe(200);
+    };
+    // It has no child: back to pending at once, and it runs again.
+    await complete(await pollOne(), 'waiting_children');
+    await complete(await pollOne(), 'succeeded');
+    await totalsReach({ submitted: 1, started: 2, succeeded: 1 }, waitType);
+    expect(await settledTotals(waitType)).toMatchObject({ started: 2, succeeded: 1, retried: 0, failed: 0 });
+  });
+
   it("adds up two nodes' rows: another node's counts of the same minutes join this one's", async () => {
     const before = (await stats(`task_type=${encodeURIComponent(type)}`)).totals;
     // A second node's rollup, on the same store, counting from events of its own.
