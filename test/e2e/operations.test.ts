@@ -92,6 +92,13 @@ describe.each(BACKENDS)('operations on many tasks, on %s', (backend) => {
     // Errors alike in their first 1 000 characters are one group.
     expect(await retry(long)).toMatchObject({ state: 'done', matched: 2, done: 2 });
     for (const id of [...longer, ...shouting]) expect((await task(id)).status).toBe('failed');
+    // '' is the tasks without an error: here the cancelled one, not the failed ones left.
+    const [cancelled] = await submit([{ task_type: type, schedule: later(3600) }]);
+    expect((await api(c.url, 'DELETE', `/api/tasks/${cancelled}`, undefined, admin)).status).toBe(200);
+    const none = await run({ action: 'retry', filter: { task_type: type, error_equals: '' } });
+    expect(none).toMatchObject({ state: 'done', matched: 1, done: 1 });
+    expect(['pending', 'ready']).toContain((await task(cancelled!)).status);
+    for (const id of [...longer, ...shouting]) expect((await task(id)).status).toBe('failed');
   });
 
   it('cancels pending, blocked and running tasks as DELETE does; the dependents of a cancelled task are cancelled', async () => {
