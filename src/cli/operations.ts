@@ -22,6 +22,7 @@ const FIELDS: Record<string, keyof OperationFilter> = {
   due_before: 'dueBefore',
   limit: 'limit',
   error_contains: 'errorContains',
+  error_equals: 'errorEquals',
   parent_id: 'parentId',
 };
 

@@ -60,7 +60,8 @@ export const CLIENT_HELP = `Talking to a node (--url, default $WHEELHOUSE_URL or
   wheelhouse cancel|retry|delete --filter <name=value,…> [--detach]
                     acts on every task the filter matches (POST /api/operations): names
                     status, task_type, created_after, created_before, due_after, due_before,
-                    limit, error_contains; progress on stderr until it ends, then a summary
+                    limit, error_contains, error_equals, parent_id; progress on stderr until
+                    it ends, then a summary
                     (exit 1 if it was cancelled or failed); --detach prints its id and returns.
                     delete removes finished tasks and needs an admin key
   wheelhouse pause <task_id>       wheelhouse resume <task_id>

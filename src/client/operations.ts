@@ -22,6 +22,8 @@ export interface OperationFilter {
   limit?: string;
   /** Text in the task's last error, ignoring case. */
   errorContains?: string;
+  /** The first 1 000 characters of the task's last error, exactly ('' for none): a failed view group's error. */
+  errorEquals?: string;
   /** The children of this task (`client.children`). */
   parentId?: string;
 }
@@ -144,6 +146,7 @@ export function filterToWire(f: OperationFilter): Json {
     due_before: timeToWire(f.dueBefore),
     limit: f.limit,
     error_contains: f.errorContains,
+    error_equals: f.errorEquals,
     parent_id: f.parentId,
   };
   for (const key of Object.keys(out)) if (out[key] === undefined) delete out[key];
@@ -162,6 +165,7 @@ export function operationFromWire(body: unknown): Operation {
   if (typeof f.due_before === 'string') filter.dueBefore = f.due_before;
   if (typeof f.limit === 'string') filter.limit = f.limit;
   if (typeof f.error_contains === 'string') filter.errorContains = f.error_contains;
+  if (typeof f.error_equals === 'string') filter.errorEquals = f.error_equals;
   if (typeof f.parent_id === 'string') filter.parentId = f.parent_id;
   return {
     operationId: String(o.operation_id),

@@ -2,9 +2,9 @@
  * The failed view (the dead-letter view): failed tasks grouped by task type and last error
  * (`GET /admin/failures`), each group with its count, its newest failure and a sample task, and
  * "Retry all" for the group: an operation with the filter {status: failed, task_type,
- * error_contains: the group's error}. `error_contains` matches text within an error, ignoring
- * case, so a group whose error is within another group's error (of the same type) retries that
- * group too: the confirmation says so.
+ * error_equals: the group's error}. `error_equals` compares the error as the groups are keyed
+ * (its first 1 000 characters, exactly), so the retry takes that group and no other — not the
+ * group of a longer error that contains this one, as `error_contains` would.
  */
 import { api, query, whoAmI, type FailureGroup, type Failures } from './api.js';
 import { errorCell, h, heading, link, shortId, table, when } from './dom.js';
@@ -19,12 +19,6 @@ const SINCE: { value: string; title: string; ms: number | null }[] = [
   { value: '7d', title: 'last 7 days', ms: 7 * 86_400_000 },
   { value: 'all', title: 'any time', ms: null },
 ];
-
-/** The other groups of `g`'s type whose error `g`'s text also matches, as an operation matches it. */
-function alsoMatched(g: FailureGroup, groups: readonly FailureGroup[]): FailureGroup[] {
-  const text = g.error.toLowerCase();
-  return groups.filter((o) => o !== g && o.task_type === g.task_type && o.error.toLowerCase().includes(text));
-}
 
 export const failuresPage: Page = (el, route) => {
   const since = SINCE.find((s) => s.value === route.params.get('since')) ?? DAY;
@@ -60,22 +54,10 @@ export const failuresPage: Page = (el, route) => {
     );
     const retry = (g: FailureGroup): HTMLElement | string => {
       if (!canRetry) return '';
-      const others = alsoMatched(g, found.groups);
       const button = h('button', { type: 'button', class: 'secondary small', 'data-action': 'retry' }, 'Retry all');
-      if (g.error === '') {
-        button.disabled = true;
-        button.title = 'These tasks failed without an error text to tell them from the other failures of their type.';
-        return button;
-      }
+      // An exact match: the group of tasks that failed without an error ('') is one like any other.
       button.addEventListener('click', () =>
-        panel.ask(
-          'retry',
-          { status: 'failed', task_type: g.task_type, error_contains: g.error },
-          others.length === 0
-            ? undefined
-            : `The error text is also found in ${others.length} other group(s) of ${g.task_type} ` +
-                `(${others.reduce((n, o) => n + o.count, 0)} tasks), which this retries too.`,
-        ),
+        panel.ask('retry', { status: 'failed', task_type: g.task_type, error_equals: g.error }),
       );
       return button;
     };

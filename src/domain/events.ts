@@ -40,6 +40,12 @@ export interface NodeEvents {
   };
   /** Results recorded (succeeded, failed, retried, cancelled); each transition says when its attempt ran. */
   'task:completed': { transitions: readonly Transition[] };
+  /**
+   * Tasks cancelled at once, with no attempt of theirs ending (pending, blocked, waiting, a
+   * child taken with its parent): `DELETE /api/tasks/{id}`, a cancel operation. A running
+   * task's cancel is not here: it ends with its attempt (`task:completed`, `lease:expired`).
+   */
+  'task:cancelled': { tasks: readonly { taskId: string; taskType: string; endedMs: number }[] };
   /** Tasks that did not start within their start deadline ended `expired`. */
   'task:expired': { transitions: readonly Transition[] };
   /** Claims handed back because their long-poll went away. */

@@ -290,6 +290,11 @@ export interface Transition {
   /** When it ended (Unix ms): the time of the result or of the expiry. */
   endedMs: number;
   /**
+   * The attempt ended waiting for the task's children: `waiting`, or `pending` at once when
+   * none was unfinished — a wait, not a failure, though the status is a retry's.
+   */
+  childWait?: true;
+  /**
    * The limits it takes part in (sorted; its type's not among them); absent: none. The
    * attempt that ended gives back its permits of these keys and of `type:<taskType>`.
    */

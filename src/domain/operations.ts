@@ -27,8 +27,10 @@ export const ACTION_STATUSES: Readonly<Record<OperationAction, readonly StoredSt
 /**
  * Which tasks an operation looks at: every field present narrows it (AND). Times are Unix ms;
  * `after` bounds are exclusive, `before` bounds exclusive too. `limit` is a limit name the task
- * takes part in; `errorContains` is matched in the task's last error, ignoring case; `parentId`
- * names the running task whose children it looks at.
+ * takes part in; `errorContains` is matched in the task's last error, ignoring case;
+ * `errorEquals` is the first ERROR_KEY_CHARS characters of the last error exactly ('' for none),
+ * as the failed view groups errors (src/store/sql/failures.ts); `parentId` names the running
+ * task whose children it looks at.
  */
 export interface OperationFilter {
   status?: StoredStatus;
@@ -39,6 +41,7 @@ export interface OperationFilter {
   dueBeforeMs?: number;
   limit?: string;
   errorContains?: string;
+  errorEquals?: string;
   parentId?: string;
 }
 

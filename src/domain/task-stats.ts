@@ -27,7 +27,7 @@ export interface ActivityCounts {
   failed: number;
   /** Attempts that failed (or whose lease ran out) and went back to pending for another. */
   retried: number;
-  /** Tasks that ended cancelled while a worker held them. */
+  /** Tasks that ended cancelled: a running one when its attempt ends, others when cancelled. */
   cancelled: number;
   /** Tasks that did not start within their start deadline. */
   expired: number;

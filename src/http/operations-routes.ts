@@ -78,6 +78,7 @@ function filterJson(f: OperationFilter): OperationJson['filter'] {
     ...(f.dueBeforeMs === undefined ? {} : { due_before: iso(f.dueBeforeMs) }),
     ...(f.limit === undefined ? {} : { limit: f.limit }),
     ...(f.errorContains === undefined ? {} : { error_contains: f.errorContains }),
+    ...(f.errorEquals === undefined ? {} : { error_equals: f.errorEquals }),
     ...(f.parentId === undefined ? {} : { parent_id: f.parentId }),
   };
 }

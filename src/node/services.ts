@@ -73,7 +73,7 @@ export function buildServices(
     events,
     onError,
   });
-  const cancels = new CancelAftermath({ tasks: backend.tasks, resolver, clock, system });
+  const cancels = new CancelAftermath({ tasks: backend.tasks, resolver, clock, system, events });
   const workers = new WorkerService({
     tasks: backend.tasks,
     clock,

@@ -179,9 +179,9 @@ export function taskMetrics(
 /** The outcome of the attempt a worker's result ended. */
 function resultOutcome(t: Transition): AttemptOutcome {
   if (t.status === 'succeeded' || t.status === 'cancelled') return t.status;
-  // The handler ended well and asked to wait for its children. (One with no child left
-  // unfinished goes straight back to pending, and is counted failed like a retry: not told apart.)
-  if (t.status === 'waiting') return 'succeeded';
+  // The handler ended well and asked to wait for its children; with none left unfinished the
+  // task is `pending` at once, which is still that wait, not a retry.
+  if (t.status === 'waiting' || t.childWait === true) return 'succeeded';
   return 'failed'; // failed for good, or back to pending for a retry
 }
 

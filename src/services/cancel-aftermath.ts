@@ -1,5 +1,6 @@
 import type { DagResolver } from '../actors/dag-resolver.js';
 import { WORKER } from '../actors/worker.js';
+import type { NodeEventSink } from '../domain/events.js';
 import type { TaskRecord } from '../domain/model.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { Clock } from '../runtime/clock.js';
@@ -11,6 +12,8 @@ export interface CancelAftermathDeps {
   clock: Clock;
   /** Reaches the worker actors, for a running task's cancel. @default nobody is told */
   system?: Pick<ActorSystemApi, 'ref'>;
+  /** Told of the tasks cancelled at once (`task:cancelled`), which no attempt's end counts. @default nobody */
+  events?: Pick<NodeEventSink, 'emit'>;
 }
 
 /**
@@ -25,9 +28,21 @@ export interface CancelAftermathDeps {
 export class CancelAftermath {
   constructor(private readonly deps: CancelAftermathDeps) {}
 
-  /** Dependents and workers of the tasks a cancel changed (no children: see {@link parentsCancelled}). */
+  /**
+   * Dependents and workers of the tasks a cancel changed (no children: see {@link parentsCancelled}),
+   * and the event of those it ended. Every cancel path hands its changed rows on here once, so
+   * a task cancelled at once is told of once; a running one stays running here and is counted
+   * when its attempt ends.
+   */
   handOn(changed: readonly TaskRecord[]): void {
-    const finished = changed.filter((t) => t.status === 'cancelled' && t.hasDependents);
+    const cancelled = changed.filter((t) => t.status === 'cancelled');
+    if (cancelled.length > 0) {
+      const nowMs = this.deps.clock.now();
+      this.deps.events?.emit('task:cancelled', {
+        tasks: cancelled.map((t) => ({ taskId: t.id, taskType: t.taskType, endedMs: t.completedMs ?? nowMs })),
+      });
+    }
+    const finished = cancelled.filter((t) => t.hasDependents);
     if (finished.length > 0)
       this.deps.resolver.finished(finished.map((t) => ({ predecessorId: t.id, status: 'cancelled' as const })));
     const byWorker = new Map<string, string[]>();

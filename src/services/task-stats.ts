@@ -49,9 +49,13 @@ export class TaskStatsRollup {
         for (const task of tasks) addStart(this.row(task.taskType, startedMs), startedMs - task.dueMs);
       }),
       events.on('task:completed', ({ transitions }) => {
-        for (const t of transitions) this.ended(t.taskType, t.status, t.endedMs);
+        for (const t of transitions) this.ended(t.taskType, t.status, t.endedMs, t.childWait === true);
       }),
       events.on('lease:expired', (e) => this.ended(e.taskType, e.status, e.endedMs)),
+      // Cancelled with no attempt ending (a running task's cancel is counted when its attempt ends).
+      events.on('task:cancelled', ({ tasks }) => {
+        for (const t of tasks) this.count(t.taskType, t.endedMs, 'cancelled');
+      }),
       events.on('task:expired', ({ transitions }) => {
         for (const t of transitions) this.count(t.taskType, t.endedMs, 'expired');
       }),
@@ -85,13 +89,15 @@ export class TaskStatsRollup {
   }
 
   /** How an attempt's end counts, by the status it left the task in. */
-  private ended(taskType: string, status: Transition['status'], endedMs: number): void {
+  private ended(taskType: string, status: Transition['status'], endedMs: number, childWait = false): void {
     switch (status) {
       case 'succeeded':
       case 'failed':
       case 'cancelled':
         return this.count(taskType, endedMs, status);
       case 'pending':
+        // A wait with no child left unfinished is `pending` at once: not a retry.
+        if (childWait) return;
         return this.count(taskType, endedMs, 'retried');
       default:
         // `waiting`: the attempt ended waiting for its children; the task runs again.

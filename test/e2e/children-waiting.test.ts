@@ -156,7 +156,19 @@ describe.each(BACKENDS)('a parent waits for its children, on %s', (backend) => {
     );
   });
 
-  it('runs a parent with no unfinished child again at once', async () => {
+  /** `wheelhouse_tasks_finished_total` of `type`, by outcome, from `/metrics`. */
+  const finishedAttempts = async (type: string): Promise<Record<string, number>> => {
+    const text = (await api<string>(c.url, 'GET', '/metrics')).body;
+    const counts: Record<string, number> = {};
+    for (const [, labels = '', value] of text.matchAll(/^wheelhouse_tasks_finished_total\{([^}]*)\} (\S+)$/gm)) {
+      if (!labels.includes(`task_type="${type}"`)) continue;
+      const outcome = /outcome="([^"]*)"/.exec(labels)?.[1] ?? '';
+      counts[outcome] = (counts[outcome] ?? 0) + Number(value);
+    }
+    return counts;
+  };
+
+  it('runs a parent with no unfinished child again at once, its wait counted as one and not as a failure', async () => {
     const type = uniqueType('nochild');
     const id = await submit(type);
     const run = await pollOne(type);
@@ -165,6 +177,8 @@ describe.each(BACKENDS)('a parent waits for its children, on %s', (backend) => {
     expect(again.task_id).toBe(id);
     expect(again.attempt).toBe(2);
     expect(again.children).toEqual({ total: 0, succeeded: 0, failed: 0, cancelled: 0 });
+    // The attempt that waited ended as a wait does (the handler ended well), not as a retry's failure.
+    expect(await finishedAttempts(type)).toEqual({ succeeded: 1 });
   });
 
   /** Runs every ready child of `type` to the end, failing those whose id is in `fail` for good. */

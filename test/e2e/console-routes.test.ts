@@ -7,7 +7,8 @@ import { eventually } from '../support/waits.js';
 /**
  * The routes of the dashboard's operations console, on both backends: `/admin/failures` groups
  * the failed tasks by type and error with the right counts, newest failure and a sample of the
- * group, and its group's text as `error_contains` retries that group and no other;
+ * group, and its group's text as `error_equals` retries that group and no other (not a group
+ * of the same type whose longer error contains that text);
  * `/admin/workers` lists a channel socket and a waiting long-poll with their node, task types,
  * credits and leases; `/admin/whoami` answers the key's scopes (all of them while the node
  * asks for none); `/admin/dags` lists the newest graphs by their ids, paged.
@@ -82,7 +83,9 @@ describe.each(BACKENDS)('the console routes, %s', (backend) => {
     const disk = await submit(A, ['disk full', 'disk full', 'disk full']);
     const dns = await submit(A, ['dns lookup failed', 'dns lookup failed']);
     const other = await submit(B, ['disk full']);
-    const all = [...disk, ...dns, ...other];
+    // Its own group, whose error contains the disk group's: `error_contains` would retry it too.
+    const longer = await submit(A, ['disk full on /var']);
+    const all = [...disk, ...dns, ...other, ...longer];
     await eventually(
       async () => ((await Promise.all(all.map(statusOf))).every((s) => s === 'failed') ? true : undefined),
       15_000,
@@ -91,14 +94,20 @@ describe.each(BACKENDS)('the console routes, %s', (backend) => {
     await failing.stop({ timeoutMs: 5_000 });
 
     const found = await ok<Failures>('GET', '/admin/failures');
-    expect(found.scanned).toBe(6);
-    expect(found.group_count).toBe(3);
+    expect(found.scanned).toBe(7);
+    expect(found.group_count).toBe(4);
     const mine = found.groups.map((g) => ({ task_type: g.task_type, error: g.error, count: g.count }));
-    expect(mine).toEqual([
+    expect(mine.slice(0, 2)).toEqual([
       { task_type: A, error: 'disk full', count: 3 },
       { task_type: A, error: 'dns lookup failed', count: 2 },
-      { task_type: B, error: 'disk full', count: 1 },
     ]);
+    // The groups of one task each are in the order they failed.
+    expect(mine.slice(2)).toEqual(
+      expect.arrayContaining([
+        { task_type: B, error: 'disk full', count: 1 },
+        { task_type: A, error: 'disk full on /var', count: 1 },
+      ]),
+    );
     const diskGroup = found.groups[0] as Group;
     expect(disk).toContain(diskGroup.sample_task_id);
     const completed = async (ids: string[]): Promise<number[]> =>
@@ -121,7 +130,7 @@ describe.each(BACKENDS)('the console routes, %s', (backend) => {
     // The group's retry, as the failed view starts it.
     const op = await ok<{ operation_id: string }>('POST', '/api/operations', {
       action: 'retry',
-      filter: { status: 'failed', task_type: diskGroup.task_type, error_contains: diskGroup.error },
+      filter: { status: 'failed', task_type: diskGroup.task_type, error_equals: diskGroup.error },
     });
     const ended = await eventually(
       async () => {
@@ -136,12 +145,17 @@ describe.each(BACKENDS)('the console routes, %s', (backend) => {
     );
     expect(ended).toMatchObject({ state: 'done', matched: 3, done: 3 });
     for (const id of disk) expect(await statusOf(id)).not.toBe('failed');
-    for (const id of [...dns, ...other]) expect(await statusOf(id)).toBe('failed');
+    for (const id of [...dns, ...other, ...longer]) expect(await statusOf(id)).toBe('failed');
     const after = await ok<Failures>('GET', '/admin/failures');
-    expect(after.groups.map((g) => [g.task_type, g.error, g.count])).toEqual([
-      [A, 'dns lookup failed', 2],
-      [B, 'disk full', 1],
-    ]);
+    const left = after.groups.map((g) => [g.task_type, g.error, g.count]);
+    expect(left).toHaveLength(3);
+    expect(left[0]).toEqual([A, 'dns lookup failed', 2]);
+    expect(left).toEqual(
+      expect.arrayContaining([
+        [B, 'disk full', 1],
+        [A, 'disk full on /var', 1],
+      ]),
+    );
   });
 
   it('lists the connected workers: a channel socket and a waiting long-poll, with their node', async () => {

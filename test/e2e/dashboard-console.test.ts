@@ -173,7 +173,7 @@ describe('the operations console', () => {
     await shot('failed');
 
     await row(a, 'smtp 421 try later').locator('button[data-action=retry]').click();
-    expect(await page.locator('#op-panel .op-filter').innerText()).toContain('error contains = "smtp 421 try later"');
+    expect(await page.locator('#op-panel .op-filter').innerText()).toContain('error equals = "smtp 421 try later"');
     await page.click('#op-confirm');
     await page.locator('#op-progress[data-state=done]').waitFor({ timeout: 20_000 });
     expect(await page.locator('#op-panel [data-figure=done] strong').innerText()).toBe('3');

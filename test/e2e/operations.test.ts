@@ -75,6 +75,32 @@ describe.each(BACKENDS)('operations on many tasks, on %s', (backend) => {
     expect(new Set(again.map((t) => t.attempt))).toEqual(new Set([2]));
   });
 
+  it('error_equals matches the first 1 000 characters of the error exactly, as the failed view groups it', async () => {
+    const type = `ops.equals.${backend}`;
+    const long = 'x'.repeat(1000);
+    const exact = await failedTasks(c.url, type, 2, 'SMTP timeout', admin);
+    const longer = await failedTasks(c.url, type, 1, 'SMTP timeout after 30 s', admin);
+    const shouting = await failedTasks(c.url, type, 1, 'SMTP TIMEOUT', admin);
+    const past1000 = await failedTasks(c.url, type, 2, `${long}, then more`, admin);
+    const retry = (errorEquals: string) =>
+      run({ action: 'retry', filter: { status: 'failed', task_type: type, error_equals: errorEquals } });
+    const first = await retry('SMTP timeout');
+    expect(first).toMatchObject({ state: 'done', matched: 2, done: 2 });
+    expect(first.filter).toEqual({ status: 'failed', task_type: type, error_equals: 'SMTP timeout' });
+    for (const id of exact) expect((await task(id)).status).not.toBe('failed');
+    for (const id of [...longer, ...shouting, ...past1000]) expect((await task(id)).status).toBe('failed');
+    // Errors alike in their first 1 000 characters are one group.
+    expect(await retry(long)).toMatchObject({ state: 'done', matched: 2, done: 2 });
+    for (const id of [...longer, ...shouting]) expect((await task(id)).status).toBe('failed');
+    // '' is the tasks without an error: here the cancelled one, not the failed ones left.
+    const [cancelled] = await submit([{ task_type: type, schedule: later(3600) }]);
+    expect((await api(c.url, 'DELETE', `/api/tasks/${cancelled}`, undefined, admin)).status).toBe(200);
+    const none = await run({ action: 'retry', filter: { task_type: type, error_equals: '' } });
+    expect(none).toMatchObject({ state: 'done', matched: 1, done: 1 });
+    expect(['pending', 'ready']).toContain((await task(cancelled!)).status);
+    for (const id of [...longer, ...shouting]) expect((await task(id)).status).toBe('failed');
+  });
+
   it('cancels pending, blocked and running tasks as DELETE does; the dependents of a cancelled task are cancelled', async () => {
     const type = `ops.cancel.${backend}`;
     const other = `ops.cancel.other.${backend}`;
@@ -221,6 +247,8 @@ describe.each(BACKENDS)('operations on many tasks, on %s', (backend) => {
       [{ action: 'retry', filter: { due_before: '2026-02-30' } }, 'filter.due_before'],
       [{ action: 'retry', filter: { colour: 'red' } }, 'filter.colour'],
       [{ action: 'retry', filter: { task_type: 'has space' } }, 'filter.task_type'],
+      [{ action: 'retry', filter: { error_equals: 'x'.repeat(1001) } }, 'filter.error_equals'],
+      [{ action: 'retry', filter: { error_equals: 7 } }, 'filter.error_equals'],
     ];
     for (const [body, field] of cases) {
       const r = await post(body);

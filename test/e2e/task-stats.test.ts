@@ -5,6 +5,7 @@ import { TypedEvents } from '../../src/lib/events.js';
 import { systemClock } from '../../src/runtime/clock.js';
 import { TaskStatsRollup } from '../../src/services/task-stats.js';
 import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
+import { ended, startOperation } from '../support/operations.js';
 import { eventually } from '../support/waits.js';
 
 /**
@@ -61,16 +62,27 @@ describe.each(BACKENDS)('task activity history on %s', (backend) => {
     if (r.status !== 200) throw new Error(`GET /admin/stats?${query}: ${r.status} ${JSON.stringify(r.body)}`);
     return r.body;
   };
-  /** The totals of `type` once they say `expected` (the node flushes every 0.1 s). */
-  const totalsReach = (expected: Partial<Totals>): Promise<Stats> =>
+  /** The totals of `of` (default: `type`) once they say `expected` (the node flushes every 0.1 s). */
+  const totalsReach = (expected: Partial<Totals>, of = type): Promise<Stats> =>
     eventually(
       async () => {
-        const s = await stats(`task_type=${encodeURIComponent(type)}`);
+        const s = await stats(`task_type=${encodeURIComponent(of)}`);
         return Object.entries(expected).every(([k, v]) => s.totals[k as keyof Totals] === v) ? s : undefined;
       },
       10_000,
-      `the totals of ${type} to reach ${JSON.stringify(expected)}`,
+      `the totals of ${of} to reach ${JSON.stringify(expected)}`,
     );
+  /**
+   * The totals of `of` once all the node counted until now is written: a flush takes all it
+   * counted at once, so once a submission made now is in the totals, everything before it is.
+   */
+  const settledTotals = async (of: string): Promise<Totals> => {
+    const tick = `${type}.tick`;
+    const before = (await stats(`task_type=${encodeURIComponent(tick)}`)).totals.submitted;
+    expect((await api(c.url, 'POST', '/api/tasks', { task_type: tick })).status).toBe(201);
+    await totalsReach({ submitted: before + 1 }, tick);
+    return (await stats(`task_type=${encodeURIComponent(of)}`)).totals;
+  };
 
   it('counts exactly what happened to the tasks of a type: submitted, started, succeeded, failed, retried', async () => {
     for (let i = 0; i < N; i++) {
@@ -126,6 +138,71 @@ describe.each(BACKENDS)('task activity history on %s', (backend) => {
     expect(s.now.running).toBe(1);
     // Unfiltered, the other type's submission is counted too.
     expect((await stats('')).totals.submitted).toBeGreaterThanOrEqual(N + 1);
+  });
+
+  it('counts tasks cancelled before they ran (DELETE, an operation) once, and a running task once at its end', async () => {
+    const cancelType = `${type}.cancel`;
+    const submit = async (body: Record<string, unknown>): Promise<string> => {
+      const r = await api<{ task_id: string }>(c.url, 'POST', '/api/tasks', { task_type: cancelType, ...body });
+      expect(r.status).toBe(201);
+      return r.body.task_id;
+    };
+    // One running: its cancel is requested, and counted when its attempt ends cancelled.
+    const running = await submit({});
+    const leased = await eventually(async () => {
+      const polled = await api<Polled>(c.url, 'POST', '/api/workers/poll', {
+        worker_id: 'w-stats-cancel',
+        task_types: [cancelType],
+        max_tasks: 1,
+        wait_ms: 1000,
+      });
+      return polled.body.tasks[0];
+    });
+    expect(leased.task_id).toBe(running);
+    expect((await api(c.url, 'DELETE', `/api/tasks/${running}`)).status).toBe(200);
+    const result = await api(c.url, 'POST', `/api/tasks/${running}/complete`, {
+      lease_token: leased.lease_token,
+      status: 'succeeded',
+    });
+    expect(result.status).toBe(200);
+    // Three that never ran: one by DELETE, two by an operation.
+    const later = { schedule: { type: 'delayed', delay_seconds: 3600 } };
+    const deleted = await submit(later);
+    await submit(later);
+    await submit(later);
+    expect((await api(c.url, 'DELETE', `/api/tasks/${deleted}`)).status).toBe(200);
+    const op = await startOperation(c.url, { action: 'cancel', filter: { task_type: cancelType, status: 'pending' } });
+    expect(await ended(() => c.url, op.operation_id)).toMatchObject({ state: 'done', done: 2 });
+
+    await totalsReach({ submitted: 4, started: 1, cancelled: 4 }, cancelType);
+    expect(await settledTotals(cancelType)).toMatchObject({ submitted: 4, started: 1, cancelled: 4, failed: 0 });
+  });
+
+  it('does not count a wait with no unfinished child as a retry', async () => {
+    const waitType = `${type}.wait`;
+    expect((await api(c.url, 'POST', '/api/tasks', { task_type: waitType })).status).toBe(201);
+    const pollOne = () =>
+      eventually(async () => {
+        const polled = await api<Polled>(c.url, 'POST', '/api/workers/poll', {
+          worker_id: 'w-stats-wait',
+          task_types: [waitType],
+          max_tasks: 1,
+          wait_ms: 1000,
+        });
+        return polled.body.tasks[0];
+      });
+    const complete = async (lease: Polled['tasks'][number], status: string): Promise<void> => {
+      const r = await api(c.url, 'POST', `/api/tasks/${lease.task_id}/complete`, {
+        lease_token: lease.lease_token,
+        status,
+      });
+      expect(r.status).toBe(200);
+    };
+    // It has no child: back to pending at once, and it runs again.
+    await complete(await pollOne(), 'waiting_children');
+    await complete(await pollOne(), 'succeeded');
+    await totalsReach({ submitted: 1, started: 2, succeeded: 1 }, waitType);
+    expect(await settledTotals(waitType)).toMatchObject({ started: 2, succeeded: 1, retried: 0, failed: 0 });
   });
 
   it("adds up two nodes' rows: another node's counts of the same minutes join this one's", async () => {

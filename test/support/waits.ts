@@ -89,6 +89,7 @@ const NODE_EVENTS: Record<keyof NodeEvents, true> = {
   'lease:expired': true,
   'task:completed': true,
   'task:expired': true,
+  'task:cancelled': true,
   'task:released': true,
   'cron:fired': true,
   'dag:released': true,

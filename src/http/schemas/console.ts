@@ -58,7 +58,7 @@ export const consoleRoutesSchemas = {
     description:
       'The newest failures (at most `scan_limit`, through an index of failed tasks) since `since`, grouped. ' +
       "`scanned` equal to `scan_limit` means older failures were left out. A group's `error` is the first " +
-      '1 000 characters of the error, usable as `error_contains` in `POST /api/operations`.',
+      '1 000 characters of the error: as `error_equals` in `POST /api/operations`, it matches this group alone.',
     querystring: Type.Object(
       {
         since: Type.Optional(TimeInput),

@@ -33,6 +33,15 @@ const filterFields = {
   error_contains: Type.Optional(
     Nullable(StoredText(1000, { description: "Text in the task's last error, ignoring case." })),
   ),
+  error_equals: Type.Optional(
+    Nullable(
+      StoredText(1000, {
+        minLength: 0,
+        description:
+          "The first 1 000 characters of the task's last error, exactly ('' for none): a failed view group's `error`.",
+      }),
+    ),
+  ),
 };
 
 export const OperationFilterRequest = Type.Object(
@@ -63,6 +72,7 @@ const OperationFilterJson = Type.Object(
     due_before: Type.Optional(Time),
     limit: Type.Optional(Type.String()),
     error_contains: Type.Optional(Type.String()),
+    error_equals: Type.Optional(Type.String()),
     parent_id: Type.Optional(Uuid),
   },
   { additionalProperties: false },

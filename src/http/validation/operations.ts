@@ -40,6 +40,7 @@ export function operationRequest(body: OperationRequestJson): { action: Operatio
   if (dueBefore !== undefined) filter.dueBeforeMs = dueBefore;
   if (f.limit !== undefined && f.limit !== null) filter.limit = f.limit;
   if (f.error_contains !== undefined && f.error_contains !== null) filter.errorContains = f.error_contains;
+  if (f.error_equals !== undefined && f.error_equals !== null) filter.errorEquals = f.error_equals;
   if (f.parent_id !== undefined && f.parent_id !== null) filter.parentId = f.parent_id.toLowerCase();
   if (Object.keys(filter).length === 0) {
     throw invalid(

@@ -7,12 +7,13 @@ import { msOf, tsParam } from './columns.js';
  *
  * Bounded: the newest `scanRows` failures since `sinceMs` are read through tasks_failed_idx
  * (migrations/000021_failed_idx.sql: failed tasks only, by completion time, newest first), then
- * grouped. An error is grouped by its first `ERROR_KEY_CHARS` characters, the most an
- * operation's `error_contains` takes, so a group's text always works as the filter that retries it.
+ * grouped. An error is grouped by its first `ERROR_KEY_CHARS` characters, which an operation's
+ * `error_equals` compares the same way (src/store/sql/operation-page.ts), so a group's text is the
+ * filter that retries that group and no other.
  * `scanned` says how many failures were read; `scanned === scanRows` means older ones were left out.
  */
 
-/** Characters of an error a group is keyed by: the bound of `error_contains`. */
+/** Characters of an error a group is keyed by, and that `error_equals` compares: the bound of both error filters. */
 export const ERROR_KEY_CHARS = 1000;
 
 export interface FailureGroup {

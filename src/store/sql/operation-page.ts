@@ -4,6 +4,7 @@ import type { Db, DbTx } from '../db.js';
 import type { OperationPage } from '../operation-types.js';
 import { cancelChildren, cancelMany } from './cancel.js';
 import { tsParam } from './columns.js';
+import { ERROR_KEY_CHARS } from './failures.js';
 import { OPERATION_COLUMNS, toOperationRecord, type OperationRow } from './operations.js';
 import { retryMany } from './retry.js';
 
@@ -53,6 +54,9 @@ function walkStatement(filter: OperationFilter, statuses: readonly string[]): { 
   if (filter.limit !== undefined) where.push(`w.limits @> ARRAY[$${param(filter.limit)}::text]`);
   if (filter.errorContains !== undefined)
     where.push(`strpos(lower(coalesce(w.last_error, '')), lower($${param(filter.errorContains)})) > 0`);
+  // The failed view's group key, computed as it computes it: a group's retry matches that group alone.
+  if (filter.errorEquals !== undefined)
+    where.push(`left(coalesce(w.last_error, ''), ${ERROR_KEY_CHARS}) = $${param(filter.errorEquals)}::text`);
   const children = filter.parentId === undefined ? '' : `AND t.parent_id = $${param(filter.parentId)}::uuid`;
   const text = `
     WITH walk AS MATERIALIZED (

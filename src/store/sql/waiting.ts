@@ -124,6 +124,10 @@ export async function waitForChildren(db: Db, wait: ChildWait, nowMs: number): P
       'wh_end_attempt_waiting',
     );
     const row = rows[0];
-    return row === undefined ? null : toTransition(row, nowMs);
+    if (row === undefined) return null;
+    const transition = toTransition(row, nowMs);
+    // What counts attempts must tell this `pending` from a retry's.
+    if (status === 'waiting' || status === 'pending') transition.childWait = true;
+    return transition;
   });
 }
