@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { flushTracing, tracingOn } from '../../src/lib/otel.js';
+import { tracingOn } from '../../src/lib/otel.js';
 import { createWorker, type TaskContext, type Worker } from '../../src/worker/index.js';
 import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
 import {
-  attribute,
+  exportedSpan,
   newTraceparent,
   setTracingEnv,
+  traceTo,
   startReceiver,
   type OtlpSpan,
   type Receiver,
@@ -88,11 +89,7 @@ describe.each(BACKENDS)('children inherit their parent’s trace, tracing on, on
   const workers: Worker[] = [];
   beforeAll(async () => {
     receiver = await startReceiver();
-    setTracingEnv({
-      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-      OTEL_BSP_SCHEDULE_DELAY: '50',
-    });
+    traceTo(receiver);
     c = await startTestNode(backend, { logLevel: process.env.TEST_LOG ?? 'silent' });
   });
   afterAll(async () => {
@@ -102,18 +99,7 @@ describe.each(BACKENDS)('children inherit their parent’s trace, tracing on, on
     await receiver?.close();
   });
 
-  /** The one span `name` of task `taskId`, once exported. */
-  const spanOf = async (taskId: string, name: string): Promise<OtlpSpan> =>
-    eventually(
-      async () => {
-        await flushTracing();
-        const found = receiver.spans.filter((s) => s.name === name && attribute(s, 'wheelhouse.task.id') === taskId);
-        if (found.length > 1) throw new Error(`${found.length} ${name} spans of ${taskId}`);
-        return found[0];
-      },
-      15_000,
-      `the ${name} span of ${taskId}`,
-    );
+  const spanOf = (taskId: string, name: string): Promise<OtlpSpan> => exportedSpan(receiver, taskId, name);
 
   it('over the route: a child without a context is the child of the parent’s submit span; a header wins', async () => {
     expect(tracingOn()).toBe(true);

@@ -1,12 +1,13 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '../../src/client/index.js';
-import { flushTracing, tracingOn } from '../../src/lib/otel.js';
+import { tracingOn } from '../../src/lib/otel.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
 import {
-  attribute,
+  exportedSpan,
   newTraceparent,
   setTracingEnv,
+  traceTo,
   startReceiver,
   type OtlpSpan,
   type Receiver,
@@ -56,11 +57,7 @@ describe.each(BACKENDS)('traced hops of entries read back from the store, on %s'
   let c: TestCluster | undefined;
   beforeAll(async () => {
     receiver = await startReceiver();
-    setTracingEnv({
-      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-      OTEL_BSP_SCHEDULE_DELAY: '50',
-    });
+    traceTo(receiver);
   });
   afterEach(async () => {
     await c?.cleanup();
@@ -71,18 +68,7 @@ describe.each(BACKENDS)('traced hops of entries read back from the store, on %s'
     await receiver?.close();
   });
 
-  /** The one span `name` of task `taskId`, once exported. */
-  const spanOf = async (taskId: string, name: string): Promise<OtlpSpan> =>
-    eventually(
-      async () => {
-        await flushTracing();
-        const found = receiver.spans.filter((s) => s.name === name && attribute(s, 'wheelhouse.task.id') === taskId);
-        if (found.length > 1) throw new Error(`${found.length} ${name} spans of ${taskId}`);
-        return found[0];
-      },
-      15_000,
-      `the ${name} span of ${taskId}`,
-    );
+  const spanOf = (taskId: string, name: string): Promise<OtlpSpan> => exportedSpan(receiver, taskId, name);
 
   const submitDelayed = async (url: string, type: string, dueMs: number, traceparent: string): Promise<string> => {
     const r = await api<{ task_id: string }>(url, 'POST', '/api/tasks', {

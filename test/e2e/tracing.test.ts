@@ -9,6 +9,7 @@ import {
   attribute,
   newTraceparent,
   setTracingEnv,
+  traceTo,
   startReceiver,
   type OtlpSpan,
   type Receiver,
@@ -142,11 +143,7 @@ describe.each(BACKENDS)('with OTLP over http/json, on %s', (backend) => {
   const workers: Worker[] = [];
   beforeAll(async () => {
     receiver = await startReceiver();
-    setTracingEnv({
-      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-      OTEL_BSP_SCHEDULE_DELAY: '50',
-    });
+    traceTo(receiver);
     c = await startTestNode(backend, { logLevel: process.env.TEST_LOG ?? 'silent' });
   });
   afterAll(async () => {

@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { flushTracing } from '../../src/lib/otel.js';
+import { eventually } from './waits.js';
 
 /**
  * A local OTLP/HTTP receiver for the tracing tests (docs/decisions/0038-tracing.md): a tiny HTTP
@@ -79,4 +81,27 @@ export function setTracingEnv(env: Partial<Record<(typeof ENV_KEYS)[number], str
     if (value === undefined) delete process.env[key];
     else process.env[key] = value;
   }
+}
+
+/** Turns tracing on for the nodes started next: OTLP over http/json to `receiver`, exported every 50 ms. */
+export function traceTo(receiver: Receiver): void {
+  setTracingEnv({
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+    OTEL_BSP_SCHEDULE_DELAY: '50',
+  });
+}
+
+/** The one span `name` of task `taskId`, once exported (the exporter is flushed while it waits). */
+export async function exportedSpan(receiver: Receiver, taskId: string, name: string): Promise<OtlpSpan> {
+  return eventually(
+    async () => {
+      await flushTracing();
+      const found = receiver.spans.filter((s) => s.name === name && attribute(s, 'wheelhouse.task.id') === taskId);
+      if (found.length > 1) throw new Error(`${found.length} ${name} spans of ${taskId}`);
+      return found[0];
+    },
+    15_000,
+    `the ${name} span of ${taskId}`,
+  );
 }
