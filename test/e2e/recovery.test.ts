@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
-import { eventually, quiescent } from '../support/waits.js';
+import { pollNext, type PolledTask } from '../support/fake-clock-poll.js';
+import { quiescent } from '../support/waits.js';
 
 /**
  * Losing the fast index or the process loses nothing: Postgres is the system of record and
@@ -9,39 +10,11 @@ import { eventually, quiescent } from '../support/waits.js';
  * ahead) and the cascade run in milliseconds.
  */
 interface Polled {
-  tasks: { task_id: string; lease_token: string; attempt: number }[];
+  tasks: PolledTask[];
 }
 
 const MINUTE = 60_000;
 
-/**
- * Waits for the next tasks of `type` to be handed out. Work started by a timer goes on after
- * `advance` returns (it awaits the stores), and may arm timers that are already due; so
- * this fires due timers again (`advance(0)`) between polls until something comes.
- */
-const pollNext = async (url: string, type: string, clock: FakeClock, complete = true): Promise<Polled['tasks']> => {
-  const tasks = await eventually(
-    async () => {
-      await clock.advance(0);
-      const got = (
-        await api<Polled>(url, 'POST', '/api/workers/poll', {
-          worker_id: 'w',
-          task_types: [type],
-          max_tasks: 100,
-          wait_ms: 0,
-        })
-      ).body.tasks;
-      return got.length > 0 ? got : undefined;
-    },
-    20_000,
-    `a ${type} task`,
-  );
-  if (!complete) return tasks;
-  // Complete them, so that no lease runs out later in the test and hands one out again.
-  const results = tasks.map((t) => ({ task_id: t.task_id, lease_token: t.lease_token, status: 'succeeded' }));
-  expect((await api(url, 'POST', '/api/workers/complete', { results })).status).toBe(200);
-  return tasks;
-};
 const idsOf = (tasks: Polled['tasks']): string[] => tasks.map((t) => t.task_id).sort();
 /** Nothing of `type` is ready: checked once the node has fallen quiet (no push, claim or lease in flight). */
 const expectNothingReady = async (c: TestCluster, clock: FakeClock, type: string): Promise<void> => {

@@ -2,15 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tracingOn } from '../../src/lib/otel.js';
 import { createWorker, type TaskContext, type Worker } from '../../src/worker/index.js';
 import { BACKENDS, api, startTestNode, type TestCluster } from '../support/nodes.js';
-import {
-  exportedSpan,
-  newTraceparent,
-  setTracingEnv,
-  traceTo,
-  startReceiver,
-  type OtlpSpan,
-  type Receiver,
-} from '../support/otlp-receiver.js';
+import { exportedSpan, newTraceparent, setTracingEnv, type OtlpSpan, type Receiver } from '../support/otlp-receiver.js';
+import { startTracedNode, stopTracedNode } from '../support/traced-node.js';
 import { uniqueType } from '../support/tasks.js';
 import { eventually } from '../support/waits.js';
 
@@ -88,15 +81,10 @@ describe.each(BACKENDS)('children inherit their parent’s trace, tracing on, on
   let c: TestCluster;
   const workers: Worker[] = [];
   beforeAll(async () => {
-    receiver = await startReceiver();
-    traceTo(receiver);
-    c = await startTestNode(backend, { logLevel: process.env.TEST_LOG ?? 'silent' });
+    ({ receiver, node: c } = await startTracedNode(backend));
   });
   afterAll(async () => {
-    await Promise.all(workers.map((w) => w.stop({ timeoutMs: 0 })));
-    await c?.cleanup();
-    setTracingEnv({});
-    await receiver?.close();
+    await stopTracedNode({ receiver, node: c }, workers);
   });
 
   const spanOf = (taskId: string, name: string): Promise<OtlpSpan> => exportedSpan(receiver, taskId, name);

@@ -12,7 +12,7 @@ import {
   type OtlpSpan,
   type Receiver,
 } from '../support/otlp-receiver.js';
-import { eventually } from '../support/waits.js';
+import { pollNext } from '../support/fake-clock-poll.js';
 
 /**
  * The hops of a task whose due entry went through the store (docs/decisions/0038-tracing.md):
@@ -23,34 +23,6 @@ import { eventually } from '../support/waits.js';
  */
 
 const MINUTE = 60_000;
-
-interface Polled {
-  tasks: { task_id: string; lease_token: string; traceparent?: string }[];
-}
-
-/** Claims the next task of `type` over the long-poll and completes it. */
-async function claimAndComplete(url: string, type: string, clock: FakeClock): Promise<Polled['tasks']> {
-  const tasks = await eventually(
-    async () => {
-      // Work a timer started goes on after `advance` returns: fire what it armed meanwhile.
-      await clock.advance(0);
-      const got = (
-        await api<Polled>(url, 'POST', '/api/workers/poll', {
-          worker_id: 'w',
-          task_types: [type],
-          max_tasks: 10,
-          wait_ms: 0,
-        })
-      ).body.tasks;
-      return got.length > 0 ? got : undefined;
-    },
-    20_000,
-    `a ${type} task`,
-  );
-  const results = tasks.map((t) => ({ task_id: t.task_id, lease_token: t.lease_token, status: 'succeeded' }));
-  expect((await api(url, 'POST', '/api/workers/complete', { results })).status).toBe(200);
-  return tasks;
-}
 
 describe.each(BACKENDS)('traced hops of entries read back from the store, on %s', (backend) => {
   let receiver: Receiver;
@@ -98,7 +70,7 @@ describe.each(BACKENDS)('traced hops of entries read back from the store, on %s'
     const { traceId, traceparent } = newTraceparent();
     const far = await submitDelayed(c.url, type, clock.now() + 5 * MINUTE + 7, traceparent);
     await clock.advance(5 * MINUTE + 7);
-    expect((await claimAndComplete(c.url, type, clock)).map((t) => t.task_id)).toEqual([far]);
+    expect((await pollNext(c.url, type, clock)).map((t) => t.task_id)).toEqual([far]);
     await expectJoined(far, traceId);
   }, 40_000);
 
@@ -113,7 +85,7 @@ describe.each(BACKENDS)('traced hops of entries read back from the store, on %s'
     await c.restart({ clock: after });
     expect(tracingOn()).toBe(true);
     await after.advanceTo(t0 + 10 * MINUTE);
-    expect((await claimAndComplete(c.url, type, after)).map((t) => t.task_id)).toEqual([later]);
+    expect((await pollNext(c.url, type, after)).map((t) => t.task_id)).toEqual([later]);
     await expectJoined(later, traceId);
   }, 40_000);
 

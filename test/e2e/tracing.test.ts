@@ -9,11 +9,11 @@ import {
   attribute,
   newTraceparent,
   setTracingEnv,
-  traceTo,
   startReceiver,
   type OtlpSpan,
   type Receiver,
 } from '../support/otlp-receiver.js';
+import { startTracedNode, stopTracedNode } from '../support/traced-node.js';
 
 /**
  * OpenTelemetry across a task's hops (issue 32; docs/decisions/0038-tracing.md). A local OTLP
@@ -142,15 +142,10 @@ describe.each(BACKENDS)('with OTLP over http/json, on %s', (backend) => {
   let c: TestCluster;
   const workers: Worker[] = [];
   beforeAll(async () => {
-    receiver = await startReceiver();
-    traceTo(receiver);
-    c = await startTestNode(backend, { logLevel: process.env.TEST_LOG ?? 'silent' });
+    ({ receiver, node: c } = await startTracedNode(backend));
   });
   afterAll(async () => {
-    await Promise.all(workers.map((w) => w.stop({ timeoutMs: 0 })));
-    await c?.cleanup();
-    setTracingEnv({});
-    await receiver?.close();
+    await stopTracedNode({ receiver, node: c }, workers);
   });
 
   for (const transport of ['channel', 'http'] as const) {
