@@ -249,6 +249,28 @@ describe('Mailbox', () => {
     expect(r.handled[999]).toBe('999');
   });
 
+  it('yields to the event loop once a run of few messages has taken long (a flood offered to one actor)', async () => {
+    const busy = (ms: number): void => {
+      const until = performance.now() + ms;
+      while (performance.now() < until);
+    };
+    const r = recorder((m) => {
+      busy(4);
+      return m;
+    });
+    const mailbox = new Mailbox<string, string>(r, 10_000);
+    for (let i = 0; i < 20; i++) mailbox.post(String(i));
+    let handledAtImmediate = -1;
+    setImmediate(() => (handledAtImmediate = r.handled.length));
+    mailbox.open();
+    // 20 messages of 4 ms are far fewer than a turn's count, but 80 ms is far past its time.
+    expect(r.handled.length).toBeLessThan(20);
+    for (let turn = 0; turn < 40 && r.handled.length < 20; turn++) await settle();
+    expect(r.handled.length).toBe(20);
+    expect(handledAtImmediate).toBeGreaterThan(0);
+    expect(handledAtImmediate).toBeLessThan(20);
+  });
+
   it('starts a new turn each time it comes to rest: a message posted to an idle mailbox never waits for the event loop', async () => {
     const r = recorder((m) => m);
     const mailbox = new Mailbox<string, string>(r, 10_000);
