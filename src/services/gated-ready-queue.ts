@@ -29,7 +29,7 @@ const REOFFERS_REMEMBERED = 100_000;
 
 export function gatedReadyQueue(
   inner: ReadyQueue,
-  gate: Pick<LimitGate, 'split' | 'route' | 'offer' | 'notPushed'>,
+  gate: Pick<LimitGate, 'split' | 'route' | 'offer' | 'offerByHome' | 'notPushed'>,
   clock: { now(): number } = Date,
   /**
    * Registers what forgets the net's offers: an offer made before the ring changed may have
@@ -50,11 +50,11 @@ export function gatedReadyQueue(
   };
   return {
     async push(entries, fence) {
-      const { free, straight, offered } = gate.route(entries);
+      const { free, straight, offered, offeredByHome } = gate.route(entries);
       // Nothing gated or all straight: `entries` as they came (an empty push still runs the fence).
       const pushed = offered.length === 0 ? entries : [...free, ...straight];
       if (pushed.length === 0) {
-        gate.offer(offered);
+        gate.offerByHome(offeredByHome);
         return NOTHING_PUSHED;
       }
       let stamp;
@@ -64,7 +64,7 @@ export function gatedReadyQueue(
         gate.notPushed(straight);
         throw error;
       }
-      if (offered.length > 0) gate.offer(offered);
+      if (offered.length > 0) gate.offerByHome(offeredByHome);
       return stamp;
     },
     async held(entries: readonly DueEntry[]) {
