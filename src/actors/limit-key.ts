@@ -2,14 +2,17 @@ import { defineKind, type ActorContext, type Ask, type Behavior } from '../runti
 import type { DueEntry } from '../domain/model.js';
 import { RateWindow } from '../domain/limits.js';
 import { WaitingTasks } from './limit-waiting.js';
+import { LimitInbox } from './limit-inbox.js';
 import {
   admissionRoom,
   decodeLimitSnapshot,
+  ADMITTED_TTL_MS,
   dropEndedHolders,
+  expireAdmitted,
   grantOrRefuse,
-  GRANT_GRACE_MS,
   onArrival,
   openRoom,
+  reconcile,
   sameLimit,
 } from './limit-rules.js';
 import {
@@ -25,7 +28,7 @@ import { trace } from '../lib/trace.js';
 
 export type { LimitKeyDeps, LimitKeyState, LimitLiveView } from './limit-state.js';
 export { QUIET_PASSIVATION_MS } from './limit-state.js';
-export { GRANT_GRACE_MS } from './limit-rules.js';
+export { ADMITTED_TTL_MS, GRANT_GRACE_MS } from './limit-rules.js';
 
 /**
  * One limit key (`("limit", name)`: `stripe-api`, `customer:42`, `type:email.send`), on the
@@ -59,6 +62,8 @@ export interface LimitGrant {
 export type LimitMessage =
   /** Due tasks whose home is this key (a wheel fired them, or the safety net found them loose). */
   | { type: 'offer'; entries: DueEntry[] }
+  /** The next slice of a large offer, from the key's inbox (`LimitInbox`). */
+  | { type: 'absorb' }
   /** A claim took these tasks from a ready queue: which may start now? The rest wait here. */
   | Ask<{ type: 'grant'; entries: DueEntry[] }, LimitGrant>
   /** Permits back: the attempts ended (their leases did), or a grant went unused. */
@@ -81,8 +86,6 @@ export type LimitMessage =
   | { type: 'verify' }
   | Ask<{ type: 'inspect' }, LimitLiveView>;
 
-/** An admitted entry no claim asked about in this long is forgotten (it comes back if it was lost). */
-export const ADMITTED_TTL_MS = 30_000;
 const UNPUSHED_RETRY_MS = 500; // after a failed push of admitted tasks, before the key pumps again
 
 type Ctx = ActorContext<LimitMessage, LimitSnapshot>;
@@ -119,6 +122,7 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
         unsent: [],
         pushing: false,
         verifiedAtMs: Number.NEGATIVE_INFINITY,
+        inbox: new LimitInbox(),
       };
       for (const entry of live.waiting) state.waiting.add(entry);
       // The snapshot is a copy of the declaration, which lives in `limits`: written when it
@@ -139,7 +143,7 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
      */
     async deactivate(state, _ctx, reason) {
       if (reason === 'shutdown') return;
-      const waiting = state.waiting.take(state.waiting.size);
+      const waiting = [...state.inbox.take(state.inbox.size), ...state.waiting.take(state.waiting.size)];
       if (waiting.length > 0) deps.handOn(waiting);
     },
     describe: (state) => ({
@@ -148,16 +152,25 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
       holders: state.holders.size,
       admitted: state.admitted.size,
       waiting: state.waiting.size,
+      /** Offered, not yet taken in (a large offer goes in a slice a message). */
+      offered: state.inbox.size,
       waitingIds: state.waiting.ids(20),
     }),
     async receive(state, message, ctx) {
       refreshLimit(state, ctx, deps);
       const now = ctx.clock.now();
-      if (message.type === 'offer' || message.type === 'grant' || message.type === 'read')
-        await dropEndedHolders(state, message.entries, now, deps);
+      // A large offer waits in the inbox and is taken in a slice a message (`absorb`).
+      const offered =
+        message.type === 'offer' || message.type === 'absorb'
+          ? state.inbox.takeIn(message, () => ctx.self.tell({ type: 'absorb' }))
+          : null;
+      const looked = offered ?? (message.type === 'grant' || message.type === 'read' ? message.entries : null);
+      if (looked !== null) await dropEndedHolders(state, looked, now, deps);
       switch (message.type) {
+        case 'absorb':
         case 'read':
         case 'offer': {
+          const entries = message.type === 'read' ? message.entries : (offered ?? []);
           if (message.type === 'read') {
             // A read asks for as many more as the key holds (`readMore`): one that brings
             // nothing new found none left.
@@ -165,7 +178,7 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
             state.unread = message.more && message.entries.some((e) => isNew(state, e.taskId));
           }
           const fresh: DueEntry[] = [];
-          for (const entry of message.entries) {
+          for (const entry of entries) {
             const id = entry.taskId;
             if (!isNew(state, id)) continue;
             // A strategy decides on arrival, with the task among the waiting ones.
@@ -258,6 +271,7 @@ async function pump(
   }
   armTick(state, ctx, deps, throttled && state.waiting.size > 0);
   readMore(state, ctx, deps);
+  state.inbox.askIfLeft(() => ctx.self.tell({ type: 'absorb' }));
 }
 
 /**
@@ -305,7 +319,7 @@ function pushAdmitted(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps, entrie
  * and the rest waited for the safety net).
  */
 function readMore(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps): void {
-  if (!state.unread || state.reading || state.waiting.size >= deps.readMoreBelow) return;
+  if (!state.unread || state.reading || state.waiting.size + state.inbox.size >= deps.readMoreBelow) return;
   state.reading = true;
   const held = state.admitted.size + state.waiting.size + deps.admitWindow;
   deps
@@ -337,37 +351,6 @@ function armTick(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps, throttled: 
   state.cancelTick?.();
   state.tickAtMs = at;
   state.cancelTick = ctx.schedule(Math.max(1, at - now), { type: 'tick' });
-}
-
-/**
- * Oldest first (a map keeps the order entries were admitted in), so it stops at the first
- * still young: every message pumps, and a window of 2 000 walked whole each time was 76 ms of
- * a W1L run's profile.
- */
-function expireAdmitted(state: LimitKeyState, now: number): void {
-  for (const [id, since] of state.admitted) {
-    if (now - since <= ADMITTED_TTL_MS) break;
-    state.admitted.delete(id);
-  }
-}
-
-/**
- * Drops the holders whose attempt is over though no return reached the key (a node died
- * between the end of a lease and its message): every `reconcileMs` while tasks wait.
- */
-async function reconcile(state: LimitKeyState, now: number, deps: LimitKeyDeps): Promise<void> {
-  if (state.holders.size === 0 || now - state.lastReconcileMs < deps.reconcileMs) return;
-  if (state.waiting.size === 0 && state.admitted.size === 0) return;
-  state.lastReconcileMs = now;
-  const old = [...state.holders].filter(([, since]) => now - since > GRANT_GRACE_MS).map(([taskId]) => taskId);
-  if (old.length === 0) return;
-  const running = await deps.store.stillRunning(old);
-  for (const id of old) {
-    if (!running.has(id)) {
-      state.holders.delete(id);
-      state.cancelling.delete(id);
-    }
-  }
 }
 
 /** How often a key checks that its activation still owns it, when claims suggest it may not. */

@@ -4,6 +4,7 @@ import type { NodeEventSink } from '../domain/events.js';
 import type { LimitStore, LiveTasks } from '../store/limit-types.js';
 import type { ReadyQueue } from '../store/fast-index-types.js';
 import type { WaitingTasks } from './limit-waiting.js';
+import type { LimitInbox } from './limit-inbox.js';
 import type { DueEntry } from '../domain/model.js';
 
 /** A limit actor's snapshot: the declaration it applies (null: none applies any more). */
@@ -34,6 +35,8 @@ export interface LimitKeyState {
   pushing: boolean;
   /** When the key last checked that it owns itself (`verify`). */
   verifiedAtMs: number;
+  /** Offered entries not yet taken in (a large offer, a slice a message). */
+  inbox: LimitInbox;
 }
 
 export interface LimitKeyDeps {
@@ -89,6 +92,7 @@ export function idleForMs(state: LimitKeyState, nowMs: number, idleMs: number): 
     state.holders.size > 0 ||
     state.admitted.size > 0 ||
     state.waiting.size > 0 ||
+    state.inbox.size > 0 ||
     state.cancelling.size > 0 ||
     state.unread ||
     state.reading ||
@@ -122,7 +126,7 @@ export function view(state: LimitKeyState, key: string, now: number): LimitLiveV
     key,
     declaredAs: state.limit?.declaredAs ?? null,
     running: state.holders.size,
-    waiting: state.waiting.size + state.admitted.size,
+    waiting: state.waiting.size + state.inbox.size + state.admitted.size,
     startsLastPeriod: rate && state.rate ? state.rate.startsInPeriod(now) : null,
     throttledUntilMs: throttled && state.rate ? state.rate.nextAllowedMs(now) : null,
   };
