@@ -40,10 +40,25 @@ describe('a limit key activation read during another key flood', () => {
 
   it('reads a quiet key through the GIN index, not the due pending rows of every key', async () => {
     const waiting = await plan(WAITING_NAMED_MANY, [['customer:7', 'customer:8'], Date.now(), 100_001]);
-    expect(waiting).toContain('tasks_live_limits_idx');
+    expect(waiting).toContain('tasks_pending_limits_idx');
     expect(waiting).not.toContain('tasks_pending_due_idx');
     const running = await plan(RUNNING_NAMED_MANY, [['customer:7', 'customer:8']]);
-    expect(running).toContain('tasks_live_limits_idx');
+    expect(running).toContain('tasks_running_limits_idx');
+  });
+
+  it("reads the flood key's holders from its running rows alone, not through its pending ones", async () => {
+    const { rows } = await testDb.db.query<{ 'QUERY PLAN': unknown }>(
+      `EXPLAIN (ANALYZE, FORMAT JSON) ${RUNNING_NAMED_MANY}`,
+      [['customer:0']],
+    );
+    // Every index the plan read, with the rows it found there: 50 running, not 20 050 live.
+    const found: [string, number][] = [];
+    const walk = (node: Record<string, unknown>): void => {
+      if (typeof node['Index Name'] === 'string') found.push([node['Index Name'], node['Actual Rows'] as number]);
+      for (const child of (node['Plans'] as Record<string, unknown>[] | undefined) ?? []) walk(child);
+    };
+    walk((rows[0]?.['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
+    expect(found).toEqual([['tasks_running_limits_idx', 50]]);
   });
 
   it('still answers the quiet key its one due task', async () => {

@@ -41,6 +41,7 @@ const ALL_MIGRATIONS = [
   '000020_task_stats.sql',
   '000021_failed_idx.sql',
   '000022_traceparent.sql',
+  '000023_limits_index_by_status.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

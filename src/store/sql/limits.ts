@@ -15,8 +15,9 @@ import { msOf, statusIs, tsParam } from './columns.js';
  * Flow control's statements (docs/decisions/0023-flow-control.md): the declarations in
  * `limits`, and what a key's actor reads of the task table. A `type:<t>` key is every task of
  * type `t` (tasks never name it), read through the partial indexes on `pending` and `running`
- * rows; any other key is the tasks whose `limits` name it, read through the GIN partial index
- * `tasks_live_limits_idx` (000012). No statement here reads finished tasks.
+ * rows; any other key is the tasks whose `limits` name it, read through the GIN partial indexes
+ * `tasks_pending_limits_idx` and `tasks_running_limits_idx` (000023). No statement here reads
+ * finished tasks.
  */
 
 const DECLARATION_COLUMNS = `l.name, l.concurrency, l.rate_limit, l.rate_period_ms, l.rate_burst, l.on_limit,
@@ -83,25 +84,26 @@ const IN_USE_TYPE_FAMILY = `
   SELECT EXISTS (SELECT 1 FROM tasks t WHERE t.status IN ('pending', 'blocked') AND starts_with(t.task_type, $1)) AS used`;
 
 /**
- * A named key's live rows (`key`: an SQL expression), through the GIN partial index alone: its
- * conditions are the index's, and `OFFSET 0` keeps the planner from folding the key's
- * `status`/`due_time` filters in and scanning `tasks_pending_due_idx` instead — which it did on
- * fresh statistics (a flood inserted seconds before: estimated 13 rows), reading every due
- * pending row of every key to find one key's. In W6 that was 45 ms per quiet key's activation
- * with 20 000 of another key's tasks due (200 000: ten times that), and the read of the keys
- * activating together waited for all of theirs. Through the index, a key's read costs its own
- * live rows.
+ * A named key's rows of one status (`key`: an SQL expression), through that status's GIN
+ * partial index alone (`tasks_pending_limits_idx`, `tasks_running_limits_idx`): its conditions
+ * are the index's, and `OFFSET 0` keeps the planner from folding the key's `due_time` filter in
+ * and scanning `tasks_pending_due_idx` instead — which it did on fresh statistics (a flood
+ * inserted seconds before: estimated 13 rows), reading every due pending row of every key to
+ * find one key's. In W6 that was 45 ms per quiet key's activation with 20 000 of another key's
+ * tasks due (200 000: ten times that), and the read of the keys activating together waited for
+ * all of theirs. Through the index, a key's read costs its own rows of that status: its
+ * holders' read, its holders (migration 000023).
  */
-const liveRowsOf = (key: string): string => `(
-  SELECT t.id, t.version, t.status, t.started_at, t.task_type, t.priority, t.due_time, t.limits
+const rowsOf = (key: string, status: 'pending' | 'running'): string => `(
+  SELECT t.id, t.version, t.started_at, t.task_type, t.priority, t.due_time, t.limits
   FROM tasks t
-  WHERE t.limits IS NOT NULL AND t.status IN ('pending', 'running') AND t.limits @> ARRAY[${key}]
+  WHERE t.limits IS NOT NULL AND t.status = '${status}' AND t.limits @> ARRAY[${key}]
   OFFSET 0)`;
 
 /** A named key's holders: the running rows that name it. */
 const RUNNING_NAMED = `
   SELECT t.id, t.version, ${msOf('t.started_at')} AS started_ms
-  FROM ${liveRowsOf('$1::text')} t WHERE t.status = 'running'`;
+  FROM ${rowsOf('$1::text', 'running')} t`;
 
 /** A type's holders: its running rows (`tasks_running_idx`, filtered by type). */
 const RUNNING_TYPE = `
@@ -113,8 +115,8 @@ const WAITING_COLUMNS = `t.id, t.task_type, t.priority, ${msOf('t.due_time')} AS
 /** A named key's due pending rows, most urgent first: the order its actor admits them in. */
 const WAITING_NAMED = `
   SELECT ${WAITING_COLUMNS}
-  FROM ${liveRowsOf('$1::text')} t
-  WHERE t.status = 'pending' AND t.due_time <= ${tsParam(2)}
+  FROM ${rowsOf('$1::text', 'pending')} t
+  WHERE t.due_time <= ${tsParam(2)}
   ORDER BY t.priority, t.due_time, t.id
   LIMIT $3`;
 
@@ -132,9 +134,8 @@ const STILL_RUNNING = `
   WHERE ${statusIs('t', 'running')}`;
 
 const COUNTS_NAMED = `
-  SELECT count(*) FILTER (WHERE t.status = 'running')::int AS running,
-         count(*) FILTER (WHERE t.status = 'pending')::int AS waiting
-  FROM tasks t WHERE t.status IN ('pending', 'running') AND t.limits @> ARRAY[$1::text]`;
+  SELECT (SELECT count(*) FROM ${rowsOf('$1::text', 'running')} t)::int AS running,
+         (SELECT count(*) FROM ${rowsOf('$1::text', 'pending')} t)::int AS waiting`;
 
 const COUNTS_TYPE = `
   SELECT (SELECT count(*) FROM tasks t WHERE t.status = 'running' AND t.task_type = $1)::int AS running,
@@ -279,7 +280,7 @@ export const RUNNING_NAMED_MANY = `
   SELECT k.key, r.id, r.version, r.started_ms
   FROM unnest($1::text[]) AS k(key),
   LATERAL (SELECT t.id, t.version, ${msOf('t.started_at')} AS started_ms
-           FROM ${liveRowsOf('k.key')} t WHERE t.status = 'running') r`;
+           FROM ${rowsOf('k.key', 'running')} t) r`;
 
 /**
  * Named keys' due pending rows, most urgent first, at most `$3` per key, many keys at once.
@@ -288,8 +289,8 @@ export const RUNNING_NAMED_MANY = `
 export const WAITING_NAMED_MANY = `
   SELECT k.key, w.*
   FROM unnest($1::text[]) AS k(key),
-  LATERAL (SELECT ${WAITING_COLUMNS} FROM ${liveRowsOf('k.key')} t
-           WHERE t.status = 'pending' AND t.due_time <= ${tsParam(2)}
+  LATERAL (SELECT ${WAITING_COLUMNS} FROM ${rowsOf('k.key', 'pending')} t
+           WHERE t.due_time <= ${tsParam(2)}
            ORDER BY t.priority, t.due_time, t.id LIMIT $3) w`;
 
 /**
