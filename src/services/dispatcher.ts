@@ -9,6 +9,7 @@ import type { LimitGate } from './limit-gate.js';
 import type { Assignment, PollRequest } from './types.js';
 import { tracingOn } from '../lib/otel.js';
 import { traceClaims } from './task-spans.js';
+import { trace, tracing } from '../lib/trace.js';
 
 /** One claim for one worker: up to `maxTasks` ready tasks of its types. */
 export type ClaimRequest = Pick<PollRequest, 'workerId' | 'taskTypes' | 'maxTasks'>;
@@ -194,8 +195,10 @@ export class Dispatcher {
     for (const share of shares) wanted += share.maxTasks;
     if (wanted <= 0) return out;
     for (;;) {
+      const takeAt = tracing ? Date.now() : 0;
       const entries = await ready.take(taskTypes, wanted, clock.now());
       if (entries.length === 0) return out;
+      const admitAt = tracing ? Date.now() : 0;
       if (signal?.aborted) {
         await this.putBack(entries);
         return out;
@@ -223,6 +226,7 @@ export class Dispatcher {
           continue;
         }
       }
+      const claimAt = tracing ? Date.now() : 0;
       const now = claimTime(startMs, claimable);
       const owners = deal(claimable.length, shares);
       const ids = new Array<string>(claimable.length);
@@ -244,6 +248,13 @@ export class Dispatcher {
         await this.putBack(claimable);
         throw error;
       }
+      if (tracing)
+        trace('claim', {
+          n: entries.length,
+          takeMs: admitAt - takeAt,
+          admitMs: claimAt - admitAt,
+          claimMs: Date.now() - claimAt,
+        });
       const early = claimed.length < claimable.length ? await this.notYetDue(claimable, claimed, now) : [];
       if (grants.length > 0 && claimed.length < claimable.length)
         await this.unusedGrants(grants, claimable, claimed, early, now);
