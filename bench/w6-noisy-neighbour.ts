@@ -195,6 +195,7 @@ async function runPhase(ctx: RunContext, phase: Phase): Promise<PhaseFigures> {
       notes.push(`quiet submits answered in p50 ${a50} ms, p99 ${a99} ms`);
     }
     if (sent.failed > 0) notes.push(`${sent.failed} quiet submits failed (last: ${sent.lastError})`);
+    if (lags.length > 0) notes.push(afterT(starts, lags));
     const total = count + sent.accepted;
     await fleet.until((f) => f.reported >= total, 60_000, `${total} W6 results`);
     take();
@@ -223,4 +224,20 @@ async function runPhase(ctx: RunContext, phase: Phase): Promise<PhaseFigures> {
     // The next phase gets the machine to itself (the context stops it again, harmlessly).
     await node.stop();
   }
+}
+
+/** How long after T the first seconds' tail lasts: the quiet starts over the bar in T's first two seconds and after. */
+const FIRST_MS = 2_000;
+const BAR_MS = 50;
+
+function afterT(starts: readonly number[], lags: readonly number[]): string {
+  const first: number[] = [];
+  const later: number[] = [];
+  for (let i = 0; i < lags.length; i++) ((starts[i] as number) < FIRST_MS ? first : later).push(lags[i] as number);
+  const over = (list: number[]): number => list.filter((ms) => ms > BAR_MS).length;
+  const [laterP99] = later.length > 0 ? percentiles(later, [99]) : [Number.NaN];
+  return (
+    `quiet starts over ${BAR_MS} ms: ${over(first)} of ${first.length} in T's first ${FIRST_MS / 1000} s, ` +
+    `${over(later)} of ${later.length} after (p99 from then on ${laterP99} ms)`
+  );
 }
