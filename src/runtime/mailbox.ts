@@ -15,6 +15,13 @@ const MESSAGES_PER_TURN = 256;
  * top of the hour) held the loop for 250 ms, and every HTTP request waited behind it (W6).
  */
 const TURN_SLICE_MS = 10;
+/**
+ * Messages a turn handles before its time is looked at. The clock is wall time: a process the
+ * machine descheduled for a moment, or a handler that awaited I/O, would otherwise make a turn
+ * of two or three messages yield too. Such a turn gives the loop nothing back, and a sender
+ * would find messages still waiting that were about to be handled.
+ */
+const MESSAGES_BEFORE_SLICE = 8;
 
 /** What a mailbox drives: the actor behind it. */
 export interface MailboxHandler<M, R> {
@@ -156,7 +163,10 @@ export class Mailbox<M, R> {
     while (!this.halted && this.head < this.messages.length) {
       const handled = ++this.handledThisTurn;
       if (handled === 1) this.turnStartedMs = performance.now();
-      else if (handled > MESSAGES_PER_TURN || performance.now() - this.turnStartedMs > TURN_SLICE_MS) {
+      else if (
+        handled > MESSAGES_PER_TURN ||
+        (handled > MESSAGES_BEFORE_SLICE && performance.now() - this.turnStartedMs > TURN_SLICE_MS)
+      ) {
         this.handledThisTurn = 0;
         setImmediate((this.resume ??= () => this.run()));
         return;

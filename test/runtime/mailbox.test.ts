@@ -271,6 +271,18 @@ describe('Mailbox', () => {
     expect(handledAtImmediate).toBeLessThan(20);
   });
 
+  it('does not yield for time in a turn of a few messages, however long they took (a descheduled process, an awaited read)', async () => {
+    const r = recorder((m) => {
+      const until = performance.now() + 6;
+      while (performance.now() < until);
+      return m;
+    });
+    const mailbox = new Mailbox<string, string>(r, 10);
+    for (let i = 0; i < 4; i++) mailbox.post(String(i));
+    mailbox.open();
+    expect(r.handled).toEqual(['0', '1', '2', '3']); // 24 ms, all in the one turn
+  });
+
   it('starts a new turn each time it comes to rest: a message posted to an idle mailbox never waits for the event loop', async () => {
     const r = recorder((m) => m);
     const mailbox = new Mailbox<string, string>(r, 10_000);
