@@ -25,23 +25,21 @@ export class LimitInbox {
 
   /**
    * What the key takes in now: all of a small offer when nothing waits here before it, else
-   * nothing (it waits here); the next slice for an `absorb`. Asks for the next slice
-   * (`askAgain`: an `absorb` to the key itself) while any is left and none is on its way.
+   * nothing (it waits here); the next slice for an `absorb`. The key's turn ends with
+   * `askIfLeft`, which asks for the next slice.
    */
-  takeIn(message: { type: 'offer'; entries: DueEntry[] } | { type: 'absorb' }, askAgain: () => void): DueEntry[] {
-    let now: DueEntry[] = [];
+  takeIn(message: { type: 'offer'; entries: DueEntry[] } | { type: 'absorb' }): DueEntry[] {
     if (message.type === 'absorb') {
       this.absorbing = false;
-      now = this.take();
-    } else if (this.count > 0 || message.entries.length > ABSORB_SLICE) {
-      this.lists.push(message.entries);
-      this.count += message.entries.length;
-    } else now = message.entries;
-    this.askIfLeft(askAgain);
-    return now;
+      return this.take();
+    }
+    if (this.count === 0 && message.entries.length <= ABSORB_SLICE) return message.entries;
+    this.lists.push(message.entries);
+    this.count += message.entries.length;
+    return [];
   }
 
-  /** Asks for the next slice if any is left and no ask is on its way (the key's every turn). */
+  /** Asks for the next slice if any is left and no ask is on its way (the end of the key's every turn). */
   askIfLeft(askAgain: () => void): void {
     if (this.count === 0 || this.absorbing) return;
     try {

@@ -160,10 +160,7 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
       refreshLimit(state, ctx, deps);
       const now = ctx.clock.now();
       // A large offer waits in the inbox and is taken in a slice a message (`absorb`).
-      const offered =
-        message.type === 'offer' || message.type === 'absorb'
-          ? state.inbox.takeIn(message, () => ctx.self.tell({ type: 'absorb' }))
-          : null;
+      const offered = message.type === 'offer' || message.type === 'absorb' ? state.inbox.takeIn(message) : null;
       const looked = offered ?? (message.type === 'grant' || message.type === 'read' ? message.entries : null);
       if (looked !== null) await dropEndedHolders(state, looked, now, deps);
       switch (message.type) {

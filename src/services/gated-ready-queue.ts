@@ -50,11 +50,11 @@ export function gatedReadyQueue(
   };
   return {
     async push(entries, fence) {
-      const { free, straight, offered, offeredByHome } = gate.route(entries);
+      const { free, straight, offered } = gate.route(entries);
       // Nothing gated or all straight: `entries` as they came (an empty push still runs the fence).
-      const pushed = offered.length === 0 ? entries : [...free, ...straight];
+      const pushed = offered.size === 0 ? entries : [...free, ...straight];
       if (pushed.length === 0) {
-        gate.offerByHome(offeredByHome);
+        gate.offerByHome(offered);
         return NOTHING_PUSHED;
       }
       let stamp;
@@ -64,7 +64,7 @@ export function gatedReadyQueue(
         gate.notPushed(straight);
         throw error;
       }
-      if (offered.length > 0) gate.offerByHome(offeredByHome);
+      if (offered.size > 0) gate.offerByHome(offered);
       return stamp;
     },
     async held(entries: readonly DueEntry[]) {

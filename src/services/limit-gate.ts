@@ -42,9 +42,8 @@ interface OpenKey {
 export interface Routed {
   free: DueEntry[];
   straight: DueEntry[];
-  offered: DueEntry[];
-  /** `offered` by home key. */
-  offeredByHome: Map<string, DueEntry[]>;
+  /** To be offered to their home keys, by key. */
+  offered: Map<string, DueEntry[]>;
 }
 
 /** A claim's entries after the keys answered. */
@@ -156,7 +155,7 @@ export class LimitGate {
    */
   route(entries: readonly DueEntry[]): Routed {
     const { free, byHome } = this.byHome(entries);
-    const out: Routed = { free, straight: [], offered: [], offeredByHome: new Map() };
+    const out: Routed = { free, straight: [], offered: new Map() };
     if (byHome.size === 0) return out;
     const now = this.clock.now();
     for (const [key, list] of byHome) {
@@ -172,8 +171,7 @@ export class LimitGate {
         this.pushedStraight(key, straight, now);
         append(out.straight, straight);
       }
-      append(out.offered, list);
-      out.offeredByHome.set(key, list);
+      out.offered.set(key, list);
     }
     return out;
   }
@@ -251,7 +249,7 @@ export class LimitGate {
     this.offerByHome(this.byHome(entries).byHome);
   }
 
-  /** {@link offer} of entries already grouped by home key (`Routed.offeredByHome`). */
+  /** {@link offer} of entries already grouped by home key (`Routed.offered`). */
   offerByHome(byKey: ReadonlyMap<string, DueEntry[]>): void {
     for (const [key, list] of byKey) {
       try {

@@ -74,7 +74,7 @@ describe('fast admission through the gate', () => {
     await gate.admit([entry(1)]);
     const routed = gate.route([entry(3)]);
     expect(routed.straight).toEqual([]);
-    expect(ids(routed.offered)).toEqual([entry(3).taskId]);
+    expect(ids([...routed.offered.values()].flat())).toEqual([entry(3).taskId]);
   });
 
   it('pushes straight at most the room the key said, most urgent first, and offers the rest', async () => {
@@ -98,18 +98,18 @@ describe('fast admission through the gate', () => {
     expect(gate.route([entry(1)]).straight).toHaveLength(1);
     key.openRoom = 0; // the key filled up: refused tasks wait there
     await gate.admit([entry(1)]);
-    expect(gate.route([entry(2)]).offered).toHaveLength(1);
+    expect(gate.route([entry(2)]).offered.get(KEY)).toHaveLength(1);
     key.openRoom = 100;
     await gate.admit([entry(2)]);
     advance(OPEN_TRUSTED_MS);
-    expect(gate.route([entry(3)]).offered).toHaveLength(1);
+    expect(gate.route([entry(3)]).offered.get(KEY)).toHaveLength(1);
   });
 
   it('never pushes straight for a key whose on_limit is not queue', async () => {
     const { gate, key } = setUp('keep_latest_waiting');
     key.openRoom = 100; // even were the key to say so
     await gate.admit([entry(0)]);
-    expect(gate.route([entry(1)]).offered).toHaveLength(1);
+    expect(gate.route([entry(1)]).offered.get(KEY)).toHaveLength(1);
   });
 
   it('counts a gated entry in the ready queue as held without offering it again', async () => {
