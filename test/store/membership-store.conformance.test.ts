@@ -7,10 +7,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqlMembershipStore } from '../../src/store/membership-store.js';
 import type { ClusterNode, MembershipStore } from '../../src/runtime/membership-store.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
+import { eventually } from '../support/waits.js';
 
 const TIMEOUT_MS = 5000;
 
-describe.each(sqlBackends)('MembershipStore on $name', ({ open }) => {
+describe.each(sqlBackends)('MembershipStore on $name', ({ name, open }) => {
   let testDb: TestDb;
   let store: MembershipStore;
   let n = 0;
@@ -145,6 +146,41 @@ describe.each(sqlBackends)('MembershipStore on $name', ({ open }) => {
     await store.leave(`${p}a`);
     expect((await store.all(TIMEOUT_MS)).find((x) => x.id === `${p}a`)).toMatchObject({ state: 'left' });
   });
+
+  // Postgres alone: PGlite has one connection, so no heartbeat ever waits on another's row lock.
+  it.skipIf(name === 'pglite')(
+    'answers a heartbeat that waited on a concurrent write aging its row: declared out, not an error',
+    async () => {
+      const p = freshPrefix();
+      await store.join({ id: `${p}a`, address: 'a' });
+      await store.join({ id: `${p}b`, address: 'b' });
+      let beat: Promise<boolean> | undefined;
+      await testDb.db.transaction(async (tx) => {
+        // Others declare b out while its heartbeat is on the way: the heartbeat waits for this
+        // row and then re-checks its condition on the new version (Postgres's EvalPlanQual),
+        // where "beating" is now false and the outage branch is read for the first time.
+        await tx.query(`UPDATE cluster_nodes SET heartbeat_at = heartbeat_at - interval '1 hour' WHERE id = $1`, [
+          `${p}b`,
+        ]);
+        beat = store.heartbeat(`${p}b`, TIMEOUT_MS);
+        beat.catch(() => {});
+        await eventually(
+          async () => {
+            const { rows } = await testDb.db.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM pg_stat_activity
+               WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE cluster_nodes n SET heartbeat_at%'`,
+            );
+            return rows[0]!.n > 0 ? true : undefined;
+          },
+          10_000,
+          'the heartbeat waits on the row lock',
+          10,
+        );
+      });
+      await expect(beat!).resolves.toBe(false);
+      expect(ids(await store.live(TIMEOUT_MS), p)).toEqual([`${p}a`]);
+    },
+  );
 
   // Near the end: it ages every row of the file's table, as an outage of the store does.
   it('after an outage of the store, keeps the nodes that were live (its own heartbeat let in), not those already out', async () => {

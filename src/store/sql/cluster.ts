@@ -66,6 +66,12 @@ const JOIN = `
  * restart) opens the grace after an outage (`gap`), and is itself let in by it. A `leaving`
  * node (draining) still heartbeats. It says whether the node reaches Redis ($3: see
  * migration 000015). It changes no indexed column: a HOT update.
+ *
+ * `gap` is read through a one-row aggregate joined in FROM, so the main plan reads it before
+ * it reaches the node's row. Read only from the WHERE (an `OR EXISTS` that runs when the node
+ * is not beating), its first read could fall in the re-check Postgres makes after waiting on
+ * a concurrent write to the row (EvalPlanQual), which fails with "ModifyTable should not be
+ * called during EvalPlanQual": a rejoin seen as a store error.
  */
 const HEARTBEAT = `
   WITH gap AS (
@@ -77,9 +83,9 @@ const HEARTBEAT = `
     RETURNING s.last_beat_before
   )
   UPDATE cluster_nodes n SET heartbeat_at = ${NOW}, redis_reachable = $3
+  FROM (SELECT max(last_beat_before) AS last_beat_before FROM gap) g
   WHERE n.id = $1 AND n.state <> 'left'
-    AND (${beating(2)}
-         OR EXISTS (SELECT 1 FROM gap g WHERE n.heartbeat_at > ${timeoutBefore('g.last_beat_before', 2)}))
+    AND (${beating(2)} OR n.heartbeat_at > ${timeoutBefore('g.last_beat_before', 2)})
   RETURNING n.id`;
 
 const LEAVE = `UPDATE cluster_nodes n SET state = 'left' WHERE n.id = $1 AND n.state <> 'left'`;
