@@ -105,11 +105,11 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
         limit = deps.resolve(ctx.key);
       }
       const t0 = Date.now();
-      const live = await deps.liveTasks(ctx.key, now);
+      const running = await deps.holders(ctx.key);
       trace('activate', { key: ctx.key, liveMs: Date.now() - t0, sinceNowMs: Date.now() - now });
       const state: LimitKeyState = {
         limit,
-        holders: new Map(live.running.map((r) => [r.taskId, r.startedMs ?? now])),
+        holders: new Map(running.map((r) => [r.taskId, r.startedMs ?? now])),
         admitted: new Map(),
         waiting: new WaitingTasks(),
         cancelling: new Set(),
@@ -117,19 +117,20 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
         tickAtMs: null,
         cancelTick: null,
         lastReconcileMs: now,
-        unread: live.truncated,
+        unread: true,
         reading: false,
+        readOnce: false,
         unsent: [],
         pushing: false,
         verifiedAtMs: Number.NEGATIVE_INFINITY,
         inbox: new LimitInbox(),
       };
-      for (const entry of live.waiting) state.waiting.add(entry);
       // The snapshot is a copy of the declaration, which lives in `limits`: written when it
       // changes (`refreshLimit`), not by every activation — a key's first activation costs
-      // its ownership statement and its live tasks' read, nothing more.
+      // its ownership statement and its holders' read, nothing more.
       if (snapshot !== null && !sameLimit(snapshot, limit)) ctx.snapshot(limit).catch(() => undefined);
-      await pump(state, ctx, deps);
+      // No pump here: the message that activated the key comes next, and its pump reads the
+      // waiting tasks (`readMore`) only if few wait after it — not a flood's key offered 200 000.
       return state;
     },
     /**
@@ -168,18 +169,23 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
         case 'read':
         case 'offer': {
           const entries = message.type === 'read' ? message.entries : (offered ?? []);
+          // The first read brings the tasks parked by an earlier activation: they arrived
+          // there, and a strategy decided on them then.
+          let arriving = true;
           if (message.type === 'read') {
             // A read asks for as many more as the key holds (`readMore`): one that brings
             // nothing new found none left.
             state.reading = false;
             state.unread = message.more && message.entries.some((e) => isNew(state, e.taskId));
+            arriving = state.readOnce;
+            state.readOnce = true;
           }
           const fresh: DueEntry[] = [];
           for (const entry of entries) {
             const id = entry.taskId;
             if (!isNew(state, id)) continue;
             // A strategy decides on arrival, with the task among the waiting ones.
-            if (state.limit?.onLimit !== undefined && state.limit.onLimit !== 'queue') {
+            if (arriving && state.limit?.onLimit !== undefined && state.limit.onLimit !== 'queue') {
               if (state.waiting.add(entry)) onArrival(state, entry, deps);
             } else fresh.push(entry);
           }
@@ -304,11 +310,13 @@ function pushAdmitted(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps, entrie
 }
 
 /**
- * An activation reads only the most urgent of its key's waiting tasks (a flood's key would
- * otherwise read and decode every one of its 200 000 rows on the node's event loop and in the
- * priority lane, while other keys' first tasks wait behind it); the wheel offers the rest as
- * they fire. Those parked in a memory that is gone (a passivation, a node that died) are read
- * here, the next most urgent batch each time fewer than `readMoreBelow` wait: those it holds
+ * An activation reads its holders alone; its waiting tasks — those parked in a memory that is
+ * gone (a node that died) — are read here, the most urgent batch each time fewer than
+ * `readMoreBelow` wait in memory, the first time after the message that activated the key. A
+ * flood's key, offered its 200 000 at T, reads them once the flood has drained: its read at
+ * activation went through every one of its rows at T (550 ms of Postgres beside the claims
+ * and first tasks of every other key, which shared its statement when they activated in the
+ * same turn). The wheel offers the rest as they fire. Those it holds
  * already are dropped as duplicates. The read asks for as many more as may be duplicates — the
  * admitted and waiting ones, and a window of grants whose claims may not have landed yet (their
  * rows still say pending) — so that a read that brings nothing new has found none left however

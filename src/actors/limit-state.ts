@@ -29,6 +29,8 @@ export interface LimitKeyState {
   unread: boolean;
   /** A read of the next waiting tasks is under way (`readMore`). */
   reading: boolean;
+  /** The activation's first read of its waiting tasks has landed. */
+  readOnce: boolean;
   /** Admitted entries not yet sent to the ready queue: they go with the next push (`pushAdmitted`). */
   unsent: DueEntry[];
   /** A push of admitted entries is under way. */
@@ -41,9 +43,11 @@ export interface LimitKeyState {
 
 export interface LimitKeyDeps {
   store: Pick<LimitStore, 'stillRunning'>;
+  /** A key's holders, its running tasks: all an activation reads (the node merges the reads of keys activating together). */
+  holders(key: string): Promise<LiveTasks['running']>;
   /**
-   * A key's live tasks (the node merges the reads of keys activating together): the running
-   * ones and the most urgent waiting ones, as many as the node reads at once and `beyond` more.
+   * A key's live tasks (the node merges reads made together): the running ones and the most
+   * urgent waiting ones, as many as the node reads at once and `beyond` more.
    */
   liveTasks(key: string, nowMs: number, beyond?: number): Promise<LiveTasks>;
   /** The node's catalog of declarations. */

@@ -86,8 +86,10 @@ export function registerActorKinds(
   const activation = new CronActivation(system, onError);
   const gate = new LimitGate({ keys: ctx.limits, system, askTimeoutMs: LIMIT_ASK_MS, onError });
   const limitCancels = { cancel: (_taskIds: string[], _reason: string): void => undefined };
-  // The keys a wheel's fire activates together read their live tasks in one statement.
-  // A key may get more than it asked for (the largest ask of the batch): it drops duplicates.
+  // The keys a wheel's fire activates together read their holders in one statement, and
+  // their waiting tasks (`readMore`) in another. A key may get more waiting tasks than it
+  // asked for (the largest ask of the batch): it drops duplicates.
+  const holderReads = new WriteBatcher<string, LiveTasks['running']>((keys) => backend.limits.holdersMany(keys));
   const liveReads = new WriteBatcher<{ key: string; nowMs: number; beyond: number }, LiveTasks>((reads) =>
     backend.limits.liveTasksMany(
       reads.map((r) => r.key),
@@ -98,6 +100,7 @@ export function registerActorKinds(
   system.register(
     limitKeyBehavior({
       store: backend.limits,
+      holders: (key) => holderReads.submit(key),
       liveTasks: (key, nowMs, beyond = 0) => liveReads.submit({ key, nowMs, beyond }),
       resolve: (key) => ctx.limits.resolve(key),
       reload: async () => {

@@ -7,6 +7,7 @@ import {
   limitCounts,
   limitInUse,
   listLimits,
+  holdersMany,
   liveTasks,
   liveTasksMany,
   keysHeldOutside,
@@ -57,6 +58,10 @@ export class SqlLimitStore implements LimitStore {
 
   keysHeldOutside(live: readonly string[], max: number): Promise<string[]> {
     return keysHeldOutside(this.db, live, max);
+  }
+
+  holdersMany(keys: readonly string[]): Promise<LiveTasks['running'][]> {
+    return holdersMany(this.lane, keys);
   }
 
   liveTasksMany(keys: readonly string[], nowMs: number, maxWaiting: number): Promise<LiveTasks[]> {

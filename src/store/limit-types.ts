@@ -60,6 +60,8 @@ export interface LimitStore {
    * died, their tasks parked in its memory wait until the key activates again somewhere.
    */
   keysHeldOutside(live: readonly string[], max: number): Promise<string[]>;
+  /** The holders (`running` of `liveTasks`) of many keys at once, in order: what an activation reads. */
+  holdersMany(keys: readonly string[]): Promise<LiveTasks['running'][]>;
   /** `liveTasks` of many keys at once (the named ones in one statement each for holders and waiting), in order. */
   liveTasksMany(keys: readonly string[], nowMs: number, maxWaiting: number): Promise<LiveTasks[]>;
   /** Of these tasks, those still `running` (a key's reconcile of its holders). */

@@ -19,6 +19,7 @@ function keySystem(limit: Omit<ResolvedLimit, 'key' | 'declaredAs'>) {
   t.system.register(
     limitKeyBehavior({
       store: { stillRunning: async () => new Set() },
+      holders: async () => [],
       liveTasks: async () => ({ running: [], waiting: [], truncated: false }),
       resolve: (key) => ({ ...limit, key, declaredAs: 'k:*' }),
       reload: async () => undefined,

@@ -33,6 +33,8 @@ export function limitKeySystem(
       readMoreBelow: 100,
       idlePassivationMs: 60_000,
       reconcileMs: 60_000,
+      // A test that gives the key's reads as one function: its holders are that read's running ones.
+      holders: async (key) => (await deps.liveTasks(key, systemClock.now())).running,
       ...deps,
     }),
   );

@@ -65,6 +65,10 @@ export class MemoryLimitStore implements LimitStore {
     return [];
   }
 
+  async holdersMany(keys: readonly string[]): Promise<LiveTasks['running'][]> {
+    return keys.map(() => []);
+  }
+
   async liveTasksMany(keys: readonly string[]): Promise<LiveTasks[]> {
     return keys.map(() => ({ running: [], waiting: [], truncated: false }));
   }

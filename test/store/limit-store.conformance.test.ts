@@ -224,6 +224,8 @@ describe.each(sqlBackends)('LimitStore on $name', ({ open }) => {
       expect(many[2]!.truncated).toBe(true);
       expect(many[0]!.running.map((r) => r.taskId)).toEqual([holder.id]);
       expect(many[3]).toEqual({ running: [], waiting: [], truncated: false });
+      // An activation's read: the holders alone, the same ones.
+      expect(await limits.holdersMany(keys)).toEqual(one.map((live) => live.running));
     });
 
     it('reads through indexes without a pending list (every lookup would scan it: 000014, 000023)', async () => {

@@ -253,7 +253,7 @@ export async function liveTasks(db: Db, key: string, nowMs: number, maxWaiting: 
   const param = type ?? key;
   const max = Math.max(0, Math.floor(maxWaiting));
   const [running, waiting] = await Promise.all([
-    db.query<{ id: string; version: number; started_ms: number | null }>(
+    db.query<HolderRow>(
       type === null ? RUNNING_NAMED : RUNNING_TYPE,
       [param],
       type === null ? 'wh_limit_running_named' : 'wh_limit_running_type',
@@ -265,11 +265,7 @@ export async function liveTasks(db: Db, key: string, nowMs: number, maxWaiting: 
     ),
   ]);
   return {
-    running: running.rows.map((r) => ({
-      taskId: r.id,
-      version: r.version,
-      startedMs: r.started_ms === null ? null : Number(r.started_ms),
-    })),
+    running: running.rows.map(toHolder),
     waiting: waiting.rows.slice(0, max).map(toWaitingEntry),
     truncated: waiting.rows.length > max,
   };
@@ -294,6 +290,43 @@ export const WAITING_NAMED_MANY = `
            ORDER BY t.priority, t.due_time, t.id LIMIT $3) w`;
 
 /**
+ * The holders of many keys (their running rows), one statement for the named ones, each
+ * `type:<t>` key on its own: what an activation reads before it admits anything. Its waiting
+ * tasks it reads later, when few wait in its memory (a flood's key, offered its 200 000 at
+ * T, reads them once the flood has drained, not at T beside every other key's first task).
+ * Answers in the order of `keys`.
+ */
+export async function holdersMany(db: Db, keys: readonly string[]): Promise<LiveTasks['running'][]> {
+  const named = [...new Set(keys.filter((k) => typeOf(k) === null))];
+  const byKey = new Map<string, LiveTasks['running']>();
+  for (const key of named) byKey.set(key, []);
+  if (named.length > 0) {
+    const { rows } = await db.query<HolderRow & { key: string }>(
+      RUNNING_NAMED_MANY,
+      [named],
+      'wh_limit_running_named_many',
+    );
+    for (const r of rows) byKey.get(r.key)?.push(toHolder(r));
+  }
+  return Promise.all(keys.map(async (key) => byKey.get(key) ?? (await typeHolders(db, key))));
+}
+
+async function typeHolders(db: Db, key: string): Promise<LiveTasks['running']> {
+  const { rows } = await db.query<HolderRow>(RUNNING_TYPE, [typeOf(key)], 'wh_limit_running_type');
+  return rows.map(toHolder);
+}
+
+interface HolderRow {
+  id: string;
+  version: number;
+  started_ms: number | null;
+}
+
+function toHolder(row: HolderRow): LiveTasks['running'][number] {
+  return { taskId: row.id, version: row.version, startedMs: row.started_ms === null ? null : Number(row.started_ms) };
+}
+
+/**
  * `liveTasks` of many keys in two statements for the named ones (the keys whose actors
  * activate in one event-loop turn: a wheel firing tasks of ten thousand keys of a family
  * activates ten thousand actors at once, which one statement each would queue the whole pool
@@ -311,23 +344,14 @@ export async function liveTasksMany(
   for (const key of named) byKey.set(key, { running: [], waiting: [] });
   if (named.length > 0) {
     const [running, waiting] = await Promise.all([
-      db.query<{ key: string; id: string; version: number; started_ms: number | null }>(
-        RUNNING_NAMED_MANY,
-        [named],
-        'wh_limit_running_named_many',
-      ),
+      db.query<HolderRow & { key: string }>(RUNNING_NAMED_MANY, [named], 'wh_limit_running_named_many'),
       db.query<WaitingRow & { key: string }>(
         WAITING_NAMED_MANY,
         [named, nowMs, max + 1],
         'wh_limit_waiting_named_many',
       ),
     ]);
-    for (const r of running.rows)
-      byKey.get(r.key)?.running.push({
-        taskId: r.id,
-        version: r.version,
-        startedMs: r.started_ms === null ? null : Number(r.started_ms),
-      });
+    for (const r of running.rows) byKey.get(r.key)?.running.push(toHolder(r));
     for (const w of waiting.rows) byKey.get(w.key)?.waiting.push(w);
   }
   return Promise.all(
