@@ -180,14 +180,16 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
             arriving = state.readOnce;
             state.readOnce = true;
           }
+          // A strategy decides on arrival, with the task among the waiting ones.
+          const strategy = arriving && state.limit?.onLimit !== undefined && state.limit.onLimit !== 'queue';
           const fresh: DueEntry[] = [];
           for (const entry of entries) {
             const id = entry.taskId;
-            if (!isNew(state, id)) continue;
-            // A strategy decides on arrival, with the task among the waiting ones.
-            if (arriving && state.limit?.onLimit !== undefined && state.limit.onLimit !== 'queue') {
-              if (state.waiting.add(entry)) onArrival(state, entry, deps);
-            } else fresh.push(entry);
+            // One already waiting is dropped by `add`: a flood's entries are looked up among
+            // the waiting ones once, not twice.
+            if (state.holders.has(id) || state.admitted.has(id)) continue;
+            if (!strategy) fresh.push(entry);
+            else if (state.waiting.add(entry)) onArrival(state, entry, deps);
           }
           await pump(state, ctx, deps, fresh);
           return state;

@@ -176,6 +176,8 @@ export async function dropEndedHolders(
   deps: LimitKeyDeps,
 ): Promise<void> {
   if (state.holders.size === 0) return;
+  // Whichever is fewer is looked through: the entries, or the holders for one old enough.
+  if (entries.length > state.holders.size && !anyHolderOlder(state, now - GRANT_GRACE_MS)) return;
   const old: string[] = [];
   for (const entry of entries) {
     const since = state.holders.get(entry.taskId);
@@ -189,6 +191,16 @@ export async function dropEndedHolders(
     state.holders.delete(id);
     state.cancelling.delete(id);
   }
+}
+
+/**
+ * Whether any holder started before `beforeMs`. An offer may bring thousands of entries and a
+ * key hold a few: a flood's key took in 200 000 offered entries at T, each looked up among
+ * its 50 holders when none of them was old enough to matter.
+ */
+function anyHolderOlder(state: LimitKeyState, beforeMs: number): boolean {
+  for (const since of state.holders.values()) if (since < beforeMs) return true;
+  return false;
 }
 
 /**

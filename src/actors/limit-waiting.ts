@@ -15,6 +15,11 @@ function moreUrgent(a: Waiting, b: Waiting): number {
   return a.priority - b.priority || a.dueMs - b.dueMs || a.seq - b.seq;
 }
 
+/** `moreUrgent` of a heap's entry and a run's (an entry and its arrival number). */
+function moreUrgentThanRun(a: Waiting, entry: DueEntry, seq: number): number {
+  return a.priority - entry.priority || a.dueMs - entry.dueMs || a.seq - seq;
+}
+
 /** Taken entries at the head of the in-order run after which it is cut down (and half of it, at least). */
 const RUN_SLACK = 4_096;
 
@@ -28,12 +33,14 @@ const RUN_SLACK = 4_096;
  * priority — so those that come no more urgent than the last arrival queue up in a plain
  * run (O(1) in and out) and only the others go into the heap (O(log n)); a take merges the
  * two heads. In W1L (50 000 tasks through a key that never binds, its window of 256 holding
- * the rest here) the heap alone was the key's largest cost.
+ * the rest here) the heap alone was the key's largest cost. The run holds the entries
+ * themselves, their arrival numbers beside them: a flood's 200 000 make no object more.
  */
 export class WaitingTasks {
   private readonly heap = new BinaryHeap<Waiting>(moreUrgent);
-  /** Arrivals each no more urgent than the one before, from `runHead` on. */
-  private run: Waiting[] = [];
+  /** Arrivals each no more urgent than the one before, from `runHead` on, and their arrival numbers. */
+  private run: DueEntry[] = [];
+  private runSeq: number[] = [];
   private runHead = 0;
   /** The live ones, by task id, with their arrival number. */
   private readonly live = new Map<string, number>();
@@ -52,10 +59,16 @@ export class WaitingTasks {
     if (this.live.has(entry.taskId)) return false;
     const seq = this.seq++;
     this.live.set(entry.taskId, seq);
-    const waiting: Waiting = { priority: entry.priority, dueMs: entry.dueMs, seq, entry };
     const last = this.run.length > this.runHead ? this.run[this.run.length - 1] : undefined;
-    if (last === undefined || moreUrgent(last, waiting) <= 0) this.run.push(waiting);
-    else this.heap.push(waiting);
+    // Arrival numbers only grow: no more urgent than the last is no earlier by priority, then due time.
+    if (
+      last === undefined ||
+      last.priority < entry.priority ||
+      (last.priority === entry.priority && last.dueMs <= entry.dueMs)
+    ) {
+      this.run.push(entry);
+      this.runSeq.push(seq);
+    } else this.heap.push({ priority: entry.priority, dueMs: entry.dueMs, seq, entry });
     return true;
   }
 
@@ -68,30 +81,42 @@ export class WaitingTasks {
   take(max: number): DueEntry[] {
     const out: DueEntry[] = [];
     while (out.length < max) {
-      const top = this.next();
-      if (top === undefined) break;
-      if (this.live.get(top.entry.taskId) !== top.seq) continue;
-      this.live.delete(top.entry.taskId);
-      out.push(top.entry);
+      let entry: DueEntry;
+      let seq: number;
+      const top = this.heap.peek();
+      if (this.runHead < this.run.length) {
+        entry = this.run[this.runHead] as DueEntry;
+        seq = this.runSeq[this.runHead] as number;
+        if (top !== undefined && moreUrgentThanRun(top, entry, seq) < 0) {
+          this.heap.pop();
+          entry = top.entry;
+          seq = top.seq;
+        } else this.advanceRun();
+      } else if (top !== undefined) {
+        this.heap.pop();
+        entry = top.entry;
+        seq = top.seq;
+      } else break;
+      if (this.live.get(entry.taskId) !== seq) continue;
+      this.live.delete(entry.taskId);
+      out.push(entry);
     }
     if (this.live.size === 0) this.compact();
     return out;
   }
 
-  /** The most urgent of the run's head and the heap's top, taken out. */
-  private next(): Waiting | undefined {
-    const first = this.runHead < this.run.length ? this.run[this.runHead] : undefined;
-    const top = this.heap.peek();
-    if (first === undefined || (top !== undefined && moreUrgent(top, first) < 0)) return this.heap.pop();
+  /** Moves past the run's head; drops the taken head of a long run now and then. */
+  private advanceRun(): void {
     this.runHead++;
     if (this.runHead === this.run.length) {
       this.run = [];
+      this.runSeq = [];
       this.runHead = 0;
     } else if (this.runHead > RUN_SLACK && this.runHead * 2 > this.run.length) {
       this.run = this.run.slice(this.runHead);
+      this.runSeq = this.runSeq.slice(this.runHead);
       this.runHead = 0;
     }
-    return first;
   }
 
   /**
@@ -127,6 +152,7 @@ export class WaitingTasks {
   private compact(): void {
     while (this.heap.size > 0) this.heap.pop();
     this.run = [];
+    this.runSeq = [];
     this.runHead = 0;
   }
 }
