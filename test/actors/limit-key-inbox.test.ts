@@ -10,6 +10,8 @@ import { ABSORB_SLICE } from '../../src/actors/limit-inbox.js';
 import type { DueEntry } from '../../src/domain/model.js';
 import { limitKeySystem } from './limit-key-system.js';
 
+const nextTick = () => new Promise<void>((resolve) => setTimeout(resolve, 1));
+
 const KEY = 'k:1';
 const entry = (n: number, priority = 5): DueEntry => ({
   taskId: `task-${String(n).padStart(6, '0')}`,
@@ -64,16 +66,38 @@ describe('a limit key offered a flood', () => {
     await system.shutdown();
   });
 
+  it('lets the event loop turn between two slices of a flood (one slice a turn, not ten)', async () => {
+    const { system, ref } = floodKey();
+    ref.tell({ type: 'offer', entries: Array.from({ length: FLOOD }, (_, i) => entry(i)) });
+    await ref.ask({ type: 'inspect' }, 1_000);
+    // What an I/O callback of this turn would find still to be taken in, turn after turn.
+    const leftEachTurn: number[] = [];
+    while (leftEachTurn.at(-1) !== 0) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      leftEachTurn.push(offeredNotTakenIn(system));
+    }
+    // Eight slices: taken in over at least eight turns of the loop, never two in one.
+    const steps = leftEachTurn.map((left, i) => (i === 0 ? FLOOD - left : leftEachTurn[i - 1]! - left));
+    expect(Math.max(...steps)).toBeLessThanOrEqual(ABSORB_SLICE);
+    await system.shutdown();
+  });
+
   it('takes every offered task in, in order of urgency, none twice', async () => {
     const { system, ref, pushed } = floodKey();
     ref.tell({ type: 'offer', entries: Array.from({ length: FLOOD }, (_, i) => entry(i)) });
     // A more urgent one behind the flood, and a duplicate of a flood task.
     ref.tell({ type: 'offer', entries: [entry(FLOOD, 0), entry(7)] });
+    // Everything taken in before any claim: the slices come a timer tick apart.
+    await ref.ask({ type: 'inspect' }, 1_000);
+    while (offeredNotTakenIn(system) > 0) await nextTick();
     const seen: string[] = [];
     for (let round = 0; seen.length < FLOOD + 1 && round < FLOOD; round++) {
       await ref.ask({ type: 'inspect' }, 1_000);
       const admitted = pushed.splice(0);
-      if (admitted.length === 0) continue;
+      if (admitted.length === 0) {
+        await nextTick(); // the next slice of the offer comes by a timer
+        continue;
+      }
       const answer = await ref.ask({ type: 'grant', entries: admitted }, 1_000);
       seen.push(...answer.granted);
       ref.tell({ type: 'returned', taskIds: answer.granted });
