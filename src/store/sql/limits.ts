@@ -249,26 +249,24 @@ interface WaitingRow {
 }
 
 export async function liveTasks(db: Db, key: string, nowMs: number, maxWaiting: number): Promise<LiveTasks> {
-  const type = typeOf(key);
-  const param = type ?? key;
-  const max = Math.max(0, Math.floor(maxWaiting));
   const [running, waiting] = await Promise.all([
-    db.query<HolderRow>(
-      type === null ? RUNNING_NAMED : RUNNING_TYPE,
-      [param],
-      type === null ? 'wh_limit_running_named' : 'wh_limit_running_type',
-    ),
-    db.query<WaitingRow>(
-      type === null ? WAITING_NAMED : WAITING_TYPE,
-      [param, nowMs, max + 1],
-      type === null ? 'wh_limit_waiting_named' : 'wh_limit_waiting_type',
-    ),
+    typeOf(key) === null
+      ? db.query<HolderRow>(RUNNING_NAMED, [key], 'wh_limit_running_named').then(({ rows }) => rows.map(toHolder))
+      : typeHolders(db, key),
+    waitingOf(db, key, nowMs, Math.max(0, Math.floor(maxWaiting))),
   ]);
-  return {
-    running: running.rows.map(toHolder),
-    waiting: waiting.rows.slice(0, max).map(toWaitingEntry),
-    truncated: waiting.rows.length > max,
-  };
+  return { running, ...waiting };
+}
+
+/** A key's due waiting tasks, at most `max` (and whether more wait), one statement. */
+async function waitingOf(db: Db, key: string, nowMs: number, max: number): Promise<Omit<LiveTasks, 'running'>> {
+  const type = typeOf(key);
+  const { rows } = await db.query<WaitingRow>(
+    type === null ? WAITING_NAMED : WAITING_TYPE,
+    [type ?? key, nowMs, max + 1],
+    type === null ? 'wh_limit_waiting_named' : 'wh_limit_waiting_type',
+  );
+  return { waiting: rows.slice(0, max).map(toWaitingEntry), truncated: rows.length > max };
 }
 
 /** Named keys' holders, many keys in one statement (a GIN lookup per key). */
@@ -290,16 +288,12 @@ export const WAITING_NAMED_MANY = `
            ORDER BY t.priority, t.due_time, t.id LIMIT $3) w`;
 
 /**
- * The holders of many keys (their running rows), one statement for the named ones, each
- * `type:<t>` key on its own: what an activation reads before it admits anything. Its waiting
- * tasks it reads later, when few wait in its memory (a flood's key, offered its 200 000 at
- * T, reads them once the flood has drained, not at T beside every other key's first task).
- * Answers in the order of `keys`.
+ * The holders (running rows) of many keys, in the order of `keys`: one statement for the named
+ * ones, each `type:<t>` key on its own. All an activation reads (decision 0041).
  */
 export async function holdersMany(db: Db, keys: readonly string[]): Promise<LiveTasks['running'][]> {
   const named = [...new Set(keys.filter((k) => typeOf(k) === null))];
-  const byKey = new Map<string, LiveTasks['running']>();
-  for (const key of named) byKey.set(key, []);
+  const byKey = new Map<string, LiveTasks['running']>(named.map((key) => [key, []]));
   if (named.length > 0) {
     const { rows } = await db.query<HolderRow & { key: string }>(
       RUNNING_NAMED_MANY,
@@ -340,29 +334,24 @@ export async function liveTasksMany(
 ): Promise<LiveTasks[]> {
   const named = [...new Set(keys.filter((k) => typeOf(k) === null))];
   const max = Math.max(0, Math.floor(maxWaiting));
-  const byKey = new Map<string, { running: LiveTasks['running']; waiting: WaitingRow[] }>();
-  for (const key of named) byKey.set(key, { running: [], waiting: [] });
-  if (named.length > 0) {
-    const [running, waiting] = await Promise.all([
-      db.query<HolderRow & { key: string }>(RUNNING_NAMED_MANY, [named], 'wh_limit_running_named_many'),
-      db.query<WaitingRow & { key: string }>(
-        WAITING_NAMED_MANY,
-        [named, nowMs, max + 1],
-        'wh_limit_waiting_named_many',
-      ),
-    ]);
-    for (const r of running.rows) byKey.get(r.key)?.running.push(toHolder(r));
-    for (const w of waiting.rows) byKey.get(w.key)?.waiting.push(w);
-  }
+  const waiting = new Map<string, WaitingRow[]>(named.map((key) => [key, []]));
+  const [running] = await Promise.all([
+    holdersMany(db, keys),
+    named.length === 0
+      ? null
+      : db
+          .query<WaitingRow & { key: string }>(
+            WAITING_NAMED_MANY,
+            [named, nowMs, max + 1],
+            'wh_limit_waiting_named_many',
+          )
+          .then(({ rows }) => rows.forEach((w) => waiting.get(w.key)?.push(w))),
+  ]);
   return Promise.all(
-    keys.map(async (key) => {
-      const found = byKey.get(key);
-      if (found === undefined) return liveTasks(db, key, nowMs, maxWaiting);
-      return {
-        running: found.running,
-        waiting: found.waiting.slice(0, max).map(toWaitingEntry),
-        truncated: found.waiting.length > max,
-      };
+    keys.map(async (key, i) => {
+      const found = waiting.get(key);
+      if (found === undefined) return { ...(await waitingOf(db, key, nowMs, max)), running: running[i]! };
+      return { running: running[i]!, waiting: found.slice(0, max).map(toWaitingEntry), truncated: found.length > max };
     }),
   );
 }
