@@ -334,8 +334,8 @@ function readMore(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps): void {
   state.reading = true;
   const held = state.admitted.size + state.waiting.size + deps.admitWindow;
   deps
-    .liveTasks(ctx.key, ctx.clock.now(), held)
-    .then((live) => ctx.self.tell({ type: 'read', entries: live.waiting, more: live.truncated }))
+    .waitingTasks(ctx.key, ctx.clock.now(), held)
+    .then((read) => ctx.self.tell({ type: 'read', entries: read.waiting, more: read.truncated }))
     .catch(() => {
       state.reading = false; // a failed read or a full mailbox: the next pump tries again
     });

@@ -46,10 +46,10 @@ export interface LimitKeyDeps {
   /** A key's holders, its running tasks: all an activation reads (the node merges the reads of keys activating together). */
   holders(key: string): Promise<LiveTasks['running']>;
   /**
-   * A key's live tasks (the node merges reads made together): the running ones and the most
-   * urgent waiting ones, as many as the node reads at once and `beyond` more.
+   * A key's most urgent due waiting tasks (the node merges reads made together), as many as
+   * the node reads at once and `beyond` more, and whether more wait.
    */
-  liveTasks(key: string, nowMs: number, beyond?: number): Promise<LiveTasks>;
+  waitingTasks(key: string, nowMs: number, beyond?: number): Promise<Omit<LiveTasks, 'running'>>;
   /** The node's catalog of declarations. */
   resolve(key: string): ResolvedLimit | null;
   /** Reads the declarations again now (a key its catalog did not know yet). */

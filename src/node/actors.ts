@@ -90,18 +90,19 @@ export function registerActorKinds(
   // their waiting tasks (`readMore`) in another. A key may get more waiting tasks than it
   // asked for (the largest ask of the batch): it drops duplicates.
   const holderReads = new WriteBatcher<string, LiveTasks['running']>((keys) => backend.limits.holdersMany(keys));
-  const liveReads = new WriteBatcher<{ key: string; nowMs: number; beyond: number }, LiveTasks>((reads) =>
-    backend.limits.liveTasksMany(
-      reads.map((r) => r.key),
-      reads.reduce((latest, r) => Math.max(latest, r.nowMs), 0),
-      LIMIT_WAITING_LOAD + reads.reduce((most, r) => Math.max(most, r.beyond), 0),
-    ),
+  const waitingReads = new WriteBatcher<{ key: string; nowMs: number; beyond: number }, Omit<LiveTasks, 'running'>>(
+    (reads) =>
+      backend.limits.waitingMany(
+        reads.map((r) => r.key),
+        reads.reduce((latest, r) => Math.max(latest, r.nowMs), 0),
+        LIMIT_WAITING_LOAD + reads.reduce((most, r) => Math.max(most, r.beyond), 0),
+      ),
   );
   system.register(
     limitKeyBehavior({
       store: backend.limits,
       holders: (key) => holderReads.submit(key),
-      liveTasks: (key, nowMs, beyond = 0) => liveReads.submit({ key, nowMs, beyond }),
+      waitingTasks: (key, nowMs, beyond = 0) => waitingReads.submit({ key, nowMs, beyond }),
       resolve: (key) => ctx.limits.resolve(key),
       reload: async () => {
         await ctx.limits.refresh(true);

@@ -9,7 +9,7 @@ import {
   listLimits,
   holdersMany,
   liveTasks,
-  liveTasksMany,
+  waitingMany,
   keysHeldOutside,
   putLimit,
   removeLimit,
@@ -64,8 +64,8 @@ export class SqlLimitStore implements LimitStore {
     return holdersMany(this.lane, keys);
   }
 
-  liveTasksMany(keys: readonly string[], nowMs: number, maxWaiting: number): Promise<LiveTasks[]> {
-    return liveTasksMany(this.lane, keys, nowMs, maxWaiting);
+  waitingMany(keys: readonly string[], nowMs: number, maxWaiting: number): Promise<Omit<LiveTasks, 'running'>[]> {
+    return waitingMany(this.lane, keys, nowMs, maxWaiting);
   }
 
   stillRunning(taskIds: readonly string[]): Promise<Set<string>> {

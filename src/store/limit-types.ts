@@ -62,8 +62,8 @@ export interface LimitStore {
   keysHeldOutside(live: readonly string[], max: number): Promise<string[]>;
   /** The holders (`running` of `liveTasks`) of many keys at once, in order: what an activation reads. */
   holdersMany(keys: readonly string[]): Promise<LiveTasks['running'][]>;
-  /** `liveTasks` of many keys at once (the named ones in one statement each for holders and waiting), in order. */
-  liveTasksMany(keys: readonly string[], nowMs: number, maxWaiting: number): Promise<LiveTasks[]>;
+  /** The waiting tasks (`waiting` and `truncated` of `liveTasks`) of many keys at once, in order: what a key's `readMore` reads. */
+  waitingMany(keys: readonly string[], nowMs: number, maxWaiting: number): Promise<Omit<LiveTasks, 'running'>[]>;
   /** Of these tasks, those still `running` (a key's reconcile of its holders). */
   stillRunning(taskIds: readonly string[]): Promise<Set<string>>;
   /** How many tasks of the key are pending (due or not) and running: for GET and metrics. */

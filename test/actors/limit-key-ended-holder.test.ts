@@ -28,7 +28,7 @@ describe.each([
           { taskId: 'young', version: 1, startedMs: now },
           { taskId: 'young-2', version: 1, startedMs: now },
         ],
-        liveTasks: async () => ({ running: [], waiting: [], truncated: false }),
+        waitingTasks: async () => ({ waiting: [], truncated: false }),
         store: {
           stillRunning: async (ids) => {
             asked.push([...ids]);

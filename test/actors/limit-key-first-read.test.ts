@@ -32,13 +32,9 @@ function keyOver(parked: DueEntry[], opts: { concurrency: number; onLimit?: OnLi
   const reads = { waiting: 0 };
   const system = limitKeySystem(
     {
-      liveTasks: async (): Promise<LiveTasks> => {
+      waitingTasks: async (): Promise<Omit<LiveTasks, 'running'>> => {
         reads.waiting++;
-        return {
-          running: (opts.running ?? []).map((taskId) => ({ taskId, version: 1, startedMs: 0 })),
-          waiting: parked,
-          truncated: false,
-        };
+        return { waiting: parked, truncated: false };
       },
       holders: async () => (opts.running ?? []).map((taskId) => ({ taskId, version: 1, startedMs: 0 })),
       resolve: (key) => ({

@@ -20,7 +20,7 @@ function keySystem(limit: Omit<ResolvedLimit, 'key' | 'declaredAs'>) {
     limitKeyBehavior({
       store: { stillRunning: async () => new Set() },
       holders: async () => [],
-      liveTasks: async () => ({ running: [], waiting: [], truncated: false }),
+      waitingTasks: async () => ({ waiting: [], truncated: false }),
       resolve: (key) => ({ ...limit, key, declaredAs: 'k:*' }),
       reload: async () => undefined,
       handOn: () => undefined,

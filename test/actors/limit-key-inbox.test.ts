@@ -26,7 +26,7 @@ function floodKey() {
   const pushed: DueEntry[] = [];
   const system = limitKeySystem(
     {
-      liveTasks: async () => ({ running: [], waiting: [], truncated: false }),
+      waitingTasks: async () => ({ waiting: [], truncated: false }),
       ready: {
         push: async (entries: DueEntry[]) => {
           pushed.push(...entries);

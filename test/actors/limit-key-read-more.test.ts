@@ -31,13 +31,13 @@ async function drain(window: number, read: number): Promise<string[]> {
   // A task granted has run and left the table.
   const pending = new Map(Array.from({ length: 30 }, (_, i) => [entry(i).taskId, entry(i)]));
   const admitted: DueEntry[] = [];
-  const liveTasks = async (_key: string, _nowMs: number, beyond = 0): Promise<LiveTasks> => {
+  const waitingTasks = async (_key: string, _nowMs: number, beyond = 0): Promise<Omit<LiveTasks, 'running'>> => {
     const waiting = [...pending.values()].slice(0, read + beyond);
-    return { running: [], waiting, truncated: pending.size > read + beyond };
+    return { waiting, truncated: pending.size > read + beyond };
   };
   const system = limitKeySystem(
     {
-      liveTasks,
+      waitingTasks,
       ready: {
         push: async (entries: DueEntry[]) => {
           admitted.push(...entries);

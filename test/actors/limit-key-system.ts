@@ -10,7 +10,7 @@ import { MemorySnapshotStore } from '../runtime/memory-snapshots.js';
  * test gives (the key's task reads and its ready queue) and nothing else behind them.
  */
 export function limitKeySystem(
-  deps: Pick<LimitKeyDeps, 'liveTasks' | 'ready'> & Partial<LimitKeyDeps>,
+  deps: Pick<LimitKeyDeps, 'waitingTasks' | 'ready'> & Partial<LimitKeyDeps>,
   concurrency: number,
   snapshots = new MemorySnapshotStore(),
 ): ActorSystem {
@@ -33,8 +33,7 @@ export function limitKeySystem(
       readMoreBelow: 100,
       idlePassivationMs: 60_000,
       reconcileMs: 60_000,
-      // A test that gives the key's reads as one function: its holders are that read's running ones.
-      holders: async (key) => (await deps.liveTasks(key, systemClock.now())).running,
+      holders: async () => [],
       ...deps,
     }),
   );

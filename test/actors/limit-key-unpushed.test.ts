@@ -18,7 +18,7 @@ describe('a limit key whose push to the ready queue failed', () => {
     let failures = 1;
     const system = limitKeySystem(
       {
-        liveTasks: async () => ({ running: [], waiting: [entry(1), entry(2)], truncated: false }),
+        waitingTasks: async () => ({ waiting: [entry(1), entry(2)], truncated: false }),
         ready: {
           push: async (entries: DueEntry[]) => {
             if (failures-- > 0) throw new Error('Redis is unavailable (ready.push): Command timed out');

@@ -21,7 +21,7 @@ describe('a limit key asked to verify its ownership', () => {
     const snapshots = new MemorySnapshotStore();
     const system = limitKeySystem(
       {
-        liveTasks: async () => ({ running: [], waiting: [entry(1)], truncated: false }),
+        waitingTasks: async () => ({ waiting: [entry(1)], truncated: false }),
         ready: { push: async () => 0 },
       },
       1,

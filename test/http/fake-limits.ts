@@ -69,8 +69,8 @@ export class MemoryLimitStore implements LimitStore {
     return keys.map(() => []);
   }
 
-  async liveTasksMany(keys: readonly string[]): Promise<LiveTasks[]> {
-    return keys.map(() => ({ running: [], waiting: [], truncated: false }));
+  async waitingMany(keys: readonly string[]): Promise<Omit<LiveTasks, 'running'>[]> {
+    return keys.map(() => ({ waiting: [], truncated: false }));
   }
 
   async stillRunning(): Promise<Set<string>> {

@@ -321,37 +321,33 @@ function toHolder(row: HolderRow): LiveTasks['running'][number] {
 }
 
 /**
- * `liveTasks` of many keys in two statements for the named ones (the keys whose actors
- * activate in one event-loop turn: a wheel firing tasks of ten thousand keys of a family
- * activates ten thousand actors at once, which one statement each would queue the whole pool
- * behind), each `type:<t>` key on its own. Answers in the order of `keys`.
+ * The due waiting tasks of many keys, at most `maxWaiting` each, in the order of `keys`: one
+ * statement for the named ones (the keys whose actors read together: a wheel firing tasks of
+ * ten thousand keys of a family activates ten thousand actors at once, which one statement
+ * each would queue the whole pool behind), each `type:<t>` key on its own.
  */
-export async function liveTasksMany(
+export async function waitingMany(
   db: Db,
   keys: readonly string[],
   nowMs: number,
   maxWaiting: number,
-): Promise<LiveTasks[]> {
+): Promise<Omit<LiveTasks, 'running'>[]> {
   const named = [...new Set(keys.filter((k) => typeOf(k) === null))];
   const max = Math.max(0, Math.floor(maxWaiting));
-  const waiting = new Map<string, WaitingRow[]>(named.map((key) => [key, []]));
-  const [running] = await Promise.all([
-    holdersMany(db, keys),
-    named.length === 0
-      ? null
-      : db
-          .query<WaitingRow & { key: string }>(
-            WAITING_NAMED_MANY,
-            [named, nowMs, max + 1],
-            'wh_limit_waiting_named_many',
-          )
-          .then(({ rows }) => rows.forEach((w) => waiting.get(w.key)?.push(w))),
-  ]);
+  const byKey = new Map<string, WaitingRow[]>(named.map((key) => [key, []]));
+  if (named.length > 0) {
+    const { rows } = await db.query<WaitingRow & { key: string }>(
+      WAITING_NAMED_MANY,
+      [named, nowMs, max + 1],
+      'wh_limit_waiting_named_many',
+    );
+    for (const w of rows) byKey.get(w.key)?.push(w);
+  }
   return Promise.all(
-    keys.map(async (key, i) => {
-      const found = waiting.get(key);
-      if (found === undefined) return { ...(await waitingOf(db, key, nowMs, max)), running: running[i]! };
-      return { running: running[i]!, waiting: found.slice(0, max).map(toWaitingEntry), truncated: found.length > max };
+    keys.map(async (key) => {
+      const found = byKey.get(key);
+      if (found === undefined) return waitingOf(db, key, nowMs, max);
+      return { waiting: found.slice(0, max).map(toWaitingEntry), truncated: found.length > max };
     }),
   );
 }
