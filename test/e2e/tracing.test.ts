@@ -153,13 +153,18 @@ describe.each(BACKENDS)('with OTLP over http/json, on %s', (backend) => {
       expect(tracingOn()).toBe(true);
       const taskType = uniqueType(`otel.${transport}`);
       const handed = new Map<string, string | undefined>();
+      // The predecessor must not end before its dependent is submitted: a dependent born after
+      // it succeeded is pending at once, with no release hop (and no release span) to trace.
+      let dependentSubmitted!: () => void;
+      const submitted = new Promise<void>((resolve) => (dependentSubmitted = resolve));
       const w = createWorker({
         url: c.url,
         transport,
         taskTypes: [taskType],
-        handler: (t: TaskContext) => {
+        handler: async (t: TaskContext) => {
           handed.set(t.taskId, t.traceparent);
-          return Promise.resolve({ ok: true });
+          await submitted;
+          return { ok: true };
         },
         onError: () => undefined,
       });
@@ -170,6 +175,7 @@ describe.each(BACKENDS)('with OTLP over http/json, on %s', (backend) => {
       const a = await client.submit({ taskType, traceparent });
       // No context of its own: it joins its predecessor's trace.
       const b = await client.submit({ taskType, dependencies: [a.taskId] });
+      dependentSubmitted();
       await client.waitFor(b.taskId, 'succeeded', { timeoutMs: 20_000 });
 
       const names = [
@@ -189,7 +195,11 @@ describe.each(BACKENDS)('with OTLP over http/json, on %s', (backend) => {
       await eventually(
         async () => {
           await flushTracing();
-          return expected.every(([id, name]) => span(id!, name!) !== undefined) ? true : undefined;
+          const missing = expected.filter(([id, name]) => span(id!, name!) === undefined);
+          if (missing.length === 0) return true;
+          throw new Error(
+            `missing ${missing.map(([id, name]) => `${name} of ${id === a.taskId ? 'a' : 'b'}`).join(', ')}`,
+          );
         },
         15_000,
         'every span of both tasks exported',
