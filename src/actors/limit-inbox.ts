@@ -1,45 +1,164 @@
 import type { DueEntry } from '../domain/model.js';
 
 /**
- * Most offered entries a limit key takes in per message. A larger offer waits in its inbox
- * and is taken in this many at a time, one `absorb` message each, so that a claim's `grant`
- * waits behind one such slice and not behind a flood: at the top of the hour W6's key was
- * offered 200 000 due tasks in 64 messages, took 250 ms of turns to take them in, and a
- * claim of the one worker's socket waited 399 ms for its answer — and every quiet key's task
- * with it (the socket claims one batch at a time).
+ * Most offered entries a key takes in per message when it takes an offer in eagerly (a key with
+ * an `on_limit` strategy, which must see every arrival). A larger offer waits in its inbox and
+ * is taken in this many at a time, one `absorb` message each, so that a claim's `grant` waits
+ * behind one such slice and not behind a flood: at the top of the hour W6's key was offered
+ * 200 000 due tasks in 64 messages, took 250 ms of turns to take them in, and a claim of the one
+ * worker's socket waited 399 ms for its answer — and every quiet key's task with it.
+ *
+ * It is also the size above which an offer is kept here at all: a smaller one is taken in at
+ * once (a queue key's) or when nothing waits here before it (a strategy key's).
  */
 export const ABSORB_SLICE = 1_024;
 
-/** Offered entries a key has not taken in yet, in the order they came. */
+/** Priority, then due time: the key's order of urgency (arrival breaks ties where it is known). */
+export function compareUrgency(a: DueEntry, b: DueEntry): number {
+  return a.priority - b.priority || a.dueMs - b.dueMs;
+}
+
+/**
+ * Offers kept in order of urgency, each no more urgent at its head than the one before it at
+ * its tail: a flood offered by 64 wheel partitions at once, its tasks alike, is one chain.
+ */
+interface Chain {
+  lists: DueEntry[][];
+  /** The list being read, and the position in it. */
+  list: number;
+  at: number;
+}
+
+/**
+ * Large offers a key has not taken in yet (docs/decisions/0042-a-queue-key-takes-a-flood-in-as-it-needs-it.md).
+ * Each is kept sorted by urgency (a wheel fires in due order, so it mostly is already), and they
+ * are read merged, most urgent first. A key whose `on_limit` is `queue` (the default) never
+ * takes them into its waiting set: it admits straight from here as it gets room, so a flood of
+ * 200 000 costs no index entry each at the top of the hour. A strategy key takes them in a
+ * slice a turn (`absorb`), as each must be seen arriving.
+ */
 export class LimitInbox {
-  private lists: DueEntry[][] = [];
-  /** Position in the first list. */
-  private at = 0;
+  private chains: Chain[] = [];
   private count = 0;
   /** An `absorb` message is on its way to the key. */
   private absorbing = false;
+
+  /** `slice`: {@link ABSORB_SLICE} (smaller in tests). */
+  constructor(private readonly slice = ABSORB_SLICE) {}
 
   get size(): number {
     return this.count;
   }
 
   /**
-   * What the key takes in now: all of a small offer when nothing waits here before it, else
-   * nothing (it waits here); the next slice for an `absorb`. The key's turn ends with
-   * `askIfLeft`, which asks for the next slice.
+   * What the key takes in now. An offer of at most {@link ABSORB_SLICE} entries is answered
+   * whole when `direct` (a queue key: order is kept by the merge, not by arrival) or when
+   * nothing waits here; a larger one is kept, and `[]` answered. `absorb`: the next slice.
    */
-  takeIn(message: { type: 'offer'; entries: DueEntry[] } | { type: 'absorb' }): DueEntry[] {
+  takeIn(message: { type: 'offer'; entries: DueEntry[] } | { type: 'absorb' }, direct: boolean): DueEntry[] {
     if (message.type === 'absorb') {
       this.absorbing = false;
-      return this.take();
+      return this.take(this.slice);
     }
-    if (this.count === 0 && message.entries.length <= ABSORB_SLICE) return message.entries;
-    this.lists.push(message.entries);
-    this.count += message.entries.length;
+    const entries = message.entries;
+    if (entries.length <= this.slice && (direct || this.count === 0)) return entries;
+    this.keep(entries);
     return [];
   }
 
-  /** Asks for the next slice if any is left and no ask is on its way (the end of the key's every turn). */
+  private keep(entries: DueEntry[]): void {
+    if (entries.length === 0) return;
+    let sorted = entries;
+    for (let i = 1; i < entries.length; i++) {
+      if (compareUrgency(entries[i - 1] as DueEntry, entries[i] as DueEntry) > 0) {
+        sorted = [...entries].sort(compareUrgency);
+        break;
+      }
+    }
+    this.count += sorted.length;
+    const last = this.chains.at(-1);
+    if (last !== undefined) {
+      const tailList = last.lists.at(-1) as DueEntry[];
+      if (compareUrgency(tailList[tailList.length - 1] as DueEntry, sorted[0] as DueEntry) <= 0) {
+        last.lists.push(sorted);
+        return;
+      }
+    }
+    this.chains.push({ lists: [sorted], list: 0, at: 0 });
+  }
+
+  /** The chain whose head is the most urgent (the earlier of equals), or -1 when empty. */
+  private best(): number {
+    let best = -1;
+    let head: DueEntry | undefined;
+    for (let c = 0; c < this.chains.length; c++) {
+      const chain = this.chains[c] as Chain;
+      const h = (chain.lists[chain.list] as DueEntry[])[chain.at] as DueEntry;
+      if (head === undefined || compareUrgency(h, head) < 0) {
+        best = c;
+        head = h;
+      }
+    }
+    return best;
+  }
+
+  /** The most urgent entry here, not taken out. */
+  peek(): DueEntry | undefined {
+    const c = this.best();
+    if (c < 0) return undefined;
+    const chain = this.chains[c] as Chain;
+    return (chain.lists[chain.list] as DueEntry[])[chain.at];
+  }
+
+  /**
+   * Takes out up to `max` entries, most urgent first, and only those no less urgent than
+   * `bound` when one is given (the head of the key's waiting set, in a merge of the two).
+   */
+  take(max: number, bound?: DueEntry): DueEntry[] {
+    const out: DueEntry[] = [];
+    while (out.length < max) {
+      const c = this.best();
+      if (c < 0) break;
+      const chain = this.chains[c] as Chain;
+      // Read the chain's run while it stays the most urgent: one look over the chains per run.
+      const other = this.chains.length > 1 ? this.secondHead(c) : undefined;
+      while (out.length < max) {
+        const list = chain.lists[chain.list] as DueEntry[];
+        const entry = list[chain.at] as DueEntry;
+        if (other !== undefined && compareUrgency(entry, other) > 0) break;
+        // The most urgent of all here is past the bound: nothing else may go.
+        if (bound !== undefined && compareUrgency(entry, bound) > 0) return this.took(out);
+        out.push(entry);
+        if (++chain.at === list.length) {
+          chain.at = 0;
+          if (++chain.list === chain.lists.length) {
+            this.chains.splice(c, 1);
+            break;
+          }
+        }
+      }
+    }
+    return this.took(out);
+  }
+
+  private took(out: DueEntry[]): DueEntry[] {
+    this.count -= out.length;
+    return out;
+  }
+
+  /** The most urgent head among the chains but `skip`. */
+  private secondHead(skip: number): DueEntry | undefined {
+    let head: DueEntry | undefined;
+    for (let c = 0; c < this.chains.length; c++) {
+      if (c === skip) continue;
+      const chain = this.chains[c] as Chain;
+      const h = (chain.lists[chain.list] as DueEntry[])[chain.at] as DueEntry;
+      if (head === undefined || compareUrgency(h, head) < 0) head = h;
+    }
+    return head;
+  }
+
+  /** Asks for the next slice if any is left and no ask is on its way (a strategy key's every turn). */
   askIfLeft(askAgain: () => void): void {
     if (this.count === 0 || this.absorbing) return;
     try {
@@ -48,22 +167,5 @@ export class LimitInbox {
     } catch {
       // A full mailbox: the key's next turn asks again (the tasks are pending in the table).
     }
-  }
-
-  /** The next `max` entries, oldest first. */
-  take(max: number = ABSORB_SLICE): DueEntry[] {
-    const out: DueEntry[] = [];
-    while (out.length < max && this.lists.length > 0) {
-      const list = this.lists[0] as DueEntry[];
-      const end = Math.min(list.length, this.at + (max - out.length));
-      for (let i = this.at; i < end; i++) out.push(list[i] as DueEntry);
-      this.at = end;
-      if (this.at === list.length) {
-        this.lists.shift();
-        this.at = 0;
-      }
-    }
-    this.count -= out.length;
-    return out;
   }
 }

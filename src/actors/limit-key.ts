@@ -2,18 +2,20 @@ import { defineKind, type ActorContext, type Ask, type Behavior } from '../runti
 import type { DueEntry } from '../domain/model.js';
 import { RateWindow } from '../domain/limits.js';
 import { WaitingTasks } from './limit-waiting.js';
-import { LimitInbox } from './limit-inbox.js';
+import { compareUrgency, LimitInbox } from './limit-inbox.js';
 import {
   admissionRoom,
   decodeLimitSnapshot,
   ADMITTED_TTL_MS,
   dropEndedHolders,
+  eager,
   expireAdmitted,
   grantOrRefuse,
   onArrival,
   openRoom,
   reconcile,
   sameLimit,
+  takeMerged,
 } from './limit-rules.js';
 import {
   idleForMs,
@@ -161,7 +163,8 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
       refreshLimit(state, ctx, deps);
       const now = ctx.clock.now();
       // A large offer waits in the inbox and is taken in a slice a message (`absorb`).
-      const offered = message.type === 'offer' || message.type === 'absorb' ? state.inbox.takeIn(message) : null;
+      const offered =
+        message.type === 'offer' || message.type === 'absorb' ? state.inbox.takeIn(message, !eager(state)) : null;
       const looked = offered ?? (message.type === 'grant' || message.type === 'read' ? message.entries : null);
       if (looked !== null) await dropEndedHolders(state, looked, now, deps);
       switch (message.type) {
@@ -257,30 +260,30 @@ async function pump(
 ): Promise<void> {
   const now = ctx.clock.now();
   expireAdmitted(state, now);
-  const { room, throttled } = admissionRoom(state, now, deps.admitWindow, state.waiting.size + offered.length);
+  const waiting = state.waiting.size + state.inbox.size;
+  const { room, throttled } = admissionRoom(state, now, deps.admitWindow, waiting + offered.length);
   // Offered tasks go straight through while nothing waits before them (a key that is not
   // binding: the common case, kept off the heap); the rest wait in it.
   let entries: DueEntry[];
-  if (offered.length === 0) entries = room > 0 ? state.waiting.take(room) : [];
-  else if (state.waiting.size === 0) {
-    const ordered = [...offered].sort((a, b) => a.priority - b.priority || a.dueMs - b.dueMs);
+  if (offered.length > 0 && waiting === 0) {
+    const ordered = [...offered].sort(compareUrgency);
     entries = ordered.slice(0, Math.max(0, room));
     for (const entry of ordered.slice(entries.length)) state.waiting.add(entry);
   } else {
     for (const entry of offered) state.waiting.add(entry);
-    entries = room > 0 ? state.waiting.take(room) : [];
+    entries = room <= 0 ? [] : eager(state) ? state.waiting.take(room) : takeMerged(state, room, now);
   }
   if (entries.length > 0) {
     for (const entry of entries) state.admitted.set(entry.taskId, now);
     pushAdmitted(state, ctx, deps, entries);
   }
-  armTick(state, ctx, deps, throttled && state.waiting.size > 0);
+  armTick(state, ctx, deps, throttled && state.waiting.size + state.inbox.size > 0);
   readMore(state, ctx, deps);
-  // The next slice comes by the node's timers, not straight behind this message: one slice
-  // (about a millisecond) a turn of the event loop, so that the other keys' tasks' round trips
-  // do not each wait behind ten of them (W6: the loop was busy from T to T + 620 ms, half of
-  // it taking the flood in).
-  state.inbox.askIfLeft(() => ctx.schedule(0, { type: 'absorb' }));
+  // A strategy key takes a large offer in a slice a turn of the event loop, by the node's
+  // timers: not straight behind this message, so that the other keys' tasks' round trips do
+  // not each wait behind ten slices (W6: the loop was busy from T to T + 620 ms, half of it
+  // taking the flood in). A queue key admits from its inbox as it gets room (`takeMerged`).
+  if (eager(state)) state.inbox.askIfLeft(() => ctx.schedule(0, { type: 'absorb' }));
 }
 
 /**
@@ -332,7 +335,7 @@ function pushAdmitted(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps, entrie
 function readMore(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps): void {
   if (!state.unread || state.reading || state.waiting.size + state.inbox.size >= deps.readMoreBelow) return;
   state.reading = true;
-  const held = state.admitted.size + state.waiting.size + deps.admitWindow;
+  const held = state.admitted.size + state.waiting.size + state.inbox.size + deps.admitWindow;
   deps
     .waitingTasks(ctx.key, ctx.clock.now(), held)
     .then((read) => ctx.self.tell({ type: 'read', entries: read.waiting, more: read.truncated }))
@@ -351,7 +354,7 @@ function armTick(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps, throttled: 
   // the tick: the lighter one was measured with it only on a build whose claims recorded the
   // wrong start (64 of 50 in a window, since fixed: decision 0024), so not yet without cause.
   const busy = state.holders.size > 0 || state.rate !== null;
-  if (busy && (state.waiting.size > 0 || state.admitted.size > 0)) {
+  if (busy && (state.waiting.size > 0 || state.inbox.size > 0 || state.admitted.size > 0)) {
     at = Math.min(at, now + deps.reconcileMs);
   } else if (state.admitted.size > 0) {
     const oldest = state.admitted.values().next().value as number;

@@ -114,7 +114,7 @@ export function admissionRoom(
  * so a gate that pushes a few too many only puts them back here at their claim.
  */
 export function openRoom(state: LimitKeyState, now: number, admitWindow: number): number {
-  if (state.waiting.size > 0) return 0;
+  if (state.waiting.size > 0 || state.inbox.size > 0) return 0;
   if (state.limit && state.limit.onLimit !== 'queue') return 0;
   return Math.max(0, admissionRoom(state, now, admitWindow, Infinity).room);
 }
@@ -221,7 +221,7 @@ export function expireAdmitted(state: LimitKeyState, now: number): void {
  */
 export async function reconcile(state: LimitKeyState, now: number, deps: LimitKeyDeps): Promise<void> {
   if (state.holders.size === 0 || now - state.lastReconcileMs < deps.reconcileMs) return;
-  if (state.waiting.size === 0 && state.admitted.size === 0) return;
+  if (state.waiting.size === 0 && state.inbox.size === 0 && state.admitted.size === 0) return;
   state.lastReconcileMs = now;
   const old = [...state.holders].filter(([, since]) => now - since > GRANT_GRACE_MS).map(([taskId]) => taskId);
   if (old.length === 0) return;
@@ -232,4 +232,41 @@ export async function reconcile(state: LimitKeyState, now: number, deps: LimitKe
       state.cancelling.delete(id);
     }
   }
+}
+
+/**
+ * Whether the key takes large offers into its waiting set as they come: a key with an
+ * `on_limit` strategy, which decides on each task as it arrives. A `queue` key leaves them in
+ * its inbox and admits from there (decision 0042).
+ */
+export function eager(state: LimitKeyState): boolean {
+  return state.limit !== null && state.limit.onLimit !== 'queue';
+}
+
+/**
+ * The `room` most urgent tasks of a queue key, from its waiting set and its inbox merged (the
+ * inbox first among equals). One taken from the inbox that the key holds already (admitted, or
+ * a holder) is a duplicate and goes; a copy of it offered again meanwhile (the safety net
+ * offers the oldest overdue tasks, which are the inbox's head) is dropped from the waiting set,
+ * so that it is not admitted a second time once this one has run.
+ */
+export function takeMerged(state: LimitKeyState, room: number, now: number): DueEntry[] {
+  const out: DueEntry[] = [];
+  while (out.length < room) {
+    const next = state.inbox.peek();
+    const before = state.waiting.take(room - out.length, next);
+    for (const entry of before) {
+      state.admitted.set(entry.taskId, now);
+      out.push(entry);
+    }
+    if (next === undefined || out.length >= room) break;
+    for (const entry of state.inbox.take(room - out.length, state.waiting.peek())) {
+      const id = entry.taskId;
+      if (state.holders.has(id) || state.admitted.has(id)) continue;
+      state.waiting.delete(id);
+      state.admitted.set(id, now);
+      out.push(entry);
+    }
+  }
+  return out;
 }

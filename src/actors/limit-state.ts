@@ -125,7 +125,8 @@ export interface LimitLiveView {
 /** The live view `inspect` answers. */
 export function view(state: LimitKeyState, key: string, now: number): LimitLiveView {
   const rate = state.limit?.rate ?? null;
-  const throttled = state.rate !== null && state.waiting.size > 0 && state.rate.available(now, 1) === 0;
+  const throttled =
+    state.rate !== null && state.waiting.size + state.inbox.size > 0 && state.rate.available(now, 1) === 0;
   return {
     key,
     declaredAs: state.limit?.declaredAs ?? null,

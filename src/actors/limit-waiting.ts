@@ -45,6 +45,8 @@ export class WaitingTasks {
   /** The live ones, by task id, with their arrival number. */
   private readonly live = new Map<string, number>();
   private seq = 0;
+  /** Whether the head `head` last found is the heap's top (else the run's). */
+  private fromHeap = false;
 
   get size(): number {
     return this.live.size;
@@ -77,32 +79,57 @@ export class WaitingTasks {
     return this.live.delete(taskId);
   }
 
-  /** Takes out up to `max` of the most urgent. */
-  take(max: number): DueEntry[] {
+  /**
+   * Takes out up to `max` of the most urgent; with `before`, only those strictly more urgent
+   * than it by priority and due time (the head of the key's inbox, in a merge of the two).
+   */
+  take(max: number, before?: DueEntry): DueEntry[] {
     const out: DueEntry[] = [];
     while (out.length < max) {
+      const entry = this.head();
+      if (entry === undefined) break;
+      if (before !== undefined && (entry.priority - before.priority || entry.dueMs - before.dueMs) >= 0) break;
+      this.removeHead();
+      this.live.delete(entry.taskId);
+      out.push(entry);
+    }
+    if (this.live.size === 0) this.compact();
+    return out;
+  }
+
+  /** The most urgent live task, not taken out. */
+  peek(): DueEntry | undefined {
+    return this.head();
+  }
+
+  /** The most urgent live task; drops the removed ones found at the top on the way. */
+  private head(): DueEntry | undefined {
+    for (;;) {
       let entry: DueEntry;
       let seq: number;
       const top = this.heap.peek();
       if (this.runHead < this.run.length) {
         entry = this.run[this.runHead] as DueEntry;
         seq = this.runSeq[this.runHead] as number;
-        if (top !== undefined && moreUrgentThanRun(top, entry, seq) < 0) {
-          this.heap.pop();
-          entry = top.entry;
-          seq = top.seq;
-        } else this.advanceRun();
+        this.fromHeap = top !== undefined && moreUrgentThanRun(top, entry, seq) < 0;
+        if (this.fromHeap) {
+          entry = (top as Waiting).entry;
+          seq = (top as Waiting).seq;
+        }
       } else if (top !== undefined) {
-        this.heap.pop();
+        this.fromHeap = true;
         entry = top.entry;
         seq = top.seq;
-      } else break;
-      if (this.live.get(entry.taskId) !== seq) continue;
-      this.live.delete(entry.taskId);
-      out.push(entry);
+      } else return undefined;
+      if (this.live.get(entry.taskId) === seq) return entry;
+      this.removeHead();
     }
-    if (this.live.size === 0) this.compact();
-    return out;
+  }
+
+  /** Removes what `head` last found. */
+  private removeHead(): void {
+    if (this.fromHeap) this.heap.pop();
+    else this.advanceRun();
   }
 
   /** Moves past the run's head; drops the taken head of a long run now and then. */

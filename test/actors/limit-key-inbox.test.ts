@@ -1,8 +1,11 @@
 /**
- * A limit key offered a flood takes it in a slice at a time, so that a claim's `grant` asked
- * meanwhile is answered behind one slice, not behind the whole flood (W6: 200 000 due tasks
- * offered at the top of the hour held a claim of the only worker socket, and every quiet key's
- * task behind it, for 399 ms). Nothing offered is lost or reordered by waiting there.
+ * A limit key offered a flood (W6: 200 000 due tasks at the top of the hour, offered by 64 wheel
+ * partitions at once). A `queue` key keeps it in its inbox and admits from there as it gets
+ * room, never taking it into its waiting set (decision 0042): the intake was 150–270 ms of the
+ * node's loop in T's first seconds. A key with an `on_limit` strategy must see every task
+ * arrive, so it takes the flood in, a slice a turn of the event loop, and a claim's `grant`
+ * asked meanwhile is answered behind one slice, not behind the whole flood (decision 0041).
+ * Either way nothing offered is lost, admitted twice or taken out of its order of urgency.
  */
 import { describe, expect, it } from 'vitest';
 import { LIMIT } from '../../src/actors/limit-key.js';
@@ -22,7 +25,7 @@ const entry = (n: number, priority = 5): DueEntry => ({
 });
 const FLOOD = ABSORB_SLICE * 8;
 
-function floodKey() {
+function floodKey(onLimit: 'queue' | 'cancel_running' = 'queue') {
   const pushed: DueEntry[] = [];
   const system = limitKeySystem(
     {
@@ -33,6 +36,7 @@ function floodKey() {
           return entries.length;
         },
       },
+      resolve: (key) => ({ key, declaredAs: 'k:*', concurrency: 2, rate: null, onLimit, weight: 1 }),
     },
     2,
   );
@@ -45,9 +49,9 @@ function offeredNotTakenIn(system: ReturnType<typeof floodKey>['system']): numbe
   return state?.offered ?? 0;
 }
 
-describe('a limit key offered a flood', () => {
+describe('a strategy key offered a flood', () => {
   it('answers a grant asked during the flood before it has taken the flood in', async () => {
-    const { system, ref } = floodKey();
+    const { system, ref } = floodKey('cancel_running');
     // The first offer activates the key; the flood comes in four large messages after it.
     ref.tell({ type: 'offer', entries: [entry(0)] });
     await ref.ask({ type: 'inspect' }, 1_000);
@@ -67,7 +71,7 @@ describe('a limit key offered a flood', () => {
   });
 
   it('lets the event loop turn between two slices of a flood (one slice a turn, not ten)', async () => {
-    const { system, ref } = floodKey();
+    const { system, ref } = floodKey('cancel_running');
     ref.tell({ type: 'offer', entries: Array.from({ length: FLOOD }, (_, i) => entry(i)) });
     await ref.ask({ type: 'inspect' }, 1_000);
     // What an I/O callback of this turn would find still to be taken in, turn after turn.
@@ -83,25 +87,14 @@ describe('a limit key offered a flood', () => {
   });
 
   it('takes every offered task in, in order of urgency, none twice', async () => {
-    const { system, ref, pushed } = floodKey();
+    const { system, ref, pushed } = floodKey('cancel_running');
     ref.tell({ type: 'offer', entries: Array.from({ length: FLOOD }, (_, i) => entry(i)) });
     // A more urgent one behind the flood, and a duplicate of a flood task.
     ref.tell({ type: 'offer', entries: [entry(FLOOD, 0), entry(7)] });
     // Everything taken in before any claim: the slices come a timer tick apart.
     await ref.ask({ type: 'inspect' }, 1_000);
     while (offeredNotTakenIn(system) > 0) await nextTick();
-    const seen: string[] = [];
-    for (let round = 0; seen.length < FLOOD + 1 && round < FLOOD; round++) {
-      await ref.ask({ type: 'inspect' }, 1_000);
-      const admitted = pushed.splice(0);
-      if (admitted.length === 0) {
-        await nextTick(); // the next slice of the offer comes by a timer
-        continue;
-      }
-      const answer = await ref.ask({ type: 'grant', entries: admitted }, 1_000);
-      seen.push(...answer.granted);
-      ref.tell({ type: 'returned', taskIds: answer.granted });
-    }
+    const seen = await drain(ref, pushed, FLOOD + 1);
     expect(new Set(seen).size).toBe(FLOOD + 1);
     expect(seen).toHaveLength(FLOOD + 1);
     expect(offeredNotTakenIn(system)).toBe(0);
@@ -110,3 +103,79 @@ describe('a limit key offered a flood', () => {
     await system.shutdown();
   });
 });
+
+describe('a queue key offered a flood', () => {
+  it('admits from its inbox as it gets room, never taking the flood into its waiting set', async () => {
+    const { system, ref, pushed } = floodKey();
+    ref.tell({ type: 'offer', entries: Array.from({ length: FLOOD }, (_, i) => entry(i)) });
+    await ref.ask({ type: 'inspect' }, 1_000);
+    for (let i = 0; i < 20; i++) await nextTick(); // timers that an eager intake would have used
+    await ref.ask({ type: 'inspect' }, 1_000);
+    // Concurrency 2: two admitted, the rest still offered; nothing in the waiting set.
+    expect(pushed.map((e) => e.taskId)).toEqual([entry(0).taskId, entry(1).taskId]);
+    expect(offeredNotTakenIn(system)).toBe(FLOOD - 2);
+    expect(waitingSet(system)).toBe(0);
+    expect((await ref.ask({ type: 'inspect' }, 1_000)).waiting).toBe(FLOOD);
+    await system.shutdown();
+  });
+
+  it('starts every task once, most urgent first across its offers, a later urgent one before the flood', async () => {
+    const { system, ref, pushed } = floodKey();
+    // Two large offers of different priorities, out of order within each, then a small urgent
+    // offer, and the safety net's re-offer of flood tasks still in the inbox (a duplicate each).
+    const low = Array.from({ length: FLOOD / 2 }, (_, i) => entry(FLOOD / 2 + i, 5)).reverse();
+    const high = Array.from({ length: FLOOD / 2 }, (_, i) => entry(i, 3));
+    ref.tell({ type: 'offer', entries: low });
+    ref.tell({ type: 'offer', entries: high });
+    ref.tell({ type: 'offer', entries: [entry(FLOOD, 0)] });
+    ref.tell({ type: 'offer', entries: [entry(FLOOD / 2), entry(10, 3), entry(FLOOD - 1)] });
+    const everPushed: string[] = [];
+    const seen = await drain(ref, pushed, FLOOD + 1, everPushed);
+    expect(seen).toHaveLength(FLOOD + 1);
+    expect(new Set(seen).size).toBe(FLOOD + 1);
+    // Admitted once each: the re-offered copies never reached the ready queue.
+    expect(everPushed).toHaveLength(FLOOD + 1);
+    // The first offer's two most urgent (admitted as it came), then the urgent one, then
+    // priority 3 in due order, then the rest of priority 5 in due order.
+    const expected = [
+      entry(FLOOD / 2).taskId,
+      entry(FLOOD / 2 + 1).taskId,
+      entry(FLOOD, 0).taskId,
+      ...high.map((e) => e.taskId),
+      ...Array.from({ length: FLOOD / 2 - 2 }, (_, i) => entry(FLOOD / 2 + 2 + i).taskId),
+    ];
+    expect(seen).toEqual(expected);
+    expect(offeredNotTakenIn(system)).toBe(0);
+    expect(waitingSet(system)).toBe(0);
+    await system.shutdown();
+  });
+});
+
+/** The size of the key's waiting set (what its describe says waits, not counting its inbox). */
+function waitingSet(system: ReturnType<typeof floodKey>['system']): number {
+  const state = system.inspect(LIMIT.name, KEY)?.state as { waiting: number } | undefined;
+  return state?.waiting ?? 0;
+}
+
+/** Grants whatever the key pushes, a round at a time, and gives the permits back, until `count` ran. */
+async function drain(
+  ref: ReturnType<typeof floodKey>['ref'],
+  pushed: DueEntry[],
+  count: number,
+  everPushed: string[] = [],
+): Promise<string[]> {
+  const seen: string[] = [];
+  for (let round = 0; seen.length < count && round < count * 2; round++) {
+    await ref.ask({ type: 'inspect' }, 1_000);
+    const admitted = pushed.splice(0);
+    everPushed.push(...admitted.map((e) => e.taskId));
+    if (admitted.length === 0) {
+      await nextTick(); // a strategy key's next slice comes by a timer
+      continue;
+    }
+    const answer = await ref.ask({ type: 'grant', entries: admitted }, 1_000);
+    seen.push(...answer.granted);
+    ref.tell({ type: 'returned', taskIds: answer.granted });
+  }
+  return seen;
+}

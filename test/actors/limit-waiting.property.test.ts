@@ -12,7 +12,7 @@ import type { DueEntry } from '../../src/domain/model.js';
 type Op =
   | { kind: 'add'; id: number; priority: number; dueMs: number }
   | { kind: 'delete'; id: number }
-  | { kind: 'take'; max: number };
+  | { kind: 'take'; max: number; before?: { priority: number; dueMs: number } };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
   {
@@ -26,6 +26,14 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('delete' as const), id: fc.integer({ min: 0, max: 80 }) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('take' as const), max: fc.integer({ min: 0, max: 12 }) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('take' as const),
+      max: fc.integer({ min: 0, max: 12 }),
+      before: fc.record({ priority: fc.integer({ min: 0, max: 2 }), dueMs: fc.integer({ min: 0, max: 20 }) }),
+    }),
+  },
 );
 
 interface OracleItem {
@@ -55,9 +63,17 @@ describe('WaitingTasks (property, against a sorted-list oracle)', () => {
             oracle.sort(
               (a, b) => a.entry.priority - b.entry.priority || a.entry.dueMs - b.entry.dueMs || a.seq - b.seq,
             );
-            const expected = oracle.slice(0, o.max).map((x) => x.entry.taskId);
-            oracle = oracle.slice(o.max);
-            expect(waiting.take(o.max).map((e) => e.taskId)).toEqual(expected);
+            expect(waiting.peek()?.taskId).toBe(oracle[0]?.entry.taskId);
+            // With `before`: only those strictly more urgent than it.
+            const b = o.before;
+            const count = oracle
+              .slice(0, o.max)
+              .filter((x) => b === undefined || (x.entry.priority - b.priority || x.entry.dueMs - b.dueMs) < 0).length;
+            const expected = oracle.slice(0, count).map((x) => x.entry.taskId);
+            oracle = oracle.slice(count);
+            const taken =
+              b === undefined ? waiting.take(o.max) : waiting.take(o.max, { ...b, taskId: '', taskType: 't' });
+            expect(taken.map((e) => e.taskId)).toEqual(expected);
           }
           expect(waiting.size).toBe(oracle.length);
         }
