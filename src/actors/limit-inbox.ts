@@ -1,4 +1,5 @@
 import type { DueEntry } from '../domain/model.js';
+import { compareUrgency } from './limit-waiting.js';
 
 /**
  * Most offered entries a key takes in per message when it takes an offer in eagerly (a key with
@@ -13,11 +14,6 @@ import type { DueEntry } from '../domain/model.js';
  */
 export const ABSORB_SLICE = 1_024;
 
-/** Priority, then due time: the key's order of urgency (arrival breaks ties where it is known). */
-export function compareUrgency(a: DueEntry, b: DueEntry): number {
-  return a.priority - b.priority || a.dueMs - b.dueMs;
-}
-
 /**
  * Offers kept in order of urgency, each no more urgent at its head than the one before it at
  * its tail: a flood offered by 64 wheel partitions at once, its tasks alike, is one chain.
@@ -27,6 +23,11 @@ interface Chain {
   /** The list being read, and the position in it. */
   list: number;
   at: number;
+}
+
+/** The entry a chain reads next. */
+function headOf(chain: Chain): DueEntry {
+  return (chain.lists[chain.list] as DueEntry[])[chain.at] as DueEntry;
 }
 
 /**
@@ -92,8 +93,7 @@ export class LimitInbox {
     let best = -1;
     let head: DueEntry | undefined;
     for (let c = 0; c < this.chains.length; c++) {
-      const chain = this.chains[c] as Chain;
-      const h = (chain.lists[chain.list] as DueEntry[])[chain.at] as DueEntry;
+      const h = headOf(this.chains[c] as Chain);
       if (head === undefined || compareUrgency(h, head) < 0) {
         best = c;
         head = h;
@@ -106,8 +106,7 @@ export class LimitInbox {
   peek(): DueEntry | undefined {
     const c = this.best();
     if (c < 0) return undefined;
-    const chain = this.chains[c] as Chain;
-    return (chain.lists[chain.list] as DueEntry[])[chain.at];
+    return headOf(this.chains[c] as Chain);
   }
 
   /**
@@ -151,8 +150,7 @@ export class LimitInbox {
     let head: DueEntry | undefined;
     for (let c = 0; c < this.chains.length; c++) {
       if (c === skip) continue;
-      const chain = this.chains[c] as Chain;
-      const h = (chain.lists[chain.list] as DueEntry[])[chain.at] as DueEntry;
+      const h = headOf(this.chains[c] as Chain);
       if (head === undefined || compareUrgency(h, head) < 0) head = h;
     }
     return head;

@@ -1,8 +1,8 @@
 import { defineKind, type ActorContext, type Ask, type Behavior } from '../runtime/actor.js';
 import type { DueEntry } from '../domain/model.js';
 import { RateWindow } from '../domain/limits.js';
-import { WaitingTasks } from './limit-waiting.js';
-import { compareUrgency, LimitInbox } from './limit-inbox.js';
+import { compareUrgency, WaitingTasks } from './limit-waiting.js';
+import { LimitInbox } from './limit-inbox.js';
 import {
   admissionRoom,
   decodeLimitSnapshot,

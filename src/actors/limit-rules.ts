@@ -1,6 +1,7 @@
 import type { DueEntry } from '../domain/model.js';
 import { ON_LIMIT, type OnLimit, type ResolvedLimit } from '../domain/limits.js';
 import type { LimitKeyDeps, LimitKeyState, LimitSnapshot } from './limit-state.js';
+import { compareUrgency } from './limit-waiting.js';
 
 /** Reads a snapshot back; throws on a shape it does not know (the activation fails). */
 export function decodeLimitSnapshot(raw: unknown, version: number): LimitSnapshot {
@@ -50,7 +51,7 @@ export function grantOrRefuse(
   const held: string[] = [];
   const limit = state.limit;
   let throttled = 0;
-  const ordered = [...entries].sort((a, b) => a.priority - b.priority || a.dueMs - b.dueMs);
+  const ordered = [...entries].sort(compareUrgency);
   for (const entry of ordered) {
     const id = entry.taskId;
     if (state.holders.has(id)) {

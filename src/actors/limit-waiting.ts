@@ -10,6 +10,14 @@ interface Waiting {
   entry: DueEntry;
 }
 
+/** Priority, then due time: a key's order of urgency (arrival breaks ties where it is known). */
+export function compareUrgency(
+  a: Pick<DueEntry, 'priority' | 'dueMs'>,
+  b: Pick<DueEntry, 'priority' | 'dueMs'>,
+): number {
+  return a.priority - b.priority || a.dueMs - b.dueMs;
+}
+
 /** Priority, then due time, then arrival; one function for every key (not a closure per key). */
 function moreUrgent(a: Waiting, b: Waiting): number {
   return a.priority - b.priority || a.dueMs - b.dueMs || a.seq - b.seq;
@@ -88,7 +96,7 @@ export class WaitingTasks {
     while (out.length < max) {
       const entry = this.head();
       if (entry === undefined) break;
-      if (before !== undefined && (entry.priority - before.priority || entry.dueMs - before.dueMs) >= 0) break;
+      if (before !== undefined && compareUrgency(entry, before) >= 0) break;
       this.removeHead();
       this.live.delete(entry.taskId);
       out.push(entry);

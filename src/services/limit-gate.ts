@@ -1,4 +1,5 @@
 import { LIMIT } from '../actors/limit-key.js';
+import { compareUrgency } from '../actors/limit-waiting.js';
 import type { ActorSystemApi } from '../runtime/actor.js';
 import type { DueEntry } from '../domain/model.js';
 import type { ResolvedLimit } from '../domain/limits.js';
@@ -166,7 +167,7 @@ export class LimitGate {
         continue;
       }
       if (room > 0) {
-        list.sort((a, b) => a.priority - b.priority || a.dueMs - b.dueMs);
+        list.sort(compareUrgency);
         const straight = list.splice(0, room);
         this.pushedStraight(key, straight, now);
         append(out.straight, straight);

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { compareUrgency, LimitInbox } from '../../src/actors/limit-inbox.js';
+import { LimitInbox } from '../../src/actors/limit-inbox.js';
+import { compareUrgency } from '../../src/actors/limit-waiting.js';
 import type { DueEntry } from '../../src/domain/model.js';
 
 /**
