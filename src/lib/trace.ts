@@ -14,3 +14,16 @@ export function trace(ev: string, fields: Record<string, unknown>): void {
   out ??= createWriteStream(`${file}.${process.pid}`, { flags: 'a' });
   out.write(`${JSON.stringify({ t: Date.now(), ev, ...fields })}\n`);
 }
+
+/**
+ * While tracing, a `loop` line for each stall of this process's event loop over 30 ms: a 10 ms
+ * timer that fired late, with how late (the time the loop spent elsewhere).
+ */
+if (tracing) {
+  let last = Date.now();
+  setInterval(() => {
+    const now = Date.now();
+    if (now - last > 40) trace('loop', { gapMs: now - last - 10 });
+    last = now;
+  }, 10).unref();
+}

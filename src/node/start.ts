@@ -307,8 +307,10 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     ownedPartitions: () => owned.ownedPartitions(),
     placement: wheel,
     dependents: resolver,
+    allGated: (entries) => gate.split(entries).free.length === 0,
     events,
   });
+  events.on('ring:changed', () => safetyNet.wake());
   const retention = new RetentionSweep({
     tasks: backend.tasks,
     clock,
