@@ -73,18 +73,20 @@ function net(clock: FakeClock, random = () => 0) {
   return { safetyNet, reads };
 }
 
+/** The partitions each pass read, a pass after each wait (ms) in turn. */
+async function passesAfter(waits: readonly number[], random?: () => number): Promise<number[][]> {
+  const clock = new FakeClock();
+  const { safetyNet, reads } = net(clock, random);
+  for (const wait of waits) {
+    await clock.advance(wait);
+    await safetyNet.sweep();
+  }
+  return reads;
+}
+
 describe('the safety net and a flood held by its limit key', () => {
   it('rests a partition whose full page its keys hold, and reads it again after the rest', async () => {
-    const clock = new FakeClock();
-    const { safetyNet, reads } = net(clock);
-    await safetyNet.sweep();
-    await clock.advance(5_000);
-    await safetyNet.sweep();
-    await clock.advance(GATED_REST_MS - 5_000 - 1);
-    await safetyNet.sweep();
-    await clock.advance(1);
-    await safetyNet.sweep();
-    expect(reads).toEqual([
+    expect(await passesAfter([0, 5_000, GATED_REST_MS - 5_000 - 1, 1])).toEqual([
       [1, 2, 3, 4],
       [2, 3, 4],
       [2, 3, 4],
@@ -93,14 +95,8 @@ describe('the safety net and a flood held by its limit key', () => {
   });
 
   it('spreads the rests over half the rest time, so that the partitions of a flood do not wake together', async () => {
-    const clock = new FakeClock();
-    const { safetyNet, reads } = net(clock, () => 0.5);
-    await safetyNet.sweep();
-    await clock.advance((GATED_REST_MS * 3) / 4 - 1);
-    await safetyNet.sweep();
-    await clock.advance(1);
-    await safetyNet.sweep();
-    expect(reads).toEqual([
+    // random 0.5: a rest of three quarters of GATED_REST_MS.
+    expect(await passesAfter([0, (GATED_REST_MS * 3) / 4 - 1, 1], () => 0.5)).toEqual([
       [1, 2, 3, 4],
       [2, 3, 4],
       [1, 2, 3, 4],
