@@ -234,7 +234,7 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
       const rows = new Map<WorkerSession[], number>();
       for (const session of this.sessions) {
         if (!session.claimable) continue;
-        const want = Math.min(session.credits, MAX_CLAIM);
+        const want = claimSize(session);
         let chunks = groups.get(session.taskTypesKey);
         if (chunks === undefined) groups.set(session.taskTypesKey, (chunks = []));
         let chunk = chunks[chunks.length - 1];
@@ -253,9 +253,9 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
    */
   private async claimFor(group: readonly WorkerSession[]): Promise<void> {
     const shares = group.map((session) => {
-      const want = Math.min(session.credits, MAX_CLAIM);
+      const want = claimSize(session);
       session.credits -= want;
-      session.claiming = true;
+      session.claims++;
       session.wanting = false;
       return { workerId: session.workerId, maxTasks: want };
     });
@@ -267,7 +267,7 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
     } catch (error) {
       this.deps.onError(error, `claiming tasks of ${taskTypes.join(', ')} for ${group.length} worker(s)`);
     } finally {
-      for (const session of group) session.claiming = false;
+      for (const session of group) session.claims--;
     }
     // Gone, closing or saying goodbye while their tasks were being claimed, or their frame
     // could not be written: handed back now rather than left to wait out leases nobody holds.
@@ -347,4 +347,19 @@ export class WorkerChannel implements WorkerChannelApi, LocalSockets {
     };
     arm();
   }
+}
+
+/**
+ * Credits kept back from the first claim of a session that holds at least four times as many:
+ * a second claim may start while the first is in flight (`CLAIMS_IN_FLIGHT`), and it needs
+ * credit of its own. A session with fewer credits claims them all at once, as before: its
+ * second claim waits for the first to end.
+ */
+const SPARE_FOR_SECOND_CLAIM = 32;
+
+/** How many tasks a claim for this session asks for now. */
+function claimSize(session: WorkerSession): number {
+  const credits = session.credits;
+  const spare = session.claims === 0 && credits >= 4 * SPARE_FOR_SECOND_CLAIM ? SPARE_FOR_SECOND_CLAIM : 0;
+  return Math.min(credits - spare, MAX_CLAIM);
 }

@@ -81,12 +81,21 @@ export interface SessionDeps {
   onError(error: unknown, context: string): void;
 }
 
+/**
+ * Claims a socket may have in flight at once. A second one starts when something is pushed
+ * while the first is still in Postgres: under a flood whose claims wait for a pool connection
+ * and run 20–50 ms, a task of another key pushed meanwhile waited for that claim to end before
+ * its own began (W6: the quiet keys' first starts, T + 110 → 190 ms). The credits are taken
+ * before each claim, so the tasks in flight to a socket still never pass what it granted.
+ */
+export const CLAIMS_IN_FLIGHT = 2;
+
 export class WorkerSession {
   state: SessionState = 'open';
   /** Tasks the worker may still be sent. */
   credits = 0;
-  /** A claim for this session is in flight. */
-  claiming = false;
+  /** Claims for this session in flight (at most {@link CLAIMS_IN_FLIGHT}). */
+  claims = 0;
   /** Something may be ready for it: a push of its types, new credit, a recheck. */
   wanting = true;
   /** Claims in a row that found nothing: its periodic recheck backs off with them. */
@@ -141,7 +150,7 @@ export class WorkerSession {
       this.socket.open &&
       !this.socket.backlogged &&
       this.credits > 0 &&
-      !this.claiming &&
+      this.claims < CLAIMS_IN_FLIGHT &&
       this.wanting
     );
   }
@@ -213,7 +222,7 @@ export class WorkerSession {
   }
 
   closeIfDrained(): void {
-    if (this.state === 'draining' && this.held.size === 0 && !this.claiming && this.recording === 0)
+    if (this.state === 'draining' && this.held.size === 0 && this.claims === 0 && this.recording === 0)
       this.close(CLOSE.normal, 'goodbye: every lease settled');
   }
 
