@@ -78,4 +78,43 @@ describe.each(BACKENDS)('claims of the worker channel on %s', (backend) => {
       expect(rows.map((r) => r.worker_id)).toEqual(worker.tasks.map(() => id));
     }
   });
+
+  // A socket with credit to spare gets a second claim while its first is still in Postgres
+  // (`CLAIMS_IN_FLIGHT`, decision 0043): a task pushed meanwhile does not wait for the slow
+  // claim to end. The first claim is held until the second task has reached the worker; with
+  // one claim in flight per socket the second task would wait behind it, and this would time out.
+  it('claims a task pushed while the first claim is slow, within the credits', async () => {
+    const type = uniqueType('second-claim');
+    const credits = 200;
+    const { worker } = await RawWorker.hello(c.url, { worker_id: `w-${randomUUID()}`, task_types: [type], credits });
+    open.push(worker);
+    const tasks = c.node.backend.tasks;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let first = true;
+    const claim = tasks.claim.bind(tasks);
+    const spy = vi.spyOn(tasks, 'claim').mockImplementation(async (ids, workerId, nowMs, grants) => {
+      const claimed: ClaimedTask[] = await claim(ids, workerId, nowMs, grants);
+      if (first && claimed.length > 0) {
+        first = false;
+        await held; // the first claim that found something stays in flight
+      }
+      return claimed;
+    });
+    try {
+      const one = await api(c.url, 'POST', '/api/tasks', { task_type: type });
+      expect(one.status).toBe(201);
+      await vi.waitFor(() => expect(first).toBe(false), { timeout: 10_000 });
+      const two = await api(c.url, 'POST', '/api/tasks', { task_type: type });
+      expect(two.status).toBe(201);
+      const [got] = await worker.received(1);
+      expect(got?.task_id).toBe((two.body as { task_id: string }).task_id);
+      release();
+      await worker.received(2);
+      expect(new Set(worker.tasks.map((t) => t.task_id)).size).toBe(2);
+    } finally {
+      release();
+      spy.mockRestore();
+    }
+  });
 });
