@@ -82,11 +82,14 @@ export interface SessionDeps {
 }
 
 /**
- * Claims a socket may have in flight at once. A second one starts when something is pushed
- * while the first is still in Postgres: under a flood whose claims wait for a pool connection
- * and run 20–50 ms, a task of another key pushed meanwhile waited for that claim to end before
- * its own began (W6: the quiet keys' first starts, T + 110 → 190 ms). The credits are taken
- * before each claim, so the tasks in flight to a socket still never pass what it granted.
+ * Claims a socket may have in flight at once. A second one starts only when something is
+ * pushed while the first is still in Postgres (`pushed`): under a flood whose claims wait for a
+ * pool connection and run 20–50 ms, a task of another key pushed meanwhile waited for that
+ * claim to end before its own began (W6: the quiet keys' first starts, T + 110 → 190 ms).
+ * Credit that arrives meanwhile waits for the first claim to end, as before: started by credit
+ * too, a drain's claims came in pairs of half the size (W2's p99 17.6–19.1 s against
+ * 15.4–15.9 s). The credits are taken before each claim, so the tasks in flight to a socket
+ * still never pass what it granted.
  */
 export const CLAIMS_IN_FLIGHT = 2;
 
@@ -98,6 +101,10 @@ export class WorkerSession {
   claims = 0;
   /** Something may be ready for it: a push of its types, new credit, a recheck. */
   wanting = true;
+  /** A push of its types landed since its last claim began: a second claim may start beside one in flight. */
+  pushed = false;
+  /** Its last claim took all it asked for: the queue holds more, so its next claim keeps no credit back. */
+  filled = false;
   /** Claims in a row that found nothing: its periodic recheck backs off with them. */
   emptyClaims = 0;
   /** When the periodic recheck may next look for it (pushes and credit do at once). */
@@ -142,7 +149,7 @@ export class WorkerSession {
 
   /**
    * Ready to be claimed for: open (its socket too, and reading what it is sent), with credit,
-   * no claim in flight, something may be ready.
+   * something may be ready, and no claim in flight — or one, and a push since it began.
    */
   get claimable(): boolean {
     return (
@@ -150,7 +157,7 @@ export class WorkerSession {
       this.socket.open &&
       !this.socket.backlogged &&
       this.credits > 0 &&
-      this.claims < CLAIMS_IN_FLIGHT &&
+      (this.claims === 0 || (this.claims < CLAIMS_IN_FLIGHT && this.pushed)) &&
       this.wanting
     );
   }

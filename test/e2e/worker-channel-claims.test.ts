@@ -79,6 +79,33 @@ describe.each(BACKENDS)('claims of the worker channel on %s', (backend) => {
     }
   });
 
+  // A socket that holds many credits keeps a few back from a claim for a second one (decision
+  // 0043), but not while the queue is deep: its last claim filled, so the next takes all its
+  // credit. Kept back there, a drain's claims came in halves (W2: 350–371 results frames, not 200).
+  it('claims all of its credit while its claims keep filling', async () => {
+    const type = uniqueType('deep');
+    const credits = 1000;
+    for (let i = 0; i < 2; i++) {
+      const batch = await api(c.url, 'POST', '/api/tasks/batch', {
+        tasks: Array.from({ length: 650 }, () => ({ task_type: type })),
+      });
+      expect(batch.status).toBe(201);
+    }
+    const take = vi.spyOn(c.node.backend.ready, 'take');
+    try {
+      const { worker } = await RawWorker.hello(c.url, { worker_id: `w-${randomUUID()}`, task_types: [type], credits });
+      open.push(worker);
+      // Its credit runs out only by a claim that took all it asked for.
+      await worker.received(credits);
+      const before = take.mock.calls.length;
+      worker.send({ type: 'credit', n: 200 });
+      await worker.received(credits + 200);
+      expect(take.mock.calls.slice(before).map((call) => call[1])).toEqual([200]);
+    } finally {
+      take.mockRestore();
+    }
+  });
+
   // A socket with credit to spare gets a second claim while its first is still in Postgres
   // (`CLAIMS_IN_FLIGHT`, decision 0043): a task pushed meanwhile does not wait for the slow
   // claim to end. The first claim is held until the second task has reached the worker; with
@@ -105,6 +132,13 @@ describe.each(BACKENDS)('claims of the worker channel on %s', (backend) => {
       const one = await api(c.url, 'POST', '/api/tasks', { task_type: type });
       expect(one.status).toBe(201);
       await vi.waitFor(() => expect(first).toBe(false), { timeout: 10_000 });
+      // Credit alone starts no second claim (a drain's claims would come in pairs of half the
+      // size): the ready queue is not even asked while the first claim is in flight.
+      const take = vi.spyOn(c.node.backend.ready, 'take');
+      worker.send({ type: 'credit', n: 10 });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(take).not.toHaveBeenCalled();
+      take.mockRestore();
       const two = await api(c.url, 'POST', '/api/tasks', { task_type: type });
       expect(two.status).toBe(201);
       const [got] = await worker.received(1);
