@@ -1,4 +1,4 @@
-import { isSampled, markHop } from '../lib/otel.js';
+import { isSampled, recordHop } from '../lib/otel.js';
 import type { DueEntry } from '../domain/model.js';
 
 /**
@@ -15,11 +15,10 @@ export const RELEASE_SPAN = 'wheelhouse.release';
 export function traceFired(entries: readonly DueEntry[], partition: number): void {
   for (const entry of entries) {
     if (entry.traceparent === undefined || !isSampled(entry.traceparent)) continue;
-    markHop(
+    recordHop(
       FIRE_SPAN,
       entry.traceparent,
       { taskId: entry.taskId, taskType: entry.taskType, attempt: 0, partition },
-      undefined,
       { 'wheelhouse.task.due_ms': entry.dueMs },
     );
   }
@@ -28,5 +27,5 @@ export function traceFired(entries: readonly DueEntry[], partition: number): voi
 /** The release span of a dependent whose predecessors have all succeeded. */
 export function traceReleased(entry: DueEntry, partition: number): void {
   if (entry.traceparent === undefined || !isSampled(entry.traceparent)) return;
-  markHop(RELEASE_SPAN, entry.traceparent, { taskId: entry.taskId, taskType: entry.taskType, attempt: 0, partition });
+  recordHop(RELEASE_SPAN, entry.traceparent, { taskId: entry.taskId, taskType: entry.taskType, attempt: 0, partition });
 }

@@ -9,7 +9,9 @@ import {
   type SpanContext,
   type Tracer,
 } from '@opentelemetry/api';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { packageVersion } from './version.js';
+import { HopRecords } from './otel-hops.js';
 
 /**
  * OpenTelemetry tracing of a task's hops (issue 32; docs/decisions/0038-tracing.md).
@@ -28,6 +30,8 @@ import { packageVersion } from './version.js';
 
 /** The tracer once {@link startTracing} ran with an endpoint; null: tracing is off. */
 let tracer: Tracer | null = null;
+/** Finished hops handed to the provider's span processor ({@link recordHop}); set with `tracer`. */
+let hops: HopRecords | null = null;
 /** The SDK's provider, to flush and shut down. */
 let provider: { forceFlush(): Promise<void>; shutdown(): Promise<void> } | null = null;
 /** Nodes of this process that started tracing (tests run many): the last to stop shuts it down. */
@@ -86,19 +90,26 @@ async function load(protocol: OtlpProtocol): Promise<void> {
       ? import('@opentelemetry/exporter-trace-otlp-http')
       : import('@opentelemetry/exporter-trace-otlp-proto'),
   ]);
-  const sdkProvider = new sdk.BasicTracerProvider({
-    resource: resources.defaultResource().merge(
-      resources.resourceFromAttributes({
-        [semconv.ATTR_SERVICE_NAME]: process.env.OTEL_SERVICE_NAME || 'wheelhouse',
-        [semconv.ATTR_SERVICE_VERSION]: packageVersion(),
-      }),
-    ),
-    // The exporter reads the endpoint, headers and timeout from the environment.
-    spanProcessors: [new sdk.BatchSpanProcessor(new exporterModule.OTLPTraceExporter())],
-  });
+  const resource = resources.defaultResource().merge(
+    resources.resourceFromAttributes({
+      [semconv.ATTR_SERVICE_NAME]: process.env.OTEL_SERVICE_NAME || 'wheelhouse',
+      [semconv.ATTR_SERVICE_VERSION]: packageVersion(),
+    }),
+  );
+  // The exporter reads the endpoint, headers and timeout from the environment.
+  const processor = new sdk.BatchSpanProcessor(new exporterModule.OTLPTraceExporter());
+  const sdkProvider = new sdk.BasicTracerProvider({ resource, spanProcessors: [processor] });
   trace.setGlobalTracerProvider(sdkProvider);
   provider = sdkProvider;
-  tracer = trace.getTracer('wheelhouse', packageVersion());
+  const sdkTracer = sdkProvider.getTracer('wheelhouse', packageVersion());
+  tracer = sdkTracer;
+  // The SDK's tracer carries its scope: the hops share that object, so that an export groups
+  // them with the submit spans under one scope.
+  const scope = (sdkTracer as Partial<Pick<ReadableSpan, 'instrumentationScope'>>).instrumentationScope ?? {
+    name: 'wheelhouse',
+    version: packageVersion(),
+  };
+  hops = new HopRecords(processor, resource, scope);
 }
 
 /** Exports every span ended so far (a node's stop, a test). */
@@ -113,6 +124,7 @@ export async function stopTracing(): Promise<void> {
   if (users > 0 || provider === null) return;
   const ending = provider;
   tracer = null;
+  hops = null;
   provider = null;
   starting = null;
   trace.disable();
@@ -181,43 +193,53 @@ export const TASK_ATTEMPT = 'wheelhouse.task.attempt';
 export const TASK_PARTITION = 'wheelhouse.task.partition';
 
 /**
- * Starts the span of one hop of a task, child of `traceparent` (a new trace when there is none).
- * Call only when {@link tracingOn}; the caller ends it. `startMs`: when the hop began, if
- * earlier than now.
+ * Starts the span of one hop of a task through the tracer, child of `traceparent` (a new trace
+ * when there is none: the sampler decides) — the submit, whose parent may be absent or not
+ * sampled. The later hops are {@link recordHop}'s. Call only when {@link tracingOn}; the
+ * caller ends it.
  */
 export function startHop(
   name: string,
   traceparent: string | null | undefined,
   hop: HopAttributes,
   kind: SpanKind = SpanKind.INTERNAL,
-  extra?: Attributes,
-  startMs?: number,
 ): Span {
   const attributes: Attributes = {
     [TASK_ID]: hop.taskId,
     [TASK_TYPE]: hop.taskType,
     [TASK_ATTEMPT]: hop.attempt,
     [TASK_PARTITION]: hop.partition,
-    ...extra,
   };
-  return (tracer as Tracer).startSpan(
-    name,
-    { kind, attributes, ...(startMs === undefined ? {} : { startTime: startMs }) },
-    parentContext(traceparent),
-  );
+  return (tracer as Tracer).startSpan(name, { kind, attributes }, parentContext(traceparent));
 }
 
-/** A hop with nothing to time: its span starts and ends at once. Answers the span's `traceparent`. */
-export function markHop(
+/**
+ * Records a hop that has ended, child of `traceparent` — the task's stored context, which must
+ * be sampled ({@link isSampled}) — from `startMs` (default: now) to now. Call only when
+ * {@link tracingOn}. Answers the hop's own `traceparent`; an invalid context records nothing
+ * and is answered as it is.
+ *
+ * The hops after the submit (fire, release, claim, complete) go this way rather than through
+ * the tracer: their parent is known, sampled and remote, and they end where they start, so the
+ * finished span is built at once and handed to the provider's span processor, as the SDK's
+ * own spans are when they end — no sampler, context, attribute checks or span object to fill
+ * (docs/decisions/0044-hop-records.md).
+ */
+export function recordHop(
   name: string,
-  traceparent: string | null | undefined,
+  traceparent: string,
   hop: HopAttributes,
-  kind?: SpanKind,
   extra?: Attributes,
+  startMs?: number,
 ): string {
-  const span = startHop(name, traceparent, hop, kind, extra);
-  span.end();
-  return traceparentOf(span);
+  const attributes: Attributes = {
+    [TASK_ID]: hop.taskId,
+    [TASK_TYPE]: hop.taskType,
+    [TASK_ATTEMPT]: hop.attempt,
+    [TASK_PARTITION]: hop.partition,
+  };
+  if (extra !== undefined) Object.assign(attributes, extra);
+  return (hops as HopRecords).record(name, traceparent, attributes, startMs);
 }
 
 export { SpanKind };

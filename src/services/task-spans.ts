@@ -1,5 +1,5 @@
 import type { Span } from '@opentelemetry/api';
-import { isSampled, SpanKind, startHop, traceparentOf } from '../lib/otel.js';
+import { isSampled, recordHop, SpanKind, startHop, traceparentOf } from '../lib/otel.js';
 import type { ClaimedTask, NewTask, Transition } from '../domain/model.js';
 
 /**
@@ -79,16 +79,13 @@ export function traceClaims(claimed: readonly ClaimedTask[], workerId: string, s
   for (const task of claimed) {
     // Not sampled: no span, and the worker is handed the task's context as it is.
     if (task.traceparent === undefined || !isSampled(task.traceparent)) continue;
-    const span = startHop(
+    task.traceparent = recordHop(
       CLAIM_SPAN,
       task.traceparent,
       { taskId: task.id, taskType: task.taskType, attempt: task.attempt, partition: task.partition },
-      SpanKind.INTERNAL,
       { 'wheelhouse.worker.id': workerId },
       startMs,
     );
-    span.end();
-    task.traceparent = traceparentOf(span);
   }
 }
 
@@ -96,14 +93,12 @@ export function traceClaims(claimed: readonly ClaimedTask[], workerId: string, s
 export function traceResults(transitions: readonly Transition[], startMs: number): void {
   for (const t of transitions) {
     if (t.traceparent === undefined || !isSampled(t.traceparent)) continue;
-    const span = startHop(
+    recordHop(
       COMPLETE_SPAN,
       t.traceparent,
       { taskId: t.taskId, taskType: t.taskType, attempt: t.attempt ?? 0, partition: t.partition ?? 0 },
-      SpanKind.INTERNAL,
       { 'wheelhouse.task.status': t.status },
       startMs,
     );
-    span.end();
   }
 }

@@ -1,0 +1,75 @@
+import { SpanKind, SpanStatusCode, TraceFlags } from '@opentelemetry/api';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { describe, expect, it } from 'vitest';
+import { HopRecords } from '../../src/lib/otel-hops.js';
+
+/**
+ * The finished hop spans handed straight to the span processor (decision 0044): what an
+ * exporter reads of them. That they reach a receiver, parented, in one trace, over both
+ * protocols: test/e2e/tracing.test.ts.
+ */
+describe('hop records', () => {
+  const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+  const parentId = '00f067aa0ba902b7';
+  const resource = { attributes: {} } as unknown as ReadableSpan['resource'];
+  const scope = { name: 'wheelhouse', version: 'test' };
+  const recorder = (): { spans: ReadableSpan[]; hops: HopRecords } => {
+    const spans: ReadableSpan[] = [];
+    return { spans, hops: new HopRecords({ onEnd: (span) => spans.push(span) }, resource, scope) };
+  };
+
+  it('is a finished, sampled INTERNAL child of the stored context, answered as its own traceparent', () => {
+    const { spans, hops } = recorder();
+    const startMs = Date.now() - 25;
+    const answered = hops.record('wheelhouse.claim', `00-${traceId}-${parentId}-01`, { a: 1 }, startMs);
+    expect(spans).toHaveLength(1);
+    const span = spans[0]!;
+    const context = span.spanContext();
+    expect(answered).toBe(`00-${traceId}-${context.spanId}-01`);
+    expect(context.traceId).toBe(traceId);
+    expect(context.spanId).toMatch(/^[0-9a-f]{16}$/);
+    expect(context.spanId).not.toBe(parentId);
+    expect(context.traceFlags & TraceFlags.SAMPLED).toBe(TraceFlags.SAMPLED);
+    expect(span.parentSpanContext).toEqual({ traceId, spanId: parentId, traceFlags: 1, isRemote: true });
+    expect(span.name).toBe('wheelhouse.claim');
+    expect(span.kind).toBe(SpanKind.INTERNAL);
+    expect(span.attributes).toEqual({ a: 1 });
+    expect(span.status.code).toBe(SpanStatusCode.UNSET);
+    expect(span.ended).toBe(true);
+    expect([span.events, span.links]).toEqual([[], []]);
+    expect(span.resource).toBe(resource);
+    expect(span.instrumentationScope).toBe(scope);
+    // From startMs to now, in [seconds, nanoseconds].
+    const ms = (t: readonly [number, number]): number => t[0] * 1000 + t[1] / 1e6;
+    expect(ms(span.startTime)).toBeCloseTo(startMs, 3);
+    expect(ms(span.endTime)).toBeGreaterThanOrEqual(ms(span.startTime));
+    expect(ms(span.endTime)).toBeLessThanOrEqual(Date.now() + 1);
+    expect(ms(span.duration)).toBeCloseTo(ms(span.endTime) - ms(span.startTime), 3);
+    for (const t of [span.startTime, span.endTime, span.duration]) {
+      expect(t[1]).toBeGreaterThanOrEqual(0);
+      expect(t[1]).toBeLessThan(1e9);
+    }
+  });
+
+  it('starts and ends at once without a start, and never ends before a start ahead of its clock', () => {
+    const { spans, hops } = recorder();
+    hops.record('wheelhouse.fire', `00-${traceId}-${parentId}-01`, {});
+    hops.record('wheelhouse.complete', `00-${traceId}-${parentId}-01`, {}, Date.now() + 5_000);
+    expect(spans[0]!.startTime).toEqual(spans[0]!.endTime);
+    expect(spans[1]!.endTime).toEqual(spans[1]!.startTime);
+  });
+
+  it('gives every record a span id of its own, across draws of the random source', () => {
+    const { spans, hops } = recorder();
+    for (let i = 0; i < 1_500; i++) hops.record('h', `00-${traceId}-${parentId}-01`, {});
+    expect(new Set(spans.map((s) => s.spanContext().spanId)).size).toBe(1_500);
+  });
+
+  it('reads a later version by the fields it shares with 00, and records nothing for a malformed context', () => {
+    const { spans, hops } = recorder();
+    hops.record('h', `01-${traceId}-${parentId}-01-more`, {});
+    expect(spans[0]!.parentSpanContext?.spanId).toBe(parentId);
+    expect(hops.record('h', 'not-a-traceparent', {})).toBe('not-a-traceparent');
+    expect(spans).toHaveLength(1);
+  });
+});
