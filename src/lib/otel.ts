@@ -82,13 +82,13 @@ export async function startTracing(env: NodeJS.ProcessEnv = process.env): Promis
 }
 
 async function load(protocol: OtlpProtocol): Promise<void> {
-  const [sdk, resources, semconv, exporterModule] = await Promise.all([
+  const [sdk, resources, semconv, exporter] = await Promise.all([
     import('@opentelemetry/sdk-trace-base'),
     import('@opentelemetry/resources'),
     import('@opentelemetry/semantic-conventions'),
     protocol === 'http/json'
-      ? import('@opentelemetry/exporter-trace-otlp-http')
-      : import('@opentelemetry/exporter-trace-otlp-proto'),
+      ? import('@opentelemetry/exporter-trace-otlp-http').then((m) => new m.OTLPTraceExporter())
+      : import('./otlp-exporter.js').then((m) => m.protobufSpanExporter()),
   ]);
   const resource = resources.defaultResource().merge(
     resources.resourceFromAttributes({
@@ -97,7 +97,7 @@ async function load(protocol: OtlpProtocol): Promise<void> {
     }),
   );
   // The exporter reads the endpoint, headers and timeout from the environment.
-  const processor = new sdk.BatchSpanProcessor(new exporterModule.OTLPTraceExporter());
+  const processor = new sdk.BatchSpanProcessor(exporter);
   const sdkProvider = new sdk.BasicTracerProvider({ resource, spanProcessors: [processor] });
   trace.setGlobalTracerProvider(sdkProvider);
   provider = sdkProvider;
