@@ -1,11 +1,10 @@
 import type { WheelPlacement } from '../actors/wheel-placement.js';
-import type { TaskRecord } from '../domain/model.js';
+import type { DueEntry, TaskRecord } from '../domain/model.js';
 import type { OperationRecord } from '../domain/operations.js';
 import { isWheelhouseError } from '../lib/errors.js';
 import type { Clock } from '../runtime/clock.js';
 import type { OperationStore } from '../store/operation-types.js';
 import type { CancelAftermath } from './cancel-aftermath.js';
-import { dueEntry } from './support.js';
 
 /**
  * Runs the operations on many tasks, page after page, in the background: a duty of the ring
@@ -109,7 +108,7 @@ export class OperationRunner {
         failures = 0;
         otherFailures = 0;
         if (page.kind === 'stopped') return;
-        await this.handOn(page.operation, page.changed);
+        await this.handOn(page.operation, page.changed, page.retried);
         if (page.operation.state !== 'running') return;
         await this.pause(Date.now() - started);
       } catch (error) {
@@ -129,13 +128,13 @@ export class OperationRunner {
   }
 
   /** What the single-task routes do after their statement, for a page's changed tasks. */
-  private async handOn(operation: OperationRecord, changed: TaskRecord[]): Promise<void> {
-    if (changed.length === 0) return;
+  private async handOn(operation: OperationRecord, changed: TaskRecord[], retried: DueEntry[]): Promise<void> {
     if (operation.action === 'retry') {
       // A placement that fails is retried in the background (WheelPlacement), as for one retry.
-      await this.deps.placement.place(changed.map(dueEntry));
+      if (retried.length > 0) await this.deps.placement.place(retried);
       return;
     }
+    if (changed.length === 0) return;
     // A page's cancel took the cancelled parents' unfinished children with it (in its transaction).
     if (operation.action === 'cancel') this.deps.cancels.handOn(changed);
   }

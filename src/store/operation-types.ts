@@ -1,4 +1,4 @@
-import type { TaskRecord } from '../domain/model.js';
+import type { DueEntry, TaskRecord } from '../domain/model.js';
 import type { OperationAction, OperationFilter, OperationRecord } from '../domain/operations.js';
 
 /** An operation to record (`POST /api/operations`). */
@@ -16,10 +16,11 @@ export type OperationPage =
   /** The operation is gone or no longer running (done, cancelled, failed): nothing was done. */
   | { kind: 'stopped'; operation: OperationRecord | null }
   /**
-   * A page committed: the operation as it now is, and the task rows the action changed (retried
-   * or cancelled ones: what the caller hands on to the wheel, the worker, the dependents).
+   * A page committed: the operation as it now is, and what the caller hands on of the tasks
+   * the action changed: the cancelled rows (to the worker, the dependents), the retried tasks'
+   * due entries (to the wheel).
    */
-  | { kind: 'page'; operation: OperationRecord; changed: TaskRecord[] };
+  | { kind: 'page'; operation: OperationRecord; changed: TaskRecord[]; retried: DueEntry[] };
 
 /** Operations on many tasks: their rows (`operations`), and the pages that do them. */
 export interface OperationStore {

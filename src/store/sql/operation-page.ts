@@ -1,4 +1,4 @@
-import type { TaskRecord } from '../../domain/model.js';
+import type { DueEntry, TaskRecord } from '../../domain/model.js';
 import { matchedStatuses, type OperationFilter, type OperationRecord } from '../../domain/operations.js';
 import type { Db, DbTx } from '../db.js';
 import type { OperationPage } from '../operation-types.js';
@@ -149,7 +149,7 @@ export async function runOperationPage(
         'wh_operation_progress',
       )
     ).rows[0]!;
-    return { kind: 'page', operation: toOperationRecord(row), changed: acted.changed };
+    return { kind: 'page', operation: toOperationRecord(row), changed: acted.changed, retried: acted.retried };
   });
 }
 
@@ -159,8 +159,8 @@ async function act(
   operation: OperationRecord,
   taskIds: readonly string[],
   nowMs: number,
-): Promise<{ count: number; changed: TaskRecord[] }> {
-  if (taskIds.length === 0) return { count: 0, changed: [] };
+): Promise<{ count: number; changed: TaskRecord[]; retried: DueEntry[] }> {
+  if (taskIds.length === 0) return { count: 0, changed: [], retried: [] };
   switch (operation.action) {
     case 'cancel': {
       // A cancelled parent takes its unfinished children with it, in this same transaction; the
@@ -168,15 +168,15 @@ async function act(
       const changed = await cancelMany(tx, taskIds, nowMs);
       const parents = changed.filter((t) => t.status === 'cancelled').map((t) => t.id);
       const children = await cancelChildren(tx, parents, nowMs);
-      return { count: changed.length, changed: [...changed, ...children] };
+      return { count: changed.length, changed: [...changed, ...children], retried: [] };
     }
     case 'retry': {
-      const changed = await retryMany(tx, taskIds, nowMs);
-      return { count: changed.length, changed };
+      const retried = await retryMany(tx, taskIds, nowMs);
+      return { count: retried.length, changed: [], retried };
     }
     case 'delete': {
       const { rows } = await tx.query<{ removed: number }>(DELETE_MANY, [taskIds], 'wh_delete_finished_many');
-      return { count: rows[0]?.removed ?? 0, changed: [] };
+      return { count: rows[0]?.removed ?? 0, changed: [], retried: [] };
     }
   }
 }

@@ -1,7 +1,7 @@
 import type { Db, DbTx } from '../db.js';
-import type { TaskRecord } from '../../domain/model.js';
+import type { DueEntry } from '../../domain/model.js';
 import type { RetryResult } from '../types.js';
-import { taskColumns, toTaskRecord, tsParam, validIds, type TaskRow } from './columns.js';
+import { taskColumns, toDueEntry, toTaskRecord, tsParam, validIds, type DueRow, type TaskRow } from './columns.js';
 import { getTask } from './read.js';
 
 /**
@@ -23,7 +23,7 @@ import { getTask } from './read.js';
  * again it would skip what it waits for, and nothing would release it if it went back to
  * blocked (its predecessors' events are spent).
  */
-function retryStatement(ids: string): string {
+function retryStatement(ids: string, answer = 'd.*'): string {
   return `
   WITH done AS (
     UPDATE tasks t
@@ -53,12 +53,19 @@ function retryStatement(ids: string): string {
     WHERE d.attempts > 0 AND d.old_started_at IS NOT NULL AND d.old_status <> 'expired'
     ON CONFLICT (task_id, attempt) DO NOTHING
   )
-  SELECT * FROM done`;
+  SELECT ${answer} FROM done d`;
 }
 
 const RETRY = retryStatement('o.id = $1 AND t.id = $1');
-/** The same edges for many tasks at once (an operation's page): `$1` their ids. */
-const RETRY_MANY = retryStatement('o.id = t.id AND t.id = ANY($1::uuid[])');
+/**
+ * The same edges for many tasks at once (an operation's page): `$1` their ids. It answers only
+ * what the wheel needs of each (a due entry): a page of 1 000 whole rows — payloads, results,
+ * errors — was read and decoded on the node's thread between the probe's submits (issue 30).
+ */
+const RETRY_MANY = retryStatement(
+  'o.id = t.id AND t.id = ANY($1::uuid[])',
+  'd.id, d.task_type, d.priority, d.due_ms, d.limits, d.traceparent',
+);
 
 /** See `TaskStore.retry`. */
 export async function retryTask(db: Db, taskId: string, nowMs: number): Promise<RetryResult> {
@@ -74,11 +81,12 @@ export async function retryTask(db: Db, taskId: string, nowMs: number): Promise<
 
 /**
  * Retries the tasks of `taskIds` that are failed, cancelled or expired (and may be retried), as
- * {@link retryTask} retries one: answers the rows it changed, pending and due now. For an
- * operation's page, inside its transaction; the caller places them on the wheel once it commits.
+ * {@link retryTask} retries one: answers the due entries of those it changed, pending and due
+ * now. For an operation's page, inside its transaction; the caller places them on the wheel
+ * once it commits.
  */
-export async function retryMany(db: DbTx, taskIds: readonly string[], nowMs: number): Promise<TaskRecord[]> {
+export async function retryMany(db: DbTx, taskIds: readonly string[], nowMs: number): Promise<DueEntry[]> {
   if (taskIds.length === 0) return [];
-  const { rows } = await db.query<TaskRow>(RETRY_MANY, [taskIds, nowMs], 'wh_retry_many');
-  return rows.map(toTaskRecord);
+  const { rows } = await db.query<DueRow>(RETRY_MANY, [taskIds, nowMs], 'wh_retry_many');
+  return rows.map(toDueEntry);
 }
