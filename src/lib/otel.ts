@@ -204,13 +204,7 @@ export function startHop(
   hop: HopAttributes,
   kind: SpanKind = SpanKind.INTERNAL,
 ): Span {
-  const attributes: Attributes = {
-    [TASK_ID]: hop.taskId,
-    [TASK_TYPE]: hop.taskType,
-    [TASK_ATTEMPT]: hop.attempt,
-    [TASK_PARTITION]: hop.partition,
-  };
-  return (tracer as Tracer).startSpan(name, { kind, attributes }, parentContext(traceparent));
+  return (tracer as Tracer).startSpan(name, { kind, attributes: hopAttributes(hop) }, parentContext(traceparent));
 }
 
 /**
@@ -232,14 +226,19 @@ export function recordHop(
   extra?: Attributes,
   startMs?: number,
 ): string {
-  const attributes: Attributes = {
+  const attributes = hopAttributes(hop);
+  if (extra !== undefined) Object.assign(attributes, extra);
+  return (hops as HopRecords).record(name, traceparent, attributes, startMs);
+}
+
+/** The attributes every hop's span carries, in a new object. */
+function hopAttributes(hop: HopAttributes): Attributes {
+  return {
     [TASK_ID]: hop.taskId,
     [TASK_TYPE]: hop.taskType,
     [TASK_ATTEMPT]: hop.attempt,
     [TASK_PARTITION]: hop.partition,
   };
-  if (extra !== undefined) Object.assign(attributes, extra);
-  return (hops as HopRecords).record(name, traceparent, attributes, startMs);
 }
 
 export { SpanKind };
