@@ -62,8 +62,11 @@ export interface LimitGrant {
 }
 
 export type LimitMessage =
-  /** Due tasks whose home is this key (a wheel fired them, or the safety net found them loose). */
-  | { type: 'offer'; entries: DueEntry[] }
+  /**
+   * Due tasks whose home is this key: a wheel fired them (`fired`), or the safety net found
+   * them loose, a claim refused them, an activation that ended handed them on.
+   */
+  | { type: 'offer'; entries: DueEntry[]; fired?: boolean }
   /** The next slice of a large offer, from the key's inbox (`LimitInbox`). */
   | { type: 'absorb' }
   /** A claim took these tasks from a ready queue: which may start now? The rest wait here. */
@@ -194,7 +197,7 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
             if (!strategy) fresh.push(entry);
             else if (state.waiting.add(entry)) onArrival(state, entry, deps);
           }
-          await pump(state, ctx, deps, fresh);
+          await pump(state, ctx, deps, fresh, message.type === 'offer' && message.fired === true);
           return state;
         }
         case 'grant': {
@@ -257,20 +260,28 @@ async function pump(
   ctx: Ctx,
   deps: LimitKeyDeps,
   offered: readonly DueEntry[] = [],
+  fired = false,
 ): Promise<void> {
   const now = ctx.clock.now();
   expireAdmitted(state, now);
   const waiting = state.waiting.size + state.inbox.size;
   const { room, throttled } = admissionRoom(state, now, deps.admitWindow, waiting + offered.length);
+  // What a wheel fired for a queue key waits in its inbox (`LimitInbox.stage`): a wheel fires
+  // a task once. The rest — a read, the safety net's offers of tasks the key may hold already,
+  // whatever a strategy key is offered — wait in its waiting set, which knows each task once.
+  const keep = (entries: readonly DueEntry[]): void => {
+    if (fired && !eager(state)) state.inbox.stage(entries);
+    else for (const entry of entries) state.waiting.add(entry);
+  };
   // Offered tasks go straight through while nothing waits before them (a key that is not
-  // binding: the common case, kept off the heap); the rest wait in it.
+  // binding: the common case); the rest wait.
   let entries: DueEntry[];
   if (offered.length > 0 && waiting === 0) {
     const ordered = [...offered].sort(compareUrgency);
     entries = ordered.slice(0, Math.max(0, room));
-    for (const entry of ordered.slice(entries.length)) state.waiting.add(entry);
+    keep(ordered.slice(entries.length));
   } else {
-    for (const entry of offered) state.waiting.add(entry);
+    keep(offered);
     entries = room <= 0 ? [] : eager(state) ? state.waiting.take(room) : takeMerged(state, room, now);
   }
   if (entries.length > 0) {

@@ -54,7 +54,7 @@ export function gatedReadyQueue(
       // Nothing gated or all straight: `entries` as they came (an empty push still runs the fence).
       const pushed = offered.size === 0 ? entries : [...free, ...straight];
       if (pushed.length === 0) {
-        gate.offerByHome(offered);
+        gate.offerByHome(offered, true);
         return NOTHING_PUSHED;
       }
       let stamp;
@@ -64,7 +64,7 @@ export function gatedReadyQueue(
         gate.notPushed(straight);
         throw error;
       }
-      if (offered.size > 0) gate.offerByHome(offered);
+      if (offered.size > 0) gate.offerByHome(offered, true);
       return stamp;
     },
     async held(entries: readonly DueEntry[]) {

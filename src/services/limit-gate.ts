@@ -250,11 +250,14 @@ export class LimitGate {
     this.offerByHome(this.byHome(entries).byHome);
   }
 
-  /** {@link offer} of entries already grouped by home key (`Routed.offered`). */
-  offerByHome(byKey: ReadonlyMap<string, DueEntry[]>): void {
+  /**
+   * {@link offer} of entries already grouped by home key (`Routed.offered`); `fired`: a wheel
+   * fired them (each task once: a queue key keeps them unindexed, `LimitInbox.stage`).
+   */
+  offerByHome(byKey: ReadonlyMap<string, DueEntry[]>, fired = false): void {
     for (const [key, list] of byKey) {
       try {
-        this.deps.system.ref(LIMIT, key).tell({ type: 'offer', entries: list });
+        this.deps.system.ref(LIMIT, key).tell({ type: 'offer', entries: list, fired });
       } catch (error) {
         this.deps.onError(error, `offering ${list.length} tasks to limit ${key} (the safety net offers them again)`);
       }

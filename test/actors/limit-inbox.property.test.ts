@@ -6,13 +6,15 @@ import type { DueEntry } from '../../src/domain/model.js';
 
 /**
  * A limit key's inbox (decision 0042) against a simple oracle, the multiset of what was kept:
- * offers large enough to be kept (a slice of 2 here), in any order of urgency, and takes of
+ * offers large enough to be kept (a slice of 2 here), in any order of urgency, small offers
+ * staged (a queue key's fired ones), and takes of
  * any size with or without a bound, interleaved. Every take must answer the most urgent
  * entries kept (ties in any order), in order of urgency, each once, and with a bound none
  * less urgent than it — and stop only when the next is less urgent than the bound.
  */
 type Op =
   | { kind: 'offer'; entries: { priority: number; dueMs: number }[] }
+  | { kind: 'stage'; entries: { priority: number; dueMs: number }[] }
   | { kind: 'take'; max: number; bound?: { priority: number; dueMs: number } };
 
 const urgency = fc.record({ priority: fc.integer({ min: 0, max: 2 }), dueMs: fc.integer({ min: 0, max: 20 }) });
@@ -20,6 +22,10 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   {
     weight: 3,
     arbitrary: fc.record({ kind: fc.constant('offer' as const), entries: fc.array(urgency, { maxLength: 12 }) }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant('stage' as const), entries: fc.array(urgency, { maxLength: 4 }) }),
   },
   {
     weight: 3,
@@ -38,7 +44,12 @@ describe('LimitInbox (property, against a multiset oracle)', () => {
         let kept: DueEntry[] = [];
         let n = 0;
         for (const o of ops) {
-          if (o.kind === 'offer') {
+          if (o.kind === 'stage') {
+            // A queue key's small fired offer: kept whatever its size, read with the rest.
+            const entries = o.entries.map((u) => ({ taskId: `t${n++}`, taskType: 't', ...u }));
+            inbox.stage(entries);
+            kept.push(...entries);
+          } else if (o.kind === 'offer') {
             const entries = o.entries.map((u) => ({ taskId: `t${n++}`, taskType: 't', ...u }));
             const direct = inbox.takeIn({ type: 'offer', entries }, true);
             if (entries.length > 2) {

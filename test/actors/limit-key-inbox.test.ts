@@ -151,6 +151,39 @@ describe('a queue key offered a flood', () => {
   });
 });
 
+describe('a queue key fired small, overlapping offers (W1L: 64 partitions firing the same due times)', () => {
+  it('keeps them out of its waiting set, admits them in order of urgency, each once', async () => {
+    const { system, ref, pushed } = floodKey();
+    // 64 partitions, each firing its share of every 10 ms: each offer overlaps the one before.
+    const partitions = 64;
+    const ticks = 20;
+    let n = 0;
+    const all: DueEntry[] = [];
+    for (let tick = 0; tick < ticks; tick++) {
+      for (let p = 0; p < partitions; p++) {
+        const offer = [0, 1, 2].map((k) => ({ ...entry(n++), dueMs: tick * 10 + ((k * 3 + p) % 10) }));
+        all.push(...offer);
+        ref.tell({ type: 'offer', entries: offer, fired: true });
+      }
+    }
+    // The safety net's offer of tasks the key holds already (not fired): known once.
+    ref.tell({ type: 'offer', entries: all.slice(100, 110) });
+    await ref.ask({ type: 'inspect' }, 1_000);
+    // Concurrency 2: two admitted; of the rest, only the net's copies are in the waiting set.
+    expect(waitingSet(system)).toBe(10);
+    expect(offeredNotTakenIn(system)).toBe(all.length - 2);
+    const everPushed: string[] = [];
+    const seen = await drain(ref, pushed, all.length, everPushed);
+    expect(new Set(seen).size).toBe(all.length);
+    expect(everPushed).toHaveLength(all.length);
+    // In order of urgency (due time; arrival breaks ties only within the first two, admitted at once).
+    const dues = seen.slice(2).map((id) => all.find((e) => e.taskId === id)!.dueMs);
+    expect(dues).toEqual([...dues].sort((a, b) => a - b));
+    expect(waitingSet(system)).toBe(0);
+    await system.shutdown();
+  });
+});
+
 /** The size of the key's waiting set (what its describe says waits, not counting its inbox). */
 function waitingSet(system: ReturnType<typeof floodKey>['system']): number {
   const state = system.inspect(LIMIT.name, KEY)?.state as { waiting: number } | undefined;

@@ -49,6 +49,20 @@ describe('entry codec', () => {
     expect(decodeInFlightMember(encodeInFlightMember(one))).toStrictEqual(one);
   });
 
+  it('shares one type string and limits array among a run of alike members, and never mixes two tails', () => {
+    const a = decodeInFlightMember(encodeInFlightMember(LIMITED));
+    const b = decodeInFlightMember(encodeInFlightMember({ ...LIMITED, taskId: ID.replace('0193', '0194') }));
+    expect(b.limits).toBe(a.limits);
+    expect(b.taskType).toBe(a.taskType);
+    // Tails of one length that differ, a tail that is a type alone, then the first again.
+    const other = { ...LIMITED, limits: ['customer:43', 'stripe-api'] };
+    expect(decodeInFlightMember(encodeInFlightMember(other))).toStrictEqual(other);
+    const typeAlone = { ...PLAIN, taskType: 'etl:load.v2-x_y|customer:42,stripe-api'.replace(/[|,]/g, '.') };
+    expect(decodeBucketMember(encodeBucketMember(typeAlone), PLAIN.dueMs)).toStrictEqual(typeAlone);
+    expect(decodeBucketMember(encodeBucketMember(LIMITED), LIMITED.dueMs)).toStrictEqual(LIMITED);
+    expect(decodeInFlightMember(encodeInFlightMember(PLAIN))).toStrictEqual(PLAIN);
+  });
+
   it('carries a sampled trace context in the bucket member only, after the limits, and reads it back', () => {
     const ids = `${'4b'.repeat(16)}${'0c'.repeat(8)}`;
     const traced: DueEntry = { ...LIMITED, traceparent: `00-${'4b'.repeat(16)}-${'0c'.repeat(8)}-01` };
