@@ -3,6 +3,7 @@ import { WheelhouseError } from '../lib/errors.js';
 import { isConnectionLoss, isUnavailableError, toStoreError } from './db-errors.js';
 import type { ConnectionHealth } from './connection-health.js';
 import { trace, tracing } from '../lib/trace.js';
+import { withArrayLiterals } from './array-literal.js';
 import {
   checkSession,
   failedBeforeSending,
@@ -216,7 +217,8 @@ function pgQuery<R>(
   return reaching(
     health,
     async () => {
-      const config: pg.QueryConfig = { text, values: params as unknown[] | undefined };
+      const values = params === undefined ? undefined : (withArrayLiterals(params) as unknown[]);
+      const config: pg.QueryConfig = { text, values };
       if (name !== undefined) config.name = name;
       if (tracing && on instanceof pg.Pool) return tracedQuery<R>(on, config);
       const result = await on.query(config);
