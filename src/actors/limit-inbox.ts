@@ -85,6 +85,22 @@ export class LimitInbox {
     this.count += entries.length;
   }
 
+  /** Which of `ids` are here, by a pass over every entry (for a read, which is rare). */
+  holding(ids: ReadonlySet<string>): Set<string> {
+    const found = new Set<string>();
+    const look = (entry: DueEntry): void => {
+      if (ids.has(entry.taskId)) found.add(entry.taskId);
+    };
+    for (const entry of this.staged) look(entry);
+    for (const chain of this.chains) {
+      for (let l = chain.list; l < chain.lists.length; l++) {
+        const list = chain.lists[l] as DueEntry[];
+        for (let i = l === chain.list ? chain.at : 0; i < list.length; i++) look(list[i] as DueEntry);
+      }
+    }
+    return found;
+  }
+
   /** Sorts the staged entries into the chains. */
   private seal(): void {
     if (this.staged.length === 0) return;

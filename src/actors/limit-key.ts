@@ -174,15 +174,22 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
         case 'absorb':
         case 'read':
         case 'offer': {
-          const entries = message.type === 'read' ? message.entries : (offered ?? []);
+          let entries = message.type === 'read' ? message.entries : (offered ?? []);
+          const fired = message.type === 'offer' && message.fired === true && !eager(state);
           // The first read brings the tasks parked by an earlier activation: they arrived
           // there, and a strategy decided on them then.
           let arriving = true;
           if (message.type === 'read') {
+            // Tasks a wheel fired here meanwhile wait unindexed in the inbox: a read that
+            // brings them again leaves them there (rare, so looked for by a pass over it).
+            if (state.inbox.size > 0) {
+              const kept = state.inbox.holding(new Set(entries.map((e) => e.taskId)));
+              if (kept.size > 0) entries = entries.filter((e) => !kept.has(e.taskId));
+            }
             // A read asks for as many more as the key holds (`readMore`): one that brings
             // nothing new found none left.
             state.reading = false;
-            state.unread = message.more && message.entries.some((e) => isNew(state, e.taskId));
+            state.unread = message.more && entries.some((e) => isNew(state, e.taskId));
             arriving = state.readOnce;
             state.readOnce = true;
           }
@@ -194,10 +201,12 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
             // One already waiting is dropped by `add`: a flood's entries are looked up among
             // the waiting ones once, not twice.
             if (state.holders.has(id) || state.admitted.has(id)) continue;
+            // A fired task a read brought first waits in the waiting set already.
+            if (fired && state.waiting.has(id)) continue;
             if (!strategy) fresh.push(entry);
             else if (state.waiting.add(entry)) onArrival(state, entry, deps);
           }
-          await pump(state, ctx, deps, fresh, message.type === 'offer' && message.fired === true);
+          await pump(state, ctx, deps, fresh, fired);
           return state;
         }
         case 'grant': {
@@ -270,7 +279,7 @@ async function pump(
   // a task once. The rest — a read, the safety net's offers of tasks the key may hold already,
   // whatever a strategy key is offered — wait in its waiting set, which knows each task once.
   const keep = (entries: readonly DueEntry[]): void => {
-    if (fired && !eager(state)) state.inbox.stage(entries);
+    if (fired) state.inbox.stage(entries);
     else for (const entry of entries) state.waiting.add(entry);
   };
   // Offered tasks go straight through while nothing waits before them (a key that is not

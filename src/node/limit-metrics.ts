@@ -11,6 +11,8 @@ interface LimitDescription {
   holders: number;
   admitted: number;
   waiting: number;
+  /** Offered and kept in the key's inbox, not in its waiting set (a queue key's fired tasks, a flood). */
+  offered: number;
 }
 
 /**
@@ -66,7 +68,7 @@ export function limitMetrics(
       const label = labels.of(state.declaredAs ?? actor.key);
       const sum = sums.get(label) ?? { running: 0, waiting: 0 };
       sum.running += state.holders;
-      sum.waiting += (state.waiting ?? 0) + (state.admitted ?? 0);
+      sum.waiting += (state.waiting ?? 0) + (state.offered ?? 0) + (state.admitted ?? 0);
       sums.set(label, sum);
     }
     for (const [label, sum] of sums) {

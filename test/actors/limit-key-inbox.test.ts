@@ -184,6 +184,25 @@ describe('a queue key fired small, overlapping offers (W1L: 64 partitions firing
   });
 });
 
+describe('a queue key read from the task table while it holds fired tasks', () => {
+  it('counts and admits each task once, whichever of the read and the fire brought it first', async () => {
+    const { system, ref, pushed } = floodKey();
+    ref.tell({ type: 'offer', entries: [entry(1), entry(2), entry(3), entry(4)], fired: true });
+    await ref.ask({ type: 'inspect' }, 1_000);
+    // Concurrency 2: two admitted, two kept in the inbox. A read brings those two again, and
+    // one the wheel has not fired yet, which the wheel then fires.
+    ref.tell({ type: 'read', entries: [entry(3), entry(4), entry(5)], more: false });
+    ref.tell({ type: 'offer', entries: [entry(5)], fired: true });
+    const view = await ref.ask({ type: 'inspect' }, 1_000);
+    expect(view.waiting).toBe(5); // 2 admitted, 3 waiting: none counted twice
+    const everPushed: string[] = [];
+    const seen = await drain(ref, pushed, 5, everPushed);
+    expect(seen.sort()).toEqual([1, 2, 3, 4, 5].map((n) => entry(n).taskId));
+    expect(everPushed).toHaveLength(5);
+    await system.shutdown();
+  });
+});
+
 /** The size of the key's waiting set (what its describe says waits, not counting its inbox). */
 function waitingSet(system: ReturnType<typeof floodKey>['system']): number {
   const state = system.inspect(LIMIT.name, KEY)?.state as { waiting: number } | undefined;
