@@ -342,15 +342,12 @@ function pushAdmitted(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps, entrie
  * An activation reads its holders alone; its waiting tasks — those parked in a memory that is
  * gone (a node that died) — are read here, the most urgent batch each time fewer than
  * `readMoreBelow` wait in memory, the first time after the message that activated the key. A
- * flood's key, offered its 200 000 at T, reads them once the flood has drained: its read at
- * activation went through every one of its rows at T (550 ms of Postgres beside the claims
- * and first tasks of every other key, which shared its statement when they activated in the
- * same turn). The wheel offers the rest as they fire. Those it holds
- * already are dropped as duplicates. The read asks for as many more as may be duplicates — the
- * admitted and waiting ones, and a window of grants whose claims may not have landed yet (their
- * rows still say pending) — so that a read that brings nothing new has found none left however
- * large the window is beside a read (a window as large as a read filled it with duplicates,
- * and the rest waited for the safety net).
+ * flood's key reads them once the flood has drained: its read at activation went through all
+ * its rows at T (550 ms of Postgres beside every other key's claims). The wheel offers the rest
+ * as they fire; those it holds already are dropped as duplicates. The read asks for as many
+ * more as may be duplicates — admitted, waiting, and a window of grants whose claims may not
+ * have landed — so that a read that brings nothing new has found none left (a window as large
+ * as a read filled it with duplicates, and the rest waited for the safety net).
  */
 function readMore(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps): void {
   if (!state.unread || state.reading || state.waiting.size + state.inbox.size >= deps.readMoreBelow) return;
