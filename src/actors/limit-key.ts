@@ -300,9 +300,8 @@ async function pump(
   armTick(state, ctx, deps, throttled && state.waiting.size + state.inbox.size > 0);
   readMore(state, ctx, deps);
   // A strategy key takes a large offer in a slice a turn of the event loop, by the node's
-  // timers: not straight behind this message, so that the other keys' tasks' round trips do
-  // not each wait behind ten slices (W6: the loop was busy from T to T + 620 ms, half of it
-  // taking the flood in). A queue key admits from its inbox as it gets room (`takeMerged`).
+  // timers, so that other keys' round trips do not wait behind ten slices (W6: the loop was
+  // busy from T to T + 620 ms). A queue key admits from its inbox as it gets room.
   if (eager(state)) state.inbox.askIfLeft(() => ctx.schedule(0, { type: 'absorb' }));
 }
 
