@@ -1,17 +1,7 @@
-import {
-  ROOT_CONTEXT,
-  SpanKind,
-  trace,
-  TraceFlags,
-  type Attributes,
-  type Context,
-  type Span,
-  type SpanContext,
-  type Tracer,
-} from '@opentelemetry/api';
-import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { SpanKind, trace, TraceFlags, type Attributes, type SpanContext, type Tracer } from '@opentelemetry/api';
+import type { ReadableSpan, Sampler } from '@opentelemetry/sdk-trace-base';
 import { packageVersion } from './version.js';
-import { HopRecords } from './otel-hops.js';
+import { HopRecords, type OpenHop } from './otel-hops.js';
 
 /**
  * OpenTelemetry tracing of a task's hops (issue 32; docs/decisions/0038-tracing.md).
@@ -24,7 +14,7 @@ import { HopRecords } from './otel-hops.js';
  *
  * Hops run in different actors, processes and times, so a span is never found in an ambient
  * context: each starts with the task's stored `traceparent` as its remote parent
- * ({@link startHop}). The stored one is the task's submit span, so every later hop — fire,
+ * ({@link openSubmit}, {@link recordHop}). The stored one is the task's submit span, so every later hop — fire,
  * release, claim, complete — is its child (and the worker's span the child of the claim's).
  */
 
@@ -32,6 +22,8 @@ import { HopRecords } from './otel-hops.js';
 let tracer: Tracer | null = null;
 /** Finished hops handed to the provider's span processor ({@link recordHop}); set with `tracer`. */
 let hops: HopRecords | null = null;
+/** The provider's sampler, which the submit's records ask too ({@link openSubmit}); set with `tracer`. */
+let sampler: Sampler | null = null;
 /** The SDK's provider, to flush and shut down. */
 let provider: { forceFlush(): Promise<void>; shutdown(): Promise<void> } | null = null;
 /** Nodes of this process that started tracing (tests run many): the last to stop shuts it down. */
@@ -98,7 +90,9 @@ async function load(protocol: OtlpProtocol): Promise<void> {
   );
   // The exporter reads the endpoint, headers and timeout from the environment.
   const processor = new sdk.BatchSpanProcessor(exporter);
-  const sdkProvider = new sdk.BasicTracerProvider({ resource, spanProcessors: [processor] });
+  const own = samplerFromEnv(sdk, process.env);
+  const sdkProvider = new sdk.BasicTracerProvider({ resource, spanProcessors: [processor], sampler: own });
+  sampler = own;
   trace.setGlobalTracerProvider(sdkProvider);
   provider = sdkProvider;
   const sdkTracer = sdkProvider.getTracer('wheelhouse', packageVersion());
@@ -125,6 +119,7 @@ export async function stopTracing(): Promise<void> {
   const ending = provider;
   tracer = null;
   hops = null;
+  sampler = null;
   provider = null;
   starting = null;
   trace.disable();
@@ -164,19 +159,6 @@ export function isSampled(traceparent: string): boolean {
   return (parseInt(traceparent.charAt(54), 16) & TraceFlags.SAMPLED) !== 0;
 }
 
-/** A span's context as a `traceparent` (version 00). */
-export function traceparentOf(span: Span): string {
-  const c = span.spanContext();
-  return `00-${c.traceId}-${c.spanId}-${(c.traceFlags & TraceFlags.SAMPLED) === 0 ? '00' : '01'}`;
-}
-
-/** The context whose parent is `traceparent` (the root one when absent or not valid). */
-function parentContext(traceparent: string | null | undefined): Context {
-  if (traceparent == null) return ROOT_CONTEXT;
-  const parent = spanContextOf(traceparent);
-  return parent === null ? ROOT_CONTEXT : trace.setSpanContext(ROOT_CONTEXT, parent);
-}
-
 /** The attributes every hop's span carries. */
 export interface HopAttributes {
   taskId: string;
@@ -191,21 +173,6 @@ export const TASK_ID = 'wheelhouse.task.id';
 export const TASK_TYPE = 'wheelhouse.task.type';
 export const TASK_ATTEMPT = 'wheelhouse.task.attempt';
 export const TASK_PARTITION = 'wheelhouse.task.partition';
-
-/**
- * Starts the span of one hop of a task through the tracer, child of `traceparent` (a new trace
- * when there is none: the sampler decides) — the submit, whose parent may be absent or not
- * sampled. The later hops are {@link recordHop}'s. Call only when {@link tracingOn}; the
- * caller ends it.
- */
-export function startHop(
-  name: string,
-  traceparent: string | null | undefined,
-  hop: HopAttributes,
-  kind: SpanKind = SpanKind.INTERNAL,
-): Span {
-  return (tracer as Tracer).startSpan(name, { kind, attributes: hopAttributes(hop) }, parentContext(traceparent));
-}
 
 /**
  * Records a hop that has ended, child of `traceparent` — the task's stored context, which must
@@ -229,6 +196,49 @@ export function recordHop(
   const attributes = hopAttributes(hop);
   if (extra !== undefined) Object.assign(attributes, extra);
   return (hops as HopRecords).record(name, traceparent, attributes, startMs);
+}
+
+/**
+ * The sampler `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG` name, as the SDK would build
+ * it when given none (its builder is not exported): the provider gets this one object, so that
+ * the submit's records ({@link openSubmit}) and the tracer's spans are sampled by one decision.
+ * A name the SDK does not know is its default too, `parentbased_always_on`; a ratio that is
+ * missing or outside 0–1 is 1.
+ */
+export function samplerFromEnv(
+  sdk: Pick<
+    typeof import('@opentelemetry/sdk-trace-base'),
+    'AlwaysOnSampler' | 'AlwaysOffSampler' | 'ParentBasedSampler' | 'TraceIdRatioBasedSampler'
+  >,
+  env: NodeJS.ProcessEnv,
+): Sampler {
+  const arg = env.OTEL_TRACES_SAMPLER_ARG?.trim();
+  const n = arg ? Number(arg) : Number.NaN;
+  const ratio = Number.isFinite(n) && n >= 0 && n <= 1 ? n : 1;
+  switch (env.OTEL_TRACES_SAMPLER?.trim()) {
+    case 'always_on':
+      return new sdk.AlwaysOnSampler();
+    case 'always_off':
+      return new sdk.AlwaysOffSampler();
+    case 'traceidratio':
+      return new sdk.TraceIdRatioBasedSampler(ratio);
+    case 'parentbased_always_off':
+      return new sdk.ParentBasedSampler({ root: new sdk.AlwaysOffSampler() });
+    case 'parentbased_traceidratio':
+      return new sdk.ParentBasedSampler({ root: new sdk.TraceIdRatioBasedSampler(ratio) });
+    default:
+      return new sdk.ParentBasedSampler({ root: new sdk.AlwaysOnSampler() });
+  }
+}
+
+/**
+ * Opens a task's submit span from now, child of `traceparent` (a new trace when there is
+ * none), sampled by the provider's sampler; its `end` records it finished, as a hop's record
+ * (see {@link recordHop}). Call only when {@link tracingOn}.
+ */
+export function openSubmit(name: string, traceparent: string | null | undefined, hop: HopAttributes): OpenHop {
+  const parent = traceparent == null ? null : spanContextOf(traceparent);
+  return (hops as HopRecords).open(name, SpanKind.PRODUCER, parent, hopAttributes(hop), sampler as Sampler);
 }
 
 /** The attributes every hop's span carries, in a new object. */

@@ -1,4 +1,4 @@
-import type { Span } from '@opentelemetry/api';
+import type { OpenHop } from '../lib/otel-hops.js';
 import type { NodeEventSink } from '../domain/events.js';
 import type { NewTask, TaskRecord, TaskStatus } from '../domain/model.js';
 import { planGraph } from '../domain/dag-graph.js';
@@ -67,7 +67,7 @@ export class DagService implements DagsApi {
       dagId,
       dagRef: t.ref,
     }));
-    let spans: Span[] | null = null;
+    let spans: OpenHop[] | null = null;
     if (tracingOn()) spans = await startSubmits(rows, this.storedTraceparent);
     else inheritWithin(rows);
     let result: Awaited<ReturnType<DagServiceDeps['dags']['submitGraph']>>;

@@ -1,4 +1,4 @@
-import type { Span } from '@opentelemetry/api';
+import type { OpenHop } from '../lib/otel-hops.js';
 import { trace } from '../lib/trace.js';
 import { tracingOn } from '../lib/otel.js';
 import type { NodeEventSink } from '../domain/events.js';
@@ -78,7 +78,7 @@ export class TaskService implements TasksApi, ChildrenApi {
     const now = this.deps.clock.now();
     const budget = cronBudget(this.deps.limits?.cronCheckBudgetMs);
     const rows = specs.map((spec, index) => newTask(spec, uuidv7(now), now, index, this.deps.partitions, budget));
-    let spans: Span[] | null = null;
+    let spans: OpenHop[] | null = null;
     if (tracingOn()) spans = await startSubmits(rows, this.storedTraceparent);
     else inheritWithin(rows);
     try {
@@ -130,7 +130,7 @@ export class TaskService implements TasksApi, ChildrenApi {
    * stored one (one read of the parent, only then). With tracing off the store gives such a
    * child the parent's stored context as it inserts it (src/store/sql/children.ts).
    */
-  private async startChildSubmits(parentId: string, rows: NewTask[]): Promise<Span[]> {
+  private async startChildSubmits(parentId: string, rows: NewTask[]): Promise<OpenHop[]> {
     if (rows.some((row) => row.traceparent == null)) {
       const inherited = await this.storedTraceparent(parentId);
       if (inherited !== null) for (const row of rows) row.traceparent ??= inherited;

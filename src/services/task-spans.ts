@@ -1,5 +1,5 @@
-import type { Span } from '@opentelemetry/api';
-import { isSampled, recordHop, SpanKind, startHop, traceparentOf } from '../lib/otel.js';
+import { isSampled, openSubmit, recordHop } from '../lib/otel.js';
+import type { OpenHop } from '../lib/otel-hops.js';
 import type { ClaimedTask, NewTask, Transition } from '../domain/model.js';
 
 /**
@@ -23,8 +23,8 @@ export type TraceparentLookup = (taskId: string) => Promise<string | null>;
  * came with none, its first predecessor's: one in the same submission (its submit span), else
  * the stored one of the first existing predecessor (`lookup`: one read, only then).
  */
-export async function startSubmits(rows: NewTask[], lookup: TraceparentLookup): Promise<Span[]> {
-  const spans = new Array<Span>(rows.length);
+export async function startSubmits(rows: NewTask[], lookup: TraceparentLookup): Promise<OpenHop[]> {
+  const spans = new Array<OpenHop>(rows.length);
   const byId = new Map<string, string>();
   for (let i = 0; i < rows.length; i++) {
     const row = rows[i] as NewTask;
@@ -35,14 +35,14 @@ export async function startSubmits(rows: NewTask[], lookup: TraceparentLookup): 
       const external = deps.find((id) => !byId.has(id));
       if (parent === null && external !== undefined) parent = await lookup(external);
     }
-    const span = startHop(
-      SUBMIT_SPAN,
-      parent,
-      { taskId: row.id, taskType: row.taskType, attempt: 0, partition: row.partition },
-      SpanKind.PRODUCER,
-    );
+    const span = openSubmit(SUBMIT_SPAN, parent, {
+      taskId: row.id,
+      taskType: row.taskType,
+      attempt: 0,
+      partition: row.partition,
+    });
     spans[i] = span;
-    row.traceparent = traceparentOf(span);
+    row.traceparent = span.traceparent;
     byId.set(row.id, row.traceparent);
   }
   return spans;
@@ -66,7 +66,7 @@ export function inheritWithin(rows: NewTask[]): void {
 }
 
 /** Ends spans started by {@link startSubmits}. */
-export function endSpans(spans: Span[] | null): void {
+export function endSpans(spans: OpenHop[] | null): void {
   if (spans !== null) for (const span of spans) span.end();
 }
 

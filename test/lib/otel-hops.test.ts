@@ -1,7 +1,9 @@
 import { SpanKind, SpanStatusCode, TraceFlags } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { describe, expect, it } from 'vitest';
+import * as sdk from '@opentelemetry/sdk-trace-base';
 import { HopRecords } from '../../src/lib/otel-hops.js';
+import { samplerFromEnv } from '../../src/lib/otel.js';
 
 /**
  * The finished hop spans handed straight to the span processor (decision 0044): what an
@@ -71,5 +73,71 @@ describe('hop records', () => {
     expect(spans[0]!.parentSpanContext?.spanId).toBe(parentId);
     expect(hops.record('h', 'not-a-traceparent', {})).toBe('not-a-traceparent');
     expect(spans).toHaveLength(1);
+  });
+
+  describe("opened submit spans (sampled by the provider's sampler, recorded at their end)", () => {
+    const defaults = samplerFromEnv(sdk, {});
+    const parentOf = (flags: string) => ({
+      traceId,
+      spanId: parentId,
+      traceFlags: parseInt(flags, 16),
+      isRemote: true,
+    });
+
+    it('a root: a new trace, sampled by default, a PRODUCER span with no parent, recorded only when it ends', () => {
+      const { spans, hops } = recorder();
+      const open = hops.open('wheelhouse.submit', SpanKind.PRODUCER, null, { b: 2 }, defaults);
+      expect(open.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+      expect(open.traceparent.slice(3, 35)).not.toBe('0'.repeat(32));
+      expect(spans).toHaveLength(0);
+      open.end();
+      expect(spans).toHaveLength(1);
+      const span = spans[0]!;
+      expect(`00-${span.spanContext().traceId}-${span.spanContext().spanId}-01`).toBe(open.traceparent);
+      expect(span.parentSpanContext).toBeUndefined();
+      expect(span.kind).toBe(SpanKind.PRODUCER);
+      expect(span.attributes).toEqual({ b: 2 });
+    });
+
+    it('a child of a sampled context joins its trace; of an unsampled one, carries it on unsampled and records nothing', () => {
+      const { spans, hops } = recorder();
+      const child = hops.open('s', SpanKind.PRODUCER, parentOf('01'), {}, defaults);
+      expect(child.traceparent.slice(0, 36)).toBe(`00-${traceId}-`);
+      child.end();
+      expect(spans[0]!.parentSpanContext?.spanId).toBe(parentId);
+      const quiet = hops.open('s', SpanKind.PRODUCER, parentOf('00'), {}, defaults);
+      expect(quiet.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-00$`));
+      quiet.end();
+      expect(spans).toHaveLength(1);
+    });
+
+    it('follows OTEL_TRACES_SAMPLER as the SDK reads it: off, ratio, and parent-based with an unsampled root', () => {
+      const { spans, hops } = recorder();
+      const off = samplerFromEnv(sdk, { OTEL_TRACES_SAMPLER: 'always_off' });
+      const opened = hops.open('s', SpanKind.PRODUCER, parentOf('01'), {}, off);
+      expect(opened.traceparent.endsWith('-00')).toBe(true);
+      opened.end();
+      const none = samplerFromEnv(sdk, { OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0' });
+      expect(hops.open('s', SpanKind.PRODUCER, null, {}, none).traceparent.endsWith('-00')).toBe(true);
+      const rootOff = samplerFromEnv(sdk, { OTEL_TRACES_SAMPLER: 'parentbased_always_off' });
+      expect(hops.open('s', SpanKind.PRODUCER, null, {}, rootOff).traceparent.endsWith('-00')).toBe(true);
+      expect(hops.open('s', SpanKind.PRODUCER, parentOf('01'), {}, rootOff).traceparent.endsWith('-01')).toBe(true);
+      expect(spans).toHaveLength(0);
+      // Half of many new traces under a ratio of 0.5 (the ratio sampler reads the trace id).
+      const half = samplerFromEnv(sdk, {
+        OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: '0.5',
+      });
+      let sampled = 0;
+      for (let i = 0; i < 2_000; i++)
+        if (hops.open('s', SpanKind.PRODUCER, null, {}, half).traceparent.endsWith('-01')) sampled++;
+      expect(sampled).toBeGreaterThan(800);
+      expect(sampled).toBeLessThan(1_200);
+      // An unknown name, or a ratio out of range, is the SDK's default.
+      expect(samplerFromEnv(sdk, { OTEL_TRACES_SAMPLER: 'jaeger_remote' }).toString()).toBe(defaults.toString());
+      expect(
+        samplerFromEnv(sdk, { OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '7' }).toString(),
+      ).toBe('TraceIdRatioBased{1}');
+    });
   });
 });
