@@ -80,9 +80,12 @@ describe('a strategy key offered a flood', () => {
       await new Promise<void>((resolve) => setImmediate(resolve));
       leftEachTurn.push(offeredNotTakenIn(system));
     }
-    // Eight slices: taken in over at least eight turns of the loop, never two in one.
+    // Eight slices, over many turns of the loop, not all in one. At most two in one turn: on a
+    // loaded machine a slice can outlast the 1 ms of the next slice's timer, and Node then runs
+    // that timer in the same timers phase (CI, 2026-12-06: 2 048 in one step, once in 230 files).
     const steps = leftEachTurn.map((left, i) => (i === 0 ? FLOOD - left : leftEachTurn[i - 1]! - left));
-    expect(Math.max(...steps)).toBeLessThanOrEqual(ABSORB_SLICE);
+    expect(Math.max(...steps)).toBeLessThanOrEqual(2 * ABSORB_SLICE);
+    expect(steps.filter((step) => step > 0).length).toBeGreaterThanOrEqual(4);
     await system.shutdown();
   });
 
