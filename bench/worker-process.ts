@@ -120,6 +120,8 @@ export class WorkerFleet {
 function spawnWorker(script: string, config: object): { handle: Handle; ready: Promise<void> } {
   const child = trackChild(
     fork(script, [JSON.stringify(config)], {
+      // BENCH_WORKER_ARGS: extra Node.js flags for worker processes only, e.g. "--cpu-prof".
+      execArgv: [...process.execArgv, ...(process.env.BENCH_WORKER_ARGS?.split(' ').filter(Boolean) ?? [])],
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     }),
