@@ -19,7 +19,9 @@ export function traceFired(entries: readonly DueEntry[], partition: number): voi
       FIRE_SPAN,
       entry.traceparent,
       { taskId: entry.taskId, taskType: entry.taskType, attempt: 0, partition },
-      { 'wheelhouse.task.due_ms': entry.dueMs },
+      undefined,
+      'wheelhouse.task.due_ms',
+      entry.dueMs,
     );
   }
 }

@@ -1,7 +1,16 @@
-import { SpanKind, trace, TraceFlags, type Attributes, type SpanContext, type Tracer } from '@opentelemetry/api';
+import {
+  SpanKind,
+  trace,
+  TraceFlags,
+  type AttributeValue,
+  type Attributes,
+  type SpanContext,
+  type Tracer,
+} from '@opentelemetry/api';
 import type { ReadableSpan, Sampler } from '@opentelemetry/sdk-trace-base';
 import { packageVersion } from './version.js';
 import { HopRecords, type OpenHop } from './otel-hops.js';
+import { HopBatch } from './otlp-hop-batch.js';
 
 /**
  * OpenTelemetry tracing of a task's hops (issue 32; docs/decisions/0038-tracing.md).
@@ -22,7 +31,10 @@ import { HopRecords, type OpenHop } from './otel-hops.js';
 let tracer: Tracer | null = null;
 /** Finished hops handed to the provider's span processor ({@link recordHop}); set with `tracer`. */
 let hops: HopRecords | null = null;
-/** The provider's sampler, which the submit's records ask too ({@link openSubmit}); set with `tracer`. */
+/**
+ * The provider's sampler, which the submit's records ask too ({@link openSubmit}); null while it
+ * is the default (`parentbased_always_on`), whose decision the records make themselves.
+ */
 let sampler: Sampler | null = null;
 /** The SDK's provider, to flush and shut down. */
 let provider: { forceFlush(): Promise<void>; shutdown(): Promise<void> } | null = null;
@@ -79,8 +91,14 @@ async function load(protocol: OtlpProtocol): Promise<void> {
     import('@opentelemetry/resources'),
     import('@opentelemetry/semantic-conventions'),
     protocol === 'http/json'
-      ? import('@opentelemetry/exporter-trace-otlp-http').then((m) => new m.OTLPTraceExporter())
-      : import('./otlp-exporter.js').then((m) => m.protobufSpanExporter()),
+      ? import('@opentelemetry/exporter-trace-otlp-http').then((m) => ({
+          spans: new m.OTLPTraceExporter(),
+          hops: null,
+        }))
+      : import('./otlp-exporter.js').then((m) => ({
+          spans: m.protobufSpanExporter(),
+          hops: m.protobufEncodedExport(),
+        })),
   ]);
   const resource = resources.defaultResource().merge(
     resources.resourceFromAttributes({
@@ -89,21 +107,31 @@ async function load(protocol: OtlpProtocol): Promise<void> {
     }),
   );
   // The exporter reads the endpoint, headers and timeout from the environment.
-  const processor = new sdk.BatchSpanProcessor(exporter);
+  const processor = new sdk.BatchSpanProcessor(exporter.spans);
   const own = samplerFromEnv(sdk, process.env);
   const sdkProvider = new sdk.BasicTracerProvider({ resource, spanProcessors: [processor], sampler: own });
-  sampler = own;
+  // The default decides by the parent alone: the submit asks no sampler then (see HopRecords.open).
+  sampler = samplerName(process.env) === 'parentbased_always_on' ? null : own;
   trace.setGlobalTracerProvider(sdkProvider);
-  provider = sdkProvider;
   const sdkTracer = sdkProvider.getTracer('wheelhouse', packageVersion());
   tracer = sdkTracer;
   // The SDK's tracer carries its scope: the hops share that object, so that an export groups
-  // them with the submit spans under one scope.
+  // them with the tracer's spans under one scope.
   const scope = (sdkTracer as Partial<Pick<ReadableSpan, 'instrumentationScope'>>).instrumentationScope ?? {
     name: 'wheelhouse',
     version: packageVersion(),
   };
-  hops = new HopRecords(processor, resource, scope);
+  // Over http/protobuf, hops are written as bytes and sent in requests of their own (decision 0045).
+  const batch = exporter.hops === null ? null : new HopBatch(resource, scope, exporter.hops.send);
+  hops = new HopRecords(batch ?? processor, resource, scope);
+  provider = {
+    forceFlush: async () => {
+      await Promise.all([sdkProvider.forceFlush(), batch?.flush()]);
+    },
+    shutdown: async () => {
+      await Promise.all([sdkProvider.shutdown(), batch?.shutdown().then(() => exporter.hops?.shutdown())]);
+    },
+  };
 }
 
 /** Exports every span ended so far (a node's stop, a test). */
@@ -168,34 +196,38 @@ export interface HopAttributes {
   partition: number;
 }
 
-/** Attribute names of a hop's span (custom: no semantic convention names a scheduler's task). */
-export const TASK_ID = 'wheelhouse.task.id';
-export const TASK_TYPE = 'wheelhouse.task.type';
-export const TASK_ATTEMPT = 'wheelhouse.task.attempt';
-export const TASK_PARTITION = 'wheelhouse.task.partition';
-
 /**
  * Records a hop that has ended, child of `traceparent` — the task's stored context, which must
  * be sampled ({@link isSampled}) — from `startMs` (default: now) to now. Call only when
- * {@link tracingOn}. Answers the hop's own `traceparent`; an invalid context records nothing
- * and is answered as it is.
+ * {@link tracingOn}. An invalid context records nothing.
  *
  * The hops after the submit (fire, release, claim, complete) go this way rather than through
  * the tracer: their parent is known, sampled and remote, and they end where they start, so the
- * finished span is built at once and handed to the provider's span processor, as the SDK's
- * own spans are when they end — no sampler, context, attribute checks or span object to fill
- * (docs/decisions/0044-hop-records.md).
+ * finished span is built at once — as bytes of the next OTLP/protobuf request, or as a span for
+ * the provider's span processor over http/json — with no sampler, context, attribute checks or
+ * span object to fill (docs/decisions/0044-hop-records.md, 0045-hop-bytes.md).
  */
 export function recordHop(
   name: string,
   traceparent: string,
   hop: HopAttributes,
-  extra?: Attributes,
   startMs?: number,
+  extraKey?: string,
+  extraValue?: AttributeValue,
+): void {
+  (hops as HopRecords).record(name, traceparent, hopAttributes(hop, extraKey, extraValue), startMs);
+}
+
+/** {@link recordHop}, answering the hop's own `traceparent` (an invalid context's as it is). */
+export function recordHopContext(
+  name: string,
+  traceparent: string,
+  hop: HopAttributes,
+  startMs?: number,
+  extraKey?: string,
+  extraValue?: AttributeValue,
 ): string {
-  const attributes = hopAttributes(hop);
-  if (extra !== undefined) Object.assign(attributes, extra);
-  return (hops as HopRecords).record(name, traceparent, attributes, startMs);
+  return (hops as HopRecords).recordContext(name, traceparent, hopAttributes(hop, extraKey, extraValue), startMs);
 }
 
 /**
@@ -215,7 +247,7 @@ export function samplerFromEnv(
   const arg = env.OTEL_TRACES_SAMPLER_ARG?.trim();
   const n = arg ? Number(arg) : Number.NaN;
   const ratio = Number.isFinite(n) && n >= 0 && n <= 1 ? n : 1;
-  switch (env.OTEL_TRACES_SAMPLER?.trim()) {
+  switch (samplerName(env)) {
     case 'always_on':
       return new sdk.AlwaysOnSampler();
     case 'always_off':
@@ -231,6 +263,14 @@ export function samplerFromEnv(
   }
 }
 
+const SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_off', 'parentbased_traceidratio'];
+
+/** The sampler `OTEL_TRACES_SAMPLER` names; the SDK's default, `parentbased_always_on`, for none or one it does not know. */
+function samplerName(env: NodeJS.ProcessEnv): string {
+  const name = env.OTEL_TRACES_SAMPLER?.trim() ?? '';
+  return SAMPLERS.includes(name) ? name : 'parentbased_always_on';
+}
+
 /**
  * Opens a task's submit span from now, child of `traceparent` (a new trace when there is
  * none), sampled by the provider's sampler; its `end` records it finished, as a hop's record
@@ -238,17 +278,23 @@ export function samplerFromEnv(
  */
 export function openSubmit(name: string, traceparent: string | null | undefined, hop: HopAttributes): OpenHop {
   const parent = traceparent == null ? null : spanContextOf(traceparent);
-  return (hops as HopRecords).open(name, SpanKind.PRODUCER, parent, hopAttributes(hop), sampler as Sampler);
+  return (hops as HopRecords).open(name, SpanKind.PRODUCER, parent, hopAttributes(hop), sampler);
 }
 
-/** The attributes every hop's span carries, in a new object. */
-function hopAttributes(hop: HopAttributes): Attributes {
-  return {
-    [TASK_ID]: hop.taskId,
-    [TASK_TYPE]: hop.taskType,
-    [TASK_ATTEMPT]: hop.attempt,
-    [TASK_PARTITION]: hop.partition,
+/**
+ * The attributes every hop's span carries, and `extraKey` when given, in a new object (a
+ * literal of one shape, the extra set on it: no merge of a second object). The names are
+ * custom: no semantic convention names a scheduler's task.
+ */
+function hopAttributes(hop: HopAttributes, extraKey?: string, extraValue?: AttributeValue): Attributes {
+  const attributes: Attributes = {
+    'wheelhouse.task.id': hop.taskId,
+    'wheelhouse.task.type': hop.taskType,
+    'wheelhouse.task.attempt': hop.attempt,
+    'wheelhouse.task.partition': hop.partition,
   };
+  if (extraKey !== undefined) attributes[extraKey] = extraValue;
+  return attributes;
 }
 
 export { SpanKind };

@@ -1,13 +1,15 @@
-import { OTLPExporterBase } from '@opentelemetry/otlp-exporter-base';
+import { OTLPExporterBase, type IOtlpExportDelegate } from '@opentelemetry/otlp-exporter-base';
 import { convertLegacyHttpOptions, createOtlpHttpExportDelegate } from '@opentelemetry/otlp-exporter-base/node-http';
 import {
   ProtobufTraceSerializer,
   TraceExporterMetricsHelper,
+  type IExporterMetricsHelper,
   type IExportTraceServiceResponse,
   type ISerializer,
 } from '@opentelemetry/otlp-transformer';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { encodeTraceRequest } from './otlp-proto.js';
+import type { EncodedExport, EncodedSpans } from './otlp-hop-batch.js';
 
 /**
  * The OTLP/HTTP exporter of `http/protobuf` (docs/decisions/0044-hop-records.md): the SDK's own
@@ -24,12 +26,33 @@ const SERIALIZER: ISerializer<ReadableSpan[], IExportTraceServiceResponse> = {
 const COMPONENT_TYPE = 'otlp_http_span_exporter';
 
 export function protobufSpanExporter(): SpanExporter {
-  const delegate = createOtlpHttpExportDelegate(
+  return new OTLPExporterBase<ReadableSpan[]>(protobufDelegate(SERIALIZER, TraceExporterMetricsHelper));
+}
+
+/** Requests whose body is already written (hop records, src/lib/otlp-hop-batch.ts). */
+const WRITTEN: ISerializer<EncodedSpans, IExportTraceServiceResponse> = {
+  serializeRequest: (spans) => spans.body,
+  deserializeResponse: (data) => ProtobufTraceSerializer.deserializeResponse(data),
+};
+
+/**
+ * The same transport for requests written as hops were recorded: `send` reports each one
+ * answered, whether or not the collector took it (the SDK's delegate logs a failure).
+ */
+export function protobufEncodedExport(): { send: EncodedExport; shutdown(): Promise<void> } {
+  const delegate = protobufDelegate(WRITTEN, { ...TraceExporterMetricsHelper, countItems: (spans) => spans.length });
+  return { send: (spans, done) => delegate.export(spans, () => done()), shutdown: () => delegate.shutdown() };
+}
+
+function protobufDelegate<T>(
+  serializer: ISerializer<T, IExportTraceServiceResponse>,
+  metrics: IExporterMetricsHelper<T>,
+): IOtlpExportDelegate<T> {
+  return createOtlpHttpExportDelegate(
     convertLegacyHttpOptions({}, 'TRACES', 'v1/traces', { 'Content-Type': 'application/x-protobuf' }),
-    SERIALIZER,
+    serializer,
     COMPONENT_TYPE,
-    TraceExporterMetricsHelper,
+    metrics,
     undefined,
   );
-  return new OTLPExporterBase<ReadableSpan[]>(delegate);
 }

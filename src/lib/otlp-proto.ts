@@ -19,17 +19,18 @@ const INITIAL_BYTES = 256 * 1024;
 const HAS_IS_REMOTE = 0x100;
 const IS_REMOTE = 0x200;
 
-class Unsupported extends Error {}
+export class Unsupported extends Error {}
 
-/** The value of a lower-case hex digit (ids are written so); anything else reads as 0. */
+/** The value of each hex digit by its character code (ids are written in lower case); anything else reads as 0. */
+const NIBBLE = new Uint8Array(128);
+for (let c = 0; c < 10; c++) NIBBLE[48 + c] = c;
+for (let c = 0; c < 6; c++) NIBBLE[97 + c] = NIBBLE[65 + c] = 10 + c;
+
 function nibble(c: number): number {
-  if (c >= 48 && c <= 57) return c - 48;
-  if (c >= 97 && c <= 102) return c - 87;
-  if (c >= 65 && c <= 70) return c - 55;
-  return 0;
+  return c < 128 ? (NIBBLE[c] as number) : 0;
 }
 
-class Writer {
+export class Writer {
   buf: Buffer;
   pos = 0;
 
@@ -108,24 +109,42 @@ class Writer {
 
   /** Bytes given as hex (a trace or span id: 16 or 8 bytes). */
   hex(field: number, value: string): void {
+    this.hexAt(field, value, 0, value.length >> 1);
+  }
+
+  /** `n` bytes given as hex from character `at` of `value` (an id inside a `traceparent`). */
+  hexAt(field: number, value: string, at: number, n: number): void {
     this.tag(field, 2);
-    const n = value.length >> 1;
     this.ensure(1 + n);
     const buf = this.buf;
     buf[this.pos++] = n;
-    for (let i = 0; i < n; i++) {
-      buf[this.pos++] = (nibble(value.charCodeAt(2 * i)) << 4) | nibble(value.charCodeAt(2 * i + 1));
+    for (let i = at; i < at + 2 * n; i += 2) {
+      buf[this.pos++] = (nibble(value.charCodeAt(i)) << 4) | nibble(value.charCodeAt(i + 1));
     }
+  }
+
+  /** `n` bytes copied from `from` at `at` (a span id as drawn). */
+  bytes(field: number, from: Buffer, at: number, n: number): void {
+    this.tag(field, 2);
+    this.ensure(1 + n);
+    this.buf[this.pos++] = n;
+    from.copy(this.buf, this.pos, at, at + n);
+    this.pos += n;
   }
 
   /** An `HrTime` as unsigned nanoseconds since the epoch, fixed64: two 32-bit halves, no BigInt. */
   fixed64Time(field: number, time: HrTime): void {
+    this.fixed64Nanos(field, time[0], time[1]);
+  }
+
+  /** Whole seconds and nanoseconds (below 10^9) since the epoch as fixed64 nanoseconds. */
+  fixed64Nanos(field: number, seconds: number, nanos: number): void {
     this.tag(field, 1);
     this.ensure(8);
     // seconds · 10^9 + nanos, split at 2^32 exactly: seconds = hi · 2^16 + lo, each product < 2^53.
-    const lo = time[0] % 0x10000;
-    const hi = (time[0] - lo) / 0x10000;
-    const fromLo = lo * 1e9 + time[1];
+    const lo = seconds % 0x10000;
+    const hi = (seconds - lo) / 0x10000;
+    const fromLo = lo * 1e9 + nanos;
     const fromHi = hi * 1e9; // × 2^16
     const fromHiLow16 = fromHi % 0x10000; // its part below 2^32 once shifted: × 2^16
     const low = (fromLo % 0x100000000) + fromHiLow16 * 0x10000;
@@ -226,8 +245,8 @@ function anyValue(w: Writer, field: number, value: AttributeValue | null | undef
   w.end(at);
 }
 
-function attributes(w: Writer, field: number, attrs: Attributes): void {
-  for (const key of Object.keys(attrs)) {
+export function attributes(w: Writer, field: number, attrs: Attributes): void {
+  for (const key in attrs) {
     const at = w.begin(field);
     w.string(1, key);
     anyValue(w, 2, attrs[key]);
@@ -235,7 +254,7 @@ function attributes(w: Writer, field: number, attrs: Attributes): void {
   }
 }
 
-function spanFlags(context: SpanContext, parentRemote: boolean | undefined): number {
+export function spanFlags(context: SpanContext, parentRemote: boolean | undefined): number {
   return (context.traceFlags & 0xff) | HAS_IS_REMOTE | (parentRemote ? IS_REMOTE : 0);
 }
 
@@ -291,6 +310,29 @@ function span(w: Writer, s: ReadableSpan): void {
   w.end2(at);
 }
 
+/** A `ResourceSpans`' `resource` field (1). */
+export function resourceMessage(w: Writer, resource: ReadableSpan['resource']): void {
+  const r = w.begin(1);
+  attributes(w, 1, resource.attributes);
+  w.tag(2, 0);
+  w.varint(0);
+  w.end(r);
+}
+
+/** A `ScopeSpans`' `scope` field (1). */
+export function scopeMessage(w: Writer, scope: ReadableSpan['instrumentationScope']): void {
+  const sc = w.begin(1);
+  w.string(1, scope.name);
+  if (scope.version) w.string(2, scope.version);
+  const extra = scope as { attributes?: Attributes; droppedAttributesCount?: number };
+  if (extra.attributes) attributes(w, 3, extra.attributes);
+  if (extra.droppedAttributesCount) {
+    w.tag(4, 0);
+    w.varint(extra.droppedAttributesCount);
+  }
+  w.end(sc);
+}
+
 /** The buffer requests are written in, kept between them (each answer is a copy of its part). */
 let scratch: Buffer = Buffer.allocUnsafe(INITIAL_BYTES);
 
@@ -310,23 +352,10 @@ export function encodeTraceRequest(spans: readonly ReadableSpan[]): Uint8Array |
   try {
     for (const [resource, scopes] of byResource) {
       const rs = w.begin(1);
-      const r = w.begin(1);
-      attributes(w, 1, resource.attributes);
-      w.tag(2, 0);
-      w.varint(0);
-      w.end(r);
+      resourceMessage(w, resource);
       for (const [scope, list] of scopes) {
         const ss = w.begin(2);
-        const sc = w.begin(1);
-        w.string(1, scope.name);
-        if (scope.version) w.string(2, scope.version);
-        const extra = scope as { attributes?: Attributes; droppedAttributesCount?: number };
-        if (extra.attributes) attributes(w, 3, extra.attributes);
-        if (extra.droppedAttributesCount) {
-          w.tag(4, 0);
-          w.varint(extra.droppedAttributesCount);
-        }
-        w.end(sc);
+        scopeMessage(w, scope);
         for (const s of list) span(w, s);
         if (scope.schemaUrl) w.string(3, scope.schemaUrl);
         w.end(ss);

@@ -1,4 +1,4 @@
-import { isSampled, openSubmit, recordHop } from '../lib/otel.js';
+import { isSampled, openSubmit, recordHop, recordHopContext } from '../lib/otel.js';
 import type { OpenHop } from '../lib/otel-hops.js';
 import type { ClaimedTask, NewTask, Transition } from '../domain/model.js';
 
@@ -79,12 +79,13 @@ export function traceClaims(claimed: readonly ClaimedTask[], workerId: string, s
   for (const task of claimed) {
     // Not sampled: no span, and the worker is handed the task's context as it is.
     if (task.traceparent === undefined || !isSampled(task.traceparent)) continue;
-    task.traceparent = recordHop(
+    task.traceparent = recordHopContext(
       CLAIM_SPAN,
       task.traceparent,
       { taskId: task.id, taskType: task.taskType, attempt: task.attempt, partition: task.partition },
-      { 'wheelhouse.worker.id': workerId },
       startMs,
+      'wheelhouse.worker.id',
+      workerId,
     );
   }
 }
@@ -97,8 +98,9 @@ export function traceResults(transitions: readonly Transition[], startMs: number
       COMPLETE_SPAN,
       t.traceparent,
       { taskId: t.taskId, taskType: t.taskType, attempt: t.attempt ?? 0, partition: t.partition ?? 0 },
-      { 'wheelhouse.task.status': t.status },
       startMs,
+      'wheelhouse.task.status',
+      t.status,
     );
   }
 }

@@ -23,7 +23,7 @@ describe('hop records', () => {
   it('is a finished, sampled INTERNAL child of the stored context, answered as its own traceparent', () => {
     const { spans, hops } = recorder();
     const startMs = Date.now() - 25;
-    const answered = hops.record('wheelhouse.claim', `00-${traceId}-${parentId}-01`, { a: 1 }, startMs);
+    const answered = hops.recordContext('wheelhouse.claim', `00-${traceId}-${parentId}-01`, { a: 1 }, startMs);
     expect(spans).toHaveLength(1);
     const span = spans[0]!;
     const context = span.spanContext();
@@ -71,7 +71,7 @@ describe('hop records', () => {
     const { spans, hops } = recorder();
     hops.record('h', `01-${traceId}-${parentId}-01-more`, {});
     expect(spans[0]!.parentSpanContext?.spanId).toBe(parentId);
-    expect(hops.record('h', 'not-a-traceparent', {})).toBe('not-a-traceparent');
+    expect(hops.recordContext('h', 'not-a-traceparent', {})).toBe('not-a-traceparent');
     expect(spans).toHaveLength(1);
   });
 
@@ -109,6 +109,16 @@ describe('hop records', () => {
       expect(quiet.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-00$`));
       quiet.end();
       expect(spans).toHaveLength(1);
+    });
+
+    it('decides without a sampler (null) as the default sampler does: a root and a sampled parent in, an unsampled one out', () => {
+      const { spans, hops } = recorder();
+      for (const parent of [null, parentOf('01'), parentOf('00')]) {
+        const theirs = hops.open('s', SpanKind.PRODUCER, parent, {}, defaults).traceparent.slice(-2);
+        const ours = hops.open('s', SpanKind.PRODUCER, parent, {}, null).traceparent.slice(-2);
+        expect(ours).toBe(theirs);
+      }
+      expect(spans).toHaveLength(0);
     });
 
     it('follows OTEL_TRACES_SAMPLER as the SDK reads it: off, ratio, and parent-based with an unsampled root', () => {
