@@ -5,7 +5,6 @@ import {
   type AttributeValue,
   type Attributes,
   type SpanContext,
-  type Tracer,
 } from '@opentelemetry/api';
 import type { ReadableSpan, Sampler } from '@opentelemetry/sdk-trace-base';
 import { packageVersion } from './version.js';
@@ -27,16 +26,14 @@ import { HopBatch } from './otlp-hop-batch.js';
  * release, claim, complete — is its child (and the worker's span the child of the claim's).
  */
 
-/** The tracer once {@link startTracing} ran with an endpoint; null: tracing is off. */
-let tracer: Tracer | null = null;
-/** Finished hops handed to the provider's span processor ({@link recordHop}); set with `tracer`. */
+/** Where hops are recorded ({@link recordHop}) once {@link startTracing} ran with an endpoint; null: tracing is off. */
 let hops: HopRecords | null = null;
 /**
  * The provider's sampler, which the submit's records ask too ({@link openSubmit}); null while it
  * is the default (`parentbased_always_on`), whose decision the records make themselves.
  */
 let sampler: Sampler | null = null;
-/** The SDK's provider, to flush and shut down. */
+/** The SDK's provider and the hop batch, flushed and shut down together. */
 let provider: { forceFlush(): Promise<void>; shutdown(): Promise<void> } | null = null;
 /** Nodes of this process that started tracing (tests run many): the last to stop shuts it down. */
 let users = 0;
@@ -44,7 +41,7 @@ let starting: Promise<void> | null = null;
 
 /** Whether this process traces: ask it before building anything for a span. */
 export function tracingOn(): boolean {
-  return tracer !== null;
+  return hops !== null;
 }
 
 /** The OTLP protocols this node speaks (`OTEL_EXPORTER_OTLP_PROTOCOL`). */
@@ -114,7 +111,6 @@ async function load(protocol: OtlpProtocol): Promise<void> {
   sampler = samplerName(process.env) === 'parentbased_always_on' ? null : own;
   trace.setGlobalTracerProvider(sdkProvider);
   const sdkTracer = sdkProvider.getTracer('wheelhouse', packageVersion());
-  tracer = sdkTracer;
   // The SDK's tracer carries its scope: the hops share that object, so that an export groups
   // them with the tracer's spans under one scope.
   const scope = (sdkTracer as Partial<Pick<ReadableSpan, 'instrumentationScope'>>).instrumentationScope ?? {
@@ -145,7 +141,6 @@ export async function stopTracing(): Promise<void> {
   users--;
   if (users > 0 || provider === null) return;
   const ending = provider;
-  tracer = null;
   hops = null;
   sampler = null;
   provider = null;
