@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { PGlite } from '@electric-sql/pglite';
 import { lockDataDir, type DataDirLock } from './data-dir-lock.js';
 import { toStoreError } from './db-errors.js';
+import { trace, tracing } from '../lib/trace.js';
 import { seedFromTemplate } from './pglite-template.js';
 import { checkSchema, INT8_OID, parseInt8, type Db, type DbResult, type DbTx } from './db.js';
 
@@ -76,7 +77,10 @@ async function liteQuery<R>(
   params: readonly unknown[] | undefined,
 ): Promise<DbResult<R>> {
   try {
+    const t0 = tracing ? performance.now() : 0;
     const result = await on.query<R>(text, params === undefined ? undefined : [...params]);
+    // One connection: a statement's time is how long every other statement waited behind it.
+    if (tracing) trace('lite', { sql: text.replace(/\s+/g, ' ').slice(0, 80), runMs: performance.now() - t0 });
     return { rows: result.rows, rowCount: result.affectedRows || result.rows.length };
   } catch (error) {
     throw toStoreError(error);
