@@ -1,9 +1,10 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { CompiledOptions } from '../lib/config.js';
 import type { AlignedClock } from '../runtime/aligned-clock.js';
-import { systemClock, type Cancel, type Clock } from '../runtime/clock.js';
+import { settle, systemClock, type Cancel, type Clock } from '../runtime/clock.js';
 import { DEFAULT_DUTY_RETRY, every, type DutyFailure, type DutyFailuresEnded } from '../runtime/supervision.js';
 import type { Backend } from '../store/backend.js';
+import { vacuumDeadTables } from '../store/sql/vacuum.js';
 import type { DagResolver } from '../actors/dag-resolver.js';
 import type { Ownership } from './ownership.js';
 import type { SafetyNet } from '../services/safety-net.js';
@@ -40,6 +41,8 @@ const DAG_REPLAY_MS = 2_000;
 const CLOCK_SAMPLE_MS = 5_000;
 /** A clock this far off the database's is worth a warning (it is corrected either way). */
 const CLOCK_WARN_MS = 1_000;
+/** How often the embedded default looks for tables autovacuum would vacuum (it has no autovacuum). */
+const EMBEDDED_VACUUM_MS = 30_000;
 
 export interface LoopDeps {
   /** Task time: what the nets and sweeps compare due times, leases and deadlines with. */
@@ -81,7 +84,7 @@ export interface LoopDeps {
  * the lease, pending and schedule safety nets, owned partitions kept running, stale
  * in-flight entries put back), start deadlines, and the housekeeping (backlog for admission
  * control, retention of finished tasks and expired idempotency keys, the clock's offset, the
- * limit catalog). Each is supervised (`every`): a failure is reported
+ * limit catalog, and on the embedded default VACUUM). Each is supervised (`every`): a failure is reported
  * and the duty comes back after a backoff. Returns their stop functions.
  */
 export function startLoops(deps: LoopDeps): Cancel[] {
@@ -139,6 +142,14 @@ export function startLoops(deps: LoopDeps): Cancel[] {
       if (n > 0) log.warn({ count: n }, 'put back ready entries taken but never claimed');
     }),
   ];
+  const db = backend.db;
+  if (db.driver === 'pglite')
+    loops.push(
+      paced('embedded_vacuum', EMBEDDED_VACUUM_MS, async () => {
+        const vacuumed = await vacuumDeadTables(db, settle);
+        if (vacuumed.length > 0) log.debug({ tables: vacuumed }, 'vacuumed the embedded database');
+      }),
+    );
   const aligned = deps.aligned;
   if (aligned !== null) {
     let warned = false;
