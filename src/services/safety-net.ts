@@ -109,12 +109,17 @@ export class SafetyNet {
     this.resting.clear();
   }
 
-  /** One pass over the owned partitions: a statement for leases, one for wakes, one for pending tasks per 16 partitions. */
+  /**
+   * One pass over the owned partitions: a statement for leases, one for wakes, and one for
+   * pending tasks per {@link PENDING_READ_PARTITIONS} partitions.
+   */
   async sweep(): Promise<SafetyNetPass> {
     const partitions = this.deps.ownedPartitions();
     if (partitions.length === 0) return { leases: 0, pending: 0, schedules: 0 };
     // The loop turns between statements: on the embedded default each holds the node's thread,
     // and awaited one after another they ran as one stall (100–160 ms during a bulk retry).
+    // Here, not after every PGlite statement: turning there too made the bulk retry's claim
+    // lag p99 6.8–8.2× idle instead of 3.2× (two runs), the claims' statements waiting a turn each.
     const leases = await this.expiredLeases(partitions);
     await settle();
     const pending = await this.overduePending(partitions);
