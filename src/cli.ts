@@ -172,6 +172,8 @@ async function main(argv: string[]): Promise<void> {
     ...layers,
     backend: command === 'dev' ? 'embedded' : 'postgres',
   };
+  // `dev` is the embedded backend: PGlite on V8's baseline compiler alone (pglite-tier.ts).
+  if (command === 'dev') (await import('./store/pglite-tier.js')).choosePgliteTier();
   const { startNode } = await import('./node/start.js');
   const node = await startNode(options);
   process.stdout.write(

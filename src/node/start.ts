@@ -5,6 +5,7 @@ import { ConfigError, compileOptions, type CompiledOptions, type WheelhouseOptio
 import { TypedEvents } from '../lib/events.js';
 import { withTracing } from './tracing.js';
 import { isLoopbackHost } from '../lib/address-patterns.js';
+import { holdingTheLoop } from '../lib/loop-hold.js';
 import type { Metrics } from '../lib/metrics.js';
 import { WHEEL } from '../actors/wheel-partition.js';
 import { WORKER_SOCKETS } from '../actors/worker.js';
@@ -69,7 +70,7 @@ export interface NodeOverrides {
 export async function startNode(input: WheelhouseOptions = {}, overrides: NodeOverrides = {}): Promise<WheelhouseNode> {
   const options = compileOptions(input);
   checkExposure(options);
-  return withTracing(() => startWith(options, overrides));
+  return withTracing(() => holdingTheLoop(() => startWith(options, overrides)));
 }
 
 async function startWith(options: CompiledOptions, overrides: NodeOverrides): Promise<WheelhouseNode> {
@@ -257,7 +258,6 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     // route to the right owners; this node joins once it knows its own address.
     await cluster.prime();
   }
-
   // The keys are known before the first request is taken.
   await services.keys.start((error) => onError(error, 're-reading the API keys'));
   const admin = adminFace({

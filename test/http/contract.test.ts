@@ -6,6 +6,7 @@
  * runs with WHEELHOUSE_CHECK_RESPONSES=1, see src/http/validation/responses.ts.)
  */
 import type { FastifyInstance, RouteOptions } from 'fastify';
+import type { TSchema } from 'typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminRoutes } from '../../src/http/admin-routes.js';
 import { statsRoutes } from '../../src/http/stats-routes.js';
@@ -13,6 +14,8 @@ import { emptyCounts } from '../../src/domain/task-stats.js';
 import { clusterRoutes } from '../../src/http/cluster-routes.js';
 import { consoleRoutes } from '../../src/http/console-routes.js';
 import { ERROR_CATALOGUE, ERROR_CODES } from '../../src/lib/errors.js';
+import { serializerOf } from '../../src/http/serializer.js';
+import { validatorOf } from '../../src/http/validation/ajv.js';
 import { serverWith } from './fake-api.js';
 
 interface RouteSchema {
@@ -146,6 +149,37 @@ describe('the route schemas', () => {
       }
     }
     expect(problems, problems.join('\n')).toEqual([]);
+  });
+
+  // Fastify is handed compilers that compile a schema on its route's first use (decision 0047):
+  // a schema Ajv or fast-json-stringify refuses would otherwise fail a request, not a start.
+  it('compile, every one: request parts by Ajv, each listed answer by fast-json-stringify', () => {
+    const problems: string[] = [];
+    let compiled = 0;
+    const attempt = (name: string, compile: () => unknown): void => {
+      try {
+        compile();
+        compiled++;
+      } catch (error) {
+        problems.push(`${name}: ${(error as Error).message}`);
+      }
+    };
+    for (const { method, url, schema } of ownRoutes()) {
+      const name = `${method} ${url}`;
+      const parts = [
+        ['body', schema?.body],
+        ['query', schema?.querystring],
+        ['params', schema?.params],
+      ] as const;
+      for (const [part, partSchema] of parts) {
+        if (partSchema !== undefined) attempt(`${name} ${part}`, () => validatorOf(partSchema as TSchema, part));
+      }
+      for (const [status, answer] of Object.entries(schema?.response ?? {})) {
+        attempt(`${name} ${status}`, () => serializerOf(answer));
+      }
+    }
+    expect(problems, problems.join('\n')).toEqual([]);
+    expect(compiled).toBeGreaterThan(100);
   });
 
   it('name every member of every public answer in snake_case (the node-to-node routes aside)', () => {
