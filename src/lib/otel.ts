@@ -232,38 +232,33 @@ export function recordHopContext(
  * A name the SDK does not know is its default too, `parentbased_always_on`; a ratio that is
  * missing or outside 0–1 is 1.
  */
-export function samplerFromEnv(
-  sdk: Pick<
-    typeof import('@opentelemetry/sdk-trace-base'),
-    'AlwaysOnSampler' | 'AlwaysOffSampler' | 'ParentBasedSampler' | 'TraceIdRatioBasedSampler'
-  >,
-  env: NodeJS.ProcessEnv,
-): Sampler {
+export function samplerFromEnv(sdk: SamplerKinds, env: NodeJS.ProcessEnv): Sampler {
   const arg = env.OTEL_TRACES_SAMPLER_ARG?.trim();
   const n = arg ? Number(arg) : Number.NaN;
   const ratio = Number.isFinite(n) && n >= 0 && n <= 1 ? n : 1;
-  switch (samplerName(env)) {
-    case 'always_on':
-      return new sdk.AlwaysOnSampler();
-    case 'always_off':
-      return new sdk.AlwaysOffSampler();
-    case 'traceidratio':
-      return new sdk.TraceIdRatioBasedSampler(ratio);
-    case 'parentbased_always_off':
-      return new sdk.ParentBasedSampler({ root: new sdk.AlwaysOffSampler() });
-    case 'parentbased_traceidratio':
-      return new sdk.ParentBasedSampler({ root: new sdk.TraceIdRatioBasedSampler(ratio) });
-    default:
-      return new sdk.ParentBasedSampler({ root: new sdk.AlwaysOnSampler() });
-  }
+  return SAMPLERS[samplerName(env)]!(sdk, ratio);
 }
 
-const SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_off', 'parentbased_traceidratio'];
+type SamplerKinds = Pick<
+  typeof import('@opentelemetry/sdk-trace-base'),
+  'AlwaysOnSampler' | 'AlwaysOffSampler' | 'ParentBasedSampler' | 'TraceIdRatioBasedSampler'
+>;
+
+/** The samplers `OTEL_TRACES_SAMPLER` may name, as the SDK builds each. */
+const SAMPLERS: Record<string, (sdk: SamplerKinds, ratio: number) => Sampler> = {
+  always_on: (sdk) => new sdk.AlwaysOnSampler(),
+  always_off: (sdk) => new sdk.AlwaysOffSampler(),
+  traceidratio: (sdk, ratio) => new sdk.TraceIdRatioBasedSampler(ratio),
+  parentbased_always_on: (sdk) => new sdk.ParentBasedSampler({ root: new sdk.AlwaysOnSampler() }),
+  parentbased_always_off: (sdk) => new sdk.ParentBasedSampler({ root: new sdk.AlwaysOffSampler() }),
+  parentbased_traceidratio: (sdk, ratio) =>
+    new sdk.ParentBasedSampler({ root: new sdk.TraceIdRatioBasedSampler(ratio) }),
+};
 
 /** The sampler `OTEL_TRACES_SAMPLER` names; the SDK's default, `parentbased_always_on`, for none or one it does not know. */
 function samplerName(env: NodeJS.ProcessEnv): string {
   const name = env.OTEL_TRACES_SAMPLER?.trim() ?? '';
-  return SAMPLERS.includes(name) ? name : 'parentbased_always_on';
+  return Object.hasOwn(SAMPLERS, name) ? name : 'parentbased_always_on';
 }
 
 /**

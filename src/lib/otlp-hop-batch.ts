@@ -127,7 +127,12 @@ export class HopBatch {
       writeHop(w, name, kind, trace, traceAt, ids, idAt, parent, parentAt, startMs, endMs, attrs);
     } catch (error) {
       w.pos = at;
-      if (error instanceof Unsupported) return;
+      if (error instanceof Unsupported) {
+        // The node's hops carry strings and numbers only: this is a caller's mistake, said where
+        // OpenTelemetry's own diagnostics go.
+        diag.debug(`hop records: dropped a ${name} span with an attribute it cannot write`);
+        return;
+      }
       throw error;
     }
     if (this.dropped > 0 && !this.closed) {
