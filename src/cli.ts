@@ -13,7 +13,7 @@ import {
 import { UsageError } from './cli/usage.js';
 import { CLIENT_HELP, isClientVerb, runClientVerb } from './cli/verbs.js';
 import { LIMITS_HELP, runLimitsVerb } from './cli/limits.js';
-import { runWorkerVerb, WORKER_HELP } from './cli/worker.js';
+import { WORKER_HELP } from './cli/worker-help.js';
 import { WheelhouseApiError, WheelhouseNetworkError, WheelhouseTimeoutError } from './client/index.js';
 import { isLoopbackHost } from './lib/address-patterns.js';
 import { packageVersion } from './lib/version.js';
@@ -135,6 +135,8 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   if (command === 'worker') {
+    // The worker SDK (and undici with it) only for this command: `dev` started ~0.15 s sooner.
+    const { runWorkerVerb } = await import('./cli/worker.js');
     process.exit(await runWorkerVerb(rest, (text) => process.stderr.write(text)));
   }
   if (command === 'migrate') {

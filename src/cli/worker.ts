@@ -15,6 +15,7 @@ import {
 import { loadHandlers, type ModuleHandler } from './handler-module.js';
 import { CONNECTION_OPTIONS, intFlag, nodeConnection, UsageError } from './usage.js';
 import { startTracing, stopTracing } from '../lib/otel.js';
+import { WORKER_HELP } from './worker-help.js';
 
 /**
  * `wheelhouse worker --handler ./tasks.js`: the worker SDK (`createWorker`) in a process of
@@ -26,22 +27,6 @@ import { startTracing, stopTracing } from '../lib/otel.js';
  * are reported (the SDK's `stop`). A second signal exits at once; the tasks still running are
  * handed to another worker when their leases run out.
  */
-
-export const WORKER_HELP = `Running tasks (the worker SDK in a process of its own):
-  wheelhouse worker --handler <module> [--types <a,b>] [--concurrency <n>] [--worker-id <id>]
-                    [--url <url>[,<url>…]] [--token-file <path> | --token <t>]
-                    [--transport channel|http]
-                    [--stop-grace <seconds>] [--json]
-                    the module exports its handlers by task type:
-                    export default { 'email.send': async (payload, task) => result, … }
-                    (or a named export "handlers"); --types narrows which it runs.
-                    The key: --token-file, --token or $WHEELHOUSE_API_KEY (a work key).
-                    Tasks come over the worker channel (one WebSocket; several --url
-                    nodes to reconnect to), or long-poll with --transport http.
-                    One line per task on stderr (--json: JSON lines); Ctrl-C or SIGTERM
-                    lets running tasks finish (--stop-grace: then aborts them and reports
-                    them failed, to run again), a second one exits at once.
-`;
 
 /** Where the worker's log lines go: stderr. */
 export type LogSink = (text: string) => void;

@@ -140,3 +140,17 @@ function carriedIpv4(ip: IpBytes): CarriedIpv4 | null {
 function rangeContainsEither(range: IpRange, ip: IpBytes, carried: CarriedIpv4 | null): boolean {
   return rangeContains(range, ip) || (carried !== null && rangeContains(range, carried.ip));
 }
+
+/**
+ * A connection the destination policy refused: its message is what the task fails with, its
+ * `detail` (the address and the rule) is for the node's log.
+ */
+export class DestinationRefusedError extends Error {
+  readonly code = 'WH_DESTINATION_REFUSED';
+  readonly detail: string;
+  constructor(refusal: Refusal) {
+    super(refusal.message);
+    this.name = 'DestinationRefusedError';
+    this.detail = refusal.detail;
+  }
+}

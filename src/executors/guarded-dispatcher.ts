@@ -1,21 +1,7 @@
 import { lookup as dnsLookup } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
 import { Agent, buildConnector } from 'undici';
-import type { DestinationPolicy, Refusal } from './destination-policy.js';
-
-/**
- * A connection the destination policy refused: its message is what the task fails with, its
- * `detail` (the address and the rule) is for the node's log.
- */
-export class DestinationRefusedError extends Error {
-  readonly code = 'WH_DESTINATION_REFUSED';
-  readonly detail: string;
-  constructor(refusal: Refusal) {
-    super(refusal.message);
-    this.name = 'DestinationRefusedError';
-    this.detail = refusal.detail;
-  }
-}
+import { DestinationRefusedError, type DestinationPolicy } from './destination-policy.js';
 
 export interface GuardedDispatcherOptions {
   /** Connections open at once to one origin (scheme, host, port); further requests wait in its queue. */

@@ -16,7 +16,7 @@ import type { ActorDutyEnded, ActorErrorInfo } from '../runtime/host.js';
 import type { LivePlacement } from '../runtime/ring.js';
 import type { DutyFailure, DutyFailuresEnded } from '../runtime/supervision.js';
 import type { ActorSystem } from '../runtime/system.js';
-import { droppedTells } from './cluster.js';
+import { droppedTells } from './dropped-tells.js';
 import type { DutyLog } from './duty-log.js';
 import { taskMetrics, type TaskMetricSources } from './task-metrics.js';
 import { limitMetrics } from './limit-metrics.js';

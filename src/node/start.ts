@@ -27,7 +27,6 @@ import { openBackend, type Backend } from '../store/backend.js';
 import { registerActorKinds } from './actors.js';
 import { actorBrowser, adminFace, clusterPeers } from './admin.js';
 import { nodeClock, type NodeContext } from './context.js';
-import { nodeCluster } from './cluster.js';
 import { ReachProbe } from './reach-probe.js';
 import { DutyLog } from './duty-log.js';
 import { nodeLogger } from './logger.js';
@@ -181,8 +180,8 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
         }).start();
   const cluster: Cluster | null =
     backend.kind !== 'postgres'
-      ? null
-      : nodeCluster({
+      ? null // and its modules (undici's pools) not loaded: decision 0047
+      : (await import('./cluster.js')).nodeCluster({
           ...ctx,
           ring,
           ...(redisReach === null ? {} : { redisReachable: () => redisReach.reached() }),

@@ -1,4 +1,4 @@
-import { request, type Pool } from 'undici';
+import type { Pool } from 'undici';
 import { ERROR_CATALOGUE, WheelhouseError, type ErrorCode } from '../lib/errors.js';
 import type { ActorInfo } from './actor.js';
 import type { Clock } from './clock.js';
@@ -159,7 +159,10 @@ export async function exchange(
   }
 }
 
-/** A one-off request through undici's global keep-alive agent. */
+/**
+ * A one-off request through undici's global keep-alive agent. undici is loaded by the first:
+ * a node alone (`wheelhouse dev`) never asks a peer (decision 0047).
+ */
 async function requestPeer(
   address: string,
   secret: string | null,
@@ -167,6 +170,7 @@ async function requestPeer(
   path: string,
   timeoutMs: number,
 ): Promise<PeerAnswer> {
+  const { request } = await import('undici');
   const response = await request(address.replace(/\/+$/, '') + path, {
     method,
     headers: secretHeaders(secret, {}),

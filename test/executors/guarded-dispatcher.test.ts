@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { interceptors, request, type Dispatcher } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DestinationPolicy } from '../../src/executors/destination-policy.js';
-import { DestinationRefusedError, guardedDispatcher } from '../../src/executors/guarded-dispatcher.js';
+import { DestinationRefusedError } from '../../src/executors/destination-policy.js';
+import { guardedDispatcher } from '../../src/executors/guarded-dispatcher.js';
 
 /**
  * A name that resolves to a public address and a loopback one, public first, as a rebinding
