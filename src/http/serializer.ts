@@ -1,13 +1,15 @@
 import fastJson from 'fast-json-stringify';
 import type { FastifySerializerCompiler } from 'fastify';
 import type { TSchema } from 'typebox';
+import { lazyCompiled } from './schema-warmup.js';
 import { SHARED_SCHEMAS } from './schemas/index.js';
 
 /**
  * Answers are serialized from their route's response schema by fast-json-stringify, as fastify
  * does by default, with two differences: a compiled serializer is kept per distinct schema for
- * the life of the process, and it is compiled when the route first answers with that status,
- * not as the server starts. Compiling is the slow part (about a millisecond a schema); every
+ * the life of the process, and it is compiled when the route first answers with that status
+ * (or by the warm-up once the server listens, schema-warmup.ts), not as the server starts.
+ * Compiling is the slow part (about a millisecond a schema); every
  * route lists the same `Error` answer under several statuses, and tests build hundreds of
  * servers from the same constant schemas (without the cache a server took ~150 ms to be ready,
  * with it ~30 ms); and most of the statuses a route lists are never sent in a node's life
@@ -34,6 +36,6 @@ export function serializerOf(schema: unknown): Serializer {
 }
 
 export const serializerCompiler: FastifySerializerCompiler<TSchema> = ({ schema }) => {
-  let serialize: Serializer | undefined;
-  return (data: unknown) => (serialize ??= serializerOf(schema))(data);
+  const compiled = lazyCompiled(() => serializerOf(schema));
+  return (data: unknown) => compiled()(data);
 };

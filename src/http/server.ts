@@ -16,6 +16,7 @@ import { limitsRoutes } from './limits-routes.js';
 import { operationsRoutes } from './operations-routes.js';
 import { tasksRoutes } from './tasks-routes.js';
 import { childrenRoutes } from './children-routes.js';
+import { warmSchemas } from './schema-warmup.js';
 import { serializerCompiler } from './serializer.js';
 import { validatorCompiler } from './validation/ajv.js';
 import { checkResponses } from './validation/responses.js';
@@ -120,6 +121,11 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
 
   useRouteSchemas(app, input.checkResponses);
   registerDocs(app, packageVersion());
+  // Route schemas not yet compiled by a request are compiled in the background once listening.
+  app.addHook('onListen', (done) => {
+    warmSchemas();
+    done();
+  });
 
   app.setErrorHandler(handleError);
   app.setNotFoundHandler(handleNotFound);

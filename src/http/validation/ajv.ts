@@ -5,6 +5,7 @@ import { FieldPath } from '../../domain/field-path.js';
 import { WheelhouseError } from '../../lib/errors.js';
 import { SHARED_SCHEMAS } from '../schemas/index.js';
 import { describe } from './fields.js';
+import { lazyCompiled } from '../schema-warmup.js';
 
 /**
  * Request validation through the route schemas. Two Ajv instances: one for bodies (no type
@@ -70,15 +71,16 @@ export function partOf(httpPart: string | undefined): Part {
 
 /**
  * Fastify's validator compiler: route schemas compiled by the Ajv above, errors as ours. Each
- * is compiled on the route's first request, not as the server starts: compiling every route's
- * schemas took a third of the embedded node's start (decision 0047). The contract test
- * compiles them all, so a schema Ajv refuses still fails the suite rather than a request.
+ * is compiled on the route's first request or by the warm-up once the server listens, not as
+ * it starts: compiling every route's schemas took a third of the embedded node's start
+ * (schema-warmup.ts, decision 0047). The contract test compiles them all, so a schema Ajv
+ * refuses still fails the suite rather than a request.
  */
 export const validatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) => {
   const part = partOf(httpPart);
-  let validate: ValidateFunction | undefined;
+  const compiled = lazyCompiled(() => ajvFor(part).compile(schema));
   return (data: unknown) => {
-    validate ??= ajvFor(part).compile(schema);
+    const validate = compiled();
     return validate(data) ? true : { error: schemaError(validate.errors ?? [], part) };
   };
 };
