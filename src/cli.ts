@@ -135,7 +135,7 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   if (command === 'worker') {
-    // The worker SDK (and undici with it) only for this command: `dev` started ~0.15 s sooner.
+    // The worker SDK (and undici with it) only for this command, not for `dev` or the client verbs.
     const { runWorkerVerb } = await import('./cli/worker.js');
     process.exit(await runWorkerVerb(rest, (text) => process.stderr.write(text)));
   }

@@ -61,7 +61,7 @@ export function startHttpExecutor(
   log: ExecutorLog = SILENT,
 ): BuiltinExecutor {
   // undici comes with the first call, not with the node: most nodes run no HTTP task, and
-  // loading it was ~0.15 s of every start (decision 0047).
+  // loading it cost every start ~0.05 s of CPU (docs/benchmarks.md, "Embedded default").
   let client: Promise<HttpClient> | null = null;
   const connect = (): Promise<HttpClient> =>
     (client ??= Promise.all([import('undici'), import('./guarded-dispatcher.js')]).then(([undici, guarded]) => ({
@@ -82,7 +82,8 @@ export function startHttpExecutor(
     async stop() {
       await executor.stop();
       // Every call has finished and been reported: only idle connections are left.
-      if (client !== null) await (await client).dispatcher.destroy();
+      const made = await client?.catch(() => null);
+      if (made) await made.dispatcher.destroy();
     },
   };
 }

@@ -1,7 +1,7 @@
 import fastJson from 'fast-json-stringify';
 import type { FastifySerializerCompiler } from 'fastify';
 import type { TSchema } from 'typebox';
-import { lazyCompiled } from './schema-warmup.js';
+import type { SchemaWarmup } from './schema-warmup.js';
 import { SHARED_SCHEMAS } from './schemas/index.js';
 
 /**
@@ -35,7 +35,9 @@ export function serializerOf(schema: unknown): Serializer {
   return serialize;
 }
 
-export const serializerCompiler: FastifySerializerCompiler<TSchema> = ({ schema }) => {
-  const compiled = lazyCompiled(() => serializerOf(schema));
-  return (data: unknown) => compiled()(data);
-};
+export function serializerCompiler(warmup: SchemaWarmup): FastifySerializerCompiler<TSchema> {
+  return ({ schema }) => {
+    const compiled = warmup.lazy(() => serializerOf(schema));
+    return (data: unknown) => compiled()(data);
+  };
+}

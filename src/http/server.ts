@@ -16,7 +16,7 @@ import { limitsRoutes } from './limits-routes.js';
 import { operationsRoutes } from './operations-routes.js';
 import { tasksRoutes } from './tasks-routes.js';
 import { childrenRoutes } from './children-routes.js';
-import { warmSchemas } from './schema-warmup.js';
+import { SchemaWarmup } from './schema-warmup.js';
 import { serializerCompiler } from './serializer.js';
 import { validatorCompiler } from './validation/ajv.js';
 import { checkResponses } from './validation/responses.js';
@@ -121,11 +121,6 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
 
   useRouteSchemas(app, input.checkResponses);
   registerDocs(app, packageVersion());
-  // Route schemas not yet compiled by a request are compiled in the background once listening.
-  app.addHook('onListen', (done) => {
-    warmSchemas();
-    done();
-  });
 
   app.setErrorHandler(handleError);
   app.setNotFoundHandler(handleNotFound);
@@ -213,12 +208,23 @@ export function buildServer(input: BuildServerOptions): FastifyInstance {
 /**
  * What the route plugins need of the server they are registered on: the shared schemas they
  * refer to by name, requests validated through our Ajv (errors in the catalogue's words),
- * answers serialized from their schemas, and — when `check` or `WHEELHOUSE_CHECK_RESPONSES=1` —
- * every answer held to its schema.
+ * answers serialized from their schemas, each compiled on first use or in the background once
+ * the server listens (schema-warmup.ts), and — when `check` or `WHEELHOUSE_CHECK_RESPONSES=1` —
+ * every answer held to its schema. Answers the server's warm-up.
  */
-export function useRouteSchemas(app: FastifyInstance, check?: boolean): void {
+export function useRouteSchemas(app: FastifyInstance, check?: boolean): SchemaWarmup {
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
-  app.setValidatorCompiler(validatorCompiler);
-  app.setSerializerCompiler(serializerCompiler);
+  const warmup = new SchemaWarmup();
+  app.setValidatorCompiler(validatorCompiler(warmup));
+  app.setSerializerCompiler(serializerCompiler(warmup));
+  app.addHook('onListen', (done) => {
+    warmup.warm();
+    done();
+  });
+  app.addHook('onClose', (_instance, done) => {
+    warmup.stop();
+    done();
+  });
   if (check ?? process.env.WHEELHOUSE_CHECK_RESPONSES === '1') checkResponses(app);
+  return warmup;
 }

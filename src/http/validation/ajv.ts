@@ -5,7 +5,7 @@ import { FieldPath } from '../../domain/field-path.js';
 import { WheelhouseError } from '../../lib/errors.js';
 import { SHARED_SCHEMAS } from '../schemas/index.js';
 import { describe } from './fields.js';
-import { lazyCompiled } from '../schema-warmup.js';
+import type { SchemaWarmup } from '../schema-warmup.js';
 
 /**
  * Request validation through the route schemas. Two Ajv instances: one for bodies (no type
@@ -16,7 +16,7 @@ import { lazyCompiled } from '../schema-warmup.js';
  * `details.field` and, for an item of a batch, `details.index`.
  */
 
-export type Part = 'body' | 'query' | 'params';
+type Part = 'body' | 'query' | 'params';
 
 function newAjv(coerce: boolean): Ajv {
   return new Ajv({
@@ -64,26 +64,23 @@ export function assertSchema(schema: TSchema, value: unknown, part: Part = 'body
   if (!validate(value)) throw schemaError(validate.errors ?? [], part);
 }
 
-/** The part of a request a fastify schema describes, as the Ajv instances above divide them. */
-export function partOf(httpPart: string | undefined): Part {
-  return httpPart === 'querystring' ? 'query' : httpPart === 'params' ? 'params' : 'body';
-}
-
 /**
  * Fastify's validator compiler: route schemas compiled by the Ajv above, errors as ours. Each
- * is compiled on the route's first request or by the warm-up once the server listens, not as
+ * is compiled on the route's first request or by the server's warm-up once it listens, not as
  * it starts: compiling every route's schemas took a third of the embedded node's start
  * (schema-warmup.ts, decision 0047). The contract test compiles them all, so a schema Ajv
  * refuses still fails the suite rather than a request.
  */
-export const validatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) => {
-  const part = partOf(httpPart);
-  const compiled = lazyCompiled(() => ajvFor(part).compile(schema));
-  return (data: unknown) => {
-    const validate = compiled();
-    return validate(data) ? true : { error: schemaError(validate.errors ?? [], part) };
+export function validatorCompiler(warmup: SchemaWarmup): FastifySchemaCompiler<TSchema> {
+  return ({ schema, httpPart }) => {
+    const part: Part = httpPart === 'querystring' ? 'query' : httpPart === 'params' ? 'params' : 'body';
+    const compiled = warmup.lazy(() => ajvFor(part).compile(schema));
+    return (data: unknown) => {
+      const validate = compiled();
+      return validate(data) ? true : { error: schemaError(validate.errors ?? [], part) };
+    };
   };
-};
+}
 
 /** Ajv's errors (the first is the one reported) → `validation_failed` naming the field. */
 export function schemaError(errors: readonly ErrorObject[], part: Part): WheelhouseError {
