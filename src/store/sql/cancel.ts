@@ -2,7 +2,7 @@ import { WheelhouseError } from '../../lib/errors.js';
 import type { Db, DbTx } from '../db.js';
 import type { StoredStatus, TaskRecord } from '../../domain/model.js';
 import type { CancelResult } from '../types.js';
-import { taskColumns, toTaskRecord, tsParam, validIds, type TaskRow } from './columns.js';
+import { statusIn, taskColumns, toTaskRecord, tsParam, validIds, type TaskRow } from './columns.js';
 import { dagEventsCte } from './outbox.js';
 import { getTask } from './read.js';
 
@@ -30,7 +30,7 @@ function cancelStatement(ids: string, reason = '$3::text'): string {
       completed_at = CASE WHEN t.status = 'running' THEN t.completed_at ELSE ${tsParam(2)} END,
       last_error = coalesce(${reason}, t.last_error),
       updated_at = ${tsParam(2)}
-  WHERE ${ids} AND t.status IN (${CANCELLABLE.map((status) => `'${status}'`).join(', ')})
+  WHERE ${ids} AND ${statusIn('t', CANCELLABLE)}
   RETURNING ${taskColumns('t')}
   ),
   ${dagEventsCte(2)}
@@ -39,7 +39,7 @@ function cancelStatement(ids: string, reason = '$3::text'): string {
 
 const CANCEL = cancelStatement('t.id = $1');
 /** The same edges for many tasks at once (an operation's page): `$1` their ids. */
-const CANCEL_MANY = cancelStatement('t.id = ANY($1::uuid[])');
+export const CANCEL_MANY = cancelStatement('t.id = ANY($1::uuid[])');
 
 /**
  * Tries the UPDATE a few times: when it matches nothing, the task is read to tell

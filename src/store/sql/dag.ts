@@ -6,6 +6,7 @@ import type { DagEvent, DagNodeRecord, DagOutcome } from '../dag-types.js';
 import {
   IDEMPOTENCY_WINDOW_MS,
   msOf,
+  statusIn,
   taskColumns,
   toDueEntry,
   toTaskRecord,
@@ -86,7 +87,7 @@ export async function submitGraph(
  * Fenced as {@link statusIs} is: the rows are found through the primary key only.
  */
 function awaitsEdges(t: string): string {
-  return `${t}.status COLLATE "C" IN ('blocked', 'waiting')`;
+  return statusIn(t, ['blocked', 'waiting']);
 }
 
 /** Blocked dependents (and waiting parents) of the given predecessors, through the predecessor index. */

@@ -3,7 +3,7 @@ import { matchedStatuses, type OperationFilter, type OperationRecord } from '../
 import type { Db, DbTx } from '../db.js';
 import type { OperationPage } from '../operation-types.js';
 import { cancelChildren, cancelMany } from './cancel.js';
-import { tsParam } from './columns.js';
+import { statusIn, tsParam } from './columns.js';
 import { ERROR_KEY_CHARS } from './failures.js';
 import { OPERATION_COLUMNS, toOperationRecord, type OperationRow } from './operations.js';
 import { retryMany } from './retry.js';
@@ -82,10 +82,10 @@ const FINISHED = `('succeeded', 'failed', 'cancelled', 'expired')`;
  * (`GET /api/dags/{id}` never shows half a graph). The DELETE re-tests the status on the row
  * it locks.
  */
-const DELETE_MANY = `
+export const DELETE_MANY = `
   WITH removed AS (
     DELETE FROM tasks t
-    WHERE t.id = ANY($1::uuid[]) AND t.status IN ${FINISHED}
+    WHERE t.id = ANY($1::uuid[]) AND ${statusIn('t', ['succeeded', 'failed', 'cancelled', 'expired'])}
       AND (NOT t.has_dependents OR (
         NOT EXISTS (SELECT 1 FROM dag_events e WHERE e.predecessor_id = t.id)
         AND NOT EXISTS (

@@ -6,6 +6,7 @@ import { byPart, partitionPages, type FirstPageRequest } from './partition-pages
 import {
   dueColumns,
   msOf,
+  statusIn,
   statusIs,
   taskColumns,
   toDueEntry,
@@ -42,13 +43,13 @@ const MAX_LIST = 1000;
  * not stored; each is derived from (task id, attempt) below, the same for the running attempt
  * and for its row once written. `$2` is the exclusive upper bound on the attempt, for paging.
  */
-const HISTORY = `
+export const HISTORY = `
   SELECT h.* FROM (
     SELECT t.id AS task_id, t.attempts AS attempt, 'running' AS status,
            ${msOf('t.due_time')} AS due_ms, ${msOf('t.started_at')} AS started_ms,
            NULL::float8 AS completed_ms, t.worker_id, NULL::text AS error, NULL::jsonb AS result
     FROM tasks t
-    WHERE t.id = ANY($1::uuid[]) AND t.status = 'running'
+    WHERE t.id = ANY($1::uuid[]) AND ${statusIs('t', 'running')}
     UNION ALL
     SELECT t.id, t.attempts,
            CASE t.status WHEN 'succeeded' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled' ELSE 'failed' END,
@@ -56,14 +57,14 @@ const HISTORY = `
            CASE WHEN t.status = 'succeeded' THEN NULL ELSE t.last_error END,
            CASE WHEN t.status = 'succeeded' THEN t.result END
     FROM tasks t
-    WHERE t.id = ANY($1::uuid[]) AND t.status IN ('succeeded', 'failed', 'cancelled') AND t.attempts > 0
+    WHERE t.id = ANY($1::uuid[]) AND ${statusIn('t', ['succeeded', 'failed', 'cancelled'])} AND t.attempts > 0
       AND t.started_at IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM executions x WHERE x.task_id = t.id AND x.attempt = t.attempts)
     UNION ALL
     SELECT t.id, t.attempts + 1, 'expired', ${msOf('t.due_time')}, NULL::float8, ${msOf('t.completed_at')},
            NULL::text, t.last_error, NULL::jsonb
     FROM tasks t
-    WHERE t.id = ANY($1::uuid[]) AND t.status = 'expired'
+    WHERE t.id = ANY($1::uuid[]) AND ${statusIs('t', 'expired')}
     UNION ALL
     SELECT e.task_id, e.attempt, e.status,
            ${msOf('e.due_time')}, ${msOf('e.started_at')}, ${msOf('e.completed_at')}, e.worker_id, e.error, NULL::jsonb

@@ -1,7 +1,16 @@
 import type { Db, DbTx } from '../db.js';
 import type { DueEntry } from '../../domain/model.js';
 import type { RetryResult } from '../types.js';
-import { taskColumns, toDueEntry, toTaskRecord, tsParam, validIds, type DueRow, type TaskRow } from './columns.js';
+import {
+  statusIn,
+  taskColumns,
+  toDueEntry,
+  toTaskRecord,
+  tsParam,
+  validIds,
+  type DueRow,
+  type TaskRow,
+} from './columns.js';
 import { getTask } from './read.js';
 
 /**
@@ -39,7 +48,7 @@ function retryStatement(ids: string, answer = 'd.*'): string {
         lease_token_hash = NULL,
         updated_at = ${tsParam(2)}
     FROM tasks o
-    WHERE ${ids} AND t.status IN ('failed', 'cancelled', 'expired')
+    WHERE ${ids} AND ${statusIn('t', ['failed', 'cancelled', 'expired'])}
       AND t.schedule_type <> 'cron' AND t.deps_satisfied = t.deps_total
     RETURNING ${taskColumns('t')}, o.status AS old_status, o.due_time AS old_due_time,
               o.started_at AS old_started_at, o.completed_at AS old_completed_at
@@ -62,7 +71,7 @@ const RETRY = retryStatement('o.id = $1 AND t.id = $1');
  * what the wheel needs of each (a due entry): a page of 1 000 whole rows — payloads, results,
  * errors — was read and decoded on the node's thread between the probe's submits (issue 30).
  */
-const RETRY_MANY = retryStatement(
+export const RETRY_MANY = retryStatement(
   'o.id = t.id AND t.id = ANY($1::uuid[])',
   'd.id, d.task_type, d.priority, d.due_ms, d.limits, d.traceparent',
 );
