@@ -79,9 +79,11 @@ const PENDING_PAGE = 100;
  * Partitions whose overdue pages one statement reads. On the embedded default's one connection
  * a statement holds every other one, and the node's thread with it: 64 partitions' pages (6 400
  * rows, all overdue and queued during a bulk retry of 100 000 tasks) took 40–120 ms a pass,
- * the largest stalls a probe's submit met then. A sixteenth of that is one submit's wait.
+ * the largest stalls a probe's submit met then. Sixteen partitions (1 600 rows) still took
+ * 20–27 ms a statement, four a pass back to back with a turn between: once the bulk retry's
+ * own pages were ~7 ms, those were what its submit p99 met. Four partitions, ~400 rows.
  */
-const PENDING_READ_PARTITIONS = 16;
+const PENDING_READ_PARTITIONS = 4;
 /** Overdue schedule wakes looked at per partition and pass: the oldest. */
 const WAKE_PAGE = 100;
 /** How long a partition may take to check and push what the net found. */
