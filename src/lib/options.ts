@@ -106,7 +106,10 @@ export interface WheelhouseOptions {
    * no index of their own: the page stops there, with a `next_token` to go on. @default 10000
    */
   listScanRows?: number;
-  /** Tasks one page of an operation on many tasks walks by id, in one transaction. @default 1000 */
+  /**
+   * Tasks one page of an operation on many tasks walks by id, in one transaction. @default 200
+   * on Postgres, 20 on the embedded default (each page holds its one connection and thread)
+   */
   operationPageTasks?: number;
   /** Statement timeout of a listing on Postgres, seconds (past it: 503). @default 5 */
   listTimeoutSeconds?: number;
