@@ -4,6 +4,7 @@
  * docs/security.md advises (`read`, `ops`, `submit`: no `admin`):
  * - the tasks list's selection bar cancels every task its filter matches through an operation,
  *   whose progress shows it done (and the API agrees); delete is shown, disabled, for want of admin;
+ * - without a status filter, a page lists a running task first and a task due in days last;
  * - the failed view groups the failed tasks by type and error with their counts, and a group's
  *   "Retry all" retries exactly that group;
  * - the workers view, asked of n1, lists an SDK worker connected to n2 with its node and task types;
@@ -135,6 +136,24 @@ describe('the operations console', () => {
     await bar.locator('button[data-action=retry]').waitFor();
     expect(await bar.locator('button[data-action=delete]').isDisabled()).toBe(true);
     expect(await bar.locator('button[data-action=delete]').getAttribute('title')).toContain('admin');
+  });
+
+  it('lists what an operator looks for first at the top of a page, tasks due in days at its bottom', async () => {
+    const type = `${T}.order`;
+    const one = async (body: Record<string, unknown>): Promise<string> =>
+      (await api<{ task_id: string }>('POST', '/api/tasks', { task_type: type, ...body })).task_id;
+    // Made oldest first: newest first, the list would show them the other way round.
+    worker('n1', { workerId: `${T}-holder`, taskTypes: [type] });
+    const running = await one({});
+    await eventually(async () => ((await statusOf(running)) === 'running' ? true : undefined), 15_000, 'held');
+    const cancelled = await one({ schedule: { type: 'delayed', delay_seconds: 86_400 } });
+    await api('DELETE', `/api/tasks/${cancelled}`);
+    const later = await one({ schedule: { type: 'delayed', delay_seconds: 3 * 86_400 } });
+    await page.goto(`${base}/admin#/tasks?task_type=${type}`);
+    const ids = page.locator('table tbody tr a[href^="#/tasks/"] code');
+    await eventually(async () => ((await ids.count()) === 3 ? true : undefined), 10_000, 'three rows');
+    const shown = await Promise.all([0, 1, 2].map((i) => ids.nth(i).getAttribute('title')));
+    expect(shown).toEqual([running, cancelled, later]);
   });
 
   it('groups the failed tasks by type and error, and retries exactly one group', async () => {
