@@ -1,4 +1,5 @@
 import type { DueEntry, TaskRecord } from '../../domain/model.js';
+import { FINAL_STATUSES } from '../../domain/lifecycle.js';
 import { matchedStatuses, type OperationFilter, type OperationRecord } from '../../domain/operations.js';
 import type { Db, DbTx } from '../db.js';
 import type { OperationPage } from '../operation-types.js';
@@ -71,7 +72,7 @@ function walkStatement(filter: OperationFilter, statuses: readonly string[]): { 
 }
 
 /** The statuses a task ends in. */
-const FINISHED = `('succeeded', 'failed', 'cancelled', 'expired')`;
+const FINISHED = `(${FINAL_STATUSES.map((status) => `'${status}'`).join(', ')})`;
 
 /**
  * Deleting finished tasks as retention does (src/store/sql/retention.ts), without its horizon:
@@ -85,7 +86,7 @@ const FINISHED = `('succeeded', 'failed', 'cancelled', 'expired')`;
 export const DELETE_MANY = `
   WITH removed AS (
     DELETE FROM tasks t
-    WHERE t.id = ANY($1::uuid[]) AND ${statusIn('t', ['succeeded', 'failed', 'cancelled', 'expired'])}
+    WHERE t.id = ANY($1::uuid[]) AND ${statusIn('t', FINAL_STATUSES)}
       AND (NOT t.has_dependents OR (
         NOT EXISTS (SELECT 1 FROM dag_events e WHERE e.predecessor_id = t.id)
         AND NOT EXISTS (
