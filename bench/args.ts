@@ -47,7 +47,8 @@ export const USAGE = `npm run bench -- [--runs N] [--only W1,W2,W3,W4,W5,W1L,W6]
   --write/--no-write  write docs/benchmarks.md (default: write unless --quick)
   --node-flags=STR    extra flags for 'wheelhouse node' (with '=': a value starting with -- is otherwise read as a flag)
   --peers             instead: W1, W2 and W3 on Wheelhouse and on BullMQ (its own Worker, in its own process), interleaved
-                      round by round, with the ratios; writes its own section of docs/benchmarks.md (--only W1,W3 picks)
+                      round by round, with the ratios; writes its own section of docs/benchmarks.md (--only W1,W3 picks;
+                      flow control only when named: --only W6 noisy neighbour, --only RATE rate accuracy)
   --rounds N          interleaved rounds of --peers (default 3, --quick: 1)
   --peers-redis-db N  Redis database index for BullMQ, emptied before and after each run (default 9; 0 is refused)
   --scale             instead: one node with 10 000 000 pending delayed tasks over 24 h (RSS, Redis and Postgres per task,

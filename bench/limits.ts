@@ -17,22 +17,23 @@ export async function declareLimit(url: string, name: string, body: Record<strin
 }
 
 export interface QuietKeysOptions {
-  url: string;
-  taskType: string;
   /** The keys, each submitting one task a second; their first submits spread over a second. */
   keys: readonly string[];
-  /** Name each key as the task's limit (false: the same tasks, no limits). */
-  named: boolean;
+  /**
+   * Submits one task of `key` whose start lag is measured from `sentMs` (Date.now() just
+   * before the request); resolves once it is accepted, rejects (with the reason) otherwise.
+   */
+  send(key: string, sentMs: number): Promise<void>;
+  /** Called once by stop(), after the last answer. */
+  close?(): Promise<void>;
 }
 
 /**
- * Keys that each submit one immediate task a second (`POST /api/tasks`, one task a request)
- * until stopped; key i's submits fall at start + i × 1 000 / keys ms + n × 1 000 ms, so the
- * node sees an even stream. Each task carries `due_ms` = Date.now() just before its request is
- * sent, so the worker's start lag of it is handler start − submit.
+ * Keys that each submit one immediate task a second until stopped; key i's submits fall at
+ * start + i × 1 000 / keys ms + n × 1 000 ms, so the system sees an even stream. How a task is
+ * sent is the caller's: `QuietKeys.overHttp` posts to a node, the peer bench adds BullMQ jobs.
  */
 export class QuietKeys {
-  private readonly pool: Pool;
   private timer: NodeJS.Timeout | undefined;
   private readonly inFlight = new Set<Promise<void>>();
   private sent = 0;
@@ -41,8 +42,29 @@ export class QuietKeys {
   /** Each request's answer time − send time, ms. */
   readonly answerMs: number[] = [];
 
-  constructor(private readonly options: QuietKeysOptions) {
-    this.pool = new Pool(options.url, { connections: 64, pipelining: 1 });
+  constructor(private readonly options: QuietKeysOptions) {}
+
+  /**
+   * `POST /api/tasks`, one task a request, each carrying `due_ms` = its send time, so the
+   * worker's start lag of it is handler start − submit. `named`: the key is the task's limit.
+   */
+  static overHttp(options: { url: string; taskType: string; keys: readonly string[]; named: boolean }): QuietKeys {
+    const pool = new Pool(options.url, { connections: 64, pipelining: 1 });
+    return new QuietKeys({
+      keys: options.keys,
+      send: async (key, sentMs) => {
+        const body = JSON.stringify({
+          task_type: options.taskType,
+          ...(options.named ? { limits: [key] } : {}),
+          payload: { due_ms: sentMs, key },
+        });
+        const res = await pool.request({ path: '/api/tasks', method: 'POST', headers: JSON_HEADERS, body });
+        const text = await res.body.text();
+        if (res.statusCode !== 201 && res.statusCode !== 200)
+          throw new Error(`${res.statusCode} ${text.slice(0, 200)}`);
+      },
+      close: () => pool.close(),
+    });
   }
 
   /** Starts submitting at `startMs` (now if past). */
@@ -61,27 +83,16 @@ export class QuietKeys {
   }
 
   private submit(key: string): void {
-    const { taskType, named } = this.options;
     const sentMs = Date.now();
-    const body = JSON.stringify({
-      task_type: taskType,
-      ...(named ? { limits: [key] } : {}),
-      payload: { due_ms: sentMs, key },
-    });
     this.sent++;
-    const p = this.pool
-      .request({ path: '/api/tasks', method: 'POST', headers: JSON_HEADERS, body })
-      .then(async (res) => {
-        const text = await res.body.text();
+    const p = this.options
+      .send(key, sentMs)
+      .then(() => {
         this.answerMs.push(Date.now() - sentMs);
-        if (res.statusCode !== 201 && res.statusCode !== 200) {
-          this.failed++;
-          this.lastError = `${res.statusCode} ${text.slice(0, 200)}`;
-        }
       })
       .catch((error: unknown) => {
         this.failed++;
-        this.lastError = String(error);
+        this.lastError = error instanceof Error ? error.message : String(error);
       })
       .finally(() => this.inFlight.delete(p));
     this.inFlight.add(p);
@@ -91,7 +102,7 @@ export class QuietKeys {
   async stop(): Promise<{ accepted: number; failed: number; lastError: string }> {
     clearInterval(this.timer);
     await Promise.all([...this.inFlight]);
-    await this.pool.close();
+    await this.options.close?.();
     return { accepted: this.sent - this.failed, failed: this.failed, lastError: this.lastError };
   }
 }

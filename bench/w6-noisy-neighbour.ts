@@ -16,21 +16,32 @@ import { verifyAllSucceeded, workerTraffic, type RunContext, type RunFigures, ty
 const TASK_TYPE = 'bench.w6';
 const FAMILY = 'customer:*';
 const FLOOD_KEY = 'customer:0';
-const QUIET_KEYS = Array.from({ length: 99 }, (_, i) => `customer:${i + 1}`);
-/** The family's concurrency: every `customer:<x>` runs at most this many at once. */
-const KEY_CONCURRENCY = 50;
 /**
- * Each handler sleeps this long: with no-op handlers the flood's rate under concurrency 50 is
- * 50 / (the node's permit round trip), which measures the round trip rather than the limit;
- * with 5 ms the limit alone allows at most 50 / 5 ms = 10 000/s.
+ * W6's shape, shared with its BullMQ side (bench/peers/bullmq-flow.ts).
+ * - `keyConcurrency`: the family's concurrency: every `customer:<x>` runs at most this many at once.
+ * - `handlerSleepMs`: each handler sleeps this long: with no-op handlers the flood's rate under
+ *   concurrency 50 is 50 / (the node's permit round trip), which measures the round trip rather
+ *   than the limit; with 5 ms the limit alone allows at most 50 / 5 ms = 10 000/s.
+ * - `slots`: per worker process (W2's): far more than the limit.
+ * - `sampleEveryMs`: how often the harness samples the flood's progress.
+ * - `drainLimitMs`: the flood must drain within this long after T.
  */
-const HANDLER_SLEEP_MS = 5;
-/** Slots per worker process (W2's): far more than the limit. */
-const SLOTS = 1000;
-/** How often the harness samples the flood's progress, ms. */
-const SAMPLE_EVERY_MS = 10;
-/** The flood must drain within this long after T. */
-const DRAIN_LIMIT_MS = 300_000;
+export const W6_SHAPE = {
+  quietKeys: Array.from({ length: 99 }, (_, i) => `customer:${i + 1}`) as readonly string[],
+  keyConcurrency: 50,
+  handlerSleepMs: 5,
+  slots: 1000,
+  sampleEveryMs: 10,
+  drainLimitMs: 300_000,
+} as const;
+const {
+  quietKeys: QUIET_KEYS,
+  keyConcurrency: KEY_CONCURRENCY,
+  handlerSleepMs: HANDLER_SLEEP_MS,
+  slots: SLOTS,
+  sampleEveryMs: SAMPLE_EVERY_MS,
+  drainLimitMs: DRAIN_LIMIT_MS,
+} = W6_SHAPE;
 
 type Phase = 'limited' | 'alone' | 'unlimited';
 
@@ -137,7 +148,9 @@ async function runPhase(ctx: RunContext, phase: Phase): Promise<PhaseFigures> {
     handlerSleepMs: HANDLER_SLEEP_MS,
   });
   const quiet =
-    phase === 'alone' ? null : new QuietKeys({ url: node.url, taskType: TASK_TYPE, keys: QUIET_KEYS, named: limited });
+    phase === 'alone'
+      ? null
+      : QuietKeys.overHttp({ url: node.url, taskType: TASK_TYPE, keys: QUIET_KEYS, named: limited });
   try {
     node.rss.reset();
     const calibrationTask = {
@@ -169,27 +182,12 @@ async function runPhase(ctx: RunContext, phase: Phase): Promise<PhaseFigures> {
       ['node', [node.pid]],
       ['worker', fleet.pids],
     ]);
-    // The flood's progress: every start the worker reports, less the quiet tasks' (their lags
-    // come in the same progress message as the count).
-    const lags: number[] = [];
-    const starts: number[] = [];
-    const take = (): void => {
-      const taken = fleet.takeLags(0, Number.MAX_SAFE_INTEGER);
-      lags.push(...taken.lagMs);
-      starts.push(...taken.startMs.map((ms) => ms - dueMs));
-    };
-    let drainMs = Number.NaN;
-    while (Date.now() < dueMs + DRAIN_LIMIT_MS) {
-      take();
-      if (fleet.started - lags.length >= count) {
-        drainMs = Date.now() - dueMs;
-        notes.push(`T → drain: ${cpu.note(count + lags.length)}`);
-        break;
-      }
-      await sleep(SAMPLE_EVERY_MS);
-    }
+    const flood = new FloodWatch(fleet, dueMs);
+    const drainMs = await flood.untilDrained(count, () =>
+      notes.push(`T → drain: ${cpu.note(count + flood.lags.length)}`),
+    );
+    const { lags, starts } = flood;
     const sent = quiet ? await quiet.stop() : { accepted: 0, failed: 0, lastError: '' };
-    if (Number.isNaN(drainMs)) throw new Error(`W6 ${phase}: the flood did not drain within ${DRAIN_LIMIT_MS} ms`);
     if (quiet) {
       const [a50, a99] = percentiles(quiet.answerMs, [50, 99]);
       notes.push(`quiet submits answered in p50 ${a50} ms, p99 ${a99} ms`);
@@ -198,9 +196,9 @@ async function runPhase(ctx: RunContext, phase: Phase): Promise<PhaseFigures> {
     if (lags.length > 0) notes.push(afterT(starts, lags));
     const total = count + sent.accepted;
     await fleet.until((f) => f.reported >= total, 60_000, `${total} W6 results`);
-    take();
+    flood.take();
     const results = await fleet.stop();
-    take();
+    flood.take();
     notes.push(`${workerTraffic(results)}; ${sent.accepted} quiet tasks`);
     if (lags.length !== sent.accepted)
       notes.push(`worker saw ${lags.length} quiet starts for ${sent.accepted} submitted`);
@@ -226,11 +224,46 @@ async function runPhase(ctx: RunContext, phase: Phase): Promise<PhaseFigures> {
   }
 }
 
+/**
+ * The flood's progress from T, sampled every W6_SHAPE.sampleEveryMs: every start the workers
+ * report, less the quiet tasks' (their lags come in the same progress messages as the count;
+ * only quiet tasks carry `due_ms`). Shared by W6 and its BullMQ side.
+ */
+export class FloodWatch {
+  /** The quiet tasks' start lags, ms, and when each started, ms after T. */
+  readonly lags: number[] = [];
+  readonly starts: number[] = [];
+
+  constructor(
+    private readonly fleet: WorkerFleet,
+    private readonly dueMs: number,
+  ) {}
+
+  take(): void {
+    const taken = this.fleet.takeLags(0, Number.MAX_SAFE_INTEGER);
+    this.lags.push(...taken.lagMs);
+    this.starts.push(...taken.startMs.map((ms) => ms - this.dueMs));
+  }
+
+  /** T → the first sample at which all `count` flood tasks had started, ms; throws past W6_SHAPE.drainLimitMs. */
+  async untilDrained(count: number, onDrained: () => void = () => undefined): Promise<number> {
+    while (Date.now() < this.dueMs + DRAIN_LIMIT_MS) {
+      this.take();
+      if (this.fleet.started - this.lags.length >= count) {
+        onDrained();
+        return Date.now() - this.dueMs;
+      }
+      await sleep(SAMPLE_EVERY_MS);
+    }
+    throw new Error(`W6: the flood did not drain within ${DRAIN_LIMIT_MS} ms`);
+  }
+}
+
 /** How long after T the first seconds' tail lasts: the quiet starts over the bar in T's first two seconds and after. */
 const FIRST_MS = 2_000;
 const BAR_MS = 50;
 
-function afterT(starts: readonly number[], lags: readonly number[]): string {
+export function afterT(starts: readonly number[], lags: readonly number[]): string {
   const first: number[] = [];
   const later: number[] = [];
   for (let i = 0; i < lags.length; i++) ((starts[i] as number) < FIRST_MS ? first : later).push(lags[i] as number);

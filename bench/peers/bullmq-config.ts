@@ -16,6 +16,10 @@ export interface BullmqWorkerConfig {
   queue: string;
   /** BullMQ's `concurrency`: jobs the one Worker runs at once. */
   concurrency: number;
+  /** Each processor call sleeps this long before it returns (W6). Omitted: no-op jobs. */
+  handlerSleepMs?: number;
+  /** Stream the lags of jobs carrying `due_ms` with the progress messages, as bench/worker.ts does (W6, rate). */
+  streamLags?: boolean;
 }
 
 /** Connection options for a BullMQ Queue or Worker on database `db` (a Worker needs `maxRetriesPerRequest: null`). */

@@ -4,6 +4,7 @@
  * for the SDK. It speaks the harness's protocol (bench/protocol.ts): `reported` counts jobs
  * BullMQ moved to completed, sampled on the same timer as the SDK worker's results.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Worker, type Job } from 'bullmq';
 import { PROGRESS_EVERY_MS, type FromWorker, type ToWorker, type WorkerResult } from '../protocol.js';
 import { rssKiB } from '../rss.js';
@@ -15,6 +16,8 @@ const send = (message: FromWorker, then?: () => void): void => {
 };
 
 const lagsMs: number[] = [];
+/** With `streamLags`: lags not yet sent, and when their processor calls started. */
+let unsent: { startMs: number[]; lagMs: number[] } = { startMs: [], lagMs: [] };
 let firstStartMs = Number.NaN;
 let lastStartMs = Number.NaN;
 let started = 0;
@@ -30,7 +33,11 @@ const worker = new Worker<{ due_ms?: number }>(
     if (Number.isNaN(firstStartMs)) firstStartMs = now;
     lastStartMs = now;
     const dueMs = job.data.due_ms;
-    if (typeof dueMs === 'number') lagsMs.push(now - dueMs);
+    if (typeof dueMs === 'number' && config.streamLags) {
+      unsent.startMs.push(now);
+      unsent.lagMs.push(now - dueMs);
+    } else if (typeof dueMs === 'number') lagsMs.push(now - dueMs);
+    if (config.handlerSleepMs !== undefined) await sleep(config.handlerSleepMs);
   },
   {
     connection: bullmqConnection(config.redisDb),
@@ -56,7 +63,10 @@ let lastStarted = 0;
 const progress = setInterval(() => {
   const now = Date.now();
   if (completed !== lastReported) lastReportedMs = now;
-  if (started !== lastStarted || completed !== lastReported)
+  if (unsent.lagMs.length > 0) {
+    send({ type: 'progress', started, reported: completed, atMs: now, lags: unsent });
+    unsent = { startMs: [], lagMs: [] };
+  } else if (started !== lastStarted || completed !== lastReported)
     send({ type: 'progress', started, reported: completed, atMs: now });
   lastStarted = started;
   lastReported = completed;

@@ -9,7 +9,13 @@ import { w3Shape } from '../w3-precision.js';
 import { WorkerFleet } from '../worker-process.js';
 import type { RunFigures } from '../workload.js';
 import type { WorkerResult } from '../protocol.js';
-import { bullmqConnection, BULLMQ_PREFIX, BULLMQ_REDIS_HOST, BULLMQ_REDIS_PORT } from './bullmq-config.js';
+import {
+  bullmqConnection,
+  BULLMQ_PREFIX,
+  BULLMQ_REDIS_HOST,
+  BULLMQ_REDIS_PORT,
+  type BullmqWorkerConfig,
+} from './bullmq-config.js';
 import type { PeerContext } from './shapes.js';
 
 /**
@@ -21,7 +27,7 @@ import type { PeerContext } from './shapes.js';
 const WORKER_SCRIPT = resolve(import.meta.dirname, 'bullmq-worker.js');
 const SUBMIT_PARALLEL = 4;
 
-interface Job {
+export interface Job {
   name: string;
   data: Record<string, unknown>;
   opts?: JobsOptions;
@@ -78,20 +84,8 @@ export async function bullmqW2(ctx: PeerContext): Promise<RunFigures> {
   const queueName = 'w2';
   return onEmptyDb(ctx, queueName, async (queue) => {
     const fleet = await startFleet(ctx, queueName, shape.concurrency);
-    const calibrationQueue = new Queue(`${queueName}-calibration`, {
-      connection: bullmqConnection(ctx.redisDb),
-      prefix: BULLMQ_PREFIX,
-    });
     try {
-      // Due in an hour, on a queue no worker takes from: as W2's calibration tasks of another type.
-      const calibrationJob = (): Job => delayedJob('calibration', {}, Date.now() + 3_600_000);
-      await addJobs(calibrationQueue, shape.calibrationTasks / 2, calibrationJob);
-      const calibration = await addJobs(calibrationQueue, shape.calibrationTasks / 2, calibrationJob);
-      const submitPerMs = shape.calibrationTasks / 2 / (calibration.lastAnsweredMs - calibration.firstSubmitMs);
-      const dueMs = Date.now() + shape.marginMs + Math.ceil((count / submitPerMs) * shape.submitTimeFactor);
-      ctx.log(
-        `BullMQ W2: adding ${count} jobs due at ${new Date(dueMs).toISOString()} (calibrated at ${Math.round(submitPerMs * 1000)} adds/s)`,
-      );
+      const dueMs = await chooseBullmqDueMs(ctx, queueName, count);
       const submitted = await addJobs(queue, count, () => delayedJob(queueName, { due_ms: dueMs }, dueMs));
       const notes: string[] = [];
       const gapMs = dueMs - submitted.lastAnsweredMs;
@@ -111,10 +105,34 @@ export async function bullmqW2(ctx: PeerContext): Promise<RunFigures> {
     } catch (error) {
       fleet.kill();
       throw error;
-    } finally {
-      await calibrationQueue.close();
     }
   });
+}
+
+/**
+ * T for a herd of `count` jobs, chosen as W2 chooses it: the add rate measured on a second queue
+ * no worker takes from (jobs due in an hour, as W2's calibration tasks of another type), then
+ * T = now + margin + W2's factor × count / rate. Shared by W2 and W6.
+ */
+export async function chooseBullmqDueMs(ctx: PeerContext, queueName: string, count: number): Promise<number> {
+  const shape = w2Shape(ctx.quick);
+  const calibrationQueue = new Queue(`${queueName}-calibration`, {
+    connection: bullmqConnection(ctx.redisDb),
+    prefix: BULLMQ_PREFIX,
+  });
+  try {
+    const calibrationJob = (): Job => delayedJob('calibration', {}, Date.now() + 3_600_000);
+    await addJobs(calibrationQueue, shape.calibrationTasks / 2, calibrationJob);
+    const calibration = await addJobs(calibrationQueue, shape.calibrationTasks / 2, calibrationJob);
+    const submitPerMs = shape.calibrationTasks / 2 / (calibration.lastAnsweredMs - calibration.firstSubmitMs);
+    const dueMs = Date.now() + shape.marginMs + Math.ceil((count / submitPerMs) * shape.submitTimeFactor);
+    ctx.log(
+      `BullMQ ${queueName}: adding ${count} jobs due at ${new Date(dueMs).toISOString()} (calibrated at ${Math.round(submitPerMs * 1000)} adds/s)`,
+    );
+    return dueMs;
+  } finally {
+    await calibrationQueue.close();
+  }
 }
 
 /** W3: N delayed jobs due at random milliseconds over the window, an idle worker. */
@@ -155,13 +173,13 @@ export async function bullmqW3(ctx: PeerContext): Promise<RunFigures> {
  * A job due at `dueMs`: BullMQ puts it in its delayed set with score timestamp + delay, so
  * both are set from one clock reading and the sum is exactly `dueMs`.
  */
-function delayedJob(name: string, data: Record<string, unknown>, dueMs: number): Job {
+export function delayedJob(name: string, data: Record<string, unknown>, dueMs: number): Job {
   const now = Date.now();
   return { name, data, opts: { timestamp: now, delay: Math.max(0, dueMs - now) } };
 }
 
 /** Adds `count` jobs built by `jobAt(i)` with addBulk, BATCH_SIZE a call, SUBMIT_PARALLEL calls in flight. */
-async function addJobs(queue: Queue, count: number, jobAt: (i: number) => Job): Promise<SubmitOutcome> {
+export async function addJobs(queue: Queue, count: number, jobAt: (i: number) => Job): Promise<SubmitOutcome> {
   let next = 0;
   const firstSubmitMs = Date.now();
   const lane = async (): Promise<void> => {
@@ -178,8 +196,14 @@ async function addJobs(queue: Queue, count: number, jobAt: (i: number) => Job): 
   return { firstSubmitMs, lastAnsweredMs: Date.now(), retried: 0 };
 }
 
-function startFleet(ctx: PeerContext, queue: string, concurrency: number): Promise<WorkerFleet> {
-  return WorkerFleet.startScript(WORKER_SCRIPT, ctx.workers, { redisDb: ctx.redisDb, queue, concurrency });
+export function startFleet(
+  ctx: PeerContext,
+  queue: string,
+  concurrency: number,
+  extra: Pick<BullmqWorkerConfig, 'handlerSleepMs' | 'streamLags'> = {},
+): Promise<WorkerFleet> {
+  const config: BullmqWorkerConfig = { redisDb: ctx.redisDb, queue, concurrency, ...extra };
+  return WorkerFleet.startScript(WORKER_SCRIPT, ctx.workers, config);
 }
 
 function lastReported(results: WorkerResult[]): number {
@@ -193,7 +217,7 @@ function processRate(results: WorkerResult[], count: number): number {
 }
 
 /** Every job of the queue completed, none failed or left waiting, active or delayed. */
-async function verifyCompleted(queue: Queue, expected: number): Promise<{ verified: boolean; notes: string[] }> {
+export async function verifyCompleted(queue: Queue, expected: number): Promise<{ verified: boolean; notes: string[] }> {
   const counts = await queue.getJobCounts('completed', 'failed', 'active', 'wait', 'delayed', 'prioritized');
   const others = Object.entries(counts).filter(([state, n]) => state !== 'completed' && n > 0);
   if (counts.completed === expected && others.length === 0) return { verified: true, notes: [] };
@@ -208,7 +232,7 @@ async function verifyCompleted(queue: Queue, expected: number): Promise<{ verifi
  * Refuses a database that holds keys other than the peer bench's (someone else's data) and
  * database 0 (where the nodes, the tests and everyone else keep theirs).
  */
-async function onEmptyDb<T>(ctx: PeerContext, queueName: string, fn: (queue: Queue) => Promise<T>): Promise<T> {
+export async function onEmptyDb<T>(ctx: PeerContext, queueName: string, fn: (queue: Queue) => Promise<T>): Promise<T> {
   const redis = new Redis({ host: BULLMQ_REDIS_HOST, port: BULLMQ_REDIS_PORT, db: ctx.redisDb, lazyConnect: true });
   await redis.connect();
   let queue: Queue | undefined;

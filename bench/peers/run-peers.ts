@@ -4,12 +4,16 @@ import { replaceSection } from '../chaos-report.js';
 import { describeMachine, type Machine } from '../machine.js';
 import type { BenchStores } from '../stores.js';
 import type { RunFigures, WithRunContext } from '../workload.js';
+import { oursRate } from '../rate-accuracy.js';
+import { w6NoisyNeighbour } from '../w6-noisy-neighbour.js';
 import { bullmqW1, bullmqW2, bullmqW3 } from './bullmq.js';
+import { bullmqRate, bullmqW6 } from './bullmq-flow.js';
 import { PEER_DEFINITIONS, type PeerContext } from './shapes.js';
 import {
   peerConsoleTable,
   peerMarkdownTable,
   peerRows,
+  DEFAULT_SHAPE_IDS,
   SHAPE_IDS,
   type PeerRound,
   type PeerRow,
@@ -37,18 +41,23 @@ export interface PeersDeps {
 }
 
 export async function runPeers({ args, stores, log, withContext, startedMs }: PeersDeps): Promise<number> {
-  const shapes = SHAPE_IDS.filter((id) => args.only === null || args.only.includes(id));
+  const shapes = SHAPE_IDS.filter((id) =>
+    args.only === null ? DEFAULT_SHAPE_IDS.includes(id) : args.only.includes(id),
+  );
   const unknown = (args.only ?? []).filter((id) => !(SHAPE_IDS as readonly string[]).includes(id));
   if (shapes.length === 0 || unknown.length > 0) {
     log(`--peers runs ${SHAPE_IDS.join(', ')} only; --only named ${(args.only ?? []).join(', ')}`);
     return 2;
   }
   const ctx: PeerContext = { quick: args.quick, workers: args.workers, redisDb: args.peersRedisDb, log };
-  const run = (side: Side, shape: ShapeId): Promise<RunFigures> => {
-    if (side === 'ours')
-      return shape === 'W1' ? oursW1(withContext) : shape === 'W2' ? oursW2(withContext) : oursW3(withContext);
-    return shape === 'W1' ? bullmqW1(ctx) : shape === 'W2' ? bullmqW2(ctx) : bullmqW3(ctx);
+  const sides: Record<ShapeId, Record<Side, () => Promise<RunFigures>>> = {
+    W1: { ours: () => oursW1(withContext), bullmq: () => bullmqW1(ctx) },
+    W2: { ours: () => oursW2(withContext), bullmq: () => bullmqW2(ctx) },
+    W3: { ours: () => oursW3(withContext), bullmq: () => bullmqW3(ctx) },
+    W6: { ours: () => withContext((c) => w6NoisyNeighbour.run(c)), bullmq: () => bullmqW6(ctx) },
+    RATE: { ours: () => withContext(oursRate), bullmq: () => bullmqRate(ctx) },
   };
+  const run = (side: Side, shape: ShapeId): Promise<RunFigures> => sides[shape][side]();
 
   const versions = await stores.versions();
   const bullmqVersion = (createRequire(import.meta.url)('bullmq/package.json') as { version: string }).version;

@@ -1,3 +1,5 @@
+import { RATE_DEFINITION } from '../rate-accuracy.js';
+
 /** What the peer runs are given. */
 export interface PeerContext {
   quick: boolean;
@@ -26,4 +28,10 @@ export const PEER_DEFINITIONS: readonly string[] = [
     'enqueued" is BullMQ\'s usual figure: the worker starts after submission, from first start to last completion.',
   'Start lag: handler (processor) start, Date.now() in the worker process, − the due time carried in the payload, same clock.',
   'Ratio: Wheelhouse ÷ BullMQ, of the medians; per round, within the round. Above 1 is faster for a rate, slower for a lag.',
+  "W6 and RATE run only when `--only` names them. W6 on Wheelhouse is `npm run bench`'s W6 (family `customer:*` of concurrency " +
+    '50; its figures here are those of the limited run with quiet keys). W6 on BullMQ: BullMQ OSS has no per-key (group) limits ' +
+    '(groups are BullMQ Pro), so the family becomes the queue-wide `setGlobalConcurrency(50)`: the flood as delayed jobs due at T ' +
+    "(T calibrated as in W2), the quiet keys' jobs added with `queue.add` one at a time from T on, carrying their send time; the " +
+    'processor sleeps 5 ms, 1 000 slots. Start lag of a quiet job: processor start − its send time.',
+  RATE_DEFINITION,
 ];

@@ -6,9 +6,10 @@ import { median } from '../stats.js';
  * in every round, and whether the bar is met. Pure: no I/O, no clock.
  */
 
-/** The workloads both systems run under `--peers`. */
-export type ShapeId = 'W1' | 'W2' | 'W3';
-export const SHAPE_IDS: readonly ShapeId[] = ['W1', 'W2', 'W3'];
+/** The workloads both systems run under `--peers`: W1–W3 by default, flow control only when `--only` names it. */
+export type ShapeId = 'W1' | 'W2' | 'W3' | 'W6' | 'RATE';
+export const SHAPE_IDS: readonly ShapeId[] = ['W1', 'W2', 'W3', 'W6', 'RATE'];
+export const DEFAULT_SHAPE_IDS: readonly ShapeId[] = ['W1', 'W2', 'W3'];
 
 /** A bar on Wheelhouse's figure: against BullMQ's (`ratio`, Wheelhouse ÷ BullMQ) or a plain value (`absolute`). */
 export interface PeerBar {
@@ -72,6 +73,34 @@ export const PEER_FIGURES: readonly PeerFigure[] = [
     unit: 'ms',
     digits: 1,
     bar: { kind: 'absolute', op: '<=', value: 25 },
+  },
+  { shape: 'W6', key: 'quietP50Ms', label: 'quiet keys: start lag p50', unit: 'ms', digits: 1 },
+  {
+    shape: 'W6',
+    key: 'quietP99Ms',
+    label: 'quiet keys: start lag p99',
+    unit: 'ms',
+    digits: 1,
+    bar: { kind: 'absolute', op: '<=', value: 50 },
+  },
+  { shape: 'W6', key: 'quietMaxMs', label: 'quiet keys: start lag max', unit: 'ms', digits: 1 },
+  { shape: 'W6', key: 'drainS', label: 'flood drain, with quiet keys', unit: 's', digits: 2 },
+  { shape: 'W6', key: 'drainRate', label: 'flood drain rate, with quiet keys', unit: '/s', digits: 0 },
+  {
+    shape: 'RATE',
+    key: 'maxInWindow',
+    label: 'most starts in any 1 s window (limit 100)',
+    unit: 'starts',
+    digits: 0,
+    bar: { kind: 'absolute', op: '<=', value: 100 },
+  },
+  {
+    shape: 'RATE',
+    key: 'usedPct',
+    label: 'allowed starts used',
+    unit: '%',
+    digits: 1,
+    bar: { kind: 'absolute', op: '>=', value: 95 },
   },
 ];
 
