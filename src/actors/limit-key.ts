@@ -1,23 +1,26 @@
 import { defineKind, type ActorContext, type Ask, type Behavior } from '../runtime/actor.js';
 import type { DueEntry } from '../domain/model.js';
 import { RateWindow } from '../domain/limits.js';
-import { compareUrgency, WaitingTasks } from './limit-waiting.js';
-import { LimitInbox } from './limit-inbox.js';
+import { compareUrgency } from './limit-waiting.js';
 import {
   admissionRoom,
   decodeLimitSnapshot,
   ADMITTED_TTL_MS,
   dropEndedHolders,
+  duplicateOf,
   eager,
   expireAdmitted,
   grantOrRefuse,
+  offeredBack,
   onArrival,
   openRoom,
+  readmit,
   reconcile,
   sameLimit,
   takeMerged,
 } from './limit-rules.js';
 import {
+  freshState,
   idleForMs,
   isNew,
   view,
@@ -30,7 +33,6 @@ import { trace } from '../lib/trace.js';
 
 export type { LimitKeyDeps, LimitKeyState, LimitLiveView } from './limit-state.js';
 export { QUIET_PASSIVATION_MS } from './limit-state.js';
-export { ADMITTED_TTL_MS, GRANT_GRACE_MS } from './limit-rules.js';
 
 /**
  * One limit key (`("limit", name)`: `stripe-api`, `customer:42`, `type:email.send`), on the
@@ -64,9 +66,9 @@ export interface LimitGrant {
 export type LimitMessage =
   /**
    * Due tasks whose home is this key: a wheel fired them (`fired`), or the safety net found
-   * them loose, a claim refused them, an activation that ended handed them on.
+   * them loose, a claim refused them, an activation that ended handed them on (`handed`).
    */
-  | { type: 'offer'; entries: DueEntry[]; fired?: boolean }
+  | { type: 'offer'; entries: DueEntry[]; fired?: boolean; handed?: boolean }
   /** The next slice of a large offer, from the key's inbox (`LimitInbox`). */
   | { type: 'absorb' }
   /** A claim took these tasks from a ready queue: which may start now? The rest wait here. */
@@ -92,7 +94,6 @@ export type LimitMessage =
   | Ask<{ type: 'inspect' }, LimitLiveView>;
 
 const UNPUSHED_RETRY_MS = 500; // after a failed push of admitted tasks, before the key pumps again
-
 type Ctx = ActorContext<LimitMessage, LimitSnapshot>;
 
 export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, LimitMessage, LimitSnapshot> {
@@ -112,24 +113,7 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
       const t0 = Date.now();
       const running = await deps.holders(ctx.key);
       trace('activate', { key: ctx.key, liveMs: Date.now() - t0, sinceNowMs: Date.now() - now });
-      const state: LimitKeyState = {
-        limit,
-        holders: new Map(running.map((r) => [r.taskId, r.startedMs ?? now])),
-        admitted: new Map(),
-        waiting: new WaitingTasks(),
-        cancelling: new Set(),
-        rate: limit?.rate ? new RateWindow(limit.rate) : null,
-        tickAtMs: null,
-        cancelTick: null,
-        lastReconcileMs: now,
-        unread: true,
-        reading: false,
-        readOnce: false,
-        unsent: [],
-        pushing: false,
-        verifiedAtMs: Number.NEGATIVE_INFINITY,
-        inbox: new LimitInbox(),
-      };
+      const state = freshState(limit, running, now);
       // The snapshot is a copy of the declaration, which lives in `limits`: written when it
       // changes (`refreshLimit`), not by every activation — a key's first activation costs
       // its ownership statement and its holders' read, nothing more.
@@ -144,8 +128,9 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
      * declared out while paused — offers them to the key's owner now. A new activation reads
      * the key's waiting tasks once, when it starts; a stale one (the paused node, awake again
      * before it learns it was declared out) can still park tasks its claims took after that
-     * read, and without this they waited for the safety net (tens of seconds). A node that
-     * shuts down cannot route them yet (it is still in its own ring): the net finds them.
+     * read, and without this they waited for the safety net (tens of seconds); the owner takes
+     * them back even if it counts them admitted (`readmit`). A node that shuts down cannot
+     * route them yet (it is still in its own ring): the net finds them.
      */
     async deactivate(state, _ctx, reason) {
       if (reason === 'shutdown') return;
@@ -165,6 +150,7 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
     async receive(state, message, ctx) {
       refreshLimit(state, ctx, deps);
       const now = ctx.clock.now();
+      if (message.type === 'offer' && message.handed === true) readmit(state, message.entries);
       // A large offer waits in the inbox and is taken in a slice a message (`absorb`).
       const offered =
         message.type === 'offer' || message.type === 'absorb' ? state.inbox.takeIn(message, !eager(state)) : null;
@@ -198,9 +184,8 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
           const fresh: DueEntry[] = [];
           for (const entry of entries) {
             const id = entry.taskId;
-            // One already waiting is dropped by `add`: a flood's entries are looked up among
-            // the waiting ones once, not twice.
-            if (state.holders.has(id) || state.admitted.has(id)) continue;
+            // One already waiting is dropped by `add` (a flood's entries looked up once).
+            if (duplicateOf(state, entry, now, message.type !== 'read')) continue;
             // A fired task a read brought first waits in the waiting set already.
             if (fired && state.waiting.has(id)) continue;
             if (!strategy) fresh.push(entry);
@@ -221,7 +206,8 @@ export function limitKeyBehavior(deps: LimitKeyDeps): Behavior<LimitKeyState, Li
             state.admitted.delete(id);
             state.cancelling.delete(id);
           }
-          break;
+          await pump(state, ctx, deps, offeredBack(state, message.taskIds, now));
+          return state;
         case 'changed': // pumped below, with the declaration taken in
           break;
         case 'unpushed':
@@ -385,7 +371,6 @@ function armTick(state: LimitKeyState, ctx: Ctx, deps: LimitKeyDeps, throttled: 
 
 /** How often a key checks that its activation still owns it, when claims suggest it may not. */
 const VERIFY_EVERY_MS = 1_000;
-
 /**
  * Writes the key's snapshot under this activation's epoch: if another activation took the key
  * over (a node cut off from Redis, out of the ring and back, keeps its own), the write is

@@ -216,6 +216,57 @@ export function expireAdmitted(state: LimitKeyState, now: number): void {
   }
 }
 
+/** Most tasks remembered as offered while held (a bound, not a working size: a few at a time). */
+const OFFERED_WHILE_HELD_MAX = 10_000;
+
+/**
+ * Whether an offered (or read) task is one the key holds already: a holder, or admitted to a
+ * ready queue. A holder offered again is remembered for {@link GRANT_GRACE_MS} (`remember`:
+ * it was offered, not read): its attempt may have ended and the task come back due — a lease
+ * that ran out, then fired by its wheel — while the permit's return is still on its way from
+ * another node. The offer then came first, was dropped as a duplicate, and the return left the
+ * task in no memory: 15 s until the safety net found it, in every run of the 3-node kill case.
+ */
+export function duplicateOf(state: LimitKeyState, entry: DueEntry, now: number, remember: boolean): boolean {
+  if (state.admitted.has(entry.taskId)) return true;
+  if (!state.holders.has(entry.taskId)) return false;
+  if (remember) {
+    const held = state.offeredWhileHeld;
+    for (const [id, { atMs }] of held) {
+      if (now - atMs <= GRANT_GRACE_MS && held.size < OFFERED_WHILE_HELD_MAX) break;
+      held.delete(id);
+    }
+    held.delete(entry.taskId);
+    held.set(entry.taskId, { entry, atMs: now });
+  }
+  return true;
+}
+
+/** The permits of `taskIds` came back: those offered meanwhile, to be taken in as offered now. */
+export function offeredBack(state: LimitKeyState, taskIds: readonly string[], now: number): DueEntry[] {
+  if (state.offeredWhileHeld.size === 0) return [];
+  const back: DueEntry[] = [];
+  for (const id of taskIds) {
+    const held = state.offeredWhileHeld.get(id);
+    if (held === undefined) continue;
+    state.offeredWhileHeld.delete(id);
+    if (now - held.atMs <= GRANT_GRACE_MS) back.push(held.entry);
+  }
+  return back;
+}
+
+/**
+ * Tasks handed on by an activation of the key that ended (another node's, stale since the ring
+ * moved the key here) waited in its memory, so they are in no ready queue — even one this
+ * activation admitted, which a claim then took to the stale one, which refused it and parked
+ * it. Counted as admitted still, it held the key's room until {@link ADMITTED_TTL_MS}: 30 s with
+ * nothing running under a limit of 1, after a node paused past the failure timeout (issue 28's
+ * 3-node test). They are taken in as any offered task now.
+ */
+export function readmit(state: LimitKeyState, entries: readonly DueEntry[]): void {
+  for (const entry of entries) state.admitted.delete(entry.taskId);
+}
+
 /**
  * Drops the holders whose attempt is over though no return reached the key (a node died
  * between the end of a lease and its message): every `reconcileMs` while tasks wait.
@@ -263,7 +314,7 @@ export function takeMerged(state: LimitKeyState, room: number, now: number): Due
     if (next === undefined || out.length >= room) break;
     for (const entry of state.inbox.take(room - out.length, state.waiting.peek())) {
       const id = entry.taskId;
-      if (state.holders.has(id) || state.admitted.has(id)) continue;
+      if (duplicateOf(state, entry, now, true)) continue;
       state.waiting.delete(id);
       state.admitted.set(id, now);
       out.push(entry);

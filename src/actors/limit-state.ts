@@ -1,10 +1,10 @@
 import type { Cancel } from '../runtime/clock.js';
-import type { RateWindow, ResolvedLimit } from '../domain/limits.js';
+import { RateWindow, type ResolvedLimit } from '../domain/limits.js';
 import type { NodeEventSink } from '../domain/events.js';
 import type { LimitStore, LiveTasks } from '../store/limit-types.js';
 import type { ReadyQueue } from '../store/fast-index-types.js';
-import type { WaitingTasks } from './limit-waiting.js';
-import type { LimitInbox } from './limit-inbox.js';
+import { WaitingTasks } from './limit-waiting.js';
+import { LimitInbox } from './limit-inbox.js';
 import type { DueEntry } from '../domain/model.js';
 
 /** A limit actor's snapshot: the declaration it applies (null: none applies any more). */
@@ -20,6 +20,11 @@ export interface LimitKeyState {
   waiting: WaitingTasks;
   /** Holders asked to stop by `cancel_running`, not yet back. */
   cancelling: Set<string>;
+  /**
+   * Tasks offered again while the key counted them holders, with when (see `duplicateOf`):
+   * taken in if their permit comes back soon after, instead of being forgotten.
+   */
+  offeredWhileHeld: Map<string, { entry: DueEntry; atMs: number }>;
   /** The rate's pacing and its log of starts (null: no rate). */
   rate: RateWindow | null;
   tickAtMs: number | null;
@@ -39,6 +44,29 @@ export interface LimitKeyState {
   verifiedAtMs: number;
   /** Offered entries not yet taken in (a large offer, a slice a message). */
   inbox: LimitInbox;
+}
+
+/** A key's state as an activation starts it: its declaration and its holders, read back. */
+export function freshState(limit: ResolvedLimit | null, running: LiveTasks['running'], now: number): LimitKeyState {
+  return {
+    limit,
+    holders: new Map(running.map((r) => [r.taskId, r.startedMs ?? now])),
+    admitted: new Map(),
+    waiting: new WaitingTasks(),
+    cancelling: new Set(),
+    offeredWhileHeld: new Map(),
+    rate: limit?.rate ? new RateWindow(limit.rate) : null,
+    tickAtMs: null,
+    cancelTick: null,
+    lastReconcileMs: now,
+    unread: true,
+    reading: false,
+    readOnce: false,
+    unsent: [],
+    pushing: false,
+    verifiedAtMs: Number.NEGATIVE_INFINITY,
+    inbox: new LimitInbox(),
+  };
 }
 
 export interface LimitKeyDeps {

@@ -107,7 +107,7 @@ export function registerActorKinds(
       reload: async () => {
         await ctx.limits.refresh(true);
       },
-      handOn: (entries) => gate.offer(entries),
+      handOn: (entries) => gate.offer(entries, true),
       ready: backend.ready,
       cancel: (taskIds, reason) => limitCancels.cancel(taskIds, reason),
       events,

@@ -245,19 +245,20 @@ export class LimitGate {
   /**
    * Offers gated entries to their home keys, one message per key. A key that cannot be told
    * (a full mailbox) loses nothing: the partition's safety net offers the task again.
+   * `handed`: the waiting tasks of a key's activation that ended, in no ready queue (`readmit`).
    */
-  offer(entries: readonly DueEntry[]): void {
-    this.offerByHome(this.byHome(entries).byHome);
+  offer(entries: readonly DueEntry[], handed = false): void {
+    this.offerByHome(this.byHome(entries).byHome, false, handed);
   }
 
   /**
    * {@link offer} of entries already grouped by home key (`Routed.offered`); `fired`: a wheel
    * fired them (each task once: a queue key keeps them unindexed, `LimitInbox.stage`).
    */
-  offerByHome(byKey: ReadonlyMap<string, DueEntry[]>, fired = false): void {
+  offerByHome(byKey: ReadonlyMap<string, DueEntry[]>, fired = false, handed = false): void {
     for (const [key, list] of byKey) {
       try {
-        this.deps.system.ref(LIMIT, key).tell({ type: 'offer', entries: list, fired });
+        this.deps.system.ref(LIMIT, key).tell({ type: 'offer', entries: list, fired, ...(handed ? { handed } : {}) });
       } catch (error) {
         this.deps.onError(error, `offering ${list.length} tasks to limit ${key} (the safety net offers them again)`);
       }
