@@ -5,7 +5,7 @@ import type { BackoffPolicy } from '../domain/model.js';
 import type { NodeEventSink } from '../domain/events.js';
 import { handOnExpired } from '../actors/worker-lease.js';
 import type { Dependents, Placing, ScheduleWakes } from '../actors/ports.js';
-import type { ScheduleStore, TaskStore } from '../store/types.js';
+import type { PartitionCursor, ScheduleStore, TaskStore } from '../store/types.js';
 import type { DueEntry } from '../domain/model.js';
 import { REOFFER_AFTER_MS } from './gated-ready-queue.js';
 
@@ -90,8 +90,8 @@ const WAKE_PAGE = 100;
 const RECOVER_ASK_MS = 30_000;
 
 /**
- * How long at most a partition whose whole page of overdue pending tasks was held by limit keys
- * is not read again: as long as the gated queue does not offer those tasks again. Each rest is
+ * How long at most a partition whose overdue pending tasks were all held by limit keys, walked
+ * page by page to their end, is not read again: as long as the gated queue does not offer those tasks again. Each rest is
  * between half of it and all of it, at random: the partitions of a flood rest together, and
  * read together again they made one 90–150 ms statement and 2 000 re-offers in one pass.
  */
@@ -100,6 +100,11 @@ export const GATED_REST_MS = REOFFER_AFTER_MS;
 export class SafetyNet {
   /** Partitions resting (see {@link GATED_REST_MS}), with until when. */
   private readonly resting = new Map<number, number>();
+  /**
+   * Partitions walking a backlog of held tasks: where their next page starts, and whether
+   * every page so far was all gated.
+   */
+  private readonly walks = new Map<number, { after: PartitionCursor; gated: boolean }>();
 
   constructor(private readonly deps: SafetyNetDeps) {}
 
@@ -109,6 +114,7 @@ export class SafetyNet {
    */
   wake(): void {
     this.resting.clear();
+    this.walks.clear();
   }
 
   /**
@@ -157,15 +163,21 @@ export class SafetyNet {
   /**
    * Each partition that has overdue tasks held by nothing is asked to push them (in parallel).
    *
-   * A partition whose oldest page is all gated tasks rests for {@link GATED_REST_MS}: a key
-   * that binds (a flood under a concurrency of 50) keeps thousands of them waiting, and they
-   * are the oldest page of every partition at every pass. The gated queue offers them to their
-   * key at most once in that time, so reading them again every pass found nothing to do: W6's
-   * passes read 42 100 such rows in 90 s, and checked each in the ready queue, where they now
-   * read 12 200. (What the statement costs in Postgres is mostly something else: the dead
-   * index entries of the tasks claimed since a partition was last read, which resting does not
-   * remove, only gathers.) Only a full page rests: nothing overdue is behind a short one, and a
-   * task lost later is due after the page's own, so it would not have been in the page either.
+   * A partition whose full page is all held (queued, or gated tasks their keys hold) is read
+   * on from the end of that page at the next pass, and so on to the end of its overdue tasks:
+   * a key that binds (a
+   * flood under a concurrency of 50, a paused type) keeps thousands of them waiting, the oldest
+   * page of every partition at every pass, and a task lost behind them — due later, gated or
+   * not — was never in the page. Read only from the start, such a task waited as long as the
+   * backlog did (issue 28: a 3-node run left one 55 s behind 1 000 rate-limited tasks that no
+   * worker took). Walked, it is found within (tasks ahead of it) ÷ {@link PENDING_PAGE}
+   * passes.
+   *
+   * Once a walk of gated tasks has reached the end of the overdue ones, all held, the
+   * partition rests for {@link GATED_REST_MS} before it starts again from the oldest: the gated queue does not
+   * offer those tasks to their keys again sooner, so reading them again every pass found
+   * nothing to do (W6's passes read 42 100 such rows in 90 s). A page where something was
+   * recovered starts the next pass from the oldest again.
    */
   private async overduePending(partitions: number[]): Promise<number> {
     const now = this.deps.clock.now();
@@ -181,16 +193,48 @@ export class SafetyNet {
 
   private async recoverPending(partitions: number[], now: number): Promise<number> {
     const { tasks, system } = this.deps;
-    const byPartition = await tasks.pendingInPartitions(partitions, now - this.deps.graceMs, PENDING_PAGE);
+    const after = new Map<number, PartitionCursor>();
+    for (const p of partitions) {
+      const walk = this.walks.get(p);
+      if (walk) after.set(p, walk.after);
+    }
+    const byPartition = await tasks.pendingInPartitions(partitions, now - this.deps.graceMs, PENDING_PAGE, after);
+    // Past the end of a walk: nothing overdue is left after its cursor.
+    for (const partition of after.keys()) if (!byPartition.has(partition)) this.walked(partition, true, now);
     const recovered = await Promise.all(
       [...byPartition].map(async ([partition, entries]) => {
         const n = await system.ref(WHEEL, String(partition)).ask({ type: 'recover', entries }, RECOVER_ASK_MS);
-        if (n === 0 && entries.length >= PENDING_PAGE && this.deps.allGated?.(entries))
-          this.resting.set(partition, now + GATED_REST_MS * (1 - (this.deps.random ?? Math.random)() / 2));
-        else this.resting.delete(partition);
+        const gated = this.deps.allGated?.(entries) === true;
+        const last = entries[entries.length - 1];
+        if (n === 0 && entries.length >= PENDING_PAGE && last !== undefined) {
+          const walk = this.walks.get(partition);
+          this.walks.set(partition, {
+            after: { dueMs: last.dueMs, taskId: last.taskId },
+            gated: gated && (walk?.gated ?? true),
+          });
+        } else this.walked(partition, n === 0 && gated, now);
         return n;
       }),
     );
     return recovered.reduce((sum, n) => sum + n, 0);
+  }
+
+  /**
+   * A partition's walk ended (a short page, or nothing after its cursor) or never started:
+   * the next pass reads from the oldest. A walk that found every page held by limit keys, to
+   * the end, rests the partition first (see {@link GATED_REST_MS}); a queue of free tasks is
+   * read from the oldest at the next pass as before (its tasks drain, and resting would only
+   * delay finding a lost one).
+   */
+  private walked(partition: number, lastPageGated: boolean, now: number): void {
+    const walk = this.walks.get(partition);
+    this.walks.delete(partition);
+    if (walk?.gated === true && lastPageGated) this.rest(partition, now);
+    else this.resting.delete(partition);
+  }
+
+  /** A walk found everything held to the end: the partition rests, then starts from the oldest. */
+  private rest(partition: number, now: number): void {
+    this.resting.set(partition, now + GATED_REST_MS * (1 - (this.deps.random ?? Math.random)() / 2));
   }
 }

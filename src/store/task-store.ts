@@ -207,8 +207,13 @@ export class SqlTaskStore implements TaskStore {
     return pendingInPartition(this.db, partition, after, toMs, limit);
   }
 
-  pendingInPartitions(partitions: readonly number[], toMs: number, limit: number): Promise<Map<number, DueEntry[]>> {
-    return pendingInPartitions(this.db, partitions, toMs, limit);
+  pendingInPartitions(
+    partitions: readonly number[],
+    toMs: number,
+    limit: number,
+    after?: ReadonlyMap<number, PartitionCursor>,
+  ): Promise<Map<number, DueEntry[]>> {
+    return pendingInPartitions(this.db, partitions, toMs, limit, after);
   }
 
   runningInPartitions(

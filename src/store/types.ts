@@ -272,10 +272,16 @@ export interface TaskStore {
     limit: number,
   ): Promise<DueEntry[]>;
   /**
-   * The first `limit` pending tasks due before `toMs` of each of `partitions`, in one
-   * statement, by partition (only those that have some). For the safety net.
+   * The first `limit` pending tasks due before `toMs` of each of `partitions` (after its
+   * cursor in `after`, if it has one), in one statement, by partition (only those that have
+   * some). For the safety net.
    */
-  pendingInPartitions(partitions: readonly number[], toMs: number, limit: number): Promise<Map<number, DueEntry[]>>;
+  pendingInPartitions(
+    partitions: readonly number[],
+    toMs: number,
+    limit: number,
+    after?: ReadonlyMap<number, PartitionCursor>,
+  ): Promise<Map<number, DueEntry[]>>;
   /**
    * Running tasks of these partitions, for lease recovery: after a restart (one partition at
    * its activation), after a ring change (every partition, in one statement).

@@ -454,6 +454,35 @@ describe.each(sqlBackends)('TaskStore on $name: lifecycle', ({ open }) => {
       expect(await store.pendingInPartitions([], T0 + 10_000, 2)).toEqual(new Map());
     });
 
+    it('reads each partition after its own cursor, and the others from the oldest, in one call', async () => {
+      // The safety net walking a held backlog (src/services/safety-net.ts).
+      const [p1, p2] = [909, 910];
+      const inP1 = [T0 + 1000, T0 + 2000, T0 + 3000, T0 + 4000].map((dueMs) => makeTask({ partition: p1, dueMs }));
+      // Two due in the same millisecond: the cursor's id decides between them.
+      const sameMs = [makeTask({ partition: p2, dueMs: T0 + 500 }), makeTask({ partition: p2, dueMs: T0 + 500 })];
+      await store.submit([...inP1, ...sameMs], T0);
+      const [lowId, highId] = sameMs.map((t) => t.id).sort();
+      const read = await store.pendingInPartitions(
+        [p1, p2],
+        T0 + 10_000,
+        2,
+        new Map([[p1, { dueMs: T0 + 2000, taskId: inP1[1]!.id }]]),
+      );
+      expect(read.get(p1)!.map((e) => e.dueMs)).toEqual([T0 + 3000, T0 + 4000]);
+      expect(read.get(p2)!.map((e) => e.taskId)).toEqual([lowId, highId]);
+      const after = await store.pendingInPartitions(
+        [p1, p2],
+        T0 + 10_000,
+        2,
+        new Map([
+          [p1, { dueMs: T0 + 4000, taskId: inP1[3]!.id }],
+          [p2, { dueMs: T0 + 500, taskId: lowId! }],
+        ]),
+      );
+      expect([...after.keys()]).toEqual([p2]);
+      expect(after.get(p2)!.map((e) => e.taskId)).toEqual([highId]);
+    });
+
     it('pages exactly through many tasks due in the same millisecond', async () => {
       const partition = 902;
       const herd = Array.from({ length: 25 }, () => makeTask({ partition, dueMs: T0 + 777 }));

@@ -15,9 +15,16 @@ export interface PartitionPages {
   /**
    * The first page of each of `partitions` in one statement (the same range scan per
    * partition, under a lateral join), each row with its `part`: for the safety net's pass,
-   * which read the partitions one statement each — 128 statements every 5 s for 64.
+   * which read the partitions one statement each — 128 statements every 5 s for 64. With
+   * `after`, a partition that has a cursor there is read after it (the net walking a backlog).
    */
-  readAcross<R>(db: Db, partitions: readonly number[], toMs: number, limit: number): Promise<(R & { part: number })[]>;
+  readAcross<R>(
+    db: Db,
+    partitions: readonly number[],
+    toMs: number,
+    limit: number,
+    after?: ReadonlyMap<number, PartitionCursor>,
+  ): Promise<(R & { part: number })[]>;
   /**
    * The first pages of several requests, each its own partition, bound and limit, in one
    * statement (the same range scan per request, under a lateral join); answers in their
@@ -26,6 +33,9 @@ export interface PartitionPages {
    */
   readFirst<R>(db: Db, requests: readonly FirstPageRequest[]): Promise<R[][]>;
 }
+
+/** A cursor before every row: 0001-01-01 and the nil uuid. */
+const BEFORE_ANY: PartitionCursor = { dueMs: -62_135_596_800_000, taskId: '00000000-0000-0000-0000-000000000000' };
 
 /** One partition's first page: its rows before `toMs`, at most `limit`. */
 export interface FirstPageRequest {
@@ -51,6 +61,12 @@ export function partitionPages(spec: { name: string; columns: string; where: str
   SELECT p.part, x.*
   FROM unnest($1::int[]) AS p(part)
   CROSS JOIN LATERAL (${head.replace('t.partition = $1', 't.partition = p.part')}${tail}) AS x`;
+  // Partitions without a cursor start before any row: year 1 and the nil uuid.
+  const acrossAfter = `
+  SELECT p.part, x.*
+  FROM unnest($1::int[], $4::float8[], $5::uuid[]) AS p(part, after_ms, after_id)
+  CROSS JOIN LATERAL (${head.replace('t.partition = $1', 't.partition = p.part')}
+    AND (${spec.time}, t.id) > (to_timestamp(round(p.after_ms) / 1000), p.after_id)${tail}) AS x`;
   // `i` numbers the requests (a partition may be asked twice, with other bounds); each
   // request's rows keep the page order.
   const firstMany = `
@@ -81,12 +97,28 @@ export function partitionPages(spec: { name: string; columns: string; where: str
       );
       return rows;
     },
-    async readAcross<R>(db: Db, partitions: readonly number[], toMs: number, limit: number) {
+    async readAcross<R>(
+      db: Db,
+      partitions: readonly number[],
+      toMs: number,
+      limit: number,
+      after?: ReadonlyMap<number, PartitionCursor>,
+    ) {
       if (limit <= 0 || partitions.length === 0) return [];
+      const cursors = partitions.map((p) => after?.get(p));
+      if (cursors.every((c) => c === undefined || !isUuid(c.taskId))) {
+        const { rows } = await db.query<R & { part: number }>(
+          across,
+          [partitions, toMs, Math.floor(limit)],
+          `${spec.name}_across`,
+        );
+        return rows;
+      }
+      const valid = cursors.map((c) => (c !== undefined && isUuid(c.taskId) ? c : BEFORE_ANY));
       const { rows } = await db.query<R & { part: number }>(
-        across,
-        [partitions, toMs, Math.floor(limit)],
-        `${spec.name}_across`,
+        acrossAfter,
+        [partitions, toMs, Math.floor(limit), valid.map((c) => c.dueMs), valid.map((c) => c.taskId)],
+        `${spec.name}_across_after`,
       );
       return rows;
     },

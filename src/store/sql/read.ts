@@ -161,8 +161,9 @@ export async function pendingInPartitions(
   partitions: readonly number[],
   toMs: number,
   limit: number,
+  after?: ReadonlyMap<number, PartitionCursor>,
 ): Promise<Map<number, DueEntry[]>> {
-  return byPart(await PENDING_PAGES.readAcross<DueRow>(db, partitions, toMs, limit), toDueEntry);
+  return byPart(await PENDING_PAGES.readAcross<DueRow>(db, partitions, toMs, limit, after), toDueEntry);
 }
 
 /** A partition's running tasks: the partial index (partition) WHERE status = 'running'. */
