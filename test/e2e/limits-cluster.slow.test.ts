@@ -34,6 +34,18 @@ function maxInWindow(starts: readonly number[]): number {
   return max;
 }
 
+/**
+ * Both worker paths ran tasks: the channel and the HTTP long-poll (the SDK's or the raw pollers').
+ * Not each of the three clients: with limits of 1 and 5 the few claimable tasks go to whoever
+ * polls first, and in one run of 165 tasks the SDK's HTTP worker got none (the raw pollers, on
+ * the same path, got 79).
+ */
+function expectBothPaths(count: RunningCount): void {
+  const paths = [...count.byPath.keys()];
+  expect(paths).toContain('channel');
+  expect(paths.some((p) => p.startsWith('http-'))).toBe(true);
+}
+
 describe('flow control across a cluster of three node processes', () => {
   let cluster: ProcessCluster;
   let db: pg.Pool;
@@ -238,7 +250,7 @@ describe('flow control across a cluster of three node processes', () => {
     expect(count.max.get(one)).toBe(1);
     expect(count.max.get(five)).toBeLessThanOrEqual(5);
     expect(count.max.get(five)).toBeGreaterThan(1);
-    expect([...count.byPath.keys()].sort()).toEqual(['channel', 'http-raw', 'http-sdk']);
+    expectBothPaths(count);
     await cluster.waitForRing(cluster.ids(), 30_000);
   });
 
@@ -295,6 +307,6 @@ describe('flow control across a cluster of three node processes', () => {
     expect(count.max.get(one)).toBe(1);
     expect(count.max.get(five)).toBeLessThanOrEqual(5);
     expect(count.max.get(five)).toBeGreaterThan(1);
-    expect([...count.byPath.keys()].sort()).toEqual(['channel', 'http-raw', 'http-sdk']);
+    expectBothPaths(count);
   });
 });
