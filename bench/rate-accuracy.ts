@@ -1,5 +1,6 @@
 import { declareLimit } from './limits.js';
 import { submitTasks } from './submit.js';
+import { maxInWindow } from './stats.js';
 import { sleep } from './time.js';
 import { WorkerFleet } from './worker-process.js';
 import type { RunContext, RunFigures } from './workload.js';
@@ -30,17 +31,6 @@ export const RATE_DEFINITION =
   'window (bar ≤ limit + burst = 100) and the starts counted ÷ the starts the rate allows in that time (bar ≥ 95 %). Start ' +
   "times are the handlers' own (worker process clock) on both sides. Wheelhouse: a declared limit `{rate: {limit: 100, " +
   'period_seconds: 1}}` every task names. BullMQ: `queue.setGlobalRateLimit(100, 1000)`, its open-source global rate limit.';
-
-/** Most values of `sorted` (ascending) in any half-open window of `windowMs`. */
-export function maxInWindow(sorted: readonly number[], windowMs: number): number {
-  let max = 0;
-  let from = 0;
-  for (let to = 0; to < sorted.length; to++) {
-    while ((sorted[to] as number) - (sorted[from] as number) >= windowMs) from++;
-    max = Math.max(max, to - from + 1);
-  }
-  return max;
-}
 
 /**
  * Collects the fleet's streamed handler starts until `measureMs` after the first; answers the

@@ -49,3 +49,14 @@ export function takeWindow(series: Timed, fromMs: number, toMs: number): { taken
   });
   return { taken, kept };
 }
+
+/** Most values of `sorted` (ascending) in any half-open window of `windowMs`. */
+export function maxInWindow(sorted: readonly number[], windowMs: number): number {
+  let max = 0;
+  let from = 0;
+  for (let to = 0; to < sorted.length; to++) {
+    while ((sorted[to] as number) - (sorted[from] as number) >= windowMs) from++;
+    max = Math.max(max, to - from + 1);
+  }
+  return max;
+}

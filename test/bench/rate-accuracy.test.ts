@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { maxInWindow } from '../../bench/rate-accuracy.js';
+import { maxInWindow } from '../../bench/stats.js';
 
 describe('maxInWindow (the RATE workload)', () => {
   it('counts the most values in any half-open window', () => {

@@ -8,22 +8,13 @@ import {
   resolveLimit,
   type LimitSpec,
 } from '../../src/domain/limits.js';
+import { maxInWindow } from '../../bench/stats.js';
 
 /**
  * The rate as a limit actor applies it, against a simulated clock: the hard bound (in any window
  * of one period at most limit + burst starts), the starts a late caller can still make up, and
  * the names and families of limits.
  */
-function maxInAnyWindow(starts: number[], periodMs: number): number {
-  let max = 0;
-  let lo = 0;
-  for (let hi = 0; hi < starts.length; hi++) {
-    while ((starts[hi] as number) - (starts[lo] as number) >= periodMs) lo++;
-    max = Math.max(max, hi - lo + 1);
-  }
-  return max;
-}
-
 describe('RateWindow', () => {
   it('never allows more than limit + burst starts in any window of one period', () => {
     for (const [limit, burst] of [
@@ -42,7 +33,7 @@ describe('RateWindow', () => {
           starts.push(now);
         }
       }
-      expect(maxInAnyWindow(starts, 1000)).toBeLessThanOrEqual(limit + burst);
+      expect(maxInWindow(starts, 1000)).toBeLessThanOrEqual(limit + burst);
       // And it uses what it may: ≥ 95 % of limit per period over the run.
       expect(starts.length).toBeGreaterThanOrEqual(0.95 * limit * 20);
     }

@@ -6,6 +6,7 @@ import { startCluster, type ProcessCluster } from '../support/cluster.js';
 import { submitBatch } from '../support/cluster-worker.js';
 import { Poller, RunningCount, dropLeasesHttp, dropSocket, sdkWorker } from '../support/limit-workers.js';
 import { TEST_POSTGRES_URL } from '../support/nodes.js';
+import { maxInWindow } from '../../bench/stats.js';
 import { uniqueType } from '../support/tasks.js';
 import { eventually, sleep } from '../support/waits.js';
 
@@ -23,16 +24,6 @@ import { eventually, sleep } from '../support/waits.js';
 const RUN_BOUND_MS = 60_000;
 /** How long the rate is measured, from the first start, ms. */
 const RATE_RUN_MS = 8_000;
-
-/** The most of `starts` (sorted, ms) in any window [t, t + 1 s). */
-function maxInWindow(starts: readonly number[]): number {
-  let max = 0;
-  for (let i = 0, j = 0; i < starts.length; i++) {
-    while ((starts[i] as number) - (starts[j] as number) >= 1_000) j++;
-    max = Math.max(max, i - j + 1);
-  }
-  return max;
-}
 
 /**
  * Both worker paths ran tasks: the channel and the HTTP long-poll (the SDK's or the raw pollers').
@@ -186,10 +177,10 @@ describe('flow control across a cluster of three node processes', () => {
     // GCRA: one start every period / limit, and `burst` + 1 at once at the beginning.
     const allowed = Math.floor(RATE_RUN_MS / ((rate.period_seconds * 1000) / rate.limit)) + rate.burst;
     const used = inRun.length / allowed;
-    rateRun = { maxInWindow: maxInWindow(nodeStarts), used, limit: rate.limit, burst: rate.burst };
+    rateRun = { maxInWindow: maxInWindow(nodeStarts, 1_000), used, limit: rate.limit, burst: rate.burst };
     console.log(
       `[limits-cluster] rate ${rate.limit}/${rate.period_seconds}s burst ${rate.burst}, 2000 waiting: ${inRun.length} starts in the first ${RATE_RUN_MS} ms ` +
-        `(${nodeStarts.length} in all); most in any 1 s window: ${rateRun.maxInWindow} (node-side start times), ${maxInWindow(workerStarts)} (worker-side); ` +
+        `(${nodeStarts.length} in all); most in any 1 s window: ${rateRun.maxInWindow} (node-side start times), ${maxInWindow(workerStarts, 1_000)} (worker-side); ` +
         `allowed ${allowed}, used ${(used * 100).toFixed(1)} %; handler runs by path ${JSON.stringify(Object.fromEntries(count.byPath))}`,
     );
     expect(inRun.length).toBeGreaterThan(0);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Worker } from '../../src/worker/index.js';
 import { BACKENDS, api, startTestNode, type BackendName, type TestCluster } from '../support/nodes.js';
+import { maxInWindow } from '../../bench/stats.js';
 import { uniqueType } from '../support/tasks.js';
 import { eventually } from '../support/waits.js';
 import { LimitWatch, declareLimit, submitMany, watchingWorker } from '../support/limit-task-workers.js';
@@ -13,17 +14,6 @@ import { LimitWatch, declareLimit, submitMany, watchingWorker } from '../support
  * - accuracy: with many waiting, no 1 s window holds more starts than `limit + burst`, and the
  *   run uses at least 95 % of the starts the rate allows.
  */
-
-/** Most starts in any window of `windowMs` (half open), from sorted times. */
-function maxInWindow(times: number[], windowMs: number): number {
-  let max = 0;
-  let from = 0;
-  for (let to = 0; to < times.length; to++) {
-    while ((times[to] as number) - (times[from] as number) >= windowMs) from++;
-    max = Math.max(max, to - from + 1);
-  }
-  return max;
-}
 
 const ACCURACY: Record<BackendName, { tasks: number; limit: number }> = {
   postgres: { tasks: 2_000, limit: 100 },
