@@ -253,9 +253,11 @@ describe('flow control across a cluster of three node processes', () => {
     const five = await keyOn(victim, `${type}-five`);
     await declare(one, { concurrency: 1 });
     await declare(five, { concurrency: 5 });
-    // Leases of 3 s: the dropped ones come back within the run.
+    // Leases of 3 s: the dropped ones come back within the run. The key of 1 runs its 120 one
+    // at a time (20–100 ms each): work is left at the kill, after the leases dropped before it
+    // (with 40, one run in three had finished everything before the kill).
     const submitted = await submitBatch(cluster, 'n1', [
-      ...tasksOf(type, 40, [one], 3),
+      ...tasksOf(type, 120, [one], 3),
       ...tasksOf(type, 150, [five], 3),
       ...tasksOf(type, 20, [five, one], 3),
     ]);
@@ -270,13 +272,20 @@ describe('flow control across a cluster of three node processes', () => {
     const before = await epochs([one, five]);
     await cluster.kill9(victim);
     const killedAtMs = Date.now();
+    const leftAtKill = ids.length - count.finished.size;
+    // Timed from the kill on its own: the wait for the keys below must not count (a run whose
+    // tasks had all finished before the kill waited its 45 s and printed "55 s").
+    const done = allSucceeded(ids, 'every task to succeed').then((attempts) => ({
+      attempts,
+      afterMs: Date.now() - killedAtMs,
+    }));
     dropped.push(...(await dropLeasesHttp(cluster, 'n1', [type], 3)));
     await cluster.waitForRing(others, 15_000);
-    // The keys' actors are woken on a survivor when the ring drops the victim. Seen once in a
-    // full suite run on a loaded machine: not within 45 s (not understood yet; alone it takes
-    // a second or two). What this case asserts is below — never over the limit, every task
-    // done — so a late wake-up is printed, not failed.
-    const after = await eventually(
+    // The keys' actors are woken on a survivor when the ring drops the victim, if they held
+    // anything there; keys with nothing left (every task done before the kill) gave their rows
+    // up and have nothing to wake for. Printed, not failed: what this case asserts is below —
+    // never over the limit, every task done.
+    const woken = eventually(
       async () => {
         const now = await epochs([one, five]);
         return [one, five].every((k) => (now.get(k) ?? 0) > (before.get(k) ?? 0)) ? now : undefined;
@@ -287,13 +296,20 @@ describe('flow control across a cluster of three node processes', () => {
       console.log('[limits-cluster] the keys’ actors had not activated on a survivor 45 s after the kill');
       return epochs([one, five]);
     });
-    const attempts = await allSucceeded(ids, 'every task to succeed');
+    // Or every task is done first (nothing left for the keys to wake for): the epochs then.
+    const settled = done.then(
+      () => epochs([one, five]),
+      () => epochs([one, five]), // its error is thrown below
+    );
+    const after = await Promise.race([woken, settled]);
+    const { attempts, afterMs } = await done;
     console.log(
-      `[limits-cluster] killed ${victim} (the actors of ${one}, ${five}) after ${count.finished.size} handler runs; epochs ` +
+      `[limits-cluster] killed ${victim} (the actors of ${one}, ${five}) with ${leftAtKill} of ${ids.length} tasks not yet run; epochs ` +
         `${JSON.stringify(Object.fromEntries(before))} → ${JSON.stringify(Object.fromEntries(after))}; ${dropped.length} leases dropped; ` +
-        `every task succeeded ${Date.now() - killedAtMs} ms after the kill`,
+        `every task succeeded ${afterMs} ms after the kill`,
     );
     console.log(`${report('kill', count, { one, five })}; ${ids.length} tasks, ${attempts} attempts`);
+    expect(leftAtKill).toBeGreaterThan(0);
     expect(dropped.length).toBeGreaterThan(0);
     expect(count.max.get(one)).toBe(1);
     expect(count.max.get(five)).toBeLessThanOrEqual(5);
