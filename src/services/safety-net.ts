@@ -169,9 +169,9 @@ export class SafetyNet {
    * flood under a concurrency of 50, a paused type) keeps thousands of them waiting, the oldest
    * page of every partition at every pass, and a task lost behind them — due later, gated or
    * not — was never in the page. Read only from the start, such a task waited as long as the
-   * backlog did (issue 28: a 3-node run left one 55 s behind 1 000 rate-limited tasks that no
-   * worker took). Walked, it is found within (tasks ahead of it) ÷ {@link PENDING_PAGE}
-   * passes.
+   * backlog did (issue 28's 3-node test: after a node was killed, every page the net read was
+   * the ~1 000 tasks its rate case had left waiting for a rate no worker served any more).
+   * Walked, it is found within (tasks ahead of it) ÷ {@link PENDING_PAGE} passes.
    *
    * Once a walk of gated tasks has reached the end of the overdue ones, all held, the
    * partition rests for {@link GATED_REST_MS} before it starts again from the oldest: the gated queue does not
