@@ -1,5 +1,6 @@
 import { percentiles } from '../stats.js';
 import { QuietKeys } from '../limits.js';
+import { sleep } from '../time.js';
 import { measureRate, rateShape } from '../rate-accuracy.js';
 import { afterT, FloodWatch, W6_SHAPE } from '../w6-noisy-neighbour.js';
 import { w2Shape } from '../w2-herd.js';
@@ -41,7 +42,7 @@ export async function bullmqW6(ctx: PeerContext): Promise<RunFigures> {
       const notes: string[] = [];
       const gapMs = dueMs - submitted.lastAnsweredMs;
       if (gapMs < 2_000) notes.push(`INVALID: submission ended only ${(gapMs / 1000).toFixed(1)} s before T`);
-      await new Promise((resolve) => setTimeout(resolve, Math.max(0, dueMs - Date.now())));
+      await sleep(Math.max(0, dueMs - Date.now()));
       quiet.start(dueMs);
       const flood = new FloodWatch(fleet, dueMs);
       const drainMs = await flood.untilDrained(count);

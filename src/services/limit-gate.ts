@@ -258,7 +258,7 @@ export class LimitGate {
   offerByHome(byKey: ReadonlyMap<string, DueEntry[]>, fired = false, handed = false): void {
     for (const [key, list] of byKey) {
       try {
-        this.deps.system.ref(LIMIT, key).tell({ type: 'offer', entries: list, fired, ...(handed ? { handed } : {}) });
+        this.deps.system.ref(LIMIT, key).tell({ type: 'offer', entries: list, fired, handed });
       } catch (error) {
         this.deps.onError(error, `offering ${list.length} tasks to limit ${key} (the safety net offers them again)`);
       }
