@@ -50,6 +50,9 @@ interface Outcome {
   idleMiB: number;
   peakMiB: number;
   heapUsedMiB: number;
+  /** V8's committed heap, and memory outside it that V8 knows of (buffers), once idle, MiB. */
+  heapTotalMiB: number;
+  externalMiB: number;
   /** Most limit actors seen live at once, and how many were live when RSS was read. */
   peakLimitActors: number;
   limitActorsAtRead: number;
@@ -112,6 +115,8 @@ async function measure(
       idleMiB: median(samples),
       peakMiB: node.rss.maxMiB,
       heapUsedMiB: metric(m, 'wheelhouse_nodejs_heap_size_used_bytes') / 2 ** 20,
+      heapTotalMiB: metric(m, 'wheelhouse_nodejs_heap_size_total_bytes') / 2 ** 20,
+      externalMiB: metric(m, 'wheelhouse_nodejs_external_memory_bytes') / 2 ** 20,
       peakLimitActors,
       limitActorsAtRead: metric(m, 'wheelhouse_actors_live', 'kind="limit"'),
       processS,
@@ -160,6 +165,8 @@ async function main(): Promise<number> {
       ['RSS once idle (MiB)', limited.idleMiB.toFixed(0), plain.idleMiB.toFixed(0)],
       ['peak RSS (MiB)', limited.peakMiB.toFixed(0), plain.peakMiB.toFixed(0)],
       ['heap used once idle (MiB)', limited.heapUsedMiB.toFixed(0), plain.heapUsedMiB.toFixed(0)],
+      ['heap committed once idle (MiB)', limited.heapTotalMiB.toFixed(0), plain.heapTotalMiB.toFixed(0)],
+      ['external memory once idle (MiB)', limited.externalMiB.toFixed(0), plain.externalMiB.toFixed(0)],
       ['limit actors live: peak / at the read', `${limited.peakLimitActors} / ${limited.limitActorsAtRead}`, '—'],
       ['tasks run in (s)', limited.processS.toFixed(1), plain.processS.toFixed(1)],
       ['tasks (keys) per s', (keys / limited.processS).toFixed(0), (keys / plain.processS).toFixed(0)],

@@ -13,6 +13,7 @@ import type { StartDeadlines } from '../services/start-deadlines.js';
 import type { OperationRunner } from '../services/operation-runner.js';
 import { CATALOG_REFRESH_MS, type LimitCatalog } from '../services/limit-catalog.js';
 import type { TaskStatsRollup } from '../services/task-stats.js';
+import { CHECK_MS as IDLE_COLLECT_MS, IdleCollector } from './idle-collect.js';
 
 /** How often the node refreshes the ready backlog that admission control reads. */
 const BACKLOG_REFRESH_MS = 250;
@@ -71,6 +72,8 @@ export interface LoopDeps {
   stats: Pick<TaskStatsRollup, 'flush'>;
   /** False while this node may have been declared out: it then takes nothing over. */
   mayOwn(): boolean;
+  /** Actors that left this node's memory since it started: the idle collection's cue. */
+  departedActors(): number;
   setBacklog(entries: number): void;
   log: FastifyBaseLogger;
   /** A duty failed: it runs again after `failure.retryInMs`. */
@@ -141,6 +144,7 @@ export function startLoops(deps: LoopDeps): Cancel[] {
       const n = await backend.ready.requeueStale(clock.now() - options.inflightTimeoutMs);
       if (n > 0) log.warn({ count: n }, 'put back ready entries taken but never claimed');
     }),
+    idleCollection(deps, (duty, fn) => loopOn(systemClock, duty, IDLE_COLLECT_MS, fn)),
   ];
   const db = backend.db;
   if (db.driver === 'pglite')
@@ -167,4 +171,13 @@ export function startLoops(deps: LoopDeps): Cancel[] {
     );
   }
   return loops;
+}
+
+/** On the machine's time: how quiet the node was is measured by it, whatever task time says. */
+function idleCollection(deps: LoopDeps, loop: (duty: string, fn: () => Promise<void>) => Cancel): Cancel {
+  const collector = new IdleCollector({ departed: deps.departedActors });
+  return loop('idle_collect', async () => {
+    const done = await collector.check();
+    if (done !== null) deps.log.info(done, 'collected the garbage of actors that left, the node being quiet');
+  });
 }

@@ -341,6 +341,7 @@ async function startOn(options: CompiledOptions, backend: Backend, overrides: No
     onDutyFailure: metrics.onDutyFailure,
     onDutyEnded: metrics.onDutyEnded,
     mayOwn: () => cluster === null || cluster.mayOwn,
+    departedActors: () => actors.departedTotal(),
     setBacklog: (n) => void (backlog = n),
   });
   const executors: BuiltinExecutor[] = !options.builtinExecutors

@@ -55,6 +55,8 @@ export class Router implements CellHost {
   readonly dutyRetry: RetryPolicy;
   /** Set at shutdown: nothing new is accepted. */
   closed = false;
+  /** Actors that left this node's memory since it started (any reason). */
+  departed = 0;
   private readonly placement: Placement;
   private readonly transport: Transport | undefined;
   private readonly reportHook: RouterOptions['report'];
@@ -277,6 +279,7 @@ export class Router implements CellHost {
   gone(cell: ActorCell<unknown, Message, unknown>): void {
     const cells = this.kinds.get(cell.kind)?.cells;
     if (cells?.get(cell.key) === cell) cells.delete(cell.key);
+    this.departed++;
   }
 
   report(error: unknown, info: ActorErrorInfo): void {

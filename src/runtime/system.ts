@@ -207,6 +207,11 @@ export class ActorSystem implements ActorSystemApi {
     }
   }
 
+  /** How many actors have left this node's memory since it started (passivated, stopped, moved, failed). */
+  departedTotal(): number {
+    return this.router.departed;
+  }
+
   /** How many actors of each kind this node holds (activating or live): O(kinds), for metrics. */
   countByKind(): Map<string, number> {
     const counts = new Map<string, number>();

@@ -163,6 +163,20 @@ describe('passivation', () => {
     expect(system.list()).toEqual([]);
     expect(await ref.ask({ type: 'count' })).toBe(1); // the queued visit was handled first
   });
+
+  it('counts the actors that left memory (the idle collection reads it)', async () => {
+    const { system, clock } = testSystem();
+    system.register(visitsBehavior(probe()));
+    expect(system.departedTotal()).toBe(0);
+    for (const key of ['a', 'b', 'c']) system.ref(VISITS, key).tell({ type: 'visit' });
+    await system.passivate('visits', 'a');
+    expect(system.departedTotal()).toBe(1);
+    await clock.advance(1_000);
+    expect(system.departedTotal()).toBe(3);
+    system.ref(VISITS, 'a').tell({ type: 'visit' });
+    await system.passivate('visits', 'a');
+    expect(system.departedTotal()).toBe(4);
+  });
 });
 
 describe('ctx.passivate', () => {
