@@ -14,18 +14,11 @@ import { HEARTBEATS, RUNNING_LEASE } from '../../src/store/sql/claim.js';
 import { DELETE_MANY } from '../../src/store/sql/operation-page.js';
 import { HISTORY } from '../../src/store/sql/read.js';
 import { RETRY_MANY } from '../../src/store/sql/retry.js';
+import { tableReads } from '../support/plans.js';
 import { sqlBackends, type TestDb } from '../support/postgres.js';
 
 /** Enough ended (and pending) rows that walking an index of them all is the costly plan. */
 const ROWS = 20_000;
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  Alias?: string;
-  'Index Name'?: string;
-  Plans?: PlanNode[];
-}
 
 describe.each(sqlBackends)('statements on tasks named by id, on $name', ({ open }) => {
   let testDb: TestDb;
@@ -63,27 +56,8 @@ describe.each(sqlBackends)('statements on tasks named by id, on $name', ({ open 
   });
 
   /** How the plan reads `tasks` under each alias: `Index Scan tasks_pkey`, `Seq Scan`, … */
-  async function readsOfTasks(text: string, params: unknown[]): Promise<string[]> {
-    const { rows } = await testDb.db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${text}`, params);
-    const found: string[] = [];
-    // A bitmap heap scan names the table, and its bitmap index scans below it the indexes.
-    const indexesBelow = (node: PlanNode): string[] => [
-      ...(node['Node Type'] === 'Bitmap Index Scan' ? [node['Index Name'] as string] : []),
-      ...(node.Plans ?? []).flatMap(indexesBelow),
-    ];
-    const walk = (node: PlanNode): void => {
-      // ModifyTable names the table it writes; the scans below it are what reads the rows.
-      if (node['Relation Name'] === 'tasks' && node['Node Type'] !== 'ModifyTable') {
-        if (node['Node Type'] === 'Bitmap Heap Scan')
-          for (const index of indexesBelow(node)) found.push(`${node.Alias}: Bitmap Index Scan ${index}`);
-        else found.push(`${node.Alias}: ${node['Node Type']} ${node['Index Name'] ?? ''}`.trim());
-      }
-      for (const child of node.Plans ?? []) walk(child);
-    };
-    const plan = rows[0]?.['QUERY PLAN'];
-    const parsed = (typeof plan === 'string' ? JSON.parse(plan) : plan) as { Plan: PlanNode }[];
-    walk(parsed[0]!.Plan);
-    return found;
+  function readsOfTasks(text: string, params: unknown[]): Promise<string[]> {
+    return tableReads(testDb.db, 'tasks', text, params);
   }
 
   /** Every read of the rows named by id (alias `t`, and the retry's own copy `o`) uses the primary key. */
