@@ -41,9 +41,12 @@ export interface IdleCollectDeps {
   departed(): number;
   /** @default v8.getHeapStatistics's used and total heap sizes */
   heap?: () => HeapSize;
-  /** Share of the time since the last call that the event loop was busy, 0 – 1. @default performance.eventLoopUtilization */
+  /** Share of the time since the last call that the event loop was busy, 0 – 1. @default eventLoopUtilization */
   utilization?: () => number;
-  /** Null: this process cannot be asked to collect, and the check does nothing. @default fullCollection() */
+  /**
+   * Null: this process cannot be asked to collect, and the check does nothing.
+   * @default fullCollection(), taken when first needed
+   */
   collect?: Collect | null;
   /** Waits between two collections. @default a timer */
   pause?: (ms: number) => Promise<void>;
@@ -61,7 +64,8 @@ export class IdleCollector {
   private readonly departed: () => number;
   private readonly heap: () => HeapSize;
   private readonly utilization: () => number;
-  private readonly collect: Collect | null;
+  /** Undefined until first needed: a node that never collects never touches V8's flags. */
+  private collect: Collect | null | undefined;
   private readonly pause: (ms: number) => Promise<void>;
   private departedAtLast: number;
   private usedAfterLast: number;
@@ -70,7 +74,7 @@ export class IdleCollector {
     this.departed = deps.departed;
     this.heap = deps.heap ?? v8HeapSize;
     this.utilization = deps.utilization ?? loopUtilization();
-    this.collect = deps.collect === undefined ? fullCollection() : deps.collect;
+    this.collect = deps.collect;
     this.pause = deps.pause ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
     this.departedAtLast = this.departed();
     this.usedAfterLast = this.heap().used;
@@ -79,12 +83,13 @@ export class IdleCollector {
   /** One check (every CHECK_MS): the collections it ran, or null. */
   async check(): Promise<IdleCollection | null> {
     const busy = this.utilization();
+    const departed = this.departed() - this.departedAtLast;
+    if (departed < MIN_DEPARTED || busy >= QUIET_UTILIZATION) return null;
+    const before = this.heap();
+    if (before.used - this.usedAfterLast < MIN_GARBAGE_BYTES) return null;
+    if (this.collect === undefined) this.collect = fullCollection();
     const collect = this.collect;
     if (collect === null) return null;
-    const departed = this.departed() - this.departedAtLast;
-    const before = this.heap();
-    if (departed < MIN_DEPARTED || busy >= QUIET_UTILIZATION) return null;
-    if (before.used - this.usedAfterLast < MIN_GARBAGE_BYTES) return null;
     const started = performance.now();
     let after = before;
     let rounds = 0;

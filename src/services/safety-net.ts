@@ -168,16 +168,17 @@ export class SafetyNet {
    * on from the end of that page at the next pass, and so on to the end of its overdue tasks:
    * a key that binds (a flood under a concurrency of 50, a paused type) keeps thousands of
    * them waiting, the oldest page of every partition at every pass, and a task lost behind
-   * them — due later, gated or not — was never in the page. Read only from the start, such a task waited as long as the
-   * backlog did (issue 28's 3-node test: after a node was killed, every page the net read was
-   * the ~1 000 tasks its rate case had left waiting for a rate no worker served any more).
-   * Walked, it is found within (tasks ahead of it) ÷ {@link PENDING_PAGE} passes.
+   * them — due later, gated or not — was never in the page. Read only from the start, such a
+   * task waited as long as the backlog did (issue 28's 3-node test: after a node was killed,
+   * every page the net read was the ~1 000 tasks its rate case had left waiting for a rate no
+   * worker served any more). Walked, it is found within (tasks ahead of it) ÷
+   * {@link PENDING_PAGE} passes.
    *
    * Once a walk of gated tasks has reached the end of the overdue ones, all held, the
    * partition rests for {@link GATED_REST_MS} before it starts again from the oldest: the
    * gated queue does not offer those tasks to their keys again sooner, so reading them again
-   * every pass found nothing to do (W6's passes read 42 100 such rows in 90 s). A page where something was
-   * recovered starts the next pass from the oldest again.
+   * every pass found nothing to do (W6's passes read 42 100 such rows in 90 s). A page where
+   * something was recovered starts the next pass from the oldest again.
    */
   private async overduePending(partitions: number[]): Promise<number> {
     const now = this.deps.clock.now();
