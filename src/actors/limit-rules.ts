@@ -1,5 +1,5 @@
 import type { DueEntry } from '../domain/model.js';
-import { ON_LIMIT, type OnLimit, type ResolvedLimit } from '../domain/limits.js';
+import { MAX_CONCURRENCY, ON_LIMIT, type OnLimit, type ResolvedLimit } from '../domain/limits.js';
 import type { LimitKeyDeps, LimitKeyState, LimitSnapshot } from './limit-state.js';
 import { compareUrgency } from './limit-waiting.js';
 
@@ -17,6 +17,7 @@ export function decodeLimitSnapshot(raw: unknown, version: number): LimitSnapsho
     rate: s.rate ?? null,
     onLimit: s.onLimit as OnLimit,
     weight: typeof s.weight === 'number' ? s.weight : 1,
+    family: typeof s.family === 'string' ? s.family : null,
   };
 }
 
@@ -28,6 +29,7 @@ export function sameLimit(a: LimitSnapshot | undefined, b: LimitSnapshot): boole
     a.concurrency === b.concurrency &&
     a.onLimit === b.onLimit &&
     a.weight === b.weight &&
+    a.family === b.family &&
     a.rate?.limit === b.rate?.limit &&
     a.rate?.periodMs === b.rate?.periodMs &&
     a.rate?.burst === b.rate?.burst
@@ -51,7 +53,8 @@ export function grantOrRefuse(
   const held: string[] = [];
   const limit = state.limit;
   let throttled = 0;
-  const ordered = [...entries].sort(compareUrgency);
+  // The order decides who is refused: none is when all fit (the common case, a thousand a claim).
+  const ordered = fitsAll(state, entries.length, now) ? entries : [...entries].sort(compareUrgency);
   for (const entry of ordered) {
     const id = entry.taskId;
     if (state.holders.has(id)) {
@@ -82,11 +85,18 @@ export function grantOrRefuse(
   return { granted, held };
 }
 
+/** Whether `n` more tasks could all start now: room for them under the concurrency and the rate. */
+function fitsAll(state: LimitKeyState, n: number, now: number): boolean {
+  const concurrency = state.limit?.concurrency ?? null;
+  if (concurrency !== null && state.holders.size + n > concurrency) return false;
+  return state.rate === null || state.rate.available(now, n) >= n;
+}
+
 /**
  * How many more entries the key may put in the ready queue now: its window (`admitWindow` ×
- * weight, less those admitted and not yet granted), its concurrency's room (less holders and
- * admitted) and the rate's allowance now, at most `wanted`. `throttled`: the rate is what held
- * it below `wanted`'s other bounds.
+ * weight, less those admitted and not yet granted) if it shares its workers with a family's
+ * other keys, its concurrency's room (less holders and admitted) and the rate's allowance now,
+ * at most `wanted`. `throttled`: the rate is what held it below `wanted`'s other bounds.
  */
 export function admissionRoom(
   state: LimitKeyState,
@@ -95,8 +105,11 @@ export function admissionRoom(
   wanted: number,
 ): { room: number; throttled: boolean } {
   const limit = state.limit;
-  const window = Math.max(1, Math.round(admitWindow * (limit?.weight ?? 1))) - state.admitted.size;
-  let room = Math.min(window, wanted);
+  let room = Math.min(UNSHARED_WINDOW - state.admitted.size, wanted);
+  // The window is fairness: how far one key's backlog may sit ahead of its family's other keys
+  // in the ready queue. A key in no family has none to share with (decision 0051).
+  if (limit === null || limit.family !== null)
+    room = Math.min(room, Math.max(1, Math.round(admitWindow * (limit?.weight ?? 1))) - state.admitted.size);
   if (limit?.concurrency != null) room = Math.min(room, limit.concurrency - state.holders.size - state.admitted.size);
   let throttled = false;
   if (state.rate && room > 0) {
@@ -119,6 +132,13 @@ export function openRoom(state: LimitKeyState, now: number, admitWindow: number)
   if (state.limit && state.limit.onLimit !== 'queue') return 0;
   return Math.max(0, admissionRoom(state, now, admitWindow, Infinity).room);
 }
+
+/**
+ * The window of a key in no family: not fairness but a bound, so that a key with neither a
+ * concurrency nor a rate answers a finite room (`LimitGrant.openRoom` crosses the cluster as
+ * JSON). The largest concurrency one may declare.
+ */
+export const UNSHARED_WINDOW = MAX_CONCURRENCY;
 
 /**
  * A task arrived while the key has no room: `cancel_new` cancels it, `keep_latest_waiting`

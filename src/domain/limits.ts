@@ -38,6 +38,13 @@ export interface ResolvedLimit extends LimitSpec {
   key: string;
   /** The name whose declaration applies: the key itself or its family (`customer:*`). */
   declaredAs: string;
+  /**
+   * The most specific declared family that covers the key, whether or not its declaration is
+   * the one that applies (a key declared exactly overrides its family's values, not its
+   * membership): the keys it shares workers with by `weight`. null: none — the key competes
+   * with no other for a share, and takes no admission window (decision 0051).
+   */
+  family: string | null;
 }
 
 /** Most limit names one task may take part in (its type's `type:<t>` not counted). */
@@ -94,10 +101,11 @@ export function familiesOf(key: string): string[] {
  */
 export function resolveLimit(key: string, declared: (name: string) => LimitSpec | undefined): ResolvedLimit | null {
   const own = declared(key);
-  if (own) return { ...pick(own), key, declaredAs: key };
-  for (const family of familiesOf(key)) {
+  const families = familiesOf(key);
+  if (own) return { ...pick(own), key, declaredAs: key, family: families.find((f) => declared(f)) ?? null };
+  for (const family of families) {
     const spec = declared(family);
-    if (spec) return { ...pick(spec), key, declaredAs: family };
+    if (spec) return { ...pick(spec), key, declaredAs: family, family };
   }
   return null;
 }

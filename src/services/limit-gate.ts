@@ -4,6 +4,7 @@ import type { ActorSystemApi } from '../runtime/actor.js';
 import type { DueEntry } from '../domain/model.js';
 import type { ResolvedLimit } from '../domain/limits.js';
 import type { LimitGrantRow } from '../store/limit-types.js';
+import { OpenKeys } from './limit-open-keys.js';
 
 /** What the gate asks of the node's catalog of declarations. */
 export interface LimitKeys {
@@ -22,22 +23,7 @@ export interface LimitGateDeps {
   clock?: { now(): number };
 }
 
-/**
- * How long a key's answer that it is open (`LimitGrant.openRoom`) is trusted, ms. The keys of a
- * busy node answer many times a second; a key nobody claimed from lately is offered to first.
- */
-export const OPEN_TRUSTED_MS = 1_000;
-/** An entry pushed straight that no claim here asked about in this long no longer counts. */
-export const STRAIGHT_TTL_MS = 30_000;
-
-/** What the gate knows of an open key (fast admission). */
-interface OpenKey {
-  /** The key's `openRoom` at its last answer. */
-  room: number;
-  untilMs: number;
-  /** Entries this gate pushed straight since, not yet asked about by a claim here, with when. */
-  pushed: Map<string, number>;
-}
+export { OPEN_TRUSTED_MS } from './limit-open-keys.js';
 
 /** Gated entries a wheel fired, routed: pushed straight with the free ones, or offered to a key. */
 export interface Routed {
@@ -73,10 +59,8 @@ export interface Admission {
  * it, and granted by every one of its keys when a claim takes it.
  */
 export class LimitGate {
-  /** The keys that said they are open (fast admission), by name. */
-  private readonly open = new Map<string, OpenKey>();
-  /** When `open` is next swept of the answers no longer trusted. */
-  private sweepAtMs = 0;
+  /** The keys that said they are open (fast admission). */
+  private readonly open = new OpenKeys();
   private readonly clock: { now(): number };
 
   constructor(private readonly deps: LimitGateDeps) {
@@ -162,14 +146,14 @@ export class LimitGate {
     for (const [key, list] of byHome) {
       const room = this.openRoom(key, now);
       if (room >= list.length) {
-        this.pushedStraight(key, list, now);
+        this.open.pushed(key, list, now);
         append(out.straight, list);
         continue;
       }
       if (room > 0) {
         list.sort(compareUrgency);
         const straight = list.splice(0, room);
-        this.pushedStraight(key, straight, now);
+        this.open.pushed(key, straight, now);
         append(out.straight, straight);
       }
       out.offered.set(key, list);
@@ -181,60 +165,16 @@ export class LimitGate {
   notPushed(entries: readonly DueEntry[]): void {
     for (const entry of entries) {
       const keys = this.keysOf(entry);
-      if (keys.length > 0) this.open.get(this.homeOf(keys))?.pushed.delete(entry.taskId);
+      if (keys.length > 0) this.open.notPushed(this.homeOf(keys), entry.taskId);
     }
   }
 
   /** How many more entries of `key` may go straight now (0: offer them). */
   private openRoom(key: string, now: number): number {
-    const open = this.open.get(key);
-    if (open === undefined) return 0;
-    if (now >= open.untilMs) {
-      this.open.delete(key);
-      return 0;
-    }
     // The catalog here decides too: a strategy must see every arrival.
     const limit = this.deps.keys.resolve(key);
     if (limit !== null && limit.onLimit !== 'queue') return 0;
-    for (const [id, at] of open.pushed) {
-      if (now - at <= STRAIGHT_TTL_MS) break; // oldest first
-      open.pushed.delete(id);
-    }
-    return open.room - open.pushed.size;
-  }
-
-  private pushedStraight(key: string, entries: readonly DueEntry[], now: number): void {
-    const pushed = (this.open.get(key) as OpenKey).pushed;
-    for (const entry of entries) pushed.set(entry.taskId, now);
-  }
-
-  /** A key answered a claim here: what it said of its room, and the entries it was asked about. */
-  private answered(key: string, entries: readonly DueEntry[], openRoom: number | null, now: number): void {
-    const open = this.open.get(key);
-    if (open) for (const entry of entries) open.pushed.delete(entry.taskId);
-    if (openRoom === null || openRoom <= 0) {
-      if (open && open.pushed.size === 0) this.open.delete(key);
-      else if (open) open.room = 0;
-      return;
-    }
-    if (open) {
-      open.room = openRoom;
-      open.untilMs = now + OPEN_TRUSTED_MS;
-    } else {
-      this.sweep(now);
-      this.open.set(key, { room: openRoom, untilMs: now + OPEN_TRUSTED_MS, pushed: new Map() });
-    }
-  }
-
-  /**
-   * Forgets the keys whose answer is no longer trusted, at most once a trust period: a key
-   * that answered once and was never routed again (one of a million `customer:<id>`) would
-   * otherwise stay here for good. `openRoom` forgets them too, but only the keys it is asked of.
-   */
-  private sweep(now: number): void {
-    if (now < this.sweepAtMs) return;
-    this.sweepAtMs = now + OPEN_TRUSTED_MS;
-    for (const [key, open] of this.open) if (now >= open.untilMs) this.open.delete(key);
+    return this.open.room(key, now);
   }
 
   /** How many keys this gate holds an answer of (tests, metrics). */
@@ -293,23 +233,25 @@ export class LimitGate {
       }
     }
     if (byKey.size === 0) return out;
-    const answers = new Map<string, { epoch: number; granted: Set<string>; held: Set<string>; atMs: number } | null>();
+    const answers = new Map<string, Answer | null>();
     await Promise.all(
       [...byKey].map(async ([key, list]) => {
         try {
           const answer = await this.deps.system
             .ref(LIMIT, key)
             .ask({ type: 'grant', entries: list }, this.deps.askTimeoutMs);
+          // Mostly every one asked about is granted: no set of them is built then.
+          const all = answer.granted.length === list.length;
           answers.set(key, {
             epoch: answer.epoch,
-            granted: new Set(answer.granted),
-            held: new Set(answer.held),
+            granted: all ? null : new Set(answer.granted),
+            held: answer.held.length === 0 ? null : new Set(answer.held),
             atMs: answer.atMs,
           });
-          this.answered(key, list, answer.openRoom, this.clock.now());
+          this.open.answered(key, list, answer.openRoom, this.clock.now());
         } catch (error) {
           answers.set(key, null);
-          this.answered(key, list, null, this.clock.now());
+          this.open.answered(key, list, null, this.clock.now());
           this.deps.onError(error, `asking limit ${key} for ${list.length} permits`);
         }
       }),
@@ -323,8 +265,8 @@ export class LimitGate {
       for (const key of keys) {
         const answer = answers.get(key);
         if (!answer) silent = true;
-        else if (answer.held.has(entry.taskId)) duplicate = true;
-        else if (!answer.granted.has(entry.taskId)) refused = true;
+        else if (answer.held?.has(entry.taskId) === true) duplicate = true;
+        else if (!grantedBy(answer, entry.taskId)) refused = true;
       }
       if (!refused && !silent && !duplicate) {
         out.claimable.push(entry);
@@ -337,7 +279,8 @@ export class LimitGate {
       }
       (duplicate ? out.duplicates : refused ? out.parked : out.unanswered).push(entry);
       for (const key of keys) {
-        if (answers.get(key)?.granted.has(entry.taskId)) {
+        const answer = answers.get(key);
+        if (answer && grantedBy(answer, entry.taskId)) {
           const list = unused.get(key);
           if (list) list.push(entry.taskId);
           else unused.set(key, [entry.taskId]);
@@ -379,6 +322,18 @@ export class LimitGate {
     }
     for (const [key, ids] of byKey) this.giveBack(key, ids);
   }
+}
+
+/** A key's answer to a claim's ask; `granted` null: every task asked about; `held` null: none. */
+interface Answer {
+  epoch: number;
+  granted: Set<string> | null;
+  held: Set<string> | null;
+  atMs: number;
+}
+
+function grantedBy(answer: Answer, taskId: string): boolean {
+  return answer.granted === null || answer.granted.has(taskId);
 }
 
 /** Whether two entries name the same limits (most often both none, or the same one). */

@@ -48,7 +48,7 @@ export function storeLive(store: Pick<LimitStore, 'counts'>, clock: Clock): Limi
 }
 
 /** A limit as a read answers it: its resolved values, and its live figures (null for a family). */
-export interface LimitView extends ResolvedLimit {
+export interface LimitView extends Omit<ResolvedLimit, 'family'> {
   running: number | null;
   waiting: number | null;
   startsLastPeriod: number | null;
@@ -196,7 +196,7 @@ export class LimitsService implements LimitsApi {
     return resolveLimit(name, (n) => declared.get(n));
   }
 
-  private async view(limit: ResolvedLimit): Promise<LimitView> {
+  private async view(limit: Omit<ResolvedLimit, 'family'>): Promise<LimitView> {
     // A family is the default of many keys, each with its own figures: it has none of its own.
     const figures = isFamily(limit.key) ? null : await this.live.inspect(limit.key);
     return {
@@ -217,7 +217,7 @@ function specOf(d: LimitDeclaration): LimitSpec {
   return { concurrency: d.concurrency, rate: d.rate, onLimit: d.onLimit, weight: d.weight };
 }
 
-function resolved(d: LimitDeclaration, key: string): ResolvedLimit {
+function resolved(d: LimitDeclaration, key: string): Omit<ResolvedLimit, 'family'> {
   return { ...specOf(d), key, declaredAs: d.name };
 }
 

@@ -40,6 +40,7 @@ function keyOver(parked: DueEntry[], opts: { concurrency: number; onLimit?: OnLi
       resolve: (key) => ({
         key,
         declaredAs: 'k:*',
+        family: 'k:*',
         concurrency: opts.concurrency,
         rate: null,
         onLimit: opts.onLimit ?? 'queue',

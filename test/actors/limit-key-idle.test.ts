@@ -13,7 +13,7 @@ const IDLE_MS = 30_000;
  * one task must not all stay live for the full idle time), and not before a rate it applies has
  * forgotten its last start (a new activation starts with a fresh window).
  */
-function keySystem(limit: Omit<ResolvedLimit, 'key' | 'declaredAs'>) {
+function keySystem(limit: Omit<ResolvedLimit, 'key' | 'declaredAs' | 'family'>) {
   const t = testSystem();
   const pushed: DueEntry[] = [];
   t.system.register(
@@ -21,7 +21,7 @@ function keySystem(limit: Omit<ResolvedLimit, 'key' | 'declaredAs'>) {
       store: { stillRunning: async () => new Set() },
       holders: async () => [],
       waitingTasks: async () => ({ waiting: [], truncated: false }),
-      resolve: (key) => ({ ...limit, key, declaredAs: 'k:*' }),
+      resolve: (key) => ({ ...limit, key, declaredAs: 'k:*', family: 'k:*' }),
       reload: async () => undefined,
       handOn: () => undefined,
       ready: {

@@ -36,7 +36,7 @@ function floodKey(onLimit: 'queue' | 'cancel_running' = 'queue') {
           return entries.length;
         },
       },
-      resolve: (key) => ({ key, declaredAs: 'k:*', concurrency: 2, rate: null, onLimit, weight: 1 }),
+      resolve: (key) => ({ key, declaredAs: 'k:*', family: 'k:*', concurrency: 2, rate: null, onLimit, weight: 1 }),
     },
     2,
   );

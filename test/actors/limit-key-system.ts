@@ -24,7 +24,15 @@ export function limitKeySystem(
   system.register(
     limitKeyBehavior({
       store: { stillRunning: async () => new Set() },
-      resolve: (key) => ({ key, declaredAs: 'k:*', concurrency, rate: null, onLimit: 'queue', weight: 1 }),
+      resolve: (key) => ({
+        key,
+        declaredAs: 'k:*',
+        family: 'k:*',
+        concurrency,
+        rate: null,
+        onLimit: 'queue',
+        weight: 1,
+      }),
       reload: async () => undefined,
       handOn: () => undefined,
       cancel: () => undefined,

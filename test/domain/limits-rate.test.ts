@@ -85,4 +85,18 @@ describe('limit names and families', () => {
     expect(resolveLimit('a:x', (n) => declared.get(n))).toMatchObject({ concurrency: 5, declaredAs: 'a:*' });
     expect(resolveLimit('b:x', (n) => declared.get(n))).toBeNull();
   });
+
+  it("names the family a key shares workers with, whether its own declaration or the family's applies", () => {
+    const declared = new Map<string, LimitSpec>([
+      ['a:*', { concurrency: 5, rate: null, onLimit: 'queue', weight: 1 }],
+      ['a:b:c', { concurrency: 1, rate: null, onLimit: 'queue', weight: 2 }],
+      ['solo', { concurrency: 9, rate: null, onLimit: 'queue', weight: 1 }],
+      ['x:y', { concurrency: 9, rate: null, onLimit: 'queue', weight: 1 }],
+    ]);
+    const family = (key: string) => resolveLimit(key, (n) => declared.get(n))?.family;
+    expect(family('a:b:c')).toBe('a:*'); // declared exactly: an override, still a member
+    expect(family('a:x')).toBe('a:*');
+    expect(family('solo')).toBeNull();
+    expect(family('x:y')).toBeNull(); // no `x:*` declared
+  });
 });

@@ -28,7 +28,15 @@ function entry(i: number, priority = 0): DueEntry {
 function setUp(onLimit: OnLimit = 'queue') {
   let now = 10_000;
   const key = { openRoom: 0, offered: [] as DueEntry[], asked: [] as DueEntry[][] };
-  const limit: ResolvedLimit = { key: KEY, declaredAs: KEY, concurrency: 10, rate: null, onLimit, weight: 1 };
+  const limit: ResolvedLimit = {
+    key: KEY,
+    declaredAs: KEY,
+    family: null,
+    concurrency: 10,
+    rate: null,
+    onLimit,
+    weight: 1,
+  };
   const ref = {
     tell(message: LimitMessage) {
       if (message.type === 'offer') key.offered.push(...message.entries);

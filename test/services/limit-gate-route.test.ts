@@ -13,6 +13,7 @@ import { LimitGate } from '../../src/services/limit-gate.js';
 const declared = (key: string): ResolvedLimit => ({
   key,
   declaredAs: key,
+  family: null,
   concurrency: 1,
   rate: null,
   onLimit: 'queue',
