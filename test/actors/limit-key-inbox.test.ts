@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { LIMIT } from '../../src/actors/limit-key.js';
 import { ABSORB_SLICE } from '../../src/actors/limit-inbox.js';
 import type { DueEntry } from '../../src/domain/model.js';
-import { limitKeySystem } from './limit-key-system.js';
+import { collectingReady, limitKeySystem } from './limit-key-system.js';
 
 const nextTick = () => new Promise<void>((resolve) => setTimeout(resolve, 1));
 
@@ -26,16 +26,11 @@ const entry = (n: number, priority = 5): DueEntry => ({
 const FLOOD = ABSORB_SLICE * 8;
 
 function floodKey(onLimit: 'queue' | 'cancel_running' = 'queue') {
-  const pushed: DueEntry[] = [];
+  const { pushed, waitingTasks, ready } = collectingReady();
   const system = limitKeySystem(
     {
-      waitingTasks: async () => ({ waiting: [], truncated: false }),
-      ready: {
-        push: async (entries: DueEntry[]) => {
-          pushed.push(...entries);
-          return entries.length;
-        },
-      },
+      waitingTasks,
+      ready,
       resolve: (key) => ({ key, declaredAs: 'k:*', family: 'k:*', concurrency: 2, rate: null, onLimit, weight: 1 }),
     },
     2,

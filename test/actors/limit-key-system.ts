@@ -1,4 +1,5 @@
 import { limitKeyBehavior, type LimitKeyDeps } from '../../src/actors/limit-key.js';
+import type { DueEntry } from '../../src/domain/model.js';
 import { NO_EVENTS } from '../../src/lib/events.js';
 import { systemClock } from '../../src/runtime/clock.js';
 import { LocalPlacement } from '../../src/runtime/placement.js';
@@ -46,4 +47,19 @@ export function limitKeySystem(
     }),
   );
   return system;
+}
+
+/** A ready queue that keeps what a key pushed, and no waiting tasks in the table. */
+export function collectingReady(): Pick<LimitKeyDeps, 'waitingTasks' | 'ready'> & { pushed: DueEntry[] } {
+  const pushed: DueEntry[] = [];
+  return {
+    pushed,
+    waitingTasks: async () => ({ waiting: [], truncated: false }),
+    ready: {
+      push: async (entries: DueEntry[]) => {
+        pushed.push(...entries);
+        return entries.length;
+      },
+    },
+  };
 }

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { LIMIT } from '../../src/actors/limit-key.js';
 import type { DueEntry } from '../../src/domain/model.js';
-import { limitKeySystem } from './limit-key-system.js';
+import { collectingReady, limitKeySystem } from './limit-key-system.js';
 
 const WINDOW = 10;
 const entry = (n: number, key: string): DueEntry => ({
@@ -19,16 +19,11 @@ const entry = (n: number, key: string): DueEntry => ({
 
 /** How many of 200 tasks offered at once a key of `family` (and concurrency 1 000) pushes. */
 async function pushedOfOffer(key: string, family: string | null): Promise<number> {
-  const pushed: DueEntry[] = [];
+  const { pushed, waitingTasks, ready } = collectingReady();
   const system = limitKeySystem(
     {
-      waitingTasks: async () => ({ waiting: [], truncated: false }),
-      ready: {
-        push: async (entries: DueEntry[]) => {
-          pushed.push(...entries);
-          return 0;
-        },
-      },
+      waitingTasks,
+      ready,
       resolve: (k) => ({ key: k, declaredAs: k, family, concurrency: 1_000, rate: null, onLimit: 'queue', weight: 1 }),
       admitWindow: WINDOW,
     },
