@@ -60,7 +60,7 @@ export const w1lNonBindingLimit: Workload = {
       const f = await onOneNode(ctx, count, withLimit && !AA ? VARIANT : undefined);
       (withLimit ? limited : plain).push(f);
       ctx.log(
-        `W1L ${withLimit ? 'limited' : 'plain'}: ${Math.round(f.values.rate as number)}/s, node CPU ${Math.round(f.values.nodeCpuMsPer1k as number)} ms per 1 000`,
+        `W1L ${withLimit ? (AA ? 'limited (A/A: run plain)' : 'limited') : 'plain'}: ${Math.round(f.values.rate as number)}/s, node CPU ${Math.round(f.values.nodeCpuMsPer1k as number)} ms per 1 000`,
       );
     }
     const mean = (runs: RunFigures[], key: string): number =>

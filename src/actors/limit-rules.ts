@@ -93,6 +93,13 @@ function fitsAll(state: LimitKeyState, n: number, now: number): boolean {
 }
 
 /**
+ * The window of a key in no family: not fairness but a bound, so that a key with neither a
+ * concurrency nor a rate answers a finite room (`LimitGrant.openRoom` crosses the cluster as
+ * JSON). The largest concurrency one may declare.
+ */
+const UNSHARED_WINDOW = MAX_CONCURRENCY;
+
+/**
  * How many more entries the key may put in the ready queue now: its window (`admitWindow` ×
  * weight, less those admitted and not yet granted) if it shares its workers with a family's
  * other keys, its concurrency's room (less holders and admitted) and the rate's allowance now,
@@ -132,13 +139,6 @@ export function openRoom(state: LimitKeyState, now: number, admitWindow: number)
   if (state.limit && state.limit.onLimit !== 'queue') return 0;
   return Math.max(0, admissionRoom(state, now, admitWindow, Infinity).room);
 }
-
-/**
- * The window of a key in no family: not fairness but a bound, so that a key with neither a
- * concurrency nor a rate answers a finite room (`LimitGrant.openRoom` crosses the cluster as
- * JSON). The largest concurrency one may declare.
- */
-export const UNSHARED_WINDOW = MAX_CONCURRENCY;
 
 /**
  * A task arrived while the key has no room: `cancel_new` cancels it, `keep_latest_waiting`

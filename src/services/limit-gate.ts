@@ -171,10 +171,11 @@ export class LimitGate {
 
   /** How many more entries of `key` may go straight now (0: offer them). */
   private openRoom(key: string, now: number): number {
+    const room = this.open.room(key, now);
+    if (room <= 0) return 0;
     // The catalog here decides too: a strategy must see every arrival.
     const limit = this.deps.keys.resolve(key);
-    if (limit !== null && limit.onLimit !== 'queue') return 0;
-    return this.open.room(key, now);
+    return limit !== null && limit.onLimit !== 'queue' ? 0 : room;
   }
 
   /** How many keys this gate holds an answer of (tests, metrics). */
