@@ -5,6 +5,7 @@ import type { ChildrenSummary, ClaimedTask, DueEntry } from '../../domain/model.
 import { CHILDREN_SUMMARY, INPUTS, taskInputs, type InputsRow } from './handed-on.js';
 import type { ExtendedLease, LeaseHeartbeat, RunningLease } from '../types.js';
 import type { LimitGrantRow } from '../limit-types.js';
+import { fenceGroups } from './claim-fence.js';
 import { WheelhouseError } from '../../lib/errors.js';
 import { msOf, statusIs, toDueEntry, tsParam, validIds, type DueRow } from './columns.js';
 
@@ -75,18 +76,19 @@ const CLAIM = `
 
 /**
  * The claim of tasks that hold limit grants (docs/decisions/0023-flow-control.md): the claim
- * above, and each task only if every grant it holds still carries its key's fence. `$6`, `$7`,
- * `$8` are the grants (task id, key, the epoch of the key's actor that granted it), aligned.
- * The keys' rows in `actor_snapshots` are locked FOR SHARE until the claim commits, so a new
- * activation of a key — which takes its row over with an UPDATE, then reads the key's running
- * tasks — either waits for this claim and sees its tasks running, or went first and this
- * claim finds another epoch and leaves the task out. A grant of an activation that is gone can
- * never start a task. The rows are locked in key order, as batched acquires and releases lock
- * them (`snapshot-batches.ts`), so that a claim and a batch never deadlock.
+ * above, and each task only if every grant it holds still carries its key's fence. The grants
+ * come grouped (claim-fence.ts): `$6`, `$7`, `$8` are the (key, epoch) pairs of each group,
+ * aligned, and `$9` each id's group (0: none), aligned with `$1`. The keys' rows in
+ * `actor_snapshots` are locked FOR SHARE until the claim commits, so a new activation of a
+ * key — which takes its row over with an UPDATE, then reads the key's running tasks — either
+ * waits for this claim and sees its tasks running, or went first and this claim finds another
+ * epoch and leaves the task out. A grant of an activation that is gone can never start a task.
+ * The rows are locked in key order, as batched acquires and releases lock them
+ * (`snapshot-batches.ts`), so that a claim and a batch never deadlock.
  *
- * The grants are joined with the fence once, into the tasks whose grant no longer holds
+ * The pairs are joined with the fence once, into the groups with a pair that no longer holds
  * (`stale`: none, nearly always), and each row is tested against that set, hashed. Each row
- * used to look its grants up in the unnest itself (`NOT EXISTS … WHERE g.task_id = t.id`): the
+ * used to look its grants up in an unnest of them (`NOT EXISTS … WHERE g.task_id = t.id`): the
  * generic plan guesses 10 rows for an unnest and runs that as a nested loop over every grant
  * for every row, so a claim of 1 000 gated tasks compared a million pairs — 270–390 ms of
  * Postgres against 26–36 ms for the same claim ungated (W1L, issue 28).
@@ -95,20 +97,25 @@ const CLAIM_FENCED = CLAIM.replace(
   'UPDATE tasks t',
   `WITH fence AS MATERIALIZED (
      SELECT s.key, s.epoch FROM actor_snapshots s
-     WHERE s.kind = 'limit' AND s.key = ANY($7::text[])
+     WHERE s.kind = 'limit' AND s.key = ANY($6::text[])
      ORDER BY s.key
      FOR SHARE
    ),
    stale AS MATERIALIZED (
-     SELECT g.task_id FROM unnest($6::uuid[], $7::text[], $8::int8[]) AS g(task_id, key, epoch)
-     WHERE NOT EXISTS (SELECT 1 FROM fence f WHERE f.key = g.key AND f.epoch = g.epoch)
+     SELECT p.g FROM unnest($6::text[], $7::int8[], $8::int4[]) AS p(key, epoch, g)
+     WHERE NOT EXISTS (SELECT 1 FROM fence f WHERE f.key = p.key AND f.epoch = p.epoch)
    )
   UPDATE tasks t`,
-).replace(
-  'WHERE t.id = c.id',
-  `WHERE t.id = c.id
-    AND t.id NOT IN (SELECT s.task_id FROM stale s)`,
-);
+)
+  .replace(
+    'FROM unnest($1::uuid[], $5::int4[]) WITH ORDINALITY AS c(id, w, n)',
+    'FROM unnest($1::uuid[], $5::int4[], $9::int4[]) WITH ORDINALITY AS c(id, w, g, n)',
+  )
+  .replace(
+    'WHERE t.id = c.id',
+    `WHERE t.id = c.id
+    AND c.g NOT IN (SELECT s.g FROM stale s)`,
+  );
 
 interface ClaimRow {
   id: string;
@@ -164,12 +171,12 @@ export async function claimTasks(
   const tokens = mintLeaseTokens(wanted.length);
   const digests = Buffer.concat(tokens.map((t) => t.digest));
   const params: unknown[] = [`{${wanted.join(',')}}`, workers, nowMs, digests, `{${owners.join(',')}}`];
-  if (grants.length > 0)
-    params.push(
-      grants.map((g) => g.taskId),
-      grants.map((g) => g.key),
-      grants.map((g) => g.epoch),
-    );
+  if (grants.length > 0) {
+    const position = new Map<string, number>();
+    for (let i = 0; i < wanted.length; i++) position.set(wanted[i] as string, i);
+    const fence = fenceGroups(grants, position, wanted.length);
+    params.push(fence.keys, fence.epochs, fence.groupOf, `{${fence.idGroups.join(',')}}`);
+  }
   const { rows } = await db.query<ClaimRow>(
     grants.length > 0 ? CLAIM_FENCED : CLAIM,
     params,
