@@ -4,6 +4,7 @@ import { isConnectionLoss, isUnavailableError, toStoreError } from './db-errors.
 import type { ConnectionHealth } from './connection-health.js';
 import { trace, tracing } from '../lib/trace.js';
 import { withArrayLiterals } from './array-literal.js';
+import { parseTextArray } from './text-array.js';
 import {
   checkSession,
   failedBeforeSending,
@@ -118,6 +119,8 @@ export function checkSchema(schema: string): void {
 }
 
 export const INT8_OID = 20;
+/** `text[]`: see src/store/text-array.ts. */
+const TEXT_ARRAY_OID = 1009 as Parameters<typeof pg.types.getTypeParser>[0];
 
 /**
  * int8 as a number while it is exactly representable; the text otherwise (pg's default;
@@ -133,6 +136,8 @@ export function openPostgres(options: PostgresDbOptions): Db {
   checkSchema(options.schema);
   const types = new pg.TypeOverrides();
   types.setTypeParser(INT8_OID, parseInt8);
+  const textArray = pg.types.getTypeParser(TEXT_ARRAY_OID, 'text') as (value: string) => unknown;
+  types.setTypeParser(TEXT_ARRAY_OID, (value: string) => parseTextArray(value, textArray));
   const hostList = parseHostList(options.url);
   const rotation = hostList.hosts.length > 1 || hostList.target !== 'any' ? new HostRotation(hostList) : null;
   const pool = new pg.Pool({
