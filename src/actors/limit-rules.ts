@@ -67,6 +67,7 @@ export function grantOrRefuse(
     if (concurrencyRoom && rateRoom) {
       state.waiting.delete(id);
       state.holders.set(id, now);
+      if (now < state.holdersFloorMs) state.holdersFloorMs = now;
       state.rate?.take(now);
       granted.push(id);
       continue;
@@ -196,9 +197,7 @@ export async function dropEndedHolders(
   now: number,
   deps: LimitKeyDeps,
 ): Promise<void> {
-  if (state.holders.size === 0) return;
-  // Whichever is fewer is looked through: the entries, or the holders for one old enough.
-  if (entries.length > state.holders.size && !anyHolderOlder(state, now - GRANT_GRACE_MS)) return;
+  if (state.holders.size === 0 || !anyHolderOlder(state, now - GRANT_GRACE_MS)) return;
   const old: string[] = [];
   for (const entry of entries) {
     const since = state.holders.get(entry.taskId);
@@ -215,13 +214,17 @@ export async function dropEndedHolders(
 }
 
 /**
- * Whether any holder started before `beforeMs`. An offer may bring thousands of entries and a
- * key hold a few: a flood's key took in 200 000 offered entries at T, each looked up among
- * its 50 holders when none of them was old enough to matter.
+ * Whether any holder started before `beforeMs`. Mostly none has, and the key's floor says so
+ * at once: every claim's ask goes through here, and W1L's non-binding key looked each of a
+ * claim's 1 000 entries up among its 1 000 holders, none old (38 ms of a run's profile, issue 28).
+ * Otherwise the holders are looked through, and the floor is the oldest of them again.
  */
 function anyHolderOlder(state: LimitKeyState, beforeMs: number): boolean {
-  for (const since of state.holders.values()) if (since < beforeMs) return true;
-  return false;
+  if (state.holdersFloorMs >= beforeMs) return false;
+  let floor = Number.POSITIVE_INFINITY;
+  for (const since of state.holders.values()) if (since < floor) floor = since;
+  state.holdersFloorMs = floor;
+  return floor < beforeMs;
 }
 
 /**

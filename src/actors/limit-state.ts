@@ -15,6 +15,11 @@ export interface LimitKeyState {
   limit: ResolvedLimit | null;
   /** Tasks holding a permit (granted; running unless the claim has yet to land), with when. */
   holders: Map<string, number>;
+  /**
+   * No holder took its permit before this (+Infinity: none has): a bound, not the oldest — the
+   * holders that left may have been. `anyHolderOlder` tightens it when it must look.
+   */
+  holdersFloorMs: number;
   /** Tasks pushed to the ready queue and not yet granted, with when. */
   admitted: Map<string, number>;
   waiting: WaitingTasks;
@@ -51,6 +56,7 @@ export function freshState(limit: ResolvedLimit | null, running: LiveTasks['runn
   return {
     limit,
     holders: new Map(running.map((r) => [r.taskId, r.startedMs ?? now])),
+    holdersFloorMs: running.reduce((floor, r) => Math.min(floor, r.startedMs ?? now), Number.POSITIVE_INFINITY),
     admitted: new Map(),
     waiting: new WaitingTasks(),
     cancelling: new Set(),

@@ -6,7 +6,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { LIMIT } from '../../src/actors/limit-key.js';
-import { GRANT_GRACE_MS } from '../../src/actors/limit-rules.js';
+import { GRANT_GRACE_MS, dropEndedHolders, grantOrRefuse } from '../../src/actors/limit-rules.js';
+import { freshState, type LimitKeyDeps } from '../../src/actors/limit-state.js';
+import { NO_EVENTS } from '../../src/lib/events.js';
 import type { DueEntry } from '../../src/domain/model.js';
 import { limitKeySystem } from './limit-key-system.js';
 
@@ -51,5 +53,51 @@ describe.each([
     expect(view.running).toBe(2);
     expect(pushed.map((e) => e.taskId)).toEqual(['ended']);
     await system.shutdown();
+  });
+});
+
+describe('the floor of a key’s holders', () => {
+  const limit = {
+    key: KEY,
+    declaredAs: KEY,
+    family: null,
+    concurrency: null,
+    rate: null,
+    onLimit: 'queue' as const,
+    weight: 1,
+  };
+  const deps = (asked: string[][]): LimitKeyDeps =>
+    ({
+      events: NO_EVENTS,
+      cancel: () => undefined,
+      store: {
+        stillRunning: async (ids: readonly string[]) => {
+          asked.push([...ids]);
+          return new Set<string>();
+        },
+      },
+    }) as unknown as LimitKeyDeps;
+
+  it('follows grants: a holder granted long ago is checked, among younger ones granted since', async () => {
+    const now = Date.now();
+    const asked: string[][] = [];
+    const state = freshState(limit, [], now);
+    grantOrRefuse(state, [entry('old')], now - GRANT_GRACE_MS - 1_000, deps(asked));
+    grantOrRefuse(state, [entry('a'), entry('b')], now, deps(asked));
+    await dropEndedHolders(state, [entry('a'), entry('old')], now, deps(asked));
+    expect(asked).toEqual([['old']]);
+    expect([...state.holders.keys()]).toEqual(['a', 'b']);
+  });
+
+  it('rises to the oldest holder left once the oldest has gone', async () => {
+    const now = Date.now();
+    const asked: string[][] = [];
+    const state = freshState(limit, [], now);
+    grantOrRefuse(state, [entry('old')], now - GRANT_GRACE_MS - 1_000, deps(asked));
+    grantOrRefuse(state, [entry('a')], now, deps(asked));
+    state.holders.delete('old'); // its permit came back
+    await dropEndedHolders(state, [entry('a')], now, deps(asked));
+    expect(state.holdersFloorMs).toBe(now);
+    expect(asked).toEqual([]);
   });
 });
