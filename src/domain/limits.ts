@@ -117,7 +117,15 @@ function pick(spec: LimitSpec): LimitSpec {
 /** Names sorted and without repeats, as a task stores them; null for none. */
 export function normaliseLimits(names: readonly string[] | null | undefined): string[] | null {
   if (!names || names.length === 0) return null;
+  // Mostly one name, or names given in order: a copy, without a Set made for each task.
+  if (strictlyAscending(names)) return names.slice();
   return [...new Set(names)].sort();
+}
+
+/** Whether each name sorts after the one before it (so none repeats). */
+function strictlyAscending(names: readonly string[]): boolean {
+  for (let i = 1; i < names.length; i++) if ((names[i - 1] as string) >= (names[i] as string)) return false;
+  return true;
 }
 
 /**

@@ -220,6 +220,11 @@ function requestHashOf(spec: Omit<TaskSpec, 'requestHash'>, payloadJson: string)
   return sha256Hex(`${head}\n${payloadJson}`);
 }
 
+/** A name as an answer quotes it (made only for an answer, not for every task). */
+function quoted(name: string): string {
+  return `"${name.length > 60 ? `${name.slice(0, 60)}…` : name}"`;
+}
+
 /**
  * `limits` as stored (sorted, each once; null for none). Each a key a task may name: a valid
  * name, not a family (a family is the default of its keys, not a key), not a type's
@@ -229,13 +234,12 @@ function requestHashOf(spec: Omit<TaskSpec, 'requestHash'>, payloadJson: string)
 function limitNames(given: readonly string[] | null, at: FieldPath): string[] | null {
   if (given === null) return null;
   given.forEach((name, i) => {
-    const quoted = `"${name.length > 60 ? `${name.slice(0, 60)}…` : name}"`;
     if (!isLimitName(name))
-      at.item(i).fail(`${quoted} is not a limit name: 1–200 of A-Z a-z 0-9 _ . : - (a family ends in :*)`);
+      at.item(i).fail(`${quoted(name)} is not a limit name: 1–200 of A-Z a-z 0-9 _ . : - (a family ends in :*)`);
     if (isFamily(name))
-      at.item(i).fail(`${quoted} is a family; a task names one of its keys (such as ${name.slice(0, -1)}42)`);
+      at.item(i).fail(`${quoted(name)} is a family; a task names one of its keys (such as ${name.slice(0, -1)}42)`);
     if (name.startsWith(TYPE_LIMIT_PREFIX))
-      at.item(i).fail(`${quoted}: every task takes part in its own type's limit already; name no type:<…> limit`);
+      at.item(i).fail(`${quoted(name)}: every task takes part in its own type's limit already; name no type:<…> limit`);
   });
   return normaliseLimits(given);
 }
