@@ -172,6 +172,20 @@ export class BenchStores {
     } while (cursor !== '0');
   }
 
+  /**
+   * Ends Postgres's current checkpoint interval now (`CHECKPOINT`), so that a run that follows
+   * starts where the one before it started: no checkpoint of an earlier run's WAL writing
+   * beside it. false when the server refused (a role without the right).
+   */
+  async checkpoint(): Promise<boolean> {
+    try {
+      await this.pg.query('CHECKPOINT');
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   /** A node's Postgres backends (its pools' `application_name` is `wheelhouse <node id>`). */
   async backendPids(nodeId: string): Promise<number[]> {
     const { rows } = await this.pg.query<{ pid: number }>(

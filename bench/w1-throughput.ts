@@ -119,6 +119,9 @@ export async function onOneNode(ctx: RunContext, count: number, variant?: OneNod
     const lastMs = Math.max(...results.map((r) => r.lastReportedMs));
     const wallMs = lastMs - submitted.firstSubmitMs;
     const check = await verifyAllSucceeded(ctx, node, TASK_TYPE, count);
+    // Stopped now, not with the run's others: W1L starts five nodes in a row, and each left
+    // idle took ~3 % of a core (its duties, its statements) from the runs after it.
+    await node.stop();
     const notes = [...check.notes, workerTraffic(results), `1 node: ${cpuNote}`];
     if (submitted.retried > 0) notes.push(`${submitted.retried} submit requests were answered 429/503 and sent again`);
     return {

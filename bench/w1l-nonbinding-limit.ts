@@ -28,7 +28,7 @@ export const w1lNonBindingLimit: Workload = {
   title: 'cost of a non-binding limit',
   definitions: [
     `W1L: W1 on one node (same N, same definition of processed/s), run four times per run in the order plain, limited, ` +
-      `limited, plain, each on a fresh node, after a plain warm-up run that is not counted; "limited" declares \`${LIMIT_NAME}\` with concurrency ` +
+      `limited, plain, each on a fresh node (stopped after its run) after a Postgres CHECKPOINT, after a plain warm-up run that is not counted; "limited" declares \`${LIMIT_NAME}\` with concurrency ` +
       `${NON_BINDING_CONCURRENCY.toLocaleString('en-US').replace(/,/g, ' ')} and every task names it, so every task ` +
       "goes past the key's actor (admitted by it, granted at the claim, its permit given back at the end) though the limit " +
       'never binds. Each figure is the mean of its two runs; ratio = limited / plain. Node CPU: /proc utime + stime of the ' +
@@ -54,9 +54,17 @@ export const w1lNonBindingLimit: Workload = {
     const limited: RunFigures[] = [];
     // Not counted: the first W1 of a sitting ran fastest in every run looked at (9 061/s, then
     // 7 830, 5 403, 5 185 for the same code), which the order below charged to plain alone.
+    // A checkpoint before each run: a W1 run writes ~80 MB of WAL (402 MB for a warm-up and four
+    // runs) and Postgres checkpoints every ~540 MB, so one run in six or seven had a checkpoint
+    // writing beside it — whichever run that fell on.
+    const fresh = async (): Promise<void> => {
+      if (!(await ctx.stores.checkpoint())) ctx.log('W1L: CHECKPOINT refused; runs may share a checkpoint');
+    };
+    await fresh();
     const warm = await onOneNode(ctx, count);
     ctx.log(`W1L warm-up (not counted): ${Math.round(warm.values.rate as number)}/s`);
     for (const withLimit of ORDER) {
+      await fresh();
       const f = await onOneNode(ctx, count, withLimit && !AA ? VARIANT : undefined);
       (withLimit ? limited : plain).push(f);
       ctx.log(
