@@ -8,13 +8,13 @@
  * cost per row grows with its size has a plan that is not linear (docs/decisions/0012).
  */
 import { parseArgs } from 'node:util';
-import { partitionOf, uuidv7 } from '../src/lib/ids.js';
 import type { NewTask } from '../src/domain/model.js';
 import { openPostgres, type Db } from '../src/store/db.js';
 import { migrate } from '../src/store/migrate.js';
 import { SqlTaskStore } from '../src/store/task-store.js';
 import { cpuMs } from './cluster-nodes.js';
 import { POSTGRES_URL } from './stores.js';
+import { pendingTask } from './store-tasks.js';
 
 const { values } = parseArgs({
   options: { tasks: { type: 'string', default: '60000' }, sizes: { type: 'string', default: '250,1000,2000' } },
@@ -34,23 +34,9 @@ try {
   const dueMs = Date.now() - 60_000;
   for (let made = 0; made < total; made += 1000) {
     const tasks: NewTask[] = Array.from({ length: Math.min(1000, total - made) }, () => {
-      const id = uuidv7();
-      ids.push(id);
-      return {
-        id,
-        taskType: 'bench.claim',
-        payload: {},
-        scheduleType: 'immediate',
-        schedule: null,
-        status: 'pending',
-        dueMs,
-        priority: 5,
-        maxRetries: 3,
-        timeoutSeconds: 30,
-        partition: partitionOf(id, 64),
-        idempotencyKey: null,
-        requestHash: null,
-      };
+      const task = pendingTask('bench.claim', dueMs);
+      ids.push(task.id);
+      return task;
     });
     await store.submit(tasks, dueMs);
   }

@@ -8,7 +8,6 @@
  * average them out; about ±1.5 µs between runs on a busy machine).
  */
 import { parseArgs } from 'node:util';
-import { partitionOf, uuidv7 } from '../src/lib/ids.js';
 import { leaseTokenDigest } from '../src/domain/lease-token.js';
 import type { Completion, NewTask } from '../src/domain/model.js';
 import { openPostgres } from '../src/store/db.js';
@@ -17,6 +16,7 @@ import { SqlSnapshotStore } from '../src/store/snapshot-store.js';
 import { SqlTaskStore } from '../src/store/task-store.js';
 import { cpuMs } from './cluster-nodes.js';
 import { POSTGRES_URL } from './stores.js';
+import { pendingTask } from './store-tasks.js';
 
 const { values } = parseArgs({
   options: { rounds: { type: 'string', default: '160' }, batch: { type: 'string', default: '1000' } },
@@ -44,25 +44,9 @@ try {
   for (let round = 0; round < rounds; round++) {
     const side = round % 2 === 1 ? 'limited' : 'plain';
     const now = Date.now();
-    const tasks: NewTask[] = Array.from({ length: batch }, () => {
-      const id = uuidv7();
-      return {
-        id,
-        taskType: 'bench.limitcost',
-        payload: { n: round },
-        scheduleType: 'immediate',
-        schedule: null,
-        status: 'pending',
-        dueMs: now,
-        priority: 5,
-        maxRetries: 3,
-        timeoutSeconds: 30,
-        partition: partitionOf(id, 64),
-        idempotencyKey: null,
-        requestHash: null,
-        ...(side === 'limited' ? { limits: [KEY] } : {}),
-      };
-    });
+    const tasks: NewTask[] = Array.from({ length: batch }, () =>
+      pendingTask('bench.limitcost', now, { payload: { n: round }, ...(side === 'limited' ? { limits: [KEY] } : {}) }),
+    );
     await timed(side, 0, () => store.submit(tasks, now));
     const ids = tasks.map((t) => t.id);
     const grants = side === 'limited' ? ids.map((taskId) => ({ taskId, key: KEY, epoch })) : undefined;
