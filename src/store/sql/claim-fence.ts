@@ -8,8 +8,10 @@ import type { LimitGrantRow } from '../limit-types.js';
  *
  * The grants used to travel as three arrays of one element per grant — the task ids again, the
  * key repeated 1 000 times, the epoch repeated — each parsed by Postgres and joined with the
- * fence row by row: 4–5 µs of Postgres per claimed task, half of what a non-binding limit cost
- * it in W1L (issue 28). Now the per-task part is one small integer in the claim's own unnest.
+ * fence row by row. A limited claim cost Postgres 4.3 µs a task more than a plain one, 2.9 µs
+ * since (medians of five runs of `npm run bench:limit-store-cost`; with the limit indexes
+ * dropped, 4.0 µs and about 0). Now the per-task part is one small integer in the claim's own
+ * unnest. Issue 28, W1L.
  */
 export interface FenceGroups {
   /** The pairs, one row per (group, pair): `keys[i]`/`epochs[i]` belong to group `groupOf[i]`. */
