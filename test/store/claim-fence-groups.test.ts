@@ -6,12 +6,11 @@ import { describe, expect, it } from 'vitest';
 import { fenceGroups } from '../../src/store/sql/claim-fence.js';
 
 const ids = ['a', 'b', 'c', 'd'];
-const position = new Map(ids.map((id, i) => [id, i]));
 
 describe('fenceGroups', () => {
   it('makes one group of one pair for a claim whose tasks all hold one key', () => {
     const grants = ids.map((taskId) => ({ taskId, key: 'w1', epoch: 7 }));
-    expect(fenceGroups(grants, position, ids.length)).toEqual({
+    expect(fenceGroups(grants, ids)).toEqual({
       keys: ['w1'],
       epochs: [7],
       groupOf: [1],
@@ -28,7 +27,7 @@ describe('fenceGroups', () => {
       { taskId: 'c', key: 'y', epoch: 1 },
       { taskId: 'c', key: 'x', epoch: 1 }, // the same grant twice: the same set
     ];
-    const fence = fenceGroups(grants, position, ids.length);
+    const fence = fenceGroups(grants, ids);
     // d holds none: group 0, which no pair names.
     expect(fence.idGroups).toEqual([1, 2, 2, 0]);
     const pairsOf = (group: number): string[] =>
@@ -42,7 +41,7 @@ describe('fenceGroups', () => {
       { taskId: 'a', key: 'x', epoch: 1 },
       { taskId: 'b', key: 'x', epoch: 2 },
     ];
-    const fence = fenceGroups(grants, position, ids.length);
+    const fence = fenceGroups(grants, ids);
     expect(fence.idGroups).toEqual([1, 2, 0, 0]);
     expect(fence.epochs).toEqual([1, 2]);
   });
@@ -52,7 +51,7 @@ describe('fenceGroups', () => {
       { taskId: 'zz', key: 'x', epoch: 1 },
       { taskId: 'B', key: 'x', epoch: 1 },
     ];
-    expect(fenceGroups(grants, position, ids.length)).toEqual({
+    expect(fenceGroups(grants, ids)).toEqual({
       keys: ['x'],
       epochs: [1],
       groupOf: [1],

@@ -1,7 +1,8 @@
 /**
  * Building tasks for task-store tests, on a fixed fake time line.
  */
-import { partitionOf, uuidv7 } from '../../src/lib/ids.js';
+import { uuidv7 } from '../../src/lib/ids.js';
+import { pendingTask } from '../../bench/store-tasks.js';
 import { canTransition } from '../../src/domain/lifecycle.js';
 import { leaseTokenDigest } from '../../src/domain/lease-token.js';
 import type { BackoffPolicy, NewTask, StoredStatus } from '../../src/domain/model.js';
@@ -20,23 +21,7 @@ export function nextId(): string {
 
 /** A pending, immediate task due at T0; override any field. */
 export function makeTask(overrides: Partial<NewTask> = {}): NewTask {
-  const id = overrides.id ?? nextId();
-  return {
-    id,
-    taskType: 'test.task',
-    payload: { hello: 'world' },
-    scheduleType: 'immediate',
-    schedule: null,
-    status: 'pending',
-    dueMs: T0,
-    priority: 5,
-    maxRetries: 3,
-    timeoutSeconds: 30,
-    partition: partitionOf(id, 64),
-    idempotencyKey: null,
-    requestHash: null,
-    ...overrides,
-  };
+  return pendingTask('test.task', T0, { id: overrides.id ?? nextId(), payload: { hello: 'world' }, ...overrides });
 }
 
 /** `n` tasks of one type, oldest first. */

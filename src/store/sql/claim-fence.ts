@@ -23,14 +23,13 @@ export interface FenceGroups {
 }
 
 /**
- * Groups `grants` for the ids of a claim (`position`: an id's 0-based place in the claim's
- * sorted ids). A grant of an id the claim does not carry is dropped: that id is not claimed.
+ * Groups `grants` for the ids of a claim (`ids`: the claim's sorted ids, lower case). A grant
+ * of an id the claim does not carry is dropped: that id is not claimed.
  */
-export function fenceGroups(
-  grants: readonly LimitGrantRow[],
-  position: ReadonlyMap<string, number>,
-  idCount: number,
-): FenceGroups {
+export function fenceGroups(grants: readonly LimitGrantRow[], ids: readonly string[]): FenceGroups {
+  const idCount = ids.length;
+  const position = new Map<string, number>();
+  for (let i = 0; i < idCount; i++) position.set(ids[i] as string, i);
   const pairIndex = new Map<string, number>(); // `${epoch} ${key}` → index into pairs
   const pairs: { key: string; epoch: number }[] = [];
   // Each id's pair indexes, as a signature: "3" for one pair, "0,3" for two (most ids: one).

@@ -172,9 +172,7 @@ export async function claimTasks(
   const digests = Buffer.concat(tokens.map((t) => t.digest));
   const params: unknown[] = [`{${wanted.join(',')}}`, workers, nowMs, digests, `{${owners.join(',')}}`];
   if (grants.length > 0) {
-    const position = new Map<string, number>();
-    for (let i = 0; i < wanted.length; i++) position.set(wanted[i] as string, i);
-    const fence = fenceGroups(grants, position, wanted.length);
+    const fence = fenceGroups(grants, wanted);
     params.push(fence.keys, fence.epochs, fence.groupOf, `{${fence.idGroups.join(',')}}`);
   }
   const { rows } = await db.query<ClaimRow>(
