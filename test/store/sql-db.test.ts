@@ -42,6 +42,7 @@ const ALL_MIGRATIONS = [
   '000021_failed_idx.sql',
   '000022_traceparent.sql',
   '000023_limits_index_by_status.sql',
+  '000024_running_limits_pending_list.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

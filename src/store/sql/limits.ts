@@ -16,8 +16,8 @@ import { msOf, statusIs, tsParam } from './columns.js';
  * `limits`, and what a key's actor reads of the task table. A `type:<t>` key is every task of
  * type `t` (tasks never name it), read through the partial indexes on `pending` and `running`
  * rows; any other key is the tasks whose `limits` name it, read through the GIN partial indexes
- * `tasks_pending_limits_idx` and `tasks_running_limits_idx` (000023). No statement here reads
- * finished tasks.
+ * `tasks_pending_limits_idx` and `tasks_running_limits_idx` (000023, 000024). No statement here
+ * reads finished tasks.
  */
 
 const DECLARATION_COLUMNS = `l.name, l.concurrency, l.rate_limit, l.rate_period_ms, l.rate_burst, l.on_limit,
@@ -84,26 +84,38 @@ const IN_USE_TYPE_FAMILY = `
   SELECT EXISTS (SELECT 1 FROM tasks t WHERE t.status IN ('pending', 'blocked') AND starts_with(t.task_type, $1)) AS used`;
 
 /**
- * A named key's rows of one status (`key`: an SQL expression), through that status's GIN
- * partial index alone (`tasks_pending_limits_idx`, `tasks_running_limits_idx`): its conditions
- * are the index's, and `OFFSET 0` keeps the planner from folding the key's `due_time` filter in
- * and scanning `tasks_pending_due_idx` instead — which it did on fresh statistics (a flood
- * inserted seconds before: estimated 13 rows), reading every due pending row of every key to
- * find one key's. In W6 that was 45 ms per quiet key's activation with 20 000 of another key's
- * tasks due (200 000: ten times that), and the read of the keys activating together waited for
- * all of theirs. Through the index, a key's read costs its own rows of that status: its
- * holders' read, its holders (migration 000023).
+ * A named key's pending rows (`key`: an SQL expression), through the GIN partial index
+ * `tasks_pending_limits_idx` alone: its conditions are the index's, and `OFFSET 0` keeps the
+ * planner from folding the key's `due_time` filter in and scanning `tasks_pending_due_idx`
+ * instead — which it did on fresh statistics (a flood inserted seconds before: estimated 13
+ * rows), reading every due pending row of every key to find one key's. In W6 that was 45 ms per
+ * quiet key's activation with 20 000 of another key's tasks due (200 000: ten times that), and
+ * the read of the keys activating together waited for all of theirs.
  */
-const rowsOf = (key: string, status: 'pending' | 'running'): string => `(
+const pendingOf = (key: string): string => `(
   SELECT t.id, t.version, t.started_at, t.task_type, t.priority, t.due_time, t.limits
   FROM tasks t
-  WHERE t.limits IS NOT NULL AND t.status = '${status}' AND t.limits @> ARRAY[${key}]
+  WHERE t.limits IS NOT NULL AND t.status = 'pending' AND t.limits @> ARRAY[${key}]
   OFFSET 0)`;
 
+/**
+ * The running rows that name any of `keys` (an SQL `text[]` expression), one row per (key,
+ * task): one scan of `tasks_running_limits_idx` for every key of a statement. That index keeps
+ * a small pending list (000024, decision 0052): a claim appends its entries there instead of
+ * inserting each into its key's posting tree, and a lookup reads the whole list, so the keys
+ * of a merged activation read are looked up together (`&&`), not one lookup each.
+ */
+const runningNaming = (keys: string): string => `
+  SELECT k.key, t.id, t.version, ${msOf('t.started_at')} AS started_ms
+  FROM (SELECT t.id, t.version, t.started_at, t.limits
+        FROM tasks t
+        WHERE t.limits IS NOT NULL AND t.status = 'running' AND t.limits && ${keys}
+        OFFSET 0) t
+  CROSS JOIN LATERAL unnest(t.limits) AS k(key)
+  WHERE k.key = ANY(${keys})`;
+
 /** A named key's holders: the running rows that name it. */
-const RUNNING_NAMED = `
-  SELECT t.id, t.version, ${msOf('t.started_at')} AS started_ms
-  FROM ${rowsOf('$1::text', 'running')} t`;
+const RUNNING_NAMED = `SELECT r.id, r.version, r.started_ms FROM (${runningNaming('ARRAY[$1::text]')}) r`;
 
 /** A type's holders: its running rows (`tasks_running_idx`, filtered by type). */
 const RUNNING_TYPE = `
@@ -115,7 +127,7 @@ const WAITING_COLUMNS = `t.id, t.task_type, t.priority, ${msOf('t.due_time')} AS
 /** A named key's due pending rows, most urgent first: the order its actor admits them in. */
 const WAITING_NAMED = `
   SELECT ${WAITING_COLUMNS}
-  FROM ${rowsOf('$1::text', 'pending')} t
+  FROM ${pendingOf('$1::text')} t
   WHERE t.due_time <= ${tsParam(2)}
   ORDER BY t.priority, t.due_time, t.id
   LIMIT $3`;
@@ -134,8 +146,8 @@ const STILL_RUNNING = `
   WHERE ${statusIs('t', 'running')}`;
 
 const COUNTS_NAMED = `
-  SELECT (SELECT count(*) FROM ${rowsOf('$1::text', 'running')} t)::int AS running,
-         (SELECT count(*) FROM ${rowsOf('$1::text', 'pending')} t)::int AS waiting`;
+  SELECT (SELECT count(*) FROM (${runningNaming('ARRAY[$1::text]')}) r)::int AS running,
+         (SELECT count(*) FROM ${pendingOf('$1::text')} t)::int AS waiting`;
 
 const COUNTS_TYPE = `
   SELECT (SELECT count(*) FROM tasks t WHERE t.status = 'running' AND t.task_type = $1)::int AS running,
@@ -269,12 +281,8 @@ async function waitingOf(db: Db, key: string, nowMs: number, max: number): Promi
   return { waiting: rows.slice(0, max).map(toWaitingEntry), truncated: rows.length > max };
 }
 
-/** Named keys' holders, many keys in one statement (a GIN lookup per key). */
-export const RUNNING_NAMED_MANY = `
-  SELECT k.key, r.id, r.version, r.started_ms
-  FROM unnest($1::text[]) AS k(key),
-  LATERAL (SELECT t.id, t.version, ${msOf('t.started_at')} AS started_ms
-           FROM ${rowsOf('k.key', 'running')} t) r`;
+/** Named keys' holders, many keys in one statement (one read of the running rows for all). */
+export const RUNNING_NAMED_MANY = runningNaming('$1::text[]');
 
 /**
  * Named keys' due pending rows, most urgent first, at most `$3` per key, many keys at once.
@@ -283,7 +291,7 @@ export const RUNNING_NAMED_MANY = `
 export const WAITING_NAMED_MANY = `
   SELECT k.key, w.*
   FROM unnest($1::text[]) AS k(key),
-  LATERAL (SELECT ${WAITING_COLUMNS} FROM ${rowsOf('k.key', 'pending')} t
+  LATERAL (SELECT ${WAITING_COLUMNS} FROM ${pendingOf('k.key')} t
            WHERE t.due_time <= ${tsParam(2)}
            ORDER BY t.priority, t.due_time, t.id LIMIT $3) w`;
 
