@@ -84,13 +84,11 @@ const IN_USE_TYPE_FAMILY = `
   SELECT EXISTS (SELECT 1 FROM tasks t WHERE t.status IN ('pending', 'blocked') AND starts_with(t.task_type, $1)) AS used`;
 
 /**
- * A named key's pending rows (`key`: an SQL expression), through the GIN partial index
- * `tasks_pending_limits_idx` alone: its conditions are the index's, and `OFFSET 0` keeps the
- * planner from folding the key's `due_time` filter in and scanning `tasks_pending_due_idx`
- * instead — which it did on fresh statistics (a flood inserted seconds before: estimated 13
- * rows), reading every due pending row of every key to find one key's. In W6 that was 45 ms per
- * quiet key's activation with 20 000 of another key's tasks due (200 000: ten times that), and
- * the read of the keys activating together waited for all of theirs.
+ * A named key's pending rows (`key`: SQL), through `tasks_pending_limits_idx` alone: `OFFSET 0`
+ * keeps the planner from folding the key's `due_time` filter in and scanning
+ * `tasks_pending_due_idx` instead, as it did on fresh statistics (a flood inserted seconds
+ * before), reading every due pending row of every key to find one key's: in W6, 45 ms per quiet
+ * key's activation with 20 000 of another key's tasks due, and the keys read together waited.
  */
 const pendingOf = (key: string): string => `(
   SELECT t.id, t.version, t.started_at, t.task_type, t.priority, t.due_time, t.limits
@@ -99,11 +97,9 @@ const pendingOf = (key: string): string => `(
   OFFSET 0)`;
 
 /**
- * The running rows that name any of `keys` (an SQL `text[]` expression), one row per (key,
- * task): one scan of `tasks_running_limits_idx` for every key of a statement. That index keeps
- * a small pending list (000024, decision 0052): a claim appends its entries there instead of
- * inserting each into its key's posting tree, and a lookup reads the whole list, so the keys
- * of a merged activation read are looked up together (`&&`), not one lookup each.
+ * The running rows naming any of `keys` (SQL `text[]`), a row per (key, task), in one scan of
+ * `tasks_running_limits_idx` for all the keys: its lookups read its whole pending list (000024,
+ * decision 0052), so a merged activation read looks its keys up together, not one by one.
  */
 const runningNaming = (keys: string): string => `
   SELECT k.key, t.id, t.version, ${msOf('t.started_at')} AS started_ms
@@ -117,7 +113,7 @@ const runningNaming = (keys: string): string => `
 /** A named key's holders: the running rows that name it. */
 const RUNNING_NAMED = `SELECT r.id, r.version, r.started_ms FROM (${runningNaming('ARRAY[$1::text]')}) r`;
 
-/** A type's holders: its running rows (`tasks_running_idx`, filtered by type). */
+/** A type's holders: its running rows (`tasks_running_lease_idx`, filtered by type). */
 const RUNNING_TYPE = `
   SELECT t.id, t.version, ${msOf('t.started_at')} AS started_ms
   FROM tasks t WHERE t.status = 'running' AND t.task_type = $1`;
