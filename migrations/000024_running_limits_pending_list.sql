@@ -3,8 +3,8 @@
 -- posting tree (issue 28, W1L; docs/decisions/0052-running-limits-pending-list.md).
 --
 -- In W1L every task names one key, so every claim inserted 1 000 entries one by one into the
--- same posting tree: about 5 µs of Postgres CPU a task under load (limited − plain, median of
--- ten runs: 11.5 µs; 6.0 with this list). A lookup reads the whole list (why 000014 turned it
+-- same posting tree: about 5 µs of Postgres CPU a task under load (limited − plain, medians of
+-- W1L sittings: 11.5 µs; 6.0, 10.5 and 6.5 with this list). A lookup reads the whole list (why 000014 turned it
 -- off with the 4 MB default: 20 000 entries scanned per key), so it is kept at 64 kB, flushed
 -- into the tree by the claim that fills it or by VACUUM, and a key's holders are read for
 -- all the keys of a statement in one scan (src/store/sql/limits.ts, `runningNaming`).

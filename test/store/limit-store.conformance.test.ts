@@ -228,6 +228,18 @@ describe.each(sqlBackends)('LimitStore on $name', ({ open }) => {
       expect(many[3]).toEqual({ running: [], waiting: [], truncated: false });
     });
 
+    it('count a holder of two keys asked together once under each (one scan for all the keys)', async () => {
+      const a = fresh('two-a');
+      const b = fresh('two-b');
+      const both = makeTask({ limits: [a, b].sort() });
+      const other = makeTask({ limits: [fresh('two-other')] });
+      await submit(both, other);
+      await run(both, T0 + 1000);
+      await run(other, T0 + 1000);
+      const holders = await limits.holdersMany([a, b, a]);
+      expect(holders.map((list) => list.map((h) => h.taskId))).toEqual([[both.id], [both.id], [both.id]]);
+    });
+
     it('keeps no pending list where a key reads alone, a small one where keys read together (000014, 000023, 000024)', async () => {
       const { rows } = await testDb.db.query<{ name: string; options: string[] | null }>(
         `SELECT c.relname AS name, c.reloptions AS options FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
