@@ -159,7 +159,7 @@ export class ChannelWorker implements Worker {
       case 'acks':
         return this.link.acknowledged(frame.acks);
       case 'cancel':
-        for (const taskId of frame.task_ids) this.running.get(taskId)?.controller.abort(new TaskCancelledError(taskId));
+        for (const taskId of frame.task_ids) this.running.get(taskId)?.abort(new TaskCancelledError(taskId));
         return;
       case 'lease_lost':
         return this.leasesLost(frame.task_ids);
@@ -234,7 +234,7 @@ export class ChannelWorker implements Worker {
     this.link.progress.drop(t.task.task_id);
     this.link.progress.endExtensions(t.task.task_id, error);
     this.counters.leasesLost++;
-    t.controller.abort(error);
+    t.abort(error);
   }
 
   private runTask(task: WirePolledTask): void {

@@ -173,9 +173,9 @@ export class HttpWorker implements Worker {
         if (t.timedOutByNode()) return;
         t.lost = true;
         this.counters.leasesLost++;
-        t.controller.abort(new LeaseLostError(l.taskId));
+        t.abort(new LeaseLostError(l.taskId));
       },
-      onCancelRequested: (l) => t.controller.abort(new TaskCancelledError(l.taskId)),
+      onCancelRequested: (l) => t.abort(new TaskCancelledError(l.taskId)),
       onDeadline: (l) => {
         if (l.deadlineMs !== null) t.moveDeadline(l.deadlineMs);
       },

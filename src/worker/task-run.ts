@@ -1,6 +1,6 @@
 import { ChildWaitRequest, childrenOf, inputsOf, waitForChildren } from './child-wait.js';
 import { encodeWorkerJson } from './completions.js';
-import { PermanentTaskError, WorkerStoppedError } from './errors.js';
+import { PermanentTaskError } from './errors.js';
 import type { TaskContext, TaskHandler, WorkerStats } from './types.js';
 import type { WirePolledTask, WireResult } from './wire.js';
 
@@ -41,10 +41,10 @@ export function newCounters(): Omit<WorkerStats, 'running' | 'unreported'> {
   };
 }
 
-/** What the handler sees of a task the node handed out (by poll or push); `deadline` is read live. */
+/** What the handler sees of a task the node handed out (by poll or push); `signal` and `deadline` are read live. */
 export function contextOf(
   task: WirePolledTask,
-  run: Pick<TaskContext, 'signal' | 'progress' | 'extendDeadline' | 'spawn'> & { deadline(): Date | null },
+  run: Pick<TaskContext, 'progress' | 'extendDeadline' | 'spawn'> & { signal(): AbortSignal; deadline(): Date | null },
 ): TaskContext {
   const children = childrenOf(task.children);
   const inputs = inputsOf(task);
@@ -53,7 +53,9 @@ export function contextOf(
     taskType: task.task_type,
     payload: task.payload ?? null,
     attempt: task.attempt,
-    signal: run.signal,
+    get signal() {
+      return run.signal();
+    },
     progress: run.progress,
     get deadline() {
       return run.deadline();
@@ -67,26 +69,22 @@ export function contextOf(
   };
 }
 
-/** Calls `handler` and resolves with its outcome; never rejects. */
+/**
+ * Calls `handler` and resolves with its outcome; never rejects. A stop's grace running out is
+ * raced beside it by the caller (`RunningTask.halted`), so the task's signal is not listened to
+ * here (reading it would make it: see `RunningTask.signal`).
+ */
 export function runToOutcome(handler: TaskHandler, task: TaskContext, maxResultBytes: number): Promise<TaskOutcome> {
-  return new Promise((resolve) => {
-    const { signal } = task;
-    const onAbort = (): void => {
-      if (signal.reason instanceof WorkerStoppedError) resolve(failed(signal.reason));
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-    let call: Promise<unknown>;
-    try {
-      call = Promise.resolve(handler(task));
-    } catch (error) {
-      call = Promise.reject(error);
-    }
-    call.then(
-      (value) => resolve(succeeded(value, maxResultBytes)),
-      (error: unknown) => resolve(failed(error)),
-    );
-    void call.finally(() => signal.removeEventListener('abort', onAbort)).catch(() => undefined);
-  });
+  let call: Promise<unknown>;
+  try {
+    call = Promise.resolve(handler(task));
+  } catch (error) {
+    call = Promise.reject(error);
+  }
+  return call.then(
+    (value) => succeeded(value, maxResultBytes),
+    (error: unknown) => failed(error),
+  );
 }
 
 /**

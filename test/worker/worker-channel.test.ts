@@ -241,6 +241,31 @@ describe('worker SDK on the channel', () => {
     expect(conn.all.filter((f) => f.type === 'results')).toHaveLength(1);
   });
 
+  it('hands a handler that reads its signal only after a cancel, then a lost lease, a signal aborted with the first reason', async () => {
+    // The signal is made when first read (RunningTask.signal): an abort before that must not be lost.
+    const node = await fakeNode();
+    const held = heldHandlers();
+    const w = worker({ url: node.url, handler: held.handler });
+    const conn = await node.accept();
+    await conn.next('hello');
+    conn.welcome();
+    const [late, early] = [task(), task()];
+    conn.push(late, early);
+    await until(() => w.stats.running === 2, 'both running');
+    const earlySignal = held.contexts.get(early.task_id)!.signal;
+    expect(earlySignal.aborted).toBe(false);
+    conn.send({ type: 'cancel', task_ids: [late.task_id, early.task_id] });
+    conn.send({ type: 'lease_lost', task_ids: [late.task_id] });
+    await until(() => earlySignal.aborted, 'the signal read before the cancel to abort');
+    expect(earlySignal.reason).toBeInstanceOf(TaskCancelledError);
+    const lateSignal = held.contexts.get(late.task_id)!.signal;
+    expect(lateSignal.aborted).toBe(true);
+    expect(lateSignal.reason).toBeInstanceOf(TaskCancelledError);
+    expect(held.contexts.get(late.task_id)!.signal).toBe(lateSignal);
+    held.release(late.task_id);
+    held.release(early.task_id);
+    await until(() => w.stats.running === 0, 'both to end');
+  });
   it('after a lost socket, resumes its leases on the next one, resends unacknowledged results and counts refused ones as discarded', async () => {
     const node = await fakeNode();
     const held = heldHandlers();
