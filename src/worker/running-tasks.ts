@@ -1,7 +1,15 @@
-import { attemptSpan } from './task-span.js';
+import { attemptSpan, type AttemptSpan } from './task-span.js';
 import { LeaseLostError, TaskTimeoutError, WorkerStoppedError } from './errors.js';
 import type { CompiledWorkerOptions } from './options.js';
-import { contextOf, failed, progressSender, runToOutcome, type newCounters, type TaskOutcome } from './task-run.js';
+import {
+  failed,
+  HandlerContext,
+  progressSender,
+  runToOutcome,
+  type AttemptAccess,
+  type newCounters,
+  type TaskOutcome,
+} from './task-run.js';
 import { MAX_SPAWN, type ChildTask, type SpawnedChild } from './spawn.js';
 import { deadlineOf, type WirePolledTask } from './wire.js';
 
@@ -47,31 +55,39 @@ export interface AttemptHooks {
   finished(outcome: TaskOutcome | null): void;
 }
 
-/** One attempt this worker runs. */
-export class RunningTask {
-  /**
-   * Its handler's `signal`, made when first read: an `AbortController` and a listener on it cost
-   * the worker ~3–6 µs a task, most of a no-op task's share of the SDK, and most handlers never
-   * read `signal`. An abort before that is kept as `reason` and handed to the signal when made.
-   */
-  private controller: AbortController | null = null;
-  private abortedWith: { reason: unknown } | null = null;
+/** What `RunningTasks.start` gives an attempt: its transport, and where its end goes. */
+interface Started {
+  hooks: AttemptHooks;
+  span: AttemptSpan | null;
+  o: Pick<CompiledWorkerOptions, 'maxResultBytes' | 'onError'>;
+  /** Called once, when the attempt is over (its outcome; null at its deadline). */
+  over(outcome: TaskOutcome | null): void;
+}
+
+/**
+ * One attempt this worker runs, and what its handler's context reads and asks through. It is
+ * over exactly once (`settle`): its handler's outcome, its deadline or the end of a stop's grace,
+ * whichever comes first; what comes after is ignored.
+ */
+export class RunningTask implements AttemptAccess {
   /** The node said the lease is no longer this worker's: the result would be refused. */
   lost = false;
   /** Set when the deadline passed while it ran. */
   timeout: TaskTimeoutError | null = null;
-  /** Resolves when the deadline passes. */
-  readonly expired: Promise<null>;
-  private expire!: (value: null) => void;
-  /** Resolves when `stop({ timeoutMs })`'s grace ran out: failed and retryable. */
-  readonly halted: Promise<TaskOutcome>;
-  private halt!: (outcome: TaskOutcome) => void;
+  /**
+   * Its handler's `signal`, made when first read: an `AbortController` and a listener on it cost
+   * the worker ~3–6 µs a task, most of a no-op task's share of the SDK, and most handlers never
+   * read `signal`. An abort before that is kept and handed to the signal when it is made.
+   */
+  private controller: AbortController | null = null;
+  private abortedWith: { reason: unknown } | null = null;
   private deadline: number | null;
   private timer: NodeJS.Timeout | undefined;
+  private started: Started | null = null;
+  /** Over: the outcome it ended with, kept for a `start` that comes after (null: at its deadline). */
+  private ended: { outcome: TaskOutcome | null } | null = null;
 
   constructor(readonly task: WirePolledTask) {
-    this.expired = new Promise((resolve) => (this.expire = resolve));
-    this.halted = new Promise((resolve) => (this.halt = resolve));
     this.deadline = deadlineOf(task);
     this.arm();
   }
@@ -104,19 +120,39 @@ export class RunningTask {
     this.arm();
   }
 
+  /** Starts its handler: `over` is called once, when the attempt is over. */
+  start(handler: CompiledWorkerOptions['handler'], started: Started): void {
+    this.started = started;
+    if (this.ended !== null) return started.over(this.ended.outcome);
+    const { span, o } = started;
+    const context = new HandlerContext(this.task, this);
+    const outcome =
+      span === null
+        ? runToOutcome(handler, context, o.maxResultBytes)
+        : span.run(() => runToOutcome(handler, context, o.maxResultBytes));
+    void outcome.then((ran) => this.settle(ran));
+  }
+
+  /**
+   * The attempt is over, with `outcome` (null: at its deadline), unless it was already: no timer
+   * is left armed, and `over` is called. Settled before any abort that goes with it, so that what
+   * the handler does on abort cannot win the race.
+   */
+  private settle(outcome: TaskOutcome | null): void {
+    if (this.ended !== null) return;
+    this.ended = { outcome };
+    clearTimeout(this.timer);
+    this.started?.over(outcome);
+  }
+
   /**
    * `stop({ timeoutMs })`'s grace ran out: the attempt is over now, failed and retryable, and its
    * signal is aborted. Settled here rather than by the abort, which does nothing to a signal a
    * cancel or a lost lease aborted already (a handler that ignored that abort held `stop` for ever).
    */
   stop(error: WorkerStoppedError): void {
-    this.halt(failed(error));
+    this.settle(failed(error));
     this.abort(error);
-  }
-
-  /** The attempt is over: no timer left armed. */
-  end(): void {
-    clearTimeout(this.timer);
   }
 
   private arm(): void {
@@ -144,16 +180,47 @@ export class RunningTask {
   private timeOut(deadline: number): void {
     clearTimeout(this.timer);
     this.timeout = new TaskTimeoutError(this.task.task_id, new Date(deadline));
-    // Settled before the abort, so that what the handler does on abort cannot win the race.
-    this.expire(null);
+    this.settle(null);
     this.abort(this.timeout);
+  }
+
+  /** `ctx.progress`: checked here, then handed to the transport while the attempt is this worker's. */
+  progress(value: unknown): void {
+    const started = this.started;
+    if (started === null) return;
+    progressSender(this.task.task_id, started.o, (checked) => started.hooks.progress(checked))(value);
+  }
+
+  /** `ctx.spawn`: refused here when the attempt is over or the count is out of bounds, else asked of the node. */
+  async spawn(tasks: readonly ChildTask[]): Promise<SpawnedChild[]> {
+    if (!Array.isArray(tasks) || tasks.length === 0 || tasks.length > MAX_SPAWN)
+      throw new RangeError(
+        `spawn: 1 to ${MAX_SPAWN} children per call, got ${Array.isArray(tasks) ? tasks.length : typeof tasks}`,
+      );
+    if (this.timeout !== null) throw this.timeout;
+    if (this.lost || this.ended !== null || this.started === null) throw new LeaseLostError(this.task.task_id);
+    return this.started.hooks.spawn(tasks, this.started.span?.traceparent);
+  }
+
+  /** `ctx.extendDeadline`: checks what can be answered here, then asks the node through the transport. */
+  async extendDeadline(seconds: number): Promise<Date> {
+    const taskId = this.task.task_id;
+    if (typeof seconds !== 'number' || !(seconds > 0 && seconds <= MAX_EXTEND_SECONDS))
+      throw new RangeError(`extendDeadline: seconds must be a number > 0 and ≤ ${MAX_EXTEND_SECONDS}, got ${seconds}`);
+    if (this.timeout !== null) throw this.timeout;
+    if (this.lost) throw new LeaseLostError(taskId);
+    if (this.deadline === null)
+      throw new Error(`extendDeadline: the node named no deadline for task ${taskId} (it is older than deadlines)`);
+    if (this.ended !== null || this.started === null) return new Date(this.deadline); // over already
+    // The transport has moved the timer to the node's answer (`moveDeadline`) before this resolves.
+    return new Date(await this.started.hooks.extend(seconds));
   }
 }
 
 export class RunningTasks {
   private readonly byId = new Map<string, RunningTask>();
-  /** The handlers' runs, until their outcome is handed on. */
-  private readonly runs = new Set<Promise<void>>();
+  /** `idle`'s callers, told when the last attempt is over. */
+  private idleWaiters: (() => void)[] = [];
 
   constructor(
     private readonly o: Pick<CompiledWorkerOptions, 'handler' | 'maxResultBytes' | 'onError'>,
@@ -188,37 +255,26 @@ export class RunningTasks {
   start(running: RunningTask, hooks: AttemptHooks): void {
     const { task } = running;
     const span = task.traceparent === undefined ? null : attemptSpan(task);
-    const context = contextOf(task, {
-      signal: () => running.signal,
-      progress: progressSender(task.task_id, this.o, (value) => hooks.progress(value)),
-      deadline: () => (running.deadlineMs === null ? null : new Date(running.deadlineMs)),
-      extendDeadline: (seconds) => this.extend(running, hooks, seconds),
-      spawn: (tasks) => this.spawn(running, hooks, tasks, span?.traceparent),
+    running.start(this.o.handler, {
+      hooks,
+      span,
+      o: this.o,
+      over: (outcome) => {
+        span?.end(outcome);
+        if (outcome === null) this.counters.timedOut++;
+        else if (outcome.outcome.status === 'failed') this.counters.failed++;
+        // An attempt that ends waiting for its children counts as a success of its handler.
+        else this.counters.succeeded++;
+        this.byId.delete(task.task_id);
+        hooks.finished(outcome);
+        if (this.byId.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+      },
     });
-    const run = (async () => {
-      const outcome = await Promise.race([
-        span === null
-          ? runToOutcome(this.o.handler, context, this.o.maxResultBytes)
-          : span.run(() => runToOutcome(this.o.handler, context, this.o.maxResultBytes)),
-        running.expired,
-        running.halted,
-      ]);
-      span?.end(outcome);
-      running.end();
-      if (outcome === null) this.counters.timedOut++;
-      else if (outcome.outcome.status === 'failed') this.counters.failed++;
-      // An attempt that ends waiting for its children counts as a success of its handler.
-      else this.counters.succeeded++;
-      this.byId.delete(task.task_id);
-      hooks.finished(outcome);
-    })();
-    this.runs.add(run);
-    void run.finally(() => this.runs.delete(run));
   }
 
   /** Resolves once no handler runs, those started meanwhile included. */
   async idle(): Promise<void> {
-    while (this.runs.size > 0) await Promise.all(this.runs);
+    while (this.byId.size > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
   }
 
   /**
@@ -229,38 +285,8 @@ export class RunningTasks {
   abortAfter(graceMs: number | undefined): () => void {
     if (graceMs === undefined) return () => undefined;
     const timer = setTimeout(() => {
-      for (const [taskId, running] of this.byId) running.stop(new WorkerStoppedError(taskId, graceMs));
+      for (const [taskId, running] of [...this.byId]) running.stop(new WorkerStoppedError(taskId, graceMs));
     }, graceMs);
     return () => clearTimeout(timer);
-  }
-
-  /** `ctx.spawn`: refused here when the attempt is over or the count is out of bounds, else asked of the node. */
-  private async spawn(
-    running: RunningTask,
-    hooks: AttemptHooks,
-    tasks: readonly ChildTask[],
-    traceparent: string | undefined,
-  ): Promise<SpawnedChild[]> {
-    if (!Array.isArray(tasks) || tasks.length === 0 || tasks.length > MAX_SPAWN)
-      throw new RangeError(
-        `spawn: 1 to ${MAX_SPAWN} children per call, got ${Array.isArray(tasks) ? tasks.length : typeof tasks}`,
-      );
-    if (running.timeout !== null) throw running.timeout;
-    if (running.lost || this.byId.get(running.task.task_id) !== running) throw new LeaseLostError(running.task.task_id);
-    return hooks.spawn(tasks, traceparent);
-  }
-
-  /** `ctx.extendDeadline`: checks what can be answered here, then asks the node through the transport. */
-  private async extend(running: RunningTask, hooks: AttemptHooks, seconds: number): Promise<Date> {
-    const taskId = running.task.task_id;
-    if (typeof seconds !== 'number' || !(seconds > 0 && seconds <= MAX_EXTEND_SECONDS))
-      throw new RangeError(`extendDeadline: seconds must be a number > 0 and ≤ ${MAX_EXTEND_SECONDS}, got ${seconds}`);
-    if (running.timeout !== null) throw running.timeout;
-    if (running.lost) throw new LeaseLostError(taskId);
-    if (running.deadlineMs === null)
-      throw new Error(`extendDeadline: the node named no deadline for task ${taskId} (it is older than deadlines)`);
-    if (this.byId.get(taskId) !== running) return new Date(running.deadlineMs); // over already
-    // The transport has moved the timer to the node's answer (`moveDeadline`) before this resolves.
-    return new Date(await hooks.extend(seconds));
   }
 }

@@ -1,6 +1,15 @@
-import { ChildWaitRequest, childrenOf, inputsOf, waitForChildren } from './child-wait.js';
+import {
+  ChildWaitRequest,
+  childrenOf,
+  inputsOf,
+  waitForChildren,
+  type TaskChildren,
+  type TaskInputs,
+  type WaitForChildrenOptions,
+} from './child-wait.js';
 import { encodeWorkerJson } from './completions.js';
 import { PermanentTaskError } from './errors.js';
+import type { ChildTask, SpawnedChild } from './spawn.js';
 import type { TaskContext, TaskHandler, WorkerStats } from './types.js';
 import type { WirePolledTask, WireResult } from './wire.js';
 
@@ -41,32 +50,74 @@ export function newCounters(): Omit<WorkerStats, 'running' | 'unreported'> {
   };
 }
 
-/** What the handler sees of a task the node handed out (by poll or push); `signal` and `deadline` are read live. */
-export function contextOf(
-  task: WirePolledTask,
-  run: Pick<TaskContext, 'progress' | 'extendDeadline' | 'spawn'> & { signal(): AbortSignal; deadline(): Date | null },
-): TaskContext {
-  const children = childrenOf(task.children);
-  const inputs = inputsOf(task);
-  return {
-    taskId: task.task_id,
-    taskType: task.task_type,
-    payload: task.payload ?? null,
-    attempt: task.attempt,
-    get signal() {
-      return run.signal();
-    },
-    progress: run.progress,
-    get deadline() {
-      return run.deadline();
-    },
-    extendDeadline: run.extendDeadline,
-    spawn: run.spawn,
-    waitForChildren,
-    ...(children === undefined ? {} : { children }),
-    ...(inputs === undefined ? {} : { inputs }),
-    ...(typeof task.traceparent === 'string' ? { traceparent: task.traceparent } : {}),
-  };
+/** What a handler's context reads and asks through: its attempt (`RunningTask`). */
+export interface AttemptAccess {
+  readonly signal: AbortSignal;
+  readonly deadlineMs: number | null;
+  progress(value: unknown): void;
+  extendDeadline(seconds: number): Promise<Date>;
+  spawn(tasks: readonly ChildTask[]): Promise<SpawnedChild[]>;
+}
+
+/**
+ * What the handler sees of a task the node handed out (by poll or push). A class rather than an
+ * object literal with getters: one small object a task, its accessors on the prototype.
+ * `signal` and `deadline` are read live. `progress`, `extendDeadline` and `spawn` are made
+ * when first read, bound, so that they may be destructured as the fields are.
+ */
+export class HandlerContext implements TaskContext {
+  readonly taskId: string;
+  readonly taskType: string;
+  readonly payload: unknown;
+  readonly attempt: number;
+  readonly children?: TaskChildren;
+  readonly inputs?: TaskInputs;
+  readonly traceparent?: string;
+  readonly #run: AttemptAccess;
+  #progress: ((value: unknown) => void) | undefined;
+  #extend: ((seconds: number) => Promise<Date>) | undefined;
+  #spawn: ((tasks: readonly ChildTask[]) => Promise<SpawnedChild[]>) | undefined;
+
+  constructor(task: WirePolledTask, run: AttemptAccess) {
+    this.taskId = task.task_id;
+    this.taskType = task.task_type;
+    this.payload = task.payload ?? null;
+    this.attempt = task.attempt;
+    this.#run = run;
+    const children = childrenOf(task.children);
+    if (children !== undefined) this.children = children;
+    const inputs = inputsOf(task);
+    if (inputs !== undefined) this.inputs = inputs;
+    if (typeof task.traceparent === 'string') this.traceparent = task.traceparent;
+  }
+
+  get signal(): AbortSignal {
+    return this.#run.signal;
+  }
+
+  get deadline(): Date | null {
+    const ms = this.#run.deadlineMs;
+    return ms === null ? null : new Date(ms);
+  }
+
+  get progress(): (value: unknown) => void {
+    const run = this.#run;
+    return (this.#progress ??= (value) => run.progress(value));
+  }
+
+  get extendDeadline(): (seconds: number) => Promise<Date> {
+    const run = this.#run;
+    return (this.#extend ??= (seconds) => run.extendDeadline(seconds));
+  }
+
+  get spawn(): (tasks: readonly ChildTask[]) => Promise<SpawnedChild[]> {
+    const run = this.#run;
+    return (this.#spawn ??= (tasks) => run.spawn(tasks));
+  }
+
+  waitForChildren(options?: WaitForChildrenOptions): ChildWaitRequest {
+    return waitForChildren(options);
+  }
 }
 
 /**
