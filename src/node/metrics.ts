@@ -125,7 +125,10 @@ export function nodeMetrics(
 
   events.on('task:claimed', (e) => claimed.inc(e.taskIds.length));
   events.on('task:completed', (e) => {
-    for (const t of e.transitions) completed.inc({ status: t.status });
+    // Once per status an event holds, not once per task (prom-client hashes the labels each time).
+    const byStatus = new Map<string, number>();
+    for (const t of e.transitions) byStatus.set(t.status, (byStatus.get(t.status) ?? 0) + 1);
+    for (const [status, n] of byStatus) completed.inc({ status }, n);
   });
   events.on('lease:expired', (e) => {
     if (e.requeued) requeued.inc();
