@@ -13,11 +13,11 @@ import { LEASE_EXPIRED, TIMED_OUT } from '../../domain/attempt-errors.js';
  * final attempt of a task that a result ended is read back from the task row itself.
  * A task the UPDATE did not match writes nothing.
  *
- * The UPDATE joins the task table a second time (`o`) because the execution row needs the
- * attempt's due time and RETURNING shows only the new row, whose due time a retry has
- * already moved. Values that decide the outcome (`cancel_requested`, `attempts`) are read
- * from the locked row `t`, never from `o`, so a cancel committed while the UPDATE waited
- * for the row is honoured. The status tests are fenced ({@link statusIs}): rows are
+ * An execution row needs the attempt's due time, which a retry has already moved on the row
+ * RETURNING shows: the result's execution part reads it from the table as the statement found
+ * it (`o`), and only for a retry; expiry's UPDATE joins it (`o`), since every expiry writes one.
+ * Values that decide the outcome (`cancel_requested`, `attempts`) are read from the locked row
+ * `t`, never from `o`, so a cancel committed while the UPDATE waited for the row is honoured. The status tests are fenced ({@link statusIs}): rows are
  * found through the primary key only, however stale the statistics.
  */
 
@@ -83,12 +83,11 @@ const COMPLETE = `
         lease_expires_at = NULL,
         lease_token_hash = NULL,
         updated_at = ${tsParam(6)}
-    FROM r JOIN tasks o ON o.id = r.id
+    FROM r
     WHERE t.id = r.id AND ${statusIs('t', 'running')} AND t.lease_token_hash = r.token_hash
       AND t.deadline_at > ${tsParam(6)}
     RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.limits, t.attempts,
-              t.started_at, t.worker_id, t.has_dependents, o.due_time AS attempt_due_time, r.ok, r.error,
-              t.traceparent, t.partition
+              t.started_at, t.worker_id, t.has_dependents, r.ok, r.error, t.traceparent, t.partition
   ),
   ${dagEventsCte(6)},
   execution AS (
@@ -97,9 +96,13 @@ const COMPLETE = `
     SELECT d.id, d.attempts,
            CASE WHEN d.status = 'cancelled' THEN 'cancelled'
                 WHEN d.ok THEN 'succeeded' ELSE 'failed' END,
-           d.attempt_due_time, d.started_at, ${tsParam(6)}, d.worker_id,
+           o.due_time, d.started_at, ${tsParam(6)}, d.worker_id,
            CASE WHEN d.ok THEN NULL ELSE d.error END
-    FROM done d
+    -- The attempt's due time, which a retry has moved on the new row: every part of one
+    -- statement reads the table as it was when the statement began, so o is the row before
+    -- this UPDATE. Read here, only for a retry, rather than joined into the UPDATE for every
+    -- row; a lookup by primary key each (OFFSET 0: the planner may not make it a join).
+    FROM done d, LATERAL (SELECT o.due_time FROM tasks o WHERE o.id = d.id OFFSET 0) o
     -- Only an attempt that did not end the task needs a row of its own: a final attempt is
     -- still on the task row (status, times, worker, last error) and history derives it from
     -- there. This keeps the common case — one attempt, succeeded — at one write per result.
