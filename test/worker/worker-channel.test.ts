@@ -73,6 +73,17 @@ function heldHandlers() {
   };
 }
 
+/** A worker of held handlers on a fake node that has welcomed it. */
+async function welcomedHeld() {
+  const node = await fakeNode();
+  const held = heldHandlers();
+  const w = worker({ url: node.url, handler: held.handler });
+  const conn = await node.accept();
+  await conn.next('hello');
+  conn.welcome();
+  return { held, w, conn };
+}
+
 describe('worker SDK on the channel', () => {
   it('says hello with its id, task types, free slots as credits and the token, and resumes nothing at first', async () => {
     const node = await fakeNode();
@@ -243,12 +254,7 @@ describe('worker SDK on the channel', () => {
 
   it('hands a handler that reads its signal only after a cancel, then a lost lease, a signal aborted with the first reason', async () => {
     // The signal is made when first read (RunningTask.signal): an abort before that must not be lost.
-    const node = await fakeNode();
-    const held = heldHandlers();
-    const w = worker({ url: node.url, handler: held.handler });
-    const conn = await node.accept();
-    await conn.next('hello');
-    conn.welcome();
+    const { held, w, conn } = await welcomedHeld();
     const [late, early] = [task(), task()];
     conn.push(late, early);
     await until(() => w.stats.running === 2, 'both running');
@@ -480,12 +486,7 @@ describe('worker SDK on the channel', () => {
   });
 
   it('stop() without a grace waits for running handlers', async () => {
-    const node = await fakeNode();
-    const held = heldHandlers();
-    const w = worker({ url: node.url, handler: held.handler });
-    const conn = await node.accept();
-    await conn.next('hello');
-    conn.welcome();
+    const { held, w, conn } = await welcomedHeld();
     const t = task();
     conn.push(t);
     await until(() => w.stats.running === 1, 'running');
