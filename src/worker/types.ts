@@ -6,7 +6,11 @@
 import type { ChildTask, SpawnedChild } from './spawn.js';
 import type { ChildWaitRequest, TaskChildren, TaskInputs, WaitForChildrenOptions } from './child-wait.js';
 
-/** One task as the handler sees it. */
+/**
+ * One task as the handler sees it. Destructure what you need (`({ payload, signal }) => …`);
+ * `signal`, `deadline` and the methods are accessors, so a spread copy (`{ ...ctx }`) has the
+ * task's fields only.
+ */
 export interface TaskContext {
   /** The task's id (a UUID). */
   readonly taskId: string;
