@@ -18,7 +18,7 @@ import type { DutyFailure, DutyFailuresEnded } from '../runtime/supervision.js';
 import type { ActorSystem } from '../runtime/system.js';
 import { droppedTells } from './dropped-tells.js';
 import type { DutyLog } from './duty-log.js';
-import { taskMetrics, type TaskMetricSources } from './task-metrics.js';
+import { tally, taskMetrics, type TaskMetricSources } from './task-metrics.js';
 import { limitMetrics } from './limit-metrics.js';
 
 /** What the node's metrics read when `/metrics` is scraped. */
@@ -125,10 +125,7 @@ export function nodeMetrics(
 
   events.on('task:claimed', (e) => claimed.inc(e.taskIds.length));
   events.on('task:completed', (e) => {
-    // Once per status an event holds, not once per task (prom-client hashes the labels each time).
-    const byStatus = new Map<string, number>();
-    for (const t of e.transitions) byStatus.set(t.status, (byStatus.get(t.status) ?? 0) + 1);
-    for (const [status, n] of byStatus) completed.inc({ status }, n);
+    for (const [status, n] of tally(e.transitions, (t) => t.status)) completed.inc({ status }, n);
   });
   events.on('lease:expired', (e) => {
     if (e.requeued) requeued.inc();

@@ -106,25 +106,6 @@ export function taskMetrics(
   const finishedOf = byOutcome((type, outcome) => finished.labels(type, outcome));
   const runOf = byOutcome((type, outcome) => runTime.labels(type, outcome));
 
-  /**
-   * The labels of `items` as runs of one label and their lengths: a counter is bumped once a run
-   * (a batch is mostly one type), not once a task, for prom-client hashes its labels each time.
-   */
-  const runsOf = <T>(items: readonly T[], typeOf: (item: T) => string): { labels: string[]; counts: number[] } => {
-    const runs = { labels: [] as string[], counts: [] as number[] };
-    let last = -1;
-    for (const item of items) {
-      const label = labels.of(typeOf(item));
-      if (last >= 0 && runs.labels[last] === label) (runs.counts[last] as number)++;
-      else {
-        runs.labels.push(label);
-        runs.counts.push(1);
-        last++;
-      }
-    }
-    return runs;
-  };
-
   const attemptEnded = (taskType: string, outcome: AttemptOutcome, startedMs: number | null, endedMs: number) => {
     const label = labels.of(taskType);
     finishedOf(outcome)(label).inc();
@@ -132,32 +113,19 @@ export function taskMetrics(
   };
 
   events.on('task:submitted', ({ taskTypes }) => {
-    const runs = runsOf(taskTypes, (type) => type);
-    for (let i = 0; i < runs.labels.length; i++) submittedOf(runs.labels[i] as string).inc(runs.counts[i]);
+    for (const [series, n] of tally(taskTypes, (type) => submittedOf(labels.of(type)))) series.inc(n);
   });
   events.on('task:claimed', ({ tasks, startedMs }) => {
-    const runs = runsOf(tasks, (task) => task.taskType);
-    for (let i = 0; i < runs.labels.length; i++) startedOf(runs.labels[i] as string).inc(runs.counts[i]);
+    for (const [series, n] of tally(tasks, (task) => startedOf(labels.of(task.taskType)))) series.inc(n);
     for (const task of tasks) lagOf(labels.of(task.taskType)).observe(Math.max(0, startedMs - task.dueMs) / 1000);
   });
   events.on('task:completed', ({ transitions }) => {
-    // The counter once per run of one type and outcome; the run time per attempt.
-    let label = '';
-    let outcome: AttemptOutcome = 'succeeded';
-    let run = 0;
+    const finishedIn = tally(transitions, (t) => finishedOf(resultOutcome(t))(labels.of(t.taskType)));
+    for (const [series, n] of finishedIn) series.inc(n);
     for (const t of transitions) {
-      const l = labels.of(t.taskType);
-      const o = resultOutcome(t);
-      if (run > 0 && (l !== label || o !== outcome)) {
-        finishedOf(outcome)(label).inc(run);
-        run = 0;
-      }
-      label = l;
-      outcome = o;
-      run++;
-      if (t.startedMs !== null) runOf(o)(l).observe(Math.max(0, t.endedMs - t.startedMs) / 1000);
+      if (t.startedMs !== null)
+        runOf(resultOutcome(t))(labels.of(t.taskType)).observe(Math.max(0, t.endedMs - t.startedMs) / 1000);
     }
-    if (run > 0) finishedOf(outcome)(label).inc(run);
   });
   events.on('task:expired', ({ transitions }) => {
     for (const t of transitions) expiredOf(labels.of(t.taskType)).inc();
@@ -208,6 +176,20 @@ export function taskMetrics(
       if (q.ageMs !== null) oldestAge.set({ task_type: q.taskType, priority: q.priority }, q.ageMs / 1000);
     }
   };
+}
+
+/**
+ * How many of `items` fall under each key (a counter's series, a label value), for one `inc(n)`
+ * a series rather than one a task: prom-client hashes a series' labels on every `inc`, and a
+ * batch is mostly one series.
+ */
+export function tally<T, K>(items: Iterable<T>, keyOf: (item: T) => K): Map<K, number> {
+  const counts = new Map<K, number>();
+  for (const item of items) {
+    const key = keyOf(item);
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  return counts;
 }
 
 /** The outcome of the attempt a worker's result ended. */

@@ -4,8 +4,8 @@ import type { CompiledWorkerOptions } from './options.js';
 import {
   failed,
   HandlerContext,
-  progressSender,
   runToOutcome,
+  sendProgress,
   type AttemptAccess,
   type newCounters,
   type TaskOutcome,
@@ -188,7 +188,7 @@ export class RunningTask implements AttemptAccess {
   progress(value: unknown): void {
     const started = this.started;
     if (started === null) return;
-    progressSender(this.task.task_id, started.o, (checked) => started.hooks.progress(checked))(value);
+    sendProgress(this.task.task_id, value, started.o, (checked) => started.hooks.progress(checked));
   }
 
   /** `ctx.spawn`: refused here when the attempt is over or the count is out of bounds, else asked of the node. */

@@ -139,27 +139,26 @@ export function runToOutcome(handler: TaskHandler, task: TaskContext, maxResultB
 }
 
 /**
- * `ctx.progress` of one task: checks the value as the node will take it and hands a copy to
+ * `ctx.progress` of one task: checks `value` as the node will take it and hands a copy to
  * `deliver` (what the handler changes after the call is not sent); never throws — a value
  * that cannot be sent is reported to `onError` and dropped.
  */
-export function progressSender(
+export function sendProgress(
   taskId: string,
+  value: unknown,
   o: { maxResultBytes: number; onError: (error: unknown, context: string) => void },
   deliver: (value: unknown) => void,
-): (value: unknown) => void {
-  return (value) => {
-    try {
-      const encoded = encodeWorkerJson(value, o.maxResultBytes);
-      if ('problem' in encoded) {
-        o.onError(new TypeError(`progress ${encoded.problem}`), `progress of task ${taskId}, dropped`);
-      } else {
-        deliver(JSON.parse(encoded.json));
-      }
-    } catch (error) {
-      o.onError(error, `progress of task ${taskId}`);
+): void {
+  try {
+    const encoded = encodeWorkerJson(value, o.maxResultBytes);
+    if ('problem' in encoded) {
+      o.onError(new TypeError(`progress ${encoded.problem}`), `progress of task ${taskId}, dropped`);
+    } else {
+      deliver(JSON.parse(encoded.json));
     }
-  };
+  } catch (error) {
+    o.onError(error, `progress of task ${taskId}`);
+  }
 }
 
 function succeeded(value: unknown, maxResultBytes: number): TaskOutcome {

@@ -6,9 +6,9 @@ import { TypedEvents } from '../../src/lib/events.js';
 import { taskMetrics } from '../../src/node/task-metrics.js';
 
 /**
- * The task metrics count a batch's tasks in runs of one label (one `inc(n)` a run, not one a
- * task): a batch that mixes types and outcomes, in runs and interleaved, must count each task
- * once under its own labels, and the `other` cap must still apply inside a run.
+ * The task metrics count a batch's tasks with one `inc(n)` a series, not one a task (`tally`):
+ * a batch that mixes types and outcomes, in runs and interleaved, must count each task once
+ * under its own labels, and the `other` cap must still apply.
  */
 function setUp(maxTaskTypes = 10) {
   const registry = new Registry();
@@ -39,7 +39,7 @@ const ended = (taskType: string, status: Transition['status'], startedMs: number
   endedMs: 1_500,
 });
 
-describe('task metrics by runs of one label', () => {
+describe('task metrics counted a series at a time', () => {
   it('counts submitted and started tasks of interleaved types each under its own type', async () => {
     const { events, values } = setUp();
     events.emit('task:submitted', {
@@ -57,7 +57,7 @@ describe('task metrics by runs of one label', () => {
     });
   });
 
-  it('counts finished attempts under their type and outcome, a run broken by either', async () => {
+  it('counts finished attempts under their type and outcome, interleaved', async () => {
     const { events, values } = setUp();
     events.emit('task:completed', {
       transitions: [
@@ -84,7 +84,7 @@ describe('task metrics by runs of one label', () => {
     });
   });
 
-  it('counts the types past the cap as other, within a run too', async () => {
+  it('counts the types past the cap as other', async () => {
     const { events, values } = setUp(1);
     events.emit('task:submitted', { taskIds: ['1', '2', '3', '4'], taskTypes: ['a', 'b', 'c', 'a'] });
     expect(await values('wheelhouse_tasks_submitted_total')).toEqual({ a: 2, other: 2 });

@@ -17,8 +17,9 @@ import { LEASE_EXPIRED, TIMED_OUT } from '../../domain/attempt-errors.js';
  * RETURNING shows: the result's execution part reads it from the table as the statement found
  * it (`o`), and only for a retry; expiry's UPDATE joins it (`o`), since every expiry writes one.
  * Values that decide the outcome (`cancel_requested`, `attempts`) are read from the locked row
- * `t`, never from `o`, so a cancel committed while the UPDATE waited for the row is honoured. The status tests are fenced ({@link statusIs}): rows are
- * found through the primary key only, however stale the statistics.
+ * `t`, never from `o`, so a cancel committed while the UPDATE waited for the row is honoured.
+ * The status tests are fenced ({@link statusIs}): rows are found through the primary key only,
+ * however stale the statistics.
  */
 
 /**
