@@ -428,7 +428,12 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
       const p = makeTask();
       await tasks.submit([p], T0);
       const later = makeTask({ dependsOn: [p.id], scheduleType: 'delayed', dueMs: T0 + 60_000 });
-      const earlier = makeTask({ dependsOn: [p.id], scheduleType: 'delayed', dueMs: T0 + 1_000 });
+      const earlier = makeTask({
+        dependsOn: [p.id],
+        scheduleType: 'delayed',
+        dueMs: T0 + 1_000,
+        startDeadlineSeconds: 10,
+      });
       await tasks.submit([later, earlier], T0);
       await finish(p.id, 'succeeded');
       const outcomes = await dags.reconcile([later.id, earlier.id], T0 + 30_000);
@@ -441,6 +446,8 @@ describe.each(sqlBackends)('DagStore on $name', ({ open }) => {
       );
       expect((await get(later.id)).dueMs).toBe(T0 + 60_000);
       expect((await get(earlier.id)).dueMs).toBe(T0 + 30_000);
+      // Its start deadline counts from the release.
+      expect((await get(earlier.id)).startByMs).toBe(T0 + 40_000);
     });
 
     it('cancels on a failed predecessor naming it, writes the outbox event for its own dependents, and so on down', async () => {

@@ -43,6 +43,7 @@ const ALL_MIGRATIONS = [
   '000022_traceparent.sql',
   '000023_limits_index_by_status.sql',
   '000024_running_limits_pending_list.sql',
+  '000025_start_by_without_trigger.sql',
 ];
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

@@ -1,6 +1,6 @@
 /**
- * TaskStore conformance, start deadlines: `start_by` follows the due time (the trigger of
- * migrations/000011_deadlines.sql), the claim refuses a task past it, `expireUnstarted` ends
+ * TaskStore conformance, start deadlines: `start_by` follows the due time (written at insert by
+ * the trigger of migrations/000011_deadlines.sql, by each statement that moves it after: 000025), the claim refuses a task past it, `expireUnstarted` ends
  * such tasks `expired` (final: their dependents hear of it, history shows the attempt that
  * never started, retention removes them, a retry runs them again). Runs against Postgres and
  * PGlite (one SQL for both).
@@ -50,6 +50,28 @@ describe.each(sqlBackends)('TaskStore on $name: start deadlines', ({ open }) => 
     const [retried] = await store.complete([fail], T0 + 7000, BACKOFF);
     expect(retried!.status).toBe('pending');
     expect(await store.get(t.id)).toMatchObject({ startByMs: retried!.requeued!.dueMs + 10_000 });
+  });
+
+  it('moves start_by with the due time of a retry after an expired lease and of a debounced merge', async () => {
+    partition = 9;
+    // Every update of a task passes a due time it moves on to start_by itself (no row trigger,
+    // migrations/000025_start_by_without_trigger.sql).
+    const t = task({ maxRetries: 2, timeoutSeconds: 5 });
+    await store.submit([t], T0);
+    const [c] = await store.claim([t.id], 'w', T0 + 1000);
+    const expired = await store.expireLease(t.id, c!.version, T0 + 7000, BACKOFF);
+    expect(expired!.status).toBe('pending');
+    expect(expired!.requeued!.dueMs).toBeGreaterThan(T0 + 7000);
+    expect(await store.get(t.id)).toMatchObject({ startByMs: expired!.requeued!.dueMs + 10_000 });
+
+    const debounce = { key: `k-${t.id}`, seconds: 5, maxWaitSeconds: 60 };
+    const first = task({ taskType: 'dl.debounced', dueMs: T0 + 5000, debounce });
+    await store.submit([first], T0);
+    expect(await store.get(first.id)).toMatchObject({ startByMs: T0 + 15_000 });
+    const second = task({ taskType: 'dl.debounced', dueMs: T0 + 8000, debounce });
+    const [merged] = await store.submit([second], T0 + 3000);
+    expect(merged).toMatchObject({ debounced: true, task: { id: first.id } });
+    expect(await store.get(first.id)).toMatchObject({ dueMs: T0 + 8000, startByMs: T0 + 18_000 });
   });
 
   it('claims a task before its start deadline and never after', async () => {

@@ -58,6 +58,21 @@ export function statusIn(alias: string, statuses: readonly StoredStatus[]): stri
   return `${alias}.status COLLATE "C" IN (${statuses.map((status) => `'${status}'`).join(', ')})`;
 }
 
+/**
+ * SQL: the SET items of an UPDATE of task `t` that moves its due time to `due`: `due_time`,
+ * and `start_by` with it — the due time plus the start deadline, NULL without one
+ * (migrations/000011_deadlines.sql). Every statement that moves a due time sets both: a row
+ * trigger did, but Postgres locks each row a BEFORE UPDATE trigger may see, whatever its column
+ * list and WHEN clause, so every update of every task — claims, results, heartbeats — wrote a
+ * lock record of its own (migrations/000025_start_by_without_trigger.sql). `due` appears twice,
+ * so it must give the same value both times: nothing volatile (a retry's jitter comes from a
+ * column the statement computed once).
+ */
+export function dueTimeSet(due: string): string {
+  return `due_time = ${due},
+        start_by = (${due}) + t.start_deadline_seconds * interval '1 second'`;
+}
+
 /** The 24 h window of an idempotency key. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 

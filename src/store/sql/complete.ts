@@ -1,7 +1,7 @@
 import type { Db } from '../db.js';
 import { LEASE_DIGEST_BYTES } from '../../domain/lease-token.js';
 import type { BackoffPolicy, Completion, Transition } from '../../domain/model.js';
-import { msOf, statusIs, toDueEntry, tsParam, validIds, wholeMs, type DueRow } from './columns.js';
+import { dueTimeSet, msOf, statusIs, toDueEntry, tsParam, validIds, wholeMs, type DueRow } from './columns.js';
 import { dagEventsCte, isFinal } from './outbox.js';
 import { LEASE_EXPIRED, TIMED_OUT } from '../../domain/attempt-errors.js';
 
@@ -24,14 +24,20 @@ import { LEASE_EXPIRED, TIMED_OUT } from '../../domain/attempt-errors.js';
 
 /**
  * SQL: the retry delay of the attempt that just ended, as an interval:
- * min(base · 2^(attempt − 1), max) scaled by a random factor in [0.5, 1), rounded to whole
- * milliseconds so that due times stay whole milliseconds. `$base` and `$max` are the
+ * min(base · 2^(attempt − 1), max) scaled by `jitter` (a random factor in [0.5, 1)), rounded
+ * to whole milliseconds so that due times stay whole milliseconds. `$base` and `$max` are the
  * parameter numbers of `BackoffPolicy.baseMs` and `maxMs`.
  */
-function backoffSql(base: number, max: number): string {
+function backoffSql(base: number, max: number, jitter: string): string {
   return `round(least($${base}::float8 * power(2, t.attempts - 1), $${max}::float8)
-                * (0.5 + random() * 0.5)) * interval '1 millisecond'`;
+                * ${jitter}) * interval '1 millisecond'`;
 }
+
+/**
+ * SQL: a retry's random factor in [0.5, 1), computed once per row in a part of its own: the
+ * new due time is written twice, as `due_time` and inside `start_by` ({@link dueTimeSet}).
+ */
+const JITTER = '0.5 + random() * 0.5';
 
 /**
  * SQL: the attempts of task `t` that count against `max_retries`: those that ended waiting for
@@ -62,7 +68,7 @@ const RETRY_AFTER_RESULT = `NOT t.cancel_requested AND NOT r.ok AND r.retryable 
  */
 const COMPLETE = `
   WITH r AS (
-    SELECT r.id, r.ok, r.error, r.retryable, r.result,
+    SELECT r.id, r.ok, r.error, r.retryable, r.result, ${JITTER} AS jitter,
            substring($2::bytea FROM (r.n::int4 - 1) * ${LEASE_DIGEST_BYTES} + 1 FOR ${LEASE_DIGEST_BYTES}) AS token_hash
     FROM unnest($1::uuid[], $3::bool[], $4::text[], $5::bool[], $9::text[])
          WITH ORDINALITY AS r(id, ok, error, retryable, result, n)
@@ -74,8 +80,8 @@ const COMPLETE = `
                       WHEN ${RETRY_AFTER_RESULT} THEN 'pending'
                       ELSE 'failed' END,
         version = t.version + 1,
-        due_time = CASE WHEN ${RETRY_AFTER_RESULT} THEN ${tsParam(6)} + ${backoffSql(7, 8)}
-                        ELSE t.due_time END,
+        ${dueTimeSet(`CASE WHEN ${RETRY_AFTER_RESULT} THEN ${tsParam(6)} + ${backoffSql(7, 8, 'r.jitter')}
+                           ELSE t.due_time END`)},
         completed_at = CASE WHEN ${RETRY_AFTER_RESULT} THEN NULL ELSE ${tsParam(6)} END,
         last_error = CASE WHEN r.ok THEN t.last_error ELSE r.error END,
         result = CASE WHEN r.ok AND NOT t.cancel_requested THEN r.result::jsonb END,
@@ -197,8 +203,8 @@ const EXPIRE_LEASE = `
                       WHEN ${RETRY_AFTER_EXPIRY} THEN 'pending'
                       ELSE 'failed' END,
         version = t.version + 1,
-        due_time = CASE WHEN ${RETRY_AFTER_EXPIRY} THEN ${tsParam(3)} + ${backoffSql(4, 5)}
-                        ELSE t.due_time END,
+        ${dueTimeSet(`CASE WHEN ${RETRY_AFTER_EXPIRY} THEN ${tsParam(3)} + ${backoffSql(4, 5, 'j.jitter')}
+                           ELSE t.due_time END`)},
         completed_at = CASE WHEN ${RETRY_AFTER_EXPIRY} THEN NULL ELSE ${tsParam(3)} END,
         last_error = ${EXPIRY_ERROR},
         progress = CASE WHEN ${RETRY_AFTER_EXPIRY} THEN NULL ELSE t.progress END,
@@ -206,7 +212,7 @@ const EXPIRE_LEASE = `
         lease_expires_at = NULL,
         lease_token_hash = NULL,
         updated_at = ${tsParam(3)}
-    FROM tasks o
+    FROM tasks o, (SELECT ${JITTER} AS jitter) j
     WHERE o.id = $1 AND t.id = $1 AND ${statusIs('t', 'running')} AND t.version = $2
       AND t.lease_expires_at <= ${tsParam(3)}
     RETURNING t.id, t.status, t.version, t.task_type, t.priority, t.due_time, t.limits, t.attempts,

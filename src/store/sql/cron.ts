@@ -10,7 +10,7 @@ import {
 } from '../../domain/model.js';
 import { cronScheduleOf } from './cron-json.js';
 import type { HistoryCursor, PartitionCursor, ScheduleWrite, ScheduleWriteResult } from '../types.js';
-import { msOf, toDueEntry, tsParam, validIds, type DueRow } from './columns.js';
+import { dueTimeSet, msOf, toDueEntry, tsParam, validIds, type DueRow } from './columns.js';
 import { dagEventsCte } from './outbox.js';
 import { byPart, partitionPages, type FirstPageRequest } from './partition-pages.js';
 import { MAX_ATTEMPT, historyOf } from './read.js';
@@ -113,7 +113,7 @@ const UPDATE_SCHEDULES = `
   UPDATE tasks t
   SET version = t.version + 1,
       status = w.status,
-      due_time = COALESCE(to_timestamp(w.next_ms / 1000), t.due_time),
+      ${dueTimeSet('COALESCE(to_timestamp(w.next_ms / 1000), t.due_time)')},
       last_fired_at = COALESCE(to_timestamp(w.fired_ms / 1000), t.last_fired_at),
       wake_time = COALESCE(to_timestamp(w.wake_ms / 1000), t.wake_time),
       schedule = CASE WHEN w.generation IS NULL THEN t.schedule

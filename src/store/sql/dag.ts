@@ -4,6 +4,7 @@ import type { Db } from '../db.js';
 import type { NewTask, StoredStatus, TaskRecord } from '../../domain/model.js';
 import type { DagEvent, DagNodeRecord, DagOutcome } from '../dag-types.js';
 import {
+  dueTimeSet,
   IDEMPOTENCY_WINDOW_MS,
   msOf,
   statusIn,
@@ -176,8 +177,8 @@ const RECONCILE = `
                       WHEN ch.broken_by IS NOT NULL THEN 'cancelled'
                       WHEN t.deps_satisfied + ch.n >= t.deps_total THEN 'pending'
                       ELSE t.status END,
-        due_time = CASE WHEN ch.broken_by IS NULL AND t.deps_satisfied + ch.n >= t.deps_total
-                        THEN greatest(t.due_time, ${tsParam(2)}) ELSE t.due_time END,
+        ${dueTimeSet(`CASE WHEN ch.broken_by IS NULL AND t.deps_satisfied + ch.n >= t.deps_total
+                           THEN greatest(t.due_time, ${tsParam(2)}) ELSE t.due_time END`)},
         completed_at = CASE WHEN ch.broken_by IS NOT NULL THEN ${tsParam(2)} ELSE t.completed_at END,
         last_error = CASE WHEN ch.broken_by IS NOT NULL
                           THEN (CASE WHEN t.status = 'waiting' THEN 'child ' ELSE 'predecessor ' END)

@@ -1,6 +1,6 @@
 import type { DbTx } from '../db.js';
 import type { NewTask, SubmitResult } from '../../domain/model.js';
-import { taskColumns, toTaskRecord, tsParam, wholeMs, type TaskRow } from './columns.js';
+import { dueTimeSet, taskColumns, toTaskRecord, tsParam, wholeMs, type TaskRow } from './columns.js';
 
 /**
  * Debounced submits (`debounce: { key, seconds, max_wait_seconds }`, migrations/000013_debounce.sql):
@@ -46,7 +46,7 @@ const UPSERT_DEBOUNCED = `
   ORDER BY u.task_type, u.debounce_key
   ON CONFLICT (task_type, debounce_key) WHERE status = 'pending' AND debounce_key IS NOT NULL
   DO UPDATE SET payload = excluded.payload,
-                due_time = greatest(t.due_time, least(excluded.due_time, t.debounce_until)),
+                ${dueTimeSet('greatest(t.due_time, least(excluded.due_time, t.debounce_until))')},
                 updated_at = excluded.updated_at,
                 version = t.version + 1
   RETURNING ${taskColumns('t')}`;

@@ -2,6 +2,7 @@ import type { Db, DbTx } from '../db.js';
 import type { DueEntry } from '../../domain/model.js';
 import type { RetryResult } from '../types.js';
 import {
+  dueTimeSet,
   statusIn,
   taskColumns,
   toDueEntry,
@@ -38,7 +39,7 @@ function retryStatement(ids: string, answer = 'd.*'): string {
     UPDATE tasks t
     SET status = 'pending',
         version = t.version + 1,
-        due_time = ${tsParam(2)},
+        ${dueTimeSet(tsParam(2))},
         completed_at = NULL,
         cancel_requested = false,
         result = NULL,

@@ -2,7 +2,7 @@ import type { Db } from '../db.js';
 import type { ChildWait, Transition } from '../../domain/model.js';
 import { LEASE_DIGEST_BYTES } from '../../domain/lease-token.js';
 import { FINAL_STATUSES } from '../../domain/lifecycle.js';
-import { tsParam, validIds } from './columns.js';
+import { dueTimeSet, tsParam, validIds } from './columns.js';
 import { TRANSITION_COLUMNS, toTransition, type TransitionRow } from './complete.js';
 import { MARK_HAS_DEPENDENTS } from './dag-submit.js';
 import { dagEventsCte } from './outbox.js';
@@ -65,7 +65,7 @@ const END_ATTEMPT = `
     UPDATE tasks t
     SET status = $2::text,
         version = t.version + 1,
-        due_time = CASE WHEN $2::text = 'pending' THEN ${tsParam(3)} ELSE t.due_time END,
+        ${dueTimeSet(`CASE WHEN $2::text = 'pending' THEN ${tsParam(3)} ELSE t.due_time END`)},
         completed_at = CASE WHEN $2::text IN ('cancelled', 'failed') THEN ${tsParam(3)} END,
         last_error = CASE WHEN $2::text = 'failed' THEN $5::text ELSE t.last_error END,
         child_waits = t.child_waits + 1,
