@@ -14,7 +14,10 @@ import { hash, randomFillSync } from 'node:crypto';
  * may stop at the first differing byte (Postgres compares `bytea` so); what that could reveal
  * is how much of the presented token's digest matches the stored digest, and a digest says
  * nothing about the token that would make the next guess better. Within a node the lease
- * actor compares digests with `timingSafeEqual`.
+ * actor compares digests with `timingSafeEqual`. A worker socket keeps the tokens of the tasks
+ * pushed to it with the digests their claim minted; a result on that socket whose token matches
+ * the kept one (`timingSafeEqual` again) goes to the store with the minted digest, so the token
+ * is hashed once per attempt, not twice.
  */
 
 /** The prefix of the tokens this version issues. `lt1.` tokens (the task's version) are refused. */

@@ -200,6 +200,12 @@ export interface ClaimedTask {
   version: number;
   /** The attempt's secret, for the worker that claimed it (see `src/domain/lease-token.ts`). */
   leaseToken: string;
+  /**
+   * What the task row keeps of the token (its SHA-256), as the claim minted it. A worker session
+   * that delivers the task keeps it beside the token, so that a result it receives with that
+   * token reaches the store without hashing the token again. Never sent to a worker.
+   */
+  leaseTokenDigest?: Buffer;
   leaseExpiresMs: number;
   /** The attempt's execution deadline (Unix ms): the lease never runs past it. */
   deadlineMs: number;

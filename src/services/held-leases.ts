@@ -18,6 +18,8 @@ import type { WorkersApi } from './types.js';
 export interface LeaseGrant {
   id: string;
   leaseToken: string;
+  /** The token's digest when the claim that granted it is at hand (a pushed task); absent for a resumed lease. */
+  leaseTokenDigest?: Buffer;
   leaseExpiresMs: number;
   deadlineMs: number;
 }
@@ -31,6 +33,8 @@ export interface LeftLease {
 /** A lease held. */
 export interface HeldLease {
   token: Buffer;
+  /** The token's digest as the claim minted it; undefined for a resumed lease. */
+  digest: Buffer | undefined;
   leaseExpiresMs: number;
   /** The attempt's deadline: the lease never runs past it. */
   deadlineMs: number;
@@ -92,6 +96,7 @@ export class HeldLeases {
     for (const grant of leases) {
       const lease: HeldLease = {
         token: Buffer.from(grant.leaseToken),
+        digest: grant.leaseTokenDigest,
         leaseExpiresMs: grant.leaseExpiresMs,
         deadlineMs: grant.deadlineMs,
         refreshAtMs: 0,

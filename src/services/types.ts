@@ -48,6 +48,12 @@ export interface TaskView {
 export interface CompletionRequest {
   taskId: string;
   leaseToken: string;
+  /**
+   * The token's digest, set only by the worker session that holds the lease and has compared
+   * the token with the one it was given (held-leases.ts); never read from a request. Unset, the
+   * token is hashed.
+   */
+  tokenDigest?: Buffer;
   /** `waiting_children`: the attempt ends waiting for the task's children (docs/api.md, "Children of a running task"). */
   outcome: 'succeeded' | 'failed' | 'waiting_children';
   /** With `waiting_children`: what a child that does not succeed does to the parent. @default 'fail' */

@@ -128,7 +128,7 @@ export class WorkerService implements WorkersApi {
     /** The results sent to the store, by task id. */
     const sent = new Map<string, CompletionRequest>();
     for (const request of results) {
-      const tokenDigest = leaseTokenDigest(request.leaseToken);
+      const tokenDigest = request.tokenDigest ?? leaseTokenDigest(request.leaseToken);
       if (tokenDigest === null || sent.has(request.taskId)) continue;
       sent.set(request.taskId, request);
       if (request.outcome === 'waiting_children') {

@@ -258,7 +258,10 @@ export class WorkerSession {
     for (const r of results) {
       if (sent.has(r.taskId) || !this.held.heldWith(r.taskId, r.leaseToken)) continue;
       sent.set(r.taskId, r);
-      taken.set(r.taskId, this.held.release(r.taskId) as HeldLease); // no heartbeat for a lease whose result is on its way
+      const lease = this.held.release(r.taskId) as HeldLease; // no heartbeat for a lease whose result is on its way
+      taken.set(r.taskId, lease);
+      // The token is the one this socket was given (compared above): its digest is the claim's.
+      if (lease.digest !== undefined) r.tokenDigest = lease.digest;
     }
     let outcome = new Map<string, boolean>();
     let failure: WheelhouseError | null = null;

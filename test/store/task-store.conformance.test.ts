@@ -273,12 +273,15 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
         attempt: 1,
         version: 1,
         leaseToken: expect.stringMatching(/^lt2\.[0-9a-f]{32}$/) as string,
+        leaseTokenDigest: expect.any(Buffer) as Buffer,
         leaseExpiresMs: T0 + 500 + 45_000,
         deadlineMs: T0 + 500 + 45_000,
         timeoutSeconds: 45,
         partition: task.partition,
         dueMs: T0,
       });
+      // What the row keeps of the token, as minted (the node checks a result against it).
+      expect(claimed!.leaseTokenDigest).toEqual(tokenDigest(claimed!.leaseToken));
       expect(await store.get(task.id)).toMatchObject({
         status: 'running',
         attempts: 1,

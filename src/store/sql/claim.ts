@@ -180,23 +180,29 @@ export async function claimTasks(
     params,
     grants.length > 0 ? 'wh_claim_fenced' : 'wh_claim',
   );
-  return rows.map((r) => ({
-    id: r.id,
-    taskType: r.task_type,
-    payload: r.payload,
-    attempt: r.attempts,
-    version: r.version,
-    leaseToken: (tokens[r.n - 1] as MintedLeaseToken).token,
-    leaseExpiresMs: r.lease_expires_ms,
-    // The claim writes the lease and the deadline from the same expression.
-    deadlineMs: r.lease_expires_ms,
-    timeoutSeconds: r.timeout_seconds,
-    partition: r.partition,
-    dueMs: r.due_ms,
-    ...(r.children === null ? {} : { children: r.children }),
-    ...(r.inputs === null ? {} : { inputs: taskInputs(r.inputs) }),
-    ...(r.traceparent === null ? {} : { traceparent: r.traceparent }),
-  }));
+  return rows.map((r) => {
+    const minted = tokens[r.n - 1] as MintedLeaseToken;
+    const task: ClaimedTask = {
+      id: r.id,
+      taskType: r.task_type,
+      payload: r.payload,
+      attempt: r.attempts,
+      version: r.version,
+      leaseToken: minted.token,
+      leaseTokenDigest: minted.digest,
+      leaseExpiresMs: r.lease_expires_ms,
+      // The claim writes the lease and the deadline from the same expression.
+      deadlineMs: r.lease_expires_ms,
+      timeoutSeconds: r.timeout_seconds,
+      partition: r.partition,
+      dueMs: r.due_ms,
+    };
+    // Set only when present, without spreads (one object a task on the claim's hot path).
+    if (r.children !== null) task.children = r.children;
+    if (r.inputs !== null) task.inputs = taskInputs(r.inputs);
+    if (r.traceparent !== null) task.traceparent = r.traceparent;
+    return task;
+  });
 }
 
 /**
