@@ -38,6 +38,8 @@ export interface DebounceSpec {
 /** A validated task, ready to be written. */
 export interface NewTask {
   id: string;
+  /** `payload` as JSON, when the submission's validation wrote it already; the insert writes it otherwise. */
+  payloadJson?: string;
   taskType: string;
   payload: unknown;
   scheduleType: ScheduleType;

@@ -14,6 +14,8 @@ export type ScheduleSpec =
 export interface TaskSpec {
   taskType: string;
   payload: unknown;
+  /** `payload` as JSON, when validation wrote it already (to measure it): the insert sends this text. */
+  payloadJson?: string;
   schedule: ScheduleSpec;
   dependencies: string[];
   idempotencyKey: string | null;

@@ -135,14 +135,15 @@ export class WorkerService implements WorkersApi {
         waits.push({ taskId: request.taskId, tokenDigest, onChildFailure: request.onChildFailure ?? 'fail' });
         continue;
       }
-      completions.push({
+      const completion: Completion = {
         taskId: request.taskId,
         tokenDigest,
         outcome: request.outcome,
         error: request.error,
         retryable: request.retryable,
-        ...(request.result === undefined ? {} : { result: request.result }),
-      });
+      };
+      if (request.result !== undefined) completion.result = request.result;
+      completions.push(completion);
     }
     const [recorded, waited] = await Promise.all([this.completions.submitAll(completions), this.wait(waits)]);
     const done = new Set<string>(waited);

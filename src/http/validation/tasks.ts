@@ -128,6 +128,9 @@ export function taskSpec(o: TaskRequestBody, defaults: TaskDefaults, at: FieldPa
     limits: limitNames(o.limits ?? null, at.at('limits')),
     requestHash: '',
   };
+  // Written above to measure it: the insert sends the same text (with a key it is the canonical
+  // form, key-sorted, which the insert does not need).
+  if (idempotencyKey === null) spec.payloadJson = payloadJson;
   if (o.debounce != null) spec.debounce = debounceSpec(o.debounce, spec, at.at('debounce'));
   if (o.traceparent != null) {
     if (!isTraceparent(o.traceparent)) at.at('traceparent').fail('has a trace id or a parent id of all zeros');

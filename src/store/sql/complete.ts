@@ -1,5 +1,6 @@
 import type { Db } from '../db.js';
 import { LEASE_DIGEST_BYTES } from '../../domain/lease-token.js';
+import { isUuid } from '../../lib/ids.js';
 import type { BackoffPolicy, Completion, Transition } from '../../domain/model.js';
 import { dueTimeSet, msOf, statusIs, toDueEntry, tsParam, validIds, wholeMs, type DueRow } from './columns.js';
 import { dagEventsCte, isFinal } from './outbox.js';
@@ -160,8 +161,9 @@ export async function completeTasks(
   // One result per task: a second result for the same lease could only be refused.
   const seen = new Set<string>();
   const batch = results.filter((c) => {
-    const id = validIds([c.taskId])[0];
-    if (id === undefined || c.tokenDigest.length !== LEASE_DIGEST_BYTES || seen.has(id)) return false;
+    if (!isUuid(c.taskId) || c.tokenDigest.length !== LEASE_DIGEST_BYTES) return false;
+    const id = c.taskId.toLowerCase();
+    if (seen.has(id)) return false;
     seen.add(id);
     return true;
   });

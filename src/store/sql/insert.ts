@@ -111,7 +111,7 @@ export async function insertTasks(
     const g = graph?.columns[i];
     ids[i] = t.id;
     types[i] = t.taskType;
-    payloads[i] = JSON.stringify(t.payload ?? null);
+    payloads[i] = t.payloadJson ?? JSON.stringify(t.payload ?? null);
     statuses[i] = g?.status ?? t.status;
     scheduleTypes[i] = t.scheduleType;
     schedules[i] = t.schedule === null ? null : JSON.stringify(cronScheduleJson(t.schedule));
