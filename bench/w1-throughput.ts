@@ -12,6 +12,7 @@ import {
   waitSettled,
   type BenchCluster,
 } from './cluster-nodes.js';
+import { walPosition } from './pg-sizes.js';
 import { runNames } from './node-process.js';
 import type { WorkerResult } from './protocol.js';
 import { submitTasks } from './submit.js';
@@ -48,8 +49,9 @@ export const w1Throughput: Workload = {
       `i mod ${CLUSTER_NODES} (still 4 requests in flight in all); each worker process runs one SDK worker per node with ` +
       `${CONCURRENCY} / ${CLUSTER_NODES} slots and the same pollers each, and completes through the node it polled. ` +
       `Ratio = processed/s on ${CLUSTER_NODES} nodes / on 1 node, in the same run. The notes give CPU time per process ` +
-      '(/proc utime + stime over the measured window), the node-to-node transport counters and how many leases live on ' +
-      'another node than the one that claimed them.',
+      '(/proc utime + stime over the measured window) and, on 1 node, the WAL the server wrote over it per task (its insert ' +
+      'position before and after), the node-to-node transport counters and how many leases live on another node than ' +
+      'the one that claimed them.',
   ],
   metrics: [
     {
@@ -62,6 +64,7 @@ export const w1Throughput: Workload = {
     { key: 'wallS', label: 'wall time', unit: 's', digits: 2 },
     { key: 'submitRate', label: 'submitted', unit: '/s', digits: 0 },
     { key: 'rssMiB', label: 'node max RSS', unit: 'MiB', digits: 0 },
+    { key: 'walPerTask', label: 'Postgres WAL per task (1 node)', unit: 'B', digits: 0 },
     { key: 'rate3', label: `${CLUSTER_NODES} nodes: processed, submit → last completion`, unit: '/s', digits: 0 },
     { key: 'ratio3', label: `${CLUSTER_NODES} nodes / 1 node, processed/s`, unit: '×', digits: 2 },
     { key: 'submitRate3', label: `${CLUSTER_NODES} nodes: submitted`, unit: '/s', digits: 0 },
@@ -92,8 +95,9 @@ export interface OneNodeVariant {
 }
 
 /**
- * W1 on one node: `rate`, `wallS`, `submitRate`, `rssMiB`, and `nodeCpuMsPer1k` (the node's
- * CPU ms per 1 000 tasks over the window) (also run by `--peers` and by W1L with a variant).
+ * W1 on one node: `rate`, `wallS`, `submitRate`, `rssMiB`, `walPerTask` (WAL bytes a task) and
+ * `nodeCpuMsPer1k` (the node's CPU ms per 1 000 tasks over the window) (also run by `--peers`
+ * and by W1L with a variant).
  */
 export async function onOneNode(ctx: RunContext, count: number, variant?: OneNodeVariant): Promise<RunFigures> {
   const node = await ctx.startNode();
@@ -107,6 +111,7 @@ export async function onOneNode(ctx: RunContext, count: number, variant?: OneNod
   });
   try {
     node.rss.reset();
+    const walBefore = await walPosition(ctx.stores.pg);
     const cpu = new CpuWindow([
       ['node', [node.pid]],
       ['worker', fleet.pids],
@@ -114,6 +119,8 @@ export async function onOneNode(ctx: RunContext, count: number, variant?: OneNod
     const submitted = await submitTasks(node.url, count, () => task);
     await fleet.until((f) => f.reported >= count, 60_000 + count, `${count} W1 results`);
     const cpuNote = cpu.note(count);
+    // Every statement's WAL in the window (the server's insert position moves with any session's).
+    const walPerTask = Number((await walPosition(ctx.stores.pg)) - walBefore) / count;
     const nodeCpuMs = cpu.usedMs('node');
     const results = await fleet.stop();
     const lastMs = Math.max(...results.map((r) => r.lastReportedMs));
@@ -122,7 +129,11 @@ export async function onOneNode(ctx: RunContext, count: number, variant?: OneNod
     // Stopped now, not with the run's others: W1L starts five nodes in a row, and each left
     // idle took ~3 % of a core (its duties, its statements) from the runs after it.
     await node.stop();
-    const notes = [...check.notes, workerTraffic(results), `1 node: ${cpuNote}`];
+    const notes = [
+      ...check.notes,
+      workerTraffic(results),
+      `1 node: ${cpuNote}; WAL ${Math.round(walPerTask)} B a task`,
+    ];
     if (submitted.retried > 0) notes.push(`${submitted.retried} submit requests were answered 429/503 and sent again`);
     return {
       values: {
@@ -131,6 +142,7 @@ export async function onOneNode(ctx: RunContext, count: number, variant?: OneNod
         submitRate: (count / (submitted.lastAnsweredMs - submitted.firstSubmitMs)) * 1000,
         rssMiB: node.rss.maxMiB,
         nodeCpuMsPer1k: (nodeCpuMs / count) * 1000,
+        walPerTask,
       },
       notes,
       verified: check.verified,
