@@ -7,7 +7,8 @@ import { dagEventsCte } from './outbox.js';
 
 /**
  * Start deadlines: a `pending` task whose `start_by` (its due time + `start_deadline_seconds`,
- * kept by the trigger of migrations/000011_deadlines.sql) has passed ends `expired`. The claim
+ * written at insert by the trigger of migrations/000011_deadlines.sql and by every statement
+ * that moves a due time after, `dueTimeSet`) has passed ends `expired`. The claim
  * already refuses such a task (src/store/sql/claim.ts), so the sweep races nothing but a
  * cancel; whichever commits first wins the compare-and-set on `pending`.
  *
