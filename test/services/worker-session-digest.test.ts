@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { leaseTokenDigest, mintLeaseTokens } from '../../src/domain/lease-token.js';
-import { FakeClock } from '../../src/runtime/clock.js';
-import { WorkerSession, type ChannelSocket, type SessionDeps } from '../../src/services/worker-session.js';
+import { WorkerSession } from '../../src/services/worker-session.js';
 import type { CompletionRequest } from '../../src/services/types.js';
+import { acceptingSocket, sessionDeps } from '../support/worker-session.js';
 
 /**
  * A result from the socket a task was pushed to reaches the store with the digest the claim
@@ -13,23 +13,12 @@ import type { CompletionRequest } from '../../src/services/types.js';
 describe('a worker session passing on the digests of the tokens it holds', () => {
   it('sends the claim’s digest with a pushed task’s result, none with a resumed one’s, nothing for a wrong token', async () => {
     const [pushed, resumed] = mintLeaseTokens(2);
-    const socket: ChannelSocket = { open: true, backlogged: false, send: () => true, close: () => undefined };
     const seen: CompletionRequest[] = [];
-    const deps: SessionDeps = {
-      workers: {
-        complete: (requests: readonly CompletionRequest[]) => {
-          seen.push(...requests);
-          return Promise.resolve(requests.map((r) => ({ taskId: r.taskId, ok: true })));
-        },
-        heartbeat: () => Promise.reject(new Error('not in this test')),
-        progress: () => Promise.reject(new Error('not in this test')),
-      },
-      clock: new FakeClock(0),
-      onError: (error) => {
-        throw error;
-      },
-    };
-    const session = new WorkerSession('s-1', 'w-1', null, ['t'], socket, deps);
+    const deps = sessionDeps((requests) => {
+      seen.push(...requests);
+      return Promise.resolve(requests.map((r) => ({ taskId: r.taskId, ok: true })));
+    });
+    const session = new WorkerSession('s-1', 'w-1', null, ['t'], acceptingSocket, deps);
     session.holdAll([
       {
         id: 'pushed',

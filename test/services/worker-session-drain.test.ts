@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { FakeClock } from '../../src/runtime/clock.js';
-import { WorkerSession, type ChannelSocket, type SessionDeps } from '../../src/services/worker-session.js';
+import { WorkerSession, type ChannelSocket } from '../../src/services/worker-session.js';
 import type { CompletionRequest } from '../../src/services/types.js';
+import { sessionDeps } from '../support/worker-session.js';
 
 /**
  * Found by the nemesis: a worker stopping gracefully (goodbye, then its last results) had its
@@ -23,20 +23,10 @@ describe('a draining worker session', () => {
     };
     let answer!: () => void;
     const recorded = new Promise<void>((resolve) => (answer = resolve));
-    const deps: SessionDeps = {
-      workers: {
-        complete: async (requests: readonly CompletionRequest[]) => {
-          await recorded;
-          return requests.map((r) => ({ taskId: r.taskId, ok: true }));
-        },
-        heartbeat: () => Promise.reject(new Error('not in this test')),
-        progress: () => Promise.reject(new Error('not in this test')),
-      },
-      clock: new FakeClock(0),
-      onError: (error) => {
-        throw error;
-      },
-    };
+    const deps = sessionDeps(async (requests: readonly CompletionRequest[]) => {
+      await recorded;
+      return requests.map((r) => ({ taskId: r.taskId, ok: true }));
+    });
     const session = new WorkerSession('s-1', 'w-1', null, ['t'], socket, deps);
     session.holdAll([{ id: 'task-1', leaseToken: 'token-1', leaseExpiresMs: 30_000, deadlineMs: 60_000 }]);
     session.goodbye();
