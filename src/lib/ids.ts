@@ -9,29 +9,47 @@ export function uuidv7(nowMs: number = Date.now()): string {
     pool = randomBytes(POOL_BYTES);
     poolOffset = 0;
   }
-  // 74 random bits, as the layout has room for: 18 hex digits, and 2 bits of the variant digit.
-  const random = pool.toString('hex', poolOffset, poolOffset + RANDOM_BYTES - 1);
-  const variant = VARIANT_DIGITS[(pool[poolOffset + RANDOM_BYTES - 1] as number) & 3] as string;
+  writeMs(nowMs);
+  // 74 random bits, as the layout has room for: 18 hex digits (the last 9 bytes, two digits a
+  // byte, around the dashes), and 2 bits of the variant digit (the first byte's).
+  const r = poolOffset;
+  ID[19] = VARIANT_DIGITS[(pool[r] as number) & 3] as number;
+  hexAt(15, pool[r + 1] as number);
+  ID[17] = HEX_DIGITS[(pool[r + 2] as number) & 15] as number;
+  hexAt(20, pool[r + 3] as number);
+  ID[22] = HEX_DIGITS[(pool[r + 4] as number) & 15] as number;
+  for (let i = 0; i < 5; i++) hexAt(24 + 2 * i, pool[r + 5 + i] as number);
+  ID[34] = HEX_DIGITS[(pool[r + 2] as number) >> 4] as number;
+  ID[35] = HEX_DIGITS[(pool[r + 4] as number) >> 4] as number;
   poolOffset += RANDOM_BYTES;
-  const time = msHex(nowMs);
-  return `${time.slice(0, 8)}-${time.slice(8)}-7${random.slice(0, 3)}-${variant}${random.slice(3, 6)}-${random.slice(6)}`;
+  // One string an id: the layout is written into a scratch buffer and read out once.
+  return ID.toString('latin1', 0, 36);
 }
 
-/** The digit that starts the fourth group: the variant's two bits (10) and two random ones. */
-const VARIANT_DIGITS = '89ab';
+/** ASCII of the hex digits, and of the variant digits (the variant's bits 10, then two random ones). */
+const HEX_DIGITS = Buffer.from('0123456789abcdef', 'latin1');
+const VARIANT_DIGITS = Buffer.from('89ab', 'latin1');
 
-/** The last millisecond written as 12 hex digits, and those digits: the ids of a batch share one. */
+/** The id being written: `tttttttt-tttt-7rrr-vrrr-rrrrrrrrrrrr`, its dashes and version digit fixed. */
+const ID = Buffer.from('00000000-0000-7000-8000-000000000000', 'latin1');
+
+/** Writes byte `b` as two hex digits at `at` of {@link ID}. */
+function hexAt(at: number, b: number): void {
+  ID[at] = HEX_DIGITS[b >> 4] as number;
+  ID[at + 1] = HEX_DIGITS[b & 15] as number;
+}
+
+/** The millisecond last written into {@link ID}: the ids of a batch share one. */
 let lastMs = -1;
-let lastMsHex = '';
 
-/** `ms` (its low 48 bits, whole milliseconds, never negative) as 12 hex digits. */
-function msHex(ms: number): string {
+/** Writes `ms` (its low 48 bits, whole milliseconds, never negative) as the first 12 hex digits of {@link ID}. */
+function writeMs(ms: number): void {
   const whole = Math.max(0, Math.floor(ms)) % 2 ** 48;
-  if (whole !== lastMs) {
-    lastMs = whole;
-    lastMsHex = whole.toString(16).padStart(12, '0');
-  }
-  return lastMsHex;
+  if (whole === lastMs) return;
+  lastMs = whole;
+  const hex = whole.toString(16).padStart(12, '0');
+  ID.write(hex.slice(0, 8), 0, 'latin1');
+  ID.write(hex.slice(8), 9, 'latin1');
 }
 
 /**
