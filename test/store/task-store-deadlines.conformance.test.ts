@@ -74,6 +74,19 @@ describe.each(sqlBackends)('TaskStore on $name: start deadlines', ({ open }) => 
     expect(await store.get(first.id)).toMatchObject({ dueMs: T0 + 8000, startByMs: T0 + 18_000 });
   });
 
+  it('moves start_by with the due time of a parent whose wait for its children found none unfinished', async () => {
+    partition = 10;
+    const parent = task({ timeoutSeconds: 30 });
+    await store.submit([parent], T0);
+    const [c] = await store.claim([parent.id], 'w', T0 + 1000);
+    const resumed = await store.waitForChildren(
+      { taskId: parent.id, tokenDigest: tokenDigest(c!.leaseToken), onChildFailure: 'fail' },
+      T0 + 4000,
+    );
+    expect(resumed).toMatchObject({ status: 'pending', requeued: { dueMs: T0 + 4000 } });
+    expect(await store.get(parent.id)).toMatchObject({ dueMs: T0 + 4000, startByMs: T0 + 14_000 });
+  });
+
   it('claims a task before its start deadline and never after', async () => {
     partition = 2;
     const early = task();
