@@ -96,6 +96,17 @@ describe.each(sqlBackends)('TaskStore on $name: submit, read, claim', ({ open })
       expect(await countOfType(taskType)).toBe(1000);
     });
 
+    it('stores the last payload of a debounce key named twice in one call, from the JSON text that came with it', async () => {
+      const debounce = { key: 'k', seconds: 5, maxWaitSeconds: 60 };
+      // As validation hands them over: each payload with the JSON it wrote to measure it.
+      const first = makeTask({ taskType: 'db.merge', payload: { n: 1 }, payloadJson: '{"n":1}', debounce });
+      const second = makeTask({ taskType: 'db.merge', payload: { n: 2 }, payloadJson: '{"n":2}', debounce });
+      const [a, b] = await store.submit([first, second], T0);
+      expect(a).toMatchObject({ debounced: false, task: { id: first.id } });
+      expect(b).toMatchObject({ debounced: true, task: { id: first.id } });
+      expect((await store.get(first.id))!.payload).toEqual({ n: 2 });
+    });
+
     it('answers an empty batch with nothing', async () => {
       expect(await store.submit([], T0)).toEqual([]);
     });

@@ -1,6 +1,7 @@
 import type { DbTx } from '../db.js';
 import type { NewTask, SubmitResult } from '../../domain/model.js';
 import { dueTimeSet, taskColumns, toTaskRecord, tsParam, wholeMs, type TaskRow } from './columns.js';
+import { payloadText } from './insert.js';
 
 /**
  * Debounced submits (`debounce: { key, seconds, max_wait_seconds }`, migrations/000013_debounce.sql):
@@ -74,7 +75,8 @@ export async function upsertDebounced(db: DbTx, tasks: readonly NewTask[], nowMs
       const row = rowOf[first]!;
       const lead = rows[row]!;
       const dueMs = Math.min(t.dueMs, nowMs + lead.debounce!.maxWaitSeconds * 1000);
-      rows[row] = { ...lead, payload: t.payload, dueMs: Math.max(lead.dueMs, dueMs) };
+      // The payload and its JSON text go together: the lead's text would store the lead's payload.
+      rows[row] = { ...lead, payload: t.payload, payloadJson: t.payloadJson, dueMs: Math.max(lead.dueMs, dueMs) };
       rowOf[i] = row;
     }
   });
@@ -84,7 +86,7 @@ export async function upsertDebounced(db: DbTx, tasks: readonly NewTask[], nowMs
       nowMs,
       rows.map((t) => t.id),
       rows.map((t) => t.taskType),
-      rows.map((t) => JSON.stringify(t.payload ?? null)),
+      rows.map(payloadText),
       rows.map((t) => wholeMs(t.dueMs)),
       rows.map((t) => t.priority),
       rows.map((t) => t.maxRetries),

@@ -81,6 +81,11 @@ export interface GraphColumns {
   lastError: string | null;
 }
 
+/** A task's payload as the JSON text a statement sends: validation's when it wrote it, else written here. */
+export function payloadText(t: NewTask): string {
+  return t.payloadJson ?? JSON.stringify(t.payload ?? null);
+}
+
 export async function insertTasks(
   db: DbTx,
   tasks: NewTask[],
@@ -111,7 +116,7 @@ export async function insertTasks(
     const g = graph?.columns[i];
     ids[i] = t.id;
     types[i] = t.taskType;
-    payloads[i] = t.payloadJson ?? JSON.stringify(t.payload ?? null);
+    payloads[i] = payloadText(t);
     statuses[i] = g?.status ?? t.status;
     scheduleTypes[i] = t.scheduleType;
     schedules[i] = t.schedule === null ? null : JSON.stringify(cronScheduleJson(t.schedule));
