@@ -9,13 +9,10 @@ import type { LimitGate } from './limit-gate.js';
 import type { Assignment, PollRequest } from './types.js';
 import { tracingOn } from '../lib/otel.js';
 import { traceClaims } from './task-spans.js';
+import { PollClaims, type ClaimRequest, type ClaimShare } from './poll-claims.js';
 import { trace, tracing } from '../lib/trace.js';
 
-/** One claim for one worker: up to `maxTasks` ready tasks of its types. */
-export type ClaimRequest = Pick<PollRequest, 'workerId' | 'taskTypes' | 'maxTasks'>;
-
-/** One worker's part of a claim for several workers of the same task types. */
-export type ClaimShare = Pick<PollRequest, 'workerId' | 'maxTasks'>;
+export type { ClaimRequest, ClaimShare };
 
 /**
  * Hands due tasks to workers that ask for them (pull). A poll takes entries from the ready
@@ -86,6 +83,7 @@ export class Dispatcher {
   private readonly asked = new Map<string, number>();
   /** Told of every push, after the waiting polls (the worker channel). */
   private readonly pushListeners = new Set<(taskTypes: ReadonlySet<string>) => void>();
+  private readonly pollClaims = new PollClaims((types, shares, signal) => this.claimReadyFor(types, shares, signal));
 
   constructor(private readonly deps: DispatcherDeps) {}
 
@@ -163,7 +161,8 @@ export class Dispatcher {
   }
 
   /**
-   * One attempt: take, claim, start leases. Entries that were not claimable are dropped, but
+   * One attempt: take, claim, start leases, shared with the polls of the same task types that
+   * look in the same turn (poll-claims.ts). Entries that were not claimable are dropped, but
    * for one case: an entry whose task is pending at exactly that due time, not yet due on
    * this clock — its wheel fired it on a clock further ahead than the claim tolerates. It is
    * the task's only entry, so it is put back in its queue when it falls due here (and stays
@@ -171,9 +170,8 @@ export class Dispatcher {
    *
    * The step long-polls take; [] when nothing is ready.
    */
-  async claimReady(request: ClaimRequest, signal?: AbortSignal): Promise<Assignment[]> {
-    const [claimed] = await this.claimReadyFor(request.taskTypes, [request], signal);
-    return claimed ?? [];
+  claimReady(request: ClaimRequest, signal?: AbortSignal): Promise<Assignment[]> {
+    return this.pollClaims.claim(request, signal);
   }
 
   /**
