@@ -5,6 +5,7 @@ import type { ConnectionHealth } from './connection-health.js';
 import { trace, tracing } from '../lib/trace.js';
 import { withArrayLiterals } from './array-literal.js';
 import { parseTextArray } from './text-array.js';
+import { PlanGenerations } from './plan-generations.js';
 import {
   checkSession,
   failedBeforeSending,
@@ -97,6 +98,8 @@ export interface PostgresDbOptions {
   queryTimeoutMs?: number;
   /** `application_name` of the connections, so `pg_stat_activity` tells whose they are. @default 'wheelhouse' */
   applicationName?: string;
+  /** How often the task table's size is read for the statements' names (plan-generations.ts), ms. @default 5000 */
+  planCheckMs?: number;
   /**
    * Told whether each statement reached the server, so that it can tell when the database is
    * lost and when it is back. Several pools of one node share one. @default none
@@ -170,7 +173,7 @@ export function openPostgres(options: PostgresDbOptions): Db {
   // next statement to tell (`health`): an idle connection also closes when the server ends
   // idle sessions, which loses nothing.
   pool.on('error', (error) => options.onIdleError?.(error));
-  return new PostgresDb(pool, options.schema, options.health, rotation?.list.hosts.length ?? 1);
+  return new PostgresDb(pool, options.schema, options.health, rotation?.list.hosts.length ?? 1, options.planCheckMs);
 }
 
 type PgQueryable = pg.Pool | pg.PoolClient;
@@ -271,8 +274,13 @@ function pgExec(on: PgQueryable, script: string, health: ConnectionHealth | unde
   );
 }
 
+/** The task table's size in pages; the size class of the statement names is read from it. */
+const TASK_PAGES = `SELECT pg_relation_size('tasks') / 8192 AS pages`;
+
 class PostgresDb implements Db {
   readonly driver = 'postgres' as const;
+  /** Statement names by the task table's size class (plan-generations.ts). */
+  private readonly plans: PlanGenerations;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -280,10 +288,16 @@ class PostgresDb implements Db {
     private readonly health: ConnectionHealth | undefined,
     /** How many servers the connection string names: how often opening a connection is tried. */
     private readonly servers: number,
-  ) {}
+    planCheckMs?: number,
+  ) {
+    this.plans = new PlanGenerations(async () => {
+      const { rows } = await pgQuery<{ pages: number }>(pool, TASK_PAGES, undefined, undefined, undefined);
+      return Number(rows[0]?.pages ?? 0);
+    }, planCheckMs);
+  }
 
   query<R = Record<string, unknown>>(text: string, params?: readonly unknown[], name?: string): Promise<DbResult<R>> {
-    return pgQuery<R>(this.pool, text, params, name, this.health, this.servers);
+    return pgQuery<R>(this.pool, text, params, name && this.plans.name(name), this.health, this.servers);
   }
 
   exec(script: string): Promise<void> {
@@ -295,7 +309,7 @@ class PostgresDb implements Db {
     const client = await reaching(health, () => this.pool.connect(), this.servers);
     const tx: DbTx = {
       query: <R>(text: string, params?: readonly unknown[], name?: string) =>
-        pgQuery<R>(client, text, params, name, health),
+        pgQuery<R>(client, text, params, name && this.plans.name(name), health),
       exec: (script: string) => pgExec(client, script, health),
     };
     // A connection that dies while checked out emits 'error' on the client (besides failing
