@@ -16,7 +16,7 @@
  * The statement's name carries the table's size class (`log2` of its pages), read at most every
  * `everyMs`: when the class changes, every connection prepares the statement under the new
  * name, and the plan it settles on is costed with the table's current size. The text is the
- * same; a class is at most a doubling, and there are a few dozen classes in all.
+ * same; a class is at most a doubling, and there are at most 15 (see {@link MAX_SIZE_CLASS}).
  */
 export class PlanGenerations {
   private suffix = '';
@@ -50,7 +50,15 @@ export class PlanGenerations {
   }
 }
 
-/** 0 for a table of at most one page, else the number of doublings to reach `pages`. */
+/**
+ * Past this class (16 384 pages, 128 MiB) the names stop changing. A plan made on a table that
+ * large already finds rows by their keys, as it would on a larger one; what goes wrong is a
+ * plan made on a small table. Each class leaves its statements prepared on every connection
+ * that ran them, so the classes are bounded too: at most 15 sets of plans a connection.
+ */
+export const MAX_SIZE_CLASS = 14;
+
+/** 0 for a table of at most one page, else the number of doublings to reach `pages`, at most {@link MAX_SIZE_CLASS}. */
 export function sizeClass(pages: number): number {
-  return pages <= 1 ? 0 : Math.ceil(Math.log2(pages));
+  return pages <= 1 ? 0 : Math.min(MAX_SIZE_CLASS, Math.ceil(Math.log2(pages)));
 }

@@ -8,13 +8,16 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgres, type Db } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrate.js';
-import { PlanGenerations, sizeClass } from '../../src/store/plan-generations.js';
+import { MAX_SIZE_CLASS, PlanGenerations, sizeClass } from '../../src/store/plan-generations.js';
 import { TEST_POSTGRES_URL } from '../support/postgres.js';
 import { eventually } from '../support/waits.js';
 
 describe('the size class in a statement’s name', () => {
-  it('is the doublings to reach the table’s pages', () => {
-    expect([0, 1, 2, 3, 4, 5, 1024, 1025].map(sizeClass)).toEqual([0, 0, 1, 2, 2, 3, 10, 11]);
+  it('is the doublings to reach the table’s pages, up to a bound', () => {
+    expect(MAX_SIZE_CLASS).toBe(14);
+    expect([0, 1, 2, 3, 4, 5, 1024, 1025, 16_384, 16_385, 1e9].map(sizeClass)).toEqual([
+      0, 0, 1, 2, 2, 3, 10, 11, 14, 14, 14,
+    ]);
   });
 
   it('follows the table’s size, read at most once per interval', async () => {
