@@ -13,7 +13,7 @@ import { LIMIT, limitKeyBehavior } from '../actors/limit-key.js';
 import { LimitGate } from '../services/limit-gate.js';
 import { gatedReadyQueue } from '../services/gated-ready-queue.js';
 import { PermitReturns } from '../services/permit-returns.js';
-import { MAX_CLAIM_ROWS } from '../services/worker-channel.js';
+import { MAX_CLAIM_ROWS } from '../services/poll-claims.js';
 import type { DutyFailure, DutyFailuresEnded } from '../runtime/supervision.js';
 import type { ActorSystem } from '../runtime/system.js';
 import type { DagOutcome } from '../store/dag-types.js';

@@ -23,8 +23,21 @@ interface Asking {
   reject(error: unknown): void;
 }
 
-/** Most rows one shared claim asks for; a group that wants more is claimed for in chunks. */
-export const MAX_SHARED_CLAIM_ROWS = 2_000;
+/**
+ * Most rows of one claim statement for several workers (long-polls here, the worker channel's
+ * sessions in worker-channel.ts): workers of a task type that want more together are claimed
+ * for in several statements of the same turn.
+ */
+export const MAX_CLAIM_ROWS = 2_000;
+
+/**
+ * The key under which workers of the same task types share a claim: the same types, in any
+ * order and however often named, give the same key. A task type is letters, digits and `._:-`
+ * (TASK_TYPE_PATTERN), so the separator cannot be part of one.
+ */
+export function taskTypesKey(taskTypes: Iterable<string>): string {
+  return [...new Set(taskTypes)].sort().join('\n');
+}
 
 /**
  * The long-polls' claims, shared: polls of the same task types that look for tasks in the same
@@ -49,7 +62,7 @@ export class PollClaims {
   claim(request: ClaimRequest, signal?: AbortSignal): Promise<Assignment[]> {
     if (signal?.aborted === true || request.maxTasks <= 0) return Promise.resolve([]);
     return new Promise<Assignment[]>((resolve, reject) => {
-      const key = typesKey(request.taskTypes);
+      const key = taskTypesKey(request.taskTypes);
       let group = this.groups.get(key);
       if (group === undefined) this.groups.set(key, (group = []));
       group.push({ request, signal, resolve, reject });
@@ -88,21 +101,13 @@ export class PollClaims {
   }
 }
 
-/**
- * The same task types, in any order and however often named, give the same key. A task type
- * is letters, digits and `._:-` (TASK_TYPE_PATTERN), so a NUL cannot be part of one.
- */
-function typesKey(taskTypes: readonly string[]): string {
-  return taskTypes.length === 1 ? (taskTypes[0] as string) : [...new Set(taskTypes)].sort().join('\u0000');
-}
-
-/** `group` cut so that no chunk asks for more than {@link MAX_SHARED_CLAIM_ROWS} rows (a poll alone may). */
+/** `group` cut so that no chunk asks for more than {@link MAX_CLAIM_ROWS} rows (a poll alone may). */
 function chunks(group: readonly Asking[]): Asking[][] {
   const out: Asking[][] = [];
   let chunk: Asking[] = [];
   let rows = 0;
   for (const asking of group) {
-    if (chunk.length > 0 && rows + asking.request.maxTasks > MAX_SHARED_CLAIM_ROWS) {
+    if (chunk.length > 0 && rows + asking.request.maxTasks > MAX_CLAIM_ROWS) {
       out.push(chunk);
       chunk = [];
       rows = 0;

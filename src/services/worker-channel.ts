@@ -3,6 +3,7 @@ import { WORKER, type LocalSockets, type WorkerMessage, type WorkerPush } from '
 import { WheelhouseError, isWheelhouseError } from '../lib/errors.js';
 import type { Cancel } from '../runtime/clock.js';
 import { RECHECK_MS } from './dispatcher.js';
+import { MAX_CLAIM_ROWS } from './poll-claims.js';
 import { spawnAnswer, type ChannelSpawn } from './channel-spawn.js';
 import type { Assignment } from './types.js';
 import { CLOSE, WorkerSession, type ChannelSocket, type NodeFrame } from './worker-session.js';
@@ -26,12 +27,6 @@ import type { ChannelHello, FrameMeter, WorkerChannelApi, WorkerChannelDeps } fr
 
 /** Most tasks one claim of a session takes (the long-poll's `max_tasks` bound). */
 export const MAX_CLAIM = 1_000;
-
-/**
- * Most rows of one claim statement for several sessions: the sessions of a task type that
- * want more together are claimed for in several statements of the same turn.
- */
-export const MAX_CLAIM_ROWS = 2_000;
 
 /** Credits a session can hold at once; more granted is kept at this. */
 export const MAX_CREDITS = 1_000_000;

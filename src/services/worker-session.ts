@@ -4,6 +4,7 @@ import type { SubmitResult } from '../domain/model.js';
 import type { Clock } from '../runtime/clock.js';
 import { HeldLeases, type HeldLease, type LeaseGrant, type LeftLease } from './held-leases.js';
 import type { Assignment, ChannelProgress, CompletionRequest, ProgressRequest, WorkersApi } from './types.js';
+import { taskTypesKey } from './poll-claims.js';
 
 export type { LeaseGrant, LeftLease } from './held-leases.js';
 
@@ -131,7 +132,7 @@ export class WorkerSession {
     private readonly deps: SessionDeps,
   ) {
     this.taskTypes = new Set(taskTypes);
-    this.taskTypesKey = [...this.taskTypes].sort().join('\n');
+    this.taskTypesKey = taskTypesKey(this.taskTypes);
     this.openedMs = deps.clock.now();
     this.held = new HeldLeases({
       workers: deps.workers,

@@ -9,9 +9,9 @@
  * has grown it stays so until the next ANALYZE, which autovacuum runs at most once a minute and
  * a server without autovacuum never: at the top of the hour, the spike would run on plans made
  * for an empty table. Measured in W5's chain of fans (14 000 tasks, no ANALYZE on this
- * machine): claims, completions and releases of 1–99 tasks took 4–17 ms each; with plans made
- * on the grown table the edge overhead p50 went 19 → 10–12 ms and the chain's end to end
- * 7.2–7.6 → 4.5–5.3 s (issue 31).
+ * machine): claims, completions and releases of 1–99 tasks took 4–17 ms each; with names by
+ * size class the edge overhead p50 went 16–20 → 9–10 ms and the chain's end to end 6.7–8.0 →
+ * 4.5–4.9 s (issue 31, decision 0055).
  *
  * The statement's name carries the table's size class (`log2` of its pages), read at most every
  * `everyMs`: when the class changes, every connection prepares the statement under the new

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_SHARED_CLAIM_ROWS, PollClaims, type ClaimShare } from '../../src/services/poll-claims.js';
+import { MAX_CLAIM_ROWS, PollClaims, type ClaimShare } from '../../src/services/poll-claims.js';
 import type { Assignment } from '../../src/services/types.js';
 
 /**
@@ -108,7 +108,7 @@ describe('the long-polls’ shared claims', () => {
 
   it('cuts a group that wants more rows than one claim takes into several claims', async () => {
     const { calls, claims } = recordingClaims();
-    const each = Math.floor(MAX_SHARED_CLAIM_ROWS / 2);
+    const each = Math.floor(MAX_CLAIM_ROWS / 2);
     await Promise.all(
       ['w1', 'w2', 'w3'].map((workerId) => claims.claim({ workerId, taskTypes: ['t'], maxTasks: each })),
     );
