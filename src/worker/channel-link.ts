@@ -1,4 +1,4 @@
-import { sleep } from './backoff.js';
+import { backoffMs, sleep } from './backoff.js';
 import { ChannelCredit } from './channel-credit.js';
 import { ChannelProgress } from './channel-progress.js';
 import { ChannelResults } from './channel-results.js';
@@ -42,6 +42,10 @@ export class ChannelLink {
   /** The socket `hello` went out on (welcomed or not yet), null between sockets. */
   private session: ChannelSession | null = null;
   private flushTimer: NodeJS.Timeout | undefined;
+  /** Sends again the results the node could not record, after a backoff. */
+  private againTimer: NodeJS.Timeout | undefined;
+  /** `acks` frames in a row that asked for results to be sent again: the backoff grows with them. */
+  private againInARow = 0;
   /** `close` began: a task pushed from now on is not run (the node hands it on once the socket closes). */
   private closingSocket = false;
   /** Wakes `drain`: an ack came, a result was dropped or added, the socket went. */
@@ -130,13 +134,19 @@ export class ChannelLink {
     this.changed.notify();
   }
 
-  /** Counts an `acks` frame; room for results again may mean room for credit again. */
+  /**
+   * Counts an `acks` frame; room for results again may mean room for credit again. Results the
+   * node could not record now (its store out) are sent again after a backoff: it kept their
+   * leases, and a result dropped here would leave its task to run again once the lease ends.
+   */
   acknowledged(acks: readonly WireAck[]): void {
-    const { accepted, refused } = this.results.ack(acks, (taskId, ok) =>
+    const { accepted, refused, again, againCode } = this.results.ack(acks, (taskId, ok) =>
       this.o.onResult(taskId, ok ? 'accepted' : 'refused'),
     );
     this.counters.reported += accepted;
     this.counters.discarded += refused;
+    if (again > 0) this.sendAgain(again, againCode);
+    else if (accepted > 0) this.againInARow = 0;
     if (this.credit.grantable(this.owner.running(), this.results.size, this.owner.taking()) > 0) this.scheduleFlush();
     this.changed.notify();
   }
@@ -196,8 +206,25 @@ export class ChannelLink {
         'stopping',
       );
     }
+    clearTimeout(this.againTimer);
+    this.againTimer = undefined;
     await this.session?.close(1000, 'worker stopped');
     this.progress.close();
+  }
+
+  private sendAgain(count: number, code: string | undefined): void {
+    if (this.againTimer !== undefined) return;
+    const waitMs = backoffMs(this.againInARow++);
+    this.o.onError(
+      new Error(
+        `the node could not record ${count} result(s) (${code}); sending them again in ${Math.round(waitMs)} ms`,
+      ),
+      'reporting results',
+    );
+    this.againTimer = setTimeout(() => {
+      this.againTimer = undefined;
+      this.flush();
+    }, waitMs);
   }
 
   private scheduleFlush(): void {

@@ -14,6 +14,20 @@ import type { WireResult } from './wire.js';
  */
 const MAX_RESULTS_FRAME_BYTES = 8 * 1024 * 1024;
 
+/**
+ * The codes of an `ok: false` ack that mean the node could not record the result now (its store
+ * is out, the cluster is moving) and kept its lease: the result is sent again. Any other refusal
+ * (`lease_lost`) is final.
+ */
+const SEND_AGAIN: ReadonlySet<string> = new Set([
+  'store_unavailable',
+  'not_ready',
+  'ask_timeout',
+  'mailbox_full',
+  'stale_epoch',
+  'internal',
+]);
+
 interface Outgoing {
   readonly wire: WireResult;
   readonly json: string;
@@ -73,18 +87,32 @@ export class ChannelResults {
 
   /**
    * Applies an `acks` frame: how many results the node accepted and refused, each also told to
-   * `each` (acks of unknown ids are ignored).
+   * `each`, and how many it could not record now (a `SEND_AGAIN` code): those wait to be sent
+   * again and are not told. Acks of unknown ids are ignored.
    */
-  ack(acks: readonly WireAck[], each: (taskId: string, ok: boolean) => void): { accepted: number; refused: number } {
+  ack(
+    acks: readonly WireAck[],
+    each: (taskId: string, ok: boolean) => void,
+  ): { accepted: number; refused: number; again: number; againCode?: string } {
     let accepted = 0;
     let refused = 0;
+    let again = 0;
+    let againCode: string | undefined;
     for (const a of acks) {
-      if (!this.unacked.delete(a.task_id)) continue;
+      const r = this.unacked.get(a.task_id);
+      if (r === undefined) continue;
+      this.unacked.delete(a.task_id);
+      if (!a.ok && a.error !== undefined && SEND_AGAIN.has(a.error.code)) {
+        this.waiting.set(a.task_id, r);
+        again++;
+        againCode ??= a.error.code;
+        continue;
+      }
       if (a.ok) accepted++;
       else refused++;
       each(a.task_id, a.ok);
     }
-    return { accepted, refused };
+    return { accepted, refused, again, ...(againCode === undefined ? {} : { againCode }) };
   }
 
   /** The socket is gone: what it was sent and did not acknowledge waits to be sent again. */

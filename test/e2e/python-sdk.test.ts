@@ -108,7 +108,7 @@ describe.skipIf(!hasPython)('the Python SDK', () => {
 
   it('is installed by pip offline and typed; its WebSocket framing, channel protocol (against a scripted node end) and error mapping hold', async () => {
     expectRan(await unittest('tests.test_ws'), 6);
-    expectRan(await unittest('tests.test_channel_fake'), 5);
+    expectRan(await unittest('tests.test_channel_fake'), 6);
     expectRan(await unittest('tests.test_errors'), 3);
     const typed = spawnSync(
       PYTHON,

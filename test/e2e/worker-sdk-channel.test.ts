@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { WheelhouseError } from '../../src/lib/errors.js';
 import {
   createWorker,
   TaskCancelledError,
@@ -122,6 +123,32 @@ describe.each(BACKENDS)('the SDK worker on the channel, %s', (backend) => {
     expect(held.seen).toHaveLength(1);
     expect(held.seen[0]!.signal.aborted).toBe(false);
     expect(w.stats).toMatchObject({ leasesLost: 0, discarded: 0 });
+  });
+
+  it('sends a result again when the node could not record it (its store out), and the same attempt completes', async () => {
+    const type = uniqueType('sdkstore');
+    const held = holding();
+    const w = worker({ taskTypes: [type], concurrency: 2, handler: held.handler });
+    const [id] = await submit(type, 1);
+    await until(() => held.seen.length === 1, 'the task to start');
+    const workers = c.node.services.workers;
+    const record = workers.complete.bind(workers);
+    let refused = 0;
+    const complete = vi.spyOn(workers, 'complete').mockImplementation((results) => {
+      if (refused++ < 2)
+        return Promise.reject(new WheelhouseError('store_unavailable', 'the database cannot be reached'));
+      return record(results);
+    });
+    try {
+      held.release();
+      await until(async () => (await getTask(id!)).status === 'succeeded', 'the task to succeed');
+    } finally {
+      complete.mockRestore();
+    }
+    expect(refused).toBe(3); // refused twice, recorded the third time
+    expect(await getTask(id!)).toMatchObject({ attempts: 1 });
+    expect(held.seen).toHaveLength(1);
+    expect(w.stats).toMatchObject({ reported: 1, discarded: 0, leasesLost: 0 });
   });
 
   it('after its node restarts mid-task, reconnects to it, resumes the lease, and the same attempt completes', async () => {

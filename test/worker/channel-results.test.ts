@@ -43,7 +43,7 @@ describe('ChannelResults', () => {
         ],
         tell,
       ),
-    ).toEqual({ accepted: 1, refused: 0 });
+    ).toEqual({ accepted: 1, refused: 0, again: 0 });
     results.requeue();
     expect(results.leases()).toEqual([
       { task_id: 't-1', lease_token: 'tok-1' },
@@ -51,12 +51,40 @@ describe('ChannelResults', () => {
     ]);
     results.send((f) => frames.push(f));
     expect(frames[1]).toBe(`{"type":"results","results":[${JSON.stringify(result(1))},${JSON.stringify(result(2))}]}`);
-    expect(results.ack([{ task_id: 't-1', ok: false }], tell)).toEqual({ accepted: 0, refused: 1 });
+    expect(results.ack([{ task_id: 't-1', ok: false }], tell)).toEqual({ accepted: 0, refused: 1, again: 0 });
     // Each known result is told once, with the node's answer; what is left is dropped by id.
     expect(told).toEqual([
       ['t-0', true],
       ['t-1', false],
     ]);
     expect(results.clear()).toEqual({ unsent: [], unacknowledged: ['t-2'] });
+  });
+
+  it('keeps a result the node could not record (a store code) to send again, untold; lease_lost and unknown codes are final', () => {
+    const results = new ChannelResults(10);
+    for (let n = 0; n < 4; n++) results.add(result(n));
+    results.send(() => undefined);
+    const told: [string, boolean][] = [];
+    const outcome = results.ack(
+      [
+        { task_id: 't-0', ok: false, error: { code: 'store_unavailable', message: 'db out' } },
+        { task_id: 't-1', ok: false, error: { code: 'internal', message: 'send them again' } },
+        { task_id: 't-2', ok: false, error: { code: 'lease_lost', message: 'gone' } },
+        { task_id: 't-3', ok: false, error: { code: 'validation_failed', message: 'no' } },
+      ],
+      (taskId, ok) => void told.push([taskId, ok]),
+    );
+    expect(outcome).toEqual({ accepted: 0, refused: 2, again: 2, againCode: 'store_unavailable' });
+    expect(told).toEqual([
+      ['t-2', false],
+      ['t-3', false],
+    ]);
+    expect(results.waitingCount).toBe(2);
+    expect(results.leases().map((l) => l.task_id)).toEqual(['t-0', 't-1']); // a new socket resumes them
+    const frames: string[] = [];
+    results.send((f) => frames.push(f));
+    expect(frames).toEqual([
+      `{"type":"results","results":[${JSON.stringify(result(0))},${JSON.stringify(result(1))}]}`,
+    ]);
   });
 });

@@ -323,6 +323,51 @@ describe('worker SDK on the channel', () => {
     ]);
   });
 
+  it('sends again, after a backoff, a result the node could not record (its store out), until the node takes it', async () => {
+    const node = await fakeNode();
+    const told: [string, string][] = [];
+    const errors: string[] = [];
+    const w = worker({
+      url: node.url,
+      handler: async () => undefined,
+      onResult: (taskId, outcome) => told.push([taskId, outcome]),
+      onError: (error) => errors.push(String(error)),
+    });
+    const conn = await node.accept();
+    await conn.next('hello');
+    conn.welcome();
+    const [stored, gone] = [task(), task()];
+    conn.push(stored, gone);
+    const first = await conn.next('results');
+    expect((first.results as { task_id: string }[]).map((r) => r.task_id).sort()).toEqual(
+      [stored.task_id, gone.task_id].sort(),
+    );
+    const outage = { code: 'store_unavailable', message: 'The node cannot reach its database right now.' };
+    conn.send({
+      type: 'acks',
+      acks: [
+        { task_id: stored.task_id, ok: false, error: outage },
+        { task_id: gone.task_id, ok: false, error: { code: 'lease_lost', message: 'gone' } },
+      ],
+    });
+    const sentAt = Date.now();
+    const second = await conn.next('results');
+    expect(Date.now() - sentAt).toBeGreaterThanOrEqual(40); // the first backoff: 50–100 ms
+    expect(second.results).toEqual([expect.objectContaining({ task_id: stored.task_id, status: 'succeeded' })]);
+    conn.send({ type: 'acks', acks: [{ task_id: stored.task_id, ok: false, error: outage }] });
+    const third = await conn.next('results');
+    expect(third.results).toEqual(second.results);
+    conn.ack(third.results);
+    await until(() => w.stats.unreported === 0, 'the result taken');
+    expect(w.stats).toMatchObject({ reported: 1, discarded: 1 });
+    // Each result told once, with its final answer; the outage is said, not counted as discarded.
+    expect(told).toEqual([
+      [gone.task_id, 'refused'],
+      [stored.task_id, 'accepted'],
+    ]);
+    expect(errors.filter((e) => e.includes('could not record 1 result(s) (store_unavailable)'))).toHaveLength(2);
+  });
+
   it('resumes at most 1 000 leases in one hello (the node refuses more), and says so', async () => {
     const node = await fakeNode();
     const errors: unknown[] = [];

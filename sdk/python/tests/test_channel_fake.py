@@ -23,11 +23,14 @@ from .support import until
 class FakeNode:
     """Accepts sockets one after another; each: reads hello, welcomes, pushes ``tasks`` within the credit."""
 
-    def __init__(self, tasks: int, resumable: bool = True) -> None:
+    def __init__(self, tasks: int, resumable: bool = True, store_out_frames: int = 0) -> None:
         self.pending = [{"task_id": str(uuid.uuid4()), "task_type": "t", "payload": i, "attempt": 1,
                          "lease_token": f"lt-{i}", "lease_expires_at": "2099-01-01T00:00:00.000Z",
                          "deadline_at": "2099-01-01T00:00:00.000Z", "timeout_seconds": 60} for i in range(tasks)]
         self.resumable = resumable
+        #: The first this many ``results`` frames are answered as a node whose store is out.
+        self.store_out_frames = store_out_frames
+        self.refused_frames = 0
         self.hellos: List[Dict[str, Any]] = []
         self.results: Dict[str, Dict[str, Any]] = {}
         self.results_frames = 0
@@ -83,6 +86,10 @@ class FakeNode:
                     self.send({"type": "welcome", "node_id": "fake", "heartbeat_ms": 5000, "resumed": resumed})
                 elif frame["type"] == "credit":
                     credit += frame["n"]
+                elif frame["type"] == "results" and self.refused_frames < self.store_out_frames:
+                    self.refused_frames += 1
+                    out = {"code": "store_unavailable", "message": "The node cannot reach its database right now."}
+                    self.send({"type": "acks", "acks": [{"task_id": r["task_id"], "ok": False, "error": out} for r in frame["results"]]})
                 elif frame["type"] == "results":
                     self.results_frames += 1
                     for r in frame["results"]:
@@ -146,6 +153,21 @@ class FakeChannelTest(unittest.TestCase):
             until(lambda: len(node.results) == 1, "the result on the new socket")
             self.assertEqual(list(node.results.values())[0]["result"], "done")
             until(lambda: worker.stats["reconnects"] == 1 and worker.stats["reported"] == 1, "stats")
+        finally:
+            worker.stop(2)
+            node.close()
+
+    def test_a_result_the_node_could_not_record_is_sent_again_until_it_is(self) -> None:
+        node = FakeNode(1, store_out_frames=2)
+        errors: List[str] = []
+        worker = Worker(node.url, {"t": lambda ctx: "done"}, on_error=lambda e, w: errors.append(str(e)))
+        worker.start()
+        try:
+            until(lambda: worker.stats["reported"] == 1, "the result recorded")
+            self.assertEqual(node.refused_frames, 2)
+            self.assertEqual(list(node.results.values())[0]["result"], "done")
+            self.assertEqual(worker.stats["discarded"], 0)
+            self.assertEqual(len([e for e in errors if "sending them again" in e]), 2)
         finally:
             worker.stop(2)
             node.close()

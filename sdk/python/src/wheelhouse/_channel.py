@@ -37,6 +37,10 @@ from ._ws import OP_TEXT, Closed, UpgradeRefused, WebSocket, WebSocketError
 from .context import DEADLINE, LEASE_LOST, STOPPING, TaskContext, lost_reason
 from .errors import WheelhouseError
 
+#: The codes of an ``ok: false`` ack that mean the node could not record the result now (its
+#: store out) and kept the lease: the result is sent again after a backoff. ``lease_lost`` is final.
+SEND_AGAIN = frozenset({"store_unavailable", "not_ready", "ask_timeout", "mailbox_full", "stale_epoch", "internal"})
+
 #: Results awaiting acknowledgement allowed per slot before credit is held back.
 UNREPORTED_PER_SLOT = 2
 #: Most leases one ``hello`` may resume (the node refuses more).
@@ -102,6 +106,8 @@ class ChannelRunner(Runner):
         self.waiting: Dict[str, Tuple[str, str]] = {}
         self.unacked: Dict[str, Tuple[str, str]] = {}
         self.first_waiting = 0.0
+        #: ``acks`` frames in a row that asked for results to be sent again (their backoff grows).
+        self.again_in_a_row = 0
         self.credit_due = False
         self.progress_waiting: Dict[str, Dict[str, Any]] = {}
         self.progress_since = 0.0
@@ -299,14 +305,31 @@ class ChannelRunner(Runner):
         if kind == "tasks":
             self._pushed(frame.get("tasks") or [])
         elif kind == "acks":
+            again = 0
             with self.lock:
                 for ack in frame.get("acks") or []:
-                    if self.unacked.pop(ack.get("task_id"), None) is None:
+                    task_id = ack.get("task_id")
+                    sent = self.unacked.pop(task_id, None)
+                    if sent is None:
+                        continue
+                    if not ack.get("ok") and (ack.get("error") or {}).get("code") in SEND_AGAIN:
+                        # The node could not record it now and kept the lease: dropped here, the
+                        # task would run again once that lease ended.
+                        self.waiting[task_id] = sent
+                        again += 1
                         continue
                     self.stats["reported" if ack.get("ok") else "discarded"] += 1
+                if again:
+                    delay = backoff(self.again_in_a_row)
+                    self.again_in_a_row += 1
+                    self.first_waiting = max(self.first_waiting, time.monotonic() + delay - self.linger)
+                elif any(ack.get("ok") for ack in frame.get("acks") or []):
+                    self.again_in_a_row = 0
                 self.last_ack = time.monotonic()
                 self.credit_due = True
                 self.wake.notify_all()
+            if again:
+                self.on_error(WheelhouseError(f"the node could not record {again} result(s); sending them again"), "reporting results")
         elif kind == "welcome":
             self._welcomed(ws, frame)
         elif kind == "cancel":
