@@ -73,6 +73,8 @@ export class HeldLeases {
   private timer: Cancel | null = null;
   private refreshing = false;
   private stopped = false;
+  /** Extensions the store could not take, to be asked again (cancelled by `stop`). */
+  private readonly extensionRetries = new Set<Cancel>();
 
   constructor(private readonly deps: HeldLeasesDeps) {}
 
@@ -140,6 +142,8 @@ export class HeldLeases {
     this.stopped = true;
     this.timer?.();
     this.timer = null;
+    for (const cancel of this.extensionRetries) cancel();
+    this.extensionRetries.clear();
     const left = [...this.held].map(([taskId, lease]) => ({ taskId, leaseToken: lease.token.toString() }));
     this.held.clear();
     return left;
@@ -147,36 +151,64 @@ export class HeldLeases {
 
   /**
    * Deadline extensions the worker asked for (`extend_seconds`), each a heartbeat that says so:
-   * the deadlines granted are told in one `extended`, leases that ended meanwhile as `lease_lost`.
+   * the deadlines granted are told in one `extended`, leases that ended meanwhile as `lease_lost`;
+   * one the store could not take is asked again, within a third of the time left to its deadline.
    */
   async extend(extensions: readonly { taskId: string; leaseToken: string; extendSeconds: number }[]): Promise<void> {
     const answers = await Promise.all(
       extensions.map((u) =>
         this.deps.workers.heartbeat(u.taskId, u.leaseToken, u.extendSeconds).then(
-          (extended) => ({ taskId: u.taskId, extended, error: null }),
-          (error: unknown) => ({ taskId: u.taskId, extended: null, error }),
+          (extended) => ({ u, extended, error: null }),
+          (error: unknown) => ({ u, extended: null, error }),
         ),
       ),
     );
     const granted: { taskId: string; deadlineMs: number }[] = [];
     const lost: string[] = [];
-    for (const { taskId, extended, error } of answers) {
-      const lease = this.held.get(taskId);
+    const again: { taskId: string; leaseToken: string; extendSeconds: number }[] = [];
+    for (const { u, extended, error } of answers) {
+      const lease = this.held.get(u.taskId);
       if (lease === undefined) continue; // settled meanwhile
       if (extended !== null) {
         this.update(lease, extended);
-        granted.push({ taskId, deadlineMs: extended.deadlineMs });
+        granted.push({ taskId: u.taskId, deadlineMs: extended.deadlineMs });
       } else if (isWheelhouseError(error, 'lease_not_held')) {
-        this.held.delete(taskId);
-        lost.push(taskId);
+        this.held.delete(u.taskId);
+        lost.push(u.taskId);
       } else {
-        this.deps.onError(error, `extending the deadline of task ${taskId} for worker ${this.deps.workerId}`);
+        this.deps.onError(error, `extending the deadline of task ${u.taskId} for worker ${this.deps.workerId}`);
+        again.push(u);
       }
     }
     if (granted.length > 0) this.deps.tell({ type: 'extended', tasks: granted });
     if (lost.length > 0) this.deps.tell({ type: 'lease_lost', taskIds: lost });
+    // Not recorded (the store out): asked again shortly, while the lease is held. The worker
+    // waits for an answer to each extension, and without one its handler would be cut off at
+    // the deadline it asked to move.
+    if (again.length > 0) this.extendLater(again);
     this.arm();
     this.deps.changed();
+  }
+
+  private extendLater(extensions: readonly { taskId: string; leaseToken: string; extendSeconds: number }[]): void {
+    if (this.stopped) return;
+    // Soon enough to land before the deadline it would move: a third of what is left of the earliest.
+    const now = this.deps.clock.now();
+    let waitMs = RETRY_REFRESH_MS;
+    for (const u of extensions) {
+      const lease = this.held.get(u.taskId);
+      if (lease !== undefined) waitMs = Math.min(waitMs, Math.max(MIN_REFRESH_MS, (lease.deadlineMs - now) / 3));
+    }
+    const cancel = this.deps.clock.setTimer(waitMs, () => {
+      this.extensionRetries.delete(cancel);
+      if (this.stopped) return;
+      const still = extensions.filter((u) => this.heldWith(u.taskId, u.leaseToken));
+      if (still.length === 0) return;
+      this.extend(still).catch((error: unknown) =>
+        this.deps.onError(error, `extending deadlines for worker ${this.deps.workerId}`),
+      );
+    });
+    this.extensionRetries.add(cancel);
   }
 
   /** Arms the refresh timer for the earliest lease due. */

@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { WheelhouseError } from '../../src/lib/errors.js';
 import {
   createWorker,
   TaskTimeoutError,
@@ -38,6 +39,9 @@ describe.each(CASES)('deadlines through the SDK on %s over %s', (backend, transp
       safetyNetGraceSeconds: 60,
       workerHeartbeatSeconds: 0.5,
     });
+  });
+  afterEach(() => {
+    vi.restoreAllMocks();
   });
   afterAll(async () => {
     await Promise.all(workers.map((w) => w.stop({ timeoutMs: 100 })));
@@ -130,5 +134,37 @@ describe.each(CASES)('deadlines through the SDK on %s over %s', (backend, transp
     expect(granted[1]!.getTime() - started).toBe(3_000);
     expect(abortedAt).toHaveLength(1);
     expect(abortedAt[0]!).toBeGreaterThanOrEqual(started + 3_000 - 50);
+  });
+
+  it('grants an extension the store could not take at first, once it can: the attempt is not cut short', async () => {
+    const type = uniqueType('sdk.dl.out');
+    const workersApi = c.node.services.workers;
+    const heartbeat = workersApi.heartbeat.bind(workersApi);
+    let refused = 0;
+    vi.spyOn(workersApi, 'heartbeat').mockImplementation((taskId, leaseToken, extendSeconds) => {
+      if (extendSeconds !== undefined && refused++ < 1) {
+        return Promise.reject(new WheelhouseError('store_unavailable', 'the database cannot be reached'));
+      }
+      return heartbeat(taskId, leaseToken, extendSeconds);
+    });
+    const granted: Date[] = [];
+    worker([type], async (ctx) => {
+      granted.push(await ctx.extendDeadline(3));
+      await new Promise((resolve) => setTimeout(resolve, 1_500)); // past the 1 s timeout
+      return 'done';
+    });
+    const id = await submit({ task_type: type, timeout_seconds: 1, max_timeout_seconds: 4, max_retries: 0 });
+    const ok = await eventually(
+      async () => {
+        const t = await task(id);
+        return t.status === 'succeeded' || t.status === 'failed' ? t : undefined;
+      },
+      10_000,
+      'the task to end',
+    );
+    expect(refused).toBeGreaterThanOrEqual(1);
+    expect(ok).toMatchObject({ status: 'succeeded', attempts: 1 });
+    expect(granted).toHaveLength(1);
+    expect(granted[0]!.getTime() - Date.parse(ok.started_at!)).toBeGreaterThan(1_000);
   });
 });
