@@ -46,6 +46,19 @@ export const API_ERROR_CODES = [
 
 export type ApiErrorCode = (typeof API_ERROR_CODES)[number];
 
+/**
+ * The codes of a node that cannot do it now (its store out, the cluster moving): the same
+ * request may succeed later. The client throws them as `UnavailableError`; the worker SDK sends
+ * again a result acked with one of them (or `internal`).
+ */
+export const UNAVAILABLE_CODES: ReadonlySet<string> = new Set<ApiErrorCode>([
+  'store_unavailable',
+  'not_ready',
+  'ask_timeout',
+  'mailbox_full',
+  'stale_epoch',
+]);
+
 const KNOWN_CODES: ReadonlySet<string> = new Set(API_ERROR_CODES);
 
 export function isApiErrorCode(value: unknown): value is ApiErrorCode {
@@ -255,6 +268,7 @@ export function apiErrorFrom(
       : {};
   const message = typeof error?.message === 'string' ? error.message : `HTTP ${status}`;
   const init: ApiErrorInit = { status, code, rawCode, message, details, retryAfterMs, request };
+  if (UNAVAILABLE_CODES.has(code)) return new UnavailableError(init);
   switch (code) {
     case 'validation_failed':
     case 'malformed_json':
@@ -282,12 +296,6 @@ export function apiErrorFrom(
       return new ConflictError(init);
     case 'backlog_full':
       return new BacklogFullError(init);
-    case 'store_unavailable':
-    case 'not_ready':
-    case 'ask_timeout':
-    case 'mailbox_full':
-    case 'stale_epoch':
-      return new UnavailableError(init);
     default:
       return new WheelhouseApiError(init);
   }

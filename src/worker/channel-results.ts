@@ -1,3 +1,4 @@
+import { UNAVAILABLE_CODES } from '../client/errors.js';
 import type { WireAck, WireLease } from './channel-wire.js';
 import type { WireResult } from './wire.js';
 
@@ -15,18 +16,13 @@ import type { WireResult } from './wire.js';
 const MAX_RESULTS_FRAME_BYTES = 8 * 1024 * 1024;
 
 /**
- * The codes of an `ok: false` ack that mean the node could not record the result now (its store
- * is out, the cluster is moving) and kept its lease: the result is sent again. Any other refusal
+ * Whether an `ok: false` ack's code means the node could not record the result now (its store
+ * out, the cluster moving) and kept its lease: the result is sent again. Any other refusal
  * (`lease_lost`) is final.
  */
-const SEND_AGAIN: ReadonlySet<string> = new Set([
-  'store_unavailable',
-  'not_ready',
-  'ask_timeout',
-  'mailbox_full',
-  'stale_epoch',
-  'internal',
-]);
+function sendAgain(code: string): boolean {
+  return UNAVAILABLE_CODES.has(code) || code === 'internal';
+}
 
 interface Outgoing {
   readonly wire: WireResult;
@@ -87,7 +83,7 @@ export class ChannelResults {
 
   /**
    * Applies an `acks` frame: how many results the node accepted and refused, each also told to
-   * `each`, and how many it could not record now (a `SEND_AGAIN` code): those wait to be sent
+   * `each`, and how many it could not record now (a code `sendAgain` names): those wait to be sent
    * again and are not told. Acks of unknown ids are ignored.
    */
   ack(
@@ -102,7 +98,7 @@ export class ChannelResults {
       const r = this.unacked.get(a.task_id);
       if (r === undefined) continue;
       this.unacked.delete(a.task_id);
-      if (!a.ok && a.error !== undefined && SEND_AGAIN.has(a.error.code)) {
+      if (!a.ok && a.error !== undefined && sendAgain(a.error.code)) {
         this.waiting.set(a.task_id, r);
         again++;
         againCode ??= a.error.code;
