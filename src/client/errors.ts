@@ -6,6 +6,8 @@
  * `WheelhouseTimeoutError`.
  */
 
+import { UNAVAILABLE_CODES } from '../lib/unavailable-codes.js';
+
 /**
  * The error codes a node answers with, as in its error catalogue (API.md, `/docs`). The
  * client keeps its own copy so it imports nothing of the server; a test holds the two equal.
@@ -45,19 +47,6 @@ export const API_ERROR_CODES = [
 ] as const;
 
 export type ApiErrorCode = (typeof API_ERROR_CODES)[number];
-
-/**
- * The codes of a node that cannot do it now (its store out, the cluster moving): the same
- * request may succeed later. The client throws them as `UnavailableError`; the worker SDK sends
- * again a result acked with one of them (or `internal`).
- */
-export const UNAVAILABLE_CODES: ReadonlySet<string> = new Set<ApiErrorCode>([
-  'store_unavailable',
-  'not_ready',
-  'ask_timeout',
-  'mailbox_full',
-  'stale_epoch',
-]);
 
 const KNOWN_CODES: ReadonlySet<string> = new Set(API_ERROR_CODES);
 

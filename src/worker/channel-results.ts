@@ -1,4 +1,4 @@
-import { UNAVAILABLE_CODES } from '../client/errors.js';
+import { UNAVAILABLE_CODES } from '../lib/unavailable-codes.js';
 import type { WireAck, WireLease } from './channel-wire.js';
 import type { WireResult } from './wire.js';
 
