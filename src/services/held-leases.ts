@@ -45,6 +45,13 @@ export interface HeldLease {
   cancelSent: boolean;
 }
 
+/** A deadline extension the worker asked for (`extend_seconds` of a `progress` update). */
+interface Extension {
+  taskId: string;
+  leaseToken: string;
+  extendSeconds: number;
+}
+
 /** What the leases tell their worker: frames of the session's. */
 export type LeaseNews =
   | { type: 'cancel'; taskIds: string[] }
@@ -154,7 +161,7 @@ export class HeldLeases {
    * the deadlines granted are told in one `extended`, leases that ended meanwhile as `lease_lost`;
    * one the store could not take is asked again, within a third of the time left to its deadline.
    */
-  async extend(extensions: readonly { taskId: string; leaseToken: string; extendSeconds: number }[]): Promise<void> {
+  async extend(extensions: readonly Extension[]): Promise<void> {
     const answers = await Promise.all(
       extensions.map((u) =>
         this.deps.workers.heartbeat(u.taskId, u.leaseToken, u.extendSeconds).then(
@@ -165,7 +172,7 @@ export class HeldLeases {
     );
     const granted: { taskId: string; deadlineMs: number }[] = [];
     const lost: string[] = [];
-    const again: { taskId: string; leaseToken: string; extendSeconds: number }[] = [];
+    const again: Extension[] = [];
     for (const { u, extended, error } of answers) {
       const lease = this.held.get(u.taskId);
       if (lease === undefined) continue; // settled meanwhile
@@ -190,7 +197,7 @@ export class HeldLeases {
     this.deps.changed();
   }
 
-  private extendLater(extensions: readonly { taskId: string; leaseToken: string; extendSeconds: number }[]): void {
+  private extendLater(extensions: readonly Extension[]): void {
     if (this.stopped) return;
     // Soon enough to land before the deadline it would move: a third of what is left of the earliest.
     const now = this.deps.clock.now();
@@ -202,7 +209,11 @@ export class HeldLeases {
     const cancel = this.deps.clock.setTimer(waitMs, () => {
       this.extensionRetries.delete(cancel);
       if (this.stopped) return;
-      const still = extensions.filter((u) => this.heldWith(u.taskId, u.leaseToken));
+      // Past its deadline the attempt is over: an extension would only be refused.
+      const at = this.deps.clock.now();
+      const still = extensions.filter(
+        (u) => this.heldWith(u.taskId, u.leaseToken) && (this.held.get(u.taskId) as HeldLease).deadlineMs > at,
+      );
       if (still.length === 0) return;
       this.extend(still).catch((error: unknown) =>
         this.deps.onError(error, `extending deadlines for worker ${this.deps.workerId}`),

@@ -212,7 +212,7 @@ export class ChannelLink {
     this.progress.close();
   }
 
-  private sendAgain(count: number, code: string | undefined): void {
+  private sendAgain(count: number, code: string | null): void {
     if (this.againTimer !== undefined) return;
     const waitMs = backoffMs(this.againInARow++);
     this.o.onError(

@@ -89,11 +89,11 @@ export class ChannelResults {
   ack(
     acks: readonly WireAck[],
     each: (taskId: string, ok: boolean) => void,
-  ): { accepted: number; refused: number; again: number; againCode?: string } {
+  ): { accepted: number; refused: number; again: number; againCode: string | null } {
     let accepted = 0;
     let refused = 0;
     let again = 0;
-    let againCode: string | undefined;
+    let againCode: string | null = null;
     for (const a of acks) {
       const r = this.unacked.get(a.task_id);
       if (r === undefined) continue;
@@ -108,7 +108,7 @@ export class ChannelResults {
       else refused++;
       each(a.task_id, a.ok);
     }
-    return { accepted, refused, again, ...(againCode === undefined ? {} : { againCode }) };
+    return { accepted, refused, again, againCode };
   }
 
   /** The socket is gone: what it was sent and did not acknowledge waits to be sent again. */

@@ -43,7 +43,7 @@ describe('ChannelResults', () => {
         ],
         tell,
       ),
-    ).toEqual({ accepted: 1, refused: 0, again: 0 });
+    ).toEqual({ accepted: 1, refused: 0, again: 0, againCode: null });
     results.requeue();
     expect(results.leases()).toEqual([
       { task_id: 't-1', lease_token: 'tok-1' },
@@ -51,7 +51,12 @@ describe('ChannelResults', () => {
     ]);
     results.send((f) => frames.push(f));
     expect(frames[1]).toBe(`{"type":"results","results":[${JSON.stringify(result(1))},${JSON.stringify(result(2))}]}`);
-    expect(results.ack([{ task_id: 't-1', ok: false }], tell)).toEqual({ accepted: 0, refused: 1, again: 0 });
+    expect(results.ack([{ task_id: 't-1', ok: false }], tell)).toEqual({
+      accepted: 0,
+      refused: 1,
+      again: 0,
+      againCode: null,
+    });
     // Each known result is told once, with the node's answer; what is left is dropped by id.
     expect(told).toEqual([
       ['t-0', true],
